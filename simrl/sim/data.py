@@ -1,0 +1,138 @@
+"""Per-world simulation state and intermediate quantities, as Warp arrays [num_worlds, ...].
+
+Names follow mjData. Everything a stage writes lives here, so one step runs with no
+allocation and can be captured as a graph.
+"""
+
+
+import functools
+
+import numpy as np
+import warp as wp
+
+from simrl.sim.types import scalar_types
+
+
+@functools.cache
+def data_struct(scalar):
+    """The Warp struct type that carries per-world data of precision `scalar` into kernels."""
+    T = scalar_types(scalar)
+
+    @wp.struct
+    class Data:
+        # state and inputs
+        qpos: wp.array2d(dtype=scalar)  # [W, nq]
+        qvel: wp.array2d(dtype=scalar)  # [W, nv]
+        ctrl: wp.array2d(dtype=scalar)  # [W, nu]
+        qfrc_applied: wp.array2d(dtype=scalar)  # [W, nv]
+        # output of forward
+        qacc: wp.array2d(dtype=scalar)  # [W, nv]
+        # kinematics
+        xpos: wp.array2d(dtype=T.vec3)  # [W, nbody]
+        xquat: wp.array2d(dtype=T.quat)
+        xmat: wp.array2d(dtype=T.mat33)
+        xipos: wp.array2d(dtype=T.vec3)
+        ximat: wp.array2d(dtype=T.mat33)
+        xanchor: wp.array2d(dtype=T.vec3)  # [W, njnt]
+        xaxis: wp.array2d(dtype=T.vec3)
+        geom_xpos: wp.array2d(dtype=T.vec3)  # [W, ngeom]
+        geom_xmat: wp.array2d(dtype=T.mat33)
+        site_xpos: wp.array2d(dtype=T.vec3)  # [W, nsite]
+        site_xmat: wp.array2d(dtype=T.mat33)
+        # com_pos
+        subtree_mass: wp.array2d(dtype=scalar)  # [W, nbody]
+        subtree_com: wp.array2d(dtype=T.vec3)
+        cinert: wp.array2d(dtype=T.vec10)
+        cdof: wp.array2d(dtype=T.vec6)  # [W, nv]
+        # crb, factor_m
+        crb: wp.array2d(dtype=T.vec10)  # [W, nbody]
+        qM: wp.array3d(dtype=scalar)  # [W, nv, nv], dense, symmetric
+        qLD: wp.array3d(dtype=scalar)  # [W, nv, nv], L'DL factor: D on the diagonal, L below
+        # com_vel, rne
+        cvel: wp.array2d(dtype=T.vec6)  # [W, nbody]
+        cdof_dot: wp.array2d(dtype=T.vec6)  # [W, nv]
+        cacc: wp.array2d(dtype=T.vec6)  # [W, nbody], bias acceleration (no qacc term)
+        cfrc_bias: wp.array2d(dtype=T.vec6)  # [W, nbody]
+        qfrc_bias: wp.array2d(dtype=scalar)  # [W, nv]
+        # passive, actuation
+        qfrc_spring: wp.array2d(dtype=scalar)
+        qfrc_damper: wp.array2d(dtype=scalar)
+        qfrc_passive: wp.array2d(dtype=scalar)
+        actuator_length: wp.array2d(dtype=scalar)  # [W, nu]
+        actuator_velocity: wp.array2d(dtype=scalar)
+        actuator_force: wp.array2d(dtype=scalar)
+        qfrc_actuator: wp.array2d(dtype=scalar)  # [W, nv]
+        # acceleration
+        qfrc_smooth: wp.array2d(dtype=scalar)
+        qacc_smooth: wp.array2d(dtype=scalar)
+        # integrators
+        qH: wp.array3d(dtype=scalar)  # [W, nv, nv], factor of M + h*diag(damping) (Euler)
+        qacc_int: wp.array2d(dtype=scalar)  # [W, nv], acceleration used by Euler
+        rk_qpos: wp.array2d(dtype=scalar)  # [W, nq], RK4 start state
+        rk_qvel: wp.array2d(dtype=scalar)  # [W, nv]
+        rk_k: wp.array2d(dtype=scalar)  # [W, nv], position derivative of the last stage
+        rk_dqpos: wp.array2d(dtype=scalar)  # [W, nv], sum of B_i * k_i
+        rk_dqvel: wp.array2d(dtype=scalar)  # [W, nv], sum of B_i * qacc_i
+
+    return Data
+
+
+def make_data(model, num_worlds: int):
+    """Allocate a Data struct for `num_worlds` copies of `model`, at qpos0 and rest."""
+    T = model.T
+    mjm = model.mjm
+    device = model.device
+    W = num_worlds
+    nq, nv, nu, nbody, njnt = mjm.nq, mjm.nv, mjm.nu, mjm.nbody, mjm.njnt
+
+    def zeros(shape, dtype=T.scalar):
+        return wp.zeros(shape, dtype=dtype, device=device)
+
+    d = data_struct(T.scalar)()
+    npf = np.float64 if T.scalar == wp.float64 else np.float32
+    d.qpos = wp.array(np.tile(np.asarray(mjm.qpos0, dtype=npf), (W, 1)).reshape(W, nq),
+                      dtype=T.scalar, device=device)
+    d.qvel = zeros((W, nv))
+    d.ctrl = zeros((W, nu))
+    d.qfrc_applied = zeros((W, nv))
+    d.qacc = zeros((W, nv))
+    d.xpos = zeros((W, nbody), T.vec3)
+    d.xquat = zeros((W, nbody), T.quat)
+    d.xmat = zeros((W, nbody), T.mat33)
+    d.xipos = zeros((W, nbody), T.vec3)
+    d.ximat = zeros((W, nbody), T.mat33)
+    d.xanchor = zeros((W, njnt), T.vec3)
+    d.xaxis = zeros((W, njnt), T.vec3)
+    d.geom_xpos = zeros((W, mjm.ngeom), T.vec3)
+    d.geom_xmat = zeros((W, mjm.ngeom), T.mat33)
+    d.site_xpos = zeros((W, mjm.nsite), T.vec3)
+    d.site_xmat = zeros((W, mjm.nsite), T.mat33)
+    d.subtree_mass = zeros((W, nbody))
+    d.subtree_com = zeros((W, nbody), T.vec3)
+    d.cinert = zeros((W, nbody), T.vec10)
+    d.cdof = zeros((W, nv), T.vec6)
+    d.crb = zeros((W, nbody), T.vec10)
+    d.qM = zeros((W, nv, nv))
+    d.qLD = zeros((W, nv, nv))
+    d.cvel = zeros((W, nbody), T.vec6)
+    d.cdof_dot = zeros((W, nv), T.vec6)
+    d.cacc = zeros((W, nbody), T.vec6)
+    d.cfrc_bias = zeros((W, nbody), T.vec6)
+    d.qfrc_bias = zeros((W, nv))
+    d.qfrc_spring = zeros((W, nv))
+    d.qfrc_damper = zeros((W, nv))
+    d.qfrc_passive = zeros((W, nv))
+    d.actuator_length = zeros((W, nu))
+    d.actuator_velocity = zeros((W, nu))
+    d.actuator_force = zeros((W, nu))
+    d.qfrc_actuator = zeros((W, nv))
+    d.qfrc_smooth = zeros((W, nv))
+    d.qacc_smooth = zeros((W, nv))
+    d.qH = zeros((W, nv, nv))
+    d.qacc_int = zeros((W, nv))
+    d.rk_qpos = zeros((W, nq))
+    d.rk_qvel = zeros((W, nv))
+    d.rk_k = zeros((W, nv))
+    d.rk_dqpos = zeros((W, nv))
+    d.rk_dqvel = zeros((W, nv))
+    return d

@@ -1,0 +1,96 @@
+"""Forward kinematics (mj_kinematics, engine_core_smooth.c): body, inertial-frame, geom and
+site poses in the world frame from qpos."""
+
+
+import functools
+
+import warp as wp
+
+from simrl.sim.data import data_struct
+from simrl.sim.model import model_struct
+from simrl.sim.types import JNT_BALL, JNT_FREE, JNT_SLIDE, scalar_types
+
+
+@functools.cache
+def build(scalar):
+    T = scalar_types(scalar)
+    Model, Data = model_struct(scalar), data_struct(scalar)
+    f, vec3, quat = T.f, T.vec3, T.quat
+
+    @wp.func
+    def local_to_global(xpos: vec3, xquat: quat, pos: vec3, rot: quat):
+        """mj_local2Global: position and (normalized) orientation of a frame fixed in a body."""
+        return xpos + wp.quat_rotate(xquat, pos), f.quat_normalize(xquat * rot)
+
+    @wp.func
+    def kinematics(m: Model, d: Data, w: int):
+        """Poses of all bodies (mj_kinematics1), then of inertial frames, geoms and sites
+        (mj_kinematics2). Bodies are ordered so that a parent precedes its children."""
+        ident = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
+        d.xpos[w, 0] = vec3(scalar(0.0))
+        d.xquat[w, 0] = ident
+        d.xmat[w, 0] = wp.quat_to_matrix(ident)
+        d.xipos[w, 0] = vec3(scalar(0.0))
+        d.ximat[w, 0] = wp.quat_to_matrix(ident)
+
+        for b in range(1, m.nbody):
+            jntadr = m.body_jntadr[b]
+            jntnum = m.body_jntnum[b]
+            xpos = vec3(scalar(0.0))
+            xquat = ident
+            if jntnum == 1 and m.jnt_type[jntadr] == JNT_FREE:
+                # free joint: the pose is qpos itself
+                qadr = m.jnt_qposadr[jntadr]
+                xpos = vec3(d.qpos[w, qadr], d.qpos[w, qadr + 1], d.qpos[w, qadr + 2])
+                xquat = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr + 3))
+                d.xanchor[w, jntadr] = xpos
+                d.xaxis[w, jntadr] = m.jnt_axis[jntadr]
+            else:
+                # fixed offset from the parent, then each joint of the body in order
+                pid = m.body_parentid[b]
+                xpos = d.xpos[w, pid] + wp.quat_rotate(d.xquat[w, pid], m.body_pos[b])
+                xquat = d.xquat[w, pid] * m.body_quat[b]
+                for j in range(jntadr, jntadr + jntnum):
+                    qadr = m.jnt_qposadr[j]
+                    jtype = m.jnt_type[j]
+                    xaxis = wp.quat_rotate(xquat, m.jnt_axis[j])
+                    xanchor = wp.quat_rotate(xquat, m.jnt_pos[j]) + xpos
+                    if jtype == JNT_SLIDE:
+                        xpos = xpos + xaxis * (d.qpos[w, qadr] - m.qpos0[qadr])
+                    else:
+                        qloc = ident
+                        if jtype == JNT_BALL:
+                            qloc = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
+                        else:
+                            qloc = f.axis_angle_quat(m.jnt_axis[j], d.qpos[w, qadr] - m.qpos0[qadr])
+                        xquat = xquat * qloc
+                        # rotation about the anchor, not the body origin
+                        xpos = xanchor - wp.quat_rotate(xquat, m.jnt_pos[j])
+                    d.xanchor[w, j] = xanchor
+                    d.xaxis[w, j] = xaxis
+            xquat = f.quat_normalize(xquat)
+            d.xpos[w, b] = xpos
+            d.xquat[w, b] = xquat
+            d.xmat[w, b] = wp.quat_to_matrix(xquat)
+
+        # inertial frames (randomizable: per-world or shared parameters)
+        wm = w % m.body_ipos.shape[0]
+        for b in range(1, m.nbody):
+            ipos, iquat = local_to_global(d.xpos[w, b], d.xquat[w, b], m.body_ipos[wm, b],
+                                          m.body_iquat[w % m.body_iquat.shape[0], b])
+            d.xipos[w, b] = ipos
+            d.ximat[w, b] = wp.quat_to_matrix(iquat)
+
+        for g in range(m.ngeom):
+            b = m.geom_bodyid[g]
+            gpos, gquat = local_to_global(d.xpos[w, b], d.xquat[w, b], m.geom_pos[g], m.geom_quat[g])
+            d.geom_xpos[w, g] = gpos
+            d.geom_xmat[w, g] = wp.quat_to_matrix(gquat)
+
+        for s in range(m.nsite):
+            b = m.site_bodyid[s]
+            spos, squat = local_to_global(d.xpos[w, b], d.xquat[w, b], m.site_pos[s], m.site_quat[s])
+            d.site_xpos[w, s] = spos
+            d.site_xmat[w, s] = wp.quat_to_matrix(squat)
+
+    return kinematics

@@ -1,0 +1,215 @@
+"""`Sim`: many copies ("worlds") of one MuJoCo model, stepped together by Warp kernels.
+
+    from simrl import Sim
+    sim = Sim.from_mjcf("robot.xml", num_worlds=1024, device="cpu")
+    sim.ctrl[:] = torch.rand(1024, sim.nu) * 2 - 1
+    sim.step(10)          # like mj_step, ten times, in every world
+    sim.qpos              # torch view [num_worlds, nq] of the simulation's own memory
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import torch
+import warp as wp
+
+from simrl.errors import MJCFError
+from simrl.sim import euler, forward, rk4
+from simrl.sim.data import make_data
+from simrl.sim.model import INTEGRATOR_EULER, Model
+from simrl.sim.types import kernel_module
+
+if not os.environ.get("SIMRL_WARP_VERBOSE"):
+    wp.config.quiet = True
+
+_DTYPES = {
+    "float32": wp.float32, "float64": wp.float64,
+    torch.float32: wp.float32, torch.float64: wp.float64,
+    wp.float32: wp.float32, wp.float64: wp.float64,
+}
+
+
+def _resolve_device(device) -> wp.context.Device:
+    wp.init()
+    if device is None or device == "auto":
+        return wp.get_device("cuda:0" if wp.is_cuda_available() else "cpu")
+    name = str(device)
+    available = [d.alias for d in wp.get_devices()]
+    if name == "cuda":
+        name = "cuda:0"
+    if name not in available:
+        raise ValueError(f"device {str(device)!r} does not exist; available devices: {', '.join(available)}")
+    return wp.get_device(name)
+
+
+def compile_mjcf(mjcf: str | os.PathLike) -> mujoco.MjModel:
+    """Compile an MJCF file path or XML string with MuJoCo's compiler."""
+    text = str(mjcf)
+    if text.lstrip().startswith("<"):
+        source, load = "the MJCF string", lambda: mujoco.MjModel.from_xml_string(text)
+    else:
+        path = Path(text)
+        if not path.is_file():
+            raise FileNotFoundError(f"MJCF file not found: {path}")
+        source, load = str(path), lambda: mujoco.MjModel.from_xml_path(str(path))
+    try:
+        return load()
+    except ValueError as e:
+        raise MJCFError(f"MuJoCo could not compile {source}: {e}") from e
+
+
+class Sim:
+    """Batched simulation of `num_worlds` copies of a MuJoCo model.
+
+    State tensors (`qpos [W, nq]`, `qvel [W, nv]`, `ctrl [W, nu]`, `qacc [W, nv]`,
+    `qfrc_applied [W, nv]`) are zero-copy torch views of the Warp arrays: writing into them
+    changes the simulation. Assigning a whole tensor (`sim.ctrl = x`) copies it in after
+    checking its shape, dtype and device.
+    """
+
+    def __init__(self, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32"):
+        if not isinstance(mj_model, mujoco.MjModel):
+            raise TypeError(f"expected a mujoco.MjModel, got {type(mj_model).__name__}")
+        if isinstance(num_worlds, bool) or not isinstance(num_worlds, (int, np.integer)) or num_worlds < 1:
+            raise ValueError(f"num_worlds must be a positive integer, got {num_worlds!r}")
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+        self.device = _resolve_device(device)
+        self.num_worlds = int(num_worlds)
+        self.model = Model(mj_model, self.device, _DTYPES[dtype])
+        self.data = make_data(self.model, self.num_worlds)
+        scalar = self.model.dtype
+        self._forward = forward.build(scalar)
+        self._euler = euler.build(scalar)
+        self._rk4_begin, self._rk4_stage, self._rk4_end = rk4.build(scalar)
+        self.torch_dtype = torch.float64 if scalar == wp.float64 else torch.float32
+        self._views = {}
+        start = time.perf_counter()
+        wp.load_module(kernel_module(scalar), device=self.device)
+        #: seconds spent compiling (or loading from Warp's cache) the engine's kernels
+        self.compile_time = time.perf_counter() - start
+        self.forward()
+
+    # ---------------------------------------------------------------------------- construction
+    @classmethod
+    def from_mjcf(cls, mjcf: str | os.PathLike, num_worlds: int = 1, device=None, dtype="float32") -> Sim:
+        """Compile MJCF (a file path or an XML string) with MuJoCo and load it."""
+        return cls(compile_mjcf(mjcf), num_worlds, device, dtype)
+
+    @classmethod
+    def from_model(cls, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32") -> Sim:
+        """Load an already compiled `mujoco.MjModel`."""
+        return cls(mj_model, num_worlds, device, dtype)
+
+    # ---------------------------------------------------------------------------- sizes
+    @property
+    def mj_model(self) -> mujoco.MjModel:
+        return self.model.mjm
+
+    @property
+    def nq(self) -> int:
+        return self.model.nq
+
+    @property
+    def nv(self) -> int:
+        return self.model.nv
+
+    @property
+    def nu(self) -> int:
+        return self.model.nu
+
+    @property
+    def timestep(self) -> float:
+        return float(self.model.struct.timestep)
+
+    # ---------------------------------------------------------------------------- state views
+    def view(self, name: str) -> torch.Tensor:
+        """Zero-copy torch view of any per-world array of the data (mjData names), e.g.
+        `sim.view("xpos")` -> [W, nbody, 3]. Quaternions are stored (x, y, z, w)."""
+        if name not in self._views:
+            array = getattr(self.data, name, None)
+            if not isinstance(array, wp.array):
+                raise AttributeError(f"simulation data has no array named {name!r}")
+            self._views[name] = wp.to_torch(array, requires_grad=False)
+        return self._views[name]
+
+    def _assign(self, name: str, value) -> None:
+        view = self.view(name)
+        if not isinstance(value, torch.Tensor):
+            value = torch.as_tensor(np.asarray(value), dtype=view.dtype)
+        if value.device != view.device:
+            raise ValueError(f"{name} must be on device {view.device}, got a tensor on {value.device}")
+        if not value.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
+        if tuple(value.shape) != tuple(view.shape):
+            raise ValueError(f"{name} must have shape {tuple(view.shape)} [num_worlds, ...], "
+                             f"got {tuple(value.shape)}")
+        view.copy_(value)
+
+    qpos = property(lambda self: self.view("qpos"), lambda self, v: self._assign("qpos", v),
+                    doc="joint positions [num_worlds, nq] (free/ball quaternions w, x, y, z)")
+    qvel = property(lambda self: self.view("qvel"), lambda self, v: self._assign("qvel", v),
+                    doc="joint velocities [num_worlds, nv]")
+    ctrl = property(lambda self: self.view("ctrl"), lambda self, v: self._assign("ctrl", v),
+                    doc="actuator controls [num_worlds, nu], clamped to ctrlrange when applied")
+    qfrc_applied = property(lambda self: self.view("qfrc_applied"),
+                            lambda self, v: self._assign("qfrc_applied", v),
+                            doc="generalized forces applied by the user [num_worlds, nv]")
+    qacc = property(lambda self: self.view("qacc"), doc="joint accelerations [num_worlds, nv]")
+
+    # ---------------------------------------------------------------------------- simulation
+    def _launch(self, kernel, *scalars):
+        wp.launch(kernel, dim=self.num_worlds, inputs=[self.model.struct, self.data, *scalars],
+                  device=self.device)
+
+    def forward(self) -> None:
+        """Like mj_forward: qacc (and every intermediate) from the current qpos, qvel, ctrl."""
+        self._launch(self._forward)
+
+    def step(self, n: int = 1) -> None:
+        """Like mj_step with the model's integrator (Euler or RK4), `n` times."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        scalar = self.model.dtype
+        for _ in range(int(n)):
+            self._launch(self._forward)
+            if self.model.integrator == INTEGRATOR_EULER:
+                self._launch(self._euler)
+            else:
+                a = [scalar(x) for x in rk4.RK4_A]
+                b = [scalar(x) for x in rk4.RK4_B]
+                self._launch(self._rk4_begin, a[0], b[0])
+                self._launch(self._forward)
+                self._launch(self._rk4_stage, a[0], a[1], b[1])
+                self._launch(self._forward)
+                self._launch(self._rk4_stage, a[1], a[2], b[2])
+                self._launch(self._forward)
+                self._launch(self._rk4_end, a[2], b[3])
+
+    def reset(self, world_ids=None) -> None:
+        """Set qpos to qpos0 and qvel, ctrl, qfrc_applied, qacc to zero, in all worlds or in
+        `world_ids` (a sequence, an index tensor or a boolean mask over worlds)."""
+        qpos0 = torch.as_tensor(np.asarray(self.mj_model.qpos0), dtype=self.torch_dtype,
+                                device=self.qpos.device)
+        if world_ids is None:
+            index = slice(None)
+        else:
+            index = torch.as_tensor(world_ids, device=self.qpos.device)
+            if index.dtype == torch.bool:
+                if index.shape != (self.num_worlds,):
+                    raise ValueError(f"a boolean world mask must have shape ({self.num_worlds},), "
+                                     f"got {tuple(index.shape)}")
+            elif index.dtype not in (torch.int32, torch.int64):
+                raise TypeError(f"world_ids must be integer indices or a boolean mask, got {index.dtype}")
+        self.qpos[index] = qpos0
+        for name in ("qvel", "ctrl", "qfrc_applied", "qacc"):
+            self.view(name)[index] = 0.0
+
+    def __repr__(self) -> str:
+        return (f"Sim(nq={self.nq}, nv={self.nv}, nu={self.nu}, num_worlds={self.num_worlds}, "
+                f"device='{self.device.alias}', dtype={self.model.dtype.__name__})")
