@@ -8,7 +8,6 @@ import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import BIAS_AFFINE, GAIN_AFFINE, model_struct
-from simrl.sim.types import scalar_types
 
 # mjMAXVAL: a control beyond it counts as bad (mju_isBad)
 MAXVAL = 1e10
@@ -35,7 +34,7 @@ def build(scalar):
             return
 
         # MuJoCo zeroes every control of a world when any is NaN or beyond mjMAXVAL
-        bad = int(0)
+        bad = 0
         for a in range(m.nu):
             c = d.ctrl[w, a]
             if wp.isnan(c) or c > scalar(MAXVAL) or c < scalar(-MAXVAL):

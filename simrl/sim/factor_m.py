@@ -14,7 +14,6 @@ import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import scalar_types
 
 
 @functools.cache

@@ -16,7 +16,7 @@ import warp as wp
 
 from simrl.errors import UnsupportedFeatureError
 from simrl.sim.collision_driver import candidate_geom_pairs
-from simrl.sim.types import JNT_BALL, JNT_FREE, JNT_HINGE, JNT_SLIDE, scalar_types
+from simrl.sim.types import JNT_HINGE, JNT_SLIDE, scalar_types
 
 DSBL = mujoco.mjtDisableBit
 ENBL = mujoco.mjtEnableBit

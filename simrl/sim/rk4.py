@@ -47,7 +47,7 @@ def build(scalar):
         for j in range(m.njnt):
             da = m.jnt_dofadr[j]
             jtype = m.jnt_type[j]
-            rot = int(-1)
+            rot = -1
             if jtype == JNT_FREE:
                 for c in range(3):
                     d.rk_k[w, da + c] = d.qvel[w, da + c]
@@ -60,7 +60,7 @@ def build(scalar):
                 theta = vec3(d.rk_k[w, rot], d.rk_k[w, rot + 1], d.rk_k[w, rot + 2]) * a * h
                 omega = vec3(d.qvel[w, rot], d.qvel[w, rot + 1], d.qvel[w, rot + 2])
                 tw = wp.cross(theta, omega)
-                k = omega + tw * scalar(0.5) + wp.cross(theta, tw) * scalar(1.0 / 12.0)
+                k = omega + tw * scalar(0.5) + wp.cross(theta, tw) * (scalar(1.0) / scalar(12.0))
                 for c in range(3):
                     d.rk_k[w, rot + c] = k[c]
 

@@ -5,6 +5,10 @@ training, float64 for crisp parity and gradient checks). `scalar_types(wp.float6
 bundle `T` with the vector types and the `wp.func` helpers of that precision; each stage
 file builds its kernels from such a bundle.
 
+Float constants inside kernels are written as exact expressions of the scalar type
+(`scalar(1.0) / scalar(12.0)`): Warp types a Python float literal as float32, which would
+silently round it in the float64 build.
+
 Conventions follow MuJoCo (doc/computation/index.rst, engine_util_spatial.c):
 - spatial motion vectors are [angular(3), linear(3)], force vectors [torque(3), force(3)];
 - a composite inertia "cinert" is 10 numbers: the 3x3 rotational inertia about the
@@ -117,8 +121,10 @@ def _build_funcs(scalar, vec3, vec6, vec10, quat, mat33):
             return vec3(scalar(0.0), scalar(0.0), scalar(0.0))
         axis = axis / sin_half
         angle = scalar(2.0) * wp.atan2(sin_half, q[3])
-        if angle > scalar(wp.pi):
-            angle = angle - scalar(2.0 * wp.pi)
+        # pi from atan2: a Python float constant would enter the kernel rounded to float32
+        pi = wp.atan2(scalar(0.0), scalar(-1.0))
+        if angle > pi:
+            angle = angle - scalar(2.0) * pi
         return axis * angle
 
     @wp.func

@@ -1,0 +1,59 @@
+import os
+from pathlib import Path
+
+import gymnasium
+import mujoco
+import numpy as np
+import pytest
+
+GYM_ASSETS = Path(os.path.dirname(gymnasium.__file__)) / "envs" / "mujoco" / "assets"
+
+NO_CONSTRAINTS = int(mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)
+
+
+def without_constraints(mjm: mujoco.MjModel) -> mujoco.MjModel:
+    """The model with contacts and every constraint row disabled (the engine has none yet)."""
+    mjm.opt.disableflags |= NO_CONSTRAINTS
+    return mjm
+
+
+def quaternion_slices(mjm: mujoco.MjModel):
+    """qpos slices that hold quaternions (free and ball joints)."""
+    out = []
+    for j in range(mjm.njnt):
+        t = mjm.jnt_type[j]
+        if t in (mujoco.mjtJoint.mjJNT_FREE, mujoco.mjtJoint.mjJNT_BALL):
+            adr = mjm.jnt_qposadr[j] + (3 if t == mujoco.mjtJoint.mjJNT_FREE else 0)
+            out.append(slice(adr, adr + 4))
+    return out
+
+
+def random_states(mjm: mujoco.MjModel, n: int, rng: np.random.Generator):
+    """n random (qpos, qvel, ctrl): qpos0 plus noise with unit quaternions, controls drawn
+    from (a little beyond) ctrlrange so clamping is exercised."""
+    qpos = np.tile(mjm.qpos0, (n, 1)) + rng.normal(0.0, 0.4, (n, mjm.nq))
+    for s in quaternion_slices(mjm):
+        qpos[:, s] /= np.linalg.norm(qpos[:, s], axis=1, keepdims=True)
+    qvel = rng.normal(0.0, 1.0, (n, mjm.nv))
+    ctrl = random_ctrl(mjm, n, rng)
+    return qpos, qvel, ctrl
+
+
+def random_ctrl(mjm: mujoco.MjModel, n: int, rng: np.random.Generator):
+    lo = np.where(mjm.actuator_ctrllimited, mjm.actuator_ctrlrange[:, 0], -1.0)
+    hi = np.where(mjm.actuator_ctrllimited, mjm.actuator_ctrlrange[:, 1], 1.0)
+    span = hi - lo
+    return rng.uniform(lo - 0.1 * span, hi + 0.1 * span, (n, mjm.nu))
+
+
+def qpos_distance(mjm: mujoco.MjModel, a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| over qpos, with each quaternion compared up to sign."""
+    dif = np.abs(a - b)
+    for s in quaternion_slices(mjm):
+        dif[..., s] = np.minimum(np.abs(a[..., s] - b[..., s]), np.abs(a[..., s] + b[..., s]))
+    return float(dif.max())
+
+
+@pytest.fixture(scope="session")
+def rng():
+    return np.random.default_rng(12345)

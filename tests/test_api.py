@@ -1,0 +1,134 @@
+"""The public Sim API: views, shapes, errors, reset, batching."""
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+import warp as wp
+from conftest import random_states, without_constraints
+from models import CUSTOM_MODELS
+
+from simrl import Sim
+
+
+@pytest.fixture(scope="module")
+def mjm():
+    return without_constraints(mujoco.MjModel.from_xml_string(CUSTOM_MODELS["two_trees"]))
+
+
+def test_sizes_and_views(mjm):
+    sim = Sim.from_model(mjm, num_worlds=5, device="cpu")
+    assert (sim.nq, sim.nv, sim.nu, sim.num_worlds) == (mjm.nq, mjm.nv, mjm.nu, 5)
+    assert sim.timestep == pytest.approx(mjm.opt.timestep)
+    assert sim.mj_model is mjm
+    assert sim.qpos.shape == (5, mjm.nq) and sim.qvel.shape == (5, mjm.nv)
+    assert sim.ctrl.shape == (5, mjm.nu) and sim.qacc.shape == (5, mjm.nv)
+    assert sim.qpos.dtype == torch.float32
+    np.testing.assert_allclose(sim.qpos.numpy(), np.tile(mjm.qpos0, (5, 1)), atol=1e-7)
+
+
+def test_views_are_zero_copy(mjm):
+    sim = Sim.from_model(mjm, num_worlds=3)
+    assert sim.qpos.data_ptr() == sim.data.qpos.ptr
+    sim.qpos[1, 0] = 5.0  # moves free body a along x in world 1 only
+    sim.forward()
+    xpos = sim.view("xpos").numpy()
+    assert xpos[1, 1, 0] == pytest.approx(5.0)
+    assert xpos[0, 1, 0] == pytest.approx(0.0)
+
+
+def test_assigning_a_tensor_checks_it(mjm):
+    sim = Sim.from_model(mjm, num_worlds=4)
+    sim.ctrl = torch.ones(4, mjm.nu)
+    assert torch.all(sim.ctrl == 1)
+    with pytest.raises(ValueError, match=r"ctrl must have shape \(4, 1\)"):
+        sim.ctrl = torch.ones(3, mjm.nu)
+    with pytest.raises(TypeError, match="floating-point"):
+        sim.ctrl = torch.ones(4, mjm.nu, dtype=torch.int64)
+    with pytest.raises(AttributeError):
+        sim.qacc = torch.zeros(4, mjm.nv)
+
+
+def test_bad_arguments_are_named(mjm):
+    with pytest.raises(ValueError, match="num_worlds must be a positive integer"):
+        Sim.from_model(mjm, num_worlds=0)
+    with pytest.raises(ValueError, match=r"device 'cuda:3' does not exist; available devices: .*cpu"):
+        Sim.from_model(mjm, num_worlds=1, device="cuda:3")
+    with pytest.raises(ValueError, match="dtype must be"):
+        Sim.from_model(mjm, num_worlds=1, dtype="float16")
+    with pytest.raises(TypeError, match="mujoco.MjModel"):
+        Sim.from_model("model.xml", num_worlds=1)
+    sim = Sim.from_model(mjm, num_worlds=1)
+    with pytest.raises(ValueError, match="non-negative integer"):
+        sim.step(-1)
+
+
+def test_worlds_are_independent(mjm, rng):
+    """A world's trajectory does not depend on the other worlds in the batch."""
+    qpos, qvel, ctrl = random_states(mjm, 6, rng)
+    batch = Sim.from_model(mjm, num_worlds=6, dtype="float64")
+    batch.qpos, batch.qvel, batch.ctrl = (torch.as_tensor(x) for x in (qpos, qvel, ctrl))
+    batch.step(25)
+    single = Sim.from_model(mjm, num_worlds=1, dtype="float64")
+    single.qpos, single.qvel, single.ctrl = (torch.as_tensor(x[3:4]) for x in (qpos, qvel, ctrl))
+    single.step(25)
+    assert torch.equal(batch.qpos[3], single.qpos[0])
+    assert torch.equal(batch.qvel[3], single.qvel[0])
+
+
+def test_step_n_equals_n_steps(mjm, rng):
+    qpos, qvel, ctrl = random_states(mjm, 2, rng)
+    a = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    b = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    for sim in (a, b):
+        sim.qpos, sim.qvel, sim.ctrl = (torch.as_tensor(x) for x in (qpos, qvel, ctrl))
+    a.step(7)
+    for _ in range(7):
+        b.step()
+    assert torch.equal(a.qpos, b.qpos) and torch.equal(a.qvel, b.qvel)
+
+
+def test_reset_some_worlds(mjm, rng):
+    sim = Sim.from_model(mjm, num_worlds=4)
+    sim.qvel[:] = 1.0
+    sim.ctrl[:] = 0.5
+    sim.step(10)
+    moved = sim.qpos.clone()
+    sim.reset(torch.tensor([1, 3]))
+    qpos0 = torch.as_tensor(mjm.qpos0, dtype=torch.float32)
+    assert torch.equal(sim.qpos[1], qpos0) and torch.equal(sim.qpos[3], qpos0)
+    assert torch.all(sim.qvel[[1, 3]] == 0) and torch.all(sim.ctrl[[1, 3]] == 0)
+    assert torch.equal(sim.qpos[[0, 2]], moved[[0, 2]])
+    assert torch.all(sim.qvel[[0, 2]] != 0)
+    sim.reset(torch.tensor([True, False, False, False]))
+    assert torch.equal(sim.qpos[0], qpos0)
+    sim.reset()
+    assert torch.all(sim.qvel == 0)
+    with pytest.raises(ValueError, match="boolean world mask"):
+        sim.reset(torch.tensor([True, False]))
+
+
+def test_bad_controls_are_zeroed_like_mujoco(mjm):
+    """mj_fwdActuation zeroes every control of a world if any is NaN; so does the engine."""
+    sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    sim.ctrl[0] = float("nan")
+    sim.ctrl[1] = 0.0
+    sim.forward()
+    assert torch.all(torch.isfinite(sim.qacc))
+    assert torch.equal(sim.qacc[0], sim.qacc[1])
+
+
+def test_from_mjcf_accepts_a_path(tmp_path):
+    path = tmp_path / "robot.xml"
+    xml = CUSTOM_MODELS["slide_hinge"].replace('integrator="Euler"/>',
+                                               'integrator="Euler"><flag contact="disable"/></option>')
+    path.write_text(xml)
+    sim = Sim.from_mjcf(path, num_worlds=2)
+    assert sim.nu == 5
+    assert "Sim(nq=" in repr(sim)
+
+
+def test_float64_build(mjm):
+    sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    assert sim.qpos.dtype == torch.float64
+    assert sim.model.dtype == wp.float64

@@ -1,0 +1,94 @@
+"""Features that change the dynamics and are not implemented are refused by name."""
+
+import mujoco
+import pytest
+from conftest import GYM_ASSETS
+
+from simrl import MJCFError, Sim, UnsupportedFeatureError
+
+
+def body(inner: str, option: str = '<option><flag contact="disable"/></option>', extra: str = "") -> str:
+    return f"""<mujoco>{option}
+      <worldbody>
+        <body name="b1" pos="0 0 1"><joint name="j1" type="hinge"/><geom name="g1" size="0.1" mass="1"/>
+          <site name="s1"/>
+          <body name="b2" pos="0 0 -0.5"><joint name="j2" type="hinge"/><geom name="g2" size="0.1" mass="1"/>
+            <site name="s2"/>
+          </body>
+          {inner}
+        </body>
+      </worldbody>{extra}</mujoco>"""
+
+
+CASES = {
+    "implicit integrator": (body("", '<option integrator="implicitfast"><flag contact="disable"/></option>'),
+                            r"<option integrator='implicitfast'>"),
+    "fluid forces": (body("", '<option density="1.2"><flag contact="disable"/></option>'), r"<option density"),
+    "equality": (body("", extra='<equality><joint joint1="j1" joint2="j2"/></equality>'), r"<equality>"),
+    "tendon spring": (body("", extra='<tendon><fixed name="t" stiffness="3"><joint joint="j1" coef="1"/>'
+                                     '</fixed></tendon>'), r"<tendon stiffness> on tendon 't'"),
+    "tendon actuator": (body("", extra='<tendon><fixed name="t"><joint joint="j1" coef="1"/></fixed></tendon>'
+                                       '<actuator><motor name="m" tendon="t"/></actuator>'),
+                        r"actuator 'm' transmission 'tendon'"),
+    "site transmission": (body("", extra='<actuator><motor name="m" site="s1" gear="0 0 1 0 0 0"/></actuator>'),
+                          r"actuator 'm' transmission 'site'"),
+    "activation dynamics": (body("", extra='<actuator><position name="m" joint="j1" kp="1" timeconst="0.1"/>'
+                                           '</actuator>'), r"<actuator dyntype='filter\w*'> actuator 'm'"),
+    "muscle": (body("", extra='<actuator><muscle name="m" joint="j1" lengthrange="-1 1"/></actuator>'),
+               r"<actuator gaintype='muscle'> actuator 'm'"),
+    "joint limits": (body("", '<option><flag contact="disable"/></option>').replace(
+        'name="j2" type="hinge"', 'name="j2" type="hinge" range="-1 1" limited="true"'),
+        r"<joint limited='true' range> on joint 'j2'"),
+    "frictionloss": (body("").replace('name="j2" type="hinge"', 'name="j2" type="hinge" frictionloss="0.1"'),
+                     r"<joint frictionloss> on joint 'j2'"),
+    "contacts": ('<mujoco><worldbody><geom name="floor" type="plane" size="1 1 1"/>'
+                 '<body pos="0 0 1"><freejoint/><geom name="ball" size="0.1"/></body></worldbody></mujoco>',
+                 r"contacts: 1 geom pair\(s\) can collide, e.g. geoms 'floor' and 'ball'"),
+    "gravcomp": (body('<body name="light" gravcomp="1"><joint/><geom size="0.1"/></body>'), r"gravcomp"),
+    "mocap": ('<mujoco><worldbody><body name="m" mocap="true"><geom size="0.1" contype="0" conaffinity="0"/>'
+              '</body></worldbody></mujoco>', r"mocap"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_unsupported_feature_is_named(case):
+    xml, pattern = CASES[case]
+    with pytest.raises(UnsupportedFeatureError, match=pattern):
+        Sim.from_mjcf(xml, num_worlds=1)
+
+
+def test_disabling_the_constraint_makes_the_model_loadable():
+    xml, _ = CASES["joint limits"]
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_LIMIT
+    Sim.from_model(mjm, num_worlds=1)
+
+
+def test_gym_model_with_contacts_on_is_refused_with_the_way_out():
+    with pytest.raises(UnsupportedFeatureError, match=r"flag contact='disable'"):
+        Sim.from_mjcf(str(GYM_ASSETS / "ant.xml"), num_worlds=1)
+
+
+def test_inert_tendons_are_accepted():
+    # humanoid's fixed tendons have no stiffness, damping, limits or actuators
+    mjm = mujoco.MjModel.from_xml_path(str(GYM_ASSETS / "humanoid.xml"))
+    assert mjm.ntendon > 0
+    mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+    Sim.from_model(mjm, num_worlds=1)
+
+
+def test_malformed_mjcf_includes_mujocos_message():
+    with pytest.raises(MJCFError, match=r"MuJoCo could not compile the MJCF string: XML parse error") as info:
+        Sim.from_mjcf("<mujoco><worldbody><body><joint type='hinge'/></body>", num_worlds=1)
+    assert "line" in str(info.value).lower()
+
+
+def test_unknown_attribute_includes_mujocos_message():
+    with pytest.raises(MJCFError, match=r"unrecognized attribute.*'colour'|'colour'"):
+        Sim.from_mjcf("<mujoco><worldbody><geom size='1' colour='red'/></worldbody></mujoco>")
+
+
+def test_missing_file_is_named(tmp_path):
+    missing = tmp_path / "nope.xml"
+    with pytest.raises(FileNotFoundError, match="nope.xml"):
+        Sim.from_mjcf(missing)
