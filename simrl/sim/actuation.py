@@ -34,7 +34,7 @@ def build(scalar):
             return
 
         # MuJoCo zeroes every control of a world when any is NaN or beyond mjMAXVAL
-        bad = 0
+        bad = int(0)
         for a in range(m.nu):
             c = d.ctrl[w, a]
             if wp.isnan(c) or c > scalar(MAXVAL) or c < scalar(-MAXVAL):

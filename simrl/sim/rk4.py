@@ -47,7 +47,7 @@ def build(scalar):
         for j in range(m.njnt):
             da = m.jnt_dofadr[j]
             jtype = m.jnt_type[j]
-            rot = -1
+            rot = int(-1)
             if jtype == JNT_FREE:
                 for c in range(3):
                     d.rk_k[w, da + c] = d.qvel[w, da + c]
