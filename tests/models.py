@@ -62,8 +62,8 @@ SLIDE_HINGE = """
 </mujoco>
 """
 
-# Two floating trees (two free joints), a ball joint under a free body, springs on the free
-# joint, Euler with damping.
+# Two floating trees (two free joints), a ball joint under a free body, a body welded to its
+# parent (no joint), springs on the free joint, Euler with damping.
 TWO_TREES = """
 <mujoco model="two_trees">
   <option timestep="0.004" integrator="Euler"/>
@@ -74,6 +74,9 @@ TWO_TREES = """
       <body name="a_leg" pos="0.1 0 -0.05">
         <joint name="a_ball" type="ball" damping="0.1"/>
         <geom type="capsule" fromto="0 0 0 0 0.1 -0.3" size="0.03" mass="0.4"/>
+        <body name="a_foot" pos="0 0.1 -0.3" euler="0 0 45">
+          <geom type="box" size="0.05 0.08 0.02" pos="0.02 0 0" mass="0.3"/>
+        </body>
       </body>
     </body>
     <body name="b" pos="1 0 1" euler="0 30 0">

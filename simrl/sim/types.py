@@ -213,4 +213,8 @@ def _build_funcs(scalar, vec3, vec6, vec10, quat, mat33):
 def kernel_module(scalar):
     """The one Warp module that holds every kernel of the engine in precision `scalar`, so that
     each precision compiles once, into one library."""
-    return wp.get_module(f"simrl_sim_{scalar.__name__}")
+    module = wp.get_module(f"simrl_sim_{scalar.__name__}")
+    # -O3 instead of Warp's CPU default -O2: ~1.5x faster steps on ant and humanoid for ~50%
+    # more compile time (once, then cached)
+    module.options["optimization_level"] = 3
+    return module

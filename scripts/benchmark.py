@@ -1,0 +1,243 @@
+#!/usr/bin/env python
+"""Headless speed benchmark: simrl against MuJoCo on the same model, in the same run.
+
+    python scripts/benchmark.py --model ant --smooth --worlds 1,64,1024
+    python scripts/benchmark.py --model path/to/robot.xml --out bench.json --markdown docs/BENCHMARKS.md
+
+Physics steps per second = worlds x steps / seconds, compile time excluded and reported on
+its own. Engines measured:
+  simrl           this engine, all worlds in one batch (Warp; one thread on the CPU)
+  mujoco          mj_step in a C loop on one core (mujoco.rollout, one thread); its rate does
+                  not depend on the world count, so it is measured once
+  mujoco_rollout  mujoco.rollout over all worlds with one thread per core
+Every engine runs the same compiled model: same timestep, integrator and options. `--smooth`
+disables contacts and constraints in all of them (this engine has none yet).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import torch
+import warp as wp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from simrl import Sim, UnsupportedFeatureError, compile_mjcf  # noqa: E402
+
+
+def resolve_model(spec: str) -> tuple[str, mujoco.MjModel]:
+    """A path to an MJCF file, or the name of a model shipped with gymnasium (e.g. 'ant')."""
+    if Path(spec).is_file():
+        return Path(spec).stem, compile_mjcf(spec)
+    import gymnasium
+
+    path = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets" / f"{spec}.xml"
+    if path.is_file():
+        return spec, compile_mjcf(path)
+    raise SystemExit(f"--model {spec!r}: no such file, and not a gymnasium MuJoCo asset name")
+
+
+def random_controls(mjm: mujoco.MjModel, n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    lo = np.where(mjm.actuator_ctrllimited, mjm.actuator_ctrlrange[:, 0], -1.0)
+    hi = np.where(mjm.actuator_ctrllimited, mjm.actuator_ctrlrange[:, 1], 1.0)
+    return rng.uniform(lo, hi, (n, mjm.nu))
+
+
+def timed(run_chunk, min_seconds: float) -> tuple[int, float]:
+    """Call run_chunk() (returns steps done) until min_seconds have passed."""
+    steps, start = 0, time.perf_counter()
+    while True:
+        steps += run_chunk()
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            return steps, elapsed
+
+
+def simrl_runner(mjm, num_worlds, device, dtype):
+    """Build the Sim; return a callable that steps it, and a callable that summarizes it."""
+    start = time.perf_counter()
+    sim = Sim.from_model(mjm, num_worlds=num_worlds, device=device, dtype=dtype)
+    setup = time.perf_counter() - start
+    sim.ctrl = torch.as_tensor(random_controls(mjm, num_worlds), dtype=sim.torch_dtype, device=sim.qpos.device)
+    sim.step(1)  # warm-up
+    chunk = max(1, 4096 // num_worlds)
+
+    def run():
+        sim.step(chunk)
+        wp.synchronize_device(sim.device)
+        return chunk
+
+    def info():
+        finite = torch.isfinite(sim.qpos).all(dim=1) & torch.isfinite(sim.qvel).all(dim=1)
+        return {"compile_seconds": sim.compile_time, "setup_seconds": setup,
+                "nan_free_worlds": int(finite.sum()), "dtype": dtype, "device": sim.device.alias}
+
+    return run, info
+
+
+def _rollout_runner(mjm, num_worlds, nthread):
+    """A callable that steps num_worlds copies of mjm with mujoco.rollout (a C loop over
+    mj_step, nthread threads), and the final state of the last call."""
+    from mujoco import rollout
+
+    datas = [mujoco.MjData(mjm) for _ in range(nthread)]
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    state0 = np.zeros(mujoco.mj_stateSize(mjm, spec))
+    mujoco.mj_getState(mjm, datas[0], state0, spec)
+    initial = np.tile(state0, (num_worlds, 1))
+    nstep = max(10, 2048 // num_worlds)
+    control = np.repeat(random_controls(mjm, num_worlds)[:, None, :], nstep, axis=1)
+    out = {}
+
+    def run():
+        state, _ = rollout.rollout(mjm, datas if nthread > 1 else datas[0], initial, control,
+                                   persistent_pool=nthread > 1)
+        out["state"] = state[:, -1]
+        return nstep
+
+    run()  # warm-up
+    return run, out
+
+
+def mujoco_runner(mjm, num_worlds, nthread):
+    run, out = _rollout_runner(mjm, num_worlds, nthread)
+
+    def info():
+        return {"nan_free_worlds": int(np.all(np.isfinite(out["state"]), axis=1).sum()),
+                "dtype": "float64", "device": "cpu", "threads": nthread}
+
+    return run, info
+
+
+def measure(runners, num_worlds, seconds, repeats):
+    """Time every runner `repeats` times, in turn, so that all engines see the same machine
+    load; return each one's median steps/s over the rounds."""
+    rates = {name: [] for name in runners}
+    for _ in range(repeats):
+        for name, (run, _) in runners.items():
+            steps, elapsed = timed(run, seconds)
+            rates[name].append(num_worlds.get(name, 1) * steps / elapsed)
+    return {name: float(np.median(r)) for name, r in rates.items()}
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = ""
+    if wp.is_cuda_available():
+        gpu = ", GPU " + wp.get_device("cuda:0").name
+    return f"{cpu}, {os.cpu_count()} cores{gpu}; Python {platform.python_version()}, " \
+           f"warp {wp.__version__}, mujoco {mujoco.__version__}, torch {torch.__version__}"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="ant", help="MJCF path or gymnasium asset name (default: ant)")
+    parser.add_argument("--worlds", default="1,64,1024", help="comma-separated world counts")
+    parser.add_argument("--engines", default="simrl,mujoco,mujoco_rollout")
+    parser.add_argument("--device", default="cpu", help="device of the simrl engine: cpu, cuda, cuda:N")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--smooth", action="store_true",
+                        help="disable contacts and constraints (in every engine)")
+    parser.add_argument("--seconds", type=float, default=3.0,
+                        help="timed seconds per engine and world count, split over the repeats")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="rounds in which the engines take turns; the median is reported")
+    parser.add_argument("--out", help="write the records as JSON to this file")
+    parser.add_argument("--markdown", help="append a dated table to this markdown file")
+    args = parser.parse_args(argv)
+
+    name, mjm = resolve_model(args.model)
+    if args.smooth:
+        mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+    worlds = [int(w) for w in args.worlds.split(",")]
+    engines = args.engines.split(",")
+    unknown = set(engines) - {"simrl", "mujoco", "mujoco_rollout"}
+    if unknown:
+        raise SystemExit(f"unknown engine(s) {sorted(unknown)}; choose from simrl, mujoco, mujoco_rollout")
+
+    integrator = mujoco.mjtIntegrator(mjm.opt.integrator).name.removeprefix("mjINT_")
+    print(f"model {name}: nq={mjm.nq} nv={mjm.nv} nu={mjm.nu} timestep={mjm.opt.timestep} "
+          f"integrator={integrator}{' (contacts and constraints disabled)' if args.smooth else ''}")
+    print(f"machine: {machine()}")
+    records = []
+
+    def record(engine, num_worlds, batch, rate, info):
+        rec = {"engine": engine, "model": name, "num_worlds": num_worlds, "mode": "forward",
+               "steps_per_second": rate, "timestep": mjm.opt.timestep, "integrator": integrator,
+               "measured_with_batch": batch, "repeats": args.repeats, **info}
+        records.append(rec)
+        extra = f"  compile {rec['compile_seconds']:.1f} s" if "compile_seconds" in rec else ""
+        print(f"  {engine:15s} worlds={num_worlds:6d}  {rate:12,.0f} steps/s{extra}")
+
+    # one core processes worlds one after another, so its rate does not depend on their number:
+    # mj_step on one core runs one world, again in every round, as the common reference
+    reference = mujoco_runner(mjm, 1, nthread=1) if "mujoco" in engines else None
+    for w in worlds:
+        runners, counts = {}, {}
+        if reference:
+            runners["mujoco"], counts["mujoco"] = reference, 1
+        if "simrl" in engines:
+            try:
+                runners["simrl"] = simrl_runner(mjm, w, args.device, args.dtype)
+            except UnsupportedFeatureError as e:
+                raise SystemExit(f"simrl cannot simulate this model: {e}\n(--smooth disables contacts and "
+                                 "constraints in every engine)") from e
+            counts["simrl"] = w
+        if "mujoco_rollout" in engines:
+            runners["mujoco_rollout"] = mujoco_runner(mjm, w, nthread=os.cpu_count() or 1)
+            counts["mujoco_rollout"] = w
+        rates = measure(runners, counts, args.seconds / args.repeats, args.repeats)
+        for engine, rate in rates.items():
+            record(engine, counts[engine], w, rate, runners[engine][1]())
+
+    table = summary_table(records)
+    print()
+    print(table)
+    if args.out:
+        Path(args.out).write_text(json.dumps(records, indent=2))
+        print(f"wrote {len(records)} records to {args.out}")
+    if args.markdown:
+        command = "python scripts/benchmark.py " + " ".join(sys.argv[1:] if argv is None else argv)
+        with open(args.markdown, "a") as f:
+            f.write(f"\n### {name}, {datetime.date.today().isoformat()}\n\n"
+                    f"- machine: {machine()}\n- command: `{command}`\n"
+                    f"- model: nq={mjm.nq} nv={mjm.nv} nu={mjm.nu}, timestep {mjm.opt.timestep}, "
+                    f"{integrator}{', contacts and constraints disabled' if args.smooth else ''}\n\n{table}\n")
+        print(f"appended the table to {args.markdown}")
+    return records
+
+
+def summary_table(records) -> str:
+    """Markdown table: steps/s per engine and world count, with the ratio to mj_step on one core
+    measured in the same rounds."""
+    bases = {r["measured_with_batch"]: r["steps_per_second"] for r in records if r["engine"] == "mujoco"}
+    lines = ["| engine | device | dtype | worlds | steps/s | vs mujoco (1 core) | compile s | NaN-free worlds |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in records:
+        base = bases.get(r["measured_with_batch"])
+        ratio = f"{r['steps_per_second'] / base:.2f}x" if base else "-"
+        compile_s = f"{r['compile_seconds']:.1f}" if "compile_seconds" in r else "-"
+        nan_free = f"{r['nan_free_worlds']}/{r['num_worlds']}" if "nan_free_worlds" in r else "-"
+        lines.append(f"| {r['engine']} | {r['device']} | {r['dtype']} | {r['num_worlds']} | "
+                     f"{r['steps_per_second']:,.0f} | {ratio} | {compile_s} | {nan_free} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
