@@ -103,6 +103,26 @@ def model_struct(scalar):
         site_bodyid: wp.array(dtype=int)
         site_pos: wp.array(dtype=T.vec3)
         site_quat: wp.array(dtype=T.quat)
+        # contact parameters of geoms and the candidate geom pairs (read for the collision stage)
+        geom_type: wp.array(dtype=int)
+        geom_size: wp.array(dtype=T.vec3)
+        geom_rbound: wp.array(dtype=scalar)
+        geom_condim: wp.array(dtype=int)
+        geom_priority: wp.array(dtype=int)
+        geom_solmix: wp.array(dtype=scalar)
+        geom_friction: wp.array2d(dtype=T.vec3)  # [1 or W, ngeom]
+        geom_solref: wp.array(dtype=T.vec2)
+        geom_solimp: wp.array(dtype=T.vec5)
+        geom_margin: wp.array(dtype=scalar)
+        geom_gap: wp.array(dtype=scalar)
+        collision_pair: wp.array(dtype=wp.vec3i)  # (geom1, geom2, <pair> id or -1)
+        # joint limits and dof friction (read for the constraint stage)
+        jnt_limited: wp.array(dtype=int)
+        jnt_range: wp.array(dtype=T.vec2)
+        jnt_solref: wp.array(dtype=T.vec2)
+        jnt_solimp: wp.array(dtype=T.vec5)
+        jnt_margin: wp.array(dtype=scalar)
+        dof_frictionloss: wp.array2d(dtype=scalar)  # [1 or W, nv]
 
     return Model
 
@@ -362,6 +382,26 @@ class Model:
         m.site_bodyid = ints(mjm.site_bodyid)
         m.site_pos = arr(mjm.site_pos, T.vec3, (-1, 3))
         m.site_quat = arr(_wxyz_to_xyzw(mjm.site_quat), T.quat)
+
+        m.geom_type = ints(mjm.geom_type)
+        m.geom_size = arr(mjm.geom_size, T.vec3, (-1, 3))
+        m.geom_rbound = arr(mjm.geom_rbound, dtype)
+        m.geom_condim = ints(mjm.geom_condim)
+        m.geom_priority = ints(mjm.geom_priority)
+        m.geom_solmix = arr(mjm.geom_solmix, dtype)
+        m.geom_friction = shared(mjm.geom_friction, T.vec3, 3)
+        m.geom_solref = arr(mjm.geom_solref, T.vec2, (-1, 2))
+        m.geom_solimp = arr(mjm.geom_solimp, T.vec5, (-1, 5))
+        m.geom_margin = arr(mjm.geom_margin, dtype)
+        m.geom_gap = arr(mjm.geom_gap, dtype)
+        pairs = np.asarray(candidate_geom_pairs(mjm), dtype=np.int32).reshape(-1, 3)
+        m.collision_pair = wp.array(pairs, dtype=wp.vec3i, device=self.device)
+        m.jnt_limited = ints(mjm.jnt_limited)
+        m.jnt_range = arr(mjm.jnt_range, T.vec2, (-1, 2))
+        m.jnt_solref = arr(mjm.jnt_solref, T.vec2, (-1, 2))
+        m.jnt_solimp = arr(mjm.jnt_solimp, T.vec5, (-1, 5))
+        m.jnt_margin = arr(mjm.jnt_margin, dtype)
+        m.dof_frictionloss = shared(mjm.dof_frictionloss, dtype, 1)
         self.struct = m
 
     # sizes, for convenience

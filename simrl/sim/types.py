@@ -41,6 +41,7 @@ class ScalarTypes:
     scalar: Any
     vec2: Any
     vec3: Any
+    vec5: Any
     vec6: Any
     vec10: Any
     quat: Any
@@ -63,12 +64,13 @@ def scalar_types(scalar) -> ScalarTypes:
         raise ValueError(f"dtype must be wp.float32 or wp.float64, got {scalar!r}")
     vec2 = wp.types.vector(2, dtype=scalar)
     vec3 = wp.types.vector(3, dtype=scalar)
+    vec5 = wp.types.vector(5, dtype=scalar)
     vec6 = wp.types.vector(6, dtype=scalar)
     vec10 = wp.types.vector(10, dtype=scalar)
     quat = wp.types.quaternion(dtype=scalar)
     mat33 = wp.types.matrix((3, 3), dtype=scalar)
     f = _build_funcs(scalar, vec3, vec6, vec10, quat, mat33)
-    return ScalarTypes(scalar, vec2, vec3, vec6, vec10, quat, mat33, f)
+    return ScalarTypes(scalar, vec2, vec3, vec5, vec6, vec10, quat, mat33, f)
 
 
 def _build_funcs(scalar, vec3, vec6, vec10, quat, mat33):
