@@ -43,7 +43,7 @@ def test_benchmark_records(tmp_path):
     assert "| simrl | cpu | float32 | 8 |" in md.read_text()
 
 
-@pytest.mark.parametrize("args", [["--model", "no_such_robot"], ["--model", "ant"]])
+@pytest.mark.parametrize("args", [["--model", "no_such_robot"], ["--model", "pusher"]])
 def test_benchmark_refuses_with_a_reason(args):
     result = run("scripts/benchmark.py", *args, "--worlds", "1", "--seconds", "0.01", "--engines", "simrl")
     assert result.returncode != 0

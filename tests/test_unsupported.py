@@ -36,14 +36,21 @@ CASES = {
                                            '</actuator>'), r"<actuator dyntype='filter\w*'> actuator 'm'"),
     "muscle": (body("", extra='<actuator><muscle name="m" joint="j1" lengthrange="-1 1"/></actuator>'),
                r"<actuator gaintype='muscle'> actuator 'm'"),
-    "joint limits": (body("", '<option><flag contact="disable"/></option>').replace(
-        'name="j2" type="hinge"', 'name="j2" type="hinge" range="-1 1" limited="true"'),
-        r"<joint limited='true' range> on joint 'j2'"),
-    "frictionloss": (body("").replace('name="j2" type="hinge"', 'name="j2" type="hinge" frictionloss="0.1"'),
-                     r"<joint frictionloss> on joint 'j2'"),
-    "contacts": ('<mujoco><worldbody><geom name="floor" type="plane" size="1 1 1"/>'
-                 '<body pos="0 0 1"><freejoint/><geom name="ball" size="0.1"/></body></worldbody></mujoco>',
-                 r"contacts: 1 geom pair\(s\) can collide, e.g. geoms 'floor' and 'ball'"),
+    "cylinder collisions": ('<mujoco><worldbody><geom name="floor" type="plane" size="1 1 1"/>'
+                            '<body pos="0 0 1"><freejoint/><geom name="can" type="cylinder" size="0.1 0.2"/></body>'
+                            '</worldbody></mujoco>',
+                            r"<geom type> geoms 'floor' and 'can' can collide as plane-cylinder"),
+    "elliptic cone": ('<mujoco><option cone="elliptic"/><worldbody><geom type="plane" size="1 1 1"/>'
+                      '<body pos="0 0 1"><freejoint/><geom size="0.1"/></body></worldbody></mujoco>',
+                      r"<option cone='elliptic'>"),
+    "condim 6": ('<mujoco><worldbody><geom type="plane" size="1 1 1"/>'
+                 '<body pos="0 0 1"><freejoint/><geom name="ball" size="0.1" condim="6"/></body></worldbody></mujoco>',
+                 r"<geom condim='6'> for geoms #0 and 'ball'"),
+    "noslip": ('<mujoco><option noslip_iterations="5"/><worldbody><geom type="plane" size="1 1 1"/>'
+               '<body pos="0 0 1"><freejoint/><geom size="0.1"/></body></worldbody></mujoco>',
+               r"noslip_iterations"),
+    "tendon limits": (body("", extra='<tendon><fixed name="t" limited="true" range="-1 1"><joint joint="j1" coef="1"/>'
+                                     '</fixed></tendon>'), r"<tendon limited> on tendon 't'"),
     "gravcomp": (body('<body name="light" gravcomp="1"><joint/><geom size="0.1"/></body>'), r"gravcomp"),
     "mocap": ('<mujoco><worldbody><body name="m" mocap="true"><geom size="0.1" contype="0" conaffinity="0"/>'
               '</body></worldbody></mujoco>', r"mocap"),
@@ -57,16 +64,17 @@ def test_unsupported_feature_is_named(case):
         Sim.from_mjcf(xml, num_worlds=1)
 
 
-def test_disabling_the_constraint_makes_the_model_loadable():
-    xml, _ = CASES["joint limits"]
+def test_disabling_contacts_makes_the_model_loadable():
+    xml, _ = CASES["cylinder collisions"]
     mjm = mujoco.MjModel.from_xml_string(xml)
-    mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_LIMIT
+    mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
     Sim.from_model(mjm, num_worlds=1)
 
 
-def test_gym_model_with_contacts_on_is_refused_with_the_way_out():
-    with pytest.raises(UnsupportedFeatureError, match=r"flag contact='disable'"):
-        Sim.from_mjcf(str(GYM_ASSETS / "ant.xml"), num_worlds=1)
+def test_pusher_cylinders_are_refused_with_the_way_out():
+    mjm = mujoco.MjModel.from_xml_path(str(GYM_ASSETS / "pusher.xml"))
+    with pytest.raises(UnsupportedFeatureError, match=r"cylinder.*flag contact='disable'"):
+        Sim.from_model(mjm, num_worlds=1)
 
 
 def test_inert_tendons_are_accepted():

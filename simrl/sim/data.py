@@ -65,6 +65,37 @@ def data_struct(scalar):
         # acceleration
         qfrc_smooth: wp.array2d(dtype=scalar)
         qacc_smooth: wp.array2d(dtype=scalar)
+        # collision: fixed contact slots [W, ncon]
+        contact_active: wp.array2d(dtype=int)  # 1: detected (dist < margin + gap)
+        contact_dist: wp.array2d(dtype=scalar)
+        contact_pos: wp.array2d(dtype=T.vec3)
+        contact_frame: wp.array2d(dtype=T.mat33)  # rows: normal (geom1 -> geom2), tangents
+        # constraint rows [W, nefc]
+        efc_active: wp.array2d(dtype=int)
+        efc_J: wp.array3d(dtype=scalar)  # [W, nefc, nv]
+        efc_pos: wp.array2d(dtype=scalar)
+        efc_margin: wp.array2d(dtype=scalar)
+        efc_frictionloss: wp.array2d(dtype=scalar)
+        efc_R: wp.array2d(dtype=scalar)
+        efc_D: wp.array2d(dtype=scalar)
+        efc_K: wp.array2d(dtype=scalar)
+        efc_B: wp.array2d(dtype=scalar)
+        efc_imp: wp.array2d(dtype=scalar)
+        efc_vel: wp.array2d(dtype=scalar)
+        efc_aref: wp.array2d(dtype=scalar)
+        efc_force: wp.array2d(dtype=scalar)
+        efc_jar: wp.array2d(dtype=scalar)  # solver: J qacc - aref
+        efc_jv: wp.array2d(dtype=scalar)  # solver: J search
+        qfrc_constraint: wp.array2d(dtype=scalar)  # [W, nv]
+        # solver
+        qacc_warmstart: wp.array2d(dtype=scalar)  # [W, nv]
+        solver_niter: wp.array(dtype=int)  # [W]
+        solver_H: wp.array3d(dtype=scalar)  # [W, nv, nv], Cholesky factor of the Hessian
+        solver_grad: wp.array2d(dtype=scalar)
+        solver_search: wp.array2d(dtype=scalar)
+        solver_res: wp.array2d(dtype=scalar)  # qacc - qacc_smooth
+        solver_Mres: wp.array2d(dtype=scalar)
+        nan_world: wp.array(dtype=int)  # [W], 1 when the world's state became non-finite
         # integrators
         qH: wp.array3d(dtype=scalar)  # [W, nv, nv], factor of M + h*diag(damping) (Euler)
         qacc_int: wp.array2d(dtype=scalar)  # [W, nv], acceleration used by Euler
@@ -128,6 +159,23 @@ def make_data(model, num_worlds: int):
     d.qfrc_actuator = zeros((W, nv))
     d.qfrc_smooth = zeros((W, nv))
     d.qacc_smooth = zeros((W, nv))
+    ncon, nefc = model.struct.ncon, model.struct.nefc
+    d.contact_active = zeros((W, ncon), int)
+    d.contact_dist = zeros((W, ncon))
+    d.contact_pos = zeros((W, ncon), T.vec3)
+    d.contact_frame = zeros((W, ncon), T.mat33)
+    d.efc_active = zeros((W, nefc), int)
+    d.efc_J = zeros((W, nefc, nv))
+    for name in ("efc_pos", "efc_margin", "efc_frictionloss", "efc_R", "efc_D", "efc_K", "efc_B", "efc_imp",
+                 "efc_vel", "efc_aref", "efc_force", "efc_jar", "efc_jv"):
+        setattr(d, name, zeros((W, nefc)))
+    d.qfrc_constraint = zeros((W, nv))
+    d.qacc_warmstart = zeros((W, nv))
+    d.solver_niter = zeros(W, int)
+    d.solver_H = zeros((W, nv, nv))
+    for name in ("solver_grad", "solver_search", "solver_res", "solver_Mres"):
+        setattr(d, name, zeros((W, nv)))
+    d.nan_world = zeros(W, int)
     d.qH = zeros((W, nv, nv))
     d.qacc_int = zeros((W, nv))
     d.rk_qpos = zeros((W, nq))

@@ -21,6 +21,7 @@ def build(scalar):
     Model, Data = model_struct(scalar), data_struct(scalar)
     _, factor_ld, solve_ld = factor_m.build(scalar)
     integrate_pos_ = integrate_pos.build(scalar)
+    check_finite = integrate_pos.build_check(scalar)
 
     @wp.kernel(module=kernel_module(scalar))
     def euler(m: Model, d: Data):
@@ -37,7 +38,7 @@ def build(scalar):
                     j = m.dof_parentid[j]
             factor_ld(m, d.qH, w)
             for i in range(m.nv):
-                d.qacc_int[w, i] = d.qfrc_smooth[w, i]
+                d.qacc_int[w, i] = d.qfrc_smooth[w, i] + d.qfrc_constraint[w, i]
             solve_ld(m, d.qH, d.qacc_int, w)
         else:
             for i in range(m.nv):
@@ -45,5 +46,6 @@ def build(scalar):
         for i in range(m.nv):
             d.qvel[w, i] = d.qvel[w, i] + d.qacc_int[w, i] * h
         integrate_pos_(m, d.qpos, d.qpos, d.qvel, h, w)
+        check_finite(m, d, w)
 
     return euler

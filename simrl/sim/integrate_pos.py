@@ -7,6 +7,7 @@ import functools
 
 import warp as wp
 
+from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import JNT_BALL, JNT_FREE, scalar_types
 
@@ -38,3 +39,24 @@ def build(scalar):
                 qpos_out[w, padr] = qpos_in[w, padr] + dt * vel[w, vadr]
 
     return integrate_pos
+
+
+@functools.cache
+def build_check(scalar):
+    Model, Data = model_struct(scalar), data_struct(scalar)
+
+    @wp.func
+    def check_finite(m: Model, d: Data, w: int):
+        """Flag the world in nan_world when its new state is not finite (it stays flagged until
+        reset); other worlds are untouched, each world being its own thread."""
+        bad = int(0)
+        for i in range(m.nq):
+            if not wp.isfinite(d.qpos[w, i]):
+                bad = 1
+        for i in range(m.nv):
+            if not wp.isfinite(d.qvel[w, i]):
+                bad = 1
+        if bad:
+            d.nan_world[w] = 1
+
+    return check_finite

@@ -15,8 +15,8 @@ import numpy as np
 import warp as wp
 
 from simrl.errors import UnsupportedFeatureError
-from simrl.sim.collision_driver import candidate_geom_pairs
-from simrl.sim.types import JNT_HINGE, JNT_SLIDE, scalar_types
+from simrl.sim.collision_driver import PRIMITIVE_MAX_CONTACTS, candidate_geom_pairs, contact_rows, contact_tables
+from simrl.sim.types import JNT_BALL, JNT_HINGE, JNT_SLIDE, scalar_types
 
 DSBL = mujoco.mjtDisableBit
 ENBL = mujoco.mjtEnableBit
@@ -103,26 +103,50 @@ def model_struct(scalar):
         site_bodyid: wp.array(dtype=int)
         site_pos: wp.array(dtype=T.vec3)
         site_quat: wp.array(dtype=T.quat)
-        # contact parameters of geoms and the candidate geom pairs (read for the collision stage)
+        # geoms: shapes for collision
         geom_type: wp.array(dtype=int)
         geom_size: wp.array(dtype=T.vec3)
         geom_rbound: wp.array(dtype=scalar)
-        geom_condim: wp.array(dtype=int)
-        geom_priority: wp.array(dtype=int)
-        geom_solmix: wp.array(dtype=scalar)
-        geom_friction: wp.array2d(dtype=T.vec3)  # [1 or W, ngeom]
-        geom_solref: wp.array(dtype=T.vec2)
-        geom_solimp: wp.array(dtype=T.vec5)
-        geom_margin: wp.array(dtype=scalar)
-        geom_gap: wp.array(dtype=scalar)
-        collision_pair: wp.array(dtype=wp.vec3i)  # (geom1, geom2, <pair> id or -1)
-        # joint limits and dof friction (read for the constraint stage)
-        jnt_limited: wp.array(dtype=int)
+        # constraint options
+        enable_constraint: int  # any constraint row can exist
+        enable_refsafe: int  # solref time constants kept >= 2 timesteps
+        impratio: scalar
+        solver_iterations: int
+        solver_tolerance: scalar
+        solver_scale: scalar  # 1 / (meaninertia * max(1, nv))
+        # contact pairs, fixed at load: contact slots [cpair_slot, cpair_slot + cpair_nslot)
+        ncpair: int
+        ncon: int
+        cpair_geom: wp.array(dtype=wp.vec2i)  # geom1, geom2 with type1 <= type2
+        cpair_kind: wp.array(dtype=int)  # collision function (collision_driver.PAIR_KIND)
+        cpair_slot: wp.array(dtype=int)
+        cpair_condim: wp.array(dtype=int)
+        cpair_margin: wp.array(dtype=scalar)
+        cpair_gap: wp.array(dtype=scalar)
+        cpair_solref: wp.array(dtype=T.vec2)
+        cpair_solimp: wp.array(dtype=T.vec5)
+        cpair_friction: wp.array2d(dtype=T.vec5)  # [1 or W, ncpair]
+        contact_pair: wp.array(dtype=int)  # [ncon]
+        contact_efc_adr: wp.array(dtype=int)  # [ncon], first constraint row of the slot
+        # constraint rows, fixed at load: friction loss, then limits, then contact rows
+        nefc: int
+        nefc_friction: int
+        nefc_limit: int
+        efc_type: wp.array(dtype=int)  # mjtConstraint
+        efc_id: wp.array(dtype=int)  # dof, joint or contact slot
+        efc_sub: wp.array(dtype=int)  # limit side (-1 lower, +1 upper, 0 ball)
+        # joint limits and dof friction
         jnt_range: wp.array(dtype=T.vec2)
         jnt_solref: wp.array(dtype=T.vec2)
         jnt_solimp: wp.array(dtype=T.vec5)
         jnt_margin: wp.array(dtype=scalar)
         dof_frictionloss: wp.array2d(dtype=scalar)  # [1 or W, nv]
+        dof_solref: wp.array(dtype=T.vec2)
+        dof_solimp: wp.array(dtype=T.vec5)
+        # inverse inertias at qpos0 (mj_setConst) for the diagonal approximation of A
+        dof_invweight0: wp.array(dtype=scalar)
+        body_invweight0: wp.array(dtype=T.vec2)  # translation, rotation
+        body_dofend: wp.array(dtype=int)  # last dof of the chain that moves the body, or -1
 
     return Model
 
@@ -154,7 +178,7 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
     if opt.density != 0 or opt.viscosity != 0:
         problems.append(f"<option density='{opt.density:g}' viscosity='{opt.viscosity:g}'>: "
                         "fluid forces are not supported (set both to 0)")
-    for flag in ("mjENBL_SLEEP", "mjENBL_IPC"):
+    for flag in ("mjENBL_SLEEP", "mjENBL_IPC", "mjENBL_DIAGEXACT", "mjENBL_SPECULATIVE"):
         if hasattr(ENBL, flag) and opt.enableflags & getattr(ENBL, flag):
             problems.append(f"<option><flag {flag.removeprefix('mjENBL_').lower()}='enable'>: "
                             "not supported")
@@ -187,17 +211,10 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
             problems.append(f"<joint stiffnesspoly> on joint {jname}: not supported")
         if getattr(mjm, "jnt_springyield", None) is not None and np.any(mjm.jnt_springyield[j] != 0):
             problems.append(f"<joint springyield> on joint {jname}: not supported")
-        if (constraints_on and mjm.jnt_limited[j] and not _disabled(mjm, DSBL.mjDSBL_LIMIT)):
-            problems.append(f"<joint limited='true' range> on joint {jname}: joint limits are "
-                            "constraints, not implemented yet " + how.format("limit"))
     for i in range(mjm.nv):
         jname = _name(mjm, mujoco.mjtObj.mjOBJ_JOINT, int(mjm.dof_jntid[i]))
         if np.any(mjm.dof_dampingpoly[i] != 0):
             problems.append(f"<joint dampingpoly> on joint {jname}: not supported")
-        if (constraints_on and mjm.dof_frictionloss[i] > 0
-                and not _disabled(mjm, DSBL.mjDSBL_FRICTIONLOSS)):
-            problems.append(f"<joint frictionloss> on joint {jname}: dof friction is a constraint, "
-                            "not implemented yet " + how.format("frictionloss"))
 
     # tendons: accepted only when they have no effect on the dynamics
     for t in range(mjm.ntendon):
@@ -256,13 +273,31 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
     # contacts: possible only when neither contact nor constraint is disabled
     if constraints_on and not _disabled(mjm, DSBL.mjDSBL_CONTACT):
         pairs = candidate_geom_pairs(mjm)
-        if pairs:
-            g1, g2, _ = pairs[0]
-            problems.append(
-                f"contacts: {len(pairs)} geom pair(s) can collide, e.g. geoms "
-                f"{_name(mjm, mujoco.mjtObj.mjOBJ_GEOM, g1)} and "
-                f"{_name(mjm, mujoco.mjtObj.mjOBJ_GEOM, g2)} (contype/conaffinity); contacts are "
-                "not implemented yet " + how.format("contact"))
+        geom = mujoco.mjtObj.mjOBJ_GEOM
+        if pairs and opt.cone != mujoco.mjtCone.mjCONE_PYRAMIDAL:
+            problems.append("<option cone='elliptic'>: only the pyramidal friction cone is supported")
+        if pairs and opt.noslip_iterations > 0:
+            problems.append(f"<option noslip_iterations='{opt.noslip_iterations}'>: the noslip "
+                            "post-processing is not supported")
+        for g1, g2, ipair in pairs:
+            types = tuple(sorted((int(mjm.geom_type[g1]), int(mjm.geom_type[g2]))))
+            names = f"geoms {_name(mjm, geom, g1)} and {_name(mjm, geom, g2)}"
+            if types not in PRIMITIVE_MAX_CONTACTS:
+                kinds = "-".join(mujoco.mjtGeom(t).name.removeprefix("mjGEOM_").lower() for t in types)
+                problems.append(f"<geom type> {names} can collide as {kinds}: only plane, sphere, "
+                                "capsule and box collisions are implemented " + how.format("contact")
+                                + " or set contype/conaffinity so they cannot collide")
+                continue
+            condim = int(mjm.pair_dim[ipair]) if ipair >= 0 else None
+            if condim is None:
+                p1, p2 = mjm.geom_priority[g1], mjm.geom_priority[g2]
+                condim = int(mjm.geom_condim[g1] if p1 > p2 else mjm.geom_condim[g2] if p2 > p1
+                             else max(mjm.geom_condim[g1], mjm.geom_condim[g2]))
+            if condim not in (1, 3):
+                problems.append(f"<geom condim='{condim}'> for {names}: only condim 1 and 3 are supported")
+            adhesion = mjm.pair_adhesion[ipair] if ipair >= 0 else mjm.geom_adhesion[g1] + mjm.geom_adhesion[g2]
+            if adhesion != 0:
+                problems.append(f"<geom adhesion> for {names}: adhesion is not supported")
     return problems
 
 
@@ -386,22 +421,70 @@ class Model:
         m.geom_type = ints(mjm.geom_type)
         m.geom_size = arr(mjm.geom_size, T.vec3, (-1, 3))
         m.geom_rbound = arr(mjm.geom_rbound, dtype)
-        m.geom_condim = ints(mjm.geom_condim)
-        m.geom_priority = ints(mjm.geom_priority)
-        m.geom_solmix = arr(mjm.geom_solmix, dtype)
-        m.geom_friction = shared(mjm.geom_friction, T.vec3, 3)
-        m.geom_solref = arr(mjm.geom_solref, T.vec2, (-1, 2))
-        m.geom_solimp = arr(mjm.geom_solimp, T.vec5, (-1, 5))
-        m.geom_margin = arr(mjm.geom_margin, dtype)
-        m.geom_gap = arr(mjm.geom_gap, dtype)
-        pairs = np.asarray(candidate_geom_pairs(mjm), dtype=np.int32).reshape(-1, 3)
-        m.collision_pair = wp.array(pairs, dtype=wp.vec3i, device=self.device)
-        m.jnt_limited = ints(mjm.jnt_limited)
+
+        # constraints
+        constraint_on = not flags & DSBL.mjDSBL_CONSTRAINT
+        contact_on = constraint_on and not flags & DSBL.mjDSBL_CONTACT
+        m.enable_constraint = int(constraint_on)
+        m.enable_refsafe = int(not flags & DSBL.mjDSBL_REFSAFE)
+        m.impratio = dtype(opt.impratio)
+        m.solver_iterations = int(opt.iterations)
+        m.solver_tolerance = dtype(opt.tolerance)
+        m.solver_scale = dtype(1.0 / (mjm.stat.meaninertia * max(1, mjm.nv)))
+
+        tables = contact_tables(mjm) if contact_on else contact_tables(None)
+        self.contact_tables = tables
+        m.ncpair = len(tables["geom"])
+        m.ncon = tables["nslot_total"]
+        m.cpair_geom = wp.array(np.asarray(tables["geom"], dtype=np.int32).reshape(-1, 2), dtype=wp.vec2i,
+                                device=self.device)
+        m.cpair_kind = ints(tables["kind"])
+        m.cpair_slot = ints(tables["slot"])
+        m.cpair_condim = ints(tables["condim"])
+        m.cpair_margin = arr(tables["margin"], dtype)
+        m.cpair_gap = arr(tables["gap"], dtype)
+        m.cpair_solref = arr(np.reshape(tables["solref"], (-1, 2)), T.vec2)
+        m.cpair_solimp = arr(np.reshape(tables["solimp"], (-1, 5)), T.vec5)
+        m.cpair_friction = shared(np.reshape(tables["friction"], (-1, 5)), T.vec5, 5)
+        m.contact_pair = ints(tables["slot_pair"])
+
+        # rows: friction loss dofs, limits (2 per hinge/slide, 1 per ball), contact rows
+        efc_type, efc_id, efc_sub = [], [], []
+        if constraint_on and not flags & DSBL.mjDSBL_FRICTIONLOSS:
+            for i in np.flatnonzero(mjm.dof_frictionloss > 0):
+                efc_type.append(1), efc_id.append(int(i)), efc_sub.append(0)
+        nf = len(efc_type)
+        if constraint_on and not flags & DSBL.mjDSBL_LIMIT:
+            for j in np.flatnonzero(mjm.jnt_limited):
+                sides = (0,) if mjm.jnt_type[j] == JNT_BALL else (-1, 1)
+                for side in sides:
+                    efc_type.append(3), efc_id.append(int(j)), efc_sub.append(side)
+        nl = len(efc_type) - nf
+        base = len(efc_type)
+        m.contact_efc_adr = ints([base + r for r in tables["slot_row"]])
+        for slot, pair in enumerate(tables["slot_pair"]):
+            rows = contact_rows(tables["condim"][pair])
+            for e in range(rows):
+                efc_type.append(5 if rows == 1 else 6), efc_id.append(slot), efc_sub.append(e)
+        m.nefc, m.nefc_friction, m.nefc_limit = len(efc_type), nf, nl
+        m.efc_type, m.efc_id, m.efc_sub = ints(efc_type), ints(efc_id), ints(efc_sub)
+
         m.jnt_range = arr(mjm.jnt_range, T.vec2, (-1, 2))
         m.jnt_solref = arr(mjm.jnt_solref, T.vec2, (-1, 2))
         m.jnt_solimp = arr(mjm.jnt_solimp, T.vec5, (-1, 5))
         m.jnt_margin = arr(mjm.jnt_margin, dtype)
         m.dof_frictionloss = shared(mjm.dof_frictionloss, dtype, 1)
+        m.dof_solref = arr(mjm.dof_solref, T.vec2, (-1, 2))
+        m.dof_solimp = arr(mjm.dof_solimp, T.vec5, (-1, 5))
+        m.dof_invweight0 = arr(mjm.dof_invweight0, dtype)
+        m.body_invweight0 = arr(mjm.body_invweight0, T.vec2, (-1, 2))
+        dofend = []
+        for b in range(mjm.nbody):
+            w = b
+            while w > 0 and mjm.body_dofnum[w] == 0:
+                w = mjm.body_parentid[w]
+            dofend.append(int(mjm.body_dofadr[w] + mjm.body_dofnum[w] - 1) if mjm.body_dofnum[w] else -1)
+        m.body_dofend = ints(dofend)
         self.struct = m
 
     # sizes, for convenience

@@ -38,6 +38,7 @@ def build(scalar):
     Model, Data = model_struct(scalar), data_struct(scalar)
     vec3 = T.vec3
     integrate_pos_ = integrate_pos.build(scalar)
+    check_finite = integrate_pos.build_check(scalar)
 
     @wp.func
     def stage_derivative(m: Model, d: Data, w: int, a: scalar):
@@ -110,5 +111,6 @@ def build(scalar):
         for i in range(m.nv):
             d.qvel[w, i] = d.rk_qvel[w, i] + d.rk_dqvel[w, i] * h
         integrate_pos_(m, d.rk_qpos, d.qpos, d.rk_dqpos, h, w)
+        check_finite(m, d, w)
 
     return rk4_begin, rk4_stage, rk4_end

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import mujoco
 import numpy as np
@@ -173,6 +174,41 @@ class Sim:
                             lambda self, v: self._assign("qfrc_applied", v),
                             doc="generalized forces applied by the user [num_worlds, nv]")
     qacc = property(lambda self: self.view("qacc"), doc="joint accelerations [num_worlds, nv]")
+    qfrc_constraint = property(lambda self: self.view("qfrc_constraint"),
+                               doc="generalized constraint forces J' efc_force [num_worlds, nv]")
+    efc_force = property(lambda self: self.view("efc_force"),
+                         doc="constraint row forces [num_worlds, nefc] (rows in `efc_rows()` order)")
+    solver_niter = property(lambda self: self.view("solver_niter"),
+                            doc="Newton iterations of the last constraint solve, per world [num_worlds]")
+
+    @property
+    def nan_worlds(self) -> torch.Tensor:
+        """Bool [num_worlds]: the world's state became non-finite (cleared by `reset`)."""
+        return self.view("nan_world") != 0
+
+    @property
+    def contact(self) -> SimpleNamespace:
+        """Contact slots of every world: `active [W, ncon]` (bool, detected: dist < margin + gap),
+        `dist [W, ncon]`, `pos [W, ncon, 3]`, `frame [W, ncon, 3, 3]` (rows: normal from geom1 to
+        geom2, then the two tangents), and `geom [ncon, 2]`, the geom ids of each slot (fixed)."""
+        tables = self.model.contact_tables
+        geom = torch.as_tensor(np.asarray([tables["geom"][p] for p in tables["slot_pair"]],
+                                          dtype=np.int64).reshape(-1, 2), device=self.qpos.device)
+        return SimpleNamespace(active=self.view("contact_active") != 0, dist=self.view("contact_dist"),
+                               pos=self.view("contact_pos"), frame=self.view("contact_frame"), geom=geom)
+
+    def set_solver(self, iterations: int | None = None, tolerance: float | None = None) -> None:
+        """Override the constraint solver's maximum iterations and tolerance (defaults: the
+        model's <option iterations tolerance>)."""
+        struct = self.model.struct
+        if iterations is not None:
+            if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 0:
+                raise ValueError(f"iterations must be a non-negative integer, got {iterations!r}")
+            struct.solver_iterations = int(iterations)
+        if tolerance is not None:
+            if not np.isfinite(tolerance) or tolerance < 0:
+                raise ValueError(f"tolerance must be a non-negative finite number, got {tolerance!r}")
+            struct.solver_tolerance = self.model.dtype(tolerance)
 
     # ---------------------------------------------------------------------------- simulation
     def _launch(self, kernel, *scalars):
@@ -219,8 +255,8 @@ class Sim:
             elif index.dtype not in (torch.int32, torch.int64):
                 raise TypeError(f"world_ids must be integer indices or a boolean mask, got {index.dtype}")
         self.qpos[index] = qpos0
-        for name in ("qvel", "ctrl", "qfrc_applied", "qacc"):
-            self.view(name)[index] = 0.0
+        for name in ("qvel", "ctrl", "qfrc_applied", "qacc", "qacc_warmstart", "nan_world"):
+            self.view(name)[index] = 0
 
     def __repr__(self) -> str:
         return (f"Sim(nq={self.nq}, nv={self.nv}, nu={self.nu}, num_worlds={self.num_worlds}, "

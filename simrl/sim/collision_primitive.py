@@ -1,0 +1,942 @@
+"""Narrow phase for primitive geom pairs (plane, sphere, capsule, box) as Warp functions.
+
+Each collision function follows one of MuJoCo's primitive colliders
+(engine_collision_primitive.c, engine_collision_box.c) operation by operation, so that it
+returns the same contacts: same count, order, dist, pos, normal and tangent.
+
+Conventions (shared by every function):
+- geom poses are a position `vec3` and a rotation `mat33` whose columns are the geom's local
+  axes in the world frame (MuJoCo's geom_xmat as a row-major 3x3); sizes are MuJoCo's
+  geom_size (sphere: radius; capsule: radius, half-length along local z; box: half-sizes;
+  plane: ignored, the normal is local z);
+- geom1 has the lower type in MuJoCo's enum, the normal points from geom1 to geom2;
+- `margin` is the detection margin MuJoCo passes to its collision function (in MuJoCo 4.0:
+  margin + gap of the pair);
+- contact i = 0..n-1 goes to dist[w, slot + i], pos[w, slot + i], frame[w, slot + i], where
+  frame row 0 is the normal, row 1 the tangent the MuJoCo collider sets (mjPreContact.tangent,
+  zero unless it sets one) and row 2 zero; `make_frame` turns those rows into the contact frame
+  as mj_setContact does (mju_makeFrame). Nothing is written beyond slot + n - 1; the functions
+  return n, at most MAX_CONTACTS[(type1, type2)].
+"""
+
+
+import functools
+import types
+
+import warp as wp
+
+from simrl.sim.types import MINVAL, scalar_types
+
+# mjtGeom
+GEOM_PLANE = 0
+GEOM_SPHERE = 2
+GEOM_CAPSULE = 3
+GEOM_BOX = 6
+
+# mj_maxContact (engine_collision_driver.c) for the pairs implemented here; has_margin only
+# matters for the mesh / convex pairs, not for these
+MAX_CONTACTS: dict[tuple[int, int], int] = {
+    (GEOM_PLANE, GEOM_SPHERE): 1,
+    (GEOM_PLANE, GEOM_CAPSULE): 2,
+    (GEOM_PLANE, GEOM_BOX): 4,
+    (GEOM_SPHERE, GEOM_SPHERE): 1,
+    (GEOM_SPHERE, GEOM_CAPSULE): 1,
+    (GEOM_SPHERE, GEOM_BOX): 1,
+    (GEOM_CAPSULE, GEOM_CAPSULE): 2,
+    (GEOM_CAPSULE, GEOM_BOX): 4,
+    (GEOM_BOX, GEOM_BOX): 8,
+}
+
+# mjMAXVAL (mjmodel.h)
+MAXVAL = 1e10
+
+# box-box: vertex capacity of the clipped incident face (mjBOXBOX_MAXVERT)
+BOXBOX_MAXVERT = 12
+
+
+@functools.cache
+def build(scalar):
+    T = scalar_types(scalar)
+    vec3, mat33 = T.vec3, T.mat33
+    vec12 = wp.types.vector(BOXBOX_MAXVERT, dtype=scalar)
+    is64 = scalar == wp.float64
+
+    # box-box rounding scales (mjBOXBOX_*), per precision as in MuJoCo's mjUSESINGLE switch;
+    # written as the reciprocal of exactly representable powers of ten
+    sepeps_a, sepeps_b = (1e6, 1e7) if is64 else (1e6, 1.0)  # 1e-13 / 1e-6
+    pareps_a, pareps_b = (1e8, 1e8) if is64 else (1e7, 1.0)  # 1e-16 / 1e-7
+    sgneps_a, sgneps_b = (1e9, 1.0) if is64 else (1e5, 1.0)  # 1e-9 / 1e-5
+    dupeps_a, dupeps_b = (1e7, 1e7) if is64 else (1e5, 1e5)  # 1e-14 / 1e-10
+
+    # ------------------------------------------------------------------ helpers
+
+    @wp.func
+    def zero3():
+        return vec3(scalar(0.0), scalar(0.0), scalar(0.0))
+
+    @wp.func
+    def col(m: mat33, j: int):
+        """Column j of m: the geom's local axis j in world coordinates."""
+        return vec3(m[0, j], m[1, j], m[2, j])
+
+    @wp.func
+    def normalize3(v: vec3):
+        """mju_normalize3: (unit vector, norm); (1, 0, 0) when the norm is below mjMINVAL."""
+        norm = wp.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
+        if norm < scalar(MINVAL):
+            return vec3(scalar(1.0), scalar(0.0), scalar(0.0)), norm
+        inv = scalar(1.0) / norm
+        return vec3(v[0] * inv, v[1] * inv, v[2] * inv), norm
+
+    @wp.func
+    def clip(x: scalar, lo: scalar, hi: scalar):
+        """mju_clip."""
+        if x < lo:
+            return lo
+        if x > hi:
+            return hi
+        return x
+
+    @wp.func
+    def write_contact(dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
+                      frame: wp.array2d(dtype=mat33), w: int, i: int,
+                      d: scalar, p: vec3, normal: vec3, tangent: vec3):
+        dist[w, i] = d
+        pos[w, i] = p
+        frame[w, i] = mat33(normal[0], normal[1], normal[2],
+                            tangent[0], tangent[1], tangent[2],
+                            scalar(0.0), scalar(0.0), scalar(0.0))
+
+    @wp.func
+    def make_frame(normal: vec3, tangent: vec3) -> mat33:
+        """mju_makeFrame (engine_util_spatial.c): rows are the normalized normal, the tangent
+        made orthogonal to it (or (0, 1, 0) / (0, 0, 1) when the tangent is unset) and their
+        cross product."""
+        x, nx = normalize3(normal)
+        y = tangent
+        if wp.dot(y, y) < scalar(0.25):
+            if x[1] < scalar(0.5) and x[1] > scalar(-0.5):
+                y = vec3(scalar(0.0), scalar(1.0), scalar(0.0))
+            else:
+                y = vec3(scalar(0.0), scalar(0.0), scalar(1.0))
+        y = y - x * wp.dot(x, y)
+        y, ny = normalize3(y)
+        z = wp.cross(x, y)
+        return mat33(x[0], x[1], x[2], y[0], y[1], y[2], z[0], z[1], z[2])
+
+    # ------------------------------------------------------------------ raw colliders
+
+    @wp.func
+    def raw_plane_sphere(pos1: vec3, mat1: mat33, pos2: vec3, radius: scalar, margin: scalar,
+                         tangent: vec3, dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
+                         frame: wp.array2d(dtype=mat33), w: int, slot: int) -> int:
+        """mjraw_PlaneSphere, with the tangent to store."""
+        normal = col(mat1, 2)
+        tmp = pos2 - pos1
+        cdist = wp.dot(tmp, normal)
+        if cdist > margin + radius:
+            return 0
+        d = cdist - radius
+        p = pos2 + normal * (-d / scalar(2.0) - radius)
+        write_contact(dist, pos, frame, w, slot, d, p, normal, tangent)
+        return 1
+
+    @wp.func
+    def raw_sphere_sphere(pos1: vec3, mat1: mat33, r1: scalar, pos2: vec3, mat2: mat33, r2: scalar,
+                          margin: scalar, dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
+                          frame: wp.array2d(dtype=mat33), w: int, slot: int) -> int:
+        """mjraw_SphereSphere."""
+        dif = pos1 - pos2
+        cdist_sqr = wp.dot(dif, dif)
+        min_dist = margin + r1 + r2
+        if cdist_sqr > min_dist * min_dist:
+            return 0
+        d = wp.sqrt(cdist_sqr) - r1 - r2
+        normal, length = normalize3(pos2 - pos1)
+        # coincident centers: normal = cross product of the z axes ((1, 0, 0) if parallel)
+        if length < scalar(MINVAL):
+            normal, length = normalize3(wp.cross(col(mat1, 2), col(mat2, 2)))
+        p = normal * (r1 + d / scalar(2.0)) + pos1
+        write_contact(dist, pos, frame, w, slot, d, p, normal, zero3())
+        return 1
+
+    @wp.func
+    def raw_sphere_box(pos1: vec3, r1: scalar, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
+                       dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
+                       frame: wp.array2d(dtype=mat33), w: int, slot: int) -> int:
+        """mjraw_SphereBox (engine_collision_box.c)."""
+        center = wp.transpose(mat2) * (pos1 - pos2)
+        clamped = center
+        for i in range(3):
+            if size2[i] > scalar(0.0):
+                clamped[i] = clip(clamped[i], -size2[i], size2[i])
+        tmp, d = normalize3(clamped - center)
+        if d - r1 > margin:
+            return 0
+
+        p = zero3()
+        normal = zero3()
+        if d <= scalar(MINVAL):
+            # sphere center inside the box: push out through the closest face
+            closest = (size2[0] + size2[1] + size2[2]) * scalar(2.0)
+            k = int(0)
+            for i in range(6):
+                sgn = scalar(-1.0)
+                if i % 2 == 1:
+                    sgn = scalar(1.0)
+                v = wp.abs(sgn * size2[i // 2] - center[i // 2])
+                if closest > v:
+                    closest = v
+                    k = i
+            nearest = zero3()
+            if k % 2 == 1:
+                nearest[k // 2] = scalar(-1.0)
+            else:
+                nearest[k // 2] = scalar(1.0)
+            p = center + nearest * ((r1 - closest) / scalar(2.0))
+            normal = mat2 * nearest
+            d = -closest
+        else:
+            deepest = center + tmp * r1
+            p = zero3() + clamped * scalar(0.5)
+            p = p + deepest * scalar(0.5)
+            normal = mat2 * tmp
+        write_contact(dist, pos, frame, w, slot, d - r1, mat2 * p + pos2, normal, zero3())
+        return 1
+
+    # ------------------------------------------------------------------ plane
+
+    @wp.func
+    def plane_sphere(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
+                     dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
+                     w: int, slot: int) -> int:
+        """mjc_PlaneSphere (engine_collision_primitive.c)."""
+        return raw_plane_sphere(pos1, mat1, pos2, size2[0], margin, zero3(), dist, pos, frame, w, slot)
+
+    @wp.func
+    def plane_capsule(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
+                      dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
+                      w: int, slot: int) -> int:
+        """mjc_PlaneCapsule: plane-sphere at both ends of the segment, tangent = capsule axis."""
+        axis = col(mat2, 2)
+        segment = axis * size2[1]
+        n1 = raw_plane_sphere(pos1, mat1, pos2 + segment, size2[0], margin, axis, dist, pos, frame, w, slot)
+        n2 = raw_plane_sphere(pos1, mat1, pos2 - segment, size2[0], margin, axis, dist, pos, frame, w, slot + n1)
+        return n1 + n2
+
+    @wp.func
+    def plane_box(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
+                  dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
+                  w: int, slot: int) -> int:
+        """mjc_PlaneBox: the (first four) box corners below the plane and within the margin."""
+        norm = col(mat1, 2)
+        center_dist = wp.dot(pos2 - pos1, norm)
+        cnt = int(0)
+        for i in range(8):
+            vec = vec3(-size2[0], -size2[1], -size2[2])
+            if i & 1:
+                vec[0] = size2[0]
+            if i & 2:
+                vec[1] = size2[1]
+            if i & 4:
+                vec[2] = size2[2]
+            corner = mat2 * vec
+            ldist = wp.dot(norm, corner)
+            if cnt < 4 and not (center_dist + ldist > margin or ldist > scalar(0.0)):
+                d = center_dist + ldist
+                p = (corner + pos2) + norm * (-d / scalar(2.0))
+                write_contact(dist, pos, frame, w, slot + cnt, d, p, norm, zero3())
+                cnt += 1
+        return cnt
+
+    # ------------------------------------------------------------------ sphere
+
+    @wp.func
+    def sphere_sphere(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
+                      dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
+                      w: int, slot: int) -> int:
+        """mjc_SphereSphere."""
+        return raw_sphere_sphere(pos1, mat1, size1[0], pos2, mat2, size2[0], margin, dist, pos, frame, w, slot)
+
+    @wp.func
+    def sphere_capsule(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
+                       dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
+                       w: int, slot: int) -> int:
+        """mjraw_SphereCapsule: sphere-sphere with the nearest point of the capsule segment."""
+        length = size2[1]
+        axis = col(mat2, 2)
+        x = clip(wp.dot(axis, pos1 - pos2), -length, length)
+        return raw_sphere_sphere(pos1, mat1, size1[0], axis * x + pos2, mat2, size2[0], margin,
+                                 dist, pos, frame, w, slot)
+
+    @wp.func
+    def sphere_box(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
+                   dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
+                   w: int, slot: int) -> int:
+        """mjc_SphereBox (engine_collision_box.c)."""
+        return raw_sphere_box(pos1, size1[0], pos2, mat2, size2, margin, dist, pos, frame, w, slot)
+
+    # ------------------------------------------------------------------ capsule
+
+    @wp.func
+    def capsule_capsule(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
+                        dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
+                        w: int, slot: int) -> int:
+        """mjraw_CapsuleCapsule: nearest points of the segments, then sphere-sphere.
+
+        MuJoCo 4 changed the parallel case from the 3.x source (four segment-end tests with the
+        mjMINVAL determinant test); this follows the installed 4.0 library, reconstructed by
+        probing it (matches it to ~1e-16): axes count as parallel when
+        det < 1e-8 * |axis1|^2 |axis2|^2, i.e. sin(angle) < 1e-4, and the two contacts sit at the
+        ends of the segments' overlap."""
+        r1 = size1[0]
+        r2 = size2[0]
+        axis1 = col(mat1, 2) * size1[1]
+        axis2 = col(mat2, 2) * size2[1]
+        dif = pos1 - pos2
+        ma = wp.dot(axis1, axis1)
+        mb = -wp.dot(axis1, axis2)
+        mc = wp.dot(axis2, axis2)
+        u = -wp.dot(axis1, dif)
+        v = wp.dot(axis2, dif)
+        det = ma * mc - mb * mb
+        one = scalar(1.0)
+        parallel = one / (scalar(10000.0) * scalar(10000.0))  # sin(angle)^2 = 1e-8
+
+        if det >= parallel * ma * mc:
+            x1 = (mc * u - mb * v) / det
+            x2 = (ma * v - mb * u) / det
+            if x1 > one:
+                x1 = one
+                x2 = (v - mb) / mc
+            elif x1 < -one:
+                x1 = -one
+                x2 = (v + mb) / mc
+            if x2 > one:
+                x2 = one
+                x1 = clip((u - mb) / ma, -one, one)
+            elif x2 < -one:
+                x2 = -one
+                x1 = clip((u + mb) / ma, -one, one)
+            return raw_sphere_sphere(axis1 * x1 + pos1, mat1, r1, axis2 * x2 + pos2, mat2, r2, margin,
+                                     dist, pos, frame, w, slot)
+
+        # nearly parallel axes (MuJoCo 4: sin(angle) < 1e-4, not the mjMINVAL determinant test of
+        # MuJoCo 3): contacts at both ends of the overlap of segment 2's projection onto segment 1,
+        # lower end first; an end clamped to segment 1 pairs segment 1's end with its projection
+        # onto segment 2, an end inside pairs segment 2's end with its projection onto segment 1
+        ta = (u - mb) / ma  # segment 2's +end projected on segment 1
+        tb = (u + mb) / ma  # segment 2's -end
+        e_lo = one
+        e_hi = -one
+        if tb < ta:
+            tmp = ta
+            ta = tb
+            tb = tmp
+            e_lo = -one
+            e_hi = one
+        n = int(0)
+        for k in range(2):
+            t = ta
+            e2 = e_lo
+            if k == 1:
+                t = tb
+                e2 = e_hi
+            x1 = t
+            x2 = e2
+            if wp.abs(t) > one:
+                x1 = clip(t, -one, one)
+                x2 = clip((v - mb * x1) / mc, -one, one)
+            n += raw_sphere_sphere(axis1 * x1 + pos1, mat1, r1, axis2 * x2 + pos2, mat2, r2, margin,
+                                   dist, pos, frame, w, slot + n)
+        return n
+
+    @wp.func
+    def capsule_box(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
+                    dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
+                    w: int, slot: int) -> int:
+        """mjraw_CapsuleBox (engine_collision_box.c): the point of the capsule segment closest
+        to the box (over the two ends against the faces and the segment against the 12 edges),
+        plus a heuristic second point along the segment; each point is collided as a sphere."""
+        one = scalar(1.0)
+        halflength = size1[1]
+        secondpos = scalar(-4.0)  # no second contact (valid values are in [-1, 1])
+
+        # capsule center and axis in the box frame
+        cpos = wp.transpose(mat2) * (pos1 - pos2)
+        axis = wp.transpose(mat2) * col(mat1, 2)
+        halfaxis = axis * halflength
+
+        axisdir = int(0)
+        if halfaxis[0] > scalar(0.0):
+            axisdir += 1
+        if halfaxis[1] > scalar(0.0):
+            axisdir += 2
+        if halfaxis[2] > scalar(0.0):
+            axisdir += 4
+
+        bestdistmax = margin + scalar(2.0) * (size1[0] + halflength + size2[0] + size2[1] + size2[2])
+        bestdist = bestdistmax
+        bestsegmentpos = scalar(0.0)
+        bestboxpos = scalar(0.0)
+        cltype = int(-4)
+        clface = int(-1)
+        clcorner = int(0)
+        cledge = int(0)
+
+        # a segment end against a face of the box
+        for ii in range(2):
+            si = scalar(2 * ii - 1)
+            tmp1 = cpos + halfaxis * si
+            tmp2 = tmp1
+            c1 = int(0)
+            c2 = int(-1)
+            for j in range(3):
+                if tmp1[j] < -size2[j]:
+                    c1 += 1
+                    c2 = j
+                    tmp1[j] = -size2[j]
+                elif tmp1[j] > size2[j]:
+                    c1 += 1
+                    c2 = j
+                    tmp1[j] = size2[j]
+            if c1 <= 1:
+                tmp1 = tmp1 - tmp2
+                d = wp.dot(tmp1, tmp1)
+                if d < bestdist:
+                    bestdist = d
+                    bestsegmentpos = si
+                    cltype = 2 * ii - 3
+                    clface = c2
+
+        # the segment against the edges of the box
+        for j in range(3):
+            for i in range(8):
+                if (i & (1 << j)) == 0:
+                    tmp3 = vec3(-size2[0], -size2[1], -size2[2])
+                    if i & 1:
+                        tmp3[0] = size2[0]
+                    if i & 2:
+                        tmp3[1] = size2[1]
+                    if i & 4:
+                        tmp3[2] = size2[2]
+                    tmp3[j] = scalar(0.0)
+
+                    dif = tmp3 - cpos
+                    ma = size2[j] * size2[j]
+                    mb = -size2[j] * halfaxis[j]
+                    mc = size1[1] * size1[1]
+                    u = -size2[j] * dif[j]
+                    v = wp.dot(halfaxis, dif)
+                    det = ma * mc - mb * mb
+                    if wp.abs(det) >= scalar(MINVAL):
+                        idet = one / det
+                        # s = 1: interior of the segment, 0 / 2: one end or the other
+                        x1 = (mc * u - mb * v) * idet
+                        x2 = (ma * v - mb * u) * idet
+                        s1 = int(1)
+                        s2 = int(1)
+                        if x1 > one:
+                            x1 = one
+                            s1 = 2
+                            x2 = (v - mb) * (one / mc)
+                        elif x1 < -one:
+                            x1 = -one
+                            s1 = 0
+                            x2 = (v + mb) * (one / mc)
+                        if x2 > one:
+                            x2 = one
+                            s2 = 2
+                            x1 = (u - mb) * (one / ma)
+                            if x1 > one:
+                                x1 = one
+                                s1 = 2
+                            elif x1 < -one:
+                                x1 = -one
+                                s1 = 0
+                        elif x2 < -one:
+                            x2 = -one
+                            s2 = 0
+                            x1 = (u + mb) * (one / ma)
+                            if x1 > one:
+                                x1 = one
+                                s1 = 2
+                            elif x1 < -one:
+                                x1 = -one
+                                s1 = 0
+
+                        dif = tmp3 - cpos
+                        dif = dif + halfaxis * (-x2)
+                        dif[j] = dif[j] + size2[j] * x1
+                        d = wp.dot(dif, dif)
+                        c1 = s1 * 3 + s2
+                        if d < bestdist - scalar(MINVAL):
+                            bestdist = d
+                            bestsegmentpos = x2
+                            bestboxpos = x1
+                            clcorner = i + (1 << j) * (c1 // 6)
+                            cledge = j
+                            cltype = c1
+
+        if cltype == -4:
+            return 0
+
+        # second contact point along the segment (secondpos), following MuJoCo's case analysis
+        mul = scalar(0.0)
+        e1 = scalar(0.0)
+        e2 = scalar(0.0)
+        ax = int(0)
+        ax1 = int(0)
+        ax2 = int(0)
+        if cltype >= 0 and cltype // 3 != 1:
+            # closest to a corner of the box
+            c1 = axisdir ^ clcorner
+            if c1 != 0 and c1 != 7:
+                de = scalar(0.0)
+                dp = scalar(0.0)
+                if c1 == 1 or c1 == 2 or c1 == 4:
+                    mul = one
+                    de = one - bestsegmentpos
+                    dp = one + bestsegmentpos
+                else:
+                    mul = -one
+                    c1 = 7 - c1
+                    dp = one - bestsegmentpos
+                    de = one + bestsegmentpos
+                if c1 == 1:
+                    ax = 0
+                    ax1 = 1
+                    ax2 = 2
+                elif c1 == 2:
+                    ax = 1
+                    ax1 = 2
+                    ax2 = 0
+                else:
+                    ax = 2
+                    ax1 = 0
+                    ax2 = 1
+                if axis[ax] * axis[ax] > scalar(0.5):
+                    # second point along the edge of the box
+                    secondpos = de
+                    e1 = scalar(2.0) * size2[ax] / wp.abs(halfaxis[ax])
+                    if e1 < secondpos:
+                        secondpos = e1
+                    secondpos *= mul
+                else:
+                    # second point along a face of the box
+                    secondpos = dp
+                    e1 = scalar(2.0) * size2[ax1] / wp.abs(halfaxis[ax1])
+                    if e1 < secondpos:
+                        secondpos = e1
+                    e1 = scalar(2.0) * size2[ax2] / wp.abs(halfaxis[ax2])
+                    if e1 < secondpos:
+                        secondpos = e1
+                    secondpos *= -mul
+        elif cltype >= 0:
+            # closest to the interior of an edge: only a cross (not T) configuration gets a
+            # second point
+            c1 = (axisdir ^ clcorner) & (7 - (1 << cledge))
+            if c1 == 1 or c1 == 2 or c1 == 4:
+                if cledge == 0:
+                    ax1 = 1
+                    ax2 = 2
+                elif cledge == 1:
+                    ax1 = 2
+                    ax2 = 0
+                else:
+                    ax1 = 0
+                    ax2 = 1
+                ax = cledge
+                # the face with the lower angle to the capsule
+                if wp.abs(axis[ax1]) > wp.abs(axis[ax2]):
+                    ax1 = ax2
+                ax2 = 3 - ax - ax1
+                if c1 & (1 << ax2):
+                    mul = one
+                    secondpos = one - bestsegmentpos
+                else:
+                    mul = -one
+                    secondpos = one + bestsegmentpos
+                e1 = scalar(2.0) * size2[ax2] / wp.abs(halfaxis[ax2])
+                if e1 < secondpos:
+                    secondpos = e1
+                if ((axisdir & (1 << ax)) != 0) == ((c1 & (1 << ax2)) != 0):
+                    e2 = one - bestboxpos
+                else:
+                    e2 = one + bestboxpos
+                e1 = size2[ax] * e2 / wp.abs(halfaxis[ax])
+                if e1 < secondpos:
+                    secondpos = e1
+                secondpos *= mul
+        else:
+            # a segment end is closest to a face: clamp the other end to the box's extent
+            if clface != -1:
+                if cltype == -3:
+                    mul = one
+                else:
+                    mul = -one
+                secondpos = scalar(2.0)
+                tmp1 = cpos + halfaxis * (-mul)
+                for i in range(3):
+                    if i != clface:
+                        e1 = (size2[i] - tmp1[i]) / halfaxis[i] * mul
+                        if e1 > scalar(0.0) and e1 < secondpos:
+                            secondpos = e1
+                        e1 = (-size2[i] - tmp1[i]) / halfaxis[i] * mul
+                        if e1 > scalar(0.0) and e1 < secondpos:
+                            secondpos = e1
+                secondpos *= mul
+
+        # sphere-box at the first (and second) point
+        p = mat2 * (cpos + halfaxis * bestsegmentpos) + pos2
+        n = raw_sphere_box(p, size1[0], pos2, mat2, size2, margin, dist, pos, frame, w, slot)
+        if secondpos > scalar(-3.0):
+            p = mat2 * (cpos + halfaxis * (secondpos + bestsegmentpos)) + pos2
+            n += raw_sphere_box(p, size1[0], pos2, mat2, size2, margin, dist, pos, frame, w, slot + n)
+        return n
+
+    # ------------------------------------------------------------------ box-box
+
+    @wp.func
+    def clip_half_plane(px: vec12, py: vec12, pz: vec12, nin: int, coord: int, sgn: scalar, limit: scalar):
+        """clipHalfPlane (engine_collision_box.c): clip the polygon (px, py, pz) against
+        sgn * p[coord] <= limit (coord 0: x, 1: y); z is interpolated as an attribute."""
+        d = vec12()
+        all_inside = int(1)
+        for k in range(nin):
+            c = px[k]
+            if coord == 1:
+                c = py[k]
+            d[k] = sgn * c - limit
+            if d[k] > scalar(0.0):
+                all_inside = 0
+        if all_inside == 1:
+            return px, py, pz, nin
+
+        ox = vec12()
+        oy = vec12()
+        oz = vec12()
+        nout = int(0)
+        for k in range(nin):
+            k1 = k + 1
+            if k1 == nin:
+                k1 = 0
+            dp = d[k]
+            dq = d[k1]
+            if dp <= scalar(0.0) and nout < BOXBOX_MAXVERT:
+                ox[nout] = px[k]
+                oy[nout] = py[k]
+                oz[nout] = pz[k]
+                nout += 1
+            if ((dp < scalar(0.0) and dq > scalar(0.0)) or (dp > scalar(0.0) and dq < scalar(0.0))) and (
+                nout < BOXBOX_MAXVERT
+            ):
+                t = dp / (dp - dq)
+                ox[nout] = px[k] + t * (px[k1] - px[k])
+                oy[nout] = py[k] + t * (py[k1] - py[k])
+                oz[nout] = pz[k] + t * (pz[k1] - pz[k])
+                nout += 1
+        return ox, oy, oz, nout
+
+    @wp.func
+    def box_box(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
+                dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
+                w: int, slot: int) -> int:
+        """mjc_BoxBox (engine_collision_box.c, the separating-axis + face-clipping version of
+        MuJoCo 4): the axis of maximum separation among the 15 candidates, then either one
+        edge-edge contact or the incident face clipped against the reference face."""
+        zero = scalar(0.0)
+        one = scalar(1.0)
+        half = scalar(0.5)
+        sepeps = one / (scalar(sepeps_a) * scalar(sepeps_b))
+        pareps = one / (scalar(pareps_a) * scalar(pareps_b))
+        sgneps = one / (scalar(sgneps_a) * scalar(sgneps_b))
+        dupeps = one / (scalar(dupeps_a) * scalar(dupeps_b))
+        edgebias = one / scalar(1000000.0)
+
+        # rot: box2 axes in box1 frame (columns); pos21 / pos12: each center in the other's frame
+        pos21 = wp.transpose(mat1) * (pos2 - pos1)
+        pos12 = wp.transpose(mat2) * (pos1 - pos2)
+        rot = wp.transpose(mat1) * mat2
+
+        # ---- stage 1: separating-axis test
+        septol = margin + sepeps * (size1[0] + size1[1] + size1[2] + size2[0] + size2[1] + size2[2])
+        sep_best = scalar(-MAXVAL)
+        code = int(-1)
+        for i in range(3):
+            radius2 = (wp.abs(rot[i, 0]) * size2[0] + wp.abs(rot[i, 1]) * size2[1]
+                       + wp.abs(rot[i, 2]) * size2[2])
+            sep = wp.abs(pos21[i]) - size1[i] - radius2
+            if sep > septol:
+                return 0
+            if sep > sep_best:
+                sep_best = sep
+                code = i
+        for j in range(3):
+            radius1 = (wp.abs(rot[0, j]) * size1[0] + wp.abs(rot[1, j]) * size1[1]
+                       + wp.abs(rot[2, j]) * size1[2])
+            sep = wp.abs(pos12[j]) - size2[j] - radius1
+            if sep > septol:
+                return 0
+            if sep > sep_best:
+                sep_best = sep
+                code = 3 + j
+        sep_face = sep_best
+        code_face = code
+
+        for i in range(3):
+            for j in range(3):
+                i1 = (i + 1) % 3
+                i2 = (i + 2) % 3
+                ax1 = -rot[i2, j]
+                ax2 = rot[i1, j]
+                norm2 = ax1 * ax1 + ax2 * ax2
+                if norm2 >= pareps:
+                    inv = one / wp.sqrt(norm2)
+                    ax1 = ax1 * inv
+                    ax2 = ax2 * inv
+                    radius1 = size1[i1] * wp.abs(ax1) + size1[i2] * wp.abs(ax2)
+                    j1 = (j + 1) % 3
+                    j2 = (j + 2) % 3
+                    a2_1 = ax1 * rot[i1, j1] + ax2 * rot[i2, j1]
+                    a2_2 = ax1 * rot[i1, j2] + ax2 * rot[i2, j2]
+                    radius2 = size2[j1] * wp.abs(a2_1) + size2[j2] * wp.abs(a2_2)
+                    sep = wp.abs(ax1 * pos21[i1] + ax2 * pos21[i2]) - radius1 - radius2
+                    if sep > septol:
+                        return 0
+                    if sep - edgebias * wp.abs(sep) > sep_best and sep > sep_face:
+                        sep_best = sep
+                        code = 6 + 3 * i + j
+
+        if code < 0:
+            return 0
+
+        # an edge axis nearly parallel to the best face axis yields to the face unless it is
+        # better by 5% of the face depth
+        if code >= 6:
+            ie = (code - 6) // 3
+            je = (code - 6) % 3
+            axis = zero3()
+            axis[(ie + 1) % 3] = -rot[(ie + 2) % 3, je]
+            axis[(ie + 2) % 3] = rot[(ie + 1) % 3, je]
+            axis, an = normalize3(axis)
+            face_dot = zero
+            if code_face < 3:
+                face_dot = wp.abs(axis[code_face])
+            else:
+                f = code_face - 3
+                face_dot = wp.abs(axis[0] * rot[0, f] + axis[1] * rot[1, f] + axis[2] * rot[2, f])
+            if face_dot > scalar(99.0) / scalar(100.0) and (
+                sep_best < sep_face + scalar(5.0) / scalar(100.0) * wp.abs(sep_face) + scalar(MINVAL)
+            ):
+                code = code_face
+                sep_best = sep_face
+
+        # ---- stage 2a: edge-edge contact
+        if code >= 6:
+            ie = (code - 6) // 3
+            je = (code - 6) % 3
+            ie1 = (ie + 1) % 3
+            ie2 = (ie + 2) % 3
+            je1 = (je + 1) % 3
+            je2 = (je + 2) % 3
+            axis = zero3()
+            axis[ie1] = -rot[ie2, je]
+            axis[ie2] = rot[ie1, je]
+            axis, an = normalize3(axis)
+            if wp.dot(axis, pos21) < zero:
+                axis = -axis
+
+            a2 = vec3(axis[0] * rot[0, 0] + axis[1] * rot[1, 0] + axis[2] * rot[2, 0],
+                      axis[0] * rot[0, 1] + axis[1] * rot[1, 1] + axis[2] * rot[2, 1],
+                      axis[0] * rot[0, 2] + axis[1] * rot[1, 2] + axis[2] * rot[2, 2])
+            amb1 = int(-1)
+            amb2 = int(-1)
+            if wp.abs(axis[ie1]) < sgneps:
+                amb1 = ie1
+            elif wp.abs(axis[ie2]) < sgneps:
+                amb1 = ie2
+            if wp.abs(a2[je1]) < sgneps:
+                amb2 = je1
+            elif wp.abs(a2[je2]) < sgneps:
+                amb2 = je2
+
+            d2 = vec3(rot[0, je], rot[1, je], rot[2, je])
+            b = d2[ie]
+            denom = one - b * b
+            w1 = zero3()
+            w2 = zero3()
+            best_d2 = scalar(MAXVAL)
+            nv1 = int(1)
+            if amb1 >= 0:
+                nv1 = 2
+            nv2 = int(1)
+            if amb2 >= 0:
+                nv2 = 2
+            for v1 in range(nv1):
+                for v2 in range(nv2):
+                    c1 = zero3()
+                    if axis[ie1] >= zero:
+                        c1[ie1] = size1[ie1]
+                    else:
+                        c1[ie1] = -size1[ie1]
+                    if axis[ie2] >= zero:
+                        c1[ie2] = size1[ie2]
+                    else:
+                        c1[ie2] = -size1[ie2]
+                    if amb1 >= 0 and v1 == 1:
+                        c1[amb1] = -c1[amb1]
+                    cc = zero3()
+                    if a2[je1] >= zero:
+                        cc[je1] = -size2[je1]
+                    else:
+                        cc[je1] = size2[je1]
+                    if a2[je2] >= zero:
+                        cc[je2] = -size2[je2]
+                    else:
+                        cc[je2] = size2[je2]
+                    if amb2 >= 0 and v2 == 1:
+                        cc[amb2] = -cc[amb2]
+                    c2 = rot * cc + pos21
+
+                    e = c2 - c1
+                    d1e = e[ie]
+                    d2e = wp.dot(d2, e)
+                    s = zero
+                    if denom >= scalar(MINVAL):
+                        s = (d1e - b * d2e) / denom
+                    s = clip(s, -size1[ie], size1[ie])
+                    t = clip(b * s - d2e, -size2[je], size2[je])
+                    s = clip(d1e + b * t, -size1[ie], size1[ie])
+
+                    p1 = c1
+                    p1[ie] = p1[ie] + s
+                    p2 = c2 + d2 * t
+                    g = p2 - p1
+                    gap2 = wp.dot(g, g)
+                    if gap2 < best_d2:
+                        best_d2 = gap2
+                        w1 = p1
+                        w2 = p2
+
+            d = wp.dot(w2 - w1, axis)
+            if d > septol:
+                return 0
+            mid = vec3(half * (w1[0] + w2[0]), half * (w1[1] + w2[1]), half * (w1[2] + w2[2]))
+            write_contact(dist, pos, frame, w, slot, d, mat1 * mid + pos1, mat1 * axis, zero3())
+            return 1
+
+        # ---- stage 2b: face contact
+        ref1 = code < 3
+        a = code
+        sizeref = size1
+        sizeinc = size2
+        posref = pos1
+        matref = mat1
+        posoi = pos21
+        rinc = rot
+        if not ref1:
+            a = code - 3
+            sizeref = size2
+            sizeinc = size1
+            posref = pos2
+            matref = mat2
+            posoi = pos12
+            rinc = wp.transpose(rot)
+
+        sgn = one
+        if posoi[a] < zero:
+            sgn = -one
+
+        # incident face: the face of the incident box most opposed to the reference normal
+        binc = int(0)
+        for k in range(1, 3):
+            if wp.abs(rinc[a, k]) > wp.abs(rinc[a, binc]):
+                binc = k
+        tinc = one
+        if sgn * rinc[a, binc] > zero:
+            tinc = -one
+
+        ax = (a + 1) % 3
+        ay = (a + 2) % 3
+        bu = (binc + 1) % 3
+        bv = (binc + 2) % 3
+        cx = zero3()
+        du = zero3()
+        dv = zero3()
+        for r in range(3):
+            c = a
+            if r == 0:
+                c = ax
+            elif r == 1:
+                c = ay
+            cx[r] = posoi[c] + tinc * sizeinc[binc] * rinc[c, binc]
+            du[r] = sizeinc[bu] * rinc[c, bu]
+            dv[r] = sizeinc[bv] * rinc[c, bv]
+        cx[2] = sgn * cx[2] - sizeref[a]
+        du[2] = du[2] * sgn
+        dv[2] = dv[2] * sgn
+
+        px = vec12()
+        py = vec12()
+        pz = vec12()
+        for k in range(4):
+            su = one
+            if k == 1 or k == 2:
+                su = -one
+            sv = one
+            if k >= 2:
+                sv = -one
+            px[k] = cx[0] + su * du[0] + sv * dv[0]
+            py[k] = cx[1] + su * du[1] + sv * dv[1]
+            pz[k] = cx[2] + su * du[2] + sv * dv[2]
+
+        nvert = int(4)
+        px, py, pz, nvert = clip_half_plane(px, py, pz, nvert, 0, one, sizeref[ax])
+        px, py, pz, nvert = clip_half_plane(px, py, pz, nvert, 0, -one, sizeref[ax])
+        px, py, pz, nvert = clip_half_plane(px, py, pz, nvert, 1, one, sizeref[ay])
+        px, py, pz, nvert = clip_half_plane(px, py, pz, nvert, 1, -one, sizeref[ay])
+
+        # world normal from geom1 to geom2
+        nsign = sgn
+        if not ref1:
+            nsign = -sgn
+        normal = col(matref, a) * nsign
+
+        # vertices within the margin band, dropping near-duplicates from clipping at corners
+        dupe2 = dupeps * (sizeref[ax] * sizeref[ax] + sizeref[ay] * sizeref[ay])
+        naccept = int(0)
+        for k in range(nvert):
+            if pz[k] <= margin and naccept < 8:
+                dupe = int(0)
+                for q in range(naccept):
+                    dx = px[q] - px[k]
+                    dy = py[q] - py[k]
+                    if dx * dx + dy * dy < dupe2:
+                        dupe = 1
+                # accepted vertices are compacted to the front (q <= naccept <= k)
+                if dupe == 0:
+                    px[naccept] = px[k]
+                    py[naccept] = py[k]
+                    pz[naccept] = pz[k]
+                    posc = zero3()
+                    posc[ax] = px[k]
+                    posc[ay] = py[k]
+                    posc[a] = sgn * (sizeref[a] + half * pz[k])
+                    write_contact(dist, pos, frame, w, slot + naccept, pz[k], matref * posc + posref,
+                                  normal, zero3())
+                    naccept += 1
+        return naccept
+
+    return types.SimpleNamespace(
+        plane_sphere=plane_sphere,
+        plane_capsule=plane_capsule,
+        plane_box=plane_box,
+        sphere_sphere=sphere_sphere,
+        sphere_capsule=sphere_capsule,
+        sphere_box=sphere_box,
+        capsule_capsule=capsule_capsule,
+        capsule_box=capsule_box,
+        box_box=box_box,
+        make_frame=make_frame,
+    )

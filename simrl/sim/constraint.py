@@ -1,0 +1,262 @@
+"""Constraint rows: dof friction loss, joint limits and contacts in the pyramidal friction
+cone, with MuJoCo's soft-constraint parameters (engine_core_constraint.c:
+mj_instantiateFriction, mj_instantiateLimit, mj_instantiateContact, mj_diagApprox,
+getsolparam, getimpedance, mj_makeImpedance, mj_referenceConstraint; doc/computation
+"Constraint model" and "Parameters").
+
+Rows have fixed places, decided when the model is loaded (see `Model`): first one row per dof
+with friction loss, then two rows per limited hinge or slide joint (lower, upper) and one per
+limited ball joint, then the rows of every contact slot (1 for condim 1, 2 (condim - 1)
+pyramid edges otherwise). `efc_active` says which rows exist in the current state; an
+inactive row has D = 0 and is skipped by the solver.
+"""
+
+import functools
+
+import warp as wp
+
+from simrl.sim.data import data_struct
+from simrl.sim.model import model_struct
+from simrl.sim.types import JNT_BALL, MINVAL, scalar_types
+
+# mjtConstraint
+CNSTR_FRICTION_DOF = 1
+CNSTR_LIMIT_JOINT = 3
+CNSTR_CONTACT_FRICTIONLESS = 5
+CNSTR_CONTACT_PYRAMIDAL = 6
+
+# solimp bounds (mjMINIMP, mjMAXIMP)
+MINIMP = 0.0001
+MAXIMP = 0.9999
+
+
+@functools.cache
+def build(scalar):
+    T = scalar_types(scalar)
+    Model, Data = model_struct(scalar), data_struct(scalar)
+    f, vec2, vec3, vec5 = T.f, T.vec2, T.vec3, T.vec5
+
+    @wp.func
+    def impedance(solimp: vec5, pos: scalar, margin: scalar):
+        """getimpedance: d(r) from solimp = (dmin, dmax, width, midpoint, power)."""
+        imp = scalar(0.5) * (solimp[0] + solimp[1])
+        if solimp[0] != solimp[1] and solimp[2] > scalar(MINVAL):
+            x = (pos - margin) / solimp[2]
+            if x < scalar(0.0):
+                x = -x
+            if x >= scalar(1.0):
+                imp = solimp[1]
+            elif x <= scalar(0.0):
+                imp = solimp[0]
+            else:
+                y = x
+                p = solimp[4]
+                if p != scalar(1.0):
+                    mid = solimp[3]
+                    if x <= mid:
+                        a = scalar(1.0) / wp.pow(mid, p - scalar(1.0))
+                        y = a * wp.pow(x, p)
+                    else:
+                        b = scalar(1.0) / wp.pow(scalar(1.0) - mid, p - scalar(1.0))
+                        y = scalar(1.0) - b * wp.pow(scalar(1.0) - x, p)
+                imp = solimp[0] + y * (solimp[1] - solimp[0])
+        return imp
+
+    @wp.func
+    def clamp_solimp(s: vec5):
+        lo = scalar(MINIMP)
+        hi = scalar(MAXIMP)
+        return vec5(wp.clamp(s[0], lo, hi), wp.clamp(s[1], lo, hi), wp.max(scalar(0.0), s[2]),
+                    wp.clamp(s[3], lo, hi), wp.max(scalar(1.0), s[4]))
+
+    @wp.func
+    def stiffness_damping(m: Model, solref: vec2, dmax: scalar):
+        """K and B of the reference acceleration from solref, standard (timeconst, dampratio)
+        or direct (-stiffness, -damping) form; the standard form's time constant is kept at
+        least 2 timesteps unless mjDSBL_REFSAFE."""
+        ref0 = solref[0]
+        if m.enable_refsafe and ref0 > scalar(0.0):
+            ref0 = wp.max(ref0, scalar(2.0) * m.timestep)
+        k = scalar(0.0)
+        b = scalar(0.0)
+        if ref0 > scalar(0.0):
+            k = scalar(1.0) / wp.max(scalar(MINVAL), dmax * dmax * ref0 * ref0 * solref[1] * solref[1])
+        else:
+            k = -ref0 / wp.max(scalar(MINVAL), dmax * dmax)
+        if solref[1] > scalar(0.0):
+            b = scalar(2.0) / wp.max(scalar(MINVAL), dmax * ref0)
+        else:
+            b = -solref[1] / wp.max(scalar(MINVAL), dmax)
+        return k, b
+
+    @wp.func
+    def set_row(d: Data, w: int, r: int, pos: scalar, margin: scalar, floss: scalar, imp: scalar,
+                diag: scalar, k: scalar, b: scalar):
+        """Row parameters: R = (1 - imp) / imp * diagApprox, D = 1 / R (mj_makeImpedance)."""
+        R = wp.max(scalar(MINVAL), (scalar(1.0) - imp) * diag / imp)
+        d.efc_active[w, r] = 1
+        d.efc_pos[w, r] = pos
+        d.efc_margin[w, r] = margin
+        d.efc_frictionloss[w, r] = floss
+        d.efc_R[w, r] = R
+        d.efc_D[w, r] = scalar(1.0) / R
+        d.efc_K[w, r] = k
+        d.efc_B[w, r] = b
+        d.efc_imp[w, r] = imp
+
+    @wp.func
+    def clear_row(m: Model, d: Data, w: int, r: int):
+        d.efc_active[w, r] = 0
+        d.efc_D[w, r] = scalar(0.0)
+        d.efc_force[w, r] = scalar(0.0)
+        for j in range(m.nv):
+            d.efc_J[w, r, j] = scalar(0.0)
+
+    @wp.func
+    def add_contact_jacobian(m: Model, d: Data, w: int, r0: int, nrow: int, body: int, point: vec3,
+                             frame: T.mat33, friction: vec5, sign: scalar):
+        """Add sign x (Jacobian of `point` on `body`) in the contact frame to the rows of one
+        contact: the normal row, or the pyramid edges J_n +- mu_k J_tk (mj_jac, mj_instantiateContact)."""
+        dof = m.body_dofend[body]
+        if dof < 0:
+            return
+        offset = point - d.subtree_com[w, m.body_rootid[body]]
+        nrm = vec3(frame[0, 0], frame[0, 1], frame[0, 2])
+        t1 = vec3(frame[1, 0], frame[1, 1], frame[1, 2])
+        t2 = vec3(frame[2, 0], frame[2, 1], frame[2, 2])
+        while dof >= 0:
+            cdof = d.cdof[w, dof]
+            ang = vec3(cdof[0], cdof[1], cdof[2])
+            jp = vec3(cdof[3], cdof[4], cdof[5]) + wp.cross(ang, offset)
+            jn = wp.dot(nrm, jp) * sign
+            if nrow == 1:
+                d.efc_J[w, r0, dof] = d.efc_J[w, r0, dof] + jn
+            else:
+                jt1 = wp.dot(t1, jp) * sign * friction[0]
+                jt2 = wp.dot(t2, jp) * sign * friction[1]
+                d.efc_J[w, r0, dof] = d.efc_J[w, r0, dof] + (jn + jt1)
+                d.efc_J[w, r0 + 1, dof] = d.efc_J[w, r0 + 1, dof] + (jn - jt1)
+                d.efc_J[w, r0 + 2, dof] = d.efc_J[w, r0 + 2, dof] + (jn + jt2)
+                d.efc_J[w, r0 + 3, dof] = d.efc_J[w, r0 + 3, dof] + (jn - jt2)
+            dof = m.dof_parentid[dof]
+
+    @wp.func
+    def make_constraint(m: Model, d: Data, w: int):
+        """Rows, Jacobian, impedance and regularizer of every constraint in the current state."""
+        for r in range(m.nefc):
+            clear_row(m, d, w, r)
+        if m.enable_constraint == 0:
+            return
+
+        # dof friction loss: J = e_dof, no position residual (K = 0)
+        wf = w % m.dof_frictionloss.shape[0]
+        for r in range(m.nefc_friction):
+            dof = m.efc_id[r]
+            floss = m.dof_frictionloss[wf, dof]
+            if floss > scalar(0.0):
+                solimp = clamp_solimp(m.dof_solimp[dof])
+                imp = impedance(solimp, scalar(0.0), scalar(0.0))
+                k, b = stiffness_damping(m, m.dof_solref[dof], solimp[1])
+                set_row(d, w, r, scalar(0.0), scalar(0.0), floss, imp, m.dof_invweight0[dof],
+                        scalar(0.0), b)
+                d.efc_J[w, r, dof] = scalar(1.0)
+
+        # joint limits: residual = distance to the nearer end of the range
+        for r in range(m.nefc_friction, m.nefc_friction + m.nefc_limit):
+            jnt = m.efc_id[r]
+            side = m.efc_sub[r]
+            dof = m.jnt_dofadr[jnt]
+            qadr = m.jnt_qposadr[jnt]
+            rng = m.jnt_range[jnt]
+            margin = m.jnt_margin[jnt]
+            if m.jnt_type[jnt] == JNT_BALL:
+                q = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
+                axis_angle = f.quat_to_vel(q)
+                angle = wp.length(axis_angle)
+                axis = vec3(scalar(1.0), scalar(0.0), scalar(0.0))
+                if angle >= scalar(MINVAL):
+                    axis = axis_angle / angle
+                dist = wp.max(rng[0], rng[1]) - angle
+                if dist < margin:
+                    for c in range(3):
+                        d.efc_J[w, r, dof + c] = -axis[c]
+                else:
+                    continue
+            else:
+                value = d.qpos[w, qadr]
+                dist = scalar(0.0)
+                if side < 0:
+                    dist = value - rng[0]
+                else:
+                    dist = rng[1] - value
+                if dist < margin:
+                    d.efc_J[w, r, dof] = scalar(-side)
+                else:
+                    continue
+            solimp = clamp_solimp(m.jnt_solimp[jnt])
+            imp = impedance(solimp, dist, margin)
+            k, b = stiffness_damping(m, m.jnt_solref[jnt], solimp[1])
+            set_row(d, w, r, dist, margin, scalar(0.0), imp, m.dof_invweight0[dof], k, b)
+
+        # contacts within their margin (contacts in the gap get no rows)
+        wc = w % m.cpair_friction.shape[0]
+        for c in range(m.ncon):
+            if d.contact_active[w, c] == 0:
+                continue
+            p = m.contact_pair[c]
+            dist = d.contact_dist[w, c]
+            margin = m.cpair_margin[p]
+            if dist >= margin:
+                continue
+            r0 = m.contact_efc_adr[c]
+            condim = m.cpair_condim[p]
+            nrow = 1
+            if condim > 1:
+                nrow = 4
+            fr = m.cpair_friction[wc, p]
+            g = m.cpair_geom[p]
+            b1 = m.geom_bodyid[g[0]]
+            b2 = m.geom_bodyid[g[1]]
+            frame = d.contact_frame[w, c]
+            point = d.contact_pos[w, c]
+            add_contact_jacobian(m, d, w, r0, nrow, b2, point, frame, fr, scalar(1.0))
+            add_contact_jacobian(m, d, w, r0, nrow, b1, point, frame, fr, scalar(-1.0))
+
+            # approximate inverse inertia of the contact (mj_diagApprox): both bodies
+            iw1 = m.body_invweight0[b1]
+            iw2 = m.body_invweight0[b2]
+            tran = iw1[0] + iw2[0]
+            solimp = clamp_solimp(m.cpair_solimp[p])
+            imp = impedance(solimp, dist, margin)
+            k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
+            if nrow == 1:
+                set_row(d, w, r0, dist, margin, scalar(0.0), imp, tran, k, b)
+            else:
+                # first edge's R, then the pyramid's common R matching the elliptic cone's
+                # friction impedance: R_py = 2 mu^2 R_0, mu = friction_0 sqrt(R_1 / R_0)
+                diag0 = tran + fr[0] * fr[0] * tran
+                r_0 = wp.max(scalar(MINVAL), (scalar(1.0) - imp) * diag0 / imp)
+                r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
+                mu = fr[0] * wp.sqrt(r_1 / r_0)
+                r_py = scalar(2.0) * mu * mu * r_0
+                # the diagApprox that reproduces R_py through R = (1 - imp) / imp * diag
+                diag_py = r_py * imp / (scalar(1.0) - imp)
+                for e in range(4):
+                    set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, diag_py, k, b)
+                    d.efc_R[w, r0 + e] = r_py
+                    d.efc_D[w, r0 + e] = scalar(1.0) / r_py
+
+    @wp.func
+    def reference_constraint(m: Model, d: Data, w: int):
+        """efc_vel = J qvel and aref = -B vel - K imp (pos - margin) (mj_referenceConstraint)."""
+        for r in range(m.nefc):
+            if d.efc_active[w, r] == 0:
+                continue
+            vel = scalar(0.0)
+            for j in range(m.nv):
+                vel = vel + d.efc_J[w, r, j] * d.qvel[w, j]
+            d.efc_vel[w, r] = vel
+            d.efc_aref[w, r] = (-d.efc_B[w, r] * vel
+                                - d.efc_K[w, r] * d.efc_imp[w, r] * (d.efc_pos[w, r] - d.efc_margin[w, r]))
+
+    return make_constraint, reference_constraint

@@ -1,0 +1,240 @@
+"""The constraint solver: Newton's method on MuJoCo's reduced primal problem
+(doc/computation "Reduced primal problem", "Algorithms"; engine_solver.c mj_solPrimal).
+
+    qacc = argmin_x  1/2 (x - qacc_smooth)' M (x - qacc_smooth) + s(J x - aref)
+
+s is a convex quadratic spline: for a limit or pyramid-edge row, 1/2 D jar^2 while jar < 0
+and 0 beyond; for a friction-loss row the Huber function with linear zones |jar| > R floss.
+Its minimizer is unique, so any solver that converges finds MuJoCo's answer. Each iteration
+solves (M + J' D_active J) p = -grad by a dense Cholesky factorization (nv is small; one
+thread per world) and takes the exact step along p (1-D Newton with bisection safeguard on
+the piecewise-quadratic cost). Iterations stop, per world, when the scaled cost improvement
+or gradient falls below `tolerance` (scale = 1 / (meaninertia max(1, nv)), as MuJoCo), or
+after `iterations`. The number used is kept in `solver_niter`.
+"""
+
+import functools
+
+import warp as wp
+
+from simrl.sim.constraint import CNSTR_FRICTION_DOF
+from simrl.sim.data import data_struct
+from simrl.sim.model import model_struct
+from simrl.sim.types import MINVAL
+
+LS_ITERATIONS = 50
+
+
+@functools.cache
+def build(scalar):
+    Model, Data = model_struct(scalar), data_struct(scalar)
+
+    @wp.func
+    def row_cost(m: Model, d: Data, w: int, r: int, jar: scalar):
+        """Cost, first and second derivative of row r's penalty at jar; also its force."""
+        D = d.efc_D[w, r]
+        cost = scalar(0.0)
+        ds = scalar(0.0)
+        dds = scalar(0.0)
+        if m.efc_type[r] == CNSTR_FRICTION_DOF:
+            R = d.efc_R[w, r]
+            fl = d.efc_frictionloss[w, r]
+            if jar <= -R * fl:
+                cost = -scalar(0.5) * R * fl * fl - fl * jar
+                ds = -fl
+            elif jar >= R * fl:
+                cost = -scalar(0.5) * R * fl * fl + fl * jar
+                ds = fl
+            else:
+                cost = scalar(0.5) * D * jar * jar
+                ds = D * jar
+                dds = D
+        elif jar < scalar(0.0):
+            cost = scalar(0.5) * D * jar * jar
+            ds = D * jar
+            dds = D
+        return cost, ds, dds
+
+    @wp.func
+    def evaluate(m: Model, d: Data, w: int):
+        """At x = d.qacc: jar, forces, cost and gradient. Returns the cost."""
+        cost = scalar(0.0)
+        for i in range(m.nv):
+            d.solver_res[w, i] = d.qacc[w, i] - d.qacc_smooth[w, i]
+        for i in range(m.nv):
+            mr = scalar(0.0)
+            for j in range(m.nv):
+                mr = mr + d.qM[w, i, j] * d.solver_res[w, j]
+            d.solver_Mres[w, i] = mr
+            cost = cost + scalar(0.5) * d.solver_res[w, i] * mr
+            d.solver_grad[w, i] = mr
+        for r in range(m.nefc):
+            if d.efc_active[w, r] == 0:
+                continue
+            jar = -d.efc_aref[w, r]
+            for j in range(m.nv):
+                jar = jar + d.efc_J[w, r, j] * d.qacc[w, j]
+            d.efc_jar[w, r] = jar
+            c, ds, dds = row_cost(m, d, w, r, jar)
+            cost = cost + c
+            d.efc_force[w, r] = -ds
+            if ds != scalar(0.0):
+                for j in range(m.nv):
+                    d.solver_grad[w, j] = d.solver_grad[w, j] + d.efc_J[w, r, j] * ds
+        return cost
+
+    @wp.func
+    def newton_direction(m: Model, d: Data, w: int):
+        """solver_search = -(M + J' D_quadratic J)^-1 grad, by dense Cholesky."""
+        nv = m.nv
+        for i in range(nv):
+            for j in range(i + 1):
+                d.solver_H[w, i, j] = d.qM[w, i, j]
+        for r in range(m.nefc):
+            if d.efc_active[w, r] == 0:
+                continue
+            c, ds, dds = row_cost(m, d, w, r, d.efc_jar[w, r])
+            if dds != scalar(0.0):
+                for i in range(nv):
+                    ji = d.efc_J[w, r, i] * dds
+                    if ji != scalar(0.0):
+                        for j in range(i + 1):
+                            d.solver_H[w, i, j] = d.solver_H[w, i, j] + ji * d.efc_J[w, r, j]
+        # H = L L' in place (lower triangle)
+        for j in range(nv):
+            s = d.solver_H[w, j, j]
+            for k in range(j):
+                s = s - d.solver_H[w, j, k] * d.solver_H[w, j, k]
+            ljj = wp.sqrt(wp.max(s, scalar(MINVAL)))
+            d.solver_H[w, j, j] = ljj
+            for i in range(j + 1, nv):
+                s2 = d.solver_H[w, i, j]
+                for k in range(j):
+                    s2 = s2 - d.solver_H[w, i, k] * d.solver_H[w, j, k]
+                d.solver_H[w, i, j] = s2 / ljj
+        # L y = -grad, L' p = y
+        for i in range(nv):
+            s = -d.solver_grad[w, i]
+            for k in range(i):
+                s = s - d.solver_H[w, i, k] * d.solver_search[w, k]
+            d.solver_search[w, i] = s / d.solver_H[w, i, i]
+        for ii in range(nv):
+            i = nv - 1 - ii
+            s = d.solver_search[w, i]
+            for k in range(i + 1, nv):
+                s = s - d.solver_H[w, k, i] * d.solver_search[w, k]
+            d.solver_search[w, i] = s / d.solver_H[w, i, i]
+
+    @wp.func
+    def line_derivatives(m: Model, d: Data, w: int, alpha: scalar, p_mr: scalar, p_mp: scalar):
+        """First and second derivative of the cost along the search direction at alpha."""
+        d1 = p_mr + alpha * p_mp
+        d2 = p_mp
+        for r in range(m.nefc):
+            if d.efc_active[w, r] == 0:
+                continue
+            jv = d.efc_jv[w, r]
+            c, ds, dds = row_cost(m, d, w, r, d.efc_jar[w, r] + alpha * jv)
+            d1 = d1 + ds * jv
+            d2 = d2 + dds * jv * jv
+        return d1, d2
+
+    @wp.func
+    def line_search(m: Model, d: Data, w: int):
+        """Exact minimizer alpha >= 0 of the convex piecewise-quadratic cost along the search."""
+        p_mr = scalar(0.0)
+        p_mp = scalar(0.0)
+        for i in range(m.nv):
+            mp = scalar(0.0)
+            for j in range(m.nv):
+                mp = mp + d.qM[w, i, j] * d.solver_search[w, j]
+            p_mr = p_mr + d.solver_search[w, i] * d.solver_Mres[w, i]
+            p_mp = p_mp + d.solver_search[w, i] * mp
+        for r in range(m.nefc):
+            if d.efc_active[w, r] == 0:
+                continue
+            jv = scalar(0.0)
+            for j in range(m.nv):
+                jv = jv + d.efc_J[w, r, j] * d.solver_search[w, j]
+            d.efc_jv[w, r] = jv
+        d0, dd0 = line_derivatives(m, d, w, scalar(0.0), p_mr, p_mp)
+        if d0 >= scalar(0.0):
+            return scalar(0.0)
+        gtol = -d0 * scalar(1e-10)
+        lo = scalar(0.0)
+        hi = scalar(-1.0)  # no upper bracket yet
+        alpha = scalar(1.0)
+        for _ in range(LS_ITERATIONS):
+            d1, d2 = line_derivatives(m, d, w, alpha, p_mr, p_mp)
+            if wp.abs(d1) <= gtol:
+                break
+            if d1 < scalar(0.0):
+                lo = alpha
+            else:
+                hi = alpha
+            step = alpha - d1 / wp.max(d2, scalar(MINVAL))
+            if hi >= scalar(0.0) and (step <= lo or step >= hi):
+                step = scalar(0.5) * (lo + hi)
+            if step == alpha:
+                break
+            alpha = step
+        return alpha
+
+    @wp.func
+    def solve(m: Model, d: Data, w: int):
+        """qacc, efc_force and qfrc_constraint from qacc_smooth and the constraint rows."""
+        nactive = int(0)
+        for r in range(m.nefc):
+            nactive = nactive + d.efc_active[w, r]
+        d.solver_niter[w] = 0
+        for i in range(m.nv):
+            d.qfrc_constraint[w, i] = scalar(0.0)
+            d.qacc[w, i] = d.qacc_smooth[w, i]
+        if nactive == 0:
+            return
+
+        # warm start: the previous solution if it costs less than the smooth acceleration
+        cost = evaluate(m, d, w)
+        for i in range(m.nv):
+            d.qacc[w, i] = d.qacc_warmstart[w, i]
+        cost_ws = evaluate(m, d, w)
+        if cost_ws > cost:
+            for i in range(m.nv):
+                d.qacc[w, i] = d.qacc_smooth[w, i]
+            cost = evaluate(m, d, w)
+        else:
+            cost = cost_ws
+
+        scale = m.solver_scale
+        niter = int(0)
+        for _ in range(m.solver_iterations):
+            gnorm = scalar(0.0)
+            for i in range(m.nv):
+                gnorm = gnorm + d.solver_grad[w, i] * d.solver_grad[w, i]
+            if scale * wp.sqrt(gnorm) < m.solver_tolerance:
+                break
+            newton_direction(m, d, w)
+            alpha = line_search(m, d, w)
+            if alpha == scalar(0.0):
+                break
+            for i in range(m.nv):
+                d.qacc[w, i] = d.qacc[w, i] + alpha * d.solver_search[w, i]
+            new_cost = evaluate(m, d, w)
+            niter = niter + 1
+            improvement = scale * (cost - new_cost)
+            cost = new_cost
+            if improvement < m.solver_tolerance:
+                break
+        d.solver_niter[w] = niter
+
+        # qfrc_constraint = J' efc_force at the solution (efc_force set by evaluate)
+        for r in range(m.nefc):
+            if d.efc_active[w, r] == 0:
+                continue
+            fr = d.efc_force[w, r]
+            for j in range(m.nv):
+                d.qfrc_constraint[w, j] = d.qfrc_constraint[w, j] + d.efc_J[w, r, j] * fr
+        for i in range(m.nv):
+            d.qacc_warmstart[w, i] = d.qacc[w, i]
+
+    return solve
