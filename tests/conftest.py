@@ -21,7 +21,7 @@ def quaternion_slices(mjm: mujoco.MjModel):
     """qpos slices that hold quaternions (free and ball joints)."""
     out = []
     for j in range(mjm.njnt):
-        t = mjm.jnt_type[j]
+        t = int(mjm.jnt_type[j])
         if t in (mujoco.mjtJoint.mjJNT_FREE, mujoco.mjtJoint.mjJNT_BALL):
             adr = mjm.jnt_qposadr[j] + (3 if t == mujoco.mjtJoint.mjJNT_FREE else 0)
             out.append(slice(adr, adr + 4))
@@ -54,6 +54,7 @@ def qpos_distance(mjm: mujoco.MjModel, a: np.ndarray, b: np.ndarray) -> float:
     return float(dif.max())
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def rng():
+    """A fresh generator with a fixed seed for every test: results do not depend on test order."""
     return np.random.default_rng(12345)

@@ -93,26 +93,6 @@ def _kernel(scalar):
     return collide
 
 
-@functools.cache
-def _kernel_f32_smoke():
-    """A float32 build of one pair (sphere-capsule), compiled on its own to stay cheap."""
-    scalar = wp.float32
-    T = scalar_types(scalar)
-    vec3, mat33 = T.vec3, T.mat33
-    F = cp.build(scalar)
-
-    @wp.kernel(module="unique", enable_backward=False, module_options=_OPTS)
-    def collide32(pos1: wp.array(dtype=vec3), mat1: wp.array(dtype=mat33), size1: wp.array(dtype=vec3),
-                  pos2: wp.array(dtype=vec3), mat2: wp.array(dtype=mat33), size2: wp.array(dtype=vec3),
-                  margin: scalar, dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
-                  frame: wp.array2d(dtype=mat33), ncon: wp.array(dtype=int)):
-        w = wp.tid()
-        ncon[w] = F.sphere_capsule(pos1[w], mat1[w], size1[w], pos2[w], mat2[w], size2[w], margin,
-                                   dist, pos, frame, w, 0)
-
-    return collide32
-
-
 def _rand_quat(rng, n):
     q = rng.normal(size=(n, 4))
     return q / np.linalg.norm(q, axis=1, keepdims=True)
@@ -222,8 +202,8 @@ def _mujoco_cases(name, rng, n, margins):
 
 
 @functools.cache
-def _results(seed=1234, ncase=400):
-    """All pairs in one launch: {name: (MuJoCo's contacts, (ncon, dist, pos, frame, full), margin)}."""
+def _cases(seed, ncase):
+    """MuJoCo on ncase poses of every pair: (kernel inputs of all pairs, {name: contacts})."""
     rng = np.random.default_rng(seed)
     margins = [(0.0, 0.0), (0.0, 0.0), (0.1, 0.0), (0.06, 0.04)]
     inputs, refs, ptype = [], {}, []
@@ -233,22 +213,30 @@ def _results(seed=1234, ncase=400):
         refs[name] = contacts
         ptype += [PAIR_IDS[name]] * len(contacts)
     cat = {k: np.concatenate([x[k] for x in inputs]) for k in inputs[0]}
-    n = len(ptype)
-    scalar = wp.float64
+    cat["ptype"] = np.array(ptype, np.int32)
+    return cat, refs
+
+
+@functools.cache
+def _results(seed=1234, ncase=400, scalar=wp.float64):
+    """All pairs in one launch: {name: (MuJoCo's contacts, (ncon, dist, pos, frame, full), margin)}."""
+    cat, refs = _cases(seed, ncase)
+    n = len(cat["ptype"])
     T = scalar_types(scalar)
     dev = "cpu"
+    fdt = np.float64 if scalar == wp.float64 else np.float32
 
     def arr(x, dtype):
-        return wp.array(x, dtype=dtype, device=dev)
+        return wp.array(np.asarray(x, fdt if dtype is not int else np.int32), dtype=dtype, device=dev)
 
-    sentinel = 1e300
+    sentinel = 1e300 if scalar == wp.float64 else 1e30
     dist = arr(np.full((n, NSLOT), sentinel), scalar)
     pos = arr(np.full((n, NSLOT, 3), sentinel), T.vec3)
     frame = arr(np.full((n, NSLOT, 3, 3), sentinel), T.mat33)
     full = arr(np.zeros((n, NSLOT, 3, 3)), T.mat33)
-    ncon = arr(np.zeros(n, np.int32), int)
+    ncon = arr(np.zeros(n), int)
     wp.launch(_kernel(scalar), dim=n, device=dev,
-              inputs=[arr(np.array(ptype, np.int32), int), arr(cat["pos1"], T.vec3), arr(cat["mat1"], T.mat33),
+              inputs=[arr(cat["ptype"], int), arr(cat["pos1"], T.vec3), arr(cat["mat1"], T.mat33),
                       arr(cat["size1"], T.vec3), arr(cat["pos2"], T.vec3), arr(cat["mat2"], T.mat33),
                       arr(cat["size2"], T.vec3), arr(cat["margin"], scalar), dist, pos, frame, full, ncon])
     out = (ncon.numpy(), dist.numpy(), pos.numpy(), frame.numpy(), full.numpy())
@@ -332,27 +320,23 @@ def test_max_contacts_table():
 
 
 def test_float32_smoke():
-    mjm = _model("sphere_capsule")
-    d = mujoco.MjData(mjm)
-    d.qpos[:] = [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.3, 0.1, 0.2, 0.9, 0.1, 0.3, 0.2]
-    d.qpos[10:14] /= np.linalg.norm(d.qpos[10:14])
-    mujoco.mj_forward(mjm, d)
-    assert d.ncon == 1
-    T = scalar_types(wp.float32)
-
-    def arr(x, dtype):
-        return wp.array(np.asarray(x, np.float32)[None], dtype=dtype, device="cpu")
-
-    dist = wp.zeros((1, 1), dtype=wp.float32, device="cpu")
-    pos = wp.zeros((1, 1), dtype=T.vec3, device="cpu")
-    frame = wp.zeros((1, 1), dtype=T.mat33, device="cpu")
-    ncon = wp.zeros(1, dtype=int, device="cpu")
-    wp.launch(_kernel_f32_smoke(), dim=1, device="cpu",
-              inputs=[arr(d.geom_xpos[0], T.vec3), arr(d.geom_xmat[0].reshape(3, 3), T.mat33),
-                      arr(mjm.geom_size[0], T.vec3), arr(d.geom_xpos[1], T.vec3),
-                      arr(d.geom_xmat[1].reshape(3, 3), T.mat33), arr(mjm.geom_size[1], T.vec3),
-                      wp.float32(0.0), dist, pos, frame, ncon])
-    assert ncon.numpy()[0] == 1
-    np.testing.assert_allclose(dist.numpy()[0, 0], d.contact.dist[0], atol=1e-5)
-    np.testing.assert_allclose(pos.numpy()[0, 0], d.contact.pos[0], atol=1e-5)
-    np.testing.assert_allclose(frame.numpy()[0, 0, 0], d.contact.frame[0, :3], atol=1e-5)
+    """The float32 build compiles for every pair and agrees with MuJoCo to float32 accuracy on the
+    well-conditioned cases (counts may differ right at the margin, normals where the closest points
+    nearly coincide): checked on the random poses, not the deliberately degenerate ones."""
+    res = _results(scalar=wp.float32)
+    for name in PAIRS:
+        refs, (ncon, dist, pos, frame, full), margin = res[name]
+        nrandom = len(refs) - len(refs) // 3  # see _poses
+        same = [s for s in range(nrandom) if ncon[s] == len(refs[s][0])]
+        assert len(same) >= 0.97 * nrandom, name
+        errs = []
+        for s in same:
+            rd, rp, rf = refs[s]
+            mine = list(range(SLOT, SLOT + ncon[s]))
+            for j in range(len(rd)):
+                k = min(mine, key=lambda i: np.linalg.norm(pos[s, i] - rp[j]))
+                mine.remove(k)
+                errs.append(max(abs(dist[s, k] - rd[j]), np.abs(pos[s, k] - rp[j]).max()))
+        print(f"{name} float32: {nrandom - len(same)} count mismatches, dist/pos error "
+              f"median {np.median(errs):.2g} 99% {np.quantile(errs, 0.99):.2g} max {np.max(errs):.2g}")
+        assert np.median(errs) < 1e-6 and np.quantile(errs, 0.99) < 1e-4, name

@@ -17,6 +17,9 @@ Conventions (shared by every function):
   zero unless it sets one) and row 2 zero; `make_frame` turns those rows into the contact frame
   as mj_setContact does (mju_makeFrame). Nothing is written beyond slot + n - 1; the functions
   return n, at most MAX_CONTACTS[(type1, type2)].
+
+The installed MuJoCo 4.0 library is the reference where it differs from the C sources read:
+capsule-capsule with (nearly) parallel axes follows the 4.0 behavior (see capsule_capsule).
 """
 
 
@@ -34,7 +37,8 @@ GEOM_CAPSULE = 3
 GEOM_BOX = 6
 
 # mj_maxContact (engine_collision_driver.c) for the pairs implemented here; has_margin only
-# matters for the mesh / convex pairs, not for these
+# matters for the mesh / convex pairs, not for these. Capsule-box reserves 4 slots but its
+# collider makes at most 2 contacts (one sphere-box per point on the segment).
 MAX_CONTACTS: dict[tuple[int, int], int] = {
     (GEOM_PLANE, GEOM_SPHERE): 1,
     (GEOM_PLANE, GEOM_CAPSULE): 2,

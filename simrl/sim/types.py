@@ -219,4 +219,7 @@ def kernel_module(scalar):
     # -O3 instead of Warp's CPU default -O2: ~1.5x faster steps on ant and humanoid for ~50%
     # more compile time (once, then cached)
     module.options["optimization_level"] = 3
+    # No gradient path uses the engine's adjoints yet; generating them doubles the compile
+    # time (minutes on a 2-core CPU). The differentiable-step work turns this on with tests.
+    module.options["enable_backward"] = False
     return module
