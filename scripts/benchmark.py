@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Headless speed benchmark: simrl against MuJoCo on the same model, in the same run.
 
-    python scripts/benchmark.py --model ant --smooth --worlds 1,64,1024
+    python scripts/benchmark.py --model quadruped --worlds 1,64,1024
     python scripts/benchmark.py --model path/to/robot.xml --out bench.json --markdown docs/BENCHMARKS.md
 
 Physics steps per second = worlds x steps / seconds, compile time excluded and reported on
@@ -10,8 +10,8 @@ its own. Engines measured:
   mujoco          mj_step in a C loop on one core (mujoco.rollout, one thread); its rate does
                   not depend on the world count, so it is measured once
   mujoco_rollout  mujoco.rollout over all worlds with one thread per core
-Every engine runs the same compiled model: same timestep, integrator and options. `--smooth`
-disables contacts and constraints in all of them (this engine has none yet).
+Every engine runs the same compiled model: same timestep, integrator, solver iterations and
+tolerance. `--smooth` disables contacts and constraints in all of them.
 """
 
 import argparse
@@ -34,15 +34,20 @@ from simrl import Sim, UnsupportedFeatureError, compile_mjcf  # noqa: E402
 
 
 def resolve_model(spec: str) -> tuple[str, mujoco.MjModel]:
-    """A path to an MJCF file, or the name of a model shipped with gymnasium (e.g. 'ant')."""
+    """A path to an MJCF file, a robot shipped in envs/assets ('quadruped'), or the name of a
+    model shipped with gymnasium (e.g. 'ant')."""
     if Path(spec).is_file():
         return Path(spec).stem, compile_mjcf(spec)
+    from envs import ASSETS_DIR
+
+    if (ASSETS_DIR / f"{spec}.xml").is_file():
+        return spec, compile_mjcf(ASSETS_DIR / f"{spec}.xml")
     import gymnasium
 
     path = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets" / f"{spec}.xml"
     if path.is_file():
         return spec, compile_mjcf(path)
-    raise SystemExit(f"--model {spec!r}: no such file, and not a gymnasium MuJoCo asset name")
+    raise SystemExit(f"--model {spec!r}: no such file, and not a model in envs/assets or gymnasium's assets")
 
 
 def random_controls(mjm: mujoco.MjModel, n: int, seed: int = 0) -> np.ndarray:
@@ -50,6 +55,14 @@ def random_controls(mjm: mujoco.MjModel, n: int, seed: int = 0) -> np.ndarray:
     lo = np.where(mjm.actuator_ctrllimited, mjm.actuator_ctrlrange[:, 0], -1.0)
     hi = np.where(mjm.actuator_ctrllimited, mjm.actuator_ctrlrange[:, 1], 1.0)
     return rng.uniform(lo, hi, (n, mjm.nu))
+
+
+def initial_state(mjm: mujoco.MjModel) -> mujoco.MjData:
+    """Every engine starts from the model's 'home' keyframe when it has one, else from qpos0."""
+    mjd = mujoco.MjData(mjm)
+    if mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_KEY, "home") >= 0:
+        mujoco.mj_resetDataKeyframe(mjm, mjd, mjm.key("home").id)
+    return mjd
 
 
 def timed(run_chunk, min_seconds: float) -> tuple[int, float]:
@@ -67,6 +80,9 @@ def simrl_runner(mjm, num_worlds, device, dtype):
     start = time.perf_counter()
     sim = Sim.from_model(mjm, num_worlds=num_worlds, device=device, dtype=dtype)
     setup = time.perf_counter() - start
+    start_state = initial_state(mjm)
+    sim.qpos = torch.as_tensor(np.tile(start_state.qpos, (num_worlds, 1)), dtype=sim.torch_dtype,
+                               device=sim.qpos.device)
     sim.ctrl = torch.as_tensor(random_controls(mjm, num_worlds), dtype=sim.torch_dtype, device=sim.qpos.device)
     sim.step(1)  # warm-up
     chunk = max(1, 4096 // num_worlds)
@@ -78,8 +94,17 @@ def simrl_runner(mjm, num_worlds, device, dtype):
 
     def info():
         finite = torch.isfinite(sim.qpos).all(dim=1) & torch.isfinite(sim.qvel).all(dim=1)
+        # solver iterations and contacts over a few more steps (not timed)
+        niter, ncon = [], []
+        for _ in range(20):
+            sim.step(1)
+            niter.append(sim.solver_niter.clone())
+            ncon.append(sim.contact.active.sum(dim=1))
+        niter, ncon = torch.stack(niter).double(), torch.stack(ncon).double()
         return {"compile_seconds": sim.compile_time, "setup_seconds": setup,
-                "nan_free_worlds": int(finite.sum()), "dtype": dtype, "device": sim.device.alias}
+                "nan_free_worlds": int(finite.sum()), "dtype": dtype, "device": sim.device.alias,
+                "solver_niter_mean": float(niter.mean()), "solver_niter_max": int(niter.max()),
+                "contacts_per_world": float(ncon.mean())}
 
     return run, info
 
@@ -92,7 +117,7 @@ def _rollout_runner(mjm, num_worlds, nthread):
     datas = [mujoco.MjData(mjm) for _ in range(nthread)]
     spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
     state0 = np.zeros(mujoco.mj_stateSize(mjm, spec))
-    mujoco.mj_getState(mjm, datas[0], state0, spec)
+    mujoco.mj_getState(mjm, initial_state(mjm), state0, spec)
     initial = np.tile(state0, (num_worlds, 1))
     nstep = max(10, 2048 // num_worlds)
     control = np.repeat(random_controls(mjm, num_worlds)[:, None, :], nstep, axis=1)
@@ -111,9 +136,20 @@ def _rollout_runner(mjm, num_worlds, nthread):
 def mujoco_runner(mjm, num_worlds, nthread):
     run, out = _rollout_runner(mjm, num_worlds, nthread)
 
+    # solver iterations and contacts of mj_step under the same controls (not timed)
+    mjd = initial_state(mjm)
+    mjd.ctrl[:] = random_controls(mjm, 1)[0]
+    niter, ncon = [], []
+    for _ in range(200):
+        mujoco.mj_step(mjm, mjd)
+        niter.append(int(mjd.solver_niter[0]))
+        ncon.append(mjd.ncon)
+
     def info():
         return {"nan_free_worlds": int(np.all(np.isfinite(out["state"]), axis=1).sum()),
-                "dtype": "float64", "device": "cpu", "threads": nthread}
+                "dtype": "float64", "device": "cpu", "threads": nthread,
+                "solver_niter_mean": float(np.mean(niter[-20:])), "solver_niter_max": int(np.max(niter[-20:])),
+                "contacts_per_world": float(np.mean(ncon[-20:]))}
 
     return run, info
 
@@ -227,15 +263,18 @@ def summary_table(records) -> str:
     """Markdown table: steps/s per engine and world count, with the ratio to mj_step on one core
     measured in the same rounds."""
     bases = {r["measured_with_batch"]: r["steps_per_second"] for r in records if r["engine"] == "mujoco"}
-    lines = ["| engine | device | dtype | worlds | steps/s | vs mujoco (1 core) | compile s | NaN-free worlds |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
+    lines = ["| engine | device | dtype | worlds | steps/s | vs mujoco (1 core) | compile s | NaN-free worlds "
+             "| contacts/world | solver iters mean/max |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in records:
         base = bases.get(r["measured_with_batch"])
         ratio = f"{r['steps_per_second'] / base:.2f}x" if base else "-"
         compile_s = f"{r['compile_seconds']:.1f}" if "compile_seconds" in r else "-"
         nan_free = f"{r['nan_free_worlds']}/{r['num_worlds']}" if "nan_free_worlds" in r else "-"
+        contacts = f"{r['contacts_per_world']:.1f}" if "contacts_per_world" in r else "-"
+        iters = f"{r['solver_niter_mean']:.1f}/{r['solver_niter_max']}" if "solver_niter_mean" in r else "-"
         lines.append(f"| {r['engine']} | {r['device']} | {r['dtype']} | {r['num_worlds']} | "
-                     f"{r['steps_per_second']:,.0f} | {ratio} | {compile_s} | {nan_free} |")
+                     f"{r['steps_per_second']:,.0f} | {ratio} | {compile_s} | {nan_free} | {contacts} | {iters} |")
     return "\n".join(lines)
 
 

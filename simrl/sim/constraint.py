@@ -106,9 +106,14 @@ def build(scalar):
 
     @wp.func
     def clear_row(m: Model, d: Data, w: int, r: int):
+        """Deactivate row r; its Jacobian is zeroed only when the row becomes active (J of an
+        inactive row is never read), so quiet rows cost nothing."""
         d.efc_active[w, r] = 0
         d.efc_D[w, r] = scalar(0.0)
         d.efc_force[w, r] = scalar(0.0)
+
+    @wp.func
+    def zero_jacobian(m: Model, d: Data, w: int, r: int):
         for j in range(m.nv):
             d.efc_J[w, r, j] = scalar(0.0)
 
@@ -159,6 +164,7 @@ def build(scalar):
                 k, b = stiffness_damping(m, m.dof_solref[dof], solimp[1])
                 set_row(d, w, r, scalar(0.0), scalar(0.0), floss, imp, m.dof_invweight0[dof],
                         scalar(0.0), b)
+                zero_jacobian(m, d, w, r)
                 d.efc_J[w, r, dof] = scalar(1.0)
 
         # joint limits: residual = distance to the nearer end of the range
@@ -178,6 +184,7 @@ def build(scalar):
                     axis = axis_angle / angle
                 dist = wp.max(rng[0], rng[1]) - angle
                 if dist < margin:
+                    zero_jacobian(m, d, w, r)
                     for c in range(3):
                         d.efc_J[w, r, dof + c] = -axis[c]
                 else:
@@ -190,6 +197,7 @@ def build(scalar):
                 else:
                     dist = rng[1] - value
                 if dist < margin:
+                    zero_jacobian(m, d, w, r)
                     d.efc_J[w, r, dof] = scalar(-side)
                 else:
                     continue
@@ -219,6 +227,8 @@ def build(scalar):
             b2 = m.geom_bodyid[g[1]]
             frame = d.contact_frame[w, c]
             point = d.contact_pos[w, c]
+            for e in range(nrow):
+                zero_jacobian(m, d, w, r0 + e)
             add_contact_jacobian(m, d, w, r0, nrow, b2, point, frame, fr, scalar(1.0))
             add_contact_jacobian(m, d, w, r0, nrow, b1, point, frame, fr, scalar(-1.0))
 

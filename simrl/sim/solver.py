@@ -9,8 +9,8 @@ Its minimizer is unique, so any solver that converges finds MuJoCo's answer. Eac
 solves (M + J' D_active J) p = -grad by a dense Cholesky factorization (nv is small; one
 thread per world) and takes the exact step along p (1-D Newton with bisection safeguard on
 the piecewise-quadratic cost). Iterations stop, per world, when the scaled cost improvement
-or gradient falls below `tolerance` (scale = 1 / (meaninertia max(1, nv)), as MuJoCo), or
-after `iterations`. The number used is kept in `solver_niter`.
+gradient or Newton decrement falls below `tolerance` (scale = 1 / (meaninertia max(1, nv)),
+as MuJoCo), or after `iterations`. The number used is kept in `solver_niter`.
 """
 
 import functools
@@ -194,16 +194,21 @@ def build(scalar):
             return
 
         # warm start: the previous solution if it costs less than the smooth acceleration
-        cost = evaluate(m, d, w)
         for i in range(m.nv):
             d.qacc[w, i] = d.qacc_warmstart[w, i]
-        cost_ws = evaluate(m, d, w)
-        if cost_ws > cost:
+        cost = evaluate(m, d, w)
+        cost_smooth = scalar(0.0)
+        for r in range(m.nefc):
+            if d.efc_active[w, r] == 1:
+                jar = -d.efc_aref[w, r]
+                for j in range(m.nv):
+                    jar = jar + d.efc_J[w, r, j] * d.qacc_smooth[w, j]
+                c, ds, dds = row_cost(m, d, w, r, jar)
+                cost_smooth = cost_smooth + c
+        if cost_smooth < cost:
             for i in range(m.nv):
                 d.qacc[w, i] = d.qacc_smooth[w, i]
             cost = evaluate(m, d, w)
-        else:
-            cost = cost_ws
 
         scale = m.solver_scale
         niter = int(0)
@@ -214,6 +219,12 @@ def build(scalar):
             if scale * wp.sqrt(gnorm) < m.solver_tolerance:
                 break
             newton_direction(m, d, w)
+            # Newton decrement 1/2 g' H^-1 g = -1/2 g' p: the predicted improvement of this step
+            decrement = scalar(0.0)
+            for i in range(m.nv):
+                decrement = decrement - scalar(0.5) * d.solver_grad[w, i] * d.solver_search[w, i]
+            if scale * decrement < m.solver_tolerance:
+                break
             alpha = line_search(m, d, w)
             if alpha == scalar(0.0):
                 break
