@@ -1,10 +1,35 @@
 """Batched environments on top of `simrl.Sim`, and the robot MJCF assets they use.
 
-The environments (observation groups, rewards, resets, the rsl-rl and gymnasium adapters)
-arrive with the training work; until then this package holds the asset directory.
+    import envs
+    env = envs.make("cartpole", num_envs=256, device="cpu")
+    obs = env.reset()                      # {"policy": [256, 5], "critic": [256, 5]}
+    obs, reward, terminated, time_outs, extras = env.step(actions)
 """
 
 from pathlib import Path
 
 #: Directory of the robot MJCF files shipped with simrl.
 ASSETS_DIR = Path(__file__).resolve().parent / "assets"
+
+
+def _registry():
+    from envs.cartpole import CartpoleEnv
+
+    return {
+        "cartpole": (CartpoleEnv, {"swingup": False}),
+        "cartpole_swingup": (CartpoleEnv, {"swingup": True, "episode_length_s": 10.0}),
+    }
+
+
+def names() -> list[str]:
+    """Names accepted by `make`."""
+    return sorted(_registry())
+
+
+def make(name: str, **kwargs):
+    """Create the environment `name` (see `names()`); keyword arguments override its defaults."""
+    registry = _registry()
+    if name not in registry:
+        raise ValueError(f"unknown environment {name!r}; available: {', '.join(sorted(registry))}")
+    cls, defaults = registry[name]
+    return cls(**{**defaults, **kwargs})

@@ -1,0 +1,1 @@
+"""Learners: PPO through rsl-rl-lib's OnPolicyRunner."""

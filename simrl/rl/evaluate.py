@@ -1,0 +1,28 @@
+"""Evaluation episodes of a policy on a batched environment."""
+
+import torch
+from tensordict import TensorDict
+
+
+@torch.inference_mode()
+def evaluate(env, policy, num_episodes: int | None = None) -> dict:
+    """Run one episode in each world (the first `num_episodes` worlds count) with the
+    deterministic `policy` (a callable on the TensorDict of observation groups); return
+    mean_return, mean_episode_length and fall_rate (episodes that ended by termination)."""
+    n = env.num_envs if num_episodes is None else min(num_episodes, env.num_envs)
+    obs = env.reset()
+    returns = torch.zeros(env.num_envs, device=env.device)
+    lengths = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
+    fell = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
+    running = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
+    for _ in range(env.max_episode_length):
+        actions = policy(TensorDict(obs, batch_size=[env.num_envs], device=env.device))
+        obs, reward, terminated, time_outs, _ = env.step(actions)
+        returns += torch.where(running, reward, torch.zeros_like(reward))
+        lengths += running.long()
+        fell |= running & terminated
+        running &= ~(terminated | time_outs)
+        if not running.any():
+            break
+    return {"mean_return": float(returns[:n].mean()), "mean_episode_length": float(lengths[:n].float().mean()),
+            "fall_rate": float(fell[:n].float().mean()), "episodes": n}
