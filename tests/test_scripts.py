@@ -14,16 +14,35 @@ def run(*args):
     return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
-def test_train_without_tasks_exits_cleanly():
-    result = run("scripts/train.py")
-    assert result.returncode == 0, result.stderr
-    assert "no tasks yet" in result.stdout
-
-
 def test_train_names_an_unknown_task():
-    result = run("scripts/train.py", "task=quadruped")
-    assert result.returncode == 2
-    assert "unknown task 'quadruped'" in result.stderr
+    result = run("scripts/train.py", "task=no_such_task")
+    assert result.returncode != 0
+    assert "Could not find 'task/no_such_task'" in result.stderr
+    assert "cartpole" in result.stderr  # the available tasks are listed
+
+
+def test_train_names_an_unknown_key():
+    result = run("scripts/train.py", "task=cartpole", "num_env=64")
+    assert result.returncode != 0
+    assert "Could not override 'num_env'" in result.stderr
+
+
+def test_train_rejects_zero_envs():
+    result = run("scripts/train.py", "task=cartpole", "num_envs=0")
+    assert result.returncode != 0
+    assert "num_envs must be a positive integer" in result.stderr + result.stdout
+
+
+def test_train_writes_a_run_directory(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run("scripts/train.py", "task=cartpole", "num_envs=32", "max_iterations=2",
+                 f"hydra.run.dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "it     1/2" in result.stdout and "steps/s" in result.stdout
+    names = {p.name for p in run_dir.iterdir()}
+    assert {"config.yaml", "learning_curve.json", "learning_curve.png"} <= names
+    assert any(n.startswith("model_") for n in names)
+    assert any(n.startswith("events.out.tfevents") for n in names)
 
 
 def test_benchmark_records(tmp_path):
