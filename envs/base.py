@@ -145,3 +145,22 @@ class BatchedEnv:
 
     def _reset_envs(self, env_ids: torch.Tensor) -> None:
         raise NotImplementedError
+
+
+def per_world_param(sim: Sim, name: str) -> torch.Tensor:
+    """Give the model parameter `name` its own value in every world (domain randomization) and
+    return a writable torch view [num_worlds, ...]. Only parameters that the kernels read at
+    `worldid % shape[0]` qualify (Model fields declared `[1 or W, ...]` in simrl/sim/model.py)."""
+    import numpy as np
+    import warp as wp
+
+    struct = sim.model.struct
+    array = getattr(struct, name, None)
+    if not isinstance(array, wp.array) or array.ndim < 2:
+        raise ValueError(f"{name!r} is not a per-world model parameter")
+    if array.shape[0] != sim.num_worlds:
+        if array.shape[0] != 1:
+            raise ValueError(f"{name!r} has {array.shape[0]} worlds, the simulation {sim.num_worlds}")
+        expanded = np.repeat(array.numpy(), sim.num_worlds, axis=0)
+        setattr(struct, name, wp.array(expanded, dtype=array.dtype, device=array.device))
+    return wp.to_torch(getattr(struct, name))

@@ -1,0 +1,210 @@
+"""Flat-ground velocity tracking for the quadruped (envs/assets/quadruped.xml), in the manner
+of legged_gym / Isaac Lab: commanded (vx, vy, yaw rate) resampled every few seconds, joint
+position targets around the home pose at 50 Hz over 0.005 s physics steps, reward terms for
+tracking and for smooth, efficient, upright motion, termination when the trunk touches the
+ground or the robot falls, per-world friction and random pushes."""
+
+import math
+
+import mujoco
+import torch
+
+from envs import ASSETS_DIR
+from envs.base import BatchedEnv, per_world_param
+from simrl import Sim
+
+DEFAULT_REWARDS = {
+    "tracking_lin_vel": 1.0, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
+    "orientation": -1.0, "torques": -1e-4, "dof_acc": -2.5e-7, "action_rate": -0.01,
+    "feet_air_time": 1.0, "undesired_contacts": -1.0,
+}
+
+
+def quat_rotate_inverse(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Rotate world vectors v [N, 3] into the frame of unit quaternions q [N, 4] (w, x, y, z)."""
+    w, u = q[:, :1], q[:, 1:]
+    return v * (2.0 * w * w - 1.0) - torch.cross(u, v, dim=1) * w * 2.0 + u * (u * v).sum(1, keepdim=True) * 2.0
+
+
+class QuadrupedEnv(BatchedEnv):
+    """Observation groups: "policy" (48: base linear and angular velocity in the base frame,
+    projected gravity, command, joint positions relative to home, joint velocities, last
+    action; with noise) and "critic" (the same without noise, plus friction and foot contacts).
+    Reward terms are scaled by the policy step dt, as in legged_gym."""
+
+    def __init__(self, num_envs: int = 256, device=None, seed: int = 0, decimation: int = 4,
+                 episode_length_s: float = 20.0, action_scale: float = 0.25,
+                 command_resample_s: float = 10.0, lin_vel_x: tuple = (-1.0, 1.0), lin_vel_y: tuple = (-0.5, 0.5),
+                 ang_vel_yaw: tuple = (-1.0, 1.0), friction_range: tuple = (0.5, 1.25), push_interval_s: float = 8.0,
+                 push_velocity: float = 0.5, obs_noise: float = 1.0, tracking_sigma: float = 0.25,
+                 air_time_target: float = 0.5, min_trunk_height: float = 0.15,
+                 reward_weights: dict | None = None, dtype: str = "float32"):
+        mjm = mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "quadruped.xml"))
+        sim = Sim.from_model(mjm, num_worlds=num_envs, device=device, dtype=dtype)
+        weights = dict(DEFAULT_REWARDS if reward_weights is None else reward_weights)
+        super().__init__(sim, num_actions=mjm.nu, decimation=decimation, episode_length_s=episode_length_s,
+                         reward_weights=weights, seed=seed)
+        dev = self.device
+        home = mjm.key("home")
+        self.home_qpos = torch.as_tensor(home.qpos, dtype=torch.float32, device=dev)
+        self.default_joint_pos = self.home_qpos[7:].clone()
+        self.action_scale = action_scale
+        self.command_ranges = torch.tensor([lin_vel_x, lin_vel_y, ang_vel_yaw], dtype=torch.float32, device=dev)
+        self.command_resample_steps = max(1, int(round(command_resample_s / self.step_dt)))
+        self.push_steps = max(1, int(round(push_interval_s / self.step_dt)))
+        self.push_velocity = push_velocity
+        self.friction_range = friction_range
+        self.obs_noise = obs_noise
+        self.tracking_sigma = tracking_sigma
+        self.air_time_target = air_time_target
+        self.min_trunk_height = min_trunk_height
+        self.ctrl_low = torch.as_tensor(mjm.actuator_ctrlrange[:, 0], dtype=torch.float32, device=dev)
+        self.ctrl_high = torch.as_tensor(mjm.actuator_ctrlrange[:, 1], dtype=torch.float32, device=dev)
+
+        # contact slots of the floor with each robot part
+        contact = sim.contact
+        floor = mjm.geom("floor").id
+
+        def slots(geom_names):
+            ids = [mjm.geom(n).id for n in geom_names]
+            geom = contact.geom.cpu()
+            return [[s for s in range(geom.shape[0]) if floor in geom[s].tolist() and g in geom[s].tolist()]
+                    for g in ids]
+
+        legs = ["FR", "FL", "RR", "RL"]
+        self.foot_slots = slots([f"{leg}_foot" for leg in legs])
+        self.trunk_slots = sum(slots(["trunk"] + [f"{leg}_hip" for leg in legs]), [])
+        self.undesired_slots = sum(slots([f"{leg}_{part}" for leg in legs for part in ("thigh", "calf")]), [])
+
+        self.commands = torch.zeros(num_envs, 3, device=dev)
+        self.last_actions = torch.zeros(num_envs, self.num_actions, device=dev)
+        self.last_qvel = torch.zeros(num_envs, mjm.nv, device=dev)
+        self.feet_air_time = torch.zeros(num_envs, 4, device=dev)
+        self.last_contacts = torch.zeros(num_envs, 4, dtype=torch.bool, device=dev)
+        self.friction = per_world_param(sim, "cpair_friction")  # [W, npair, 5]
+        self.env_friction = torch.ones(num_envs, device=dev)
+
+    # ------------------------------------------------------------------------ state helpers
+    def _base(self):
+        q, v = self.sim.qpos.float(), self.sim.qvel.float()
+        quat = q[:, 3:7]
+        lin_vel = quat_rotate_inverse(quat, v[:, 0:3])
+        ang_vel = v[:, 3:6]  # free-joint angular velocity is already in the body frame
+        gravity = quat_rotate_inverse(quat, torch.tensor([[0.0, 0.0, -1.0]], device=self.device).expand(len(q), 3))
+        return lin_vel, ang_vel, gravity
+
+    def _in_contact(self, slot_lists):
+        active = self.sim.contact.active & (self.sim.contact.dist < 0.0)
+        return torch.stack([active[:, s].any(dim=1) for s in slot_lists], dim=1)
+
+    # ------------------------------------------------------------------------------ the task
+    def _apply_actions(self, actions):
+        target = self.default_joint_pos + self.action_scale * actions
+        self.sim.ctrl[:] = torch.clamp(target, self.ctrl_low, self.ctrl_high).to(self.sim.ctrl.dtype)
+
+    def step(self, actions):
+        self._prestep_qvel = self.sim.qvel.float().clone()
+        out = super().step(actions)
+        self.last_actions[:] = actions
+        # command resampling and pushes on each world's own schedule
+        resample = (self.episode_length_buf % self.command_resample_steps == 0).nonzero(as_tuple=False).squeeze(-1)
+        if resample.numel():
+            self._sample_commands(resample)
+        push = (self.episode_length_buf % self.push_steps == 0) & (self.episode_length_buf > 0)
+        if push.any():
+            kick = (self.rand(self.num_envs, 2) * 2 - 1) * self.push_velocity
+            self.sim.qvel[:, 0:2] += torch.where(push[:, None], kick, torch.zeros_like(kick)).to(self.sim.qvel.dtype)
+        return out
+
+    def _observations(self):
+        lin_vel, ang_vel, gravity = self._base()
+        q, v = self.sim.qpos.float(), self.sim.qvel.float()
+        clean = torch.cat([lin_vel * 2.0, ang_vel * 0.25, gravity, self.commands * torch.tensor(
+            [2.0, 2.0, 0.25], device=self.device), q[:, 7:] - self.default_joint_pos, v[:, 6:] * 0.05,
+            self.last_actions], dim=1)
+        noise_scale = torch.cat([torch.full((3,), 0.2), torch.full((3,), 0.05), torch.full((3,), 0.05),
+                                 torch.zeros(3), torch.full((12,), 0.01), torch.full((12,), 0.075),
+                                 torch.zeros(12)]).to(self.device) * self.obs_noise
+        policy = clean + (self.rand(*clean.shape) * 2 - 1) * noise_scale
+        feet = self._in_contact(self.foot_slots).float()
+        critic = torch.cat([clean, self.env_friction[:, None], feet], dim=1)
+        return {"policy": policy, "critic": critic}
+
+    def _terminated(self):
+        trunk_contact = self._in_contact([self.trunk_slots]).squeeze(1) if self.trunk_slots else False
+        _, _, gravity = self._base()
+        fallen = (self.sim.qpos[:, 2] < self.min_trunk_height) | (gravity[:, 2] > 0.0)
+        return trunk_contact | fallen
+
+    def _sample_commands(self, env_ids):
+        lo, hi = self.command_ranges[:, 0], self.command_ranges[:, 1]
+        self.commands[env_ids] = lo + (hi - lo) * self.rand(env_ids.numel(), 3)
+
+    def _reset_envs(self, env_ids):
+        n = env_ids.numel()
+        qpos = self.home_qpos.expand(n, -1).clone()
+        yaw = (self.rand(n) * 2 - 1) * math.pi
+        qpos[:, 3] = torch.cos(yaw / 2)
+        qpos[:, 6] = torch.sin(yaw / 2)
+        qpos[:, 7:] += (self.rand(n, 12) - 0.5) * 0.2
+        self.sim.qpos[env_ids] = qpos.to(self.sim.qpos.dtype)
+        self.sim.qvel[env_ids] = ((self.rand(n, self.sim.nv) - 0.5) * 0.2).to(self.sim.qvel.dtype)
+        self.sim.ctrl[env_ids] = self.default_joint_pos.to(self.sim.ctrl.dtype)
+        lo, hi = self.friction_range
+        mu = lo + (hi - lo) * self.rand(n)
+        self.env_friction[env_ids] = mu
+        self.friction[env_ids, :, 0] = mu[:, None].to(self.friction.dtype)
+        self.friction[env_ids, :, 1] = mu[:, None].to(self.friction.dtype)
+        self._sample_commands(env_ids)
+        self.last_actions[env_ids] = 0.0
+        self.last_qvel[env_ids] = 0.0
+        self.feet_air_time[env_ids] = 0.0
+        self.last_contacts[env_ids] = False
+
+    # ------------------------------------------------------------------------- reward terms
+    def _reward_tracking_lin_vel(self):
+        lin_vel, _, _ = self._base()
+        err = ((self.commands[:, :2] - lin_vel[:, :2]) ** 2).sum(dim=1)
+        return torch.exp(-err / self.tracking_sigma) * self.step_dt
+
+    def _reward_tracking_ang_vel(self):
+        _, ang_vel, _ = self._base()
+        err = (self.commands[:, 2] - ang_vel[:, 2]) ** 2
+        return torch.exp(-err / self.tracking_sigma) * self.step_dt
+
+    def _reward_lin_vel_z(self):
+        lin_vel, _, _ = self._base()
+        return lin_vel[:, 2] ** 2 * self.step_dt
+
+    def _reward_ang_vel_xy(self):
+        _, ang_vel, _ = self._base()
+        return (ang_vel[:, :2] ** 2).sum(dim=1) * self.step_dt
+
+    def _reward_orientation(self):
+        _, _, gravity = self._base()
+        return (gravity[:, :2] ** 2).sum(dim=1) * self.step_dt
+
+    def _reward_torques(self):
+        return (self.sim.view("actuator_force").float() ** 2).sum(dim=1) * self.step_dt
+
+    def _reward_dof_acc(self):
+        acc = (self.sim.qvel.float()[:, 6:] - self._prestep_qvel[:, 6:]) / self.step_dt
+        return (acc ** 2).sum(dim=1) * self.step_dt
+
+    def _reward_action_rate(self):
+        return ((self.actions - self.last_actions) ** 2).sum(dim=1) * self.step_dt
+
+    def _reward_feet_air_time(self):
+        contact = self._in_contact(self.foot_slots)
+        first_contact = contact & ~self.last_contacts & (self.feet_air_time > 0)
+        self.feet_air_time += self.step_dt
+        reward = ((self.feet_air_time - self.air_time_target) * first_contact).sum(dim=1)
+        reward *= self.commands[:, :2].norm(dim=1) > 0.1  # no reward for stepping in place
+        self.feet_air_time *= ~contact
+        self.last_contacts = contact
+        return reward * self.step_dt
+
+    def _reward_undesired_contacts(self):
+        if not self.undesired_slots:
+            return torch.zeros(self.num_envs, device=self.device)
+        return self._in_contact([[s] for s in self.undesired_slots]).float().sum(dim=1) * self.step_dt

@@ -1,0 +1,80 @@
+"""The batched environments: shapes, reward-term logging, terminations vs time-outs,
+per-world resets, seeding, action checks, per-world parameters."""
+
+import pytest
+import torch
+
+import envs
+from envs.base import per_world_param
+
+
+def test_make_names_unknown_environments():
+    with pytest.raises(ValueError, match="unknown environment 'nope'.*cartpole"):
+        envs.make("nope")
+
+
+def test_quadruped_observation_groups():
+    env = envs.make("quadruped", num_envs=4, device="cpu", seed=0)
+    obs = env.reset()
+    assert obs["policy"].shape == (4, 48)
+    assert obs["critic"].shape == (4, 53)
+    assert env.step_dt == pytest.approx(0.02)
+    assert env.max_episode_length == 1000
+
+
+def test_reward_term_names_are_checked():
+    with pytest.raises(ValueError, match="unknown reward term 'flying'"):
+        envs.make("cartpole", num_envs=2, reward_weights={"flying": 1.0})
+
+
+def test_actions_are_checked():
+    env = envs.make("cartpole", num_envs=3, device="cpu")
+    env.reset()
+    with pytest.raises(ValueError, match=r"shape \(3, 1\)"):
+        env.step(torch.zeros(3, 2))
+    with pytest.raises(TypeError, match="floating point"):
+        env.step(torch.zeros(3, 1, dtype=torch.long))
+    with pytest.raises(ValueError, match="NaN"):
+        env.step(torch.full((3, 1), float("nan")))
+
+
+def test_seeding_is_deterministic():
+    runs = []
+    for _ in range(2):
+        env = envs.make("quadruped", num_envs=3, device="cpu", seed=7)
+        env.reset()
+        for _ in range(5):
+            obs, reward, *_ = env.step(torch.ones(3, 12) * 0.1)
+        runs.append((obs["policy"], reward))
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+
+
+def test_failed_worlds_reset_alone_and_log_their_terms():
+    env = envs.make("cartpole", num_envs=4, device="cpu", seed=0, episode_length_s=10.0)
+    env.reset()
+    push = torch.zeros(4, 1)
+    push[0] = 1.0  # world 0 drives the cart away until the pole falls
+    for _ in range(200):
+        _, _, terminated, time_outs, extras = env.step(push)
+        if terminated[0]:
+            break
+    assert terminated[0] and not time_outs[0]
+    assert "Episode_Reward/alive" in extras["log"]
+    assert env.episode_length_buf[0] == 0  # reset
+    assert (env.episode_length_buf[1:] > 0).all()  # the others keep running
+
+
+def test_time_outs_are_not_terminations():
+    env = envs.make("cartpole", num_envs=2, device="cpu", seed=0, episode_length_s=0.1, max_angle=3.0)
+    env.reset()
+    for _ in range(env.max_episode_length):
+        _, _, terminated, time_outs, _ = env.step(torch.zeros(2, 1))
+    assert time_outs.all() and not terminated.any()
+
+
+def test_per_world_friction_reaches_the_contacts():
+    env = envs.make("quadruped", num_envs=2, device="cpu", seed=0)
+    env.reset()
+    friction = per_world_param(env.sim, "cpair_friction")
+    assert friction.shape[0] == 2
+    assert not torch.equal(friction[0, :, 0], friction[1, :, 0])  # randomised per world
