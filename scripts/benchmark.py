@@ -12,6 +12,11 @@ its own. Engines measured:
   mujoco_rollout  mujoco.rollout over all worlds with one thread per core
 Every engine runs the same compiled model: same timestep, integrator, solver iterations and
 tolerance. `--smooth` disables contacts and constraints in all of them.
+
+`--profile` also times each stage of simrl's forward pass on its own (one kernel per stage,
+built in a separate Warp module only then) at every world count and prints a table of
+microseconds per world per stage (appended to --markdown too, added to the simrl records
+under "profile").
 """
 
 import argparse
@@ -91,6 +96,8 @@ def simrl_runner(mjm, num_worlds, device, dtype):
         sim.step(chunk)
         wp.synchronize_device(sim.device)
         return chunk
+
+    run.sim = sim
 
     def info():
         finite = torch.isfinite(sim.qpos).all(dim=1) & torch.isfinite(sim.qvel).all(dim=1)
@@ -196,6 +203,8 @@ def main(argv=None):
                         help="rounds in which the engines take turns; the median is reported")
     parser.add_argument("--out", help="write the records as JSON to this file")
     parser.add_argument("--markdown", help="append a dated table to this markdown file")
+    parser.add_argument("--profile", action="store_true",
+                        help="also time every stage of simrl's forward pass on its own (per world count)")
     args = parser.parse_args(argv)
 
     name, mjm = resolve_model(args.model)
@@ -212,6 +221,7 @@ def main(argv=None):
           f"integrator={integrator}{' (contacts and constraints disabled)' if args.smooth else ''}")
     print(f"machine: {machine()}")
     records = []
+    profiles = []
 
     def record(engine, num_worlds, batch, rate, info):
         rec = {"engine": engine, "model": name, "num_worlds": num_worlds, "mode": "forward",
@@ -241,10 +251,24 @@ def main(argv=None):
         rates = measure(runners, counts, args.seconds / args.repeats, args.repeats)
         for engine, rate in rates.items():
             record(engine, counts[engine], w, rate, runners[engine][1]())
+        if args.profile and "simrl" in runners:
+            per_world = profile_stages(runners["simrl"][0].sim, args.repeats)
+            records[-len(rates) + list(rates).index("simrl")]["profile_us_per_world"] = per_world
+            profiles.append((w, per_world))
 
     table = summary_table(records)
     print()
     print(table)
+    forwards = 1 if mjm.opt.integrator == mujoco.mjtIntegrator.mjINT_EULER else 4
+    profile_text = ""
+    for w, per_world in profiles:
+        from simrl.sim.profile import profile_table
+
+        profile_text += (f"\nsimrl forward pass by stage, {w} worlds, {args.dtype}, {args.device} "
+                         f"(us per world, one kernel per stage; median of {args.repeats} rounds):\n\n"
+                         f"{profile_table(per_world, forwards)}\n")
+    if profile_text:
+        print(profile_text)
     if args.out:
         Path(args.out).write_text(json.dumps(records, indent=2))
         print(f"wrote {len(records)} records to {args.out}")
@@ -254,9 +278,21 @@ def main(argv=None):
             f.write(f"\n### {name}, {datetime.date.today().isoformat()}\n\n"
                     f"- machine: {machine()}\n- command: `{command}`\n"
                     f"- model: nq={mjm.nq} nv={mjm.nv} nu={mjm.nu}, timestep {mjm.opt.timestep}, "
-                    f"{integrator}{', contacts and constraints disabled' if args.smooth else ''}\n\n{table}\n")
+                    f"{integrator}{', contacts and constraints disabled' if args.smooth else ''}\n\n{table}\n"
+                    f"{profile_text}")
         print(f"appended the table to {args.markdown}")
     return records
+
+
+def profile_stages(sim, rounds: int) -> dict:
+    """Median over `rounds` of simrl.sim.profile's per-stage times (us per world)."""
+    from simrl.sim.profile import StageProfiler
+
+    profiler = StageProfiler(sim)
+    steps = max(2, 8192 // sim.num_worlds)
+    profiler.profile(1)  # warm-up
+    runs = [profiler.profile(steps) for _ in range(rounds)]
+    return {name: float(np.median([r[name] for r in runs])) for name in runs[0]}
 
 
 def summary_table(records) -> str:

@@ -8,7 +8,10 @@ Rows have fixed places, decided when the model is loaded (see `Model`): first on
 with friction loss, then two rows per limited hinge or slide joint (lower, upper) and one per
 limited ball joint, then the rows of every contact slot (1 for condim 1, 2 (condim - 1)
 pyramid edges otherwise). `efc_active` says which rows exist in the current state; an
-inactive row has D = 0 and is skipped by the solver.
+inactive row has D = 0 and force 0. `efc_list[:efc_nactive]` lists the active rows in
+increasing order: later stages iterate it instead of scanning all rows. A row's Jacobian can
+be non-zero only in the model's `efc_colind` columns of that row (fixed when the model is
+loaded), so only those are written and read.
 """
 
 import functools
@@ -105,7 +108,7 @@ def build(scalar):
         d.efc_imp[w, r] = imp
 
     @wp.func
-    def clear_row(m: Model, d: Data, w: int, r: int):
+    def clear_row(d: Data, w: int, r: int):
         """Deactivate row r; its Jacobian is zeroed only when the row becomes active (J of an
         inactive row is never read), so quiet rows cost nothing."""
         d.efc_active[w, r] = 0
@@ -114,8 +117,18 @@ def build(scalar):
 
     @wp.func
     def zero_jacobian(m: Model, d: Data, w: int, r: int):
-        for j in range(m.nv):
-            d.efc_J[w, r, j] = scalar(0.0)
+        # outside its columns (efc_colind) a row's Jacobian is never written: it stays zero
+        for k in range(m.efc_nnz[r]):
+            d.efc_J[w, r, m.efc_colind[r, k]] = scalar(0.0)
+
+    @wp.func
+    def row_dot(m: Model, d: Data, w: int, r: int, x: wp.array2d(dtype=scalar)):
+        """efc_J[w, r] . x[w], over the row's possibly non-zero columns."""
+        s = scalar(0.0)
+        for k in range(m.efc_nnz[r]):
+            j = m.efc_colind[r, k]
+            s = s + d.efc_J[w, r, j] * x[w, j]
+        return s
 
     @wp.func
     def add_contact_jacobian(m: Model, d: Data, w: int, r0: int, nrow: int, body: int, point: vec3,
@@ -147,11 +160,15 @@ def build(scalar):
 
     @wp.func
     def make_constraint(m: Model, d: Data, w: int):
-        """Rows, Jacobian, impedance and regularizer of every constraint in the current state."""
-        for r in range(m.nefc):
-            clear_row(m, d, w, r)
+        """Rows, Jacobian, impedance and regularizer of every constraint in the current state,
+        and the list of active rows (efc_list, efc_nactive) that later stages iterate."""
+        # only the rows active after the previous call can be active now
+        for a in range(d.efc_nactive[w]):
+            clear_row(d, w, d.efc_list[w, a])
+        d.efc_nactive[w] = 0
         if m.enable_constraint == 0:
             return
+        n = int(0)  # active rows so far; rows are visited in increasing order
 
         # dof friction loss: J = e_dof, no position residual (K = 0)
         wf = w % m.dof_frictionloss.shape[0]
@@ -166,6 +183,8 @@ def build(scalar):
                         scalar(0.0), b)
                 zero_jacobian(m, d, w, r)
                 d.efc_J[w, r, dof] = scalar(1.0)
+                d.efc_list[w, n] = r
+                n = n + 1
 
         # joint limits: residual = distance to the nearer end of the range
         for r in range(m.nefc_friction, m.nefc_friction + m.nefc_limit):
@@ -205,6 +224,8 @@ def build(scalar):
             imp = impedance(solimp, dist, margin)
             k, b = stiffness_damping(m, m.jnt_solref[jnt], solimp[1])
             set_row(d, w, r, dist, margin, scalar(0.0), imp, m.dof_invweight0[dof], k, b)
+            d.efc_list[w, n] = r
+            n = n + 1
 
         # contacts within their margin (contacts in the gap get no rows)
         wc = w % m.cpair_friction.shape[0]
@@ -241,6 +262,8 @@ def build(scalar):
             k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
             if nrow == 1:
                 set_row(d, w, r0, dist, margin, scalar(0.0), imp, tran, k, b)
+                d.efc_list[w, n] = r0
+                n = n + 1
             else:
                 # first edge's R, then the pyramid's common R matching the elliptic cone's
                 # friction impedance: R_py = 2 mu^2 R_0, mu = friction_0 sqrt(R_1 / R_0)
@@ -255,18 +278,18 @@ def build(scalar):
                     set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, diag_py, k, b)
                     d.efc_R[w, r0 + e] = r_py
                     d.efc_D[w, r0 + e] = scalar(1.0) / r_py
+                    d.efc_list[w, n] = r0 + e
+                    n = n + 1
+        d.efc_nactive[w] = n
 
     @wp.func
     def reference_constraint(m: Model, d: Data, w: int):
         """efc_vel = J qvel and aref = -B vel - K imp (pos - margin) (mj_referenceConstraint)."""
-        for r in range(m.nefc):
-            if d.efc_active[w, r] == 0:
-                continue
-            vel = scalar(0.0)
-            for j in range(m.nv):
-                vel = vel + d.efc_J[w, r, j] * d.qvel[w, j]
+        for a in range(d.efc_nactive[w]):
+            r = d.efc_list[w, a]
+            vel = row_dot(m, d, w, r, d.qvel)
             d.efc_vel[w, r] = vel
             d.efc_aref[w, r] = (-d.efc_B[w, r] * vel
                                 - d.efc_K[w, r] * d.efc_imp[w, r] * (d.efc_pos[w, r] - d.efc_margin[w, r]))
 
-    return make_constraint, reference_constraint
+    return make_constraint, reference_constraint, row_dot

@@ -72,6 +72,8 @@ def data_struct(scalar):
         contact_frame: wp.array2d(dtype=T.mat33)  # rows: normal (geom1 -> geom2), tangents
         # constraint rows [W, nefc]
         efc_active: wp.array2d(dtype=int)
+        efc_nactive: wp.array(dtype=int)  # [W], number of active rows
+        efc_list: wp.array2d(dtype=int)  # [W, nefc], the active rows, increasing, first efc_nactive
         efc_J: wp.array3d(dtype=scalar)  # [W, nefc, nv]
         efc_pos: wp.array2d(dtype=scalar)
         efc_margin: wp.array2d(dtype=scalar)
@@ -95,6 +97,7 @@ def data_struct(scalar):
         solver_search: wp.array2d(dtype=scalar)
         solver_res: wp.array2d(dtype=scalar)  # qacc - qacc_smooth
         solver_Mres: wp.array2d(dtype=scalar)
+        solver_Msearch: wp.array2d(dtype=scalar)  # M search, from the line search
         nan_world: wp.array(dtype=int)  # [W], 1 when the world's state became non-finite
         # integrators
         qH: wp.array3d(dtype=scalar)  # [W, nv, nv], factor of M + h*diag(damping) (Euler)
@@ -165,6 +168,8 @@ def make_data(model, num_worlds: int):
     d.contact_pos = zeros((W, ncon), T.vec3)
     d.contact_frame = zeros((W, ncon), T.mat33)
     d.efc_active = zeros((W, nefc), int)
+    d.efc_nactive = zeros(W, int)
+    d.efc_list = zeros((W, nefc), int)
     d.efc_J = zeros((W, nefc, nv))
     for name in ("efc_pos", "efc_margin", "efc_frictionloss", "efc_R", "efc_D", "efc_K", "efc_B", "efc_imp",
                  "efc_vel", "efc_aref", "efc_force", "efc_jar", "efc_jv"):
@@ -173,7 +178,7 @@ def make_data(model, num_worlds: int):
     d.qacc_warmstart = zeros((W, nv))
     d.solver_niter = zeros(W, int)
     d.solver_H = zeros((W, nv, nv))
-    for name in ("solver_grad", "solver_search", "solver_res", "solver_Mres"):
+    for name in ("solver_grad", "solver_search", "solver_res", "solver_Mres", "solver_Msearch"):
         setattr(d, name, zeros((W, nv)))
     d.nan_world = zeros(W, int)
     d.qH = zeros((W, nv, nv))

@@ -2,7 +2,7 @@
 
 The stages run in MuJoCo's order (engine_forward.c: mj_fwdPosition, mj_fwdVelocity,
 mj_fwdActuation, mj_fwdAcceleration, mj_fwdConstraint) inside one kernel, so a step costs
-few launches.
+few launches. `stages` lists them in that order (`simrl.sim.profile` times each on its own).
 """
 
 
@@ -17,18 +17,12 @@ from simrl.sim.types import kernel_module
 
 
 @functools.cache
-def build(scalar):
+def stages(scalar):
+    """The forward pass's stage functions `f(m, d, w)`, in the order `forward` calls them."""
     Model, Data = model_struct(scalar), data_struct(scalar)
-    kinematics_ = kinematics.build(scalar)
-    com_pos_ = com_pos.build(scalar)
-    crb_ = crb.build(scalar)
-    factor_m_, _, solve_ld = factor_m.build(scalar)
+    _, _, solve_ld = factor_m.build(scalar)
     com_vel_, rne_ = rne.build(scalar)
-    passive_ = passive.build(scalar)
-    actuation_ = actuation.build(scalar)
-    collision_ = collision_driver.build(scalar)
-    make_constraint_, reference_constraint_ = constraint.build(scalar)
-    solve_ = solver.build(scalar)
+    make_constraint_, reference_constraint_, _ = constraint.build(scalar)
 
     @wp.func
     def fwd_acceleration(m: Model, d: Data, w: int):
@@ -38,6 +32,35 @@ def build(scalar):
             d.qfrc_smooth[w, i] = qfrc
             d.qacc_smooth[w, i] = qfrc
         solve_ld(m, d.qLD, d.qacc_smooth, w)
+
+    return {
+        # position-dependent
+        "kinematics": kinematics.build(scalar),
+        "com_pos": com_pos.build(scalar),
+        "crb": crb.build(scalar),
+        "factor_m": factor_m.build(scalar)[0],
+        "collision": collision_driver.build(scalar),
+        "make_constraint": make_constraint_,
+        # velocity-dependent
+        "com_vel": com_vel_,
+        "passive": passive.build(scalar),
+        "reference_constraint": reference_constraint_,
+        "rne": rne_,
+        # forces to acceleration
+        "actuation": actuation.build(scalar),
+        "fwd_acceleration": fwd_acceleration,
+        "solve": solver.build(scalar),
+    }
+
+
+@functools.cache
+def build(scalar):
+    Model, Data = model_struct(scalar), data_struct(scalar)
+    s = stages(scalar)
+    kinematics_, com_pos_, crb_, factor_m_ = s["kinematics"], s["com_pos"], s["crb"], s["factor_m"]
+    collision_, make_constraint_, com_vel_ = s["collision"], s["make_constraint"], s["com_vel"]
+    passive_, reference_constraint_, rne_ = s["passive"], s["reference_constraint"], s["rne"]
+    actuation_, fwd_acceleration, solve_ = s["actuation"], s["fwd_acceleration"], s["solve"]
 
     @wp.kernel(module=kernel_module(scalar))
     def forward(m: Model, d: Data):

@@ -30,6 +30,13 @@ BIAS_NONE = int(mujoco.mjtBias.mjBIAS_NONE)
 BIAS_AFFINE = int(mujoco.mjtBias.mjBIAS_AFFINE)
 
 
+# Model arrays with a leading world axis (size 1: shared, or num_worlds: per world), which
+# kernels read at `worldid % shape[0]`.
+PER_WORLD_FIELDS = ("body_ipos", "body_iquat", "body_mass", "body_inertia", "jnt_stiffness", "qpos_spring",
+                    "dof_damping", "dof_armature", "dof_frictionloss", "actuator_gear", "actuator_gainprm",
+                    "actuator_biasprm", "cpair_friction")
+
+
 @functools.cache
 def model_struct(scalar):
     """The Warp struct type that carries a model of precision `scalar` into kernels."""
@@ -135,6 +142,11 @@ def model_struct(scalar):
         efc_type: wp.array(dtype=int)  # mjtConstraint
         efc_id: wp.array(dtype=int)  # dof, joint or contact slot
         efc_sub: wp.array(dtype=int)  # limit side (-1 lower, +1 upper, 0 ball)
+        # the only columns in which row r of efc_J can be non-zero (the dofs of its joint, or of
+        # the dof chains that move the contact's two bodies), increasing: efc_colind[r, :efc_nnz[r]]
+        efc_nnz: wp.array(dtype=int)  # [nefc]
+        efc_colind: wp.array2d(dtype=int)  # [nefc, nv]
+        efc_chain: wp.array(dtype=int)  # [nefc], 1: the row's columns are one chain of ancestor dofs
         # joint limits and dof friction
         jnt_range: wp.array(dtype=T.vec2)
         jnt_solref: wp.array(dtype=T.vec2)
@@ -318,6 +330,41 @@ def _wxyz_to_xyzw(q: np.ndarray) -> np.ndarray:
     return q[:, [1, 2, 3, 0]]
 
 
+def _dof_chain(mjm, body: int) -> list[int]:
+    """The dofs that move `body`: those of the body and of its ancestors."""
+    while body > 0 and mjm.body_dofnum[body] == 0:
+        body = mjm.body_parentid[body]
+    dof = int(mjm.body_dofadr[body] + mjm.body_dofnum[body] - 1) if mjm.body_dofnum[body] else -1
+    chain = []
+    while dof >= 0:
+        chain.append(dof)
+        dof = int(mjm.dof_parentid[dof])
+    return chain
+
+
+def _row_columns(mjm, tables, efc_type: int, efc_id: int) -> list[int]:
+    """Increasing column indices where a constraint row's Jacobian can be non-zero."""
+    if efc_type == 1:  # dof friction loss
+        return [efc_id]
+    if efc_type == 3:  # joint limit
+        dof = int(mjm.jnt_dofadr[efc_id])
+        return [dof, dof + 1, dof + 2] if mjm.jnt_type[efc_id] == JNT_BALL else [dof]
+    g1, g2 = tables["geom"][tables["slot_pair"][efc_id]]
+    return sorted(set(_dof_chain(mjm, int(mjm.geom_bodyid[g1]))) | set(_dof_chain(mjm, int(mjm.geom_bodyid[g2]))))
+
+
+def _is_chain(mjm, cols: list[int]) -> bool:
+    """Every column is an ancestor dof of the last one (then J' D J adds nothing outside the
+    sparsity pattern of the inertia matrix)."""
+    if not cols:
+        return True
+    chain, dof = set(), cols[-1]
+    while dof >= 0:
+        chain.add(dof)
+        dof = int(mjm.dof_parentid[dof])
+    return set(cols) <= chain
+
+
 class Model:
     """A compiled MjModel copied to Warp arrays of one precision on one device.
 
@@ -468,6 +515,13 @@ class Model:
                 efc_type.append(5 if rows == 1 else 6), efc_id.append(slot), efc_sub.append(e)
         m.nefc, m.nefc_friction, m.nefc_limit = len(efc_type), nf, nl
         m.efc_type, m.efc_id, m.efc_sub = ints(efc_type), ints(efc_id), ints(efc_sub)
+        cols = [_row_columns(mjm, tables, t, i) for t, i in zip(efc_type, efc_id, strict=True)]
+        colind = np.zeros((len(cols), max(1, mjm.nv)), dtype=np.int32)
+        for r, c in enumerate(cols):
+            colind[r, :len(c)] = c
+        m.efc_nnz = ints([len(c) for c in cols])
+        m.efc_colind = wp.array(colind, dtype=int, device=self.device)
+        m.efc_chain = ints([int(_is_chain(mjm, c)) for c in cols])
 
         m.jnt_range = arr(mjm.jnt_range, T.vec2, (-1, 2))
         m.jnt_solref = arr(mjm.jnt_solref, T.vec2, (-1, 2))

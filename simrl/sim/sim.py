@@ -10,7 +10,9 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,8 +23,8 @@ import warp as wp
 
 from simrl.errors import MJCFError
 from simrl.sim import euler, forward, rk4
-from simrl.sim.data import make_data
-from simrl.sim.model import INTEGRATOR_EULER, Model
+from simrl.sim.data import data_struct, make_data
+from simrl.sim.model import INTEGRATOR_EULER, PER_WORLD_FIELDS, Model, model_struct
 from simrl.sim.types import kernel_module
 
 if not os.environ.get("SIMRL_WARP_VERBOSE"):
@@ -47,6 +49,30 @@ def _resolve_device(device) -> wp.context.Device:
     if name not in available:
         raise ValueError(f"device {str(device)!r} does not exist; available devices: {', '.join(available)}")
     return wp.get_device(name)
+
+
+#: below this many worlds per thread, splitting a CPU batch over threads does not pay
+MIN_WORLDS_PER_THREAD = 64
+
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _cpu_pool(workers: int) -> ThreadPoolExecutor:
+    """Worker threads shared by every Sim that splits its worlds over `workers + 1` threads."""
+    with _pools_lock:
+        if workers not in _pools:
+            # each worker flushes denormals to zero like the Sim's own thread (see Sim)
+            _pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix="simrl-cpu",
+                                                 initializer=torch.set_flush_denormal, initargs=(True,))
+        return _pools[workers]
+
+
+def _available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def compile_mjcf(mjcf: str | os.PathLike) -> mujoco.MjModel:
@@ -78,15 +104,25 @@ class Sim:
 
     On the CPU, creating a Sim turns on flush-to-zero for denormal floats in the calling
     thread (`torch.set_flush_denormal(True)`), which also applies to torch code in that thread.
+
+    `cpu_threads` (CPU only): split the worlds into that many contiguous blocks, each stepped
+    by its own thread (Warp runs a CPU kernel on the thread that launches it and releases the
+    GIL meanwhile). Worlds never interact, so results are bit-identical to one thread. The
+    default (None) uses every available core when there are at least 64 worlds per thread,
+    else one thread; 1 turns the threading off.
     """
 
-    def __init__(self, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32"):
+    def __init__(self, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32",
+                 cpu_threads: int | None = None):
         if not isinstance(mj_model, mujoco.MjModel):
             raise TypeError(f"expected a mujoco.MjModel, got {type(mj_model).__name__}")
         if isinstance(num_worlds, bool) or not isinstance(num_worlds, (int, np.integer)) or num_worlds < 1:
             raise ValueError(f"num_worlds must be a positive integer, got {num_worlds!r}")
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+        if cpu_threads is not None and (isinstance(cpu_threads, bool) or not isinstance(cpu_threads, (int, np.integer))
+                                        or cpu_threads < 1):
+            raise ValueError(f"cpu_threads must be a positive integer or None, got {cpu_threads!r}")
         self.device = _resolve_device(device)
         if self.device.is_cpu:
             # Warp's CPU kernels run on this thread. Symmetric models seed float32 values below
@@ -106,18 +142,81 @@ class Sim:
         wp.load_module(kernel_module(scalar), device=self.device)
         #: seconds spent compiling (or loading from Warp's cache) the engine's kernels
         self.compile_time = time.perf_counter() - start
+        self._setup_threads(cpu_threads)
         self.forward()
+
+    def _setup_threads(self, cpu_threads: int | None) -> None:
+        """Per-thread blocks of worlds: (Model struct, Data struct of array views, worlds)."""
+        W = self.num_worlds
+        if not self.device.is_cpu:
+            threads = 1
+        elif cpu_threads is None:
+            threads = max(1, min(_available_cpus(), W // MIN_WORLDS_PER_THREAD))
+        else:
+            threads = min(int(cpu_threads), W)
+        #: number of threads that step the worlds (CPU); 1 on a GPU
+        self.cpu_threads = threads
+        self._blocks = None
+        if threads == 1:
+            return
+        bounds = [W * i // threads for i in range(threads + 1)]
+        data_type = data_struct(self.model.dtype)
+        self._blocks = []
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            d = data_type()
+            for name in data_type.vars:
+                array = getattr(self.data, name)
+                # an empty array (e.g. site poses of a model without sites) is never read
+                setattr(d, name, array[lo:hi] if array.size else array)
+            self._blocks.append((lo, hi, d))
+        self._pool = _cpu_pool(threads - 1)
+
+    def _block_model(self, lo: int, hi: int):
+        """The model for worlds [lo, hi): the Sim's own, or a copy whose per-world parameter
+        arrays are sliced to those worlds when some have one entry per world."""
+        m = self.model.struct
+        if not any(getattr(m, f).size and getattr(m, f).shape[0] > 1 for f in PER_WORLD_FIELDS):
+            return m
+        model_type = model_struct(self.model.dtype)
+        block = model_type()
+        for name in model_type.vars:
+            value = getattr(m, name)
+            if name in PER_WORLD_FIELDS and value.size and value.shape[0] > 1:
+                value = value[lo:hi]
+            setattr(block, name, value)
+        return block
+
+    def _parallel(self, body) -> None:
+        """Run body(launch) once per block of worlds, blocks in parallel threads; `launch(kernel,
+        *scalars)` launches a kernel on the block's worlds."""
+        if self._blocks is None:
+            body(self._launch)
+            return
+
+        def run(lo, hi, d):
+            m = self._block_model(lo, hi)
+            body(lambda kernel, *scalars: wp.launch(kernel, dim=hi - lo, inputs=[m, d, *scalars],
+                                                    device=self.device))
+
+        futures = [self._pool.submit(run, *block) for block in self._blocks[1:]]
+        try:
+            run(*self._blocks[0])
+        finally:
+            for f in futures:
+                f.result()
 
     # ---------------------------------------------------------------------------- construction
     @classmethod
-    def from_mjcf(cls, mjcf: str | os.PathLike, num_worlds: int = 1, device=None, dtype="float32") -> Sim:
+    def from_mjcf(cls, mjcf: str | os.PathLike, num_worlds: int = 1, device=None, dtype="float32",
+                  cpu_threads: int | None = None) -> Sim:
         """Compile MJCF (a file path or an XML string) with MuJoCo and load it."""
-        return cls(compile_mjcf(mjcf), num_worlds, device, dtype)
+        return cls(compile_mjcf(mjcf), num_worlds, device, dtype, cpu_threads)
 
     @classmethod
-    def from_model(cls, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32") -> Sim:
+    def from_model(cls, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32",
+                   cpu_threads: int | None = None) -> Sim:
         """Load an already compiled `mujoco.MjModel`."""
-        return cls(mj_model, num_worlds, device, dtype)
+        return cls(mj_model, num_worlds, device, dtype, cpu_threads)
 
     # ---------------------------------------------------------------------------- sizes
     @property
@@ -217,27 +316,31 @@ class Sim:
 
     def forward(self) -> None:
         """Like mj_forward: qacc (and every intermediate) from the current qpos, qvel, ctrl."""
-        self._launch(self._forward)
+        self._parallel(lambda launch: launch(self._forward))
 
     def step(self, n: int = 1) -> None:
         """Like mj_step with the model's integrator (Euler or RK4), `n` times."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        # every thread runs all n steps of its worlds: worlds never interact
+        self._parallel(lambda launch: self._steps(launch, int(n)))
+
+    def _steps(self, launch, n: int) -> None:
         scalar = self.model.dtype
-        for _ in range(int(n)):
-            self._launch(self._forward)
+        a = [scalar(x) for x in rk4.RK4_A]
+        b = [scalar(x) for x in rk4.RK4_B]
+        for _ in range(n):
+            launch(self._forward)
             if self.model.integrator == INTEGRATOR_EULER:
-                self._launch(self._euler)
+                launch(self._euler)
             else:
-                a = [scalar(x) for x in rk4.RK4_A]
-                b = [scalar(x) for x in rk4.RK4_B]
-                self._launch(self._rk4_begin, a[0], b[0])
-                self._launch(self._forward)
-                self._launch(self._rk4_stage, a[0], a[1], b[1])
-                self._launch(self._forward)
-                self._launch(self._rk4_stage, a[1], a[2], b[2])
-                self._launch(self._forward)
-                self._launch(self._rk4_end, a[2], b[3])
+                launch(self._rk4_begin, a[0], b[0])
+                launch(self._forward)
+                launch(self._rk4_stage, a[0], a[1], b[1])
+                launch(self._forward)
+                launch(self._rk4_stage, a[1], a[2], b[2])
+                launch(self._forward)
+                launch(self._rk4_end, a[2], b[3])
 
     def reset(self, world_ids=None) -> None:
         """Set qpos to qpos0 and qvel, ctrl, qfrc_applied, qacc to zero, in all worlds or in
@@ -259,5 +362,6 @@ class Sim:
             self.view(name)[index] = 0
 
     def __repr__(self) -> str:
+        threads = f", cpu_threads={self.cpu_threads}" if self.cpu_threads > 1 else ""
         return (f"Sim(nq={self.nq}, nv={self.nv}, nu={self.nu}, num_worlds={self.num_worlds}, "
-                f"device='{self.device.alias}', dtype={self.model.dtype.__name__})")
+                f"device='{self.device.alias}', dtype={self.model.dtype.__name__}{threads})")

@@ -17,6 +17,7 @@ import functools
 
 import warp as wp
 
+from simrl.sim import constraint, factor_m
 from simrl.sim.constraint import CNSTR_FRICTION_DOF
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
@@ -28,6 +29,10 @@ LS_ITERATIONS = 50
 @functools.cache
 def build(scalar):
     Model, Data = model_struct(scalar), data_struct(scalar)
+    # machine epsilon of the build's precision (a power of two: exact as a kernel constant)
+    eps = 2.0**-23 if scalar == wp.float32 else 2.0**-52
+    row_dot = constraint.build(scalar)[2]
+    _, factor_ld, solve_ld = factor_m.build(scalar)
 
     @wp.func
     def row_cost(m: Model, d: Data, w: int, r: int, jar: scalar):
@@ -68,38 +73,67 @@ def build(scalar):
             d.solver_Mres[w, i] = mr
             cost = cost + scalar(0.5) * d.solver_res[w, i] * mr
             d.solver_grad[w, i] = mr
-        for r in range(m.nefc):
-            if d.efc_active[w, r] == 0:
-                continue
+        for a in range(d.efc_nactive[w]):
+            r = d.efc_list[w, a]
             jar = -d.efc_aref[w, r]
-            for j in range(m.nv):
+            for k in range(m.efc_nnz[r]):
+                j = m.efc_colind[r, k]
                 jar = jar + d.efc_J[w, r, j] * d.qacc[w, j]
             d.efc_jar[w, r] = jar
             c, ds, dds = row_cost(m, d, w, r, jar)
             cost = cost + c
             d.efc_force[w, r] = -ds
             if ds != scalar(0.0):
-                for j in range(m.nv):
+                for k in range(m.efc_nnz[r]):
+                    j = m.efc_colind[r, k]
                     d.solver_grad[w, j] = d.solver_grad[w, j] + d.efc_J[w, r, j] * ds
         return cost
 
     @wp.func
     def newton_direction(m: Model, d: Data, w: int):
-        """solver_search = -(M + J' D_quadratic J)^-1 grad, by dense Cholesky."""
+        """solver_search = -(M + J' D_quadratic J)^-1 grad.
+
+        When every row in its quadratic zone acts on one chain of ancestor dofs (contacts with
+        a static body, limits, friction loss), the Hessian has the sparsity of M and is
+        factorized like M (sparse L'DL from the leaves, no fill-in); otherwise by dense
+        Cholesky."""
         nv = m.nv
-        for i in range(nv):
-            for j in range(i + 1):
-                d.solver_H[w, i, j] = d.qM[w, i, j]
-        for r in range(m.nefc):
-            if d.efc_active[w, r] == 0:
-                continue
+        tree = int(1)
+        for a in range(d.efc_nactive[w]):
+            r = d.efc_list[w, a]
+            if m.efc_chain[r] == 0:
+                c, ds, dds = row_cost(m, d, w, r, d.efc_jar[w, r])
+                if dds != scalar(0.0):
+                    tree = 0
+        if tree == 1:
+            for i in range(nv):
+                d.solver_H[w, i, i] = d.qM[w, i, i]
+                j = m.dof_parentid[i]
+                while j >= 0:
+                    d.solver_H[w, i, j] = d.qM[w, i, j]
+                    j = m.dof_parentid[j]
+        else:
+            for i in range(nv):
+                for j in range(i + 1):
+                    d.solver_H[w, i, j] = d.qM[w, i, j]
+        # J' D J over the rows in their quadratic zone, only in the rows' non-zero columns
+        for a in range(d.efc_nactive[w]):
+            r = d.efc_list[w, a]
             c, ds, dds = row_cost(m, d, w, r, d.efc_jar[w, r])
             if dds != scalar(0.0):
-                for i in range(nv):
+                for ki in range(m.efc_nnz[r]):
+                    i = m.efc_colind[r, ki]
                     ji = d.efc_J[w, r, i] * dds
                     if ji != scalar(0.0):
-                        for j in range(i + 1):
+                        for kj in range(ki + 1):
+                            j = m.efc_colind[r, kj]
                             d.solver_H[w, i, j] = d.solver_H[w, i, j] + ji * d.efc_J[w, r, j]
+        if tree == 1:
+            factor_ld(m, d.solver_H, w)
+            for i in range(nv):
+                d.solver_search[w, i] = -d.solver_grad[w, i]
+            solve_ld(m, d.solver_H, d.solver_search, w)
+            return
         # H = L L' in place (lower triangle)
         for j in range(nv):
             s = d.solver_H[w, j, j]
@@ -127,17 +161,20 @@ def build(scalar):
 
     @wp.func
     def line_derivatives(m: Model, d: Data, w: int, alpha: scalar, p_mr: scalar, p_mp: scalar):
-        """First and second derivative of the cost along the search direction at alpha."""
+        """First and second derivative of the cost along the search direction at alpha, and the
+        sum of the magnitudes of the terms of the first (its rounding error is about eps times
+        that)."""
         d1 = p_mr + alpha * p_mp
         d2 = p_mp
-        for r in range(m.nefc):
-            if d.efc_active[w, r] == 0:
-                continue
+        mag = wp.abs(p_mr) + wp.abs(alpha * p_mp)
+        for a in range(d.efc_nactive[w]):
+            r = d.efc_list[w, a]
             jv = d.efc_jv[w, r]
             c, ds, dds = row_cost(m, d, w, r, d.efc_jar[w, r] + alpha * jv)
             d1 = d1 + ds * jv
             d2 = d2 + dds * jv * jv
-        return d1, d2
+            mag = mag + wp.abs(ds * jv)
+        return d1, d2, mag
 
     @wp.func
     def line_search(m: Model, d: Data, w: int):
@@ -150,14 +187,10 @@ def build(scalar):
                 mp = mp + d.qM[w, i, j] * d.solver_search[w, j]
             p_mr = p_mr + d.solver_search[w, i] * d.solver_Mres[w, i]
             p_mp = p_mp + d.solver_search[w, i] * mp
-        for r in range(m.nefc):
-            if d.efc_active[w, r] == 0:
-                continue
-            jv = scalar(0.0)
-            for j in range(m.nv):
-                jv = jv + d.efc_J[w, r, j] * d.solver_search[w, j]
-            d.efc_jv[w, r] = jv
-        d0, dd0 = line_derivatives(m, d, w, scalar(0.0), p_mr, p_mp)
+        for a in range(d.efc_nactive[w]):
+            r = d.efc_list[w, a]
+            d.efc_jv[w, r] = row_dot(m, d, w, r, d.solver_search)
+        d0, dd0, mag0 = line_derivatives(m, d, w, scalar(0.0), p_mr, p_mp)
         if d0 >= scalar(0.0):
             return scalar(0.0)
         gtol = -d0 * scalar(1e-10)
@@ -165,8 +198,10 @@ def build(scalar):
         hi = scalar(-1.0)  # no upper bracket yet
         alpha = scalar(1.0)
         for _ in range(LS_ITERATIONS):
-            d1, d2 = line_derivatives(m, d, w, alpha, p_mr, p_mp)
-            if wp.abs(d1) <= gtol:
+            d1, d2, mag = line_derivatives(m, d, w, alpha, p_mr, p_mp)
+            # converged: to the tolerance, or to the rounding error of d1 (which float32 cannot
+            # push below the tolerance; Newton would then wander by rounding noise)
+            if wp.abs(d1) <= wp.max(gtol, scalar(16.0) * scalar(eps) * mag):
                 break
             if d1 < scalar(0.0):
                 lo = alpha
@@ -175,7 +210,9 @@ def build(scalar):
             step = alpha - d1 / wp.max(d2, scalar(MINVAL))
             if hi >= scalar(0.0) and (step <= lo or step >= hi):
                 step = scalar(0.5) * (lo + hi)
-            if step == alpha:
+            # a step within rounding of alpha: converged as far as the precision allows
+            if wp.abs(step - alpha) <= scalar(4.0) * scalar(eps) * wp.abs(alpha):
+                alpha = step
                 break
             alpha = step
         return alpha
@@ -183,9 +220,7 @@ def build(scalar):
     @wp.func
     def solve(m: Model, d: Data, w: int):
         """qacc, efc_force and qfrc_constraint from qacc_smooth and the constraint rows."""
-        nactive = int(0)
-        for r in range(m.nefc):
-            nactive = nactive + d.efc_active[w, r]
+        nactive = d.efc_nactive[w]
         d.solver_niter[w] = 0
         for i in range(m.nv):
             d.qfrc_constraint[w, i] = scalar(0.0)
@@ -198,13 +233,14 @@ def build(scalar):
             d.qacc[w, i] = d.qacc_warmstart[w, i]
         cost = evaluate(m, d, w)
         cost_smooth = scalar(0.0)
-        for r in range(m.nefc):
-            if d.efc_active[w, r] == 1:
-                jar = -d.efc_aref[w, r]
-                for j in range(m.nv):
-                    jar = jar + d.efc_J[w, r, j] * d.qacc_smooth[w, j]
-                c, ds, dds = row_cost(m, d, w, r, jar)
-                cost_smooth = cost_smooth + c
+        for a in range(nactive):
+            r = d.efc_list[w, a]
+            jar = -d.efc_aref[w, r]
+            for k in range(m.efc_nnz[r]):
+                j = m.efc_colind[r, k]
+                jar = jar + d.efc_J[w, r, j] * d.qacc_smooth[w, j]
+            c, ds, dds = row_cost(m, d, w, r, jar)
+            cost_smooth = cost_smooth + c
         if cost_smooth < cost:
             for i in range(m.nv):
                 d.qacc[w, i] = d.qacc_smooth[w, i]
@@ -239,11 +275,11 @@ def build(scalar):
         d.solver_niter[w] = niter
 
         # qfrc_constraint = J' efc_force at the solution (efc_force set by evaluate)
-        for r in range(m.nefc):
-            if d.efc_active[w, r] == 0:
-                continue
+        for a in range(nactive):
+            r = d.efc_list[w, a]
             fr = d.efc_force[w, r]
-            for j in range(m.nv):
+            for k in range(m.efc_nnz[r]):
+                j = m.efc_colind[r, k]
                 d.qfrc_constraint[w, j] = d.qfrc_constraint[w, j] + d.efc_J[w, r, j] * fr
         for i in range(m.nv):
             d.qacc_warmstart[w, i] = d.qacc[w, i]

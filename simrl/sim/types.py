@@ -212,10 +212,12 @@ def _build_funcs(scalar, vec3, vec6, vec10, quat, mat33):
     return f
 
 
-def kernel_module(scalar):
+def kernel_module(scalar, name: str = "sim"):
     """The one Warp module that holds every kernel of the engine in precision `scalar`, so that
-    each precision compiles once, into one library."""
-    module = wp.get_module(f"simrl_sim_{scalar.__name__}")
+    each precision compiles once, into one library. Tools that need other kernels built from
+    the engine's functions (`name="profile"`: simrl.sim.profile) get a module of their own, so
+    that the engine's library is not rebuilt for them."""
+    module = wp.get_module(f"simrl_{name}_{scalar.__name__}")
     # -O3 instead of Warp's CPU default -O2: ~1.5x faster steps on ant and humanoid for ~50%
     # more compile time (once, then cached)
     module.options["optimization_level"] = 3
