@@ -161,6 +161,12 @@ class QuadrupedEnv(BatchedEnv):
         self.feet_air_time[env_ids] = 0.0
         self.last_contacts[env_ids] = False
 
+    def step_metrics(self) -> dict[str, torch.Tensor]:
+        """Velocity tracking errors [num_envs]: |command_xy - v_xy| (m/s), |command_yaw - w_z| (rad/s)."""
+        lin_vel, ang_vel, _ = self._base()
+        return {"lin_vel_tracking_error": (self.commands[:, :2] - lin_vel[:, :2]).norm(dim=1),
+                "yaw_rate_tracking_error": (self.commands[:, 2] - ang_vel[:, 2]).abs()}
+
     # ------------------------------------------------------------------------- reward terms
     def _reward_tracking_lin_vel(self):
         lin_vel, _, _ = self._base()

@@ -22,35 +22,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import hydra  # noqa: E402
-from hydra.core.config_store import ConfigStore  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-import tasks  # noqa: E402
+from simrl.rl.config import register, resolve_device  # noqa: E402
 
-DEFAULT_TASK = "cartpole"
-
-store = ConfigStore.instance()
-for _name in tasks.available():
-    store.store(group="task", name=_name, node=OmegaConf.load(tasks.TASKS_DIR / f"{_name}.yaml"))
-store.store(name="train", node={
-    "defaults": ["_self_", {"task": DEFAULT_TASK}],
-    "num_envs": None,
-    "device": "auto",
-    "seed": 42,
-    "max_iterations": None,
-    "algo": "ppo",
-    "resume": None,
-    "hydra": {"run": {"dir": "runs/${task.name}/${now:%Y-%m-%d_%H-%M-%S}"}, "job": {"chdir": False}},
-})
-
-
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda:0" if torch.cuda.is_available() else "cpu"
-    return device
+register("train", {"num_envs": None, "device": "auto", "seed": 42, "max_iterations": None, "algo": "ppo",
+                   "resume": None}, run_dir="runs/${task.name}/${now:%Y-%m-%d_%H-%M-%S}")
 
 
 def plot_curve(curve: list[dict], path: Path, title: str) -> None:

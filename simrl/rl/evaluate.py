@@ -8,15 +8,20 @@ from tensordict import TensorDict
 def evaluate(env, policy, num_episodes: int | None = None) -> dict:
     """Run one episode in each world (the first `num_episodes` worlds count) with the
     deterministic `policy` (a callable on the TensorDict of observation groups); return
-    mean_return, mean_episode_length and fall_rate (episodes that ended by termination)."""
+    mean_return, mean_episode_length, fall_rate (episodes that ended by termination) and the
+    episode mean of every metric the environment reports in `step_metrics()`, if it has one."""
     n = env.num_envs if num_episodes is None else min(num_episodes, env.num_envs)
     obs = env.reset()
     returns = torch.zeros(env.num_envs, device=env.device)
     lengths = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
     fell = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
     running = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
+    metric_sums: dict[str, torch.Tensor] = {}
     for _ in range(env.max_episode_length):
         actions = policy(TensorDict(obs, batch_size=[env.num_envs], device=env.device))
+        if hasattr(env, "step_metrics"):  # task metrics of the state the action is taken in
+            for key, value in env.step_metrics().items():
+                metric_sums[key] = metric_sums.get(key, torch.zeros_like(value)) + value * running
         obs, reward, terminated, time_outs, _ = env.step(actions)
         returns += torch.where(running, reward, torch.zeros_like(reward))
         lengths += running.long()
@@ -24,5 +29,8 @@ def evaluate(env, policy, num_episodes: int | None = None) -> dict:
         running &= ~(terminated | time_outs)
         if not running.any():
             break
-    return {"mean_return": float(returns[:n].mean()), "mean_episode_length": float(lengths[:n].float().mean()),
-            "fall_rate": float(fell[:n].float().mean()), "episodes": n}
+    result = {"mean_return": float(returns[:n].mean()), "mean_episode_length": float(lengths[:n].float().mean()),
+              "fall_rate": float(fell[:n].float().mean()), "episodes": n}
+    for key, total in metric_sums.items():  # per-episode mean of each metric, then over episodes
+        result[key] = float((total[:n] / lengths[:n].clamp(min=1)).mean())
+    return result
