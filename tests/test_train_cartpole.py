@@ -23,7 +23,7 @@ def test_ppo_learns_cartpole(tmp_path):
     start = time.time()
     best = {"mean_return": 0.0}
     while time.time() - start < 300:
-        runner.learn(num_learning_iterations=20)
+        runner.learn(num_learning_iterations=10)
         eval_env = envs.make("cartpole", num_envs=64, device="cpu", seed=123, **task["env"])
         result = evaluate(eval_env, runner.get_inference_policy(device="cpu"))
         best = max(best, result, key=lambda r: r["mean_return"])
