@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """Train a policy: `python scripts/train.py task=NAME [key=value ...]` (Hydra).
 
+    python scripts/train.py                      # the default task: quadruped
     python scripts/train.py task=cartpole
     python scripts/train.py task=cartpole num_envs=512 seed=1 max_iterations=200
     python scripts/train.py task=cartpole task.env.episode_length_s=8 hydra.run.dir=runs/mine

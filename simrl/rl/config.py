@@ -6,7 +6,7 @@ from omegaconf import OmegaConf
 
 import tasks
 
-DEFAULT_TASK = "cartpole"
+DEFAULT_TASK = "quadruped"
 
 
 def register(config_name: str, keys: dict, run_dir: str) -> None:
