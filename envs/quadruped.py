@@ -86,12 +86,17 @@ class QuadrupedEnv(BatchedEnv):
 
     # ------------------------------------------------------------------------ state helpers
     def _base(self):
+        """Base linear/angular velocity in the base frame and projected gravity; computed once
+        per state (reward terms, observations and terminations share it)."""
+        if getattr(self, "_base_cache", None) is not None:
+            return self._base_cache
         q, v = self.sim.qpos.float(), self.sim.qvel.float()
         quat = q[:, 3:7]
         lin_vel = quat_rotate_inverse(quat, v[:, 0:3])
         ang_vel = v[:, 3:6]  # free-joint angular velocity is already in the body frame
         gravity = quat_rotate_inverse(quat, torch.tensor([[0.0, 0.0, -1.0]], device=self.device).expand(len(q), 3))
-        return lin_vel, ang_vel, gravity
+        self._base_cache = (lin_vel, ang_vel, gravity)
+        return self._base_cache
 
     def _in_contact(self, slot_lists):
         active = self.sim.contact.active & (self.sim.contact.dist < 0.0)
@@ -99,6 +104,7 @@ class QuadrupedEnv(BatchedEnv):
 
     # ------------------------------------------------------------------------------ the task
     def _apply_actions(self, actions):
+        self._base_cache = None  # the state is about to change
         target = self.default_joint_pos + self.action_scale * actions
         self.sim.ctrl[:] = torch.clamp(target, self.ctrl_low, self.ctrl_high).to(self.sim.ctrl.dtype)
 
@@ -110,6 +116,7 @@ class QuadrupedEnv(BatchedEnv):
         resample = (self.episode_length_buf % self.command_resample_steps == 0).nonzero(as_tuple=False).squeeze(-1)
         if resample.numel():
             self._sample_commands(resample)
+        self._base_cache = None  # resets and pushes below change the state
         push = (self.episode_length_buf % self.push_steps == 0) & (self.episode_length_buf > 0)
         if push.any():
             kick = (self.rand(self.num_envs, 2) * 2 - 1) * self.push_velocity
@@ -141,6 +148,7 @@ class QuadrupedEnv(BatchedEnv):
         self.commands[env_ids] = lo + (hi - lo) * self.rand(env_ids.numel(), 3)
 
     def _reset_envs(self, env_ids):
+        self._base_cache = None
         n = env_ids.numel()
         qpos = self.home_qpos.expand(n, -1).clone()
         yaw = (self.rand(n) * 2 - 1) * math.pi
