@@ -20,7 +20,7 @@ def build(scalar):
     @wp.func
     def actuation(m: Model, d: Data, w: int):
         for i in range(m.nv):
-            d.qfrc_actuator[w, i] = scalar(0.0)
+            d.qfrc_actuator_raw[w, i] = scalar(0.0)
 
         # transmission: length and velocity along the joint, scaled by the gear
         wg = w % m.actuator_gear.shape[0]
@@ -28,10 +28,6 @@ def build(scalar):
             gear = m.actuator_gear[wg, a]
             d.actuator_length[w, a] = d.qpos[w, m.actuator_qposadr[a]] * gear
             d.actuator_velocity[w, a] = d.qvel[w, m.actuator_dofadr[a]] * gear
-            d.actuator_force[w, a] = scalar(0.0)
-
-        if m.enable_actuation == 0:
-            return
 
         # MuJoCo zeroes every control of a world when any is NaN or beyond mjMAXVAL
         bad = int(0)
@@ -45,7 +41,7 @@ def build(scalar):
         for a in range(m.nu):
             force = scalar(0.0)
             # an actuator in a group listed in opt.disableactuator produces no force
-            if m.actuator_enabled[a]:
+            if m.enable_actuation and m.actuator_enabled[a]:
                 ctrl = d.ctrl[w, a]
                 if bad:
                     ctrl = scalar(0.0)
@@ -67,13 +63,16 @@ def build(scalar):
                 force = wp.clamp(force, r[0], r[1])
             d.actuator_force[w, a] = force
             dof = m.actuator_dofadr[a]
-            d.qfrc_actuator[w, dof] = d.qfrc_actuator[w, dof] + m.actuator_gear[wg, a] * force
+            d.qfrc_actuator_raw[w, dof] += m.actuator_gear[wg, a] * force
 
-        # joint-level actuator force limits (actuatorfrcrange)
-        for j in range(m.njnt):
+        # joint-level actuator force limits (actuatorfrcrange), into a second array so that no
+        # element is overwritten after it was read (exact adjoints)
+        for i in range(m.nv):
+            frc = d.qfrc_actuator_raw[w, i]
+            j = m.dof_jntid[i]
             if m.jnt_actfrclimited[j]:
-                dof = m.jnt_dofadr[j]
                 r = m.jnt_actfrcrange[j]
-                d.qfrc_actuator[w, dof] = wp.clamp(d.qfrc_actuator[w, dof], r[0], r[1])
+                frc = wp.clamp(frc, r[0], r[1])
+            d.qfrc_actuator[w, i] = frc
 
     return actuation

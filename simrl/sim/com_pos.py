@@ -24,23 +24,23 @@ def build(scalar):
     @wp.func
     def com_pos(m: Model, d: Data, w: int):
         wm = w % m.body_mass.shape[0]
-        # subtree mass and mass-weighted position, accumulated leaf to root
+        # subtree mass and mass-weighted position, accumulated leaf to root (every array
+        # element is written once, then only added to: the adjoints stay exact)
         for b in range(m.nbody):
             mass = m.body_mass[wm, b]
             d.subtree_mass[w, b] = mass
-            d.subtree_com[w, b] = d.xipos[w, b] * mass
+            d.subtree_mcom[w, b] = d.xipos[w, b] * mass
         for i in range(m.nbody - 1):
             b = m.nbody - 1 - i
             p = m.body_parentid[b]
-            d.subtree_mass[w, p] = d.subtree_mass[w, p] + d.subtree_mass[w, b]
-            d.subtree_com[w, p] = d.subtree_com[w, p] + d.subtree_com[w, b]
+            d.subtree_mass[w, p] += d.subtree_mass[w, b]
+            d.subtree_mcom[w, p] += d.subtree_mcom[w, b]
         for b in range(m.nbody):
             mass = d.subtree_mass[w, b]
-            if mass < scalar(MINVAL):
-                d.subtree_com[w, b] = d.xipos[w, b]
-            else:
-                d.subtree_com[w, b] = d.subtree_com[w, b] / mass
-
+            com = d.xipos[w, b]
+            if mass >= scalar(MINVAL):
+                com = d.subtree_mcom[w, b] / mass
+            d.subtree_com[w, b] = com
         # body inertias about the subtree CoM of their tree
         d.cinert[w, 0] = vec10(scalar(0.0))
         wi = w % m.body_inertia.shape[0]

@@ -26,19 +26,18 @@ def build(scalar):
             b = m.nbody - 1 - i
             p = m.body_parentid[b]
             if p > 0:
-                d.crb[w, p] = d.crb[w, p] + d.crb[w, b]
-
+                d.crb[w, p] += d.crb[w, b]
         # M(i, j) = cdof_j . (crb_body(i) cdof_i) for j = i and every ancestor dof j of i;
         # entries between dofs that are not ancestors of each other stay zero.
         wa = w % m.dof_armature.shape[0]
         for i in range(m.nv):
             buf = f.inert_mul(d.crb[w, m.dof_bodyid[i]], d.cdof[w, i])
             d.qM[w, i, i] = m.dof_armature[wa, i] + wp.dot(d.cdof[w, i], buf)
-            j = m.dof_parentid[i]
-            while j >= 0:
+            adr = m.dof_ancestor_adr[i]
+            for k in range(adr, adr + m.dof_ancestor_num[i]):
+                j = m.dof_ancestor[k]
                 mij = wp.dot(d.cdof[w, j], buf)
                 d.qM[w, i, j] = mij
                 d.qM[w, j, i] = mij
-                j = m.dof_parentid[j]
 
     return crb

@@ -35,6 +35,8 @@ def data_struct(scalar):
         ximat: wp.array2d(dtype=T.mat33)
         xanchor: wp.array2d(dtype=T.vec3)  # [W, njnt]
         xaxis: wp.array2d(dtype=T.vec3)
+        jnt_xpos: wp.array2d(dtype=T.vec3)  # [W, njnt], body frame after joint j (kinematics)
+        jnt_xquat: wp.array2d(dtype=T.quat)
         geom_xpos: wp.array2d(dtype=T.vec3)  # [W, ngeom]
         geom_xmat: wp.array2d(dtype=T.mat33)
         site_xpos: wp.array2d(dtype=T.vec3)  # [W, nsite]
@@ -42,6 +44,7 @@ def data_struct(scalar):
         # com_pos
         subtree_mass: wp.array2d(dtype=scalar)  # [W, nbody]
         subtree_com: wp.array2d(dtype=T.vec3)
+        subtree_mcom: wp.array2d(dtype=T.vec3)  # subtree mass * com, accumulated
         cinert: wp.array2d(dtype=T.vec10)
         cdof: wp.array2d(dtype=T.vec6)  # [W, nv]
         # crb, factor_m
@@ -51,6 +54,7 @@ def data_struct(scalar):
         # com_vel, rne
         cvel: wp.array2d(dtype=T.vec6)  # [W, nbody]
         cdof_dot: wp.array2d(dtype=T.vec6)  # [W, nv]
+        dof_cvel: wp.array2d(dtype=T.vec6)  # [W, nv], body velocity with dofs up to i added
         cacc: wp.array2d(dtype=T.vec6)  # [W, nbody], bias acceleration (no qacc term)
         cfrc_bias: wp.array2d(dtype=T.vec6)  # [W, nbody]
         qfrc_bias: wp.array2d(dtype=scalar)  # [W, nv]
@@ -61,6 +65,7 @@ def data_struct(scalar):
         actuator_length: wp.array2d(dtype=scalar)  # [W, nu]
         actuator_velocity: wp.array2d(dtype=scalar)
         actuator_force: wp.array2d(dtype=scalar)
+        qfrc_actuator_raw: wp.array2d(dtype=scalar)  # [W, nv], before actuatorfrcrange
         qfrc_actuator: wp.array2d(dtype=scalar)  # [W, nv]
         # acceleration
         qfrc_smooth: wp.array2d(dtype=scalar)
@@ -111,8 +116,9 @@ def data_struct(scalar):
     return Data
 
 
-def make_data(model, num_worlds: int):
-    """Allocate a Data struct for `num_worlds` copies of `model`, at qpos0 and rest."""
+def make_data(model, num_worlds: int, requires_grad: bool = False):
+    """Allocate a Data struct for `num_worlds` copies of `model`, at qpos0 and rest.
+    `requires_grad`: floating-point arrays get gradient buffers (the differentiable step)."""
     T = model.T
     mjm = model.mjm
     device = model.device
@@ -120,7 +126,8 @@ def make_data(model, num_worlds: int):
     nq, nv, nu, nbody, njnt = mjm.nq, mjm.nv, mjm.nu, mjm.nbody, mjm.njnt
 
     def zeros(shape, dtype=T.scalar):
-        return wp.zeros(shape, dtype=dtype, device=device)
+        grad = requires_grad and dtype is not int
+        return wp.zeros(shape, dtype=dtype, device=device, requires_grad=grad)
 
     d = data_struct(T.scalar)()
     npf = np.float64 if T.scalar == wp.float64 else np.float32
@@ -137,12 +144,15 @@ def make_data(model, num_worlds: int):
     d.ximat = zeros((W, nbody), T.mat33)
     d.xanchor = zeros((W, njnt), T.vec3)
     d.xaxis = zeros((W, njnt), T.vec3)
+    d.jnt_xpos = zeros((W, njnt), T.vec3)
+    d.jnt_xquat = zeros((W, njnt), T.quat)
     d.geom_xpos = zeros((W, mjm.ngeom), T.vec3)
     d.geom_xmat = zeros((W, mjm.ngeom), T.mat33)
     d.site_xpos = zeros((W, mjm.nsite), T.vec3)
     d.site_xmat = zeros((W, mjm.nsite), T.mat33)
     d.subtree_mass = zeros((W, nbody))
     d.subtree_com = zeros((W, nbody), T.vec3)
+    d.subtree_mcom = zeros((W, nbody), T.vec3)
     d.cinert = zeros((W, nbody), T.vec10)
     d.cdof = zeros((W, nv), T.vec6)
     d.crb = zeros((W, nbody), T.vec10)
@@ -150,6 +160,7 @@ def make_data(model, num_worlds: int):
     d.qLD = zeros((W, nv, nv))
     d.cvel = zeros((W, nbody), T.vec6)
     d.cdof_dot = zeros((W, nv), T.vec6)
+    d.dof_cvel = zeros((W, nv), T.vec6)
     d.cacc = zeros((W, nbody), T.vec6)
     d.cfrc_bias = zeros((W, nbody), T.vec6)
     d.qfrc_bias = zeros((W, nv))
@@ -159,6 +170,7 @@ def make_data(model, num_worlds: int):
     d.actuator_length = zeros((W, nu))
     d.actuator_velocity = zeros((W, nu))
     d.actuator_force = zeros((W, nu))
+    d.qfrc_actuator_raw = zeros((W, nv))
     d.qfrc_actuator = zeros((W, nv))
     d.qfrc_smooth = zeros((W, nv))
     d.qacc_smooth = zeros((W, nv))

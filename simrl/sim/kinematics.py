@@ -36,23 +36,27 @@ def build(scalar):
         for b in range(1, m.nbody):
             jntadr = m.body_jntadr[b]
             jntnum = m.body_jntnum[b]
-            xpos = vec3(scalar(0.0))
-            xquat = ident
-            if jntnum == 1 and m.jnt_type[jntadr] == JNT_FREE:
-                # free joint: the pose is qpos itself
-                qadr = m.jnt_qposadr[jntadr]
-                xpos = vec3(d.qpos[w, qadr], d.qpos[w, qadr + 1], d.qpos[w, qadr + 2])
-                xquat = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr + 3))
-                d.xanchor[w, jntadr] = xpos
-                d.xaxis[w, jntadr] = m.jnt_axis[jntadr]
-            else:
-                # fixed offset from the parent, then each joint of the body in order
-                pid = m.body_parentid[b]
-                xpos = d.xpos[w, pid] + wp.quat_rotate(d.xquat[w, pid], m.body_pos[b])
-                xquat = d.xquat[w, pid] * m.body_quat[b]
-                for j in range(jntadr, jntadr + jntnum):
-                    qadr = m.jnt_qposadr[j]
-                    jtype = m.jnt_type[j]
+            # fixed offset from the parent, then each joint of the body in order; the frame
+            # after joint j is kept in jnt_xpos/jnt_xquat so that no local variable is carried
+            # across iterations of a dynamic loop (Warp's adjoints replay loop bodies)
+            pid = m.body_parentid[b]
+            pos0 = d.xpos[w, pid] + wp.quat_rotate(d.xquat[w, pid], m.body_pos[b])
+            quat0 = d.xquat[w, pid] * m.body_quat[b]
+            for j in range(jntadr, jntadr + jntnum):
+                xpos = pos0
+                xquat = quat0
+                if j > jntadr:
+                    xpos = d.jnt_xpos[w, j - 1]
+                    xquat = d.jnt_xquat[w, j - 1]
+                qadr = m.jnt_qposadr[j]
+                jtype = m.jnt_type[j]
+                if jtype == JNT_FREE:
+                    # free joint: the pose is qpos itself
+                    xpos = vec3(d.qpos[w, qadr], d.qpos[w, qadr + 1], d.qpos[w, qadr + 2])
+                    xquat = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr + 3))
+                    d.xanchor[w, j] = xpos
+                    d.xaxis[w, j] = m.jnt_axis[j]
+                else:
                     xaxis = wp.quat_rotate(xquat, m.jnt_axis[j])
                     xanchor = wp.quat_rotate(xquat, m.jnt_pos[j]) + xpos
                     if jtype == JNT_SLIDE:
@@ -68,6 +72,13 @@ def build(scalar):
                         xpos = xanchor - wp.quat_rotate(xquat, m.jnt_pos[j])
                     d.xanchor[w, j] = xanchor
                     d.xaxis[w, j] = xaxis
+                d.jnt_xpos[w, j] = xpos
+                d.jnt_xquat[w, j] = xquat
+            xpos = pos0
+            xquat = quat0
+            if jntnum > 0:
+                xpos = d.jnt_xpos[w, jntadr + jntnum - 1]
+                xquat = d.jnt_xquat[w, jntadr + jntnum - 1]
             xquat = f.quat_normalize(xquat)
             d.xpos[w, b] = xpos
             d.xquat[w, b] = xquat

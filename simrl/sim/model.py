@@ -88,6 +88,10 @@ def model_struct(scalar):
         dof_bodyid: wp.array(dtype=int)
         dof_jntid: wp.array(dtype=int)
         dof_parentid: wp.array(dtype=int)
+        # ancestor dofs of dof i (nearest first): dof_ancestor[dof_ancestor_adr[i] + k], k < num
+        dof_ancestor_adr: wp.array(dtype=int)
+        dof_ancestor_num: wp.array(dtype=int)
+        dof_ancestor: wp.array(dtype=int)
         dof_damping: wp.array2d(dtype=scalar)  # [1 or W, nv]
         dof_armature: wp.array2d(dtype=scalar)  # [1 or W, nv]
         # actuators (joint transmission, one input and one output each)
@@ -438,6 +442,16 @@ class Model:
         m.dof_bodyid = ints(mjm.dof_bodyid)
         m.dof_jntid = ints(mjm.dof_jntid)
         m.dof_parentid = ints(mjm.dof_parentid)
+        ancestors, adr = [], []
+        for i in range(mjm.nv):
+            adr.append(len(ancestors))
+            j = int(mjm.dof_parentid[i])
+            while j >= 0:
+                ancestors.append(j)
+                j = int(mjm.dof_parentid[j])
+        m.dof_ancestor_adr = ints(adr)
+        m.dof_ancestor_num = ints(np.diff(adr + [len(ancestors)]))
+        m.dof_ancestor = ints(ancestors if ancestors else [0])
         m.dof_damping = shared(mjm.dof_damping, dtype, 1)
         m.dof_armature = shared(mjm.dof_armature, dtype, 1)
 

@@ -16,45 +16,48 @@ from simrl.sim.types import JNT_BALL, JNT_FREE, scalar_types
 def build(scalar):
     T = scalar_types(scalar)
     Model, Data = model_struct(scalar), data_struct(scalar)
-    f = T.f
+    f, vec3 = T.f, T.vec3
 
     @wp.func
     def passive(m: Model, d: Data, w: int):
-        for i in range(m.nv):
-            d.qfrc_spring[w, i] = scalar(0.0)
-            d.qfrc_damper[w, i] = scalar(0.0)
-
-        if m.enable_spring:
-            ws = w % m.jnt_stiffness.shape[0]
-            wq = w % m.qpos_spring.shape[0]
-            for j in range(m.njnt):
+        # springs: every dof belongs to one joint, so each element is written once
+        ws = w % m.jnt_stiffness.shape[0]
+        wq = w % m.qpos_spring.shape[0]
+        for j in range(m.njnt):
+            k = scalar(0.0)
+            if m.enable_spring:
                 k = m.jnt_stiffness[ws, j]
-                if k == scalar(0.0):
-                    continue
-                padr = m.jnt_qposadr[j]
-                dadr = m.jnt_dofadr[j]
-                jtype = m.jnt_type[j]
-                if jtype == JNT_FREE or jtype == JNT_BALL:
-                    if jtype == JNT_FREE:
-                        # linear spring on the position, world frame
-                        for c in range(3):
-                            d.qfrc_spring[w, dadr + c] = -k * (d.qpos[w, padr + c] - m.qpos_spring[wq, padr + c])
-                        padr = padr + 3
-                        dadr = dadr + 3
-                    # rotational spring on the orientation difference, local frame
+            padr = m.jnt_qposadr[j]
+            dadr = m.jnt_dofadr[j]
+            jtype = m.jnt_type[j]
+            if jtype == JNT_FREE or jtype == JNT_BALL:
+                if jtype == JNT_FREE:
+                    # linear spring on the position, world frame
+                    for c in range(3):
+                        frc = scalar(0.0)
+                        if k != scalar(0.0):
+                            frc = -k * (d.qpos[w, padr + c] - m.qpos_spring[wq, padr + c])
+                        d.qfrc_spring[w, dadr + c] = frc
+                    padr = padr + 3
+                    dadr = dadr + 3
+                # rotational spring on the orientation difference, local frame
+                dif = vec3(scalar(0.0))
+                if k != scalar(0.0):
                     q = f.quat_normalize(f.quat_from_qpos(d.qpos, w, padr))
                     dif = f.sub_quat(q, f.quat_from_qpos(m.qpos_spring, wq, padr))
-                    for c in range(3):
-                        d.qfrc_spring[w, dadr + c] = -k * dif[c]
-                else:
-                    d.qfrc_spring[w, dadr] = -k * (d.qpos[w, padr] - m.qpos_spring[wq, padr])
-
-        if m.enable_damper:
-            wd = w % m.dof_damping.shape[0]
-            for i in range(m.nv):
-                d.qfrc_damper[w, i] = -m.dof_damping[wd, i] * d.qvel[w, i]
-
+                for c in range(3):
+                    d.qfrc_spring[w, dadr + c] = -k * dif[c]
+            else:
+                frc = scalar(0.0)
+                if k != scalar(0.0):
+                    frc = -k * (d.qpos[w, padr] - m.qpos_spring[wq, padr])
+                d.qfrc_spring[w, dadr] = frc
+        wd = w % m.dof_damping.shape[0]
         for i in range(m.nv):
-            d.qfrc_passive[w, i] = d.qfrc_spring[w, i] + d.qfrc_damper[w, i]
+            damper = scalar(0.0)
+            if m.enable_damper:
+                damper = -m.dof_damping[wd, i] * d.qvel[w, i]
+            d.qfrc_damper[w, i] = damper
+            d.qfrc_passive[w, i] = d.qfrc_spring[w, i] + damper
 
     return passive

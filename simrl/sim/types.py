@@ -212,16 +212,16 @@ def _build_funcs(scalar, vec3, vec6, vec10, quat, mat33):
     return f
 
 
-def kernel_module(scalar, name: str = "sim"):
+def kernel_module(scalar, name: str = "sim", backward: bool = False):
     """The one Warp module that holds every kernel of the engine in precision `scalar`, so that
     each precision compiles once, into one library. Tools that need other kernels built from
     the engine's functions (`name="profile"`: simrl.sim.profile) get a module of their own, so
-    that the engine's library is not rebuilt for them."""
+    that the engine's library is not rebuilt for them. `backward=True` (the differentiable
+    step, simrl.sim.grad) also generates the kernels' adjoints; the engine's own module skips
+    them, as generating them doubles its compile time."""
     module = wp.get_module(f"simrl_{name}_{scalar.__name__}")
     # -O3 instead of Warp's CPU default -O2: ~1.5x faster steps on ant and humanoid for ~50%
     # more compile time (once, then cached)
     module.options["optimization_level"] = 3
-    # No gradient path uses the engine's adjoints yet; generating them doubles the compile
-    # time (minutes on a 2-core CPU). The differentiable-step work turns this on with tests.
-    module.options["enable_backward"] = False
+    module.options["enable_backward"] = backward
     return module

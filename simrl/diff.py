@@ -1,0 +1,141 @@
+"""Gradients through the simulator, for PyTorch.
+
+    qpos1, qvel1 = simrl.diff_step(sim, qpos0, qvel0, ctrl, params={"body_mass": mass})
+    loss = qpos1[:, 0].square().sum()
+    loss.backward()          # fills qpos0.grad, qvel0.grad, ctrl.grad, mass.grad
+
+`diff_step` is a `torch.autograd.Function`: the physics step runs on a `wp.Tape` with fresh
+buffers (simrl.sim.grad); its backward seeds the outputs' gradients, runs the tape backwards
+and hands the input gradients to torch. Chaining calls builds a rollout whose memory grows
+linearly with its length and is released when backward has run (or the graph is dropped).
+The `Sim`'s own state is neither read nor changed, except `qfrc_applied`, which is used as
+a constant.
+"""
+
+from __future__ import annotations
+
+import torch
+import warp as wp
+
+from simrl.sim import grad
+from simrl.sim.model import model_struct
+
+#: model parameters that `diff_step` can differentiate, with their shape after [W, ...]
+PARAMS = {
+    "body_mass": lambda m: (m.nbody,),
+    "actuator_gain": lambda m: (m.nu,),
+}
+
+
+def _check_tensor(name: str, value, shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if value.device != device:
+        raise ValueError(f"{name} must be on the simulation's device {device}, got a tensor on {value.device}")
+    if not value.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
+    if tuple(value.shape) != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {tuple(value.shape)}")
+    if not torch.isfinite(value).all():
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return value.to(dtype)
+
+
+def _wp_array(value: torch.Tensor, dtype) -> wp.array:
+    """A fresh Warp array with a gradient buffer, holding a copy of `value`."""
+    array = wp.zeros(tuple(value.shape), dtype=dtype, device=wp.device_from_torch(value.device),
+                     requires_grad=True)
+    wp.to_torch(array, requires_grad=False).copy_(value.detach())
+    return array
+
+
+class _DiffStep(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, sim, substeps, names, qpos0, qvel0, ctrl, *values):
+        model = sim.model
+        dtype = model.dtype
+        inputs = [_wp_array(t, dtype) for t in (qpos0, qvel0, ctrl)]
+        tape = wp.Tape()
+        m = _model_with_params(sim, dict(zip(names, values, strict=True)), tape, ctx)
+        applied = wp.clone(sim.data.qfrc_applied)
+        rollout = grad.Rollout(model, m, *inputs, applied, substeps, tape)
+        ctx.rollout, ctx.inputs = rollout, inputs
+        qpos1 = wp.to_torch(rollout.qpos1, requires_grad=False).clone()
+        qvel1 = wp.to_torch(rollout.qvel1, requires_grad=False).clone()
+        return qpos1, qvel1
+
+    @staticmethod
+    def backward(ctx, g_qpos, g_qvel):
+        rollout = ctx.rollout
+        if rollout is None:
+            raise RuntimeError("diff_step: backward through the same step twice is not supported "
+                               "(its tape is released after the first backward)")
+        if g_qpos is not None:
+            wp.to_torch(rollout.qpos1.grad, requires_grad=False).copy_(g_qpos)
+        if g_qvel is not None:
+            wp.to_torch(rollout.qvel1.grad, requires_grad=False).copy_(g_qvel)
+        rollout.tape.backward()
+        grads = [wp.to_torch(a.grad, requires_grad=False).clone() for a in ctx.inputs]
+        params = [wp.to_torch(a.grad, requires_grad=False).clone() for a in ctx.param_arrays]
+        # release the tape and every buffer of the step
+        rollout.tape.reset()
+        ctx.rollout = ctx.inputs = ctx.param_arrays = None
+        return None, None, None, *grads, *params
+
+
+def _model_with_params(sim, params: dict, tape: wp.Tape, ctx):
+    """The model struct the step reads, with each requested parameter replaced by a per-world
+    array that has a gradient buffer (ctx.param_arrays, in `params` order)."""
+    model = sim.model
+    base = model.struct
+    struct_type = model_struct(model.dtype)
+    m = struct_type()
+    for name in struct_type.vars:
+        setattr(m, name, getattr(base, name))
+    ctx.param_arrays = []
+    kernels = grad.build(model.dtype)
+    for name, value in params.items():
+        array = _wp_array(value, model.dtype)
+        ctx.param_arrays.append(array)
+        if name == "body_mass":
+            m.body_mass = array
+        elif name == "actuator_gain":
+            gainprm = wp.zeros(array.shape, dtype=model.T.vec3, device=model.device, requires_grad=True)
+            with tape:
+                wp.launch(kernels["gain_to_gainprm"], dim=array.shape, inputs=[array, base.actuator_gainprm, gainprm],
+                          device=model.device)
+            m.actuator_gainprm = gainprm
+    return m
+
+
+def diff_step(sim, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl: torch.Tensor, params: dict | None = None,
+              *, substeps: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """One differentiable call of the simulator: `substeps` physics steps (Euler, like
+    `sim.step(substeps)`) from state (qpos0 [W, nq], qvel0 [W, nv]) with controls ctrl [W, nu]
+    held for all of them. Returns (qpos1, qvel1), which carry `grad_fn`.
+
+    `params` optionally maps model parameters to per-world tensors that replace the model's
+    values for this call and receive gradients: "body_mass" [W, nbody], "actuator_gain"
+    [W, nu] (the gain of fixed-gain actuators, gainprm[0]). Tensors are converted to the
+    simulation's precision; gradients come back in the caller's dtype.
+    """
+    from simrl.sim.sim import Sim
+
+    if not isinstance(sim, Sim):
+        raise TypeError(f"diff_step needs a simrl.Sim, got {type(sim).__name__}")
+    grad.check_differentiable(sim.model)
+    if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
+        raise ValueError(f"substeps must be a positive integer, got {substeps!r}")
+    W = sim.num_worlds
+    device = sim.qpos.device
+    dtype = sim.qpos.dtype
+    qpos0 = _check_tensor("qpos0", qpos0, (W, sim.nq), dtype, device)
+    qvel0 = _check_tensor("qvel0", qvel0, (W, sim.nv), dtype, device)
+    ctrl = _check_tensor("ctrl", ctrl, (W, sim.nu), dtype, device)
+    params = dict(params or {})
+    values = []
+    for name, value in params.items():
+        if name not in PARAMS:
+            raise KeyError(f"diff_step cannot differentiate parameter {name!r}; supported: {', '.join(PARAMS)}")
+        values.append(_check_tensor(f"params[{name!r}]", value, (W, *PARAMS[name](sim.model)), dtype, device))
+    return _DiffStep.apply(sim, substeps, tuple(params), qpos0, qvel0, ctrl, *values)
