@@ -93,10 +93,14 @@ def build(scalar):
         return k, b
 
     @wp.func
+    def regularizer(imp: scalar, diag: scalar):
+        """R = (1 - imp) / imp * diagApprox (mj_makeImpedance)."""
+        return wp.max(scalar(MINVAL), (scalar(1.0) - imp) * diag / imp)
+
+    @wp.func
     def set_row(d: Data, w: int, r: int, pos: scalar, margin: scalar, floss: scalar, imp: scalar,
-                diag: scalar, k: scalar, b: scalar):
-        """Row parameters: R = (1 - imp) / imp * diagApprox, D = 1 / R (mj_makeImpedance)."""
-        R = wp.max(scalar(MINVAL), (scalar(1.0) - imp) * diag / imp)
+                R: scalar, k: scalar, b: scalar):
+        """Row parameters, D = 1 / R. Each is written once (exact adjoints)."""
         d.efc_active[w, r] = 1
         d.efc_pos[w, r] = pos
         d.efc_margin[w, r] = margin
@@ -131,32 +135,39 @@ def build(scalar):
         return s
 
     @wp.func
+    def add_contact_dof(m: Model, d: Data, w: int, r0: int, nrow: int, dof: int, offset: vec3, frame: T.mat33,
+                        friction: vec5, sign: scalar):
+        """Column `dof` of sign x (Jacobian of the contact point) in the contact frame, added to
+        the contact's rows: the normal row, or the pyramid edges J_n +- mu_k J_tk."""
+        cdof = d.cdof[w, dof]
+        ang = vec3(cdof[0], cdof[1], cdof[2])
+        jp = vec3(cdof[3], cdof[4], cdof[5]) + wp.cross(ang, offset)
+        nrm = vec3(frame[0, 0], frame[0, 1], frame[0, 2])
+        jn = wp.dot(nrm, jp) * sign
+        if nrow == 1:
+            d.efc_J[w, r0, dof] += jn
+        else:
+            t1 = vec3(frame[1, 0], frame[1, 1], frame[1, 2])
+            t2 = vec3(frame[2, 0], frame[2, 1], frame[2, 2])
+            jt1 = wp.dot(t1, jp) * sign * friction[0]
+            jt2 = wp.dot(t2, jp) * sign * friction[1]
+            d.efc_J[w, r0, dof] += jn + jt1
+            d.efc_J[w, r0 + 1, dof] += jn - jt1
+            d.efc_J[w, r0 + 2, dof] += jn + jt2
+            d.efc_J[w, r0 + 3, dof] += jn - jt2
+
+    @wp.func
     def add_contact_jacobian(m: Model, d: Data, w: int, r0: int, nrow: int, body: int, point: vec3,
                              frame: T.mat33, friction: vec5, sign: scalar):
         """Add sign x (Jacobian of `point` on `body`) in the contact frame to the rows of one
-        contact: the normal row, or the pyramid edges J_n +- mu_k J_tk (mj_jac, mj_instantiateContact)."""
+        contact (mj_jac, mj_instantiateContact): the dofs of the chain that moves the body."""
         dof = m.body_dofend[body]
-        if dof < 0:
-            return
-        offset = point - d.subtree_com[w, m.body_rootid[body]]
-        nrm = vec3(frame[0, 0], frame[0, 1], frame[0, 2])
-        t1 = vec3(frame[1, 0], frame[1, 1], frame[1, 2])
-        t2 = vec3(frame[2, 0], frame[2, 1], frame[2, 2])
-        while dof >= 0:
-            cdof = d.cdof[w, dof]
-            ang = vec3(cdof[0], cdof[1], cdof[2])
-            jp = vec3(cdof[3], cdof[4], cdof[5]) + wp.cross(ang, offset)
-            jn = wp.dot(nrm, jp) * sign
-            if nrow == 1:
-                d.efc_J[w, r0, dof] = d.efc_J[w, r0, dof] + jn
-            else:
-                jt1 = wp.dot(t1, jp) * sign * friction[0]
-                jt2 = wp.dot(t2, jp) * sign * friction[1]
-                d.efc_J[w, r0, dof] = d.efc_J[w, r0, dof] + (jn + jt1)
-                d.efc_J[w, r0 + 1, dof] = d.efc_J[w, r0 + 1, dof] + (jn - jt1)
-                d.efc_J[w, r0 + 2, dof] = d.efc_J[w, r0 + 2, dof] + (jn + jt2)
-                d.efc_J[w, r0 + 3, dof] = d.efc_J[w, r0 + 3, dof] + (jn - jt2)
-            dof = m.dof_parentid[dof]
+        if dof >= 0:
+            offset = point - d.subtree_com[w, m.body_rootid[body]]
+            add_contact_dof(m, d, w, r0, nrow, dof, offset, frame, friction, sign)
+            adr = m.dof_ancestor_adr[dof]
+            for k in range(adr, adr + m.dof_ancestor_num[dof]):
+                add_contact_dof(m, d, w, r0, nrow, m.dof_ancestor[k], offset, frame, friction, sign)
 
     @wp.func
     def make_constraint(m: Model, d: Data, w: int):
@@ -179,7 +190,7 @@ def build(scalar):
                 solimp = clamp_solimp(m.dof_solimp[dof])
                 imp = impedance(solimp, scalar(0.0), scalar(0.0))
                 k, b = stiffness_damping(m, m.dof_solref[dof], solimp[1])
-                set_row(d, w, r, scalar(0.0), scalar(0.0), floss, imp, m.dof_invweight0[dof],
+                set_row(d, w, r, scalar(0.0), scalar(0.0), floss, imp, regularizer(imp, m.dof_invweight0[dof]),
                         scalar(0.0), b)
                 zero_jacobian(m, d, w, r)
                 d.efc_J[w, r, dof] = scalar(1.0)
@@ -206,80 +217,67 @@ def build(scalar):
                     zero_jacobian(m, d, w, r)
                     for c in range(3):
                         d.efc_J[w, r, dof + c] = -axis[c]
-                else:
-                    continue
             else:
                 value = d.qpos[w, qadr]
-                dist = scalar(0.0)
+                dist = rng[1] - value
                 if side < 0:
                     dist = value - rng[0]
-                else:
-                    dist = rng[1] - value
                 if dist < margin:
                     zero_jacobian(m, d, w, r)
                     d.efc_J[w, r, dof] = scalar(-side)
-                else:
-                    continue
-            solimp = clamp_solimp(m.jnt_solimp[jnt])
-            imp = impedance(solimp, dist, margin)
-            k, b = stiffness_damping(m, m.jnt_solref[jnt], solimp[1])
-            set_row(d, w, r, dist, margin, scalar(0.0), imp, m.dof_invweight0[dof], k, b)
-            d.efc_list[w, n] = r
-            n = n + 1
+            if dist < margin:
+                solimp = clamp_solimp(m.jnt_solimp[jnt])
+                imp = impedance(solimp, dist, margin)
+                k, b = stiffness_damping(m, m.jnt_solref[jnt], solimp[1])
+                set_row(d, w, r, dist, margin, scalar(0.0), imp, regularizer(imp, m.dof_invweight0[dof]), k, b)
+                d.efc_list[w, n] = r
+                n = n + 1
 
         # contacts within their margin (contacts in the gap get no rows)
         wc = w % m.cpair_friction.shape[0]
         for c in range(m.ncon):
-            if d.contact_active[w, c] == 0:
-                continue
             p = m.contact_pair[c]
             dist = d.contact_dist[w, c]
             margin = m.cpair_margin[p]
-            if dist >= margin:
-                continue
-            r0 = m.contact_efc_adr[c]
-            condim = m.cpair_condim[p]
-            nrow = 1
-            if condim > 1:
-                nrow = 4
-            fr = m.cpair_friction[wc, p]
-            g = m.cpair_geom[p]
-            b1 = m.geom_bodyid[g[0]]
-            b2 = m.geom_bodyid[g[1]]
-            frame = d.contact_frame[w, c]
-            point = d.contact_pos[w, c]
-            for e in range(nrow):
-                zero_jacobian(m, d, w, r0 + e)
-            add_contact_jacobian(m, d, w, r0, nrow, b2, point, frame, fr, scalar(1.0))
-            add_contact_jacobian(m, d, w, r0, nrow, b1, point, frame, fr, scalar(-1.0))
+            if d.contact_active[w, c] != 0 and dist < margin:
+                r0 = m.contact_efc_adr[c]
+                condim = m.cpair_condim[p]
+                nrow = 1
+                if condim > 1:
+                    nrow = 4
+                fr = m.cpair_friction[wc, p]
+                g = m.cpair_geom[p]
+                b1 = m.geom_bodyid[g[0]]
+                b2 = m.geom_bodyid[g[1]]
+                frame = d.contact_frame[w, c]
+                point = d.contact_pos[w, c]
+                for e in range(nrow):
+                    zero_jacobian(m, d, w, r0 + e)
+                add_contact_jacobian(m, d, w, r0, nrow, b2, point, frame, fr, scalar(1.0))
+                add_contact_jacobian(m, d, w, r0, nrow, b1, point, frame, fr, scalar(-1.0))
 
-            # approximate inverse inertia of the contact (mj_diagApprox): both bodies
-            iw1 = m.body_invweight0[b1]
-            iw2 = m.body_invweight0[b2]
-            tran = iw1[0] + iw2[0]
-            solimp = clamp_solimp(m.cpair_solimp[p])
-            imp = impedance(solimp, dist, margin)
-            k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
-            if nrow == 1:
-                set_row(d, w, r0, dist, margin, scalar(0.0), imp, tran, k, b)
-                d.efc_list[w, n] = r0
-                n = n + 1
-            else:
-                # first edge's R, then the pyramid's common R matching the elliptic cone's
-                # friction impedance: R_py = 2 mu^2 R_0, mu = friction_0 sqrt(R_1 / R_0)
-                diag0 = tran + fr[0] * fr[0] * tran
-                r_0 = wp.max(scalar(MINVAL), (scalar(1.0) - imp) * diag0 / imp)
-                r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
-                mu = fr[0] * wp.sqrt(r_1 / r_0)
-                r_py = scalar(2.0) * mu * mu * r_0
-                # the diagApprox that reproduces R_py through R = (1 - imp) / imp * diag
-                diag_py = r_py * imp / (scalar(1.0) - imp)
-                for e in range(4):
-                    set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, diag_py, k, b)
-                    d.efc_R[w, r0 + e] = r_py
-                    d.efc_D[w, r0 + e] = scalar(1.0) / r_py
-                    d.efc_list[w, n] = r0 + e
+                # approximate inverse inertia of the contact (mj_diagApprox): both bodies
+                iw1 = m.body_invweight0[b1]
+                iw2 = m.body_invweight0[b2]
+                tran = iw1[0] + iw2[0]
+                solimp = clamp_solimp(m.cpair_solimp[p])
+                imp = impedance(solimp, dist, margin)
+                k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
+                if nrow == 1:
+                    set_row(d, w, r0, dist, margin, scalar(0.0), imp, regularizer(imp, tran), k, b)
+                    d.efc_list[w, n] = r0
                     n = n + 1
+                else:
+                    # first edge's R, then the pyramid's common R matching the elliptic cone's
+                    # friction impedance: R_py = 2 mu^2 R_0, mu = friction_0 sqrt(R_1 / R_0)
+                    r_0 = regularizer(imp, tran + fr[0] * fr[0] * tran)
+                    r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
+                    mu = fr[0] * wp.sqrt(r_1 / r_0)
+                    r_py = scalar(2.0) * mu * mu * r_0
+                    for e in range(4):
+                        set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, r_py, k, b)
+                        d.efc_list[w, n + e] = r0 + e
+                    n = n + 4
         d.efc_nactive[w] = n
 
     @wp.func
@@ -287,8 +285,12 @@ def build(scalar):
         """efc_vel = J qvel and aref = -B vel - K imp (pos - margin) (mj_referenceConstraint)."""
         for a in range(d.efc_nactive[w]):
             r = d.efc_list[w, a]
-            vel = row_dot(m, d, w, r, d.qvel)
-            d.efc_vel[w, r] = vel
+            # accumulated in memory, not in a local carried across a dynamic loop (exact adjoints)
+            d.efc_vel[w, r] = scalar(0.0)
+            for k in range(m.efc_nnz[r]):
+                j = m.efc_colind[r, k]
+                d.efc_vel[w, r] += d.efc_J[w, r, j] * d.qvel[w, j]
+            vel = d.efc_vel[w, r]
             d.efc_aref[w, r] = (-d.efc_B[w, r] * vel
                                 - d.efc_K[w, r] * d.efc_imp[w, r] * (d.efc_pos[w, r] - d.efc_margin[w, r]))
 

@@ -21,9 +21,10 @@ import warp as wp
 
 from simrl.errors import UnsupportedFeatureError
 from simrl.sim import forward, integrate_pos
+from simrl.sim.constraint import CNSTR_FRICTION_DOF
 from simrl.sim.data import data_struct, make_data
 from simrl.sim.model import INTEGRATOR_EULER, model_struct
-from simrl.sim.types import kernel_module, scalar_types
+from simrl.sim.types import MINVAL, kernel_module, scalar_types
 
 
 @functools.cache
@@ -33,6 +34,9 @@ def build(scalar):
     Model, Data = model_struct(scalar), data_struct(scalar)
     s = forward.stages(scalar)
     kinematics_, com_pos_, crb_ = s["kinematics"], s["com_pos"], s["crb"]
+    collision_, make_constraint_, reference_constraint_ = s["collision"], s["make_constraint"], \
+        s["reference_constraint"]
+    solve_ = s["solve"]
     com_vel_, passive_, rne_, actuation_ = s["com_vel"], s["passive"], s["rne"], s["actuation"]
     from simrl.sim import factor_m
 
@@ -55,6 +59,168 @@ def build(scalar):
         for i in range(m.nv):
             d.qfrc_smooth[w, i] = d.qfrc_passive[w, i] - d.qfrc_bias[w, i] + d.qfrc_applied[w, i] + \
                 d.qfrc_actuator[w, i]
+
+    @wp.kernel(module=module)
+    def constraint(m: Model, d: Data):
+        """Contacts, constraint rows and reference accelerations (mj_collision, mj_makeConstraint,
+        mj_referenceConstraint): differentiable except which contacts and rows exist."""
+        w = wp.tid()
+        collision_(m, d, w)
+        make_constraint_(m, d, w)
+        reference_constraint_(m, d, w)
+
+    @wp.kernel(module=module)
+    def constraint_solve(m: Model, d: Data):
+        """The Newton solver (simrl.sim.solver), run forward only: its result is differentiated
+        implicitly by `constraint_adjoint`."""
+        w = wp.tid()
+        solve_(m, d, w)
+
+    @wp.func
+    def row_zone(m: Model, d: Data, w: int, r: int, jar: scalar):
+        """The zone of row r's cost at jar: 1 quadratic, 0 none (unilateral, jar >= 0), -1
+        linear (friction loss beyond R floss)."""
+        zone = int(0)
+        if m.efc_type[r] == CNSTR_FRICTION_DOF:
+            zone = 1
+            fl = d.efc_frictionloss[w, r] * d.efc_R[w, r]
+            if jar <= -fl or jar >= fl:
+                zone = -1
+        elif jar < scalar(0.0):
+            zone = 1
+        return zone
+
+    @wp.kernel(module=module)
+    def constraint_force(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), jar: wp.array2d(dtype=scalar),
+                         force: wp.array2d(dtype=scalar), qfrc: wp.array2d(dtype=scalar)):
+        """efc_force and qfrc_constraint = J' efc_force at qacc, differentiably: D (aref - J qacc)
+        in the quadratic zone, -+ frictionloss in the linear zone of friction loss."""
+        w = wp.tid()
+        for i in range(m.nv):
+            qfrc[w, i] = scalar(0.0)
+        for a in range(d.efc_nactive[w]):
+            r = d.efc_list[w, a]
+            jar[w, r] = -d.efc_aref[w, r]
+            for k in range(m.efc_nnz[r]):
+                j = m.efc_colind[r, k]
+                jar[w, r] += d.efc_J[w, r, j] * qacc[w, j]
+            value = jar[w, r]
+            zone = row_zone(m, d, w, r, value)
+            fr = scalar(0.0)
+            if zone == 1:
+                fr = -d.efc_D[w, r] * value
+            elif zone == -1:
+                fr = -d.efc_frictionloss[w, r]
+                if value < scalar(0.0):
+                    fr = d.efc_frictionloss[w, r]
+            force[w, r] = fr
+            for k in range(m.efc_nnz[r]):
+                j = m.efc_colind[r, k]
+                qfrc[w, j] += d.efc_J[w, r, j] * fr
+
+    @wp.kernel(module=module)
+    def constraint_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), qacc_bar: wp.array2d(dtype=scalar),
+                           lam: wp.array2d(dtype=scalar), H: wp.array3d(dtype=scalar),
+                           qM_bar: wp.array3d(dtype=scalar), qfrc_smooth_bar: wp.array2d(dtype=scalar),
+                           J_bar: wp.array3d(dtype=scalar), D_bar: wp.array2d(dtype=scalar),
+                           aref_bar: wp.array2d(dtype=scalar), floss_bar: wp.array2d(dtype=scalar)):
+        """Implicit adjoint of the constraint solve. At the solver's minimum, with each row's
+        zone fixed (contact activation is not differentiable),
+            (M + sum_quad D_r J_r' J_r) a = qfrc_smooth + sum_quad D_r aref_r J_r' + sum_lin f_r J_r'.
+        With lam = H^-1 a_bar (H the matrix on the left, factorized here by dense Cholesky):
+            qfrc_smooth_bar += lam,  M_bar -= lam a',
+            quadratic rows: J_bar_r += f_r lam - D_r (J_r lam) a,  D_bar_r += (J_r lam)(aref_r - J_r a),
+                            aref_bar_r += D_r (J_r lam),
+            linear rows:    J_bar_r += f_r lam,  floss_bar_r += sign(f_r) (J_r lam)."""
+        w = wp.tid()
+        nv = m.nv
+        for i in range(nv):
+            for j in range(i + 1):
+                H[w, i, j] = d.qM[w, i, j]
+        for a in range(d.efc_nactive[w]):
+            r = d.efc_list[w, a]
+            jar = -d.efc_aref[w, r]
+            for k in range(m.efc_nnz[r]):
+                j = m.efc_colind[r, k]
+                jar = jar + d.efc_J[w, r, j] * qacc[w, j]
+            if row_zone(m, d, w, r, jar) == 1:
+                D = d.efc_D[w, r]
+                for ki in range(m.efc_nnz[r]):
+                    i = m.efc_colind[r, ki]
+                    for kj in range(ki + 1):
+                        j = m.efc_colind[r, kj]
+                        H[w, i, j] = H[w, i, j] + D * d.efc_J[w, r, i] * d.efc_J[w, r, j]
+        # H = L L' in place (lower triangle), then L L' lam = qacc_bar
+        for j in range(nv):
+            sjj = H[w, j, j]
+            for k in range(j):
+                sjj = sjj - H[w, j, k] * H[w, j, k]
+            ljj = wp.sqrt(wp.max(sjj, scalar(MINVAL)))
+            H[w, j, j] = ljj
+            for i in range(j + 1, nv):
+                sij = H[w, i, j]
+                for k in range(j):
+                    sij = sij - H[w, i, k] * H[w, j, k]
+                H[w, i, j] = sij / ljj
+        for i in range(nv):
+            si = qacc_bar[w, i]
+            for k in range(i):
+                si = si - H[w, i, k] * lam[w, k]
+            lam[w, i] = si / H[w, i, i]
+        for ii in range(nv):
+            i = nv - 1 - ii
+            si = lam[w, i]
+            for k in range(i + 1, nv):
+                si = si - H[w, k, i] * lam[w, k]
+            lam[w, i] = si / H[w, i, i]
+        # smooth force and mass matrix (entries on M's sparsity pattern, both triangles)
+        for i in range(nv):
+            li = lam[w, i]
+            qfrc_smooth_bar[w, i] = qfrc_smooth_bar[w, i] + li
+            qM_bar[w, i, i] = qM_bar[w, i, i] - li * qacc[w, i]
+            adr = m.dof_ancestor_adr[i]
+            for k in range(adr, adr + m.dof_ancestor_num[i]):
+                j = m.dof_ancestor[k]
+                qM_bar[w, i, j] = qM_bar[w, i, j] - li * qacc[w, j]
+                qM_bar[w, j, i] = qM_bar[w, j, i] - lam[w, j] * qacc[w, i]
+        # constraint rows
+        for a in range(d.efc_nactive[w]):
+            r = d.efc_list[w, a]
+            ja = scalar(0.0)
+            jl = scalar(0.0)
+            for k in range(m.efc_nnz[r]):
+                j = m.efc_colind[r, k]
+                ja = ja + d.efc_J[w, r, j] * qacc[w, j]
+                jl = jl + d.efc_J[w, r, j] * lam[w, j]
+            jar = ja - d.efc_aref[w, r]
+            zone = row_zone(m, d, w, r, jar)
+            if zone == 1:
+                D = d.efc_D[w, r]
+                fr = -D * jar
+                for k in range(m.efc_nnz[r]):
+                    j = m.efc_colind[r, k]
+                    J_bar[w, r, j] = J_bar[w, r, j] + fr * lam[w, j] - D * jl * qacc[w, j]
+                D_bar[w, r] = D_bar[w, r] - jl * jar
+                aref_bar[w, r] = aref_bar[w, r] + D * jl
+            elif zone == -1:
+                sign = scalar(-1.0)
+                if jar < scalar(0.0):
+                    sign = scalar(1.0)
+                fr = sign * d.efc_frictionloss[w, r]
+                for k in range(m.efc_nnz[r]):
+                    j = m.efc_colind[r, k]
+                    J_bar[w, r, j] = J_bar[w, r, j] + fr * lam[w, j]
+                floss_bar[w, r] = floss_bar[w, r] + sign * jl
+
+    @wp.kernel(module=module)
+    def add(a: wp.array2d(dtype=scalar), b: wp.array2d(dtype=scalar), out: wp.array2d(dtype=scalar)):
+        w, i = wp.tid()
+        out[w, i] = a[w, i] + b[w, i]
+
+    @wp.kernel(module=module)
+    def copy(src: wp.array2d(dtype=scalar), dst: wp.array2d(dtype=scalar)):
+        w, i = wp.tid()
+        dst[w, i] = src[w, i]
 
     @wp.kernel(module=module)
     def euler_diagonal(m: Model, out: wp.array2d(dtype=scalar)):
@@ -122,7 +288,9 @@ def build(scalar):
         prm = base[w % base.shape[0], a]
         out[w, a] = T.vec3(gain[w, a], prm[1], prm[2])
 
-    return {"smooth": smooth, "euler_diagonal": euler_diagonal, "solve_forward": solve_forward,
+    return {"smooth": smooth, "constraint": constraint, "constraint_solve": constraint_solve,
+            "constraint_force": constraint_force, "constraint_adjoint": constraint_adjoint, "add": add,
+            "copy": copy, "euler_diagonal": euler_diagonal, "solve_forward": solve_forward,
             "solve_adjoint": solve_adjoint, "advance": advance, "gain_to_gainprm": gain_to_gainprm}
 
 
@@ -133,17 +301,12 @@ def check_differentiable(model) -> None:
             "diff_step supports the Euler integrator only (the model uses "
             f"{'RK4' if model.integrator == 1 else 'integrator ' + str(model.integrator)}); "
             "set <option integrator=\"Euler\"/>")
-    if model.struct.nefc > 0:
-        raise UnsupportedFeatureError(
-            f"diff_step: gradients through constraints (this model has {model.struct.nefc} constraint rows: "
-            "contacts, joint limits or friction loss) are not implemented yet; disable them with "
-            "<option><flag constraint=\"disable\"/></option> to differentiate the smooth dynamics")
 
 
-def _solve(tape, kernels, m, W, A, diag, b, x, device):
-    """x = (A + diag)^-1 b, launched outside the tape, with its hand-written adjoint recorded."""
+def _solve(tape, kernels, m, W, A, diag, b, x, device, LD):
+    """x = (A + diag)^-1 b, launched outside the tape, with its hand-written adjoint recorded;
+    LD receives the factor."""
     nv = A.shape[1]
-    LD = wp.zeros_like(A, requires_grad=False)
     wp.launch(kernels["solve_forward"], dim=W, inputs=[m, A, diag, b, LD, x], device=device, record_tape=False)
 
     def backward():
@@ -164,11 +327,14 @@ class Rollout:
     def __init__(self, model, m, qpos0, qvel0, ctrl, qfrc_applied, steps: int, tape: wp.Tape):
         self.kernels = k = build(model.dtype)
         self.tape = tape
+        self.model = model
         device = model.device
         W = qpos0.shape[0]
         nv = model.nv
         self.datas = []
         qpos, qvel = qpos0, qvel0
+        constrained = model.struct.nefc > 0
+        warmstart = None
         with tape:
             for _ in range(steps):
                 d = make_data(model, W, requires_grad=True)
@@ -176,13 +342,53 @@ class Rollout:
                 wp.launch(k["smooth"], dim=W, inputs=[m, d], device=device)
                 diag = wp.zeros((W, nv), dtype=model.dtype, device=device, requires_grad=True)
                 wp.launch(k["euler_diagonal"], dim=(W, nv), inputs=[m, diag], device=device)
-                # without constraints qacc = M^-1 qfrc_smooth; with implicit damping Euler uses
-                # (M + h D)^-1 qfrc_smooth instead (mj_EulerSkip)
-                _solve(tape, k, m, W, d.qM, diag, d.qfrc_smooth, d.qacc_int, device)
+                if not constrained:
+                    # qacc = M^-1 qfrc_smooth; with implicit damping Euler uses
+                    # (M + h D)^-1 qfrc_smooth instead (mj_EulerSkip)
+                    _solve(tape, k, m, W, d.qM, diag, d.qfrc_smooth, d.qacc_int, device, d.qLD)
+                    qacc_int = d.qacc_int
+                else:
+                    qacc_int = self._constrained(m, d, diag, warmstart)
+                    warmstart = d.qacc
                 qpos_next = wp.zeros_like(qpos, requires_grad=True)
                 qvel_next = wp.zeros_like(qvel, requires_grad=True)
-                wp.launch(k["advance"], dim=W, inputs=[m, qpos, qvel, d.qacc_int, qpos_next, qvel_next],
+                wp.launch(k["advance"], dim=W, inputs=[m, qpos, qvel, qacc_int, qpos_next, qvel_next],
                           device=device)
                 self.datas.append(d)
                 qpos, qvel = qpos_next, qvel_next
         self.qpos1, self.qvel1 = qpos, qvel
+
+    def _constrained(self, m, d, diag, warmstart):
+        """qacc with constraints: the solver forward, its implicit adjoint on the tape; then the
+        acceleration Euler integrates (with implicit damping: (M + h D)^-1 (qfrc_smooth +
+        qfrc_constraint)). Returns that acceleration."""
+        k, tape, model = self.kernels, self.tape, self.model
+        device, dtype = model.device, model.dtype
+        W, nv, nefc = d.qvel.shape[0], model.nv, model.struct.nefc
+        zero = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
+        _solve(tape, k, m, W, d.qM, zero, d.qfrc_smooth, d.qacc_smooth, device, d.qLD)
+        wp.launch(k["constraint"], dim=W, inputs=[m, d], device=device)
+        if warmstart is not None:
+            wp.copy(d.qacc_warmstart, warmstart)
+        wp.launch(k["constraint_solve"], dim=W, inputs=[m, d], device=device, record_tape=False)
+        qacc = wp.clone(d.qacc, requires_grad=True)
+
+        def backward():
+            lam = wp.zeros((W, nv), dtype=dtype, device=device)
+            H = wp.zeros((W, nv, nv), dtype=dtype, device=device)
+            wp.launch(k["constraint_adjoint"], dim=W,
+                      inputs=[m, d, qacc, qacc.grad, lam, H, d.qM.grad, d.qfrc_smooth.grad, d.efc_J.grad,
+                              d.efc_D.grad, d.efc_aref.grad, d.efc_frictionloss.grad], device=device)
+
+        tape.record_func(backward, arrays=[qacc, d.qM, d.qfrc_smooth, d.efc_J, d.efc_D, d.efc_aref,
+                                           d.efc_frictionloss])
+        if not model.struct.euler_damp:
+            return qacc
+        jar = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)
+        force = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)
+        qfrc = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
+        wp.launch(k["constraint_force"], dim=W, inputs=[m, d, qacc, jar, force, qfrc], device=device)
+        rhs = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
+        wp.launch(k["add"], dim=(W, nv), inputs=[d.qfrc_smooth, qfrc, rhs], device=device)
+        _solve(tape, k, m, W, d.qM, diag, rhs, d.qacc_int, device, d.qH)
+        return d.qacc_int
