@@ -43,6 +43,10 @@ def build(scalar):
     _, factor_ld, solve_ld = factor_m.build(scalar)
     integrate_pos_ = integrate_pos.build(scalar)
     module = kernel_module(scalar, name="grad", backward=True)
+    # kernels with hand-written adjoints (or none): no generated adjoint, and out of reach of
+    # Warp's read-then-write check (wp.config.verify_autograd_array_access), which concerns
+    # generated adjoints only
+    custom = kernel_module(scalar, name="grad_custom")
 
     @wp.kernel(module=module)
     def smooth(m: Model, d: Data):
@@ -69,7 +73,7 @@ def build(scalar):
         make_constraint_(m, d, w)
         reference_constraint_(m, d, w)
 
-    @wp.kernel(module=module)
+    @wp.kernel(module=custom)
     def constraint_solve(m: Model, d: Data):
         """The Newton solver (simrl.sim.solver), run forward only: its result is differentiated
         implicitly by `constraint_adjoint`."""
@@ -118,7 +122,7 @@ def build(scalar):
                 j = m.efc_colind[r, k]
                 qfrc[w, j] += d.efc_J[w, r, j] * fr
 
-    @wp.kernel(module=module)
+    @wp.kernel(module=custom)
     def constraint_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), qacc_bar: wp.array2d(dtype=scalar),
                            lam: wp.array2d(dtype=scalar), H: wp.array3d(dtype=scalar),
                            qM_bar: wp.array3d(dtype=scalar), qfrc_smooth_bar: wp.array2d(dtype=scalar),
@@ -231,7 +235,7 @@ def build(scalar):
             value = m.timestep * m.dof_damping[w % m.dof_damping.shape[0], i]
         out[w, i] = value
 
-    @wp.kernel(module=module)
+    @wp.kernel(module=custom)
     def solve_forward(m: Model, A: wp.array3d(dtype=scalar), diag: wp.array2d(dtype=scalar),
                       b: wp.array2d(dtype=scalar), LD: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar)):
         """x = (A + diag(diag))^-1 b for a matrix with the sparsity of qM; LD keeps the factor."""
@@ -246,7 +250,7 @@ def build(scalar):
         factor_ld(m, LD, w)
         solve_ld(m, LD, x, w)
 
-    @wp.kernel(module=module)
+    @wp.kernel(module=custom)
     def solve_adjoint(m: Model, LD: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar),
                       x_bar: wp.array2d(dtype=scalar), y: wp.array2d(dtype=scalar),
                       b_bar: wp.array2d(dtype=scalar), A_bar: wp.array3d(dtype=scalar),

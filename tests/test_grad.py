@@ -1,0 +1,304 @@
+"""Gradients of `simrl.diff_step` against central finite differences.
+
+The float64 build makes the comparison crisp (relative errors ~1e-8 where the finite
+differences are exact to ~1e-9); the float32 build is checked against the float64 finite
+differences. With constraints, states are chosen so that no contact, limit or friction zone
+changes within the finite-difference step (activation is not differentiable)."""
+
+import re
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+import warp as wp
+from conftest import GYM_ASSETS, without_constraints
+from models import BALL_CHAIN, SLIDE_HINGE, TWO_TREES
+
+from envs import ASSETS_DIR
+from simrl import Sim, UnsupportedFeatureError, diff_step
+
+QUADRUPED_XML = ASSETS_DIR / "quadruped.xml"
+
+# Slide, hinge and ball limits, friction loss on two dofs, dof damping (implicit in Euler, so
+# the constraint force enters a second solve) and a sphere pressed into the floor.
+LIMITS_FRICTION = """
+<mujoco model="limits_friction_contact">
+  <option timestep="0.004" integrator="Euler"/>
+  <worldbody>
+    <geom type="plane" size="5 5 0.1" pos="0 0 0.06"/>
+    <body pos="0 0 0.3">
+      <joint name="slide" type="slide" axis="1 0 0" range="-0.1 0.1" frictionloss="0.5" damping="0.3"/>
+      <geom type="box" size="0.1 0.05 0.05" mass="1" contype="0" conaffinity="0"/>
+      <body pos="0.1 0 0">
+        <joint name="hinge" type="hinge" axis="0 1 0" range="-10 30" frictionloss="0.2" damping="0.1"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 -0.2" size="0.03" mass="0.3" contype="0" conaffinity="0"/>
+        <body pos="0.2 0 -0.2">
+          <joint name="ball" type="ball" range="0 20" damping="0.05"/>
+          <geom type="sphere" size="0.05" pos="0 0 -0.07" mass="0.2"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="slide" gear="5"/><motor joint="hinge" gear="2"/></actuator>
+</mujoco>"""
+
+NAMES = ("qpos0", "qvel0", "ctrl", "body_mass", "actuator_gain")
+
+
+def _euler(mjm):
+    mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    return mjm
+
+
+def _inputs(mjm, W, rng, kind):
+    """(qpos, qvel, ctrl) for the gradient checks."""
+    if kind == "random":
+        qpos = np.tile(mjm.qpos0, (W, 1)) + rng.normal(0.0, 0.3, (W, mjm.nq))
+        for j in range(mjm.njnt):
+            t = int(mjm.jnt_type[j])
+            if t in (int(mujoco.mjtJoint.mjJNT_FREE), int(mujoco.mjtJoint.mjJNT_BALL)):
+                a = mjm.jnt_qposadr[j] + (3 if t == int(mujoco.mjtJoint.mjJNT_FREE) else 0)
+                qpos[:, a:a + 4] /= np.linalg.norm(qpos[:, a:a + 4], axis=1, keepdims=True)
+        qvel = rng.normal(0.0, 1.0, (W, mjm.nv))
+    elif kind == "quadruped":
+        # standing, feet pressed 2 cm into the ground, joints and velocities perturbed
+        qpos = np.tile(mjm.key_qpos[0], (W, 1))
+        qpos[:, 2] -= 0.02
+        qpos[:, 7:] += rng.normal(0.0, 0.03, (W, mjm.nq - 7))
+        qvel = rng.normal(0.0, 0.2, (W, mjm.nv))
+    else:  # limits_friction: every limit beyond its range, the sphere in the floor
+        angle = 0.2
+        qpos = np.tile([0.104, -0.2, np.cos(angle), np.sin(angle) * 0.6, np.sin(angle) * 0.8, 0.0], (W, 1))
+        qvel = np.tile([0.3, -0.5, 0.1, 0.2, -0.1], (W, 1))
+        qvel[1] *= 1e-3  # second world: friction loss in its quadratic zone
+    # controls inside ctrlrange (clamping has zero gradient)
+    lo = np.where(mjm.actuator_ctrllimited, mjm.actuator_ctrlrange[:, 0], -1.0)
+    hi = np.where(mjm.actuator_ctrllimited, mjm.actuator_ctrlrange[:, 1], 1.0)
+    ctrl = rng.uniform(lo + 0.1 * (hi - lo), hi - 0.1 * (hi - lo), (W, mjm.nu))
+    return qpos, qvel, ctrl
+
+
+def _check_gradients(sim, mjm, values, substeps=1, tol=1e-6, fd_sim=None, eps=1e-6):
+    """Gradients of a random linear function of (qpos1, qvel1) vs central differences."""
+    W = sim.num_worlds
+    gen = torch.Generator().manual_seed(0)
+    dtype = sim.qpos.dtype
+    inputs = [torch.tensor(v, dtype=dtype, requires_grad=True) for v in values]
+    wq = torch.randn(W, mjm.nq, generator=gen, dtype=torch.float64)
+    wv = torch.randn(W, mjm.nv, generator=gen, dtype=torch.float64)
+    qpos1, qvel1 = diff_step(sim, *inputs[:3], dict(zip(NAMES[3:], inputs[3:], strict=True)), substeps=substeps)
+    assert qpos1.grad_fn is not None
+    loss = (qpos1.double() * wq).sum() + (qvel1.double() * wv).sum()
+    loss.backward()
+
+    fd_sim = fd_sim or sim
+    base = [torch.tensor(v, dtype=torch.float64) for v in values]
+
+    def f(args):
+        with torch.no_grad():
+            q, v = diff_step(fd_sim, *args[:3], dict(zip(NAMES[3:], args[3:], strict=True)), substeps=substeps)
+        return ((q * wq).sum() + (v * wv).sum()).item()
+
+    errors = {}
+    for k, name in enumerate(NAMES):
+        g = inputs[k].grad.double()
+        fd = torch.zeros_like(base[k])
+        for i in range(fd.numel()):
+            if name == "body_mass" and i % mjm.nbody == 0:
+                continue  # the world body's mass does not enter the dynamics
+            plus = [x.clone() for x in base]
+            minus = [x.clone() for x in base]
+            plus[k].view(-1)[i] += eps
+            minus[k].view(-1)[i] -= eps
+            fd.view(-1)[i] = (f(plus) - f(minus)) / (2 * eps)
+        if name == "body_mass":
+            g[:, 0] = 0.0
+        assert fd.norm() > 0, name
+        errors[name] = ((g - fd).norm() / fd.norm()).item()
+    assert max(errors.values()) < tol, errors
+    return errors
+
+
+def _params(mjm, W):
+    return [np.tile(mjm.body_mass, (W, 1)), np.tile(mjm.actuator_gainprm[:, 0], (W, 1))]
+
+
+SMOOTH = {"slide_hinge": SLIDE_HINGE, "ball_chain": BALL_CHAIN, "two_trees": TWO_TREES, "humanoid": None}
+
+
+def _smooth_model(name):
+    xml = SMOOTH[name]
+    mjm = mujoco.MjModel.from_xml_path(str(GYM_ASSETS / "humanoid.xml")) if xml is None \
+        else mujoco.MjModel.from_xml_string(xml)
+    return _euler(without_constraints(mjm))
+
+
+@pytest.mark.parametrize("name", list(SMOOTH))
+def test_smooth_gradients_float64(name, rng):
+    """Smooth dynamics (no constraint rows), two Euler steps: every input and parameter."""
+    mjm = _smooth_model(name)
+    sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    values = [*_inputs(mjm, 2, rng, "random"), *_params(mjm, 2)]
+    _check_gradients(sim, mjm, values, substeps=2, tol=1e-6)
+
+
+@pytest.mark.parametrize("model", ["quadruped", "limits_friction"])
+def test_constraint_gradients_float64(model, rng):
+    """Contacts (pyramidal, condim 3), slide/hinge/ball limits, friction loss in both zones,
+    implicit damping with constraint forces: one Euler step."""
+    if model == "quadruped":
+        mjm = mujoco.MjModel.from_xml_path(str(QUADRUPED_XML))
+    else:
+        mjm = mujoco.MjModel.from_xml_string(LIMITS_FRICTION)
+    sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    sim.set_solver(iterations=100, tolerance=1e-15)  # the solution to rounding: crisp differences
+    values = [*_inputs(mjm, 2, rng, model), *_params(mjm, 2)]
+    # the state really has active constraints of each kind
+    sim.qpos, sim.qvel, sim.ctrl = (torch.tensor(v) for v in values[:3])
+    sim.forward()
+    efc_type = sim.model.struct.efc_type.numpy()
+    force = sim.efc_force.numpy()
+    assert (force[:, efc_type == 6] > 0).any(axis=1).all(), "contacts"
+    if model == "limits_friction":
+        assert (force[:, efc_type == 3] > 0).sum(axis=1).min() == 3, "three limits active"
+        assert (force[:, efc_type == 1] != 0).all(), "friction loss"
+    # finite differences through the solver are exact to ~1e-7 relative here
+    _check_gradients(sim, mjm, values, tol=1e-5)
+
+
+@pytest.mark.parametrize("model", ["slide_hinge", "quadruped"])
+def test_gradients_float32(model, rng, verify_array_access):
+    """The float32 build's gradients against float64 finite differences: < 1e-2 relative.
+    Runs with wp.config.verify_autograd_array_access (see the fixture)."""
+    if model == "quadruped":
+        mjm = mujoco.MjModel.from_xml_path(str(QUADRUPED_XML))
+        kind = "quadruped"
+    else:
+        mjm = _smooth_model(model)
+        kind = "random"
+    sim32 = Sim.from_model(mjm, num_worlds=2, dtype="float32")
+    sim64 = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    sim64.set_solver(iterations=100, tolerance=1e-15)
+    values = [*_inputs(mjm, 2, rng, kind), *_params(mjm, 2)]
+    _check_gradients(sim32, mjm, values, tol=1e-2, fd_sim=sim64)
+
+
+# Warp's analysis of kernels that read an array and then write it (wrong generated adjoints).
+# It also inspects the kernels with hand-written adjoints (in-place factorizations, named
+# here), which the tape never differentiates; a warning about any other function fails.
+CUSTOM_ADJOINT = ("factor_ld", "solve_ld", "constraint_adjoint", "constraint_solve", "solve_forward",
+                  "solve_adjoint", "newton_direction", "evaluate", "line_search", "solve")
+
+
+@pytest.fixture
+def verify_array_access(capfd):
+    previous = wp.config.verify_autograd_array_access
+    wp.config.verify_autograd_array_access = True
+    yield
+    wp.config.verify_autograd_array_access = previous
+    out = capfd.readouterr()
+    text = out.out + out.err
+    kernels = re.findall(r"in kernel (\w+) at ([^\s]+)", text)
+    offending = [k for k in kernels if k[0] not in CUSTOM_ADJOINT]
+    assert not offending, f"read-then-write in differentiated kernels: {offending}"
+    assert "being written to after it has been read" not in "".join(
+        line for line in text.splitlines() if not any(f"kernel {c} " in line for c in CUSTOM_ADJOINT))
+
+
+def test_repeat_release_and_substeps(rng):
+    """A repeated call gives identical gradients (no state leaks through the Sim or the tape);
+    the step's buffers are released by backward; substeps equal sim.step(n)."""
+    mjm = mujoco.MjModel.from_xml_path(str(QUADRUPED_XML))
+    sim = Sim.from_model(mjm, num_worlds=3, dtype="float64")
+    qpos, qvel, ctrl = (torch.tensor(v, requires_grad=True) for v in _inputs(mjm, 3, rng, "quadruped"))
+    state = sim.qpos.clone()
+    grads = []
+    for _ in range(2):
+        qpos1, qvel1 = diff_step(sim, qpos, qvel, ctrl, substeps=4)
+        node = qpos1.grad_fn
+        assert len(node.rollout.datas) == 4  # one set of buffers per physics step
+        (qpos1[:, :3].sum() + qvel1.square().sum()).backward()
+        assert node.rollout is None  # tape and buffers released
+        grads.append([t.grad.clone() for t in (qpos, qvel, ctrl)])
+        for t in (qpos, qvel, ctrl):
+            t.grad = None
+    for a, b in zip(*grads, strict=True):
+        assert torch.equal(a, b)
+    assert torch.equal(sim.qpos, state)  # the Sim's own state is untouched
+
+    sim.qpos, sim.qvel, sim.ctrl = qpos.detach(), qvel.detach(), ctrl.detach()
+    sim.step(4)
+    assert torch.allclose(sim.qpos, qpos1.detach(), rtol=0, atol=1e-9)
+    assert torch.allclose(sim.qvel, qvel1.detach(), rtol=0, atol=1e-7)
+
+
+def test_quadruped_rollout_32_steps():
+    """32 chained steps of the quadruped on the ground; loss = final trunk position and
+    velocity; the gradient w.r.t. the 32 x 12 controls agrees with finite differences
+    (computed by Sim.step, one perturbed control per world) in sign and direction."""
+    mjm = mujoco.MjModel.from_xml_path(str(QUADRUPED_XML))
+    H, nu = 32, mjm.nu
+    rng = np.random.default_rng(3)
+    ctrl_seq = np.tile(mjm.key_ctrl[0], (H, 1)) + rng.normal(0.0, 0.2, (H, nu))
+    qpos0 = torch.tensor(mjm.key_qpos[0][None])
+    qvel0 = torch.zeros(1, mjm.nv, dtype=torch.float64)
+    weights = torch.tensor([1.0, 1.0, 1.0, 0.5, 0.5, 0.5], dtype=torch.float64)
+
+    def loss_of(qpos, qvel):
+        return (torch.cat([qpos[:, :3], qvel[:, :3]], dim=1) * weights).sum(dim=1)
+
+    sim = Sim.from_model(mjm, num_worlds=1, dtype="float64")
+    ctrl = torch.tensor(ctrl_seq, requires_grad=True)
+    qpos, qvel = qpos0, qvel0
+    for t in range(H):
+        qpos, qvel = diff_step(sim, qpos, qvel, ctrl[t:t + 1])
+    loss_of(qpos, qvel).sum().backward()
+    grad = ctrl.grad.numpy().ravel()
+
+    # finite differences: world 2i + 1 / 2i + 2 perturb control entry i by +- eps
+    n = H * nu
+    eps = 1e-5
+    fd_sim = Sim.from_model(mjm, num_worlds=2 * n + 1, dtype="float64")
+    fd_sim.qpos = qpos0.repeat(2 * n + 1, 1)
+    fd_sim.qvel = qvel0.repeat(2 * n + 1, 1)
+    seq = np.repeat(ctrl_seq[None], 2 * n + 1, axis=0)  # [world, t, nu]
+    flat = seq.reshape(2 * n + 1, n)
+    flat[1 + 2 * np.arange(n), np.arange(n)] += eps
+    flat[2 + 2 * np.arange(n), np.arange(n)] -= eps
+    for t in range(H):
+        fd_sim.ctrl = torch.tensor(seq[:, t])
+        fd_sim.step()
+    losses = loss_of(fd_sim.qpos, fd_sim.qvel).numpy()
+    fd = (losses[1::2] - losses[2::2]) / (2 * eps)
+    assert abs(losses[0] - loss_of(qpos, qvel).item()) < 1e-9  # same trajectory as the engine
+
+    cosine = grad @ fd / (np.linalg.norm(grad) * np.linalg.norm(fd))
+    significant = np.abs(fd) > 1e-3 * np.abs(fd).max()
+    sign_agreement = np.mean(np.sign(grad[significant]) == np.sign(fd[significant]))
+    assert cosine > 0.95, cosine
+    assert sign_agreement >= 0.95, sign_agreement
+
+
+def test_errors_name_the_problem():
+    mjm = _euler(mujoco.MjModel.from_xml_string(SLIDE_HINGE))
+    sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    qpos = torch.tensor(np.tile(mjm.qpos0, (2, 1)))
+    qvel = torch.zeros(2, mjm.nv, dtype=torch.float64)
+    ctrl = torch.zeros(2, mjm.nu, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"qvel0 must have shape \(2, 6\)"):
+        diff_step(sim, qpos, qvel[:, :3], ctrl)
+    with pytest.raises(TypeError, match="ctrl must be a floating-point tensor"):
+        diff_step(sim, qpos, qvel, ctrl.long())
+    with pytest.raises(ValueError, match="qpos0 contains NaN"):
+        diff_step(sim, qpos * float("nan"), qvel, ctrl)
+    with pytest.raises(KeyError, match="cannot differentiate parameter 'geom_size'"):
+        diff_step(sim, qpos, qvel, ctrl, {"geom_size": torch.zeros(2, 3)})
+    with pytest.raises(ValueError, match="substeps must be a positive integer"):
+        diff_step(sim, qpos, qvel, ctrl, substeps=0)
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device"):
+            diff_step(sim, qpos.cuda(), qvel, ctrl)
+    mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    with pytest.raises(UnsupportedFeatureError, match="Euler integrator only"):
+        diff_step(Sim.from_model(mjm, num_worlds=2, dtype="float64"), qpos, qvel, ctrl)
