@@ -62,7 +62,7 @@ def _kernel(scalar):
                 size1: wp.array(dtype=vec3), pos2: wp.array(dtype=vec3), mat2: wp.array(dtype=mat33),
                 size2: wp.array(dtype=vec3), margin: wp.array(dtype=scalar),
                 dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
-                full: wp.array2d(dtype=mat33), ncon: wp.array(dtype=int)):
+                ncon: wp.array(dtype=int)):
         w = wp.tid()
         t = ptype[w]
         a, ra, sa, b, rb, sb, mg = pos1[w], mat1[w], size1[w], pos2[w], mat2[w], size2[w], margin[w]
@@ -86,9 +86,6 @@ def _kernel(scalar):
         elif t == 8:
             n = F.box_box(a, ra, sa, b, rb, sb, mg, dist, pos, frame, w, SLOT)
         ncon[w] = n
-        for i in range(SLOT, SLOT + n):
-            fr = frame[w, i]
-            full[w, i] = F.make_frame(vec3(fr[0, 0], fr[0, 1], fr[0, 2]), vec3(fr[1, 0], fr[1, 1], fr[1, 2]))
 
     return collide
 
@@ -219,7 +216,7 @@ def _cases(seed, ncase):
 
 @functools.cache
 def _results(seed=1234, ncase=400, scalar=wp.float64):
-    """All pairs in one launch: {name: (MuJoCo's contacts, (ncon, dist, pos, frame, full), margin)}."""
+    """All pairs in one launch: {name: (MuJoCo's contacts, (ncon, dist, pos, frame), margin)}."""
     cat, refs = _cases(seed, ncase)
     n = len(cat["ptype"])
     T = scalar_types(scalar)
@@ -233,13 +230,12 @@ def _results(seed=1234, ncase=400, scalar=wp.float64):
     dist = arr(np.full((n, NSLOT), sentinel), scalar)
     pos = arr(np.full((n, NSLOT, 3), sentinel), T.vec3)
     frame = arr(np.full((n, NSLOT, 3, 3), sentinel), T.mat33)
-    full = arr(np.zeros((n, NSLOT, 3, 3)), T.mat33)
     ncon = arr(np.zeros(n), int)
     wp.launch(_kernel(scalar), dim=n, device=dev,
               inputs=[arr(cat["ptype"], int), arr(cat["pos1"], T.vec3), arr(cat["mat1"], T.mat33),
                       arr(cat["size1"], T.vec3), arr(cat["pos2"], T.vec3), arr(cat["mat2"], T.mat33),
-                      arr(cat["size2"], T.vec3), arr(cat["margin"], scalar), dist, pos, frame, full, ncon])
-    out = (ncon.numpy(), dist.numpy(), pos.numpy(), frame.numpy(), full.numpy())
+                      arr(cat["size2"], T.vec3), arr(cat["margin"], scalar), dist, pos, frame, ncon])
+    out = (ncon.numpy(), dist.numpy(), pos.numpy(), frame.numpy())
     res, start = {}, 0
     for name in PAIRS:
         k = len(refs[name])
@@ -255,7 +251,7 @@ def _maxcon(name):
 
 def _compare(name, results=None):
     """Worst errors of pair `name` against MuJoCo; asserts counts and untouched slots."""
-    refs, (ncon, dist, pos, frame, full), margin = (results or _results())[name]
+    refs, (ncon, dist, pos, frame), margin = (results or _results())[name]
     maxcon = _maxcon(name)
     err = {"dist": 0.0, "pos": 0.0, "frame": 0.0}
     ncontacts = 0
@@ -270,8 +266,10 @@ def _compare(name, results=None):
         assert np.all(frame[s, untouched] == 1e300)
         if n == 0:
             continue
-        # raw frame: row 2 zero, row 0 unit normal
-        assert np.all(frame[s, SLOT:SLOT + n, 2] == 0.0)
+        # the contact frame (mju_makeFrame of the collider's normal and tangent): a rotation
+        fr = frame[s, SLOT:SLOT + n]
+        assert np.allclose(fr @ fr.transpose(0, 2, 1), np.eye(3), atol=1e-12)
+        assert np.allclose(np.linalg.det(fr), 1.0, atol=1e-12)
         assert np.all(dist[s, SLOT:SLOT + n] <= margin[s])
         # match as sets, by position
         mine = list(range(SLOT, SLOT + n))
@@ -280,7 +278,7 @@ def _compare(name, results=None):
             mine.remove(k)
             err["dist"] = max(err["dist"], abs(dist[s, k] - rd[j]))
             err["pos"] = max(err["pos"], np.abs(pos[s, k] - rp[j]).max())
-            err["frame"] = max(err["frame"], np.abs(full[s, k].ravel() - rf[j]).max())
+            err["frame"] = max(err["frame"], np.abs(frame[s, k].ravel() - rf[j]).max())
     return err, ncontacts
 
 
@@ -325,7 +323,7 @@ def test_float32_smoke():
     nearly coincide): checked on the random poses, not the deliberately degenerate ones."""
     res = _results(scalar=wp.float32)
     for name in PAIRS:
-        refs, (ncon, dist, pos, frame, full), margin = res[name]
+        refs, (ncon, dist, pos, frame), margin = res[name]
         nrandom = len(refs) - len(refs) // 3  # see _poses
         same = [s for s in range(nrandom) if ncon[s] == len(refs[s][0])]
         assert len(same) >= 0.97 * nrandom, name

@@ -207,7 +207,12 @@ def build(scalar):
 
     @wp.func
     def collision(m: Model, d: Data, w: int):
-        """Contacts of every candidate pair in its slots (mj_collision with fixed slots)."""
+        """Contacts of every candidate pair in its slots (mj_collision with fixed slots).
+
+        Tape-safe (simrl.sim.grad): the colliders store each contact once, frame included (the
+        mju_makeFrame of mj_setContact happens in them, not as a rewrite here), and nothing is
+        carried from one pair to the next (no `continue`: far-apart pairs are skipped by a
+        branch)."""
         for c in range(m.ncon):
             d.contact_active[w, c] = 0
         for p in range(m.ncpair):
@@ -215,48 +220,44 @@ def build(scalar):
             g1 = g[0]
             g2 = g[1]
             margin = m.cpair_margin[p] + m.cpair_gap[p]
-            if far_apart(m, d, w, g1, g2, margin):
-                continue
-            pos1 = d.geom_xpos[w, g1]
-            mat1 = d.geom_xmat[w, g1]
-            size1 = m.geom_size[g1]
-            pos2 = d.geom_xpos[w, g2]
-            mat2 = d.geom_xmat[w, g2]
-            size2 = m.geom_size[g2]
-            slot = m.cpair_slot[p]
-            kind = m.cpair_kind[p]
-            n = int(0)
-            if kind == 0:
-                n = prim.plane_sphere(pos1, mat1, size1, pos2, mat2, size2, margin,
-                                      d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-            elif kind == 1:
-                n = prim.plane_capsule(pos1, mat1, size1, pos2, mat2, size2, margin,
+            if not far_apart(m, d, w, g1, g2, margin):
+                pos1 = d.geom_xpos[w, g1]
+                mat1 = d.geom_xmat[w, g1]
+                size1 = m.geom_size[g1]
+                pos2 = d.geom_xpos[w, g2]
+                mat2 = d.geom_xmat[w, g2]
+                size2 = m.geom_size[g2]
+                slot = m.cpair_slot[p]
+                kind = m.cpair_kind[p]
+                n = int(0)
+                if kind == 0:
+                    n = prim.plane_sphere(pos1, mat1, size1, pos2, mat2, size2, margin,
+                                          d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
+                elif kind == 1:
+                    n = prim.plane_capsule(pos1, mat1, size1, pos2, mat2, size2, margin,
+                                           d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
+                elif kind == 2:
+                    n = prim.plane_box(pos1, mat1, size1, pos2, mat2, size2, margin,
                                        d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-            elif kind == 2:
-                n = prim.plane_box(pos1, mat1, size1, pos2, mat2, size2, margin,
-                                   d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-            elif kind == 3:
-                n = prim.sphere_sphere(pos1, mat1, size1, pos2, mat2, size2, margin,
-                                       d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-            elif kind == 4:
-                n = prim.sphere_capsule(pos1, mat1, size1, pos2, mat2, size2, margin,
+                elif kind == 3:
+                    n = prim.sphere_sphere(pos1, mat1, size1, pos2, mat2, size2, margin,
+                                           d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
+                elif kind == 4:
+                    n = prim.sphere_capsule(pos1, mat1, size1, pos2, mat2, size2, margin,
+                                            d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
+                elif kind == 5:
+                    n = prim.sphere_box(pos1, mat1, size1, pos2, mat2, size2, margin,
                                         d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-            elif kind == 5:
-                n = prim.sphere_box(pos1, mat1, size1, pos2, mat2, size2, margin,
-                                    d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-            elif kind == 6:
-                n = prim.capsule_capsule(pos1, mat1, size1, pos2, mat2, size2, margin,
+                elif kind == 6:
+                    n = prim.capsule_capsule(pos1, mat1, size1, pos2, mat2, size2, margin,
+                                             d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
+                elif kind == 7:
+                    n = prim.capsule_box(pos1, mat1, size1, pos2, mat2, size2, margin,
                                          d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-            elif kind == 7:
-                n = prim.capsule_box(pos1, mat1, size1, pos2, mat2, size2, margin,
-                                     d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-            elif wp.static(has_box_box):
-                n = box_box(pos1, mat1, size1, pos2, mat2, size2, margin,
-                            d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-            for i in range(n):
-                fr = d.contact_frame[w, slot + i]
-                d.contact_frame[w, slot + i] = prim.make_frame(vec3(fr[0, 0], fr[0, 1], fr[0, 2]),
-                                                               vec3(fr[1, 0], fr[1, 1], fr[1, 2]))
-                d.contact_active[w, slot + i] = 1
+                elif wp.static(has_box_box):
+                    n = box_box(pos1, mat1, size1, pos2, mat2, size2, margin,
+                                d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
+                for i in range(n):
+                    d.contact_active[w, slot + i] = 1
 
     return collision

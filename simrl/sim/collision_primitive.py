@@ -13,10 +13,16 @@ Conventions (shared by every function):
 - `margin` is the detection margin MuJoCo passes to its collision function (in MuJoCo 4.0:
   margin + gap of the pair);
 - contact i = 0..n-1 goes to dist[w, slot + i], pos[w, slot + i], frame[w, slot + i], where
-  frame row 0 is the normal, row 1 the tangent the MuJoCo collider sets (mjPreContact.tangent,
-  zero unless it sets one) and row 2 zero; `make_frame` turns those rows into the contact frame
-  as mj_setContact does (mju_makeFrame). Nothing is written beyond slot + n - 1; the functions
-  return n, at most MAX_CONTACTS[(type1, type2)].
+  frame is the contact frame that mj_setContact makes (mju_makeFrame) from the collider's normal
+  and tangent (mjPreContact.tangent, zero unless it sets one): rows normal, tangent, normal x
+  tangent. Nothing is written beyond slot + n - 1; the functions return n, at most
+  MAX_CONTACTS[(type1, type2)].
+
+Written for exact Warp adjoints (wp.Tape, simrl.sim.grad): every array element is written once;
+no local vector is written in place after it holds a value that carries a gradient (a component
+is replaced through `with3`, which builds a new vector); every loop whose body carries a value
+from one iteration to the next has a constant trip count (unrolled); square roots and divisions
+that can see zero are guarded so that a zero adjoint stays zero instead of becoming NaN.
 
 The installed MuJoCo 4.0 library is the reference where it differs from the C sources read:
 capsule-capsule with (nearly) parallel axes follows the 4.0 behavior (see capsule_capsule).
@@ -84,9 +90,19 @@ def build(scalar):
         return vec3(m[0, j], m[1, j], m[2, j])
 
     @wp.func
+    def with3(v: vec3, i: int, x: scalar):
+        """v with component i replaced by x, as a new vector: `v[i] = x` on a local vector
+        works in place, and Warp's adjoint of that keeps the old component's adjoint."""
+        return vec3(wp.where(i == 0, x, v[0]), wp.where(i == 1, x, v[1]), wp.where(i == 2, x, v[2]))
+
+    @wp.func
     def normalize3(v: vec3):
         """mju_normalize3: (unit vector, norm); (1, 0, 0) when the norm is below mjMINVAL."""
-        norm = wp.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
+        sqr = v[0] * v[0] + v[1] * v[1] + v[2] * v[2]
+        norm = scalar(0.0)
+        if sqr > scalar(0.0):
+            # sqrt(0) has an infinite derivative: its adjoint would turn a zero adjoint into NaN
+            norm = wp.sqrt(sqr)
         if norm < scalar(MINVAL):
             return vec3(scalar(1.0), scalar(0.0), scalar(0.0)), norm
         inv = scalar(1.0) / norm
@@ -102,14 +118,44 @@ def build(scalar):
         return x
 
     @wp.func
-    def write_contact(dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
-                      frame: wp.array2d(dtype=mat33), w: int, i: int,
-                      d: scalar, p: vec3, normal: vec3, tangent: vec3):
-        dist[w, i] = d
-        pos[w, i] = p
-        frame[w, i] = mat33(normal[0], normal[1], normal[2],
-                            tangent[0], tangent[1], tangent[2],
-                            scalar(0.0), scalar(0.0), scalar(0.0))
+    def corner_of(size: vec3, i: int):
+        """Box corner i: +size[k] where bit k of i is set, -size[k] where not."""
+        return vec3(wp.where((i & 1) != 0, size[0], -size[0]), wp.where((i & 2) != 0, size[1], -size[1]),
+                    wp.where((i & 4) != 0, size[2], -size[2]))
+
+    @wp.func
+    def shorten(best: scalar, num: scalar, den: scalar):
+        """mjraw_CapsuleBox's `e1 = num / den; if (e1 < best) best = e1` for den >= 0. A den of 0
+        gives +inf or NaN, never below best: skipped, so that no division by 0 (a NaN adjoint)
+        is evaluated."""
+        if den != scalar(0.0):
+            e1 = num / den
+            if e1 < best:
+                return e1
+        return best
+
+    @wp.func
+    def edge_point(toward: vec3, size: vec3, i1: int, i2: int, sgn: scalar, amb: int, flip: int):
+        """Box-box edge-edge: the point of the box's edge along its third axis that lies on the
+        side of toward (sgn = 1) or against it (sgn = -1) in axes i1 and i2, with axis amb
+        flipped for flip = 1 (the second candidate of an ambiguous sign); other axes 0."""
+        x1 = -sgn * size[i1]
+        if toward[i1] >= scalar(0.0):
+            x1 = sgn * size[i1]
+        x2 = -sgn * size[i2]
+        if toward[i2] >= scalar(0.0):
+            x2 = sgn * size[i2]
+        c = with3(with3(zero3(), i1, x1), i2, x2)
+        if amb >= 0 and flip == 1:
+            c = with3(c, amb, -c[amb])
+        return c
+
+    @wp.func
+    def clip_size(x: scalar, size: scalar):
+        """x clipped to [-size, size] when size > 0 (mjraw_SphereBox's clamp of the center)."""
+        if size > scalar(0.0):
+            return clip(x, -size, size)
+        return x
 
     @wp.func
     def make_frame(normal: vec3, tangent: vec3) -> mat33:
@@ -127,6 +173,16 @@ def build(scalar):
         y, ny = normalize3(y)
         z = wp.cross(x, y)
         return mat33(x[0], x[1], x[2], y[0], y[1], y[2], z[0], z[1], z[2])
+
+    @wp.func
+    def write_contact(dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
+                      frame: wp.array2d(dtype=mat33), w: int, i: int,
+                      d: scalar, p: vec3, normal: vec3, tangent: vec3):
+        """Contact i: dist, pos and the frame mj_setContact makes from the collider's normal and
+        tangent (mju_makeFrame), stored once (no rewrite of the frame in place)."""
+        dist[w, i] = d
+        pos[w, i] = p
+        frame[w, i] = make_frame(normal, tangent)
 
     # ------------------------------------------------------------------ raw colliders
 
@@ -155,7 +211,10 @@ def build(scalar):
         min_dist = margin + r1 + r2
         if cdist_sqr > min_dist * min_dist:
             return 0
-        d = wp.sqrt(cdist_sqr) - r1 - r2
+        cdist = scalar(0.0)
+        if cdist_sqr > scalar(0.0):
+            cdist = wp.sqrt(cdist_sqr)  # guarded: no NaN adjoint at coincident centers
+        d = cdist - r1 - r2
         normal, length = normalize3(pos2 - pos1)
         # coincident centers: normal = cross product of the z axes ((1, 0, 0) if parallel)
         if length < scalar(MINVAL):
@@ -170,10 +229,8 @@ def build(scalar):
                        frame: wp.array2d(dtype=mat33), w: int, slot: int) -> int:
         """mjraw_SphereBox (engine_collision_box.c)."""
         center = wp.transpose(mat2) * (pos1 - pos2)
-        clamped = center
-        for i in range(3):
-            if size2[i] > scalar(0.0):
-                clamped[i] = clip(clamped[i], -size2[i], size2[i])
+        clamped = vec3(clip_size(center[0], size2[0]), clip_size(center[1], size2[1]),
+                       clip_size(center[2], size2[2]))
         tmp, d = normalize3(clamped - center)
         if d - r1 > margin:
             return 0
@@ -192,11 +249,9 @@ def build(scalar):
                 if closest > v:
                     closest = v
                     k = i
-            nearest = zero3()
+            nearest = with3(zero3(), k // 2, scalar(1.0))
             if k % 2 == 1:
-                nearest[k // 2] = scalar(-1.0)
-            else:
-                nearest[k // 2] = scalar(1.0)
+                nearest = with3(zero3(), k // 2, scalar(-1.0))
             p = center + nearest * ((r1 - closest) / scalar(2.0))
             normal = mat2 * nearest
             d = -closest
@@ -237,13 +292,7 @@ def build(scalar):
         center_dist = wp.dot(pos2 - pos1, norm)
         cnt = int(0)
         for i in range(8):
-            vec = vec3(-size2[0], -size2[1], -size2[2])
-            if i & 1:
-                vec[0] = size2[0]
-            if i & 2:
-                vec[1] = size2[1]
-            if i & 4:
-                vec[2] = size2[2]
+            vec = corner_of(size2, i)
             corner = mat2 * vec
             ldist = wp.dot(norm, corner)
             if cnt < 4 and not (center_dist + ldist > margin or ldist > scalar(0.0)):
@@ -399,11 +448,11 @@ def build(scalar):
                 if tmp1[j] < -size2[j]:
                     c1 += 1
                     c2 = j
-                    tmp1[j] = -size2[j]
+                    tmp1 = with3(tmp1, j, -size2[j])
                 elif tmp1[j] > size2[j]:
                     c1 += 1
                     c2 = j
-                    tmp1[j] = size2[j]
+                    tmp1 = with3(tmp1, j, size2[j])
             if c1 <= 1:
                 tmp1 = tmp1 - tmp2
                 d = wp.dot(tmp1, tmp1)
@@ -417,14 +466,7 @@ def build(scalar):
         for j in range(3):
             for i in range(8):
                 if (i & (1 << j)) == 0:
-                    tmp3 = vec3(-size2[0], -size2[1], -size2[2])
-                    if i & 1:
-                        tmp3[0] = size2[0]
-                    if i & 2:
-                        tmp3[1] = size2[1]
-                    if i & 4:
-                        tmp3[2] = size2[2]
-                    tmp3[j] = scalar(0.0)
+                    tmp3 = with3(corner_of(size2, i), j, scalar(0.0))
 
                     dif = tmp3 - cpos
                     ma = size2[j] * size2[j]
@@ -471,7 +513,7 @@ def build(scalar):
 
                         dif = tmp3 - cpos
                         dif = dif + halfaxis * (-x2)
-                        dif[j] = dif[j] + size2[j] * x1
+                        dif = with3(dif, j, dif[j] + size2[j] * x1)
                         d = wp.dot(dif, dif)
                         c1 = s1 * 3 + s2
                         if d < bestdist - scalar(MINVAL):
@@ -521,20 +563,12 @@ def build(scalar):
                     ax2 = 1
                 if axis[ax] * axis[ax] > scalar(0.5):
                     # second point along the edge of the box
-                    secondpos = de
-                    e1 = scalar(2.0) * size2[ax] / wp.abs(halfaxis[ax])
-                    if e1 < secondpos:
-                        secondpos = e1
+                    secondpos = shorten(de, scalar(2.0) * size2[ax], wp.abs(halfaxis[ax]))
                     secondpos *= mul
                 else:
                     # second point along a face of the box
-                    secondpos = dp
-                    e1 = scalar(2.0) * size2[ax1] / wp.abs(halfaxis[ax1])
-                    if e1 < secondpos:
-                        secondpos = e1
-                    e1 = scalar(2.0) * size2[ax2] / wp.abs(halfaxis[ax2])
-                    if e1 < secondpos:
-                        secondpos = e1
+                    secondpos = shorten(dp, scalar(2.0) * size2[ax1], wp.abs(halfaxis[ax1]))
+                    secondpos = shorten(secondpos, scalar(2.0) * size2[ax2], wp.abs(halfaxis[ax2]))
                     secondpos *= -mul
         elif cltype >= 0:
             # closest to the interior of an edge: only a cross (not T) configuration gets a
@@ -561,16 +595,12 @@ def build(scalar):
                 else:
                     mul = -one
                     secondpos = one + bestsegmentpos
-                e1 = scalar(2.0) * size2[ax2] / wp.abs(halfaxis[ax2])
-                if e1 < secondpos:
-                    secondpos = e1
+                secondpos = shorten(secondpos, scalar(2.0) * size2[ax2], wp.abs(halfaxis[ax2]))
                 if ((axisdir & (1 << ax)) != 0) == ((c1 & (1 << ax2)) != 0):
                     e2 = one - bestboxpos
                 else:
                     e2 = one + bestboxpos
-                e1 = size2[ax] * e2 / wp.abs(halfaxis[ax])
-                if e1 < secondpos:
-                    secondpos = e1
+                secondpos = shorten(secondpos, size2[ax] * e2, wp.abs(halfaxis[ax]))
                 secondpos *= mul
         else:
             # a segment end is closest to a face: clamp the other end to the box's extent
@@ -582,7 +612,9 @@ def build(scalar):
                 secondpos = scalar(2.0)
                 tmp1 = cpos + halfaxis * (-mul)
                 for i in range(3):
-                    if i != clface:
+                    # an axis component of 0 gives +-inf or NaN, never in (0, secondpos): skipped,
+                    # so that no division by 0 enters the adjoint
+                    if i != clface and halfaxis[i] != scalar(0.0):
                         e1 = (size2[i] - tmp1[i]) / halfaxis[i] * mul
                         if e1 > scalar(0.0) and e1 < secondpos:
                             secondpos = e1
@@ -604,16 +636,21 @@ def build(scalar):
     @wp.func
     def clip_half_plane(px: vec12, py: vec12, pz: vec12, nin: int, coord: int, sgn: scalar, limit: scalar):
         """clipHalfPlane (engine_collision_box.c): clip the polygon (px, py, pz) against
-        sgn * p[coord] <= limit (coord 0: x, 1: y); z is interpolated as an attribute."""
+        sgn * p[coord] <= limit (coord 0: x, 1: y); z is interpolated as an attribute.
+
+        The loops run over all BOXBOX_MAXVERT slots (unrolled; vertices k >= nin skipped), as
+        the output count nout is carried from one vertex to the next; every output element is
+        written once, into fresh vectors."""
         d = vec12()
         all_inside = int(1)
-        for k in range(nin):
-            c = px[k]
-            if coord == 1:
-                c = py[k]
-            d[k] = sgn * c - limit
-            if d[k] > scalar(0.0):
-                all_inside = 0
+        for k in range(BOXBOX_MAXVERT):
+            if k < nin:
+                c = px[k]
+                if coord == 1:
+                    c = py[k]
+                d[k] = sgn * c - limit
+                if d[k] > scalar(0.0):
+                    all_inside = 0
         if all_inside == 1:
             return px, py, pz, nin
 
@@ -621,26 +658,39 @@ def build(scalar):
         oy = vec12()
         oz = vec12()
         nout = int(0)
-        for k in range(nin):
-            k1 = k + 1
-            if k1 == nin:
-                k1 = 0
-            dp = d[k]
-            dq = d[k1]
-            if dp <= scalar(0.0) and nout < BOXBOX_MAXVERT:
-                ox[nout] = px[k]
-                oy[nout] = py[k]
-                oz[nout] = pz[k]
-                nout += 1
-            if ((dp < scalar(0.0) and dq > scalar(0.0)) or (dp > scalar(0.0) and dq < scalar(0.0))) and (
-                nout < BOXBOX_MAXVERT
-            ):
-                t = dp / (dp - dq)
-                ox[nout] = px[k] + t * (px[k1] - px[k])
-                oy[nout] = py[k] + t * (py[k1] - py[k])
-                oz[nout] = pz[k] + t * (pz[k1] - pz[k])
-                nout += 1
+        for k in range(BOXBOX_MAXVERT):
+            if k < nin:
+                k1 = k + 1
+                if k1 == nin:
+                    k1 = 0
+                dp = d[k]
+                dq = d[k1]
+                if dp <= scalar(0.0) and nout < BOXBOX_MAXVERT:
+                    ox[nout] = px[k]
+                    oy[nout] = py[k]
+                    oz[nout] = pz[k]
+                    nout += 1
+                if ((dp < scalar(0.0) and dq > scalar(0.0)) or (dp > scalar(0.0) and dq < scalar(0.0))) and (
+                    nout < BOXBOX_MAXVERT
+                ):
+                    t = dp / (dp - dq)
+                    ox[nout] = px[k] + t * (px[k1] - px[k])
+                    oy[nout] = py[k] + t * (py[k1] - py[k])
+                    oz[nout] = pz[k] + t * (pz[k1] - pz[k])
+                    nout += 1
         return ox, oy, oz, nout
+
+    @wp.func
+    def near_duplicate(qx: vec12, qy: vec12, n: int, x: scalar, y: scalar, dupe2: scalar) -> int:
+        """1 when (x, y) lies within sqrt(dupe2) of one of the first n points (qx, qy). Only
+        an int is carried across the dynamic loop: no gradient passes through it."""
+        dupe = int(0)
+        for q in range(n):
+            dx = qx[q] - x
+            dy = qy[q] - y
+            if dx * dx + dy * dy < dupe2:
+                dupe = 1
+        return dupe
 
     @wp.func
     def box_box(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
@@ -720,9 +770,8 @@ def build(scalar):
         if code >= 6:
             ie = (code - 6) // 3
             je = (code - 6) % 3
-            axis = zero3()
-            axis[(ie + 1) % 3] = -rot[(ie + 2) % 3, je]
-            axis[(ie + 2) % 3] = rot[(ie + 1) % 3, je]
+            axis = with3(with3(zero3(), (ie + 1) % 3, -rot[(ie + 2) % 3, je]), (ie + 2) % 3,
+                         rot[(ie + 1) % 3, je])
             axis, an = normalize3(axis)
             face_dot = zero
             if code_face < 3:
@@ -744,9 +793,7 @@ def build(scalar):
             ie2 = (ie + 2) % 3
             je1 = (je + 1) % 3
             je2 = (je + 2) % 3
-            axis = zero3()
-            axis[ie1] = -rot[ie2, je]
-            axis[ie2] = rot[ie1, je]
+            axis = with3(with3(zero3(), ie1, -rot[ie2, je]), ie2, rot[ie1, je])
             axis, an = normalize3(axis)
             if wp.dot(axis, pos21) < zero:
                 axis = -axis
@@ -777,51 +824,32 @@ def build(scalar):
             nv2 = int(1)
             if amb2 >= 0:
                 nv2 = 2
-            for v1 in range(nv1):
-                for v2 in range(nv2):
-                    c1 = zero3()
-                    if axis[ie1] >= zero:
-                        c1[ie1] = size1[ie1]
-                    else:
-                        c1[ie1] = -size1[ie1]
-                    if axis[ie2] >= zero:
-                        c1[ie2] = size1[ie2]
-                    else:
-                        c1[ie2] = -size1[ie2]
-                    if amb1 >= 0 and v1 == 1:
-                        c1[amb1] = -c1[amb1]
-                    cc = zero3()
-                    if a2[je1] >= zero:
-                        cc[je1] = -size2[je1]
-                    else:
-                        cc[je1] = size2[je1]
-                    if a2[je2] >= zero:
-                        cc[je2] = -size2[je2]
-                    else:
-                        cc[je2] = size2[je2]
-                    if amb2 >= 0 and v2 == 1:
-                        cc[amb2] = -cc[amb2]
-                    c2 = rot * cc + pos21
+            # (the best pair is carried across the candidates: constant trip counts, unrolled)
+            for v1 in range(2):
+                for v2 in range(2):
+                    if v1 < nv1 and v2 < nv2:
+                        c1 = edge_point(axis, size1, ie1, ie2, one, amb1, v1)
+                        cc = edge_point(a2, size2, je1, je2, -one, amb2, v2)
+                        c2 = rot * cc + pos21
 
-                    e = c2 - c1
-                    d1e = e[ie]
-                    d2e = wp.dot(d2, e)
-                    s = zero
-                    if denom >= scalar(MINVAL):
-                        s = (d1e - b * d2e) / denom
-                    s = clip(s, -size1[ie], size1[ie])
-                    t = clip(b * s - d2e, -size2[je], size2[je])
-                    s = clip(d1e + b * t, -size1[ie], size1[ie])
+                        e = c2 - c1
+                        d1e = e[ie]
+                        d2e = wp.dot(d2, e)
+                        s = zero
+                        if denom >= scalar(MINVAL):
+                            s = (d1e - b * d2e) / denom
+                        s = clip(s, -size1[ie], size1[ie])
+                        t = clip(b * s - d2e, -size2[je], size2[je])
+                        s = clip(d1e + b * t, -size1[ie], size1[ie])
 
-                    p1 = c1
-                    p1[ie] = p1[ie] + s
-                    p2 = c2 + d2 * t
-                    g = p2 - p1
-                    gap2 = wp.dot(g, g)
-                    if gap2 < best_d2:
-                        best_d2 = gap2
-                        w1 = p1
-                        w2 = p2
+                        p1 = with3(c1, ie, c1[ie] + s)
+                        p2 = c2 + d2 * t
+                        g = p2 - p1
+                        gap2 = wp.dot(g, g)
+                        if gap2 < best_d2:
+                            best_d2 = gap2
+                            w1 = p1
+                            w2 = p2
 
             d = wp.dot(w2 - w1, axis)
             if d > septol:
@@ -865,21 +893,13 @@ def build(scalar):
         ay = (a + 2) % 3
         bu = (binc + 1) % 3
         bv = (binc + 2) % 3
-        cx = zero3()
-        du = zero3()
-        dv = zero3()
-        for r in range(3):
-            c = a
-            if r == 0:
-                c = ax
-            elif r == 1:
-                c = ay
-            cx[r] = posoi[c] + tinc * sizeinc[binc] * rinc[c, binc]
-            du[r] = sizeinc[bu] * rinc[c, bu]
-            dv[r] = sizeinc[bv] * rinc[c, bv]
-        cx[2] = sgn * cx[2] - sizeref[a]
-        du[2] = du[2] * sgn
-        dv[2] = dv[2] * sgn
+        # incident face center and half-edges in the reference frame (ax, ay, a), the last
+        # coordinate measured from the reference face along its outward normal
+        cx = vec3(posoi[ax] + tinc * sizeinc[binc] * rinc[ax, binc],
+                  posoi[ay] + tinc * sizeinc[binc] * rinc[ay, binc],
+                  sgn * (posoi[a] + tinc * sizeinc[binc] * rinc[a, binc]) - sizeref[a])
+        du = vec3(sizeinc[bu] * rinc[ax, bu], sizeinc[bu] * rinc[ay, bu], sizeinc[bu] * rinc[a, bu] * sgn)
+        dv = vec3(sizeinc[bv] * rinc[ax, bv], sizeinc[bv] * rinc[ay, bv], sizeinc[bv] * rinc[a, bv] * sgn)
 
         px = vec12()
         py = vec12()
@@ -908,25 +928,19 @@ def build(scalar):
         normal = col(matref, a) * nsign
 
         # vertices within the margin band, dropping near-duplicates from clipping at corners
+        # (MuJoCo compacts the accepted vertices to the front of the polygon in place; they are
+        # kept in fresh vectors qx, qy instead, and the loop runs over all slots, unrolled, as
+        # naccept is carried from one vertex to the next)
         dupe2 = dupeps * (sizeref[ax] * sizeref[ax] + sizeref[ay] * sizeref[ay])
+        qx = vec12()
+        qy = vec12()
         naccept = int(0)
-        for k in range(nvert):
-            if pz[k] <= margin and naccept < 8:
-                dupe = int(0)
-                for q in range(naccept):
-                    dx = px[q] - px[k]
-                    dy = py[q] - py[k]
-                    if dx * dx + dy * dy < dupe2:
-                        dupe = 1
-                # accepted vertices are compacted to the front (q <= naccept <= k)
-                if dupe == 0:
-                    px[naccept] = px[k]
-                    py[naccept] = py[k]
-                    pz[naccept] = pz[k]
-                    posc = zero3()
-                    posc[ax] = px[k]
-                    posc[ay] = py[k]
-                    posc[a] = sgn * (sizeref[a] + half * pz[k])
+        for k in range(BOXBOX_MAXVERT):
+            if k < nvert and pz[k] <= margin and naccept < 8:
+                if near_duplicate(qx, qy, naccept, px[k], py[k], dupe2) == 0:
+                    qx[naccept] = px[k]
+                    qy[naccept] = py[k]
+                    posc = with3(with3(vec3(sgn * (sizeref[a] + half * pz[k])), ax, px[k]), ay, py[k])
                     write_contact(dist, pos, frame, w, slot + naccept, pz[k], matref * posc + posref,
                                   normal, zero3())
                     naccept += 1
