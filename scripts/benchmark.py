@@ -13,6 +13,11 @@ its own. Engines measured:
 Every engine runs the same compiled model: same timestep, integrator, solver iterations and
 tolerance. `--smooth` disables contacts and constraints in all of them.
 
+`--grad H` measures the differentiable step instead (simrl.diff_step chained for H steps, then
+backward through all of them) against the plain step (Sim.step, one thread) at each world
+count: forward and backward seconds, backward / forward, and the memory the rollout keeps
+per world per step (the buffers the tape holds for backward, with their gradients).
+
 `--profile` also times each stage of simrl's forward pass on its own (one kernel per stage,
 built in a separate Warp module only then) at every world count and prints a table of
 microseconds per world per stage (appended to --markdown too, added to the simrl records
@@ -36,6 +41,7 @@ import warp as wp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from simrl import Sim, UnsupportedFeatureError, compile_mjcf  # noqa: E402
+from simrl.sim.data import data_struct  # noqa: E402
 
 
 def resolve_model(spec: str) -> tuple[str, mujoco.MjModel]:
@@ -205,9 +211,13 @@ def main(argv=None):
     parser.add_argument("--markdown", help="append a dated table to this markdown file")
     parser.add_argument("--profile", action="store_true",
                         help="also time every stage of simrl's forward pass on its own (per world count)")
+    parser.add_argument("--grad", type=int, metavar="H",
+                        help="benchmark gradients: an H-step differentiable rollout and its backward")
     args = parser.parse_args(argv)
 
     name, mjm = resolve_model(args.model)
+    if args.grad:
+        return grad_benchmark(name, mjm, [int(w) for w in args.worlds.split(",")], args)
     if args.smooth:
         mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
     worlds = [int(w) for w in args.worlds.split(",")]
@@ -282,6 +292,107 @@ def main(argv=None):
                     f"{profile_text}")
         print(f"appended the table to {args.markdown}")
     return records
+
+
+def grad_benchmark(name, mjm, worlds, args) -> int:
+    """Forward and backward time of an H-step differentiable rollout (simrl.diff_step)."""
+    from simrl import diff_step
+
+    H = args.grad
+    if mjm.opt.integrator != mujoco.mjtIntegrator.mjINT_EULER:
+        print("diff_step differentiates Euler steps: switching the model to the Euler integrator")
+        mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    print(f"model {name}: nq={mjm.nq} nv={mjm.nv} nu={mjm.nu}, {H}-step rollouts, {args.dtype}")
+    print(f"machine: {machine()}")
+    start = initial_state(mjm)
+    rows = []
+    for W in worlds:
+        sim = Sim.from_model(mjm, num_worlds=W, device=args.device, dtype=args.dtype, cpu_threads=1)
+        dtype = sim.qpos.dtype
+        qpos0 = torch.tensor(np.tile(start.qpos, (W, 1)), dtype=dtype, device=sim.qpos.device)
+        qvel0 = torch.zeros(W, mjm.nv, dtype=dtype, device=sim.qpos.device)
+        ctrls = torch.tensor(random_controls(mjm, H * W).reshape(H, W, mjm.nu), dtype=dtype,
+                             device=sim.qpos.device, requires_grad=True)
+
+        def rollout(sim=sim, qpos0=qpos0, qvel0=qvel0, ctrls=ctrls):
+            qpos, qvel = qpos0, qvel0
+            for t in range(H):
+                qpos, qvel = diff_step(sim, qpos, qvel, ctrls[t])
+            return qpos, qvel
+
+        def plain(sim=sim, qpos0=qpos0, qvel0=qvel0, ctrls=ctrls):
+            sim.qpos, sim.qvel = qpos0, qvel0
+            for t in range(H):
+                sim.ctrl = ctrls[t].detach()
+                sim.step()
+
+        compile_start = time.perf_counter()
+        qpos, qvel = rollout()  # compiles the kernels
+        (qpos.sum() + qvel.sum()).backward()
+        plain()
+        wp.synchronize()
+        compile_seconds = time.perf_counter() - compile_start
+        fwd, bwd, step = [], [], []
+        memory = 0
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            plain()
+            wp.synchronize()
+            t1 = time.perf_counter()
+            qpos, qvel = rollout()
+            wp.synchronize()
+            t2 = time.perf_counter()
+            memory = rollout_bytes(qpos.grad_fn)
+            (qpos.sum() + qvel.sum()).backward()
+            wp.synchronize()
+            t3 = time.perf_counter()
+            step.append(t1 - t0), fwd.append(t2 - t1), bwd.append(t3 - t2)
+        row = {"engine": "simrl", "mode": "grad", "model": name, "num_worlds": W, "horizon": H,
+               "dtype": args.dtype, "step_seconds": min(step), "forward_seconds": min(fwd),
+               "backward_seconds": min(bwd), "backward_over_forward": min(bwd) / min(fwd),
+               "forward_over_step": min(fwd) / min(step), "bytes_per_world_step": memory / (W * H),
+               "compile_seconds": compile_seconds}
+        rows.append(row)
+        print(f"  worlds={W:5d}  Sim.step {row['step_seconds']:.3f} s  diff forward {row['forward_seconds']:.3f} s  "
+              f"backward {row['backward_seconds']:.3f} s  backward/forward {row['backward_over_forward']:.2f}  "
+              f"forward/Sim.step {row['forward_over_step']:.2f}  "
+              f"memory {row['bytes_per_world_step'] / 1024:.1f} KiB per world per step")
+    table = ("| worlds | H | Sim.step (s) | diff_step forward (s) | backward (s) | backward / forward | "
+             "forward / Sim.step | memory per world per step |\n|---|---|---|---|---|---|---|---|\n")
+    for r in rows:
+        table += (f"| {r['num_worlds']} | {r['horizon']} | {r['step_seconds']:.3f} | {r['forward_seconds']:.3f} | "
+                  f"{r['backward_seconds']:.3f} | {r['backward_over_forward']:.2f} | {r['forward_over_step']:.2f} | "
+                  f"{r['bytes_per_world_step'] / 1024:.1f} KiB |\n")
+    print()
+    print(table)
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=2))
+    if args.markdown:
+        with open(args.markdown, "a") as f:
+            f.write(f"\n### Gradients: {name}, {args.dtype}, {datetime.date.today()}\n\n"
+                    f"`python scripts/benchmark.py {' '.join(sys.argv[1:])}` on {machine()}\n\n{table}\n")
+        print(f"appended the table to {args.markdown}")
+    return 0
+
+
+def rollout_bytes(node) -> int:
+    """Bytes held by a chain of diff_step calls for its backward: every array (and gradient)
+    of every step's buffers, walking the autograd graph from `node`."""
+    seen, total, stack = set(), 0, [node]
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        rollout = getattr(n, "rollout", None)
+        if rollout is not None:
+            for d in rollout.datas:
+                for field in data_struct(rollout.model.dtype).vars:
+                    array = getattr(d, field)
+                    if isinstance(array, wp.array):
+                        total += array.capacity * (2 if array.grad is not None else 1)
+        stack.extend(f for f, _ in n.next_functions)
+    return total
 
 
 def profile_stages(sim, rounds: int) -> dict:
