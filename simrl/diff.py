@@ -18,7 +18,7 @@ import torch
 import warp as wp
 
 from simrl.sim import grad
-from simrl.sim.model import model_struct
+from simrl.sim.model import copy_struct
 
 #: model parameters that `diff_step` can differentiate, with their shape after [W, ...]
 PARAMS = {
@@ -88,10 +88,7 @@ def _model_with_params(sim, params: dict, tape: wp.Tape, ctx):
     array that has a gradient buffer (ctx.param_arrays, in `params` order)."""
     model = sim.model
     base = model.struct
-    struct_type = model_struct(model.dtype)
-    m = struct_type()
-    for name in struct_type.vars:
-        setattr(m, name, getattr(base, name))
+    m = copy_struct(base, model.dtype)
     ctx.param_arrays = []
     kernels = grad.build(model.dtype)
     for name, value in params.items():

@@ -28,6 +28,20 @@ def quaternion_slices(mjm: mujoco.MjModel):
     return out
 
 
+def axis_angle_quat(axis, angle):
+    """Unit quaternion (w, x, y, z) of a rotation by `angle` about `axis`."""
+    axis = np.asarray(axis, float) / np.linalg.norm(axis)
+    return np.concatenate([[np.cos(angle / 2)], np.sin(angle / 2) * axis])
+
+
+def quat_mul(a, b):
+    """Hamilton product of quaternions (w, x, y, z)."""
+    w1, x1, y1, z1 = a
+    w2, x2, y2, z2 = b
+    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
+
+
 def random_states(mjm: mujoco.MjModel, n: int, rng: np.random.Generator):
     """n random (qpos, qvel, ctrl): qpos0 plus noise with unit quaternions, controls drawn
     from (a little beyond) ctrlrange so clamping is exercised."""

@@ -12,6 +12,7 @@ import mujoco
 import numpy as np
 import pytest
 import warp as wp
+from conftest import axis_angle_quat, quat_mul
 
 from simrl.sim import collision_primitive as cp
 from simrl.sim.types import scalar_types
@@ -95,18 +96,6 @@ def _rand_quat(rng, n):
     return q / np.linalg.norm(q, axis=1, keepdims=True)
 
 
-def _axis_quat(axis, angle):
-    axis = np.asarray(axis, float) / np.linalg.norm(axis)
-    return np.concatenate([[np.cos(angle / 2)], np.sin(angle / 2) * axis])
-
-
-def _quat_mul(a, b):
-    w1, x1, y1, z1 = a
-    w2, x2, y2, z2 = b
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
-
-
 def _poses(name, mjm, rng, n):
     """n (pos1, quat1, pos2, quat2): random poses at distances around contact, plus special
     configurations that exercise the multi-contact branches."""
@@ -121,23 +110,23 @@ def _poses(name, mjm, rng, n):
     k = n // 3  # the last third: special configurations
     for s in range(n - k, n):
         c = s % 4
-        tilt = _axis_quat(rng.normal(size=3), rng.choice([0.0, 1e-3, 0.05, 0.3]))
+        tilt = axis_angle_quat(rng.normal(size=3), rng.choice([0.0, 1e-3, 0.05, 0.3]))
         if name.startswith("plane") or name == "box_box" or name == "capsule_box":
             # geom2 resting on the top face of geom1 (plane / box), slightly tilted
             q1[s] = _rand_quat(rng, 1)[0] if c == 0 else ident
-            base = ident if name != "capsule_box" else _axis_quat([1, 0, 0], np.pi / 2)
+            base = ident if name != "capsule_box" else axis_angle_quat([1, 0, 0], np.pi / 2)
             if name == "capsule_box":
-                q1[s], q2[s] = ident, _quat_mul(tilt, _axis_quat([0, 0, 1], rng.uniform(0, np.pi)))
-                q2[s] = _quat_mul(q2[s], base)
+                q1[s], q2[s] = ident, quat_mul(tilt, axis_angle_quat([0, 0, 1], rng.uniform(0, np.pi)))
+                q2[s] = quat_mul(q2[s], base)
                 top = mjm.geom_size[1][2] + mjm.geom_size[0][0]
                 p1[s] = p2[s] = 0.0
                 p1[s][:2] = rng.uniform(-0.5, 0.5, 2)
                 p1[s][2] = top * rng.choice([1.0, -1.0]) + rng.uniform(-0.05, 0.05)
                 continue
             yaw = np.pi / 4 if c == 2 and name == "box_box" else rng.uniform(0, np.pi)  # 8-point octagon
-            q2[s] = _quat_mul(tilt, _axis_quat([0, 0, 1], yaw) if c < 3 else base)
+            q2[s] = quat_mul(tilt, axis_angle_quat([0, 0, 1], yaw) if c < 3 else base)
             if name == "plane_capsule":
-                q2[s] = _quat_mul(tilt, _axis_quat([1, 0, 0], np.pi / 2))
+                q2[s] = quat_mul(tilt, axis_angle_quat([1, 0, 0], np.pi / 2))
             if plane:
                 q1[s] = ident
                 h = mjm.geom_size[1][2] if name == "plane_box" else mjm.geom_size[1][0]
@@ -150,8 +139,9 @@ def _poses(name, mjm, rng, n):
         elif name == "capsule_capsule":
             # (nearly) parallel axes with an offset along the axis; MuJoCo 4 treats sin(angle) < 1e-4
             # as parallel
-            tilt = _axis_quat(rng.normal(size=3), rng.choice([0.0, 1e-9, 1e-6, 5e-5, 2e-4, 1e-3]))
-            q2[s] = _quat_mul(q1[s], tilt) if c < 2 else _quat_mul(q1[s], _quat_mul(tilt, _axis_quat([1, 0, 0], np.pi)))
+            tilt = axis_angle_quat(rng.normal(size=3), rng.choice([0.0, 1e-9, 1e-6, 5e-5, 2e-4, 1e-3]))
+            flip = axis_angle_quat([1, 0, 0], np.pi)
+            q2[s] = quat_mul(q1[s], tilt) if c < 2 else quat_mul(q1[s], quat_mul(tilt, flip))
             rot = np.zeros(9)
             mujoco.mju_quat2Mat(rot, q1[s])
             lateral = rot.reshape(3, 3)[:, 0] * rng.uniform(0.3, 0.5)

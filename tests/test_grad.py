@@ -187,7 +187,8 @@ def test_gradients_float32(model, rng, verify_array_access):
 # Warp's analysis of kernels that read an array and then write it (wrong generated adjoints).
 # It also inspects the kernels with hand-written adjoints (in-place factorizations, named
 # here), which the tape never differentiates; a warning about any other function fails.
-CUSTOM_ADJOINT = ("factor_ld", "solve_ld", "constraint_adjoint", "constraint_solve", "solve_forward",
+CUSTOM_ADJOINT = ("factor_ld", "solve_ld", "cholesky_factor", "cholesky_solve",
+                  "constraint_adjoint", "constraint_solve", "solve_forward",
                   "solve_adjoint", "newton_direction", "evaluate", "line_search", "solve")
 
 

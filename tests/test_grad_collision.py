@@ -15,6 +15,8 @@ import functools
 import numpy as np
 import pytest
 import warp as wp
+from conftest import axis_angle_quat as _aa
+from conftest import quat_mul as _qmul
 
 from simrl.sim import collision_primitive as cp
 from simrl.sim.types import kernel_module, scalar_types
@@ -26,19 +28,6 @@ TOL = 1e-6  # relative gradient error per collider
 
 KINDS = ["plane_sphere", "plane_capsule", "plane_box", "sphere_sphere", "sphere_capsule", "sphere_box",
          "capsule_capsule", "capsule_box", "box_box"]
-
-
-def _aa(axis, angle):
-    """Unit quaternion (w, x, y, z) of a rotation by `angle` about `axis`."""
-    axis = np.asarray(axis, float) / np.linalg.norm(axis)
-    return np.concatenate([[np.cos(angle / 2)], np.sin(angle / 2) * axis])
-
-
-def _qmul(a, b):
-    w1, x1, y1, z1 = a
-    w2, x2, y2, z2 = b
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
 
 
 def _rot(q):

@@ -25,12 +25,18 @@ def stages(scalar):
     make_constraint_, reference_constraint_, _ = constraint.build(scalar)
 
     @wp.func
-    def fwd_acceleration(m: Model, d: Data, w: int):
-        """qfrc_smooth = passive - bias + applied + actuator; qacc_smooth = M^-1 qfrc_smooth."""
+    def smooth_force(m: Model, d: Data, w: int):
+        """qfrc_smooth = passive - bias + applied + actuator."""
         for i in range(m.nv):
-            qfrc = d.qfrc_passive[w, i] - d.qfrc_bias[w, i] + d.qfrc_applied[w, i] + d.qfrc_actuator[w, i]
-            d.qfrc_smooth[w, i] = qfrc
-            d.qacc_smooth[w, i] = qfrc
+            d.qfrc_smooth[w, i] = d.qfrc_passive[w, i] - d.qfrc_bias[w, i] + d.qfrc_applied[w, i] + \
+                d.qfrc_actuator[w, i]
+
+    @wp.func
+    def fwd_acceleration(m: Model, d: Data, w: int):
+        """qfrc_smooth, and qacc_smooth = M^-1 qfrc_smooth."""
+        smooth_force(m, d, w)
+        for i in range(m.nv):
+            d.qacc_smooth[w, i] = d.qfrc_smooth[w, i]
         solve_ld(m, d.qLD, d.qacc_smooth, w)
 
     return {
@@ -48,6 +54,7 @@ def stages(scalar):
         "rne": rne_,
         # forces to acceleration
         "actuation": actuation.build(scalar),
+        "smooth_force": smooth_force,
         "fwd_acceleration": fwd_acceleration,
         "solve": solver.build(scalar),
     }

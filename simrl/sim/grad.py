@@ -20,11 +20,11 @@ import functools
 import warp as wp
 
 from simrl.errors import UnsupportedFeatureError
-from simrl.sim import forward, integrate_pos
+from simrl.sim import factor_m, forward, integrate_pos, solver
 from simrl.sim.constraint import CNSTR_FRICTION_DOF
 from simrl.sim.data import data_struct, make_data
 from simrl.sim.model import INTEGRATOR_EULER, model_struct
-from simrl.sim.types import MINVAL, kernel_module, scalar_types
+from simrl.sim.types import kernel_module, scalar_types
 
 
 @functools.cache
@@ -36,16 +36,14 @@ def build(scalar):
     kinematics_, com_pos_, crb_ = s["kinematics"], s["com_pos"], s["crb"]
     collision_, make_constraint_, reference_constraint_ = s["collision"], s["make_constraint"], \
         s["reference_constraint"]
-    solve_ = s["solve"]
+    solve_, smooth_force_ = s["solve"], s["smooth_force"]
     com_vel_, passive_, rne_, actuation_ = s["com_vel"], s["passive"], s["rne"], s["actuation"]
-    from simrl.sim import factor_m
-
     _, factor_ld, solve_ld = factor_m.build(scalar)
+    cholesky_factor, cholesky_solve = solver.dense_cholesky(scalar)
     integrate_pos_ = integrate_pos.build(scalar)
     module = kernel_module(scalar, name="grad", backward=True)
-    # kernels with hand-written adjoints (or none): no generated adjoint, and out of reach of
-    # Warp's read-then-write check (wp.config.verify_autograd_array_access), which concerns
-    # generated adjoints only
+    # kernels the tape never differentiates (in-place factorizations with hand-written
+    # adjoints): no generated adjoints
     custom = kernel_module(scalar, name="grad_custom")
 
     @wp.kernel(module=module)
@@ -60,9 +58,7 @@ def build(scalar):
         passive_(m, d, w)
         rne_(m, d, w)
         actuation_(m, d, w)
-        for i in range(m.nv):
-            d.qfrc_smooth[w, i] = d.qfrc_passive[w, i] - d.qfrc_bias[w, i] + d.qfrc_applied[w, i] + \
-                d.qfrc_actuator[w, i]
+        smooth_force_(m, d, w)
 
     @wp.kernel(module=module)
     def constraint(m: Model, d: Data):
@@ -154,29 +150,11 @@ def build(scalar):
                     for kj in range(ki + 1):
                         j = m.efc_colind[r, kj]
                         H[w, i, j] = H[w, i, j] + D * d.efc_J[w, r, i] * d.efc_J[w, r, j]
-        # H = L L' in place (lower triangle), then L L' lam = qacc_bar
-        for j in range(nv):
-            sjj = H[w, j, j]
-            for k in range(j):
-                sjj = sjj - H[w, j, k] * H[w, j, k]
-            ljj = wp.sqrt(wp.max(sjj, scalar(MINVAL)))
-            H[w, j, j] = ljj
-            for i in range(j + 1, nv):
-                sij = H[w, i, j]
-                for k in range(j):
-                    sij = sij - H[w, i, k] * H[w, j, k]
-                H[w, i, j] = sij / ljj
+        # H = L L', then lam = H^-1 qacc_bar
+        cholesky_factor(H, nv, w)
         for i in range(nv):
-            si = qacc_bar[w, i]
-            for k in range(i):
-                si = si - H[w, i, k] * lam[w, k]
-            lam[w, i] = si / H[w, i, i]
-        for ii in range(nv):
-            i = nv - 1 - ii
-            si = lam[w, i]
-            for k in range(i + 1, nv):
-                si = si - H[w, k, i] * lam[w, k]
-            lam[w, i] = si / H[w, i, i]
+            lam[w, i] = qacc_bar[w, i]
+        cholesky_solve(H, lam, nv, w)
         # smooth force and mass matrix (entries on M's sparsity pattern, both triangles)
         for i in range(nv):
             li = lam[w, i]
@@ -220,11 +198,6 @@ def build(scalar):
     def add(a: wp.array2d(dtype=scalar), b: wp.array2d(dtype=scalar), out: wp.array2d(dtype=scalar)):
         w, i = wp.tid()
         out[w, i] = a[w, i] + b[w, i]
-
-    @wp.kernel(module=module)
-    def copy(src: wp.array2d(dtype=scalar), dst: wp.array2d(dtype=scalar)):
-        w, i = wp.tid()
-        dst[w, i] = src[w, i]
 
     @wp.kernel(module=module)
     def euler_diagonal(m: Model, out: wp.array2d(dtype=scalar)):
@@ -294,7 +267,7 @@ def build(scalar):
 
     return {"smooth": smooth, "constraint": constraint, "constraint_solve": constraint_solve,
             "constraint_force": constraint_force, "constraint_adjoint": constraint_adjoint, "add": add,
-            "copy": copy, "euler_diagonal": euler_diagonal, "solve_forward": solve_forward,
+            "euler_diagonal": euler_diagonal, "solve_forward": solve_forward,
             "solve_adjoint": solve_adjoint, "advance": advance, "gain_to_gainprm": gain_to_gainprm}
 
 

@@ -167,6 +167,16 @@ def model_struct(scalar):
     return Model
 
 
+def copy_struct(struct, scalar, **replace):
+    """A shallow copy of a Model struct of precision `scalar` (the same arrays), with the
+    fields in `replace` set to other values."""
+    struct_type = model_struct(scalar)
+    copy = struct_type()
+    for name in struct_type.vars:
+        setattr(copy, name, replace.get(name, getattr(struct, name)))
+    return copy
+
+
 # --------------------------------------------------------------------------------------------
 # What the engine supports
 

@@ -24,7 +24,7 @@ import warp as wp
 from simrl.errors import MJCFError
 from simrl.sim import euler, forward, rk4
 from simrl.sim.data import data_struct, make_data
-from simrl.sim.model import INTEGRATOR_EULER, PER_WORLD_FIELDS, Model, model_struct
+from simrl.sim.model import INTEGRATOR_EULER, PER_WORLD_FIELDS, Model, copy_struct
 from simrl.sim.types import kernel_module
 
 if not os.environ.get("SIMRL_WARP_VERBOSE"):
@@ -177,14 +177,9 @@ class Sim:
         m = self.model.struct
         if not any(getattr(m, f).size and getattr(m, f).shape[0] > 1 for f in PER_WORLD_FIELDS):
             return m
-        model_type = model_struct(self.model.dtype)
-        block = model_type()
-        for name in model_type.vars:
-            value = getattr(m, name)
-            if name in PER_WORLD_FIELDS and value.size and value.shape[0] > 1:
-                value = value[lo:hi]
-            setattr(block, name, value)
-        return block
+        sliced = {f: getattr(m, f)[lo:hi] for f in PER_WORLD_FIELDS
+                  if getattr(m, f).size and getattr(m, f).shape[0] > 1}
+        return copy_struct(m, self.model.dtype, **sliced)
 
     def _parallel(self, body) -> None:
         """Run body(launch) once per block of worlds, blocks in parallel threads; `launch(kernel,

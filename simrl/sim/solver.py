@@ -27,12 +27,51 @@ LS_ITERATIONS = 50
 
 
 @functools.cache
+def dense_cholesky(scalar):
+    """(cholesky_factor, cholesky_solve): dense Cholesky of a per-world [nv, nv] matrix, in
+    place, for Hessians whose sparsity is not that of M (and the solver's implicit adjoint)."""
+
+    @wp.func
+    def cholesky_factor(H: wp.array3d(dtype=scalar), nv: int, w: int):
+        """H[w] = L L' in place: L in the lower triangle (the upper one is not read)."""
+        for j in range(nv):
+            s = H[w, j, j]
+            for k in range(j):
+                s = s - H[w, j, k] * H[w, j, k]
+            ljj = wp.sqrt(wp.max(s, scalar(MINVAL)))
+            H[w, j, j] = ljj
+            for i in range(j + 1, nv):
+                s2 = H[w, i, j]
+                for k in range(j):
+                    s2 = s2 - H[w, i, k] * H[w, j, k]
+                H[w, i, j] = s2 / ljj
+
+    @wp.func
+    def cholesky_solve(L: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar), nv: int, w: int):
+        """x[w] <- (L L')^-1 x[w] in place, L from `cholesky_factor`."""
+        for i in range(nv):
+            s = x[w, i]
+            for k in range(i):
+                s = s - L[w, i, k] * x[w, k]
+            x[w, i] = s / L[w, i, i]
+        for ii in range(nv):
+            i = nv - 1 - ii
+            s = x[w, i]
+            for k in range(i + 1, nv):
+                s = s - L[w, k, i] * x[w, k]
+            x[w, i] = s / L[w, i, i]
+
+    return cholesky_factor, cholesky_solve
+
+
+@functools.cache
 def build(scalar):
     Model, Data = model_struct(scalar), data_struct(scalar)
     # machine epsilon of the build's precision (a power of two: exact as a kernel constant)
     eps = 2.0**-23 if scalar == wp.float32 else 2.0**-52
     row_dot = constraint.build(scalar)[2]
     _, factor_ld, solve_ld = factor_m.build(scalar)
+    cholesky_factor, cholesky_solve = dense_cholesky(scalar)
 
     @wp.func
     def row_cost(m: Model, d: Data, w: int, r: int, jar: scalar):
@@ -134,30 +173,10 @@ def build(scalar):
                 d.solver_search[w, i] = -d.solver_grad[w, i]
             solve_ld(m, d.solver_H, d.solver_search, w)
             return
-        # H = L L' in place (lower triangle)
-        for j in range(nv):
-            s = d.solver_H[w, j, j]
-            for k in range(j):
-                s = s - d.solver_H[w, j, k] * d.solver_H[w, j, k]
-            ljj = wp.sqrt(wp.max(s, scalar(MINVAL)))
-            d.solver_H[w, j, j] = ljj
-            for i in range(j + 1, nv):
-                s2 = d.solver_H[w, i, j]
-                for k in range(j):
-                    s2 = s2 - d.solver_H[w, i, k] * d.solver_H[w, j, k]
-                d.solver_H[w, i, j] = s2 / ljj
-        # L y = -grad, L' p = y
+        cholesky_factor(d.solver_H, nv, w)
         for i in range(nv):
-            s = -d.solver_grad[w, i]
-            for k in range(i):
-                s = s - d.solver_H[w, i, k] * d.solver_search[w, k]
-            d.solver_search[w, i] = s / d.solver_H[w, i, i]
-        for ii in range(nv):
-            i = nv - 1 - ii
-            s = d.solver_search[w, i]
-            for k in range(i + 1, nv):
-                s = s - d.solver_H[w, k, i] * d.solver_search[w, k]
-            d.solver_search[w, i] = s / d.solver_H[w, i, i]
+            d.solver_search[w, i] = -d.solver_grad[w, i]
+        cholesky_solve(d.solver_H, d.solver_search, nv, w)
 
     @wp.func
     def line_derivatives(m: Model, d: Data, w: int, alpha: scalar, p_mr: scalar, p_mp: scalar):
