@@ -14,6 +14,7 @@ a constant.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import warp as wp
 
@@ -24,6 +25,7 @@ from simrl.sim.model import copy_struct
 PARAMS = {
     "body_mass": lambda m: (m.nbody,),
     "actuator_gain": lambda m: (m.nu,),
+    "geom_friction": lambda m: (m.mjm.ngeom, 3),
 }
 
 
@@ -42,9 +44,10 @@ def _check_tensor(name: str, value, shape: tuple, dtype: torch.dtype, device: to
 
 
 def _wp_array(value: torch.Tensor, dtype) -> wp.array:
-    """A fresh Warp array with a gradient buffer, holding a copy of `value`."""
-    array = wp.zeros(tuple(value.shape), dtype=dtype, device=wp.device_from_torch(value.device),
-                     requires_grad=True)
+    """A fresh Warp array with a gradient buffer, holding a copy of `value` (whose last axis
+    holds the components when dtype is a vector type)."""
+    shape = tuple(value.shape[:-1]) if wp.types.type_is_vector(dtype) else tuple(value.shape)
+    array = wp.zeros(shape, dtype=dtype, device=wp.device_from_torch(value.device), requires_grad=True)
     wp.to_torch(array, requires_grad=False).copy_(value.detach())
     return array
 
@@ -92,7 +95,7 @@ def _model_with_params(sim, params: dict, tape: wp.Tape, ctx):
     ctx.param_arrays = []
     kernels = grad.build(model.dtype)
     for name, value in params.items():
-        array = _wp_array(value, model.dtype)
+        array = _wp_array(value, model.T.vec3 if name == "geom_friction" else model.dtype)
         ctx.param_arrays.append(array)
         if name == "body_mass":
             m.body_mass = array
@@ -102,6 +105,15 @@ def _model_with_params(sim, params: dict, tape: wp.Tape, ctx):
                 wp.launch(kernels["gain_to_gainprm"], dim=array.shape, inputs=[array, base.actuator_gainprm, gainprm],
                           device=model.device)
             m.actuator_gainprm = gainprm
+        elif name == "geom_friction":
+            source = wp.array(np.asarray(model.contact_tables["friction_geoms"], dtype=np.int32).reshape(-1, 2),
+                              dtype=wp.vec2i, device=model.device)
+            friction = wp.zeros((array.shape[0], base.ncpair), dtype=model.T.vec5, device=model.device,
+                                requires_grad=True)
+            with tape:
+                wp.launch(kernels["geom_friction_to_cpair"], dim=friction.shape,
+                          inputs=[array, source, base.cpair_friction, friction], device=model.device)
+            m.cpair_friction = friction
     return m
 
 
@@ -113,7 +125,8 @@ def diff_step(sim, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl: torch.Tensor,
 
     `params` optionally maps model parameters to per-world tensors that replace the model's
     values for this call and receive gradients: "body_mass" [W, nbody], "actuator_gain"
-    [W, nu] (the gain of fixed-gain actuators, gainprm[0]). Tensors are converted to the
+    [W, nu] (the gain of fixed-gain actuators, gainprm[0]), "geom_friction" [W, ngeom, 3]
+    (sliding, torsional, rolling; mixed into each contact pair as MuJoCo does). Tensors are converted to the
     simulation's precision; gradients come back in the caller's dtype.
     """
     from simrl.sim.sim import Sim

@@ -43,7 +43,7 @@ LIMITS_FRICTION = """
   <actuator><motor joint="slide" gear="5"/><motor joint="hinge" gear="2"/></actuator>
 </mujoco>"""
 
-NAMES = ("qpos0", "qvel0", "ctrl", "body_mass", "actuator_gain")
+NAMES = ("qpos0", "qvel0", "ctrl", "body_mass", "actuator_gain", "geom_friction")
 
 
 def _euler(mjm):
@@ -82,12 +82,13 @@ def _inputs(mjm, W, rng, kind):
 def _check_gradients(sim, mjm, values, substeps=1, tol=1e-6, fd_sim=None, eps=1e-6):
     """Gradients of a random linear function of (qpos1, qvel1) vs central differences."""
     W = sim.num_worlds
+    names = NAMES[:len(values)]
     gen = torch.Generator().manual_seed(0)
     dtype = sim.qpos.dtype
     inputs = [torch.tensor(v, dtype=dtype, requires_grad=True) for v in values]
     wq = torch.randn(W, mjm.nq, generator=gen, dtype=torch.float64)
     wv = torch.randn(W, mjm.nv, generator=gen, dtype=torch.float64)
-    qpos1, qvel1 = diff_step(sim, *inputs[:3], dict(zip(NAMES[3:], inputs[3:], strict=True)), substeps=substeps)
+    qpos1, qvel1 = diff_step(sim, *inputs[:3], dict(zip(names[3:], inputs[3:], strict=True)), substeps=substeps)
     assert qpos1.grad_fn is not None
     loss = (qpos1.double() * wq).sum() + (qvel1.double() * wv).sum()
     loss.backward()
@@ -97,11 +98,11 @@ def _check_gradients(sim, mjm, values, substeps=1, tol=1e-6, fd_sim=None, eps=1e
 
     def f(args):
         with torch.no_grad():
-            q, v = diff_step(fd_sim, *args[:3], dict(zip(NAMES[3:], args[3:], strict=True)), substeps=substeps)
+            q, v = diff_step(fd_sim, *args[:3], dict(zip(names[3:], args[3:], strict=True)), substeps=substeps)
         return ((q * wq).sum() + (v * wv).sum()).item()
 
     errors = {}
-    for k, name in enumerate(NAMES):
+    for k, name in enumerate(names):
         g = inputs[k].grad.double()
         fd = torch.zeros_like(base[k])
         for i in range(fd.numel()):
@@ -120,8 +121,14 @@ def _check_gradients(sim, mjm, values, substeps=1, tol=1e-6, fd_sim=None, eps=1e
     return errors
 
 
-def _params(mjm, W):
-    return [np.tile(mjm.body_mass, (W, 1)), np.tile(mjm.actuator_gainprm[:, 0], (W, 1))]
+def _params(mjm, W, friction=False):
+    """body_mass, actuator_gain and, with contacts, geom_friction: each geom's friction scaled
+    by its own random factor, so that no two geoms tie in MuJoCo's max rule (a kink)."""
+    params = [np.tile(mjm.body_mass, (W, 1)), np.tile(mjm.actuator_gainprm[:, 0], (W, 1))]
+    if friction:
+        scale = np.random.default_rng(7).uniform(0.7, 1.3, (W, mjm.ngeom, 1))
+        params.append(np.tile(mjm.geom_friction, (W, 1, 1)) * scale)
+    return params
 
 
 SMOOTH = {"slide_hinge": SLIDE_HINGE, "ball_chain": BALL_CHAIN, "two_trees": TWO_TREES, "humanoid": None}
@@ -153,7 +160,7 @@ def test_constraint_gradients_float64(model, rng):
         mjm = mujoco.MjModel.from_xml_string(LIMITS_FRICTION)
     sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
     sim.set_solver(iterations=100, tolerance=1e-15)  # the solution to rounding: crisp differences
-    values = [*_inputs(mjm, 2, rng, model), *_params(mjm, 2)]
+    values = [*_inputs(mjm, 2, rng, model), *_params(mjm, 2, friction=True)]
     # the state really has active constraints of each kind
     sim.qpos, sim.qvel, sim.ctrl = (torch.tensor(v) for v in values[:3])
     sim.forward()
@@ -180,7 +187,7 @@ def test_gradients_float32(model, rng, verify_array_access):
     sim32 = Sim.from_model(mjm, num_worlds=2, dtype="float32")
     sim64 = Sim.from_model(mjm, num_worlds=2, dtype="float64")
     sim64.set_solver(iterations=100, tolerance=1e-15)
-    values = [*_inputs(mjm, 2, rng, kind), *_params(mjm, 2)]
+    values = [*_inputs(mjm, 2, rng, kind), *_params(mjm, 2, friction=kind == "quadruped")]
     _check_gradients(sim32, mjm, values, tol=1e-2, fd_sim=sim64)
 
 

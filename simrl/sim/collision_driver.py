@@ -83,6 +83,17 @@ def _override(mjm) -> bool:
     return bool(mjm.opt.enableflags & mujoco.mjtEnableBit.mjENBL_OVERRIDE)
 
 
+def friction_geoms(mjm: mujoco.MjModel, g1: int, g2: int, ipair: int) -> tuple[int, int]:
+    """The geoms whose friction gives the pair's (`contact_parameters`): both (their maximum),
+    the one of higher priority (and -1), or (-1, -1) when it is the <pair>'s or the override's."""
+    if ipair >= 0 or _override(mjm):
+        return -1, -1
+    p1, p2 = mjm.geom_priority[g1], mjm.geom_priority[g2]
+    if p1 != p2:
+        return (g1 if p1 > p2 else g2), -1
+    return g1, g2
+
+
 def contact_parameters(mjm: mujoco.MjModel, g1: int, g2: int, ipair: int):
     """condim, solref(2), solimp(5), friction(5), margin, gap of a geom pair, combined as
     mj_contactParam / getMargin / getGap / mj_assign* (engine_collision_driver.c,
@@ -139,7 +150,7 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
     need that does not change while simulating (empty tables for None: contacts disabled)."""
     pairs = candidate_geom_pairs(mjm) if mjm is not None else []
     t = {name: [] for name in ("geom", "kind", "slot", "nslot", "condim", "solref", "solimp",
-                               "friction", "margin", "gap")}
+                               "friction", "friction_geoms", "margin", "gap")}
     slot_pair, slot_row = [], []
     nslot_total = nrow = 0
     for g1, g2, ipair in pairs:
@@ -158,6 +169,7 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         t["solref"].append(solref)
         t["solimp"].append(solimp)
         t["friction"].append(friction)
+        t["friction_geoms"].append(friction_geoms(mjm, g1, g2, ipair))
         t["margin"].append(margin)
         t["gap"].append(gap)
         for _ in range(nslot):

@@ -21,6 +21,7 @@ import warp as wp
 
 from simrl.errors import UnsupportedFeatureError
 from simrl.sim import factor_m, forward, integrate_pos, solver
+from simrl.sim.collision_driver import MINMU
 from simrl.sim.constraint import CNSTR_FRICTION_DOF
 from simrl.sim.data import data_struct, make_data
 from simrl.sim.model import INTEGRATOR_EULER, model_struct
@@ -265,7 +266,27 @@ def build(scalar):
         prm = base[w % base.shape[0], a]
         out[w, a] = T.vec3(gain[w, a], prm[1], prm[2])
 
-    return {"smooth": smooth, "constraint": constraint, "constraint_solve": constraint_solve,
+    @wp.kernel(module=module)
+    def geom_friction_to_cpair(friction: wp.array2d(dtype=T.vec3), source: wp.array(dtype=wp.vec2i),
+                               base: wp.array2d(dtype=T.vec5), out: wp.array2d(dtype=T.vec5)):
+        """cpair_friction from per-world geom friction (sliding, torsional, rolling): the maximum
+        of the two geoms', or the higher-priority geom's, as MuJoCo mixes them (mj_contactParam);
+        pairs with their own friction (<pair>, override) keep `base`."""
+        w, p = wp.tid()
+        src = source[p]
+        value = base[w % base.shape[0], p]
+        if src[0] >= 0:
+            fr = friction[w, src[0]]
+            if src[1] >= 0:
+                other = friction[w, src[1]]
+                fr = T.vec3(wp.max(fr[0], other[0]), wp.max(fr[1], other[1]), wp.max(fr[2], other[2]))
+            lo = scalar(MINMU)
+            value = T.vec5(wp.max(lo, fr[0]), wp.max(lo, fr[0]), wp.max(lo, fr[1]), wp.max(lo, fr[2]),
+                           wp.max(lo, fr[2]))
+        out[w, p] = value
+
+    return {"geom_friction_to_cpair": geom_friction_to_cpair,
+            "smooth": smooth, "constraint": constraint, "constraint_solve": constraint_solve,
             "constraint_force": constraint_force, "constraint_adjoint": constraint_adjoint, "add": add,
             "euler_diagonal": euler_diagonal, "solve_forward": solve_forward,
             "solve_adjoint": solve_adjoint, "advance": advance, "gain_to_gainprm": gain_to_gainprm}
