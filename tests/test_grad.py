@@ -16,7 +16,7 @@ from conftest import GYM_ASSETS, without_constraints
 from models import BALL_CHAIN, SLIDE_HINGE, TWO_TREES
 
 from envs import ASSETS_DIR
-from simrl import Sim, UnsupportedFeatureError, diff_step
+from simrl import Sim, diff_step
 
 QUADRUPED_XML = ASSETS_DIR / "quadruped.xml"
 
@@ -148,6 +148,27 @@ def test_smooth_gradients_float64(name, rng):
     sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
     values = [*_inputs(mjm, 2, rng, "random"), *_params(mjm, 2)]
     _check_gradients(sim, mjm, values, substeps=2, tol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["ball_chain", "two_trees", "quadruped"])
+def test_rk4_gradients_float64(name, rng):
+    """RK4 (MuJoCo 4.0's, with the Munthe-Kaas correction on ball and free joints): the step
+    equals Sim.step's and its gradients match finite differences, smooth and with contacts."""
+    if name == "quadruped":
+        mjm = mujoco.MjModel.from_xml_path(str(QUADRUPED_XML))
+        values = [*_inputs(mjm, 2, rng, "quadruped"), *_params(mjm, 2, friction=True)]
+    else:
+        mjm = without_constraints(mujoco.MjModel.from_xml_string(SMOOTH[name]))
+        values = [*_inputs(mjm, 2, rng, "random"), *_params(mjm, 2)]
+    mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    sim.set_solver(iterations=100, tolerance=1e-15)
+    qpos1, qvel1 = diff_step(sim, *(torch.tensor(v) for v in values[:3]))
+    sim.qpos, sim.qvel, sim.ctrl = (torch.tensor(v) for v in values[:3])
+    sim.step()
+    assert torch.allclose(sim.qpos, qpos1, rtol=0, atol=1e-12)
+    assert torch.allclose(sim.qvel, qvel1, rtol=0, atol=1e-10)
+    _check_gradients(sim, mjm, values, tol=1e-5 if name == "quadruped" else 1e-6)
 
 
 @pytest.mark.parametrize("model", ["quadruped", "limits_friction"])
@@ -307,6 +328,3 @@ def test_errors_name_the_problem():
     if torch.cuda.is_available():
         with pytest.raises(ValueError, match="device"):
             diff_step(sim, qpos.cuda(), qvel, ctrl)
-    mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
-    with pytest.raises(UnsupportedFeatureError, match="Euler integrator only"):
-        diff_step(Sim.from_model(mjm, num_worlds=2, dtype="float64"), qpos, qvel, ctrl)

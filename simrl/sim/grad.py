@@ -19,8 +19,7 @@ import functools
 
 import warp as wp
 
-from simrl.errors import UnsupportedFeatureError
-from simrl.sim import factor_m, forward, integrate_pos, solver
+from simrl.sim import factor_m, forward, integrate_pos, rk4, solver
 from simrl.sim.collision_driver import MINMU
 from simrl.sim.constraint import CNSTR_FRICTION_DOF
 from simrl.sim.data import data_struct, make_data
@@ -258,6 +257,40 @@ def build(scalar):
             qvel1[w, i] = qvel0[w, i] + h * qacc[w, i]
         integrate_pos_(m, qpos0, qpos1, qvel1, h, w)
 
+    stage_derivative_, next_stage_ = rk4.stage_funcs(scalar)
+
+    @wp.kernel(module=module)
+    def rk_derivative(m: Model, k_prev: wp.array2d(dtype=scalar), qvel: wp.array2d(dtype=scalar), a: scalar,
+                      k: wp.array2d(dtype=scalar)):
+        """k_i of an RK4 stage (simrl.sim.rk4.stage_derivative), into a fresh buffer."""
+        w = wp.tid()
+        stage_derivative_(m, k_prev, qvel, k, a, w)
+
+    @wp.kernel(module=module)
+    def rk_next(m: Model, qpos0: wp.array2d(dtype=scalar), qvel0: wp.array2d(dtype=scalar),
+                k: wp.array2d(dtype=scalar), qacc: wp.array2d(dtype=scalar), a: scalar,
+                qpos: wp.array2d(dtype=scalar), qvel: wp.array2d(dtype=scalar)):
+        """The next RK4 stage's state (simrl.sim.rk4.next_stage)."""
+        w = wp.tid()
+        next_stage_(m, qpos0, qvel0, k, qacc, a, qpos, qvel, w)
+
+    @wp.kernel(module=module)
+    def rk_end(m: Model, qpos0: wp.array2d(dtype=scalar), qvel0: wp.array2d(dtype=scalar),
+               k1: wp.array2d(dtype=scalar), k2: wp.array2d(dtype=scalar), k3: wp.array2d(dtype=scalar),
+               k4: wp.array2d(dtype=scalar), a1: wp.array2d(dtype=scalar), a2: wp.array2d(dtype=scalar),
+               a3: wp.array2d(dtype=scalar), a4: wp.array2d(dtype=scalar), b1: scalar, b2: scalar, b3: scalar,
+               b4: scalar, dq: wp.array2d(dtype=scalar), qpos1: wp.array2d(dtype=scalar),
+               qvel1: wp.array2d(dtype=scalar)):
+        """X0 advanced by h times the B-weighted stage derivatives (summed in the order of
+        rk4.accumulate, so the result equals Sim.step's to the bit)."""
+        w = wp.tid()
+        h = m.timestep
+        for i in range(m.nv):
+            dq[w, i] = k1[w, i] * b1 + k2[w, i] * b2 + k3[w, i] * b3 + k4[w, i] * b4
+            dqvel = a1[w, i] * b1 + a2[w, i] * b2 + a3[w, i] * b3 + a4[w, i] * b4
+            qvel1[w, i] = qvel0[w, i] + dqvel * h
+        integrate_pos_(m, qpos0, qpos1, dq, h, w)
+
     @wp.kernel(module=module)
     def gain_to_gainprm(gain: wp.array2d(dtype=scalar), base: wp.array2d(dtype=T.vec3),
                         out: wp.array2d(dtype=T.vec3)):
@@ -289,16 +322,8 @@ def build(scalar):
             "smooth": smooth, "constraint": constraint, "constraint_solve": constraint_solve,
             "constraint_force": constraint_force, "constraint_adjoint": constraint_adjoint, "add": add,
             "euler_diagonal": euler_diagonal, "solve_forward": solve_forward,
-            "solve_adjoint": solve_adjoint, "advance": advance, "gain_to_gainprm": gain_to_gainprm}
-
-
-def check_differentiable(model) -> None:
-    """Raise UnsupportedFeatureError for what the differentiable step does not cover yet."""
-    if model.integrator != INTEGRATOR_EULER:
-        raise UnsupportedFeatureError(
-            "diff_step supports the Euler integrator only (the model uses "
-            f"{'RK4' if model.integrator == 1 else 'integrator ' + str(model.integrator)}); "
-            "set <option integrator=\"Euler\"/>")
+            "solve_adjoint": solve_adjoint, "advance": advance, "rk_derivative": rk_derivative,
+            "rk_next": rk_next, "rk_end": rk_end, "gain_to_gainprm": gain_to_gainprm}
 
 
 def _solve(tape, kernels, m, W, A, diag, b, x, device, LD):
@@ -318,56 +343,92 @@ def _solve(tape, kernels, m, W, A, diag, b, x, device, LD):
 class Rollout:
     """Physics steps recorded on one tape, from (qpos0, qvel0, ctrl) and model parameters.
 
-    `model_struct` is the Model the kernels read (parameters replaced by arrays with
-    gradients); `steps` Euler steps are taken with the same ctrl. Call `backward()` after
-    seeding `qpos1.grad` / `qvel1.grad`."""
+    `m` is the Model struct the kernels read (parameters replaced by arrays with gradients);
+    `steps` steps of the model's integrator (Euler or RK4) are taken with the same ctrl. Seed
+    `qpos1.grad` / `qvel1.grad`, then run `tape.backward()`."""
 
     def __init__(self, model, m, qpos0, qvel0, ctrl, qfrc_applied, steps: int, tape: wp.Tape):
-        self.kernels = k = build(model.dtype)
-        self.tape = tape
-        self.model = model
-        device = model.device
-        W = qpos0.shape[0]
-        nv = model.nv
-        self.datas = []
+        self.kernels = build(model.dtype)
+        self.tape, self.model, self.m = tape, model, m
+        self.ctrl, self.qfrc_applied = ctrl, qfrc_applied
+        self.datas = []  # one set of buffers per evaluation of the forward dynamics
+        self.warmstart = None  # the constraint solver starts from the previous solution, as Sim.step
         qpos, qvel = qpos0, qvel0
-        constrained = model.struct.nefc > 0
-        warmstart = None
         with tape:
             for _ in range(steps):
-                d = make_data(model, W, requires_grad=True)
-                d.qpos, d.qvel, d.ctrl, d.qfrc_applied = qpos, qvel, ctrl, qfrc_applied
-                wp.launch(k["smooth"], dim=W, inputs=[m, d], device=device)
-                diag = wp.zeros((W, nv), dtype=model.dtype, device=device, requires_grad=True)
-                wp.launch(k["euler_diagonal"], dim=(W, nv), inputs=[m, diag], device=device)
-                if not constrained:
-                    # qacc = M^-1 qfrc_smooth; with implicit damping Euler uses
-                    # (M + h D)^-1 qfrc_smooth instead (mj_EulerSkip)
-                    _solve(tape, k, m, W, d.qM, diag, d.qfrc_smooth, d.qacc_int, device, d.qLD)
-                    qacc_int = d.qacc_int
+                if model.integrator == INTEGRATOR_EULER:
+                    qpos, qvel = self._euler(qpos, qvel)
                 else:
-                    qacc_int = self._constrained(m, d, diag, warmstart)
-                    warmstart = d.qacc
-                qpos_next = wp.zeros_like(qpos, requires_grad=True)
-                qvel_next = wp.zeros_like(qvel, requires_grad=True)
-                wp.launch(k["advance"], dim=W, inputs=[m, qpos, qvel, qacc_int, qpos_next, qvel_next],
-                          device=device)
-                self.datas.append(d)
-                qpos, qvel = qpos_next, qvel_next
+                    qpos, qvel = self._rk4(qpos, qvel)
         self.qpos1, self.qvel1 = qpos, qvel
 
-    def _constrained(self, m, d, diag, warmstart):
-        """qacc with constraints: the solver forward, its implicit adjoint on the tape; then the
-        acceleration Euler integrates (with implicit damping: (M + h D)^-1 (qfrc_smooth +
-        qfrc_constraint)). Returns that acceleration."""
+    def _fresh(self, like):
+        return wp.zeros_like(like, requires_grad=True)
+
+    def _euler(self, qpos, qvel):
+        """Semi-implicit Euler, with dof damping implicit when the model asks (mj_EulerSkip)."""
+        qacc = self._acceleration(qpos, qvel, implicit_damping=bool(self.model.struct.euler_damp))
+        qpos1, qvel1 = self._fresh(qpos), self._fresh(qvel)
+        wp.launch(self.kernels["advance"], dim=qpos.shape[0], inputs=[self.m, qpos, qvel, qacc, qpos1, qvel1],
+                  device=self.model.device)
+        return qpos1, qvel1
+
+    def _rk4(self, qpos, qvel):
+        """MuJoCo 4.0's RK4 (simrl.sim.rk4): four evaluations, each on buffers of its own."""
+        k, m, W, device, scalar = self.kernels, self.m, qpos.shape[0], self.model.device, self.model.dtype
+        A = [scalar(a) for a in rk4.RK4_A]
+        B = [scalar(b) for b in rk4.RK4_B]
+        derivatives, accelerations = [], []
+        qpos_i, qvel_i = qpos, qvel
+        for i in range(4):
+            accelerations.append(self._acceleration(qpos_i, qvel_i, implicit_damping=False))
+            if i == 0:
+                derivatives.append(qvel)
+            else:
+                derivative = self._fresh(qvel)
+                wp.launch(k["rk_derivative"], dim=W, inputs=[m, derivatives[-1], qvel_i, A[i - 1], derivative],
+                          device=device)
+                derivatives.append(derivative)
+            if i < 3:
+                qpos_next, qvel_next = self._fresh(qpos), self._fresh(qvel)
+                wp.launch(k["rk_next"], dim=W, inputs=[m, qpos, qvel, derivatives[-1], accelerations[-1], A[i],
+                                                       qpos_next, qvel_next], device=device)
+                qpos_i, qvel_i = qpos_next, qvel_next
+        qpos1, qvel1, dq = self._fresh(qpos), self._fresh(qvel), self._fresh(qvel)
+        wp.launch(k["rk_end"], dim=W, inputs=[m, qpos, qvel, *derivatives, *accelerations, *B, dq, qpos1, qvel1],
+                  device=device)
+        return qpos1, qvel1
+
+    def _acceleration(self, qpos, qvel, implicit_damping: bool):
+        """The acceleration the integrator uses at (qpos, qvel): qacc (M^-1 qfrc_smooth, or the
+        constraint solver's), or with implicit damping (M + h D)^-1 (qfrc_smooth + qfrc_constraint)."""
+        k, tape, model, m = self.kernels, self.tape, self.model, self.m
+        device = model.device
+        W, nv = qpos.shape[0], model.nv
+        d = make_data(model, W, requires_grad=True)
+        d.qpos, d.qvel, d.ctrl, d.qfrc_applied = qpos, qvel, self.ctrl, self.qfrc_applied
+        self.datas.append(d)
+        wp.launch(k["smooth"], dim=W, inputs=[m, d], device=device)
+        diag = wp.zeros((W, nv), dtype=model.dtype, device=device, requires_grad=True)
+        if implicit_damping:
+            wp.launch(k["euler_diagonal"], dim=(W, nv), inputs=[m, diag], device=device)
+        if model.struct.nefc == 0:
+            _solve(tape, k, m, W, d.qM, diag, d.qfrc_smooth, d.qacc_int, device, d.qLD)
+            return d.qacc_int
+        return self._constrained(m, d, diag if implicit_damping else None)
+
+    def _constrained(self, m, d, diag):
+        """qacc with constraints: the solver forward, its implicit adjoint on the tape; with
+        `diag` (h * damping, Euler's implicit damping) then (M + diag)^-1 (qfrc_smooth +
+        qfrc_constraint). Returns the acceleration to integrate."""
         k, tape, model = self.kernels, self.tape, self.model
         device, dtype = model.device, model.dtype
         W, nv, nefc = d.qvel.shape[0], model.nv, model.struct.nefc
         zero = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
         _solve(tape, k, m, W, d.qM, zero, d.qfrc_smooth, d.qacc_smooth, device, d.qLD)
         wp.launch(k["constraint"], dim=W, inputs=[m, d], device=device)
-        if warmstart is not None:
-            wp.copy(d.qacc_warmstart, warmstart)
+        if self.warmstart is not None:
+            wp.copy(d.qacc_warmstart, self.warmstart)
         wp.launch(k["constraint_solve"], dim=W, inputs=[m, d], device=device, record_tape=False)
         qacc = wp.clone(d.qacc, requires_grad=True)
 
@@ -380,7 +441,8 @@ class Rollout:
 
         tape.record_func(backward, arrays=[qacc, d.qM, d.qfrc_smooth, d.efc_J, d.efc_D, d.efc_aref,
                                            d.efc_frictionloss])
-        if not model.struct.euler_damp:
+        self.warmstart = d.qacc
+        if diag is None:
             return qacc
         jar = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)
         force = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)

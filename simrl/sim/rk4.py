@@ -33,17 +33,19 @@ RK4_B = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
 
 
 @functools.cache
-def build(scalar):
+def stage_funcs(scalar):
+    """(stage_derivative, next_stage) on explicit arrays: the Sim's RK4 kernels pass its Data
+    buffers, the differentiable step (simrl.sim.grad) fresh buffers per stage."""
     T = scalar_types(scalar)
-    Model, Data = model_struct(scalar), data_struct(scalar)
+    Model = model_struct(scalar)
     vec3 = T.vec3
     integrate_pos_ = integrate_pos.build(scalar)
-    check_finite = integrate_pos.build_check(scalar)
 
     @wp.func
-    def stage_derivative(m: Model, d: Data, w: int, a: scalar):
-        """rk_k <- k_i of the stage just evaluated; on entry rk_k holds k_{i-1}, and the stage
-        was placed at theta_i = h a k_{i-1}."""
+    def stage_derivative(m: Model, k_prev: wp.array2d(dtype=scalar), qvel: wp.array2d(dtype=scalar),
+                         k: wp.array2d(dtype=scalar), a: scalar, w: int):
+        """k <- k_i of the stage just evaluated (velocity qvel), placed at theta_i = h a k_{i-1}
+        (k_prev). k may alias k_prev: each joint reads its entries before writing them."""
         h = m.timestep
         for j in range(m.njnt):
             da = m.jnt_dofadr[j]
@@ -51,19 +53,38 @@ def build(scalar):
             rot = int(-1)
             if jtype == JNT_FREE:
                 for c in range(3):
-                    d.rk_k[w, da + c] = d.qvel[w, da + c]
+                    k[w, da + c] = qvel[w, da + c]
                 rot = da + 3
             elif jtype == JNT_BALL:
                 rot = da
             else:
-                d.rk_k[w, da] = d.qvel[w, da]
+                k[w, da] = qvel[w, da]
             if rot >= 0:
-                theta = vec3(d.rk_k[w, rot], d.rk_k[w, rot + 1], d.rk_k[w, rot + 2]) * a * h
-                omega = vec3(d.qvel[w, rot], d.qvel[w, rot + 1], d.qvel[w, rot + 2])
+                theta = vec3(k_prev[w, rot], k_prev[w, rot + 1], k_prev[w, rot + 2]) * a * h
+                omega = vec3(qvel[w, rot], qvel[w, rot + 1], qvel[w, rot + 2])
                 tw = wp.cross(theta, omega)
-                k = omega + tw * scalar(0.5) + wp.cross(theta, tw) * (scalar(1.0) / scalar(12.0))
+                kr = omega + tw * scalar(0.5) + wp.cross(theta, tw) * (scalar(1.0) / scalar(12.0))
                 for c in range(3):
-                    d.rk_k[w, rot + c] = k[c]
+                    k[w, rot + c] = kr[c]
+
+    @wp.func
+    def next_stage(m: Model, qpos0: wp.array2d(dtype=scalar), qvel0: wp.array2d(dtype=scalar),
+                   k: wp.array2d(dtype=scalar), qacc: wp.array2d(dtype=scalar), a: scalar,
+                   qpos: wp.array2d(dtype=scalar), qvel: wp.array2d(dtype=scalar), w: int):
+        """(qpos, qvel) = X0 = (qpos0, qvel0) advanced by h a (k, qacc) of the stage just evaluated."""
+        h = m.timestep
+        integrate_pos_(m, qpos0, qpos, k, a * h, w)
+        for i in range(m.nv):
+            qvel[w, i] = qvel0[w, i] + (qacc[w, i] * a) * h
+
+    return stage_derivative, next_stage
+
+
+@functools.cache
+def build(scalar):
+    Model, Data = model_struct(scalar), data_struct(scalar)
+    integrate_pos_ = integrate_pos.build(scalar)
+    check_finite = integrate_pos.build_check(scalar)
 
     @wp.func
     def accumulate(m: Model, d: Data, w: int, b: scalar):
@@ -71,13 +92,7 @@ def build(scalar):
             d.rk_dqpos[w, i] = d.rk_dqpos[w, i] + d.rk_k[w, i] * b
             d.rk_dqvel[w, i] = d.rk_dqvel[w, i] + d.qacc[w, i] * b
 
-    @wp.func
-    def next_stage(m: Model, d: Data, w: int, a: scalar):
-        """(qpos, qvel) = X0 advanced by h a (k, qacc) of the stage just evaluated."""
-        h = m.timestep
-        integrate_pos_(m, d.rk_qpos, d.qpos, d.rk_k, a * h, w)
-        for i in range(m.nv):
-            d.qvel[w, i] = d.rk_qvel[w, i] + (d.qacc[w, i] * a) * h
+    stage_derivative, next_stage = stage_funcs(scalar)
 
     @wp.kernel(module=kernel_module(scalar))
     def rk4_begin(m: Model, d: Data, a_next: scalar, b: scalar):
@@ -91,22 +106,22 @@ def build(scalar):
             d.rk_dqpos[w, i] = scalar(0.0)
             d.rk_dqvel[w, i] = scalar(0.0)
         accumulate(m, d, w, b)
-        next_stage(m, d, w, a_next)
+        next_stage(m, d.rk_qpos, d.rk_qvel, d.rk_k, d.qacc, a_next, d.qpos, d.qvel, w)
 
     @wp.kernel(module=kernel_module(scalar))
     def rk4_stage(m: Model, d: Data, a: scalar, a_next: scalar, b: scalar):
         """Add the stage just evaluated (placed with A coefficient `a`), move to the next."""
         w = wp.tid()
-        stage_derivative(m, d, w, a)
+        stage_derivative(m, d.rk_k, d.qvel, d.rk_k, a, w)
         accumulate(m, d, w, b)
-        next_stage(m, d, w, a_next)
+        next_stage(m, d.rk_qpos, d.rk_qvel, d.rk_k, d.qacc, a_next, d.qpos, d.qvel, w)
 
     @wp.kernel(module=kernel_module(scalar))
     def rk4_end(m: Model, d: Data, a: scalar, b: scalar):
         """Add the last stage, then advance X0 by h times the B-weighted sums (mj_advance)."""
         w = wp.tid()
         h = m.timestep
-        stage_derivative(m, d, w, a)
+        stage_derivative(m, d.rk_k, d.qvel, d.rk_k, a, w)
         accumulate(m, d, w, b)
         for i in range(m.nv):
             d.qvel[w, i] = d.rk_qvel[w, i] + d.rk_dqvel[w, i] * h
