@@ -80,8 +80,9 @@ class _DiffStep(torch.autograd.Function):
         rollout.tape.backward()
         grads = [wp.to_torch(a.grad, requires_grad=False).clone() for a in ctx.inputs]
         params = [wp.to_torch(a.grad, requires_grad=False).clone() for a in ctx.param_arrays]
-        # release the tape and every buffer of the step
+        # release the tape; the step's buffers go back to the pool for the next rollout
         rollout.tape.reset()
+        rollout.release()
         ctx.rollout = ctx.inputs = ctx.param_arrays = None
         return None, None, None, *grads, *params
 

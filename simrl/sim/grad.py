@@ -340,6 +340,52 @@ def _solve(tape, kernels, m, W, A, diag, b, x, device, LD):
     tape.record_func(backward, arrays=[A, diag, b, x])
 
 
+#: bytes of step buffers kept for reuse after backward (per process)
+POOL_BYTES = 256 * 2**20
+
+
+class _Pool:
+    """Step buffers (Data with gradients) returned after backward, reused zeroed by the next
+    rollout of the same model and world count: allocating the hundred arrays of a Data costs
+    more than a small step. At most POOL_BYTES are kept."""
+
+    def __init__(self):
+        self.free = {}  # (id(model), W) -> [(data, adjoint)]
+        self.bytes = 0
+        self.sizes = {}
+
+    @staticmethod
+    def _arrays(model, d):
+        # qpos, qvel, ctrl, qfrc_applied are the rollout's own inputs, not the pool's
+        for name in data_struct(model.dtype).vars:
+            if name not in ("qpos", "qvel", "ctrl", "qfrc_applied"):
+                yield getattr(d, name)
+
+    def take(self, model, W):
+        free = self.free.get((id(model), W))
+        if not free:
+            return make_data(model, W, requires_grad=True), None
+        d, adj = free.pop()
+        self.bytes -= self.sizes[(id(model), W)]
+        for array in self._arrays(model, d):
+            array.zero_()
+            if array.grad is not None:
+                array.grad.zero_()
+        return d, adj
+
+    def give(self, model, d, adj):
+        key = (id(model), d.qM.shape[0])
+        if key not in self.sizes:
+            self.sizes[key] = sum(a.capacity * (2 if a.grad is not None else 1) for a in self._arrays(model, d))
+        if self.bytes + self.sizes[key] > POOL_BYTES:
+            return
+        self.free.setdefault(key, []).append((d, adj))
+        self.bytes += self.sizes[key]
+
+
+_POOL = _Pool()
+
+
 class Rollout:
     """Physics steps recorded on one tape, from (qpos0, qvel0, ctrl) and model parameters.
 
@@ -353,14 +399,58 @@ class Rollout:
         self.ctrl, self.qfrc_applied = ctrl, qfrc_applied
         self.datas = []  # one set of buffers per evaluation of the forward dynamics
         self.warmstart = None  # the constraint solver starts from the previous solution, as Sim.step
+        self.adjoints = {id(m): tape.get_adjoint(m)}  # adjoint structs, built once per struct
         qpos, qvel = qpos0, qvel0
-        with tape:
-            for _ in range(steps):
-                if model.integrator == INTEGRATOR_EULER:
-                    qpos, qvel = self._euler(qpos, qvel)
-                else:
-                    qpos, qvel = self._rk4(qpos, qvel)
+        for _ in range(steps):
+            if model.integrator == INTEGRATOR_EULER:
+                qpos, qvel = self._euler(qpos, qvel)
+            else:
+                qpos, qvel = self._rk4(qpos, qvel)
         self.qpos1, self.qvel1 = qpos, qvel
+
+    def _launch(self, kernel, dim, inputs):
+        """Launch a differentiable kernel and record its adjoint on the tape. Warp's tape would
+        rebuild the adjoint of each struct argument (a hundred fields) at every launch of
+        the backward pass; they are built once here instead. With
+        wp.config.verify_autograd_array_access the tape's own path runs, with its checks."""
+        device = self.model.device
+        if wp.config.verify_autograd_array_access:
+            with self.tape:
+                wp.launch(kernel, dim=dim, inputs=inputs, device=device)
+            return
+        wp.launch(kernel, dim=dim, inputs=inputs, device=device, record_tape=False)
+        adj_inputs = []
+        for x in inputs:
+            if isinstance(x, wp.array):
+                adj_inputs.append(x.grad)
+            elif id(x) in self.adjoints:
+                adj_inputs.append(self.adjoints[id(x)])
+            else:
+                adj_inputs.append(self.tape.get_adjoint(x))
+
+        def backward():
+            wp.launch(kernel, dim=dim, inputs=inputs, adj_inputs=adj_inputs, device=device, adjoint=True)
+
+        self.tape.record_func(backward, arrays=[])
+
+    def release(self):
+        """Return the step buffers to the pool (after backward)."""
+        for d in self.datas:
+            _POOL.give(self.model, d, self.adjoints.get(id(d)))
+        self.datas = []
+        self.adjoints = {}
+
+    def _data(self, qpos, qvel):
+        """Buffers for one evaluation of the dynamics at (qpos, qvel): from the pool, zeroed."""
+        d, adj = _POOL.take(self.model, qpos.shape[0])
+        d.qpos, d.qvel, d.ctrl, d.qfrc_applied = qpos, qvel, self.ctrl, self.qfrc_applied
+        if adj is None:
+            adj = self.tape.get_adjoint(d)
+        adj.qpos, adj.qvel, adj.ctrl, adj.qfrc_applied = qpos.grad, qvel.grad, self.ctrl.grad, \
+            self.qfrc_applied.grad
+        self.adjoints[id(d)] = adj
+        self.datas.append(d)
+        return d
 
     def _fresh(self, like):
         return wp.zeros_like(like, requires_grad=True)
@@ -369,13 +459,12 @@ class Rollout:
         """Semi-implicit Euler, with dof damping implicit when the model asks (mj_EulerSkip)."""
         qacc = self._acceleration(qpos, qvel, implicit_damping=bool(self.model.struct.euler_damp))
         qpos1, qvel1 = self._fresh(qpos), self._fresh(qvel)
-        wp.launch(self.kernels["advance"], dim=qpos.shape[0], inputs=[self.m, qpos, qvel, qacc, qpos1, qvel1],
-                  device=self.model.device)
+        self._launch(self.kernels["advance"], qpos.shape[0], [self.m, qpos, qvel, qacc, qpos1, qvel1])
         return qpos1, qvel1
 
     def _rk4(self, qpos, qvel):
         """MuJoCo 4.0's RK4 (simrl.sim.rk4): four evaluations, each on buffers of its own."""
-        k, m, W, device, scalar = self.kernels, self.m, qpos.shape[0], self.model.device, self.model.dtype
+        k, m, W, scalar = self.kernels, self.m, qpos.shape[0], self.model.dtype
         A = [scalar(a) for a in rk4.RK4_A]
         B = [scalar(b) for b in rk4.RK4_B]
         derivatives, accelerations = [], []
@@ -386,17 +475,15 @@ class Rollout:
                 derivatives.append(qvel)
             else:
                 derivative = self._fresh(qvel)
-                wp.launch(k["rk_derivative"], dim=W, inputs=[m, derivatives[-1], qvel_i, A[i - 1], derivative],
-                          device=device)
+                self._launch(k["rk_derivative"], W, [m, derivatives[-1], qvel_i, A[i - 1], derivative])
                 derivatives.append(derivative)
             if i < 3:
                 qpos_next, qvel_next = self._fresh(qpos), self._fresh(qvel)
-                wp.launch(k["rk_next"], dim=W, inputs=[m, qpos, qvel, derivatives[-1], accelerations[-1], A[i],
-                                                       qpos_next, qvel_next], device=device)
+                self._launch(k["rk_next"], W, [m, qpos, qvel, derivatives[-1], accelerations[-1], A[i],
+                                               qpos_next, qvel_next])
                 qpos_i, qvel_i = qpos_next, qvel_next
         qpos1, qvel1, dq = self._fresh(qpos), self._fresh(qvel), self._fresh(qvel)
-        wp.launch(k["rk_end"], dim=W, inputs=[m, qpos, qvel, *derivatives, *accelerations, *B, dq, qpos1, qvel1],
-                  device=device)
+        self._launch(k["rk_end"], W, [m, qpos, qvel, *derivatives, *accelerations, *B, dq, qpos1, qvel1])
         return qpos1, qvel1
 
     def _acceleration(self, qpos, qvel, implicit_damping: bool):
@@ -405,13 +492,11 @@ class Rollout:
         k, tape, model, m = self.kernels, self.tape, self.model, self.m
         device = model.device
         W, nv = qpos.shape[0], model.nv
-        d = make_data(model, W, requires_grad=True)
-        d.qpos, d.qvel, d.ctrl, d.qfrc_applied = qpos, qvel, self.ctrl, self.qfrc_applied
-        self.datas.append(d)
-        wp.launch(k["smooth"], dim=W, inputs=[m, d], device=device)
+        d = self._data(qpos, qvel)
+        self._launch(k["smooth"], W, [m, d])
         diag = wp.zeros((W, nv), dtype=model.dtype, device=device, requires_grad=True)
         if implicit_damping:
-            wp.launch(k["euler_diagonal"], dim=(W, nv), inputs=[m, diag], device=device)
+            self._launch(k["euler_diagonal"], (W, nv), [m, diag])
         if model.struct.nefc == 0:
             _solve(tape, k, m, W, d.qM, diag, d.qfrc_smooth, d.qacc_int, device, d.qLD)
             return d.qacc_int
@@ -426,7 +511,7 @@ class Rollout:
         W, nv, nefc = d.qvel.shape[0], model.nv, model.struct.nefc
         zero = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
         _solve(tape, k, m, W, d.qM, zero, d.qfrc_smooth, d.qacc_smooth, device, d.qLD)
-        wp.launch(k["constraint"], dim=W, inputs=[m, d], device=device)
+        self._launch(k["constraint"], W, [m, d])
         if self.warmstart is not None:
             wp.copy(d.qacc_warmstart, self.warmstart)
         wp.launch(k["constraint_solve"], dim=W, inputs=[m, d], device=device, record_tape=False)
@@ -447,8 +532,8 @@ class Rollout:
         jar = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)
         force = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)
         qfrc = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
-        wp.launch(k["constraint_force"], dim=W, inputs=[m, d, qacc, jar, force, qfrc], device=device)
+        self._launch(k["constraint_force"], W, [m, d, qacc, jar, force, qfrc])
         rhs = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
-        wp.launch(k["add"], dim=(W, nv), inputs=[d.qfrc_smooth, qfrc, rhs], device=device)
+        self._launch(k["add"], (W, nv), [d.qfrc_smooth, qfrc, rhs])
         _solve(tape, k, m, W, d.qM, diag, rhs, d.qacc_int, device, d.qH)
         return d.qacc_int
