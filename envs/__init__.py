@@ -34,4 +34,6 @@ def make(name: str, **kwargs):
     if name not in registry:
         raise ValueError(f"unknown environment {name!r}; available: {', '.join(sorted(registry))}")
     cls, defaults = registry[name]
-    return cls(**{**defaults, **kwargs})
+    env = cls(**{**defaults, **kwargs})
+    env.name = name
+    return env

@@ -12,6 +12,18 @@ A subclass implements
     _reward_<name>() -> tensor   # [num_envs], one per key of `reward_weights`
     _terminated() -> bool tensor # [num_envs], failure (time-outs are handled here)
     _reset_envs(env_ids)         # write the initial state of those worlds into self.sim
+
+Actions are checked in `step`: a torch.Tensor of shape [num_envs, num_actions], floating
+point, on the env's device, and finite. A non-finite action is an error by default
+(`nonfinite_actions="error"`); `nonfinite_actions="zero"` replaces each NaN/inf entry by 0 and
+reports the number of worlds affected in `extras["log"]["Diagnostics/nonfinite_actions"]` (every
+step) and in `nonfinite_action_count` (the running total). Cost: "error" evaluates one
+`torch.isfinite(actions).all()` per step, which synchronises with the device (free on the CPU,
+one host round trip per step on a GPU); "zero" needs no synchronisation.
+
+`state_dict()` / `load_state_dict()` capture what the next step depends on (the simulation
+state, per-world model parameters, every per-world tensor attribute of the env and its random
+generator), so that a resumed training run continues exactly where it stopped.
 """
 
 import math
@@ -31,10 +43,21 @@ class BatchedEnv:
         episode_length_s: episode duration in seconds; an episode that reaches it is a time-out.
         reward_weights: {term name: weight}; the step reward is sum(weight * term).
         seed: seed of the environment's random generator (resets, commands, noise).
+        nonfinite_actions: "error" (default): `step` raises on NaN or inf actions; "zero": they
+            are replaced by 0 and counted (see the module docstring).
     """
 
+    #: the name the environment was made under (`envs.make` sets it); stored in checkpoints
+    name: str | None = None
+
+    #: simulation arrays that carry state from one step to the next (everything else in the
+    #: simulation's data is recomputed from these by the next step's forward pass)
+    SIM_STATE = ("qpos", "qvel", "ctrl", "qfrc_applied", "qacc", "qacc_warmstart", "nan_world")
+
     def __init__(self, sim: Sim, num_actions: int, decimation: int, episode_length_s: float,
-                 reward_weights: dict[str, float], seed: int = 0):
+                 reward_weights: dict[str, float], seed: int = 0, nonfinite_actions: str = "error"):
+        if nonfinite_actions not in ("error", "zero"):
+            raise ValueError(f"nonfinite_actions must be 'error' or 'zero', got {nonfinite_actions!r}")
         if decimation < 1:
             raise ValueError(f"decimation must be >= 1, got {decimation}")
         if episode_length_s <= 0:
@@ -56,6 +79,8 @@ class BatchedEnv:
         self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
         self.episode_sums = {k: torch.zeros(self.num_envs, device=self.device) for k in self.reward_weights}
         self.actions = torch.zeros(self.num_envs, num_actions, device=self.device)
+        self.nonfinite_actions = nonfinite_actions
+        self.nonfinite_action_count = torch.zeros((), dtype=torch.long, device=self.device)
 
     @classmethod
     def reward_term_names(cls) -> list[str]:
@@ -83,10 +108,12 @@ class BatchedEnv:
         Returns (observations, reward [num_envs], terminated [num_envs] bool,
         time_outs [num_envs] bool, extras). Worlds that finished are reset before the
         observations are computed; extras["log"] holds the mean episode sum of each reward term
-        over the episodes that ended ("Episode_Reward/<term>") and "Diagnostics/nan_resets".
+        over the episodes that ended ("Episode_Reward/<term>") and "Diagnostics/nan_resets", and
+        with nonfinite_actions="zero", "Diagnostics/nonfinite_actions" (worlds whose actions had
+        NaN or inf entries, replaced by 0) at every step.
         """
-        self._check_actions(actions)
-        self.actions = actions
+        actions, nonfinite = self._check_actions(actions)
+        self.actions.copy_(actions)  # the env's own buffer: resets below must not zero the caller's tensor
         for _ in range(self.decimation):
             self._apply_actions(actions)
             self.sim.step()
@@ -104,6 +131,8 @@ class BatchedEnv:
         done = terminated | time_outs
 
         extras = {"log": {}}
+        if nonfinite is not None:
+            extras["log"]["Diagnostics/nonfinite_actions"] = nonfinite.float()
         done_ids = done.nonzero(as_tuple=False).squeeze(-1)
         if done_ids.numel() > 0:
             for name in self.reward_weights:
@@ -120,18 +149,98 @@ class BatchedEnv:
         for sums in self.episode_sums.values():
             sums[env_ids] = 0.0
 
-    def _check_actions(self, actions) -> None:
+    def _check_actions(self, actions) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Check type, shape, device and dtype; handle non-finite entries as configured. Returns
+        the actions to apply and, with nonfinite_actions="zero", the number of worlds whose
+        actions were repaired (a device tensor, no synchronisation)."""
         if not isinstance(actions, torch.Tensor):
             raise TypeError(f"actions must be a torch.Tensor, got {type(actions).__name__}")
         if actions.shape != (self.num_envs, self.num_actions):
             raise ValueError(f"actions must have shape ({self.num_envs}, {self.num_actions}) "
                              f"[num_envs, num_actions], got {tuple(actions.shape)}")
         if actions.device != self.device:
-            raise ValueError(f"actions must be on {self.device}, got {actions.device}")
+            raise ValueError(f"actions must be on device {self.device}, got a tensor on {actions.device}")
         if not actions.is_floating_point():
-            raise TypeError(f"actions must be floating point, got {actions.dtype}")
-        if not torch.isfinite(actions).all():
-            raise ValueError("actions contain NaN or inf")
+            raise TypeError(f"actions must be a floating point tensor, got dtype {actions.dtype}")
+        if self.nonfinite_actions == "zero":
+            finite = torch.isfinite(actions)
+            bad_worlds = (~finite).any(dim=1).sum()
+            self.nonfinite_action_count += bad_worlds
+            return torch.where(finite, actions, torch.zeros_like(actions)), bad_worlds
+        if not torch.isfinite(actions).all():  # one host synchronisation per step on a GPU
+            bad = ~torch.isfinite(actions)
+            worlds = bad.any(dim=1).nonzero().squeeze(-1).tolist()
+            raise ValueError(f"actions contain NaN or inf ({int(bad.sum())} entries in {len(worlds)} of "
+                             f"{self.num_envs} worlds, e.g. world {worlds[0]}); the policy has probably "
+                             f"diverged. Set nonfinite_actions='zero' (task.env.nonfinite_actions=zero) to "
+                             f"replace them by 0 and count them in Diagnostics/nonfinite_actions instead")
+        return actions, None
+
+    # ------------------------------------------------------------------------------ state
+    def _per_world_tensors(self) -> dict[str, torch.Tensor]:
+        """Every tensor attribute of the env with a leading num_envs axis (and those inside
+        dict attributes, such as episode_sums), by name: the env's per-world state."""
+        out = {}
+        for name, value in vars(self).items():
+            if isinstance(value, torch.Tensor) and value.dim() >= 1 and value.shape[0] == self.num_envs:
+                out[name] = value
+            elif isinstance(value, dict):
+                for key, item in value.items():
+                    if isinstance(item, torch.Tensor) and item.dim() >= 1 and item.shape[0] == self.num_envs:
+                        out[f"{name}.{key}"] = item
+        return out
+
+    def _sim_tensors(self) -> dict[str, torch.Tensor]:
+        import warp as wp
+
+        from simrl.sim.model import PER_WORLD_FIELDS
+
+        out = {f"sim.{name}": self.sim.view(name) for name in self.SIM_STATE}
+        struct = self.sim.model.struct
+        for name in PER_WORLD_FIELDS:  # per-world model parameters (domain randomization)
+            array = getattr(struct, name, None)
+            if isinstance(array, wp.array) and array.shape[0] == self.num_envs and self.num_envs > 1:
+                out[f"model.{name}"] = wp.to_torch(array, requires_grad=False)
+        return out
+
+    def state_dict(self) -> dict:
+        """A copy of everything the next `step` depends on: simulation state, per-world model
+        parameters, per-world env tensors, the random generator, the non-finite action count."""
+        tensors = {**self._sim_tensors(), **self._per_world_tensors()}
+        return {"num_envs": self.num_envs, "num_actions": self.num_actions,
+                "tensors": {k: v.detach().clone() for k, v in tensors.items()},
+                "generator": self.generator.get_state(),
+                "nonfinite_action_count": self.nonfinite_action_count.clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a `state_dict()` of an env of the same task, num_envs and configuration, in
+        place (tensors that are views of the simulation stay views). Raises ValueError naming
+        the first mismatch; nothing is changed then."""
+        if state.get("num_envs") != self.num_envs or state.get("num_actions") != self.num_actions:
+            raise ValueError(f"env state is for {state.get('num_envs')} envs with {state.get('num_actions')} "
+                             f"actions, this env has {self.num_envs} with {self.num_actions}")
+        mine = {**self._sim_tensors(), **self._per_world_tensors()}
+        saved = state["tensors"]
+        # attributes a subclass creates on the first step (not yet here) are set from the state
+        lazy = {k for k in set(saved) - set(mine) if "." not in k and not hasattr(self, k)}
+        missing = sorted((set(mine) ^ set(saved)) - lazy)
+        if missing:
+            raise ValueError(f"env state does not match this env (differs in: {', '.join(missing)})")
+        for key in saved.keys() - lazy:
+            if saved[key].shape != mine[key].shape or saved[key].dtype != mine[key].dtype:
+                raise ValueError(f"env state {key}: saved {tuple(saved[key].shape)} {saved[key].dtype}, "
+                                 f"this env {tuple(mine[key].shape)} {mine[key].dtype}")
+        for key, value in saved.items():
+            if key in lazy:
+                setattr(self, key, value.to(self.device).clone())
+            else:
+                mine[key].copy_(value)
+        self.generator.set_state(state["generator"].cpu())  # a generator's state lives on the host
+        self.nonfinite_action_count.copy_(state["nonfinite_action_count"])
+        self._state_loaded()
+
+    def _state_loaded(self) -> None:
+        """Called after `load_state_dict`: a subclass drops anything cached from the old state."""
 
     # ------------------------------------------------------------------------ for subclasses
     def _apply_actions(self, actions: torch.Tensor) -> None:

@@ -21,7 +21,8 @@ class CartpoleEnv(BatchedEnv):
 
     def __init__(self, num_envs: int = 256, device=None, seed: int = 0, swingup: bool = False,
                  decimation: int = 2, episode_length_s: float = 5.0, max_angle: float = 0.4,
-                 max_cart: float = 2.5, reward_weights: dict | None = None, dtype: str = "float32"):
+                 max_cart: float = 2.5, reward_weights: dict | None = None, dtype: str = "float32",
+                 nonfinite_actions: str = "error"):
         sim = Sim.from_mjcf(ASSETS_DIR / "cartpole.xml", num_worlds=num_envs, device=device, dtype=dtype)
         if reward_weights is None:
             reward_weights = ({"upright": 1.0, "centered": 0.1, "effort": -0.01} if swingup else {"alive": 1.0})
@@ -29,7 +30,7 @@ class CartpoleEnv(BatchedEnv):
         self.max_angle = max_angle
         self.max_cart = max_cart
         super().__init__(sim, num_actions=1, decimation=decimation, episode_length_s=episode_length_s,
-                         reward_weights=reward_weights, seed=seed)
+                         reward_weights=reward_weights, seed=seed, nonfinite_actions=nonfinite_actions)
 
     def _apply_actions(self, actions):
         self.sim.ctrl[:, 0] = actions[:, 0].clamp(-1.0, 1.0)

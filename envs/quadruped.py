@@ -38,12 +38,12 @@ class QuadrupedEnv(BatchedEnv):
                  ang_vel_yaw: tuple = (-1.0, 1.0), friction_range: tuple = (0.5, 1.25), push_interval_s: float = 8.0,
                  push_velocity: float = 0.5, obs_noise: float = 1.0, tracking_sigma: float = 0.25,
                  air_time_target: float = 0.5, min_trunk_height: float = 0.15,
-                 reward_weights: dict | None = None, dtype: str = "float32"):
+                 reward_weights: dict | None = None, dtype: str = "float32", nonfinite_actions: str = "error"):
         mjm = mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "quadruped.xml"))
         sim = Sim.from_model(mjm, num_worlds=num_envs, device=device, dtype=dtype)
         weights = dict(DEFAULT_REWARDS if reward_weights is None else reward_weights)
         super().__init__(sim, num_actions=mjm.nu, decimation=decimation, episode_length_s=episode_length_s,
-                         reward_weights=weights, seed=seed)
+                         reward_weights=weights, seed=seed, nonfinite_actions=nonfinite_actions)
         dev = self.device
         home = mjm.key("home")
         self.home_qpos = torch.as_tensor(home.qpos, dtype=torch.float32, device=dev)
@@ -84,6 +84,9 @@ class QuadrupedEnv(BatchedEnv):
         self.friction = per_world_param(sim, "cpair_friction")  # [W, npair, 5]
         self.env_friction = torch.ones(num_envs, device=dev)
 
+    def _state_loaded(self):
+        self._base_cache = None
+
     # ------------------------------------------------------------------------ state helpers
     def _base(self):
         """Base linear/angular velocity in the base frame and projected gravity; computed once
@@ -111,7 +114,7 @@ class QuadrupedEnv(BatchedEnv):
     def step(self, actions):
         self._prestep_qvel = self.sim.qvel.float().clone()
         out = super().step(actions)
-        self.last_actions[:] = actions
+        self.last_actions[:] = self.actions  # as applied (non-finite entries repaired), zero where reset
         # command resampling and pushes on each world's own schedule
         resample = (self.episode_length_buf % self.command_resample_steps == 0).nonzero(as_tuple=False).squeeze(-1)
         if resample.numel():

@@ -32,6 +32,10 @@ class RslRlVecEnv(VecEnv):
     def get_observations(self) -> TensorDict:
         return self._obs
 
+    def set_observations(self, obs: dict) -> None:
+        """Replace the current observations (restoring a checkpoint's training state)."""
+        self._obs = self._pack({k: v.to(self.device) for k, v in obs.items()})
+
     def step(self, actions: torch.Tensor):
         obs, reward, terminated, time_outs, extras = self.env.step(actions)
         self._obs = self._pack(obs)

@@ -20,7 +20,8 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from simrl.rl.config import register, resolve_device  # noqa: E402
+from simrl.errors import CheckpointError, ConfigError  # noqa: E402
+from simrl.rl.config import register, resolve_device, validate  # noqa: E402
 
 register("play", {"checkpoint": None, "num_envs": 100, "num_episodes": None, "device": "auto", "seed": 1,
                   "video": False}, run_dir="runs/${task.name}/play_${now:%Y-%m-%d_%H-%M-%S}")
@@ -47,6 +48,10 @@ def main(cfg: DictConfig) -> None:
     from simrl.rl.evaluate import evaluate
     from simrl.rl.ppo import Runner, rsl_rl_config
 
+    try:
+        validate(cfg, "play")
+    except ConfigError as e:
+        raise SystemExit(f"simrl: {e}") from None
     if not cfg.checkpoint or not Path(cfg.checkpoint).is_file():
         raise SystemExit(f"checkpoint={cfg.checkpoint}: give the path of a model_<iteration>.pt file")
     device = resolve_device(cfg.device)
@@ -57,11 +62,11 @@ def main(cfg: DictConfig) -> None:
     env = envs.make(task.name, num_envs=num_envs, device=device, seed=int(cfg.seed),
                     **OmegaConf.to_container(task.env, resolve=True))
     runner = Runner(RslRlVecEnv(env), rsl_rl_config(OmegaConf.to_container(task.ppo, resolve=True)),
-                    log_dir=None, device=device, key_terms=[])
+                    log_dir=None, device=device, key_terms=[], task=task.name)
     try:
         runner.load(cfg.checkpoint, map_location=device)
-    except (RuntimeError, KeyError) as e:
-        raise SystemExit(f"checkpoint {cfg.checkpoint} does not fit task {task.name}: {e}") from e
+    except CheckpointError as e:
+        raise SystemExit(f"simrl: {e}") from None
     policy = runner.get_inference_policy(device=device)
     metrics = evaluate(env, policy, num_episodes=num_envs)
     metrics.update({"task": task.name, "checkpoint": str(cfg.checkpoint), "device": device})

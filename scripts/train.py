@@ -6,17 +6,28 @@
     python scripts/train.py task=cartpole num_envs=512 seed=1 max_iterations=200
     python scripts/train.py task=cartpole task.env.episode_length_s=8 hydra.run.dir=runs/mine
     python scripts/train.py task=cartpole resume=runs/cartpole/<date>/model_99.pt
+    python scripts/train.py task=cartpole resume=latest
 
 Top-level keys: task, num_envs (null: the task's default for the device), device (auto: cuda
 if present, else cpu), seed, max_iterations (null: the task's), algo (ppo), resume (a
-checkpoint path). Any task field is `task.<field>`. Unknown keys are errors. Each run writes
-to its directory (hydra.run.dir): the resolved config.yaml, TensorBoard logs, checkpoints
+checkpoint path, a run directory, or `latest`: the most recently written model_<it>.pt under
+runs/<task>/ relative to the current directory). Any task field is `task.<field>`. The
+configuration is checked before anything is built (simrl.rl.config.validate): unknown keys,
+wrong types and out-of-range values are errors that name the key. Each run writes to its
+directory (hydra.run.dir): the resolved config.yaml, TensorBoard logs, checkpoints
 (model_<iteration>.pt, written atomically), learning_curve.json and learning_curve.png.
+
+A resumed run restores the policy, optimizer, observation normalizers, iteration counter,
+random generators and environment state, then trains max_iterations more iterations; on the
+CPU it continues exactly as the uninterrupted run would have. Ctrl-C (SIGINT) finishes the
+current iteration, saves a checkpoint, says where, and exits with status 130; a second Ctrl-C
+quits at once without saving.
 """
 
 import json
-import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -26,7 +37,8 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from simrl.rl.config import register, resolve_device  # noqa: E402
+from simrl.errors import CheckpointError, ConfigError  # noqa: E402
+from simrl.rl.config import register, resolve_device, validate  # noqa: E402
 
 register("train", {"num_envs": None, "device": "auto", "seed": 42, "max_iterations": None, "algo": "ppo",
                    "resume": None}, run_dir="runs/${task.name}/${now:%Y-%m-%d_%H-%M-%S}")
@@ -57,50 +69,103 @@ def plot_curve(curve: list[dict], path: Path, title: str) -> None:
 
 @hydra.main(version_base=None, config_name="train")
 def main(cfg: DictConfig) -> None:
+    status = train(cfg, Path(HydraConfig.get().runtime.output_dir))
+    if status:
+        sys.exit(status)
+
+
+def train(cfg: DictConfig, run_dir: Path, runs_root: str | Path = "runs") -> int:
+    """Train as configured by `cfg` (the composed `train` config) into `run_dir`. Returns the
+    exit status: 0 when done, 130 when stopped by Ctrl-C (after saving a checkpoint). Bad
+    configurations and unusable checkpoints raise SystemExit with a message naming the problem."""
+    try:
+        validate(cfg, "train")
+    except ConfigError as e:
+        raise SystemExit(f"simrl: {e}") from None
+    try:
+        return _train(cfg, Path(run_dir), runs_root)
+    except KeyboardInterrupt:
+        print(f"simrl: interrupted; no checkpoint saved for the current iteration (earlier ones, if any, are in "
+              f"{run_dir})", file=sys.stderr, flush=True)
+        return 130
+
+
+def _train(cfg: DictConfig, run_dir: Path, runs_root) -> int:
+    import torch
+
     import envs
     from envs.rsl_rl import RslRlVecEnv
+    from simrl.rl.checkpoint import resolve_resume
     from simrl.rl.ppo import Runner, rsl_rl_config
 
-    if cfg.algo != "ppo":
-        raise SystemExit(f"algo={cfg.algo!r} is not available; choose from: ppo")
     device = resolve_device(cfg.device)
     task = cfg.task
-    num_envs = cfg.num_envs if cfg.num_envs is not None else (
-        task.num_envs_gpu if device.startswith("cuda") else task.num_envs)
-    if int(num_envs) < 1:
-        raise SystemExit(f"num_envs must be a positive integer, got {num_envs}")
+    num_envs = int(cfg.num_envs if cfg.num_envs is not None else (
+        task.num_envs_gpu if device.startswith("cuda") else task.num_envs))
     iterations = int(cfg.max_iterations if cfg.max_iterations is not None else task.max_iterations)
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    resume = None
+    if cfg.resume:
+        try:
+            resume = resolve_resume(str(cfg.resume), task.name, runs_root)
+        except CheckpointError as e:
+            raise SystemExit(f"simrl: {e}") from None
     run_dir.mkdir(parents=True, exist_ok=True)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    resolved.update({"num_envs": int(num_envs), "device": device, "max_iterations": iterations})
+    resolved.update({"num_envs": num_envs, "device": device, "max_iterations": iterations,
+                     "resume": str(resume) if resume else None})
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
 
     print(f"simrl: task {task.name}, {num_envs} envs on {device}, {iterations} iterations, run dir {run_dir}")
-    env = envs.make(task.name, num_envs=int(num_envs), device=device, seed=int(cfg.seed),
-                    **OmegaConf.to_container(task.env, resolve=True))
+    try:
+        env = envs.make(task.name, num_envs=num_envs, device=device, seed=int(cfg.seed),
+                        **OmegaConf.to_container(task.env, resolve=True))
+    except ValueError as e:  # MJCFError, UnsupportedFeatureError, bad reward terms, ...
+        raise SystemExit(f"simrl: task {task.name}: {type(e).__name__}: {e}") from None
     vec_env = RslRlVecEnv(env, cfg=resolved)
     train_cfg = rsl_rl_config(OmegaConf.to_container(task.ppo, resolve=True))
     train_cfg["seed"] = int(cfg.seed)
-    import torch
-
     torch.manual_seed(int(cfg.seed))
     key_terms = [f"Episode_Reward/{k}" for k in env.reward_weights]
-    runner = Runner(vec_env, train_cfg, log_dir=str(run_dir), device=device, key_terms=key_terms)
-    if cfg.resume:
-        if not os.path.isfile(cfg.resume):
-            raise SystemExit(f"resume={cfg.resume}: no such checkpoint file")
-        runner.load(cfg.resume, map_location=device)
-        print(f"resumed from {cfg.resume} at iteration {runner.current_learning_iteration}")
-    start = time.time()
-    runner.learn(num_learning_iterations=iterations)
+    runner = Runner(vec_env, train_cfg, log_dir=str(run_dir), device=device, key_terms=key_terms, task=task.name)
+    if resume:
+        try:
+            runner.load(str(resume), map_location=device, restore_training_state=True)
+        except CheckpointError as e:
+            raise SystemExit(f"simrl: {e}") from None
+        print(f"simrl: resumed from {resume} at iteration {runner.current_learning_iteration}")
+        for note in runner.resume_notes:
+            print(f"simrl: note: {note}")
+
+    def on_sigint(signum, frame):
+        if runner.stop_requested:  # a second Ctrl-C: quit now
+            raise KeyboardInterrupt
+        runner.request_stop()
+        print("\nsimrl: Ctrl-C: saving a checkpoint at the end of this iteration "
+              "(Ctrl-C again to quit without saving)", flush=True)
+
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_sigint) if in_main_thread else None
+    start, completed_before = time.time(), runner.completed_iterations
+    try:
+        runner.learn(num_learning_iterations=iterations)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGINT, previous)
     curve = runner.curve
     (run_dir / "learning_curve.json").write_text(json.dumps(curve))
     if curve:
         plot_curve(curve, run_dir / "learning_curve.png", f"{task.name}: PPO, {num_envs} envs on {device}")
+    if runner.stopped_early:
+        remaining = iterations - (runner.completed_iterations - completed_before)
+        print(f"simrl: interrupted after iteration {runner.completed_iterations}; checkpoint saved to "
+              f"{runner.last_checkpoint}\nsimrl: continue with: python scripts/train.py task={task.name} "
+              f"resume={runner.last_checkpoint} max_iterations={remaining}", flush=True)
+        return 130
+    if curve:
         last = curve[-1]
         print(f"simrl: done in {time.time() - start:.0f} s: mean return {last['mean_return']:.2f}, "
               f"mean episode length {last['mean_episode_length']:.1f}; results in {run_dir}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -11,3 +11,14 @@ class UnsupportedFeatureError(ValueError):
 
 class MJCFError(ValueError):
     """MuJoCo's compiler rejected the MJCF; the message includes MuJoCo's own text."""
+
+
+class ConfigError(ValueError):
+    """A training or evaluation configuration is invalid; the message names each offending key
+    (`num_envs`, `task.env.decimation`, ...), the value given and what is expected."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be used: the file is missing, corrupt or truncated, holds objects that
+    loading safely refuses, or was written for another task or other observation/action sizes.
+    The message names the file."""

@@ -1,12 +1,29 @@
 """Hydra configuration shared by scripts/train.py and scripts/play.py: every tasks/*.yaml
-becomes an option of the `task` group, so `task=NAME` selects it."""
+becomes an option of the `task` group, so `task=NAME` selects it. `validate(cfg)` checks a
+composed configuration in one place and raises `ConfigError` naming every bad key."""
+
+import difflib
+import inspect
+import math
+from collections.abc import Mapping
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 import tasks
+from simrl.errors import ConfigError
 
 DEFAULT_TASK = "quadruped"
+
+#: top-level keys of each registered primary config (besides `task`), for `validate`
+_KEYS: dict[str, set[str]] = {}
+
+#: keys of a task file and of its `ppo` section that simrl reads (simrl.rl.ppo.rsl_rl_config)
+TASK_KEYS = {"name", "env", "num_envs", "num_envs_gpu", "max_iterations", "ppo"}
+PPO_KEYS = {"num_steps_per_env", "save_interval", "actor_hidden_dims", "critic_hidden_dims", "activation",
+            "init_noise_std", "obs_normalization", "algorithm"}
+#: env keyword arguments that come from top-level keys instead
+ENV_TOP_LEVEL = {"num_envs", "device", "seed"}
 
 
 def register(config_name: str, keys: dict, run_dir: str) -> None:
@@ -19,12 +36,249 @@ def register(config_name: str, keys: dict, run_dir: str) -> None:
         **keys,
         "hydra": {"run": {"dir": run_dir}, "job": {"chdir": False}},
     })
+    _KEYS[config_name] = set(keys)
 
 
-def resolve_device(device: str) -> str:
-    """`auto` -> cuda:0 when a GPU is present, else cpu."""
+def available_devices() -> list[str]:
+    """Devices simrl can run on here: cpu and every CUDA device torch sees."""
     import torch
 
-    if device == "auto":
+    return ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+
+
+def resolve_device(device) -> str:
+    """`auto` -> cuda:0 when a GPU is present, else cpu; `cuda` -> cuda:0. A device that does
+    not exist raises ConfigError naming the available ones."""
+    import torch
+
+    if device is None or device == "auto":
         return "cuda:0" if torch.cuda.is_available() else "cpu"
-    return device
+    name = str(device).strip()
+    if name == "cuda":
+        name = "cuda:0"
+    available = available_devices()
+    if name not in available:
+        raise ConfigError(f"device={device!r} does not exist here; available devices: {', '.join(available)} "
+                          f"(or auto)")
+    return name
+
+
+# ------------------------------------------------------------------------------- validation
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _suggest(key: str, choices) -> str:
+    close = difflib.get_close_matches(key, list(choices), n=1)
+    return f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(sorted(choices))}"
+
+
+class _Checker:
+    def __init__(self):
+        self.errors: list[str] = []
+
+    def fail(self, key: str, value, expected: str) -> None:
+        self.errors.append(f"{key} must be {expected}, got {value!r}")
+
+    def positive_int(self, key, value, allow_none=False):
+        if value is None and allow_none:
+            return
+        if not _is_int(value) or value < 1:
+            self.fail(key, value, "a positive integer" + (" or null" if allow_none else ""))
+
+    def number(self, key, value, low=None, high=None, low_open=False, allow_none=False):
+        if value is None and allow_none:
+            return
+        ok = _is_number(value) and math.isfinite(value)
+        if ok and low is not None:
+            ok = value > low if low_open else value >= low
+        if ok and high is not None:
+            ok = value <= high
+        if not ok:
+            if low is None:
+                expected = "a finite number"
+            elif high is None:
+                expected = f"a number {'>' if low_open else '>='} {low}"
+            else:
+                expected = f"a number in {'(' if low_open else '['}{low}, {high}]"
+            self.fail(key, value, expected + (" or null" if allow_none else ""))
+
+    def choice(self, key, value, choices):
+        if value not in choices:
+            self.fail(key, value, "one of " + ", ".join(repr(c) for c in choices))
+
+    def boolean(self, key, value):
+        if not isinstance(value, bool):
+            self.fail(key, value, "true or false")
+
+    def unknown(self, prefix: str, keys, known) -> None:
+        for key in keys:
+            if key not in known:
+                self.errors.append(f"unknown key {prefix}{key}{_suggest(key, known)}")
+
+
+def _env_parameters(task_name: str):
+    """Keyword parameters (name -> default) of the environment class `envs.make(task_name)` builds."""
+    import envs
+
+    registry = envs._registry()
+    if task_name not in registry:
+        return None
+    cls, defaults = registry[task_name]
+    params = {}
+    for name, p in inspect.signature(cls.__init__).parameters.items():
+        if name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        params[name] = defaults.get(name, p.default)
+    return params
+
+
+def _check_env(c: _Checker, task_name: str, env_cfg) -> None:
+    import envs
+
+    params = _env_parameters(task_name)
+    if params is None:
+        c.errors.append(f"task.name={task_name!r} is not an environment; available: {', '.join(envs.names())}")
+        return
+    if not isinstance(env_cfg, Mapping):
+        c.fail("task.env", env_cfg, "a mapping of environment keyword arguments")
+        return
+    for key, value in env_cfg.items():
+        full = f"task.env.{key}"
+        if key in ENV_TOP_LEVEL:
+            c.errors.append(f"{full}: set the top-level key {key}=... instead")
+            continue
+        if key not in params:
+            c.errors.append(f"unknown key {full} for environment {task_name!r}"
+                            f"{_suggest(key, [p for p in params if p not in ENV_TOP_LEVEL])}")
+            continue
+        default = params[key]
+        if key == "nonfinite_actions":
+            c.choice(full, value, ("error", "zero"))
+        elif key == "dtype":
+            c.choice(full, value, ("float32", "float64"))
+        elif key == "decimation":
+            c.positive_int(full, value)
+        elif key.endswith("_s") or key in ("dt", "timestep") or key.endswith("_dt"):  # durations
+            c.number(full, value, low=0, low_open=True)
+        elif isinstance(default, bool):
+            c.boolean(full, value)
+        elif _is_int(default):
+            if not _is_int(value):
+                c.fail(full, value, "an integer")
+        elif isinstance(default, float):
+            c.number(full, value)
+        elif isinstance(default, str) and not isinstance(value, str):
+            c.fail(full, value, "a string")
+        elif isinstance(default, (tuple, list)):
+            if not (isinstance(value, (list, tuple)) and len(value) == len(default)
+                    and all(_is_number(v) and math.isfinite(v) for v in value)):
+                c.fail(full, value, f"a list of {len(default)} numbers")
+        elif key == "reward_weights" and value is not None:
+            if not isinstance(value, Mapping):
+                c.fail(full, value, "a mapping {term: weight}")
+            else:
+                for term, weight in value.items():
+                    c.number(f"{full}.{term}", weight)
+
+
+def _check_ppo(c: _Checker, ppo) -> None:
+    if not isinstance(ppo, Mapping):
+        c.fail("task.ppo", ppo, "a mapping")
+        return
+    c.unknown("task.ppo.", ppo.keys(), PPO_KEYS)
+    for key in ("num_steps_per_env", "save_interval"):
+        if key in ppo:
+            c.positive_int(f"task.ppo.{key}", ppo[key])
+    for key in ("actor_hidden_dims", "critic_hidden_dims"):
+        if key in ppo and not (isinstance(ppo[key], (list, tuple)) and ppo[key]
+                               and all(_is_int(v) and v > 0 for v in ppo[key])):
+            c.fail(f"task.ppo.{key}", ppo[key], "a non-empty list of positive integers")
+    if "init_noise_std" in ppo:
+        c.number("task.ppo.init_noise_std", ppo["init_noise_std"], low=0, low_open=True)
+    if "obs_normalization" in ppo:
+        c.boolean("task.ppo.obs_normalization", ppo["obs_normalization"])
+    if "activation" in ppo and not isinstance(ppo["activation"], str):
+        c.fail("task.ppo.activation", ppo["activation"], "a string (elu, relu, tanh, ...)")
+    alg = ppo.get("algorithm")
+    if not isinstance(alg, Mapping):
+        c.fail("task.ppo.algorithm", alg, "a mapping of rsl-rl PPO arguments")
+        return
+    from rsl_rl.algorithms import PPO
+
+    known = set(inspect.signature(PPO.__init__).parameters) - {"self", "actor", "critic", "storage", "device",
+                                                               "multi_gpu_cfg"}
+    c.unknown("task.ppo.algorithm.", alg.keys(), known)
+    p = "task.ppo.algorithm."
+    rules = {
+        "learning_rate": dict(low=0, low_open=True), "clip_param": dict(low=0, low_open=True),
+        "gamma": dict(low=0, high=1, low_open=True), "lam": dict(low=0, high=1),
+        "value_loss_coef": dict(low=0), "entropy_coef": dict(low=0), "max_grad_norm": dict(low=0, low_open=True),
+        "desired_kl": dict(low=0, low_open=True, allow_none=True),
+    }
+    for key, rule in rules.items():
+        if key in alg:
+            c.number(p + key, alg[key], **rule)
+    for key in ("num_learning_epochs", "num_mini_batches"):
+        if key in alg:
+            c.positive_int(p + key, alg[key])
+    if "schedule" in alg:
+        c.choice(p + "schedule", alg["schedule"], ("adaptive", "fixed"))
+
+
+def validate(cfg, config_name: str = "train") -> None:
+    """Check a composed configuration (scripts/train.py or scripts/play.py) before anything is
+    built: unknown keys (with a suggestion), values of the wrong type, out-of-range values
+    (num_envs, max_iterations, seed, durations, decimation, PPO hyper-parameters), the task's
+    environment keyword arguments against the environment's constructor, and the device.
+    Raises ConfigError listing every problem, one per line."""
+    if not isinstance(cfg, dict):  # a DictConfig
+        cfg = OmegaConf.to_container(cfg, resolve=True)
+    c = _Checker()
+    if config_name in _KEYS:  # registered by the script (register); Hydra itself refuses most unknown keys
+        c.unknown("", [k for k in cfg if k != "hydra"], _KEYS[config_name] | {"task"})
+
+    if "num_envs" in cfg:
+        c.positive_int("num_envs", cfg["num_envs"], allow_none=config_name == "train")
+    if "max_iterations" in cfg:
+        c.positive_int("max_iterations", cfg["max_iterations"], allow_none=True)
+    if "num_episodes" in cfg:
+        c.positive_int("num_episodes", cfg["num_episodes"], allow_none=True)
+    if "seed" in cfg and not (_is_int(cfg["seed"]) and 0 <= cfg["seed"] < 2**63):
+        c.fail("seed", cfg["seed"], "a non-negative integer")
+    if "algo" in cfg:
+        c.choice("algo", cfg["algo"], ("ppo",))
+    for key in ("resume", "checkpoint"):
+        if key in cfg and cfg[key] is not None and not (isinstance(cfg[key], str) and cfg[key].strip()):
+            c.fail(key, cfg[key], "a file path" + (", a run directory or latest" if key == "resume" else ""))
+    if "video" in cfg:
+        c.boolean("video", cfg["video"])
+    if "device" in cfg:
+        if not isinstance(cfg["device"], str):
+            c.fail("device", cfg["device"], "auto, cpu, cuda or cuda:N")
+        else:
+            try:
+                resolve_device(cfg["device"])
+            except ConfigError as e:
+                c.errors.append(str(e))
+
+    task = cfg.get("task")
+    if not isinstance(task, Mapping):
+        c.fail("task", task, f"a task name ({', '.join(tasks.available())})")
+    else:
+        c.unknown("task.", task.keys(), TASK_KEYS)
+        for key in ("num_envs", "num_envs_gpu", "max_iterations"):
+            if key in task:
+                c.positive_int(f"task.{key}", task[key])
+        if not isinstance(task.get("name"), str):
+            c.fail("task.name", task.get("name"), "an environment name")
+        else:
+            _check_env(c, task["name"], task.get("env", {}))
+        if "ppo" in task:
+            _check_ppo(c, task["ppo"])
+    if c.errors:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(c.errors))

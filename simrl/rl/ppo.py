@@ -1,5 +1,15 @@
 """PPO with rsl-rl-lib's `OnPolicyRunner`, configured from a task, with the run directory,
-one-line progress, atomic checkpoints and a learning-curve record the product promises."""
+one-line progress, atomic checkpoints and a learning-curve record the product promises.
+
+A checkpoint (`model_<it>.pt`, where <it> is the 0-based index of the last completed
+iteration) holds rsl-rl's entries (actor, critic and optimizer state, including the observation
+normalizers and the adaptive learning rate; "iter"; "infos") and a "simrl" entry: the task name,
+observation group sizes and action size (checked when loading), the number of completed
+iterations, and the training state that makes a resumed run continue exactly as an uninterrupted
+one would: random generators (torch, CUDA, numpy, Python), the environment's state (simulation,
+per-world tensors, its generator), the last observations, the episode statistics of the logger
+and the learning curve. Loading uses `torch.load(weights_only=True)` (simrl.rl.checkpoint).
+"""
 
 import contextlib
 import io
@@ -11,6 +21,15 @@ import time
 
 import torch
 from rsl_rl.runners import OnPolicyRunner
+
+from simrl.errors import CheckpointError
+from simrl.rl.checkpoint import load_checkpoint, rng_state, set_rng_state
+
+CHECKPOINT_FORMAT = 1
+
+
+class _StopTraining(Exception):
+    """Raised at the end of an iteration after `Runner.request_stop()`."""
 
 
 def atomic_torch_save(obj, path: str) -> None:
@@ -31,19 +50,52 @@ def atomic_torch_save(obj, path: str) -> None:
 
 
 class Runner(OnPolicyRunner):
-    """OnPolicyRunner that prints one line per iteration, saves checkpoints atomically and
-    keeps the learning curve (iteration, env steps, seconds, mean return, mean length)."""
+    """OnPolicyRunner that prints one line per iteration, saves checkpoints atomically with the
+    task's identity and the full training state, loads them safely, keeps the learning curve
+    (iteration, env steps, seconds, mean return, mean length), and stops cleanly at the end of
+    an iteration when asked (`request_stop`, e.g. from a Ctrl-C handler)."""
 
-    def __init__(self, env, train_cfg: dict, log_dir: str | None, device: str, key_terms: list[str]):
+    def __init__(self, env, train_cfg: dict, log_dir: str | None, device: str, key_terms: list[str],
+                 task: str | None = None):
         super().__init__(env, train_cfg, log_dir=log_dir, device=device)
         self.key_terms = key_terms
+        self.task = task or getattr(getattr(env, "env", env), "name", None)
         self.curve: list[dict] = []
         self._start_time = time.time()
+        self._time_offset = 0.0
         self._verbose_log = self.logger.log
         self.logger.log = self._log_one_line
+        self.completed_iterations = 0
+        self.stop_requested = False
+        self.stopped_early = False
+        self.last_checkpoint: str | None = None
+        self.resume_notes: list[str] = []
+
+    # --------------------------------------------------------------------------- training
+    def request_stop(self) -> None:
+        """Finish the current iteration, save a checkpoint and return from `learn`."""
+        self.stop_requested = True
+
+    def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
+        """rsl-rl's learning loop; after `request_stop()` it ends after the current iteration,
+        with a checkpoint of it (`last_checkpoint`) and `stopped_early` set. Iterations are
+        numbered on from the last completed one (rsl-rl alone would repeat that index when
+        `learn` is called again)."""
+        self.stopped_early = False
+        self.current_learning_iteration = max(self.current_learning_iteration, self.completed_iterations)
+        try:
+            super().learn(num_learning_iterations, init_at_random_ep_len)
+        except _StopTraining:
+            self.stopped_early = True
+            if self.logger.writer is not None:
+                self.save(os.path.join(self.logger.log_dir, f"model_{self.current_learning_iteration}.pt"))
+                self.logger.stop_logging_writer()
+        finally:
+            self.stop_requested = False
 
     def _log_one_line(self, it, start_it, total_it, collect_time, learn_time, **kwargs):
         logger = self.logger
+        self.completed_iterations = it + 1
         terms = {}
         for key in self.key_terms:
             values = [float(e[key]) for e in logger.ep_extras if key in e]
@@ -59,21 +111,123 @@ class Runner(OnPolicyRunner):
         elapsed = time.time() - self._start_time
         done = it + 1 - start_it
         eta = elapsed / done * (total_it - start_it - done)
-        self.curve.append({"iteration": it, "env_steps": (it + 1) * steps, "seconds": elapsed,
+        self.curve.append({"iteration": it, "env_steps": (it + 1) * steps, "seconds": self._time_offset + elapsed,
                            "mean_return": mean_return, "mean_episode_length": mean_length})
         term_text = " ".join(f"{k}={v:.3g}" for k, v in terms.items())
         print(f"it {it + 1:5d}/{total_it}  {fps:8.0f} steps/s  return {mean_return:9.3f}  "
               f"length {mean_length:7.1f}  {term_text}  eta {eta:6.0f}s", flush=True)
+        if self.stop_requested:
+            raise _StopTraining
+
+    # --------------------------------------------------------------------------- checkpoints
+    def _identity(self) -> dict:
+        obs = self.env.get_observations()
+        return {"task": self.task, "obs_sizes": {k: list(v.shape[1:]) for k, v in obs.items()},
+                "num_actions": int(self.env.num_actions), "num_envs": int(self.env.num_envs)}
+
+    def _training_state(self) -> dict:
+        logger = self.logger
+        state = {"rng": rng_state(), "curve": list(self.curve),
+                 "logger": {"rewbuffer": [float(x) for x in logger.rewbuffer],
+                            "lenbuffer": [float(x) for x in logger.lenbuffer],
+                            "cur_reward_sum": logger.cur_reward_sum.clone(),
+                            "cur_episode_length": logger.cur_episode_length.clone(),
+                            "tot_timesteps": int(logger.tot_timesteps), "tot_time": float(logger.tot_time)},
+                 "observations": {k: v.clone() for k, v in self.env.get_observations().items()}}
+        inner = getattr(self.env, "env", None)
+        if hasattr(inner, "state_dict"):
+            state["env"] = inner.state_dict()
+        return state
 
     def save(self, path: str, infos: dict | None = None) -> None:
         saved = self.alg.save()
         saved["iter"] = self.current_learning_iteration
         saved["infos"] = infos
+        saved["simrl"] = {"format": CHECKPOINT_FORMAT, **self._identity(),
+                          "completed_iterations": self.completed_iterations, "training": self._training_state()}
         atomic_torch_save(saved, path)
+        self.last_checkpoint = path
         self.logger.save_model(path, self.current_learning_iteration)
         if self.logger.log_dir is not None:
             with open(os.path.join(self.logger.log_dir, "learning_curve.json"), "w") as f:
                 json.dump(self.curve, f)
+
+    def load(self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None,
+             restore_training_state: bool = False) -> dict:
+        """Load a checkpoint safely (weights_only) and check that it was written for this task
+        with these observation and action sizes; CheckpointError names the file otherwise.
+
+        rsl-rl's parts are loaded as OnPolicyRunner.load does (actor, critic with their
+        normalizers, optimizer, iteration). With `restore_training_state` (resuming training),
+        the random generators, the environment's state and last observations, the logger's
+        episode statistics and the learning curve are restored too, so the next iteration is the
+        one an uninterrupted run would have made; parts that do not fit (another num_envs) are
+        skipped and explained in `resume_notes`."""
+        loaded = load_checkpoint(path, map_location=map_location)
+        meta = loaded.get("simrl")
+        self.resume_notes = []
+        if meta is not None:
+            self._check_identity(path, meta)
+        try:
+            load_iteration = self.alg.load(loaded, load_cfg, strict)
+        except (RuntimeError, KeyError, ValueError) as e:
+            raise CheckpointError(f"checkpoint {path} does not fit this policy ({type(e).__name__}: "
+                                  f"{str(e).splitlines()[0]})") from e
+        if load_iteration:
+            if meta is not None and "completed_iterations" in meta:
+                self.completed_iterations = int(meta["completed_iterations"])
+                self.current_learning_iteration = self.completed_iterations  # the next iteration's index
+            else:  # a checkpoint of rsl-rl's own runner
+                self.current_learning_iteration = loaded["iter"]
+        if restore_training_state:
+            if meta is None or "training" not in meta:
+                self.resume_notes.append("the checkpoint has no training state (random generators, environment): "
+                                         "the run continues from the policy and optimizer only")
+            else:
+                self._restore_training_state(meta["training"], int(meta.get("num_envs", -1)))
+        return loaded["infos"]
+
+    def _check_identity(self, path: str, meta: dict) -> None:
+        mine = self._identity()
+        if meta.get("task") and mine["task"] and meta["task"] != mine["task"]:
+            raise CheckpointError(f"checkpoint {path} was trained on task {meta['task']!r}, not {mine['task']!r}; "
+                                  f"pass task={meta['task']} or a checkpoint of task {mine['task']!r}")
+        saved_obs = {k: list(v) for k, v in meta.get("obs_sizes", {}).items()}
+        if saved_obs and saved_obs != mine["obs_sizes"]:
+            raise CheckpointError(f"checkpoint {path} has observation sizes {saved_obs}, this task "
+                                  f"{mine['obs_sizes']}: it was written for another task or configuration")
+        if "num_actions" in meta and int(meta["num_actions"]) != mine["num_actions"]:
+            raise CheckpointError(f"checkpoint {path} has {meta['num_actions']} actions, this task "
+                                  f"{mine['num_actions']}: it was written for another task or configuration")
+
+    def _restore_training_state(self, state: dict, saved_num_envs: int) -> None:
+        set_rng_state(state["rng"])
+        self.curve = list(state.get("curve", []))
+        if self.curve:
+            self._time_offset = float(self.curve[-1]["seconds"])
+        logger = self.logger
+        log_state = state.get("logger", {})
+        logger.rewbuffer.extend(log_state.get("rewbuffer", []))
+        logger.lenbuffer.extend(log_state.get("lenbuffer", []))
+        logger.tot_timesteps = log_state.get("tot_timesteps", logger.tot_timesteps)
+        logger.tot_time = log_state.get("tot_time", logger.tot_time)
+        if saved_num_envs != self.env.num_envs:
+            self.resume_notes.append(f"the checkpoint was trained with num_envs={saved_num_envs}, this run has "
+                                     f"{self.env.num_envs}: the environments start afresh (policy, optimizer, "
+                                     f"normalizers and random generators are restored)")
+            return
+        for key in ("cur_reward_sum", "cur_episode_length"):
+            if key in log_state:
+                getattr(logger, key).copy_(log_state[key])
+        inner = getattr(self.env, "env", None)
+        if "env" in state and hasattr(inner, "load_state_dict"):
+            try:
+                inner.load_state_dict(state["env"])
+            except ValueError as e:
+                self.resume_notes.append(f"environment state not restored ({e}); the environments start afresh")
+                return
+            if "observations" in state and hasattr(self.env, "set_observations"):
+                self.env.set_observations(state["observations"])
 
 
 def rsl_rl_config(ppo: dict) -> dict:

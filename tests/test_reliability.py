@@ -1,0 +1,318 @@
+"""Failures a user meets, and what they are told: bad configurations, bad actions, unusable
+checkpoints (another task, corrupt, unsafe, half-written), resuming exactly, and Ctrl-C."""
+
+import contextlib
+import importlib.util
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize
+from hydra.errors import ConfigCompositionException, MissingConfigException
+
+import envs
+from simrl.errors import CheckpointError, ConfigError
+from simrl.rl import ppo
+from simrl.rl.checkpoint import find_latest_checkpoint, load_checkpoint
+from simrl.rl.config import validate
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("simrl_train_script", ROOT / "scripts" / "train.py")
+train_script = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(train_script)  # registers the `train` config
+
+# a tiny cart-pole run: 8 worlds x 24 steps per iteration
+TINY = ["task=cartpole", "num_envs=8", "seed=3"]
+
+
+def config(*overrides):
+    with initialize(version_base=None):
+        return compose("train", overrides=list(overrides))
+
+
+def train(run_dir, *overrides, runs_root="runs"):
+    """scripts/train.py in this process; returns (exit status, stdout)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = train_script.train(config(*TINY, *overrides), Path(run_dir), runs_root=runs_root)
+    return status, out.getvalue()
+
+
+# ------------------------------------------------------------------------ 1. configuration
+@pytest.mark.parametrize("overrides,message", [
+    (["num_envs=0"], "num_envs must be a positive integer or null, got 0"),
+    (["num_envs=-8"], "num_envs must be a positive integer or null, got -8"),
+    (["num_envs=abc"], "num_envs must be a positive integer or null, got 'abc'"),
+    (["num_envs=2.5"], "num_envs must be a positive integer or null, got 2.5"),
+    (["max_iterations=-1"], "max_iterations must be a positive integer or null, got -1"),
+    (["seed=abc"], "seed must be a non-negative integer, got 'abc'"),
+    (["algo=shac"], "algo must be one of 'ppo', got 'shac'"),
+    (["+num_env=64"], "unknown key num_env; did you mean 'num_envs'?"),
+    (["task.env.decimation=0"], "task.env.decimation must be a positive integer, got 0"),
+    (["task.env.episode_length_s=-1"], "task.env.episode_length_s must be a number > 0, got -1"),
+    (["task.env.episode_length_s=abc"], "task.env.episode_length_s must be a number > 0, got 'abc'"),
+    (["task.env.max_angle=[1,2]"], "task.env.max_angle must be a finite number, got [1, 2]"),
+    (["+task.env.max_angel=0.3"],
+     "unknown key task.env.max_angel for environment 'cartpole'; did you mean 'max_angle'?"),
+    (["+task.env.num_envs=4"], "task.env.num_envs: set the top-level key num_envs=... instead"),
+    (["task.env.nonfinite_actions=clamp"], "task.env.nonfinite_actions must be one of 'error', 'zero', got 'clamp'"),
+    (["task.ppo.num_steps_per_env=0"], "task.ppo.num_steps_per_env must be a positive integer, got 0"),
+    (["task.ppo.algorithm.gamma=1.5"], "task.ppo.algorithm.gamma must be a number in (0, 1], got 1.5"),
+    (["task.ppo.algorithm.learning_rate=-0.1"], "task.ppo.algorithm.learning_rate must be a number > 0, got -0.1"),
+    (["+task.ppo.algorithm.lerning_rate=0.1"],
+     "unknown key task.ppo.algorithm.lerning_rate; did you mean 'learning_rate'?"),
+    (["device=cuda:3"], "device='cuda:3' does not exist here; available devices: cpu"),
+    (["device=gpu"], "device='gpu' does not exist here; available devices: cpu"),
+])
+def test_bad_configurations_are_named(overrides, message):
+    with pytest.raises(ConfigError) as info:
+        validate(config("task=cartpole", *overrides))
+    assert message in str(info.value)
+
+
+def test_every_problem_is_listed_and_the_shipped_tasks_are_valid():
+    with pytest.raises(ConfigError) as info:
+        validate(config("task=cartpole", "num_envs=0", "max_iterations=-2", "task.env.decimation=-1"))
+    text = str(info.value)
+    assert "num_envs must" in text and "max_iterations must" in text and "task.env.decimation must" in text
+    for task in ("cartpole", "cartpole_swingup", "quadruped"):
+        validate(config(f"task={task}"))
+
+
+def test_hydra_names_unknown_tasks_and_keys():
+    with pytest.raises(MissingConfigException) as info:
+        config("task=no_such_task")
+    assert "no_such_task" in str(info.value) and "cartpole" in str(info.value)  # lists the tasks
+    with pytest.raises(ConfigCompositionException) as info:
+        config("task=cartpole", "num_env=64")
+    assert "num_env" in str(info.value)
+
+
+def test_train_script_exits_with_the_message_and_no_traceback():
+    result = subprocess.run([sys.executable, "scripts/train.py", "task=cartpole", "num_envs=-4", "max_iterations=-1",
+                             "device=cuda:3"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    assert "simrl: invalid configuration" in result.stderr
+    assert "num_envs must be a positive integer or null, got -4" in result.stderr
+    assert "max_iterations must be a positive integer or null, got -1" in result.stderr
+    assert "device='cuda:3' does not exist here; available devices: cpu" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# ------------------------------------------------------------------------------ 2. actions
+def test_bad_actions_are_named():
+    env = envs.make("cartpole", num_envs=3, device="cpu")
+    env.reset()
+    with pytest.raises(ValueError, match=r"actions must have shape \(3, 1\) \[num_envs, num_actions\], got \(3,\)"):
+        env.step(torch.zeros(3))
+    with pytest.raises(TypeError, match="actions must be a floating point tensor, got dtype torch.int64"):
+        env.step(torch.zeros(3, 1, dtype=torch.long))
+    with pytest.raises(TypeError, match="actions must be a torch.Tensor, got list"):
+        env.step([[0.0]] * 3)
+    with pytest.raises(ValueError, match="actions must be on device cpu, got a tensor on meta"):
+        env.step(torch.zeros(3, 1, device="meta"))
+    bad = torch.zeros(3, 1)
+    bad[1] = float("nan")
+    with pytest.raises(ValueError, match=r"NaN or inf \(1 entries in 1 of 3 worlds, e.g. world 1\).*nonfinite_actions"):
+        env.step(bad)
+    bad[1] = float("inf")
+    with pytest.raises(ValueError, match="NaN or inf"):
+        env.step(bad)
+    with pytest.raises(ValueError, match="nonfinite_actions must be 'error' or 'zero', got 'clamp'"):
+        envs.make("cartpole", num_envs=2, nonfinite_actions="clamp")
+
+
+def test_nonfinite_actions_zero_repairs_and_counts():
+    env = envs.make("cartpole", num_envs=3, device="cpu", seed=1, nonfinite_actions="zero")
+    twin = envs.make("cartpole", num_envs=3, device="cpu", seed=1)
+    env.reset(), twin.reset()
+    actions = torch.tensor([[0.5], [float("nan")], [-float("inf")]])
+    _, _, _, _, extras = env.step(actions)
+    twin.step(torch.tensor([[0.5], [0.0], [0.0]]))
+    assert torch.equal(env.sim.qpos, twin.sim.qpos) and torch.equal(env.sim.qvel, twin.sim.qvel)
+    assert extras["log"]["Diagnostics/nonfinite_actions"] == 2
+    assert torch.isnan(actions[1, 0])  # the caller's tensor is not modified
+    env.step(actions)
+    assert int(env.nonfinite_action_count) == 4
+
+
+def test_step_leaves_the_callers_actions_alone_when_worlds_reset():
+    env = envs.make("cartpole", num_envs=2, device="cpu", seed=0, episode_length_s=0.04)  # 2 steps
+    env.reset()
+    actions = torch.full((2, 1), 0.5)
+    env.step(actions), env.step(actions)
+    assert (env.episode_length_buf == 0).all()  # both worlds were reset
+    assert torch.equal(actions, torch.full((2, 1), 0.5))
+
+
+# -------------------------------------------------------------------- 3, 4. checkpoints, resume
+def test_env_state_round_trip_continues_exactly():
+    """The quadruped (contacts, solver warm start, per-world friction, pushes, command
+    resampling, resets, observation noise): an env restored from another's state_dict steps
+    exactly as the original does."""
+    kwargs = dict(num_envs=3, device="cpu", episode_length_s=0.1, push_interval_s=0.06, command_resample_s=0.04)
+    a = envs.make("quadruped", seed=0, **kwargs)
+    a.reset()
+    actions = torch.randn(20, 3, 12, generator=torch.Generator().manual_seed(0)) * 0.5
+    for t in range(10):
+        a.step(actions[t])
+    b = envs.make("quadruped", seed=99, **kwargs)  # another seed and history
+    b.reset()
+    b.load_state_dict(a.state_dict())
+    for t in range(10, 20):
+        obs_a, rew_a, term_a, out_a, _ = a.step(actions[t])
+        obs_b, rew_b, term_b, out_b, _ = b.step(actions[t])
+        assert torch.equal(obs_a["policy"], obs_b["policy"]) and torch.equal(obs_a["critic"], obs_b["critic"])
+        assert torch.equal(rew_a, rew_b) and torch.equal(term_a, term_b) and torch.equal(out_a, out_b)
+    assert torch.equal(a.sim.qpos, b.sim.qpos)
+    with pytest.raises(ValueError, match="env state is for 3 envs with 12 actions, this env has 2"):
+        envs.make("quadruped", num_envs=2, device="cpu").load_state_dict(a.state_dict())
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """2 iterations in one go (a/), and 1 iteration (runs/cartpole/b/) resumed with
+    resume=latest for 1 more (c/)."""
+    root = tmp_path_factory.mktemp("runs")
+    status_a, _ = train(root / "a", "max_iterations=2")
+    status_b, _ = train(root / "runs" / "cartpole" / "b", "max_iterations=1")
+    status_c, out_c = train(root / "c", "max_iterations=1", "resume=latest", runs_root=root / "runs")
+    assert status_a == status_b == status_c == 0
+    return root, out_c
+
+
+def test_resume_latest_continues_exactly(runs):
+    root, out = runs
+    assert f"resumed from {root / 'runs' / 'cartpole' / 'b' / 'model_0.pt'} at iteration 1" in out
+    assert "it     2/2" in out  # the iteration counter continues
+    a, c = load_checkpoint(root / "a" / "model_1.pt"), load_checkpoint(root / "c" / "model_1.pt")
+    for part in ("actor_state_dict", "critic_state_dict"):  # weights, noise std, observation normalizers
+        assert a[part].keys() == c[part].keys()
+        for key in a[part]:
+            assert torch.equal(a[part][key], c[part][key]), (part, key)
+    opt_a, opt_c = a["optimizer_state_dict"], c["optimizer_state_dict"]
+    assert opt_a["param_groups"] == opt_c["param_groups"]  # learning rate (adaptive schedule) included
+    for i, state in opt_a["state"].items():
+        for key, value in state.items():
+            assert torch.equal(value, opt_c["state"][i][key])
+    assert a["simrl"]["completed_iterations"] == c["simrl"]["completed_iterations"] == 2
+    curve_a, curve_c = a["simrl"]["training"]["curve"], c["simrl"]["training"]["curve"]
+    assert [x["mean_return"] for x in curve_a] == [x["mean_return"] for x in curve_c]
+
+
+def test_checkpoint_of_another_task_is_refused(runs, tmp_path):
+    root, _ = runs
+    checkpoint = root / "runs" / "cartpole" / "b" / "model_0.pt"
+    # cartpole_swingup has the same observation and action sizes: only the stored task name tells
+    with pytest.raises(SystemExit) as info:
+        train(tmp_path / "x", "task=cartpole_swingup", f"resume={checkpoint}")
+    assert f"checkpoint {checkpoint} was trained on task 'cartpole', not 'cartpole_swingup'" in str(info.value)
+    saved = load_checkpoint(checkpoint)
+    saved["simrl"]["obs_sizes"]["policy"] = [7]
+    other = tmp_path / "model_0.pt"
+    torch.save(saved, other)
+    with pytest.raises(SystemExit, match=r"observation sizes \{'policy': \[7\], 'critic': \[5\]\}"):
+        train(tmp_path / "y", f"resume={other}")
+
+
+def test_corrupt_and_truncated_checkpoints_name_the_file(runs, tmp_path):
+    root, _ = runs
+    data = (root / "runs" / "cartpole" / "b" / "model_0.pt").read_bytes()
+    cases = {"truncated.pt": data[: len(data) // 2], "garbage.pt": b"not a checkpoint" * 10, "empty.pt": b""}
+    for name, content in cases.items():
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(CheckpointError, match="is corrupt or truncated") as info:
+            load_checkpoint(tmp_path / name)
+        assert str(tmp_path / name) in str(info.value)
+    torch.save(torch.zeros(3), tmp_path / "tensor.pt")
+    with pytest.raises(CheckpointError, match="is not a training checkpoint"):
+        load_checkpoint(tmp_path / "tensor.pt")
+    with pytest.raises(SystemExit) as info:  # through train.py
+        train(tmp_path / "z", f"resume={tmp_path / 'truncated.pt'}")
+    assert f"checkpoint {tmp_path / 'truncated.pt'} is corrupt or truncated" in str(info.value)
+    with pytest.raises(SystemExit, match="no such checkpoint file or run directory"):
+        train(tmp_path / "z", f"resume={tmp_path / 'missing.pt'}")
+
+
+class _Payload:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):  # unpickling would create a directory: code from the file running
+        return os.makedirs, (self.path,)
+
+
+def test_loading_a_checkpoint_runs_no_code(tmp_path):
+    marker = tmp_path / "code_ran"
+    torch.save({"actor_state_dict": _Payload(str(marker)), "iter": 0}, tmp_path / "evil.pt")
+    with pytest.raises(CheckpointError, match="holds objects other than tensors and plain containers") as info:
+        load_checkpoint(tmp_path / "evil.pt")
+    assert str(tmp_path / "evil.pt") in str(info.value)
+    assert not marker.exists()
+
+
+def test_an_interrupted_write_leaves_the_previous_checkpoint(runs, tmp_path, monkeypatch):
+    root, _ = runs
+    run = tmp_path / "runs" / "cartpole" / "run"
+    run.mkdir(parents=True)
+    good = run / "model_0.pt"
+    good.write_bytes((root / "runs" / "cartpole" / "b" / "model_0.pt").read_bytes())
+    before = good.read_bytes()
+
+    def crash(obj, f):  # half the bytes reach the disk, then the process "dies"
+        f.write(before[: len(before) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ppo.torch, "save", crash)
+    with pytest.raises(KeyboardInterrupt):
+        ppo.atomic_torch_save({"x": torch.zeros(1)}, str(good))
+    monkeypatch.undo()
+    assert good.read_bytes() == before and [p.name for p in run.iterdir()] == ["model_0.pt"]
+    # a hard crash (kill -9) leaves the temporary file behind: it is never taken for a checkpoint
+    (run / ".tmp_abc123.pt").write_bytes(before[: len(before) // 3])
+    time.sleep(0.01)
+    os.utime(run / ".tmp_abc123.pt")
+    assert find_latest_checkpoint("cartpole", tmp_path / "runs") == good
+    load_checkpoint(good)
+
+
+def test_resume_latest_picks_the_newest_checkpoint_of_the_task(tmp_path):
+    with pytest.raises(CheckpointError, match=r"no checkpoint \(model_<iteration>.pt\) of task 'cartpole' under"):
+        find_latest_checkpoint("cartpole", tmp_path)
+    for i, name in enumerate(["cartpole/r1/model_50.pt", "cartpole/r2/model_10.pt", "quadruped/r3/model_0.pt"]):
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+        os.utime(path, ns=(10**18 + i * 10**9, 10**18 + i * 10**9))
+    assert find_latest_checkpoint("cartpole", tmp_path) == tmp_path / "cartpole/r2/model_10.pt"
+
+
+# ------------------------------------------------------------------------------- 5. Ctrl-C
+def test_ctrl_c_saves_a_checkpoint_and_says_where(tmp_path):
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-u", "scripts/train.py", *TINY, "max_iterations=1000",
+                                f"hydra.run.dir={run_dir}"], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        for line in process.stdout:
+            if line.startswith("it "):  # the first iteration's line
+                process.send_signal(signal.SIGINT)
+                break
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    saved = [line for line in out.splitlines() if "checkpoint saved to" in line]
+    assert saved, out[-2000:]
+    path = Path(saved[0].split("checkpoint saved to ")[1].strip())
+    assert path.parent == run_dir and path.is_file()
+    checkpoint = load_checkpoint(path)
+    assert checkpoint["simrl"]["completed_iterations"] >= 1
+    assert f"resume={path}" in out
