@@ -7,7 +7,10 @@
 `diff_step` is a `torch.autograd.Function`: the physics step runs on a `wp.Tape` with fresh
 buffers (simrl.sim.grad); its backward seeds the outputs' gradients, runs the tape backwards
 and hands the input gradients to torch. Chaining calls builds a rollout whose memory grows
-linearly with its length and is released when backward has run (or the graph is dropped).
+linearly with its length and is released when backward has run (or the graph is dropped);
+after backward, up to simrl.sim.grad.POOL_BYTES (256 MiB) of step buffers are kept and reused
+by the next rollout of the same model and batch size, as allocating them costs more than a
+small step.
 The `Sim`'s own state is neither read nor changed, except `qfrc_applied`, which is used as
 a constant.
 """
