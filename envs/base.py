@@ -119,13 +119,15 @@ class BatchedEnv:
             self.sim.step()
         self.episode_length_buf += 1
 
+        # a world whose state became non-finite earns nothing this step: its terms (NaN) must
+        # reach neither the reward nor the logged episode sums
+        nan = self.sim.nan_worlds
         reward = torch.zeros(self.num_envs, device=self.device)
         for name, weight in self.reward_weights.items():
             term = getattr(self, f"_reward_{name}")() * weight
+            term = torch.where(nan, torch.zeros_like(term), term)
             self.episode_sums[name] += term
             reward += term
-        nan = self.sim.nan_worlds
-        reward = torch.where(nan, torch.zeros_like(reward), reward)
         terminated = self._terminated() | nan
         time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
         done = terminated | time_outs

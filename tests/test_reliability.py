@@ -1,9 +1,12 @@
 """Failures a user meets, and what they are told: bad configurations, bad actions, unusable
-checkpoints (another task, corrupt, unsafe, half-written), resuming exactly, and Ctrl-C."""
+checkpoints (another task, corrupt, unsafe, half-written), resuming exactly, Ctrl-C, a world
+that goes non-finite (contained, reset, logged; training goes on) and determinism."""
 
 import contextlib
 import importlib.util
 import io
+import json
+import math
 import os
 import signal
 import subprocess
@@ -17,6 +20,7 @@ from hydra import compose, initialize
 from hydra.errors import ConfigCompositionException, MissingConfigException
 
 import envs
+from envs.rsl_rl import RslRlVecEnv
 from simrl.errors import CheckpointError, ConfigError
 from simrl.rl import ppo
 from simrl.rl.checkpoint import find_latest_checkpoint, load_checkpoint
@@ -316,3 +320,123 @@ def test_ctrl_c_saves_a_checkpoint_and_says_where(tmp_path):
     checkpoint = load_checkpoint(path)
     assert checkpoint["simrl"]["completed_iterations"] >= 1
     assert f"resume={path}" in out
+
+
+# ------------------------------------------------------------------ 6. a world goes non-finite
+FAULT_WORLD, FAULT_STEP = 3, 3
+
+
+def fault_run(fault=None, steps=20):
+    """Cart-pole, 8 worlds, fixed actions; `fault(sim)` is applied just before step FAULT_STEP.
+    Returns each step's (observations, reward, terminated, extras["log"], episode lengths)."""
+    env = envs.make("cartpole", num_envs=8, device="cpu", seed=5)
+    env.reset()
+    actions = torch.linspace(-0.2, 0.2, 8)[:, None]
+    out = []
+    for t in range(steps):
+        if t == FAULT_STEP and fault is not None:
+            fault(env.sim)
+        obs, reward, terminated, _, extras = env.step(actions)
+        assert not env.sim.nan_worlds.any()  # flagged worlds were reset inside the step
+        out.append((obs["policy"].clone(), reward.clone(), terminated.clone(), dict(extras["log"]),
+                    env.episode_length_buf.clone()))
+    return out
+
+
+def nan_qvel(sim):
+    sim.qvel[FAULT_WORLD, :] = float("nan")
+
+
+def impulse(sim):  # 1e9 m/s and rad/s: the float32 state overflows within the step
+    sim.qvel[FAULT_WORLD, :] = 1e9
+
+
+@pytest.mark.parametrize("fault", [nan_qvel, impulse])
+def test_a_non_finite_world_is_reset_logged_and_contained(fault):
+    reference, faulty = fault_run(), fault_run(fault)
+    others = torch.arange(8) != FAULT_WORLD
+    # no other world ends an episode in these 20 steps (see the xfail test below for why)
+    assert all((r[4][others] > 0).all() for r in reference)
+    assert "Diagnostics/nan_resets" not in reference[FAULT_STEP][3]
+    obs, reward, terminated, log, lengths = faulty[FAULT_STEP]
+    assert torch.isfinite(obs).all() and torch.isfinite(reward).all()
+    assert bool(terminated[FAULT_WORLD]) and int(lengths[FAULT_WORLD]) == 0  # ended and reset
+    assert reward[FAULT_WORLD] == 0
+    assert int(log["Diagnostics/nan_resets"]) == 1
+    assert torch.isfinite(log["Episode_Reward/alive"])
+    for t, (ref, out) in enumerate(zip(reference, faulty, strict=True)):
+        assert torch.isfinite(out[0]).all() and torch.isfinite(out[1]).all(), t
+        for i in range(3):  # observations, rewards, terminations of the other worlds: bit for bit
+            assert torch.equal(ref[i][others], out[i][others]), (t, i)
+    assert not torch.equal(reference[-1][0][FAULT_WORLD], faulty[-1][0][FAULT_WORLD])  # it did restart
+
+
+def test_episode_sums_skip_a_non_finite_world():
+    """cartpole_swingup's terms are functions of the state: a NaN world must not turn the
+    logged episode means into NaN."""
+    env = envs.make("cartpole_swingup", num_envs=4, device="cpu", seed=0)
+    env.reset()
+    env.sim.qvel[1] = float("nan")
+    _, reward, terminated, _, extras = env.step(torch.zeros(4, 1))
+    assert bool(terminated[1]) and reward[1] == 0 and int(extras["log"]["Diagnostics/nan_resets"]) == 1
+    for key, value in extras["log"].items():
+        assert torch.isfinite(torch.as_tensor(value, dtype=torch.float)).all(), key
+
+
+@pytest.mark.xfail(strict=True, reason="known limitation: every reset draws from the env's one generator, so "
+                   "resetting a faulty world shifts the initial states of the other worlds' later episodes")
+def test_later_episodes_of_other_worlds_do_not_depend_on_a_fault():
+    reference, faulty = fault_run(steps=40), fault_run(nan_qvel, steps=40)
+    others = torch.arange(8) != FAULT_WORLD
+    assert any((r[4][others] == 0).any() for r in reference)  # other worlds do reset in 40 steps
+    for ref, out in zip(reference, faulty, strict=True):
+        assert torch.equal(ref[0][others], out[0][others])
+
+
+def test_training_goes_on_when_a_world_goes_non_finite(tmp_path, monkeypatch):
+    """train.py, 1 iteration: a NaN written into one world's velocities mid-rollout does not stop
+    rsl-rl (check_for_nan is on) and is logged as Diagnostics/nan_resets."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    calls = []
+    step = RslRlVecEnv.step
+
+    def step_with_fault(self, actions):
+        calls.append(1)
+        if len(calls) == 10:
+            self.env.sim.qvel[FAULT_WORLD, :] = float("nan")
+        return step(self, actions)
+
+    monkeypatch.setattr(RslRlVecEnv, "step", step_with_fault)
+    status, out = train(tmp_path, "max_iterations=1")
+    assert status == 0 and len(calls) == 24, out
+    actor = load_checkpoint(tmp_path / "model_0.pt")["actor_state_dict"]
+    assert all(torch.isfinite(v).all() for v in actor.values())
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    logged = events.Scalars("Diagnostics/nan_resets")
+    assert len(logged) == 1 and logged[0].value > 0  # the mean over steps with a reset
+
+
+# ---------------------------------------------------------------------------- 7. determinism
+@pytest.fixture(scope="module")
+def reruns(runs):
+    """runs' a/ (2 iterations, seed 3) again, and with seed 4."""
+    root, _ = runs
+    status_a2, _ = train(root / "a2", "max_iterations=2")
+    status_d, _ = train(root / "d", "max_iterations=2", "seed=4")
+    assert status_a2 == status_d == 0
+    return root
+
+
+def test_same_seed_same_run_on_the_cpu(reruns):
+    a, a2, d = (load_checkpoint(reruns / run / "model_1.pt") for run in ("a", "a2", "d"))
+    curve_a, curve_a2 = (json.loads((reruns / run / "learning_curve.json").read_text()) for run in ("a", "a2"))
+    returns = [c["mean_return"] for c in curve_a]
+    assert len(returns) == 2 and all(math.isfinite(r) for r in returns)
+    assert returns == [c["mean_return"] for c in curve_a2]
+    assert [c["mean_episode_length"] for c in curve_a] == [c["mean_episode_length"] for c in curve_a2]
+    for part in ("actor_state_dict", "critic_state_dict"):
+        for key in a[part]:
+            assert torch.equal(a[part][key], a2[part][key]), (part, key)
+    assert any(not torch.equal(a["actor_state_dict"][k], d["actor_state_dict"][k]) for k in a["actor_state_dict"])

@@ -1,0 +1,199 @@
+"""Robustness beyond the shipped models and the short tests.
+
+- fuzz (default suite, seeded, a few seconds): random small MJCF chains (2-4 bodies, random
+  hinge/slide/ball joints and axes, masses, diagonal or full inertia, sphere/capsule/box geoms
+  on a plane, optional ranges, damping and motors), compiled by MuJoCo: simrl either refuses the
+  model with a clear simrl error or runs 1,000 steps of random controls in 4 float32 worlds and
+  every world ends finite or flagged in `nan_worlds` (never silently non-finite); on some of
+  them simrl's float64 qacc is compared with `mj_forward`;
+- soak (slow): every task of `envs.names()` runs 1,000,000 environment steps (num_envs x
+  steps) under random actions and under a freshly initialised rsl-rl actor, and never returns
+  a non-finite observation or reward (SIMRL_SOAK_STEPS overrides the total for a quicker look).
+"""
+
+import contextlib
+import io
+import os
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+from conftest import quaternion_slices
+from tensordict import TensorDict
+
+import envs
+from simrl import MJCFError, Sim, UnsupportedFeatureError
+
+# ------------------------------------------------------------------------------------ fuzz
+FUZZ_MODELS = 30
+FUZZ_STEPS = 1000
+FUZZ_WORLDS = 4
+PARITY_EVERY = 5  # every 5th model that loads is also compared with mj_forward (float64)
+
+
+def _vec(rng, n, lo, hi):
+    return " ".join(f"{x:.4g}" for x in rng.uniform(lo, hi, n))
+
+
+def random_chain(rng: np.random.Generator) -> tuple[str, bool]:
+    """MJCF of a chain of 2-4 bodies hanging above a plane, every choice drawn from `rng`, and
+    whether it drives a ball joint with a motor (which simrl must refuse)."""
+    bodies, actuators = [], []
+    ball_motor = False
+    n = int(rng.integers(2, 5))
+    for i in range(n):
+        joint = rng.choice(["hinge", "slide", "ball"])
+        attrs = f'name="j{i}" type="{joint}"'
+        if joint != "ball":
+            axis = rng.normal(size=3)
+            attrs += f' axis="{" ".join(f"{x:.4g}" for x in axis / np.linalg.norm(axis))}"'
+        if rng.random() < 0.5:
+            attrs += f' damping="{rng.uniform(0.0, 2.0):.3g}"'
+        if rng.random() < 0.4:
+            if joint == "ball":
+                attrs += f' limited="true" range="0 {rng.uniform(20, 120):.3g}"'
+            else:
+                lo = rng.uniform(0.2, 1.5)
+                attrs += f' limited="true" range="{-lo:.3g} {rng.uniform(0.2, 1.5):.3g}"'
+        mass = rng.uniform(0.05, 5.0)
+        # principal moments of a solid box of random sides: they satisfy A + B >= C
+        a, b, c = rng.uniform(0.05, 0.6, 3) ** 2
+        moments = mass / 12 * np.array([b + c, a + c, a + b])
+        if rng.random() < 0.5:
+            inertia = 'diaginertia="' + " ".join(f"{x:.6g}" for x in moments) + '"'
+        else:  # the same moments about randomly rotated axes
+            rotation, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+            full = rotation @ np.diag(moments) @ rotation.T
+            inertia = 'fullinertia="' + " ".join(f"{x:.8g}" for x in full[[0, 1, 2, 0, 0, 1], [0, 1, 2, 1, 2, 2]]) + '"'
+        geom = rng.choice(["sphere", "capsule", "box"])
+        if geom == "sphere":
+            gattrs = f'size="{rng.uniform(0.03, 0.15):.3g}"'
+        elif geom == "capsule":
+            gattrs = f'size="{rng.uniform(0.02, 0.08):.3g}" fromto="0 0 0 {_vec(rng, 3, -0.3, 0.3)}"'
+        else:
+            gattrs = f'size="{_vec(rng, 3, 0.02, 0.15)}"'
+        pos = "0 0 1.2" if i == 0 else _vec(rng, 3, -0.3, 0.3)
+        bodies.append(f'<body name="b{i}" pos="{pos}"><joint {attrs}/>'
+                       f'<inertial pos="{_vec(rng, 3, -0.05, 0.05)}" mass="{mass:.4g}" {inertia}/>'
+                       f'<geom type="{geom}" {gattrs} mass="0"/>')
+        if rng.random() < (0.1 if joint == "ball" else 0.6):  # a motor; on a ball joint simrl refuses it
+            ball_motor |= joint == "ball"
+            actuators.append(f'<motor joint="j{i}" gear="{rng.uniform(0.5, 5):.3g}" ctrlrange="-1 1" '
+                             f'ctrllimited="true"/>')
+    chain = "".join(bodies) + "</body>" * n
+    return (f'<mujoco><option timestep="{rng.choice([0.002, 0.005])}"/>'
+            f'<worldbody><geom name="floor" type="plane" size="5 5 0.1"/>{chain}</worldbody>'
+            f'<actuator>{"".join(actuators)}</actuator></mujoco>'), ball_motor
+
+
+def _random_state(mjm, rng):
+    qpos = mjm.qpos0 + rng.normal(0.0, 0.3, mjm.nq)
+    for s in quaternion_slices(mjm):
+        qpos[s] /= np.linalg.norm(qpos[s])
+    return qpos, rng.normal(0.0, 1.0, mjm.nv), rng.uniform(-1.2, 1.2, mjm.nu)
+
+
+def _qacc_error(mjm, rng) -> tuple[float, float]:
+    """Relative error of simrl's float64 qacc against mj_forward for a random state, both with
+    MuJoCo's Newton solver run to tolerance 1e-10 (as tests/test_contact_parity.py does), and
+    the tolerance of the parity tests: 1e-10 without constraint rows (tests/test_parity.py),
+    1e-6 with contacts or limits active (tests/test_contact_parity.py)."""
+    mjm.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
+    mjm.opt.tolerance = 1e-10
+    mjm.opt.iterations = 1000
+    qpos, qvel, ctrl = _random_state(mjm, rng)
+    sim = Sim.from_model(mjm, num_worlds=1, device="cpu", dtype="float64")
+    sim.qpos[0] = torch.as_tensor(qpos)
+    sim.qvel[0] = torch.as_tensor(qvel)
+    sim.ctrl[0] = torch.as_tensor(ctrl)
+    sim.forward()
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:], mjd.qvel[:], mjd.ctrl[:] = qpos, qvel, ctrl
+    mujoco.mj_forward(mjm, mjd)
+    error = float(np.linalg.norm(sim.qacc[0].numpy() - mjd.qacc) / max(np.linalg.norm(mjd.qacc), 1e-9))
+    return error, (1e-10 if mjd.nefc == 0 else 1e-6)
+
+
+def test_fuzz_random_chains():
+    rng = np.random.default_rng(2024)
+    loaded = refused = diverged = compared = 0
+    for k in range(FUZZ_MODELS):
+        xml, ball_motor = random_chain(rng)
+        mjm = mujoco.MjModel.from_xml_string(xml)  # every generated model is valid MJCF
+        if ball_motor:  # the one unsupported feature the generator uses: refused, with the reason
+            with pytest.raises(UnsupportedFeatureError, match="actuators on ball or free joints are not supported"):
+                Sim.from_model(mjm, num_worlds=FUZZ_WORLDS, device="cpu")
+            refused += 1
+            continue
+        try:
+            sim = Sim.from_model(mjm, num_worlds=FUZZ_WORLDS, device="cpu", dtype="float32")
+        except (UnsupportedFeatureError, MJCFError) as e:  # a supported model: refusing it is a bug
+            raise AssertionError(f"model {k} refused: {e}\n{xml}") from e
+        loaded += 1
+        generator = torch.Generator().manual_seed(k)
+        for _ in range(FUZZ_STEPS // 10):
+            sim.ctrl = torch.rand(FUZZ_WORLDS, sim.nu, generator=generator) * 2.4 - 1.2  # beyond ctrlrange too
+            sim.step(10)
+        finite = torch.isfinite(sim.qpos).all(1) & torch.isfinite(sim.qvel).all(1)
+        # a world that diverged is flagged; a flagged world is one that diverged
+        assert torch.equal(~finite, sim.nan_worlds), f"model {k}: finite {finite.tolist()}, flagged " \
+                                                     f"{sim.nan_worlds.tolist()}\n{xml}"
+        diverged += int((~finite).sum())
+        if loaded % PARITY_EVERY == 1:
+            error, tolerance = _qacc_error(mjm, rng)
+            assert error < tolerance, f"model {k}: relative qacc error {error:.2e} against mj_forward\n{xml}"
+            compared += 1
+    print(f"fuzz: {loaded} models ran, {refused} refused, {diverged} worlds diverged (flagged), "
+          f"{compared} compared with mj_forward")
+    # the generator must exercise both branches and the physics check
+    assert loaded >= FUZZ_MODELS // 2 and refused >= 1 and compared >= 3
+
+
+# ------------------------------------------------------------------------------------ soak
+SOAK_STEPS = int(os.environ.get("SIMRL_SOAK_STEPS", "1000000"))  # env steps per task and per policy kind
+SOAK_ENVS = 256
+
+
+def _fresh_actor(env):
+    """A freshly initialised rsl-rl actor of the task's shipped configuration (no trained
+    checkpoint ships with the repository), sampling its Gaussian as in training."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+    from rsl_rl.runners import OnPolicyRunner
+
+    from envs.rsl_rl import RslRlVecEnv
+    from simrl.rl.ppo import rsl_rl_config
+
+    tasks = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks")
+    with initialize_config_dir(config_dir=tasks, version_base=None):
+        task = compose(env.name)
+    with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the networks
+        runner = OnPolicyRunner(RslRlVecEnv(env), rsl_rl_config(OmegaConf.to_container(task.ppo, resolve=True)),
+                                log_dir=None, device="cpu")
+    return runner.alg.act
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["random", "actor"])
+@pytest.mark.parametrize("name", envs.names())
+def test_soak_observations_and_rewards_stay_finite(name, policy):
+    torch.manual_seed(0)
+    env = envs.make(name, num_envs=SOAK_ENVS, device="cpu", seed=0)
+    obs = env.reset()
+    act = _fresh_actor(env) if policy == "actor" else None
+    generator = torch.Generator().manual_seed(0)
+    nan_resets = 0
+    for t in range(max(1, SOAK_STEPS // SOAK_ENVS)):
+        if act is None:
+            actions = torch.rand(SOAK_ENVS, env.num_actions, generator=generator) * 2 - 1
+        else:
+            with torch.inference_mode():
+                actions = act(TensorDict(obs, batch_size=[SOAK_ENVS])).clone()
+        obs, reward, _, _, extras = env.step(actions)
+        for group, value in obs.items():
+            assert torch.isfinite(value).all(), f"{name}/{policy}: non-finite {group} observation at step {t}"
+        assert torch.isfinite(reward).all(), f"{name}/{policy}: non-finite reward at step {t}"
+        nan_resets += int(extras["log"].get("Diagnostics/nan_resets", 0))
+    # the shipped tasks do not diverge: a NaN reset (hidden from the observations) is a failure too
+    assert nan_resets == 0, f"{name}/{policy}: {nan_resets} worlds went non-finite and were reset"
