@@ -32,6 +32,16 @@ import torch
 
 from simrl import Sim
 
+_GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)  # as a signed int64
+
+
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    """SplitMix64's finalizer on int64 tensors (wrapping arithmetic; logical shifts by masks)."""
+    x = x + _GOLDEN
+    x = (x ^ ((x >> 30) & ((1 << 34) - 1))) * (0xBF58476D1CE4E5B9 - (1 << 64))
+    x = (x ^ ((x >> 27) & ((1 << 37) - 1))) * (0x94D049BB133111EB - (1 << 64))
+    return x ^ ((x >> 31) & ((1 << 33) - 1))
+
 
 class BatchedEnv:
     """Base class of the batched environments; see the module docstring.
@@ -81,6 +91,7 @@ class BatchedEnv:
         self.actions = torch.zeros(self.num_envs, num_actions, device=self.device)
         self.nonfinite_actions = nonfinite_actions
         self.nonfinite_action_count = torch.zeros((), dtype=torch.long, device=self.device)
+        self.world_draws = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)  # rand_worlds
 
     @classmethod
     def reward_term_names(cls) -> list[str]:
@@ -88,10 +99,28 @@ class BatchedEnv:
 
     def seed(self, seed: int) -> None:
         self.generator.manual_seed(int(seed))
+        self._seed = int(seed)
+        if hasattr(self, "world_draws"):
+            self.world_draws.zero_()
 
     def rand(self, *shape) -> torch.Tensor:
-        """Uniform [0, 1) samples from the environment's own generator."""
+        """Uniform [0, 1) samples from the environment's own generator (for draws that every
+        world makes at the same time, such as observation noise)."""
         return torch.rand(*shape, generator=self.generator, device=self.device)
+
+    def rand_worlds(self, env_ids: torch.Tensor, *shape) -> torch.Tensor:
+        """Uniform [0, 1) samples [len(env_ids), *shape] from per-world streams: what a world
+        draws depends only on the seed, the world and how many draws it made before, never on
+        which other worlds draw (a reset of one world leaves the others' futures unchanged).
+        Counter-based: SplitMix64 (Steele, Lea, Flood, OOPSLA 2014) of (seed, world, draw, k)."""
+        env_ids = torch.as_tensor(env_ids, device=self.device).long().reshape(-1)
+        size = math.prod(shape)
+        draw = self.world_draws[env_ids]
+        self.world_draws[env_ids] += 1
+        key = (_mix(torch.full_like(draw, self._seed)) + env_ids * _GOLDEN) * _GOLDEN + draw
+        bits = _mix(_mix(key)[:, None] + torch.arange(size, device=self.device))
+        uniform = ((bits >> 40) & 0xFFFFFF).float() * (1.0 / (1 << 24))  # top 24 bits
+        return uniform.reshape(env_ids.numel(), *shape)
 
     # ------------------------------------------------------------------------------------ API
     def reset(self) -> dict[str, torch.Tensor]:
@@ -211,7 +240,7 @@ class BatchedEnv:
         tensors = {**self._sim_tensors(), **self._per_world_tensors()}
         return {"num_envs": self.num_envs, "num_actions": self.num_actions,
                 "tensors": {k: v.detach().clone() for k, v in tensors.items()},
-                "generator": self.generator.get_state(),
+                "generator": self.generator.get_state(), "seed": self._seed,
                 "nonfinite_action_count": self.nonfinite_action_count.clone()}
 
     def load_state_dict(self, state: dict) -> None:
@@ -238,6 +267,7 @@ class BatchedEnv:
             else:
                 mine[key].copy_(value)
         self.generator.set_state(state["generator"].cpu())  # a generator's state lives on the host
+        self._seed = int(state.get("seed", self._seed))  # the per-world streams (rand_worlds)
         self.nonfinite_action_count.copy_(state["nonfinite_action_count"])
         self._state_loaded()
 

@@ -48,12 +48,11 @@ class CartpoleEnv(BatchedEnv):
         return out
 
     def _reset_envs(self, env_ids):
-        n = env_ids.numel()
-        qpos = (self.rand(n, 2) - 0.5) * 0.1
+        qpos = (self.rand_worlds(env_ids, 2) - 0.5) * 0.1
         if self.swingup:
             qpos[:, 1] += math.pi
         self.sim.qpos[env_ids] = qpos.to(self.sim.qpos.dtype)
-        self.sim.qvel[env_ids] = ((self.rand(n, 2) - 0.5) * 0.1).to(self.sim.qvel.dtype)
+        self.sim.qvel[env_ids] = ((self.rand_worlds(env_ids, 2) - 0.5) * 0.1).to(self.sim.qvel.dtype)
 
     # reward terms ------------------------------------------------------------------------
     def _reward_alive(self):

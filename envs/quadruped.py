@@ -148,21 +148,21 @@ class QuadrupedEnv(BatchedEnv):
 
     def _sample_commands(self, env_ids):
         lo, hi = self.command_ranges[:, 0], self.command_ranges[:, 1]
-        self.commands[env_ids] = lo + (hi - lo) * self.rand(env_ids.numel(), 3)
+        self.commands[env_ids] = lo + (hi - lo) * self.rand_worlds(env_ids, 3)
 
     def _reset_envs(self, env_ids):
         self._base_cache = None
         n = env_ids.numel()
         qpos = self.home_qpos.expand(n, -1).clone()
-        yaw = (self.rand(n) * 2 - 1) * math.pi
+        yaw = (self.rand_worlds(env_ids, 1)[:, 0] * 2 - 1) * math.pi
         qpos[:, 3] = torch.cos(yaw / 2)
         qpos[:, 6] = torch.sin(yaw / 2)
-        qpos[:, 7:] += (self.rand(n, 12) - 0.5) * 0.2
+        qpos[:, 7:] += (self.rand_worlds(env_ids, 12) - 0.5) * 0.2
         self.sim.qpos[env_ids] = qpos.to(self.sim.qpos.dtype)
-        self.sim.qvel[env_ids] = ((self.rand(n, self.sim.nv) - 0.5) * 0.2).to(self.sim.qvel.dtype)
+        self.sim.qvel[env_ids] = ((self.rand_worlds(env_ids, self.sim.nv) - 0.5) * 0.2).to(self.sim.qvel.dtype)
         self.sim.ctrl[env_ids] = self.default_joint_pos.to(self.sim.ctrl.dtype)
         lo, hi = self.friction_range
-        mu = lo + (hi - lo) * self.rand(n)
+        mu = lo + (hi - lo) * self.rand_worlds(env_ids, 1)[:, 0]
         self.env_friction[env_ids] = mu
         self.friction[env_ids, :, 0] = mu[:, None].to(self.friction.dtype)
         self.friction[env_ids, :, 1] = mu[:, None].to(self.friction.dtype)
