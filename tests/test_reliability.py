@@ -438,3 +438,32 @@ def test_same_seed_same_run_on_the_cpu(reruns):
         for key in a[part]:
             assert torch.equal(a[part][key], a2[part][key]), (part, key)
     assert any(not torch.equal(a["actor_state_dict"][k], d["actor_state_dict"][k]) for k in a["actor_state_dict"])
+
+
+def test_sigkill_while_writing_leaves_a_loadable_checkpoint(tmp_path):
+    """A process that keeps rewriting a 32 MB checkpoint is killed with SIGKILL mid-way: the
+    file at the path is a complete checkpoint of one of the writes (never a mix or a stub)."""
+    path = tmp_path / "model.pt"
+    script = (
+        "import sys, torch\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n"
+        "from simrl.rl.ppo import atomic_torch_save\n"
+        "i = 0\n"
+        "while True:\n"
+        f"    atomic_torch_save({{'weights': torch.full((8_000_000,), float(i)), 'iter': i}}, {str(path)!r})\n"
+        "    i += 1\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.time() + 60
+        while not path.exists() and time.time() < deadline:
+            time.sleep(0.05)
+        assert path.exists(), "the writer never produced a checkpoint"
+        time.sleep(0.5)  # several more writes are under way
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert process.returncode == -signal.SIGKILL
+    checkpoint = torch.load(path, weights_only=True)
+    weights = checkpoint["weights"]
+    assert weights.numel() == 8_000_000 and bool((weights == float(checkpoint["iter"])).all())
