@@ -7,8 +7,9 @@
   every world ends finite or flagged in `nan_worlds` (never silently non-finite); on some of
   them simrl's float64 qacc is compared with `mj_forward`;
 - soak (slow): every task of `envs.names()` runs 1,000,000 environment steps (num_envs x
-  steps) under random actions and under a freshly initialised rsl-rl actor, and never returns
-  a non-finite observation or reward (SIMRL_SOAK_STEPS overrides the total for a quicker look).
+  steps) under random actions, under a freshly initialised rsl-rl actor and, for the tasks given
+  in SIMRL_SOAK_CHECKPOINTS="task=path,...", under a trained policy, and never returns a
+  non-finite observation or reward (SIMRL_SOAK_STEPS overrides the total for a quicker look).
 """
 
 import contextlib
@@ -155,33 +156,44 @@ SOAK_STEPS = int(os.environ.get("SIMRL_SOAK_STEPS", "1000000"))  # env steps per
 SOAK_ENVS = 256
 
 
-def _fresh_actor(env):
-    """A freshly initialised rsl-rl actor of the task's shipped configuration (no trained
-    checkpoint ships with the repository), sampling its Gaussian as in training."""
+def _actor(env, checkpoint=None):
+    """The rsl-rl actor of the task's shipped configuration, freshly initialised or loaded from
+    a trained checkpoint (none ships with the repository: SIMRL_SOAK_CHECKPOINTS), sampling
+    its Gaussian as in training."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
-    from rsl_rl.runners import OnPolicyRunner
 
     from envs.rsl_rl import RslRlVecEnv
-    from simrl.rl.ppo import rsl_rl_config
+    from simrl.rl.ppo import Runner, rsl_rl_config
 
     tasks = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks")
     with initialize_config_dir(config_dir=tasks, version_base=None):
         task = compose(env.name)
     with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the networks
-        runner = OnPolicyRunner(RslRlVecEnv(env), rsl_rl_config(OmegaConf.to_container(task.ppo, resolve=True)),
-                                log_dir=None, device="cpu")
+        runner = Runner(RslRlVecEnv(env), rsl_rl_config(OmegaConf.to_container(task.ppo, resolve=True)),
+                        log_dir=None, device="cpu", key_terms=[])
+    if checkpoint:
+        runner.load(checkpoint)
     return runner.alg.act
 
 
+def _soak_checkpoints() -> dict:
+    """SIMRL_SOAK_CHECKPOINTS="task=path,task=path": trained policies to soak with."""
+    spec = os.environ.get("SIMRL_SOAK_CHECKPOINTS", "")
+    return dict(item.split("=", 1) for item in spec.split(",") if item)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", ["random", "actor"])
+@pytest.mark.parametrize("policy", ["random", "actor", "trained"])
 @pytest.mark.parametrize("name", envs.names())
 def test_soak_observations_and_rewards_stay_finite(name, policy):
+    checkpoint = _soak_checkpoints().get(name)
+    if policy == "trained" and not checkpoint:
+        pytest.skip(f"no trained checkpoint of {name} given in SIMRL_SOAK_CHECKPOINTS")
     torch.manual_seed(0)
     env = envs.make(name, num_envs=SOAK_ENVS, device="cpu", seed=0)
     obs = env.reset()
-    act = _fresh_actor(env) if policy == "actor" else None
+    act = _actor(env, checkpoint if policy == "trained" else None) if policy != "random" else None
     generator = torch.Generator().manual_seed(0)
     nan_resets = 0
     for t in range(max(1, SOAK_STEPS // SOAK_ENVS)):
