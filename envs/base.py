@@ -288,6 +288,18 @@ class BatchedEnv:
         raise NotImplementedError
 
 
+#: simulation backends an environment can run on (`backend=` of every env, `sim.backend=` on
+#: the command line)
+BACKENDS = ("warp",)
+
+
+def make_sim(mjm, num_worlds: int, device=None, dtype: str = "float32", backend: str = "warp"):
+    """The simulation an environment runs on: `simrl.Sim` (backend "warp", this engine)."""
+    if backend == "warp":
+        return Sim.from_model(mjm, num_worlds=num_worlds, device=device, dtype=dtype)
+    raise ValueError(f"unknown simulation backend {backend!r}; available: {', '.join(BACKENDS)}")
+
+
 def per_world_param(sim: Sim, name: str) -> torch.Tensor:
     """Give the model parameter `name` its own value in every world (domain randomization) and
     return a writable torch view [num_worlds, ...]. Only parameters that the kernels read at

@@ -3,11 +3,11 @@
 
 import math
 
+import mujoco
 import torch
 
 from envs import ASSETS_DIR
-from envs.base import BatchedEnv
-from simrl import Sim
+from envs.base import BatchedEnv, make_sim
 
 
 class CartpoleEnv(BatchedEnv):
@@ -22,8 +22,9 @@ class CartpoleEnv(BatchedEnv):
     def __init__(self, num_envs: int = 256, device=None, seed: int = 0, swingup: bool = False,
                  decimation: int = 2, episode_length_s: float = 5.0, max_angle: float = 0.4,
                  max_cart: float = 2.5, reward_weights: dict | None = None, dtype: str = "float32",
-                 nonfinite_actions: str = "error"):
-        sim = Sim.from_mjcf(ASSETS_DIR / "cartpole.xml", num_worlds=num_envs, device=device, dtype=dtype)
+                 nonfinite_actions: str = "error", backend: str = "warp"):
+        mjm = mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "cartpole.xml"))
+        sim = make_sim(mjm, num_envs, device=device, dtype=dtype, backend=backend)
         if reward_weights is None:
             reward_weights = ({"upright": 1.0, "centered": 0.1, "effort": -0.01} if swingup else {"alive": 1.0})
         self.swingup = swingup

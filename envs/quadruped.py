@@ -10,8 +10,7 @@ import mujoco
 import torch
 
 from envs import ASSETS_DIR
-from envs.base import BatchedEnv, per_world_param
-from simrl import Sim
+from envs.base import BatchedEnv, make_sim, per_world_param
 
 DEFAULT_REWARDS = {
     "tracking_lin_vel": 1.0, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
@@ -38,9 +37,10 @@ class QuadrupedEnv(BatchedEnv):
                  ang_vel_yaw: tuple = (-1.0, 1.0), friction_range: tuple = (0.5, 1.25), push_interval_s: float = 8.0,
                  push_velocity: float = 0.5, obs_noise: float = 1.0, tracking_sigma: float = 0.25,
                  air_time_target: float = 0.5, min_trunk_height: float = 0.15,
-                 reward_weights: dict | None = None, dtype: str = "float32", nonfinite_actions: str = "error"):
+                 reward_weights: dict | None = None, dtype: str = "float32", nonfinite_actions: str = "error",
+                 backend: str = "warp"):
         mjm = mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "quadruped.xml"))
-        sim = Sim.from_model(mjm, num_worlds=num_envs, device=device, dtype=dtype)
+        sim = make_sim(mjm, num_envs, device=device, dtype=dtype, backend=backend)
         weights = dict(DEFAULT_REWARDS if reward_weights is None else reward_weights)
         super().__init__(sim, num_actions=mjm.nu, decimation=decimation, episode_length_s=episode_length_s,
                          reward_weights=weights, seed=seed, nonfinite_actions=nonfinite_actions)
