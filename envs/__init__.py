@@ -13,10 +13,12 @@ ASSETS_DIR = Path(__file__).resolve().parent / "assets"
 
 
 def _registry():
+    from envs.ant import AntEnv
     from envs.cartpole import CartpoleEnv
     from envs.quadruped import QuadrupedEnv
 
     return {
+        "ant": (AntEnv, {}),
         "quadruped": (QuadrupedEnv, {}),
         "cartpole": (CartpoleEnv, {"swingup": False}),
         "cartpole_swingup": (CartpoleEnv, {"swingup": True, "episode_length_s": 10.0}),

@@ -21,6 +21,16 @@ step) and in `nonfinite_action_count` (the running total). Cost: "error" evaluat
 `torch.isfinite(actions).all()` per step, which synchronises with the device (free on the CPU,
 one host round trip per step on a GPU); "zero" needs no synchronisation.
 
+Differentiable steps (SHAC, `simrl.rl.shac`): a task whose class sets `differentiable = True`
+computes its observations and rewards with torch operations from `self.qpos`, `self.qvel`
+and `self.actions`, and turns actions into controls in `_ctrl(actions)`. After
+`enable_grad()`, `step` runs the physics through `simrl.diff_step`, so the reward and the
+observations carry gradients back to the actions and to the state the window started from;
+`extras["final_obs"]` holds the observations of the state every world reached before finished
+worlds were reset (differentiable too; a critic bootstraps time-outs from it), and reset worlds
+start from a state with no gradient. `detach_state()` cuts the gradient path (between two
+SHAC windows). Terminations, time-outs and resets are not differentiated.
+
 `state_dict()` / `load_state_dict()` capture what the next step depends on (the simulation
 state, per-world model parameters, every per-world tensor attribute of the env and its random
 generator), so that a resumed training run continues exactly where it stopped.
@@ -60,6 +70,15 @@ class BatchedEnv:
     #: the name the environment was made under (`envs.make` sets it); stored in checkpoints
     name: str | None = None
 
+    #: True: `step` also returns extras["final_obs"], the observation groups of the state the
+    #: finished worlds ended in (see `step`); off by default, it costs one more observation pass
+    #: on each step where a world ends. envs.gymnasium.GymVectorEnv turns it on.
+    keep_final_obs: bool = False
+
+    #: True for tasks whose observations and rewards are torch functions of `qpos`, `qvel` and
+    #: `actions`, with `_ctrl` defined: they support `enable_grad()` (see the module docstring)
+    differentiable: bool = False
+
     #: simulation arrays that carry state from one step to the next (everything else in the
     #: simulation's data is recomputed from these by the next step's forward pass)
     SIM_STATE = ("qpos", "qvel", "ctrl", "qfrc_applied", "qacc", "qacc_warmstart", "nan_world")
@@ -92,6 +111,8 @@ class BatchedEnv:
         self.nonfinite_actions = nonfinite_actions
         self.nonfinite_action_count = torch.zeros((), dtype=torch.long, device=self.device)
         self.world_draws = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)  # rand_worlds
+        self.grad_enabled = False
+        self._grad_state: tuple[torch.Tensor, torch.Tensor] | None = None  # (qpos, qvel) on the autograd graph
 
     @classmethod
     def reward_term_names(cls) -> list[str]:
@@ -122,6 +143,31 @@ class BatchedEnv:
         uniform = ((bits >> 40) & 0xFFFFFF).float() * (1.0 / (1 << 24))  # top 24 bits
         return uniform.reshape(env_ids.numel(), *shape)
 
+    # ------------------------------------------------------------------------------ state
+    @property
+    def qpos(self) -> torch.Tensor:
+        """The generalized positions the task reads: the simulation's, or with `enable_grad()`
+        the differentiable ones of the current window."""
+        return self.sim.qpos if self._grad_state is None else self._grad_state[0]
+
+    @property
+    def qvel(self) -> torch.Tensor:
+        return self.sim.qvel if self._grad_state is None else self._grad_state[1]
+
+    def enable_grad(self, enabled: bool = True) -> None:
+        """Run `step` through the differentiable simulator (see the module docstring)."""
+        if enabled and not self.differentiable:
+            raise ValueError(f"{type(self).__name__} has no differentiable step (its rewards or observations are "
+                             f"not torch functions of the state); SHAC needs one of the differentiable tasks")
+        self.grad_enabled = bool(enabled)
+        self._grad_state = None
+        self.actions = self.actions.detach().clone()
+
+    def detach_state(self) -> None:
+        """Cut the gradient path: the next step starts from the current state as a constant."""
+        if self._grad_state is not None:
+            self._grad_state = (self._grad_state[0].detach(), self._grad_state[1].detach())
+
     # ------------------------------------------------------------------------------------ API
     def reset(self) -> dict[str, torch.Tensor]:
         """Reset every world; return the observation groups."""
@@ -139,29 +185,40 @@ class BatchedEnv:
         observations are computed; extras["log"] holds the mean episode sum of each reward term
         over the episodes that ended ("Episode_Reward/<term>") and "Diagnostics/nan_resets", and
         with nonfinite_actions="zero", "Diagnostics/nonfinite_actions" (worlds whose actions had
-        NaN or inf entries, replaced by 0) at every step.
+        NaN or inf entries, replaced by 0) at every step. With `keep_final_obs`, on steps where a
+        world finished, extras["final_obs"] holds the observation groups [num_envs, ...] computed
+        before the reset (the rows of the finished worlds are their final observations); the
+        random draws they take are replayed for the returned observations, so keeping them
+        changes nothing else.
         """
         actions, nonfinite = self._check_actions(actions)
-        self.actions.copy_(actions)  # the env's own buffer: resets below must not zero the caller's tensor
-        for _ in range(self.decimation):
-            self._apply_actions(actions)
-            self.sim.step()
+        self._pre_physics()
+        if self.grad_enabled:
+            self.actions = actions.clone()  # on the graph: the rewards differentiate it
+            nan = self._physics_grad(self.actions)
+        else:
+            self.actions.copy_(actions)  # the env's own buffer: resets below must not zero the caller's tensor
+            for _ in range(self.decimation):
+                self._apply_actions(actions)
+                self.sim.step()
+            nan = self.sim.nan_worlds
         self.episode_length_buf += 1
 
         # a world whose state became non-finite earns nothing this step: its terms (NaN) must
         # reach neither the reward nor the logged episode sums
-        nan = self.sim.nan_worlds
         reward = torch.zeros(self.num_envs, device=self.device)
         for name, weight in self.reward_weights.items():
             term = getattr(self, f"_reward_{name}")() * weight
             term = torch.where(nan, torch.zeros_like(term), term)
-            self.episode_sums[name] += term
-            reward += term
+            self.episode_sums[name] += term.detach()
+            reward = reward + term
         terminated = self._terminated() | nan
         time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
         done = terminated | time_outs
 
         extras = {"log": {}}
+        if self.grad_enabled:
+            extras["final_obs"] = self._observations()
         if nonfinite is not None:
             extras["log"]["Diagnostics/nonfinite_actions"] = nonfinite.float()
         done_ids = done.nonzero(as_tuple=False).squeeze(-1)
@@ -169,13 +226,42 @@ class BatchedEnv:
             for name in self.reward_weights:
                 extras["log"][f"Episode_Reward/{name}"] = self.episode_sums[name][done_ids].mean()
             extras["log"]["Diagnostics/nan_resets"] = nan.sum()
+            if self.keep_final_obs and "final_obs" not in extras:
+                draws = self.generator.get_state()
+                extras["final_obs"] = self._observations()
+                self.generator.set_state(draws)
             self._reset(done_ids)
+            if self._grad_state is not None:  # reset worlds start from a constant
+                q, v = self._grad_state
+                self._grad_state = (torch.where(done[:, None], self.sim.qpos, q),
+                                    torch.where(done[:, None], self.sim.qvel, v))
         return self._observations(), reward, terminated, time_outs, extras
+
+    def _physics_grad(self, actions: torch.Tensor) -> torch.Tensor:
+        """`decimation` steps of `simrl.diff_step` from the current (differentiable) state; the
+        simulation's own state follows, detached. Returns the worlds whose state is not finite."""
+        from simrl.diff import diff_step
+
+        sim = self.sim
+        q, v = self._grad_state if self._grad_state is not None else (sim.qpos.clone(), sim.qvel.clone())
+        for _ in range(self.decimation):
+            ctrl = self._ctrl(actions).to(sim.ctrl.dtype)
+            q, v = diff_step(sim, q, v, ctrl, check_finite=False)
+        with torch.no_grad():
+            sim.qpos.copy_(q)
+            sim.qvel.copy_(v)
+            sim.ctrl.copy_(ctrl)
+        self._grad_state = (q, v)
+        return ~(torch.isfinite(q).all(dim=1) & torch.isfinite(v).all(dim=1))
 
     def _reset(self, env_ids: torch.Tensor) -> None:
         self.sim.reset(env_ids)
         self._reset_envs(env_ids)
         self.episode_length_buf[env_ids] = 0
+        if self._grad_state is not None and env_ids.numel() == self.num_envs:
+            self._grad_state = None  # a full reset: every world starts from the simulation's state
+        if self.actions.requires_grad:  # a differentiable step's actions: keep them off the graph from here
+            self.actions = self.actions.detach().clone()
         self.actions[env_ids] = 0.0
         for sums in self.episode_sums.values():
             sums[env_ids] = 0.0
@@ -227,6 +313,8 @@ class BatchedEnv:
         from simrl.sim.model import PER_WORLD_FIELDS
 
         out = {f"sim.{name}": self.sim.view(name) for name in self.SIM_STATE}
+        if not isinstance(self.sim, Sim):  # the MuJoCo backend
+            return {**out, **{f"model.{k}": v for k, v in self.sim.per_world_params().items()}}
         struct = self.sim.model.struct
         for name in PER_WORLD_FIELDS:  # per-world model parameters (domain randomization)
             array = getattr(struct, name, None)
@@ -276,7 +364,15 @@ class BatchedEnv:
 
     # ------------------------------------------------------------------------ for subclasses
     def _apply_actions(self, actions: torch.Tensor) -> None:
+        self.sim.ctrl[:] = self._ctrl(actions).to(self.sim.ctrl.dtype)
+
+    def _ctrl(self, actions: torch.Tensor) -> torch.Tensor:
+        """The controls [num_envs, nu] for `actions`, with torch operations (differentiable)."""
         raise NotImplementedError
+
+    def _pre_physics(self) -> None:
+        """Called in `step` before the physics runs (e.g. to keep the position a velocity
+        reward differences against)."""
 
     def _observations(self) -> dict[str, torch.Tensor]:
         raise NotImplementedError
@@ -290,23 +386,35 @@ class BatchedEnv:
 
 #: simulation backends an environment can run on (`backend=` of every env, `sim.backend=` on
 #: the command line)
-BACKENDS = ("warp",)
+BACKENDS = ("warp", "mujoco")
 
 
 def make_sim(mjm, num_worlds: int, device=None, dtype: str = "float32", backend: str = "warp"):
-    """The simulation an environment runs on: `simrl.Sim` (backend "warp", this engine)."""
+    """The simulation an environment runs on: `simrl.Sim` (backend "warp", this engine, in
+    `dtype`) or `simrl.mujoco_sim.MujocoSim` (backend "mujoco": MuJoCo itself, one MjData per
+    world, CPU only). MuJoCo computes in double precision whatever `dtype` says, so with
+    "mujoco" the simulation's tensors are float64 (the environments convert what they read)."""
     if backend == "warp":
         return Sim.from_model(mjm, num_worlds=num_worlds, device=device, dtype=dtype)
+    if backend == "mujoco":
+        from simrl.mujoco_sim import MujocoSim
+
+        if dtype not in ("float32", "float64"):
+            raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+        return MujocoSim(mjm, num_worlds=num_worlds, device=device)
     raise ValueError(f"unknown simulation backend {backend!r}; available: {', '.join(BACKENDS)}")
 
 
 def per_world_param(sim: Sim, name: str) -> torch.Tensor:
     """Give the model parameter `name` its own value in every world (domain randomization) and
     return a writable torch view [num_worlds, ...]. Only parameters that the kernels read at
-    `worldid % shape[0]` qualify (Model fields declared `[1 or W, ...]` in simrl/sim/model.py)."""
+    `worldid % shape[0]` qualify (Model fields declared `[1 or W, ...]` in simrl/sim/model.py);
+    the MuJoCo backend supports those of `simrl.mujoco_sim.PER_WORLD_PARAMS`."""
     import numpy as np
     import warp as wp
 
+    if not isinstance(sim, Sim):  # the MuJoCo backend keeps its own per-world parameters
+        return sim.per_world_param(name)
     struct = sim.model.struct
     array = getattr(struct, name, None)
     if not isinstance(array, wp.array) or array.ndim < 2:

@@ -11,11 +11,14 @@ from envs.base import BatchedEnv, make_sim
 
 
 class CartpoleEnv(BatchedEnv):
-    """Balance (swingup=False: start near upright, fail beyond `max_angle`) or swing up
-    (swingup=True: start hanging down, no failure but leaving the rail).
+    """Balance (swingup=False: start near upright, fail beyond `max_angle` or when the cart
+    passes `max_cart`) or swing up (swingup=True: start hanging down; no failure: the rail's
+    joint limit at +-3 m stops the cart, as in dm_control's swing-up, and every episode runs
+    its full length, which keeps the whole episode differentiable for SHAC).
 
     Observations ("policy" = "critic"): cart position, cos and sin of the pole angle, cart
-    velocity, pole angular velocity. Reward terms: `alive` (1 per step), `upright`
+    velocity, pole angular velocity. Differentiable (SHAC): observations and rewards are torch
+    functions of the state and the action. Reward terms: `alive` (1 per step), `upright`
     ((1 + cos angle) / 2), `centered` (cart near the middle), `effort` (action squared).
     """
 
@@ -33,20 +36,21 @@ class CartpoleEnv(BatchedEnv):
         super().__init__(sim, num_actions=1, decimation=decimation, episode_length_s=episode_length_s,
                          reward_weights=reward_weights, seed=seed, nonfinite_actions=nonfinite_actions)
 
-    def _apply_actions(self, actions):
-        self.sim.ctrl[:, 0] = actions[:, 0].clamp(-1.0, 1.0)
+    differentiable = True
+
+    def _ctrl(self, actions):
+        return actions.clamp(-1.0, 1.0)
 
     def _observations(self):
-        q, v = self.sim.qpos.float(), self.sim.qvel.float()
+        q, v = self.qpos.float(), self.qvel.float()
         obs = torch.stack([q[:, 0], torch.cos(q[:, 1]), torch.sin(q[:, 1]), v[:, 0], v[:, 1]], dim=1)
         return {"policy": obs, "critic": obs}
 
     def _terminated(self):
         q = self.sim.qpos
-        out = q[:, 0].abs() > self.max_cart
-        if not self.swingup:
-            out |= q[:, 1].abs() > self.max_angle
-        return out
+        if self.swingup:
+            return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        return (q[:, 0].abs() > self.max_cart) | (q[:, 1].abs() > self.max_angle)
 
     def _reset_envs(self, env_ids):
         qpos = (self.rand_worlds(env_ids, 2) - 0.5) * 0.1
@@ -60,10 +64,10 @@ class CartpoleEnv(BatchedEnv):
         return torch.ones(self.num_envs, device=self.device)
 
     def _reward_upright(self):
-        return (1.0 + torch.cos(self.sim.qpos[:, 1].float())) * 0.5
+        return (1.0 + torch.cos(self.qpos[:, 1].float())) * 0.5
 
     def _reward_centered(self):
-        return torch.exp(-self.sim.qpos[:, 0].float() ** 2)
+        return torch.exp(-self.qpos[:, 0].float() ** 2)
 
     def _reward_effort(self):
         return self.actions[:, 0] ** 2

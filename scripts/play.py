@@ -1,17 +1,34 @@
 #!/usr/bin/env python
 """Evaluate a trained policy headless and export it:
-`python scripts/play.py task=NAME checkpoint=PATH [num_envs=.. num_episodes=.. device=.. seed=..]`.
+`python scripts/play.py task=NAME checkpoint=PATH [num_envs=.. num_episodes=.. device=.. seed=..
+sim.backend=warp|mujoco]`. `sim.backend=mujoco` evaluates the policy in MuJoCo itself (CPU, one
+MjData per world) instead of this engine: sim-to-sim; metrics.json records the backend.
 
 Runs `num_episodes` evaluation episodes (one per world) with the deterministic policy, prints
 the metrics and writes to the run directory (hydra.run.dir, default runs/<task>/play_<date>):
 metrics.json (mean_return, mean_episode_length, fall_rate, and for locomotion
 lin_vel_tracking_error in m/s and yaw_rate_tracking_error in rad/s), policy.onnx and policy.pt
-(TorchScript). `video=true` records an MP4 through MuJoCo's renderer when an OpenGL backend is
-available and says so when none is.
+(TorchScript). `video=true` also writes video.mp4: world 0's first evaluation episode (at most
+`video_length_s` seconds, default 10) rendered by MuJoCo at the policy rate (1 / step_dt fps),
+640x480, a camera following the root body of a floating-base robot, a fixed view otherwise.
+
+Video and OpenGL. MuJoCo chooses its OpenGL backend (MUJOCO_GL) once, when it is first
+imported, and this process imports it long before the configuration is read; a backend that is
+missing can also make that import fail. So the frames are rendered in a child process (this
+script with `--render-video`, given the compiled model as an MJB file and the recorded qpos and
+qvel), started once per candidate backend until one works: MUJOCO_GL as set by the user, else
+on Linux egl (GPU or Mesa), then osmesa (software), then glfw if there is a display; elsewhere
+the platform default. When none works, play.py says why and goes on (metrics.json and the
+exported policies are written before). Encoding: PyAV (H.264, yuv420p).
 """
 
+import importlib.util
 import json
+import os
+import subprocess
 import sys
+import tempfile
+from fractions import Fraction
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -21,22 +38,119 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simrl.errors import CheckpointError, ConfigError  # noqa: E402
-from simrl.rl.config import register, resolve_device, validate  # noqa: E402
+from simrl.rl.config import SIM_DEFAULTS, register, resolve_device, validate  # noqa: E402
 
 register("play", {"checkpoint": None, "num_envs": 100, "num_episodes": None, "device": "auto", "seed": 1,
-                  "video": False}, run_dir="runs/${task.name}/play_${now:%Y-%m-%d_%H-%M-%S}")
+                  "video": False, "video_length_s": 10.0, "sim": SIM_DEFAULTS},
+         run_dir="runs/${task.name}/play_${now:%Y-%m-%d_%H-%M-%S}")
 
 
-def render_video(task_name: str, path: Path) -> str:
-    """Say whether a video can be recorded here; only the check exists so far."""
+SCRIPT = Path(__file__).resolve()
+VIDEO_SIZE = (640, 480)  # width, height
+RENDER_FLAG = "--render-video"  # play.py run as the rendering child process (see the module docstring)
+
+
+class VideoRecorder:
+    """`evaluate` callback: world 0's qpos and qvel (host copies) at every policy step of its
+    first episode, at most `max_frames` of them; each becomes one video frame."""
+
+    def __init__(self, max_frames: int):
+        self.max_frames = max_frames
+        self.qpos: list = []
+        self.qvel: list = []
+
+    def __call__(self, env, running) -> None:
+        if len(self.qpos) < self.max_frames and bool(running[0]):  # a host round trip per step, with video only
+            self.qpos.append(env.sim.qpos[0].double().cpu().numpy())
+            self.qvel.append(env.sim.qvel[0].double().cpu().numpy())
+
+
+def gl_backends() -> list[str]:
+    """MUJOCO_GL values to try, in order ("" leaves MuJoCo's platform default)."""
+    if os.environ.get("MUJOCO_GL"):
+        return [os.environ["MUJOCO_GL"]]
+    if sys.platform.startswith("linux"):
+        display = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+        return ["egl", "osmesa"] + (["glfw"] if display else [])
+    return [""]  # macOS and Windows: MuJoCo's default works with the desktop's OpenGL
+
+
+def render_video(mj_model, qpos: list, qvel: list, fps: float, path: Path) -> str:
+    """Render the states (one frame each) of `mj_model` into an MP4 at `path`, `fps` frames per
+    second, in a child process per OpenGL backend (see the module docstring). Returns a line
+    saying what was written, or why nothing was."""
+    import mujoco
+    import numpy as np
+
+    if importlib.util.find_spec("av") is None:
+        return "no video: PyAV is not installed (pip install av)"
+    if not qpos:
+        return "no video: no state was recorded"
+    failures = []
+    with tempfile.TemporaryDirectory() as workdir:
+        mujoco.mj_saveModel(mj_model, str(Path(workdir) / "model.mjb"), None)
+        np.savez(Path(workdir) / "states.npz", qpos=np.stack(qpos), qvel=np.stack(qvel), fps=fps)
+        for backend in gl_backends():
+            child_env = {**os.environ, "MUJOCO_GL": backend} if backend else dict(os.environ)
+            name = f"MUJOCO_GL={backend or '(default)'}"
+            try:
+                result = subprocess.run([sys.executable, str(SCRIPT), RENDER_FLAG, workdir, str(path)], env=child_env,
+                                        capture_output=True, text=True, timeout=120 + 2 * len(qpos))
+            except subprocess.TimeoutExpired:
+                failures.append(f"{name}: timed out")
+                continue
+            if result.returncode == 0:
+                return f"wrote {path.name}: {len(qpos)} frames at {fps:g} fps ({name})"
+            lines = [line for line in result.stderr.splitlines() if line.strip()]
+            failures.append(f"{name}: {lines[-1] if lines else f'exit status {result.returncode}'}")
+            path.unlink(missing_ok=True)
+    return ("no video: MuJoCo's renderer found no working OpenGL backend (" + "; ".join(failures) + "). "
+            "Headless Linux needs EGL (a GPU driver, or Mesa's libegl1) or OSMesa (libosmesa6); "
+            "MUJOCO_GL=egl|osmesa|glfw picks one")
+
+
+def video_camera(model):
+    """A camera following the root body of a floating-base robot (a free joint first), or a
+    fixed view of the whole model (e.g. the cart-pole and its rail)."""
     import mujoco
 
-    try:
-        renderer = mujoco.Renderer(mujoco.MjModel.from_xml_string("<mujoco/>"), 64, 64)
-        renderer.close()
-    except Exception as e:  # no OpenGL context (EGL, OSMesa or a display)
-        return f"no video: MuJoCo's renderer needs an OpenGL backend and none is available ({e})"
-    return "no video: recording is not implemented yet"
+    camera = mujoco.MjvCamera()
+    mujoco.mjv_defaultFreeCamera(model, camera)
+    if model.njnt and model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE:
+        camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+        camera.trackbodyid = int(model.jnt_bodyid[0])
+        camera.distance, camera.azimuth, camera.elevation = 3.0 * model.stat.extent, 135.0, -20.0
+    else:
+        camera.distance, camera.azimuth, camera.elevation = 4.0 * model.stat.extent, 90.0, -10.0
+    return camera
+
+
+def write_video(workdir: str, path: str) -> None:
+    """The rendering child: one frame per state of workdir/states.npz, rendered from
+    workdir/model.mjb with the MUJOCO_GL of this process, encoded to an MP4 at `path`."""
+    import av
+    import mujoco
+    import numpy as np
+
+    model = mujoco.MjModel.from_binary_path(str(Path(workdir) / "model.mjb"))
+    states = np.load(Path(workdir) / "states.npz")
+    width, height = VIDEO_SIZE
+    model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)  # the offscreen buffer must hold a frame
+    model.vis.global_.offheight = max(model.vis.global_.offheight, height)
+    renderer = mujoco.Renderer(model, height, width)  # fails here, before any file is written, without OpenGL
+    data = mujoco.MjData(model)
+    camera = video_camera(model)
+    codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
+    with av.open(path, "w") as container:
+        stream = container.add_stream(codec, rate=Fraction(float(states["fps"])).limit_denominator(1000))
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        for qpos, qvel in zip(states["qpos"], states["qvel"], strict=True):
+            data.qpos[:], data.qvel[:] = qpos, qvel
+            mujoco.mj_forward(model, data)
+            renderer.update_scene(data, camera=camera)
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(renderer.render(), format="rgb24")))
+        container.mux(stream.encode())  # flush the encoder
+    renderer.close()
 
 
 @hydra.main(version_base=None, config_name="play")
@@ -45,6 +159,7 @@ def main(cfg: DictConfig) -> None:
 
     import envs
     from envs.rsl_rl import RslRlVecEnv
+    from simrl.rl.checkpoint import checkpoint_algo
     from simrl.rl.evaluate import evaluate
     from simrl.rl.ppo import Runner, rsl_rl_config
 
@@ -54,22 +169,39 @@ def main(cfg: DictConfig) -> None:
         raise SystemExit(f"simrl: {e}") from None
     if not cfg.checkpoint or not Path(cfg.checkpoint).is_file():
         raise SystemExit(f"checkpoint={cfg.checkpoint}: give the path of a model_<iteration>.pt file")
-    device = resolve_device(cfg.device)
+    video_s = cfg.video_length_s
+    if isinstance(video_s, bool) or not isinstance(video_s, (int, float)) or not 0 < video_s < float("inf"):
+        raise SystemExit(f"simrl: invalid configuration:\n  video_length_s must be a number > 0, got {video_s!r}")
+    backend = str(OmegaConf.select(cfg, "sim.backend", default="warp"))
+    device = resolve_device(cfg.device, backend)
     num_envs = int(cfg.num_episodes or cfg.num_envs)
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     task = cfg.task
-    env = envs.make(task.name, num_envs=num_envs, device=device, seed=int(cfg.seed),
+    env = envs.make(task.name, num_envs=num_envs, device=device, seed=int(cfg.seed), backend=backend,
                     **OmegaConf.to_container(task.env, resolve=True))
-    runner = Runner(RslRlVecEnv(env), rsl_rl_config(OmegaConf.to_container(task.ppo, resolve=True)),
-                    log_dir=None, device=device, key_terms=[], task=task.name)
     try:
+        algo = checkpoint_algo(cfg.checkpoint, map_location=device)  # the algorithm that trained it
+        if algo == "shac":
+            from simrl.rl.shac import ShacRunner
+
+            if "shac" not in task:
+                raise SystemExit(f"simrl: checkpoint {cfg.checkpoint} was trained with algo=shac, but task "
+                                 f"{task.name} has no `shac` section describing its networks")
+            shac_cfg = {k: v for k, v in OmegaConf.to_container(task.shac, resolve=True).items()
+                        if k not in ("num_envs", "num_envs_gpu", "max_iterations")}
+            runner = ShacRunner(env, shac_cfg, log_dir=None, device=device, key_terms=[], task=task.name)
+        else:
+            runner = Runner(RslRlVecEnv(env), rsl_rl_config(OmegaConf.to_container(task.ppo, resolve=True)),
+                            log_dir=None, device=device, key_terms=[], task=task.name)
         runner.load(cfg.checkpoint, map_location=device)
     except CheckpointError as e:
         raise SystemExit(f"simrl: {e}") from None
     policy = runner.get_inference_policy(device=device)
-    metrics = evaluate(env, policy, num_episodes=num_envs)
-    metrics.update({"task": task.name, "checkpoint": str(cfg.checkpoint), "device": device})
+    recorder = VideoRecorder(max(1, round(cfg.video_length_s / env.step_dt))) if cfg.video else None
+    metrics = evaluate(env, policy, num_episodes=num_envs, on_step=recorder)
+    metrics.update({"task": task.name, "checkpoint": str(cfg.checkpoint), "algo": algo, "device": device,
+                    "backend": backend})
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     import logging
 
@@ -80,10 +212,13 @@ def main(cfg: DictConfig) -> None:
     for key, value in metrics.items():
         print(f"{key:>26s}: {value}")
     if cfg.video:
-        print(render_video(task.name, run_dir / "video.mp4"))
+        print(render_video(env.sim.mj_model, recorder.qpos, recorder.qvel, 1.0 / env.step_dt, run_dir / "video.mp4"))
     print(f"wrote metrics.json, policy.onnx and policy.pt to {run_dir}")
     del torch
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == [RENDER_FLAG]:
+        write_video(*sys.argv[2:4])
+    else:
+        main()

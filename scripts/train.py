@@ -9,9 +9,11 @@
     python scripts/train.py task=cartpole resume=latest
 
 Top-level keys: task, num_envs (null: the task's default for the device), device (auto: cuda
-if present, else cpu), seed, max_iterations (null: the task's), algo (ppo), resume (a
+if present, else cpu), seed, max_iterations (null: the task's), algo (ppo, or shac for the tasks
+with a differentiable step and a `shac` section: cartpole, cartpole_swingup, ant), resume (a
 checkpoint path, a run directory, or `latest`: the most recently written model_<it>.pt under
-runs/<task>/ relative to the current directory). Any task field is `task.<field>`. The
+runs/<task>/ relative to the current directory), sim.backend (warp: this engine; mujoco: MuJoCo
+itself, CPU only and much slower). Any task field is `task.<field>`. The
 configuration is checked before anything is built (simrl.rl.config.validate): unknown keys,
 wrong types and out-of-range values are errors that name the key. Each run writes to its
 directory (hydra.run.dir): the resolved config.yaml, TensorBoard logs, checkpoints
@@ -38,10 +40,10 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simrl.errors import CheckpointError, ConfigError  # noqa: E402
-from simrl.rl.config import register, resolve_device, validate  # noqa: E402
+from simrl.rl.config import SIM_DEFAULTS, register, resolve_device, validate  # noqa: E402
 
 register("train", {"num_envs": None, "device": "auto", "seed": 42, "max_iterations": None, "algo": "ppo",
-                   "resume": None}, run_dir="runs/${task.name}/${now:%Y-%m-%d_%H-%M-%S}")
+                   "resume": None, "sim": SIM_DEFAULTS}, run_dir="runs/${task.name}/${now:%Y-%m-%d_%H-%M-%S}")
 
 
 def plot_curve(curve: list[dict], path: Path, title: str) -> None:
@@ -98,11 +100,18 @@ def _train(cfg: DictConfig, run_dir: Path, runs_root) -> int:
     from simrl.rl.checkpoint import resolve_resume
     from simrl.rl.ppo import Runner, rsl_rl_config
 
-    device = resolve_device(cfg.device)
+    backend = str(OmegaConf.select(cfg, "sim.backend", default="warp"))
+    device = resolve_device(cfg.device, backend)
     task = cfg.task
+    algo = str(cfg.algo)
+    # SHAC's section may set its own world count and iteration budget (it needs far fewer worlds)
+    defaults = task.shac if algo == "shac" else task
+    num_envs_cpu = defaults.get("num_envs") or task.num_envs
+    num_envs_gpu = defaults.get("num_envs_gpu") or task.num_envs_gpu
     num_envs = int(cfg.num_envs if cfg.num_envs is not None else (
-        task.num_envs_gpu if device.startswith("cuda") else task.num_envs))
-    iterations = int(cfg.max_iterations if cfg.max_iterations is not None else task.max_iterations)
+        num_envs_gpu if device.startswith("cuda") else num_envs_cpu))
+    iterations = int(cfg.max_iterations if cfg.max_iterations is not None else (
+        defaults.get("max_iterations") or task.max_iterations))
     resume = None
     if cfg.resume:
         try:
@@ -115,18 +124,29 @@ def _train(cfg: DictConfig, run_dir: Path, runs_root) -> int:
                      "resume": str(resume) if resume else None})
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
 
-    print(f"simrl: task {task.name}, {num_envs} envs on {device}, {iterations} iterations, run dir {run_dir}")
+    print(f"simrl: task {task.name}, {algo}, {num_envs} envs on {device}, {iterations} iterations, run dir {run_dir}")
     try:
-        env = envs.make(task.name, num_envs=num_envs, device=device, seed=int(cfg.seed),
+        env = envs.make(task.name, num_envs=num_envs, device=device, seed=int(cfg.seed), backend=backend,
                         **OmegaConf.to_container(task.env, resolve=True))
     except ValueError as e:  # MJCFError, UnsupportedFeatureError, bad reward terms, ...
         raise SystemExit(f"simrl: task {task.name}: {type(e).__name__}: {e}") from None
-    vec_env = RslRlVecEnv(env, cfg=resolved)
-    train_cfg = rsl_rl_config(OmegaConf.to_container(task.ppo, resolve=True))
-    train_cfg["seed"] = int(cfg.seed)
     torch.manual_seed(int(cfg.seed))
     key_terms = [f"Episode_Reward/{k}" for k in env.reward_weights]
-    runner = Runner(vec_env, train_cfg, log_dir=str(run_dir), device=device, key_terms=key_terms, task=task.name)
+    if algo == "shac":
+        from simrl.rl.shac import ShacRunner
+
+        shac_cfg = {k: v for k, v in OmegaConf.to_container(task.shac, resolve=True).items()
+                    if k not in ("num_envs", "num_envs_gpu", "max_iterations")}
+        try:
+            runner = ShacRunner(env, shac_cfg, log_dir=str(run_dir), device=device, key_terms=key_terms,
+                                task=task.name, max_iterations=iterations)
+        except ValueError as e:
+            raise SystemExit(f"simrl: {e}") from None
+    else:
+        train_cfg = rsl_rl_config(OmegaConf.to_container(task.ppo, resolve=True))
+        train_cfg["seed"] = int(cfg.seed)
+        runner = Runner(RslRlVecEnv(env, cfg=resolved), train_cfg, log_dir=str(run_dir), device=device,
+                        key_terms=key_terms, task=task.name)
     if resume:
         try:
             runner.load(str(resume), map_location=device, restore_training_state=True)
@@ -154,7 +174,7 @@ def _train(cfg: DictConfig, run_dir: Path, runs_root) -> int:
     curve = runner.curve
     (run_dir / "learning_curve.json").write_text(json.dumps(curve))
     if curve:
-        plot_curve(curve, run_dir / "learning_curve.png", f"{task.name}: PPO, {num_envs} envs on {device}")
+        plot_curve(curve, run_dir / "learning_curve.png", f"{task.name}: {algo.upper()}, {num_envs} envs on {device}")
     if runner.stopped_early:
         remaining = iterations - (runner.completed_iterations - completed_before)
         print(f"simrl: interrupted after iteration {runner.completed_iterations}; checkpoint saved to "

@@ -32,7 +32,8 @@ PARAMS = {
 }
 
 
-def _check_tensor(name: str, value, shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+def _check_tensor(name: str, value, shape: tuple, dtype: torch.dtype, device: torch.device,
+                  check_finite: bool = True) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     if value.device != device:
@@ -41,7 +42,7 @@ def _check_tensor(name: str, value, shape: tuple, dtype: torch.dtype, device: to
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
     if tuple(value.shape) != shape:
         raise ValueError(f"{name} must have shape {shape}, got {tuple(value.shape)}")
-    if not torch.isfinite(value).all():
+    if check_finite and not torch.isfinite(value).all():
         raise ValueError(f"{name} contains NaN or infinite values")
     return value.to(dtype)
 
@@ -122,7 +123,7 @@ def _model_with_params(sim, params: dict, tape: wp.Tape, ctx):
 
 
 def diff_step(sim, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl: torch.Tensor, params: dict | None = None,
-              *, substeps: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+              *, substeps: int = 1, check_finite: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """One differentiable call of the simulator: `substeps` physics steps of the model's
     integrator (Euler or RK4), like `sim.step(substeps)`, from state (qpos0 [W, nq], qvel0
     [W, nv]) with controls ctrl [W, nu] held for all of them. Returns (qpos1, qvel1), which carry `grad_fn`.
@@ -132,6 +133,10 @@ def diff_step(sim, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl: torch.Tensor,
     [W, nu] (the gain of fixed-gain actuators, gainprm[0]), "geom_friction" [W, ngeom, 3]
     (sliding, torsional, rolling; mixed into each contact pair as MuJoCo does). Tensors are converted to the
     simulation's precision; gradients come back in the caller's dtype.
+
+    Inputs with NaN or inf raise ValueError; with `check_finite=False` (batched environments,
+    where one diverged world must not stop the others) they are not checked (one host
+    synchronisation less) and such a world's outputs and gradients are non-finite.
     """
     from simrl.sim.sim import Sim
 
@@ -142,9 +147,9 @@ def diff_step(sim, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl: torch.Tensor,
     W = sim.num_worlds
     device = sim.qpos.device
     dtype = sim.qpos.dtype
-    qpos0 = _check_tensor("qpos0", qpos0, (W, sim.nq), dtype, device)
-    qvel0 = _check_tensor("qvel0", qvel0, (W, sim.nv), dtype, device)
-    ctrl = _check_tensor("ctrl", ctrl, (W, sim.nu), dtype, device)
+    qpos0 = _check_tensor("qpos0", qpos0, (W, sim.nq), dtype, device, check_finite)
+    qvel0 = _check_tensor("qvel0", qvel0, (W, sim.nv), dtype, device, check_finite)
+    ctrl = _check_tensor("ctrl", ctrl, (W, sim.nu), dtype, device, check_finite)
     params = dict(params or {})
     values = []
     for name, value in params.items():

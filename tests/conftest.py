@@ -1,10 +1,17 @@
 import os
 from pathlib import Path
 
+# One torch thread per test process (and its subprocesses): on a 2-core machine, torch's
+# two-thread OpenMP loops slow to a crawl (20x measured) whenever another process holds a core.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import gymnasium
 import mujoco
 import numpy as np
 import pytest
+import torch
+
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 GYM_ASSETS = Path(os.path.dirname(gymnasium.__file__)) / "envs" / "mujoco" / "assets"
 

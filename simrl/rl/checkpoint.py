@@ -55,6 +55,27 @@ def load_checkpoint(path, map_location=None) -> dict:
     return loaded
 
 
+def check_identity(path, meta: dict, mine: dict) -> None:
+    """Raise CheckpointError unless the checkpoint's task, observation sizes and action size
+    (`meta`, its "simrl" entry) are those of the policy about to load it (`mine`)."""
+    if meta.get("task") and mine.get("task") and meta["task"] != mine["task"]:
+        raise CheckpointError(f"checkpoint {path} was trained on task {meta['task']!r}, not {mine['task']!r}; "
+                              f"pass task={meta['task']} or a checkpoint of task {mine['task']!r}")
+    saved_obs = {k: list(v) for k, v in meta.get("obs_sizes", {}).items()}
+    if saved_obs and saved_obs != mine["obs_sizes"]:
+        raise CheckpointError(f"checkpoint {path} has observation sizes {saved_obs}, this task "
+                              f"{mine['obs_sizes']}: it was written for another task or configuration")
+    if "num_actions" in meta and int(meta["num_actions"]) != mine["num_actions"]:
+        raise CheckpointError(f"checkpoint {path} has {meta['num_actions']} actions, this task "
+                              f"{mine['num_actions']}: it was written for another task or configuration")
+
+
+def checkpoint_algo(path, map_location=None) -> str:
+    """The algorithm ("ppo" or "shac") that wrote a training checkpoint."""
+    meta = load_checkpoint(path, map_location=map_location).get("simrl") or {}
+    return str(meta.get("algo", "ppo"))
+
+
 def checkpoint_iteration(path) -> int:
     match = CHECKPOINT_PATTERN.match(Path(path).name)
     return int(match.group(1)) if match else -1

@@ -19,11 +19,16 @@ DEFAULT_TASK = "quadruped"
 _KEYS: dict[str, set[str]] = {}
 
 #: keys of a task file and of its `ppo` section that simrl reads (simrl.rl.ppo.rsl_rl_config)
-TASK_KEYS = {"name", "env", "num_envs", "num_envs_gpu", "max_iterations", "ppo"}
+TASK_KEYS = {"name", "env", "num_envs", "num_envs_gpu", "max_iterations", "ppo", "shac"}
 PPO_KEYS = {"num_steps_per_env", "save_interval", "actor_hidden_dims", "critic_hidden_dims", "activation",
             "init_noise_std", "obs_normalization", "algorithm"}
-#: env keyword arguments that come from top-level keys instead
-ENV_TOP_LEVEL = {"num_envs", "device", "seed"}
+#: env keyword arguments that come from top-level keys instead (`backend` from sim.backend)
+ENV_TOP_LEVEL = {"num_envs", "device", "seed", "backend"}
+#: keys of the top-level `sim` section: the simulation the environment runs on
+SIM_KEYS = {"backend"}
+#: the `sim` section the scripts register (sim.backend: "warp", this engine, or "mujoco",
+#: MuJoCo itself on the CPU, for sim-to-sim evaluation)
+SIM_DEFAULTS = {"backend": "warp"}
 
 
 def register(config_name: str, keys: dict, run_dir: str) -> None:
@@ -46,11 +51,17 @@ def available_devices() -> list[str]:
     return ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
 
 
-def resolve_device(device) -> str:
+def resolve_device(device, backend: str = "warp") -> str:
     """`auto` -> cuda:0 when a GPU is present, else cpu; `cuda` -> cuda:0. A device that does
-    not exist raises ConfigError naming the available ones."""
+    not exist raises ConfigError naming the available ones. With backend "mujoco" (CPU only),
+    `auto` is cpu and any other device than cpu is a ConfigError."""
     import torch
 
+    if backend == "mujoco":
+        if device is None or str(device).strip() in ("auto", "cpu"):
+            return "cpu"
+        raise ConfigError(f"device={device!r}: sim.backend=mujoco runs MuJoCo on the CPU only; use device=cpu "
+                          f"(or auto), or sim.backend=warp")
     if device is None or device == "auto":
         return "cuda:0" if torch.cuda.is_available() else "cpu"
     name = str(device).strip()
@@ -150,7 +161,8 @@ def _check_env(c: _Checker, task_name: str, env_cfg) -> None:
     for key, value in env_cfg.items():
         full = f"task.env.{key}"
         if key in ENV_TOP_LEVEL:
-            c.errors.append(f"{full}: set the top-level key {key}=... instead")
+            top = "sim.backend" if key == "backend" else key
+            c.errors.append(f"{full}: set the top-level key {top}=... instead")
             continue
         if key not in params:
             c.errors.append(f"unknown key {full} for environment {task_name!r}"
@@ -230,6 +242,46 @@ def _check_ppo(c: _Checker, ppo) -> None:
         c.choice(p + "schedule", alg["schedule"], ("adaptive", "fixed"))
 
 
+def shac_tasks() -> list[str]:
+    """Tasks whose file has a `shac` section (their environments have a differentiable step)."""
+    return [name for name in tasks.available() if "shac" in OmegaConf.load(tasks.TASKS_DIR / f"{name}.yaml")]
+
+
+def _check_shac(c: _Checker, shac) -> None:
+    from simrl.rl.shac import DEFAULTS
+
+    if not isinstance(shac, Mapping):
+        c.fail("task.shac", shac, "a mapping of SHAC settings")
+        return
+    c.unknown("task.shac.", shac.keys(), DEFAULTS)
+    p = "task.shac."
+    for key in ("horizon", "critic_iterations", "critic_mini_batches", "save_interval"):
+        if key in shac:
+            c.positive_int(p + key, shac[key])
+    rules = {"gamma": dict(low=0, high=1, low_open=True), "lam": dict(low=0, high=1),
+             "actor_learning_rate": dict(low=0, low_open=True), "critic_learning_rate": dict(low=0, low_open=True),
+             "grad_norm": dict(low=0, low_open=True), "target_critic_alpha": dict(low=0, high=1),
+             "init_log_std": dict(), "reward_scale": dict(low=0, low_open=True)}
+    for key, rule in rules.items():
+        if key in shac:
+            c.number(p + key, shac[key], **rule)
+    if "lr_schedule" in shac:
+        c.choice(p + "lr_schedule", shac["lr_schedule"], ("linear", "constant"))
+    if "activation" in shac:
+        from simrl.rl.shac import _ACTIVATIONS
+
+        c.choice(p + "activation", shac["activation"], tuple(_ACTIVATIONS))
+    if "obs_normalization" in shac:
+        c.boolean(p + "obs_normalization", shac["obs_normalization"])
+    if "betas" in shac and not (isinstance(shac["betas"], (list, tuple)) and len(shac["betas"]) == 2
+                                and all(_is_number(b) and 0 <= b < 1 for b in shac["betas"])):
+        c.fail(p + "betas", shac["betas"], "two numbers in [0, 1)")
+    for key in ("actor_hidden_dims", "critic_hidden_dims"):
+        if key in shac and not (isinstance(shac[key], (list, tuple)) and shac[key]
+                                and all(_is_int(v) and v > 0 for v in shac[key])):
+            c.fail(p + key, shac[key], "a non-empty list of positive integers")
+
+
 def validate(cfg, config_name: str = "train") -> None:
     """Check a composed configuration (scripts/train.py or scripts/play.py) before anything is
     built: unknown keys (with a suggestion), values of the wrong type, out-of-range values
@@ -251,18 +303,33 @@ def validate(cfg, config_name: str = "train") -> None:
     if "seed" in cfg and not (_is_int(cfg["seed"]) and 0 <= cfg["seed"] < 2**63):
         c.fail("seed", cfg["seed"], "a non-negative integer")
     if "algo" in cfg:
-        c.choice("algo", cfg["algo"], ("ppo",))
+        c.choice("algo", cfg["algo"], ("ppo", "shac"))
     for key in ("resume", "checkpoint"):
         if key in cfg and cfg[key] is not None and not (isinstance(cfg[key], str) and cfg[key].strip()):
             c.fail(key, cfg[key], "a file path" + (", a run directory or latest" if key == "resume" else ""))
     if "video" in cfg:
         c.boolean("video", cfg["video"])
+    backend = "warp"
+    if "sim" in cfg:
+        from envs.base import BACKENDS
+
+        sim = cfg["sim"]
+        if not isinstance(sim, Mapping):
+            c.fail("sim", sim, "a mapping (sim.backend=...)")
+        else:
+            c.unknown("sim.", sim.keys(), SIM_KEYS)
+            if "backend" in sim:
+                c.choice("sim.backend", sim["backend"], BACKENDS)
+                backend = sim["backend"] if sim["backend"] in BACKENDS else backend
+        if backend == "mujoco" and cfg.get("algo") == "shac":
+            c.errors.append("algo=shac differentiates through the simulation, which sim.backend=mujoco cannot; "
+                            "use sim.backend=warp")
     if "device" in cfg:
         if not isinstance(cfg["device"], str):
             c.fail("device", cfg["device"], "auto, cpu, cuda or cuda:N")
         else:
             try:
-                resolve_device(cfg["device"])
+                resolve_device(cfg["device"], backend)
             except ConfigError as e:
                 c.errors.append(str(e))
 
@@ -280,5 +347,10 @@ def validate(cfg, config_name: str = "train") -> None:
             _check_env(c, task["name"], task.get("env", {}))
         if "ppo" in task:
             _check_ppo(c, task["ppo"])
+        if "shac" in task:
+            _check_shac(c, task["shac"])
+        elif cfg.get("algo") == "shac":
+            c.errors.append(f"algo=shac: task {task.get('name')!r} has no `shac` section (SHAC needs a task with a "
+                            f"differentiable step: {', '.join(shac_tasks())})")
     if c.errors:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(c.errors))

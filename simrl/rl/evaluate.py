@@ -5,11 +5,15 @@ from tensordict import TensorDict
 
 
 @torch.inference_mode()
-def evaluate(env, policy, num_episodes: int | None = None) -> dict:
+def evaluate(env, policy, num_episodes: int | None = None, on_step=None) -> dict:
     """Run one episode in each world (the first `num_episodes` worlds count) with the
     deterministic `policy` (a callable on the TensorDict of observation groups); return
     mean_return, mean_episode_length, fall_rate (episodes that ended by termination) and the
-    episode mean of every metric the environment reports in `step_metrics()`, if it has one."""
+    episode mean of every metric the environment reports in `step_metrics()`, if it has one.
+
+    `on_step(env, running)`, if given, is called once per policy step before the action is
+    applied (the env's state is the one the action is taken in), with `running` [num_envs] bool:
+    the worlds still in their evaluation episode. scripts/play.py records its video this way."""
     n = env.num_envs if num_episodes is None else min(num_episodes, env.num_envs)
     obs = env.reset()
     returns = torch.zeros(env.num_envs, device=env.device)
@@ -22,6 +26,8 @@ def evaluate(env, policy, num_episodes: int | None = None) -> dict:
         if hasattr(env, "step_metrics"):  # task metrics of the state the action is taken in
             for key, value in env.step_metrics().items():
                 metric_sums[key] = metric_sums.get(key, torch.zeros_like(value)) + value * running
+        if on_step is not None:
+            on_step(env, running)
         obs, reward, terminated, time_outs, _ = env.step(actions)
         returns += torch.where(running, reward, torch.zeros_like(reward))
         lengths += running.long()

@@ -23,7 +23,7 @@ import torch
 from rsl_rl.runners import OnPolicyRunner
 
 from simrl.errors import CheckpointError
-from simrl.rl.checkpoint import load_checkpoint, rng_state, set_rng_state
+from simrl.rl.checkpoint import check_identity, load_checkpoint, rng_state, set_rng_state
 
 CHECKPOINT_FORMAT = 1
 
@@ -143,7 +143,7 @@ class Runner(OnPolicyRunner):
         saved = self.alg.save()
         saved["iter"] = self.current_learning_iteration
         saved["infos"] = infos
-        saved["simrl"] = {"format": CHECKPOINT_FORMAT, **self._identity(),
+        saved["simrl"] = {"format": CHECKPOINT_FORMAT, "algo": "ppo", **self._identity(),
                           "completed_iterations": self.completed_iterations, "training": self._training_state()}
         atomic_torch_save(saved, path)
         self.last_checkpoint = path
@@ -188,17 +188,10 @@ class Runner(OnPolicyRunner):
         return loaded["infos"]
 
     def _check_identity(self, path: str, meta: dict) -> None:
-        mine = self._identity()
-        if meta.get("task") and mine["task"] and meta["task"] != mine["task"]:
-            raise CheckpointError(f"checkpoint {path} was trained on task {meta['task']!r}, not {mine['task']!r}; "
-                                  f"pass task={meta['task']} or a checkpoint of task {mine['task']!r}")
-        saved_obs = {k: list(v) for k, v in meta.get("obs_sizes", {}).items()}
-        if saved_obs and saved_obs != mine["obs_sizes"]:
-            raise CheckpointError(f"checkpoint {path} has observation sizes {saved_obs}, this task "
-                                  f"{mine['obs_sizes']}: it was written for another task or configuration")
-        if "num_actions" in meta and int(meta["num_actions"]) != mine["num_actions"]:
-            raise CheckpointError(f"checkpoint {path} has {meta['num_actions']} actions, this task "
-                                  f"{mine['num_actions']}: it was written for another task or configuration")
+        if meta.get("algo", "ppo") != "ppo":
+            raise CheckpointError(f"checkpoint {path} was written by algo={meta['algo']}, not ppo; "
+                                  f"pass algo={meta['algo']}")
+        check_identity(path, meta, self._identity())
 
     def _restore_training_state(self, state: dict, saved_num_envs: int) -> None:
         set_rng_state(state["rng"])

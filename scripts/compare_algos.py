@@ -1,0 +1,101 @@
+#!/usr/bin/env python
+"""Compare learning curves of training runs (e.g. PPO and SHAC over several seeds) on one plot.
+
+    python scripts/compare_algos.py --title cartpole_swingup --out docs/shac_vs_ppo.png \\
+        PPO=runs/cmp/ppo_s0,runs/cmp/ppo_s1,runs/cmp/ppo_s2 \\
+        SHAC=runs/cmp/shac_s0,runs/cmp/shac_s1,runs/cmp/shac_s2
+
+Each LABEL=DIR,DIR,... names the run directories of one algorithm (each holds the
+learning_curve.json scripts/train.py writes). The PNG has two panels, mean episode return
+against environment steps and against wall-clock seconds, one line per run and colour per
+label. Printed (and written as markdown with --markdown): for each run, the best return it
+reached, and the environment steps and seconds it needed to first reach `--fraction` (0.9) of
+the best return any run reached; per label, the median over its runs.
+"""
+
+import argparse
+import json
+import math
+import statistics
+from pathlib import Path
+
+
+def load_curve(run_dir: str) -> list[dict]:
+    path = Path(run_dir) / "learning_curve.json"
+    if not path.is_file():
+        raise SystemExit(f"compare_algos: {path} does not exist (give run directories of scripts/train.py)")
+    curve = [c for c in json.loads(path.read_text()) if math.isfinite(c["mean_return"])]
+    if not curve:
+        raise SystemExit(f"compare_algos: {path} has no finished episode yet")
+    return curve
+
+
+def first_reaching(curve: list[dict], level: float) -> dict | None:
+    return next((c for c in curve if c["mean_return"] >= level), None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", help="LABEL=DIR[,DIR...]")
+    parser.add_argument("--out", required=True, help="PNG to write")
+    parser.add_argument("--title", default="")
+    parser.add_argument("--fraction", type=float, default=0.9)
+    parser.add_argument("--markdown", help="also write the table to this markdown file")
+    args = parser.parse_args()
+
+    groups: dict[str, list[tuple[str, list[dict]]]] = {}
+    for spec in args.runs:
+        label, _, dirs = spec.partition("=")
+        if not dirs:
+            raise SystemExit(f"compare_algos: {spec!r} is not LABEL=DIR[,DIR...]")
+        groups[label] = [(d, load_curve(d)) for d in dirs.split(",") if d]
+    best = max(c["mean_return"] for runs in groups.values() for _, curve in runs for c in curve)
+    level = args.fraction * best if best > 0 else best / args.fraction
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    lines = [f"Level: {args.fraction:.0%} of the best return any run reached ({best:.1f}) = {level:.1f}", "",
+             "| algorithm | run | best return | env steps to level | seconds to level |", "|---|---|---:|---:|---:|"]
+    summary = []
+    for k, (label, runs) in enumerate(groups.items()):
+        steps_needed, seconds_needed = [], []
+        for j, (run_dir, curve) in enumerate(runs):
+            kw = {"color": colors[k % len(colors)], "alpha": 0.85, "label": label if j == 0 else None}
+            axes[0].plot([c["env_steps"] for c in curve], [c["mean_return"] for c in curve], **kw)
+            axes[1].plot([c["seconds"] for c in curve], [c["mean_return"] for c in curve], **kw)
+            hit = first_reaching(curve, level)
+            run_best = max(c["mean_return"] for c in curve)
+            steps_needed.append(hit["env_steps"] if hit else math.inf)
+            seconds_needed.append(hit["seconds"] if hit else math.inf)
+            reached = f"{hit['env_steps']} | {hit['seconds']:.0f}" if hit else "not reached | -"
+            lines.append(f"| {label} | {run_dir} | {run_best:.1f} | {reached} |")
+        summary.append((label, statistics.median(steps_needed), statistics.median(seconds_needed)))
+    lines += ["", "| algorithm | median env steps to level | median seconds to level |", "|---|---:|---:|"]
+    lines += [f"| {label} | {s:.0f} | {t:.0f} |" for label, s, t in summary]
+    if len(summary) == 2 and all(math.isfinite(s) for _, s, _ in summary):
+        (a, sa, ta), (b, sb, tb) = summary
+        lines.append(f"\nEnv steps {a}/{b}: {sa / sb:.2f}; wall-clock {a}/{b}: {ta / tb:.2f}")
+    for ax, xlabel in zip(axes, ("environment steps", "wall-clock seconds"), strict=True):
+        ax.axhline(level, color="gray", lw=0.8, ls="--")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("mean episode return")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    axes[0].set_xscale("log")
+    fig.suptitle(args.title)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=100)
+    text = "\n".join(lines)
+    print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
