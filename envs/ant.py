@@ -5,6 +5,8 @@ The model is gymnasium's own `ant.xml` (0.01 s RK4 steps); the policy acts every
 defaults, term by term (gymnasium/envs/mujoco/ant_v5.py):
 
     forward      (x_torso after - x_torso before) / dt          weight 1
+                 (x from the state; Ant-v5 reads MuJoCo's xpos, which mj_step leaves at
+                 the start of its last substep: the same velocity, 0.01 s earlier)
     healthy      1 while the torso height is in [0.2, 1.0]      weight 1
     ctrl_cost    sum(action^2)                                  weight -0.5
 
@@ -65,7 +67,7 @@ class AntEnv(BatchedEnv):
         return torch.minimum(torch.maximum(actions, self.ctrl_low), self.ctrl_high)
 
     def _pre_physics(self):
-        self.x_before = self.qpos[:, 0].float()
+        self.x_before = self.qpos[:, 0].float().clone()  # not a view of the state the step overwrites
 
     def _observations(self):
         obs = torch.cat([self.qpos[:, 2:].float(), self.qvel.float()], dim=1)

@@ -10,7 +10,7 @@ learning_curve.json scripts/train.py writes). The PNG has two panels, mean episo
 against environment steps and against wall-clock seconds, one line per run and colour per
 label. Printed (and written as markdown with --markdown): for each run, the best return it
 reached, and the environment steps and seconds it needed to first reach `--fraction` (0.9) of
-the best return any run reached; per label, the median over its runs.
+the best return any run reached (or `--level`, a return); per label, the median over its runs.
 """
 
 import argparse
@@ -40,6 +40,7 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="PNG to write")
     parser.add_argument("--title", default="")
     parser.add_argument("--fraction", type=float, default=0.9)
+    parser.add_argument("--level", type=float, help="an absolute return level instead of --fraction of the best")
     parser.add_argument("--markdown", help="also write the table to this markdown file")
     args = parser.parse_args()
 
@@ -51,6 +52,8 @@ def main() -> None:
         groups[label] = [(d, load_curve(d)) for d in dirs.split(",") if d]
     best = max(c["mean_return"] for runs in groups.values() for _, curve in runs for c in curve)
     level = args.fraction * best if best > 0 else best / args.fraction
+    if args.level is not None:
+        level = args.level
 
     import matplotlib
 
@@ -59,27 +62,36 @@ def main() -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    lines = [f"Level: {args.fraction:.0%} of the best return any run reached ({best:.1f}) = {level:.1f}", "",
+    head = (f"Level: {level:.1f} (given; the best return any run reached: {best:.1f})" if args.level is not None else
+            f"Level: {args.fraction:.0%} of the best return any run reached ({best:.1f}) = {level:.1f}")
+    lines = [head, "",
              "| algorithm | run | best return | env steps to level | seconds to level |", "|---|---|---:|---:|---:|"]
     summary = []
     for k, (label, runs) in enumerate(groups.items()):
-        steps_needed, seconds_needed = [], []
+        steps_needed, seconds_needed, budgets = [], [], []
         for j, (run_dir, curve) in enumerate(runs):
             kw = {"color": colors[k % len(colors)], "alpha": 0.85, "label": label if j == 0 else None}
             axes[0].plot([c["env_steps"] for c in curve], [c["mean_return"] for c in curve], **kw)
             axes[1].plot([c["seconds"] for c in curve], [c["mean_return"] for c in curve], **kw)
             hit = first_reaching(curve, level)
             run_best = max(c["mean_return"] for c in curve)
+            budgets.append(curve[-1]["env_steps"])
             steps_needed.append(hit["env_steps"] if hit else math.inf)
             seconds_needed.append(hit["seconds"] if hit else math.inf)
             reached = f"{hit['env_steps']} | {hit['seconds']:.0f}" if hit else "not reached | -"
             lines.append(f"| {label} | {run_dir} | {run_best:.1f} | {reached} |")
-        summary.append((label, statistics.median(steps_needed), statistics.median(seconds_needed)))
+        summary.append((label, statistics.median(steps_needed), statistics.median(seconds_needed), min(budgets)))
     lines += ["", "| algorithm | median env steps to level | median seconds to level |", "|---|---:|---:|"]
-    lines += [f"| {label} | {s:.0f} | {t:.0f} |" for label, s, t in summary]
-    if len(summary) == 2 and all(math.isfinite(s) for _, s, _ in summary):
-        (a, sa, ta), (b, sb, tb) = summary
-        lines.append(f"\nEnv steps {a}/{b}: {sa / sb:.2f}; wall-clock {a}/{b}: {ta / tb:.2f}")
+    lines += [f"| {label} | {s:.0f} | {t:.0f} |" if math.isfinite(s) else
+              f"| {label} | not reached in {budget} | - |" for label, s, t, budget in summary]
+    if len(summary) == 2:
+        (a, sa, ta, ba), (b, sb, tb, bb) = summary
+        if math.isfinite(sa) and math.isfinite(sb):
+            lines.append(f"\nEnv steps {a}/{b}: {sa / sb:.2f}; wall-clock {a}/{b}: {ta / tb:.2f}")
+        elif math.isfinite(sb):  # a never reached the level: its budget is a lower bound
+            lines.append(f"\nEnv steps {a}/{b}: more than {ba / sb:.1f} ({a} did not reach the level in {ba} steps)")
+        elif math.isfinite(sa):
+            lines.append(f"\nEnv steps {b}/{a}: more than {bb / sa:.1f} ({b} did not reach the level in {bb} steps)")
     for ax, xlabel in zip(axes, ("environment steps", "wall-clock seconds"), strict=True):
         ax.axhline(level, color="gray", lw=0.8, ls="--")
         ax.set_xlabel(xlabel)

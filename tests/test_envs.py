@@ -78,3 +78,36 @@ def test_per_world_friction_reaches_the_contacts():
     friction = per_world_param(env.sim, "cpair_friction")
     assert friction.shape[0] == 2
     assert not torch.equal(friction[0, :, 0], friction[1, :, 0])  # randomised per world
+
+
+def test_ant_matches_gymnasium_ant_v5():
+    """The ant task against gymnasium's own Ant-v5 (MuJoCo underneath; contact cost off and no
+    cfrc_ext in the observation, as simrl's task): from the same state, with the same actions,
+    observations, rewards and terminations agree step by step (engine in float64)."""
+    import gymnasium
+    import numpy as np
+
+    gym_env = gymnasium.make("Ant-v5", include_cfrc_ext_in_observation=False, contact_cost_weight=0.0)
+    gym_env.reset(seed=0)
+    data = gym_env.unwrapped.data
+    env = envs.make("ant", num_envs=1, device="cpu", seed=0, dtype="float64")
+    env.reset()
+    env.sim.qpos[0] = torch.as_tensor(data.qpos)
+    env.sim.qvel[0] = torch.as_tensor(data.qvel)
+    rng = np.random.default_rng(0)
+    forward = []
+    dt = gym_env.unwrapped.dt
+    for t in range(40):
+        action = rng.uniform(-1.0, 1.0, 8).astype(np.float32)
+        x_before = float(data.qpos[0])
+        obs_ref, reward_ref, terminated_ref, _, info = gym_env.step(action.astype(np.float64))
+        # Ant-v5 takes x from data.xpos, which mj_step leaves at the start of its last substep
+        # (kinematics run before integration); simrl differences the state itself: x of qpos
+        velocity = (float(data.qpos[0]) - x_before) / dt
+        reward_ref = reward_ref - info["x_velocity"] + velocity
+        obs, reward, terminated, _, _ = env.step(torch.as_tensor(action)[None])
+        np.testing.assert_allclose(obs["policy"][0].numpy(), obs_ref, atol=1e-4, err_msg=f"step {t}")
+        assert abs(float(reward[0]) - reward_ref) < 1e-4, (t, float(reward[0]), reward_ref)
+        assert bool(terminated[0]) == terminated_ref
+        forward.append(velocity)
+    assert max(abs(v) for v in forward) > 0.05  # the forward term was exercised

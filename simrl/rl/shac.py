@@ -187,6 +187,11 @@ class ShacRunner:
 
             self.writer = SummaryWriter(log_dir=log_dir, flush_secs=10)
 
+    @property
+    def current_learning_iteration(self) -> int:
+        """The index of the next iteration (as rsl-rl's runner calls it)."""
+        return self.completed_iterations
+
     # --------------------------------------------------------------------------- training
     def request_stop(self) -> None:
         """Finish the current iteration, save a checkpoint and return from `learn`."""
@@ -204,7 +209,8 @@ class ShacRunner:
     def learn(self, num_learning_iterations: int) -> None:
         env, c = self.env, self.cfg
         env.enable_grad(True)
-        total = self.max_iterations or (self.completed_iterations + num_learning_iterations)
+        # the learning-rate schedule spans the planned run (a resumed run: what is done plus what is asked)
+        total = max(self.max_iterations or 0, self.completed_iterations + num_learning_iterations)
         first = self.completed_iterations
         start = time.time()
         self.stopped_early = False
