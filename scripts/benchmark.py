@@ -10,8 +10,15 @@ its own. Engines measured:
   mujoco          mj_step in a C loop on one core (mujoco.rollout, one thread); its rate does
                   not depend on the world count, so it is measured once
   mujoco_rollout  mujoco.rollout over all worlds with one thread per core
+  mujoco_warp     MuJoCo Warp (pip install mujoco-warp, the 'bench' extra), all worlds in one
+                  batch (nworld) on the same --device as simrl (on the CPU Warp runs each kernel
+                  on one thread; on CUDA one step is captured as a CUDA graph, as mujoco-warp's
+                  own benchmark does). Skipped, with a message, when it is not installed; when it
+                  fails on the device, the reason is recorded (table and JSON) instead of a rate
 Every engine runs the same compiled model: same timestep, integrator, solver iterations and
 tolerance. `--smooth` disables contacts and constraints in all of them.
+
+`--png PATH` draws steps/s against the world count, one line per engine, on log-log axes.
 
 `--grad H` measures the differentiable step instead (simrl.diff_step chained for H steps, then
 backward through all of them) against the plain step (Sim.step, one thread) at each world
@@ -167,15 +174,121 @@ def mujoco_runner(mjm, num_worlds, nthread):
     return run, info
 
 
-def measure(runners, num_worlds, seconds, repeats):
+def mujoco_warp_runner(mjw, mjm, num_worlds, device):
+    """MuJoCo Warp (module `mjw`) on `device`: all worlds in one batch (nworld), the same
+    start state and controls as simrl. Returns the same pair as simrl_runner; raises
+    MujocoWarpFailure naming the stage that failed."""
+    stage = "device"
+    try:
+        dev = wp.get_device(device)
+        with wp.ScopedDevice(dev):
+            start = time.perf_counter()
+            stage = "put_model"
+            m = mjw.put_model(mjm)
+            stage = "put_data"
+            d = mjw.put_data(mjm, initial_state(mjm), nworld=num_worlds)
+            d.ctrl.assign(random_controls(mjm, num_worlds).astype(np.float32))
+            wp.synchronize_device(dev)
+            setup = time.perf_counter() - start
+
+            stage = "first step (compile)"
+            start = time.perf_counter()
+            mjw.step(m, d)  # compiles (or loads from Warp's cache) every kernel it launches
+            wp.synchronize_device(dev)
+            compile_seconds = time.perf_counter() - start
+
+            graph, graph_error = None, None
+            if dev.is_cuda:
+                try:
+                    with wp.ScopedCapture(device=dev) as capture:
+                        mjw.step(m, d)
+                    graph = capture.graph
+                except Exception as e:  # measured with plain launches instead, and said so
+                    graph_error = f"{type(e).__name__}: {e}"
+
+            def step():
+                if graph is not None:
+                    wp.capture_launch(graph)
+                else:
+                    mjw.step(m, d)
+
+            stage = "warm-up step"
+            start = time.perf_counter()
+            step()
+            wp.synchronize_device(dev)
+            step_seconds = time.perf_counter() - start
+    except Exception as e:
+        raise MujocoWarpFailure(f"{stage}: {type(e).__name__}: {e}") from e
+    # a chunk of about 50 ms (at most 4096 world-steps, like simrl's), at least one step
+    chunk = max(1, min(4096 // num_worlds, int(0.05 / max(step_seconds, 1e-6))))
+
+    def run():
+        with wp.ScopedDevice(dev):
+            for _ in range(chunk):
+                step()
+            wp.synchronize_device(dev)
+        return chunk
+
+    def info():
+        qpos, qvel = d.qpos.numpy(), d.qvel.numpy()
+        finite = np.isfinite(qpos).all(axis=1) & np.isfinite(qvel).all(axis=1)
+        # solver iterations and contacts over a few more steps (not timed)
+        niter, ncon = [], []
+        with wp.ScopedDevice(dev):
+            for _ in range(max(1, min(20, int(1.0 / max(step_seconds, 1e-6))))):
+                step()
+                niter.append(d.solver_niter.numpy().copy())
+                ncon.append(int(d.nacon.numpy()[0]) / num_worlds)
+        niter = np.stack(niter)
+        return {"compile_seconds": compile_seconds, "setup_seconds": setup,
+                "nan_free_worlds": int(finite.sum()), "dtype": "float32", "device": dev.alias,
+                "cuda_graph": graph is not None, "version": getattr(mjw, "__version__", "unknown"),
+                **({"cuda_graph_error": graph_error} if graph_error else {}),
+                **({"threads": 1} if dev.is_cpu else {}),
+                "solver_niter_mean": float(niter.mean()), "solver_niter_max": int(niter.max()),
+                "contacts_per_world": float(np.mean(ncon))}
+
+    return run, info
+
+
+class MujocoWarpFailure(RuntimeError):
+    """mujoco_warp failed on this model or device; the message names the stage and the error."""
+
+
+def import_mujoco_warp():
+    """(module, None) when mujoco_warp imports; (None, None) when it is not installed;
+    (None, reason) when it is installed but its import fails."""
+    try:
+        import mujoco_warp
+    except ModuleNotFoundError as e:
+        if e.name == "mujoco_warp":
+            return None, None
+        return None, f"import: {type(e).__name__}: {e}"
+    except Exception as e:
+        return None, f"import: {type(e).__name__}: {e}"
+    return mujoco_warp, None
+
+
+def measure(runners, num_worlds, seconds, repeats, failures=None):
     """Time every runner `repeats` times, in turn, so that all engines see the same machine
-    load; return each one's median steps/s over the rounds."""
+    load; return each one's median steps/s over the rounds. An engine named in `failures`
+    (a dict) that raises is dropped, its error stored there under its name."""
     rates = {name: [] for name in runners}
     for _ in range(repeats):
         for name, (run, _) in runners.items():
-            steps, elapsed = timed(run, seconds)
+            if failures is not None and name in failures:
+                if failures[name] is not None:
+                    continue
+                try:
+                    steps, elapsed = timed(run, seconds)
+                except Exception as e:
+                    failures[name] = f"timed steps: {type(e).__name__}: {e}"
+                    continue
+            else:
+                steps, elapsed = timed(run, seconds)
             rates[name].append(num_worlds.get(name, 1) * steps / elapsed)
-    return {name: float(np.median(r)) for name, r in rates.items()}
+    failed = {name for name, error in (failures or {}).items() if error is not None}
+    return {name: float(np.median(r)) for name, r in rates.items() if r and name not in failed}
 
 
 def machine() -> str:
@@ -198,7 +311,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="ant", help="MJCF path or gymnasium asset name (default: ant)")
     parser.add_argument("--worlds", default="1,64,1024", help="comma-separated world counts")
-    parser.add_argument("--engines", default="simrl,mujoco,mujoco_rollout")
+    parser.add_argument("--engines", default="simrl,mujoco,mujoco_rollout,mujoco_warp",
+                        help="comma-separated, from simrl, mujoco, mujoco_rollout, mujoco_warp (default: all)")
     parser.add_argument("--device", default="cpu", help="device of the simrl engine: cpu, cuda, cuda:N")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--smooth", action="store_true",
@@ -209,6 +323,7 @@ def main(argv=None):
                         help="rounds in which the engines take turns; the median is reported")
     parser.add_argument("--out", help="write the records as JSON to this file")
     parser.add_argument("--markdown", help="append a dated table to this markdown file")
+    parser.add_argument("--png", help="plot steps/s against the world count (log-log) to this PNG file")
     parser.add_argument("--profile", action="store_true",
                         help="also time every stage of simrl's forward pass on its own (per world count)")
     parser.add_argument("--grad", type=int, metavar="H",
@@ -222,9 +337,17 @@ def main(argv=None):
         mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
     worlds = [int(w) for w in args.worlds.split(",")]
     engines = args.engines.split(",")
-    unknown = set(engines) - {"simrl", "mujoco", "mujoco_rollout"}
+    unknown = set(engines) - {"simrl", "mujoco", "mujoco_rollout", "mujoco_warp"}
     if unknown:
-        raise SystemExit(f"unknown engine(s) {sorted(unknown)}; choose from simrl, mujoco, mujoco_rollout")
+        raise SystemExit(f"unknown engine(s) {sorted(unknown)}; choose from simrl, mujoco, mujoco_rollout, "
+                         "mujoco_warp")
+    mjw, mjw_import_error = None, None
+    if "mujoco_warp" in engines:
+        mjw, mjw_import_error = import_mujoco_warp()
+        if mjw is None and mjw_import_error is None:
+            print("mujoco_warp is not installed (pip install mujoco-warp, or the project's 'bench' extra): "
+                  "skipping it")
+            engines.remove("mujoco_warp")
 
     integrator = mujoco.mjtIntegrator(mjm.opt.integrator).name.removeprefix("mjINT_")
     print(f"model {name}: nq={mjm.nq} nv={mjm.nv} nu={mjm.nu} timestep={mjm.opt.timestep} "
@@ -238,6 +361,9 @@ def main(argv=None):
                "steps_per_second": rate, "timestep": mjm.opt.timestep, "integrator": integrator,
                "measured_with_batch": batch, "repeats": args.repeats, **info}
         records.append(rec)
+        if rate is None:
+            print(f"  {engine:15s} worlds={num_worlds:6d}  failed: {rec['error']}")
+            return
         extra = f"  compile {rec['compile_seconds']:.1f} s" if "compile_seconds" in rec else ""
         print(f"  {engine:15s} worlds={num_worlds:6d}  {rate:12,.0f} steps/s{extra}")
 
@@ -258,13 +384,25 @@ def main(argv=None):
         if "mujoco_rollout" in engines:
             runners["mujoco_rollout"] = mujoco_runner(mjm, w, nthread=os.cpu_count() or 1)
             counts["mujoco_rollout"] = w
-        rates = measure(runners, counts, args.seconds / args.repeats, args.repeats)
+        failures = {}
+        if "mujoco_warp" in engines:
+            failures["mujoco_warp"] = mjw_import_error
+            if mjw is not None:
+                try:
+                    runners["mujoco_warp"] = mujoco_warp_runner(mjw, mjm, w, args.device)
+                    counts["mujoco_warp"] = w
+                except MujocoWarpFailure as e:
+                    failures["mujoco_warp"] = str(e)
+        rates = measure(runners, counts, args.seconds / args.repeats, args.repeats, failures)
         for engine, rate in rates.items():
             record(engine, counts[engine], w, rate, runners[engine][1]())
         if args.profile and "simrl" in runners:
             per_world = profile_stages(runners["simrl"][0].sim, args.repeats)
             records[-len(rates) + list(rates).index("simrl")]["profile_us_per_world"] = per_world
             profiles.append((w, per_world))
+        for engine, error in failures.items():
+            if error is not None:
+                record(engine, w, w, None, {"error": error, "device": args.device, "dtype": "float32"})
 
     table = summary_table(records)
     print()
@@ -282,6 +420,9 @@ def main(argv=None):
     if args.out:
         Path(args.out).write_text(json.dumps(records, indent=2))
         print(f"wrote {len(records)} records to {args.out}")
+    if args.png:
+        plot_rates(records, f"{name}{', smooth' if args.smooth else ''}: physics steps/s", args.png)
+        print(f"wrote the plot to {args.png}")
     if args.markdown:
         command = "python scripts/benchmark.py " + " ".join(sys.argv[1:] if argv is None else argv)
         with open(args.markdown, "a") as f:
@@ -406,6 +547,47 @@ def profile_stages(sim, rounds: int) -> dict:
     return {name: float(np.median([r[name] for r in runs])) for name in runs[0]}
 
 
+def plot_rates(records, title: str, path: str) -> None:
+    """Steps/s against the world count, one line per engine (and device, dtype), log-log.
+    `mujoco` (one world on one core) is drawn at the world count it was measured next to."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines = {}
+    for r in records:
+        if r["steps_per_second"] is None:
+            continue
+        if r["engine"] == "mujoco":
+            label = "mujoco (mj_step, 1 core)"
+        elif r["engine"] == "mujoco_rollout":
+            label = f"mujoco_rollout ({r.get('threads', '?')} threads)"
+        else:
+            label = f"{r['engine']} ({r['device']}, {r['dtype']})"
+        lines.setdefault(label, []).append((r["measured_with_batch"], r["steps_per_second"]))
+    failed = sorted({r["engine"] for r in records if r["steps_per_second"] is None})
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, points in lines.items():
+        points.sort()
+        ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    worlds = sorted({x for points in lines.values() for x, _ in points})
+    if worlds:
+        ax.set_xticks(worlds, [str(w) for w in worlds])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("worlds")
+    ax.set_ylabel("physics steps / s (worlds x steps / s)")
+    ax.set_title(title + (f"\n(failed, not drawn: {', '.join(failed)})" if failed else ""))
+    ax.grid(True, which="both", alpha=0.3)
+    if lines:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def summary_table(records) -> str:
     """Markdown table: steps/s per engine and world count, with the ratio to mj_step on one core
     measured in the same rounds."""
@@ -414,6 +596,10 @@ def summary_table(records) -> str:
              "| contacts/world | solver iters mean/max |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in records:
+        if r["steps_per_second"] is None:
+            lines.append(f"| {r['engine']} | {r['device']} | {r['dtype']} | {r['num_worlds']} | "
+                         f"failed: {r['error'].replace('|', '/')} | - | - | - | - | - |")
+            continue
         base = bases.get(r["measured_with_batch"])
         ratio = f"{r['steps_per_second'] / base:.2f}x" if base else "-"
         compile_s = f"{r['compile_seconds']:.1f}" if "compile_seconds" in r else "-"

@@ -1,5 +1,6 @@
 """The command-line scripts: exit codes, messages, and the benchmark's record format."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -48,18 +49,28 @@ def test_train_writes_a_run_directory(tmp_path):
 def test_benchmark_records(tmp_path):
     out = tmp_path / "bench.json"
     md = tmp_path / "bench.md"
+    png = tmp_path / "bench.png"
     result = run("scripts/benchmark.py", "--model", "inverted_pendulum", "--smooth", "--worlds", "1,8",
-                 "--seconds", "0.05", "--out", str(out), "--markdown", str(md))
+                 "--seconds", "0.05", "--out", str(out), "--markdown", str(md), "--png", str(png))
     assert result.returncode == 0, result.stderr
     records = json.loads(out.read_text())
     engines = {(r["engine"], r["num_worlds"]) for r in records}
-    assert engines == {("mujoco", 1), ("simrl", 1), ("simrl", 8), ("mujoco_rollout", 1), ("mujoco_rollout", 8)}
+    expected = {("mujoco", 1), ("simrl", 1), ("simrl", 8), ("mujoco_rollout", 1), ("mujoco_rollout", 8)}
+    if importlib.util.find_spec("mujoco_warp") is None:
+        assert "mujoco_warp is not installed" in result.stdout
+    else:  # measured, or the reason it failed on this device recorded
+        expected |= {("mujoco_warp", 1), ("mujoco_warp", 8)}
+    assert engines == expected
     for r in records:
         assert {"engine", "model", "device", "num_worlds", "mode", "steps_per_second"} <= r.keys()
         assert r["model"] == "inverted_pendulum" and r["mode"] == "forward"
+        if r["engine"] == "mujoco_warp" and r["steps_per_second"] is None:
+            assert r["error"]
+            continue
         assert r["steps_per_second"] > 0
         assert r["nan_free_worlds"] == r["num_worlds"]
     assert "| simrl | cpu | float32 | 8 |" in md.read_text()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize("args", [["--model", "no_such_robot"], ["--model", "pusher"]])
