@@ -228,17 +228,9 @@ class MujocoSim:
         return array
 
     def _assign(self, name: str, value) -> None:
-        view = self.view(name)
-        if not isinstance(value, torch.Tensor):
-            value = torch.as_tensor(np.asarray(value), dtype=view.dtype)
-        if value.device != view.device:
-            raise ValueError(f"{name} must be on device {view.device}, got a tensor on {value.device}")
-        if not value.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
-        if tuple(value.shape) != tuple(view.shape):
-            raise ValueError(f"{name} must have shape {tuple(view.shape)} [num_worlds, ...], "
-                             f"got {tuple(value.shape)}")
-        view.copy_(value)
+        from simrl.sim.sim import assign_view
+
+        assign_view(self.view(name), name, value)
 
     qpos = property(lambda self: self.view("qpos"), lambda self, v: self._assign("qpos", v),
                     doc="joint positions [num_worlds, nq] float64 (free/ball quaternions w, x, y, z)")

@@ -91,6 +91,20 @@ def compile_mjcf(mjcf: str | os.PathLike) -> mujoco.MjModel:
         raise MJCFError(f"MuJoCo could not compile {source}: {e}") from e
 
 
+
+def assign_view(view: torch.Tensor, name: str, value) -> None:
+    """`sim.<name> = value` for a state array: check device, dtype kind and shape, then copy
+    into the simulation's own tensor `view` (which stays the same object)."""
+    if not isinstance(value, torch.Tensor):
+        value = torch.as_tensor(np.asarray(value), dtype=view.dtype)
+    if value.device != view.device:
+        raise ValueError(f"{name} must be on device {view.device}, got a tensor on {value.device}")
+    if not value.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
+    if tuple(value.shape) != tuple(view.shape):
+        raise ValueError(f"{name} must have shape {tuple(view.shape)} [num_worlds, ...], got {tuple(value.shape)}")
+    view.copy_(value)
+
 class Sim:
     """Batched simulation of `num_worlds` copies of a MuJoCo model.
 
@@ -246,17 +260,7 @@ class Sim:
         return self._views[name]
 
     def _assign(self, name: str, value) -> None:
-        view = self.view(name)
-        if not isinstance(value, torch.Tensor):
-            value = torch.as_tensor(np.asarray(value), dtype=view.dtype)
-        if value.device != view.device:
-            raise ValueError(f"{name} must be on device {view.device}, got a tensor on {value.device}")
-        if not value.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
-        if tuple(value.shape) != tuple(view.shape):
-            raise ValueError(f"{name} must have shape {tuple(view.shape)} [num_worlds, ...], "
-                             f"got {tuple(value.shape)}")
-        view.copy_(value)
+        assign_view(self.view(name), name, value)
 
     qpos = property(lambda self: self.view("qpos"), lambda self, v: self._assign("qpos", v),
                     doc="joint positions [num_worlds, nq] (free/ball quaternions w, x, y, z)")
