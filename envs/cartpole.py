@@ -38,6 +38,10 @@ class CartpoleEnv(BatchedEnv):
 
     differentiable = True
 
+    def action_bounds(self):
+        """_ctrl clamps the action to [-1, 1] (gymnasium adapter)."""
+        return -torch.ones(self.num_actions), torch.ones(self.num_actions)
+
     def _ctrl(self, actions):
         return actions.clamp(-1.0, 1.0)
 

@@ -56,16 +56,8 @@ from envs.base import BatchedEnv
 def action_bounds(env: BatchedEnv) -> tuple[np.ndarray, np.ndarray]:
     """Low and high [num_actions] (float32) of the actions `env` tells apart (see the module
     docstring); (-inf, inf) where the env does not say."""
-    from envs.cartpole import CartpoleEnv
-    from envs.quadruped import QuadrupedEnv
-
     if callable(getattr(env, "action_bounds", None)):
         low, high = env.action_bounds()
-    elif isinstance(env, CartpoleEnv):  # _ctrl clamps the action to [-1, 1]
-        low, high = -np.ones(env.num_actions), np.ones(env.num_actions)
-    elif isinstance(env, QuadrupedEnv):  # target = home + scale * action, clamped to ctrlrange
-        low = (env.ctrl_low - env.default_joint_pos) / env.action_scale
-        high = (env.ctrl_high - env.default_joint_pos) / env.action_scale
     else:
         low, high = np.full(env.num_actions, -np.inf), np.full(env.num_actions, np.inf)
     as_array = lambda x: np.asarray(x.cpu() if isinstance(x, torch.Tensor) else x, dtype=np.float32)

@@ -84,6 +84,11 @@ class QuadrupedEnv(BatchedEnv):
         self.friction = per_world_param(sim, "cpair_friction")  # [W, npair, 5]
         self.env_friction = torch.ones(num_envs, device=dev)
 
+    def action_bounds(self):
+        """Target = home + scale * action, clamped to ctrlrange (gymnasium adapter)."""
+        return ((self.ctrl_low - self.default_joint_pos) / self.action_scale,
+                (self.ctrl_high - self.default_joint_pos) / self.action_scale)
+
     def _state_loaded(self):
         self._base_cache = None
 
