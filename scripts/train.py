@@ -24,9 +24,18 @@ random generators and environment state, then trains max_iterations more iterati
 CPU it continues exactly as the uninterrupted run would have. Ctrl-C (SIGINT) finishes the
 current iteration, saves a checkpoint, says where, and exits with status 130; a second Ctrl-C
 quits at once without saving.
+
+Several processes (torchrun; simrl.rl.distributed): the same command under
+`torchrun --nproc_per_node=N scripts/train.py ...` trains with N ranks, each simulating its
+own num_envs worlds on cuda:LOCAL_RANK (or the CPU) with seed + RANK; gradients are averaged
+over the ranks every update, and only rank 0 writes the run directory. dist_timeout_s bounds
+how long a rank waits for the others in a collective before the run fails.
 """
 
+import contextlib
+import io
 import json
+import os
 import signal
 import sys
 import threading
@@ -43,7 +52,8 @@ from simrl.errors import CheckpointError, ConfigError  # noqa: E402
 from simrl.rl.config import SIM_DEFAULTS, register, resolve_device, validate  # noqa: E402
 
 register("train", {"num_envs": None, "device": "auto", "seed": 42, "max_iterations": None, "algo": "ppo",
-                   "resume": None, "sim": SIM_DEFAULTS}, run_dir="runs/${task.name}/${now:%Y-%m-%d_%H-%M-%S}")
+                   "resume": None, "sim": SIM_DEFAULTS, "dist_timeout_s": 900},
+         run_dir="runs/${task.name}/${now:%Y-%m-%d_%H-%M-%S}")
 
 
 def plot_curve(curve: list[dict], path: Path, title: str) -> None:
@@ -93,15 +103,41 @@ def train(cfg: DictConfig, run_dir: Path, runs_root: str | Path = "runs") -> int
 
 
 def _train(cfg: DictConfig, run_dir: Path, runs_root) -> int:
+    from simrl.rl import distributed
+
+    backend = str(OmegaConf.select(cfg, "sim.backend", default="warp"))
+    try:
+        dist = distributed.from_environment()
+        device = distributed.rank_device(resolve_device(cfg.device, backend), dist)
+    except ConfigError as e:
+        raise SystemExit(f"simrl: {e}") from None
+    distributed.init(dist, device, float(cfg.dist_timeout_s))
+    try:
+        return _train_rank(cfg, run_dir, runs_root, dist, device, backend)
+    except Exception as e:
+        if not (dist.enabled and distributed.is_collective_error(e)):
+            raise
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"simrl: rank {dist.rank} of {dist.world_size} lost contact with another rank ({first_line}); a rank "
+              f"waits at most dist_timeout_s={cfg.dist_timeout_s} s for the others. torchrun's report names the "
+              f"rank that failed.", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        distributed.shutdown()
+
+
+def _train_rank(cfg: DictConfig, run_dir: Path, runs_root, dist, device: str, backend: str) -> int:
     import torch
 
     import envs
     from envs.rsl_rl import RslRlVecEnv
+    from simrl.rl import distributed
     from simrl.rl.checkpoint import resolve_resume
     from simrl.rl.ppo import Runner, rsl_rl_config
 
-    backend = str(OmegaConf.select(cfg, "sim.backend", default="warp"))
-    device = resolve_device(cfg.device, backend)
+    main_rank = dist.is_main
+    run_dir = Path(distributed.broadcast_object(str(run_dir)))  # rank 0's directory: the one that is written
+    seed = int(cfg.seed) + dist.rank
     task = cfg.task
     algo = str(cfg.algo)
     # SHAC's section may set its own world count and iteration budget (it needs far fewer worlds)
@@ -112,25 +148,33 @@ def _train(cfg: DictConfig, run_dir: Path, runs_root) -> int:
         num_envs_gpu if device.startswith("cuda") else num_envs_cpu))
     iterations = int(cfg.max_iterations if cfg.max_iterations is not None else (
         defaults.get("max_iterations") or task.max_iterations))
-    resume = None
-    if cfg.resume:
+    resume, problem = None, None
+    if cfg.resume and main_rank:  # rank 0 resolves it (e.g. `latest`); every rank loads that file
         try:
             resume = resolve_resume(str(cfg.resume), task.name, runs_root)
         except CheckpointError as e:
-            raise SystemExit(f"simrl: {e}") from None
-    run_dir.mkdir(parents=True, exist_ok=True)
+            problem = str(e)
+    resume, problem = distributed.broadcast_object((resume, problem))
+    if problem:
+        raise SystemExit(f"simrl: {problem}")
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resolved.update({"num_envs": num_envs, "device": device, "max_iterations": iterations,
-                     "resume": str(resume) if resume else None})
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
-
-    print(f"simrl: task {task.name}, {algo}, {num_envs} envs on {device}, {iterations} iterations, run dir {run_dir}")
+                     "resume": str(resume) if resume else None, "world_size": dist.world_size})
+    if main_rank:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
+        ranks = f" per rank x {dist.world_size} ranks" if dist.enabled else ""
+        print(f"simrl: task {task.name}, {algo}, {num_envs} envs on {device}{ranks}, {iterations} iterations, "
+              f"run dir {run_dir}", flush=True)
+    if dist.enabled:
+        print(f"simrl: rank {dist.rank} of {dist.world_size} (local rank {dist.local_rank}), pid {os.getpid()}, "
+              f"device {device}, seed {seed}", flush=True)
     try:
-        env = envs.make(task.name, num_envs=num_envs, device=device, seed=int(cfg.seed), backend=backend,
+        env = envs.make(task.name, num_envs=num_envs, device=device, seed=seed, backend=backend,
                         **OmegaConf.to_container(task.env, resolve=True))
     except ValueError as e:  # MJCFError, UnsupportedFeatureError, bad reward terms, ...
         raise SystemExit(f"simrl: task {task.name}: {type(e).__name__}: {e}") from None
-    torch.manual_seed(int(cfg.seed))
+    torch.manual_seed(seed)
     key_terms = [f"Episode_Reward/{k}" for k in env.reward_weights]
     if algo == "shac":
         from simrl.rl.shac import ShacRunner
@@ -138,23 +182,28 @@ def _train(cfg: DictConfig, run_dir: Path, runs_root) -> int:
         shac_cfg = {k: v for k, v in OmegaConf.to_container(task.shac, resolve=True).items()
                     if k not in ("num_envs", "num_envs_gpu", "max_iterations")}
         try:
-            runner = ShacRunner(env, shac_cfg, log_dir=str(run_dir), device=device, key_terms=key_terms,
-                                task=task.name, max_iterations=iterations)
+            runner = ShacRunner(env, shac_cfg, log_dir=str(run_dir) if main_rank else None, device=device,
+                                key_terms=key_terms, task=task.name, max_iterations=iterations)
         except ValueError as e:
             raise SystemExit(f"simrl: {e}") from None
     else:
         train_cfg = rsl_rl_config(OmegaConf.to_container(task.ppo, resolve=True))
-        train_cfg["seed"] = int(cfg.seed)
-        runner = Runner(RslRlVecEnv(env, cfg=resolved), train_cfg, log_dir=str(run_dir), device=device,
-                        key_terms=key_terms, task=task.name)
+        train_cfg["seed"] = seed
+        quiet = contextlib.nullcontext() if main_rank else contextlib.redirect_stdout(io.StringIO())
+        with quiet:  # rsl-rl prints the networks: once is enough
+            runner = Runner(RslRlVecEnv(env, cfg=resolved), train_cfg, log_dir=str(run_dir) if main_rank else None,
+                            device=device, key_terms=key_terms, task=task.name)
     if resume:
+        # every rank loads the policy and optimizer; rank 0 also its environments and random
+        # generators (the checkpoint holds rank 0's); the other ranks' worlds start afresh
         try:
-            runner.load(str(resume), map_location=device, restore_training_state=True)
+            runner.load(str(resume), map_location=device, restore_training_state=main_rank)
         except CheckpointError as e:
             raise SystemExit(f"simrl: {e}") from None
-        print(f"simrl: resumed from {resume} at iteration {runner.current_learning_iteration}")
-        for note in runner.resume_notes:
-            print(f"simrl: note: {note}")
+        if main_rank:
+            print(f"simrl: resumed from {resume} at iteration {runner.current_learning_iteration}")
+            for note in runner.resume_notes:
+                print(f"simrl: note: {note}")
 
     def on_sigint(signum, frame):
         if runner.stop_requested:  # a second Ctrl-C: quit now
@@ -172,6 +221,8 @@ def _train(cfg: DictConfig, run_dir: Path, runs_root) -> int:
         if in_main_thread:
             signal.signal(signal.SIGINT, previous)
     curve = runner.curve
+    if not main_rank:
+        return 130 if runner.stopped_early else 0
     (run_dir / "learning_curve.json").write_text(json.dumps(curve))
     if curve:
         plot_curve(curve, run_dir / "learning_curve.png", f"{task.name}: {algo.upper()}, {num_envs} envs on {device}")
@@ -188,5 +239,22 @@ def _train(cfg: DictConfig, run_dir: Path, runs_root) -> int:
     return 0
 
 
+def _hydra_args_for_rank(argv: list[str]) -> list[str]:
+    """Under torchrun, every rank runs Hydra, and each would make its own time-stamped run
+    directory. Ranks other than 0 get a throw-away one instead (removed at exit); they use
+    rank 0's, which only rank 0 writes."""
+    if int(os.environ.get("RANK", "0") or 0) == 0:
+        return argv
+    import atexit
+    import shutil
+    import tempfile
+
+    scratch = tempfile.mkdtemp(prefix=f"simrl_rank{os.environ['RANK']}_")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    keep = [a for a in argv[1:] if not a.lstrip("+").startswith(("hydra.run.dir=", "hydra.output_subdir="))]
+    return [argv[0], *keep, f"hydra.run.dir={scratch}", "hydra.output_subdir=null"]
+
+
 if __name__ == "__main__":
+    sys.argv = _hydra_args_for_rank(sys.argv)
     main()

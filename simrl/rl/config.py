@@ -304,6 +304,8 @@ def validate(cfg, config_name: str = "train") -> None:
         c.fail("seed", cfg["seed"], "a non-negative integer")
     if "algo" in cfg:
         c.choice("algo", cfg["algo"], ("ppo", "shac"))
+    if "dist_timeout_s" in cfg:
+        c.number("dist_timeout_s", cfg["dist_timeout_s"], low=0.0, low_open=True)
     for key in ("resume", "checkpoint"):
         if key in cfg and cfg[key] is not None and not (isinstance(cfg[key], str) and cfg[key].strip()):
             c.fail(key, cfg[key], "a file path" + (", a run directory or latest" if key == "resume" else ""))

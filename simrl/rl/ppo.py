@@ -23,6 +23,7 @@ import torch
 from rsl_rl.runners import OnPolicyRunner
 
 from simrl.errors import CheckpointError
+from simrl.rl import distributed
 from simrl.rl.checkpoint import check_identity, load_checkpoint, rng_state, set_rng_state
 
 CHECKPOINT_FORMAT = 1
@@ -53,7 +54,13 @@ class Runner(OnPolicyRunner):
     """OnPolicyRunner that prints one line per iteration, saves checkpoints atomically with the
     task's identity and the full training state, loads them safely, keeps the learning curve
     (iteration, env steps, seconds, mean return, mean length), and stops cleanly at the end of
-    an iteration when asked (`request_stop`, e.g. from a Ctrl-C handler)."""
+    an iteration when asked (`request_stop`, e.g. from a Ctrl-C handler).
+
+    Under torchrun (an initialised process group, simrl.rl.distributed) it uses rsl-rl-lib's
+    multi-GPU path on any device: parameters broadcast from rank 0 when `learn` starts,
+    gradients and the adaptive learning rate's KL averaged over the ranks, the observation
+    normalisers updated from every rank's samples. Only rank 0 prints, logs and saves; a stop
+    requested on any rank stops all of them after the same iteration."""
 
     def __init__(self, env, train_cfg: dict, log_dir: str | None, device: str, key_terms: list[str],
                  task: str | None = None):
@@ -70,6 +77,18 @@ class Runner(OnPolicyRunner):
         self.stopped_early = False
         self.last_checkpoint: str | None = None
         self.resume_notes: list[str] = []
+
+    def _configure_multi_gpu(self) -> None:
+        """rsl-rl's own version reads torchrun's variables, then insists on CUDA and NCCL and
+        initialises the group itself; here the group is already up (scripts/train.py joins it
+        with gloo on the CPU or NCCL on CUDA), so only rsl-rl's `multi_gpu` entry is set."""
+        n = distributed.world_size()
+        self.gpu_world_size = n
+        self.is_distributed = n > 1
+        self.gpu_global_rank = torch.distributed.get_rank() if n > 1 else 0
+        self.gpu_local_rank = distributed.from_environment().local_rank if n > 1 else 0
+        self.cfg["multi_gpu"] = ({"global_rank": self.gpu_global_rank, "local_rank": self.gpu_local_rank,
+                                  "world_size": n} if n > 1 else None)
 
     # --------------------------------------------------------------------------- training
     def request_stop(self) -> None:
@@ -104,7 +123,7 @@ class Runner(OnPolicyRunner):
         with contextlib.redirect_stdout(io.StringIO()):  # keep TensorBoard logging, drop the block
             self._verbose_log(it=it, start_it=start_it, total_it=total_it, collect_time=collect_time,
                               learn_time=learn_time, **kwargs)
-        steps = self.cfg["num_steps_per_env"] * self.env.num_envs
+        steps = self.cfg["num_steps_per_env"] * self.env.num_envs * self.gpu_world_size  # all ranks
         fps = steps / max(collect_time + learn_time, 1e-9)
         mean_return = statistics.mean(logger.rewbuffer) if logger.rewbuffer else float("nan")
         mean_length = statistics.mean(logger.lenbuffer) if logger.lenbuffer else float("nan")
@@ -114,8 +133,10 @@ class Runner(OnPolicyRunner):
         self.curve.append({"iteration": it, "env_steps": (it + 1) * steps, "seconds": self._time_offset + elapsed,
                            "mean_return": mean_return, "mean_episode_length": mean_length})
         term_text = " ".join(f"{k}={v:.3g}" for k, v in terms.items())
-        print(f"it {it + 1:5d}/{total_it}  {fps:8.0f} steps/s  return {mean_return:9.3f}  "
-              f"length {mean_length:7.1f}  {term_text}  eta {eta:6.0f}s", flush=True)
+        if self.gpu_global_rank == 0:
+            print(f"it {it + 1:5d}/{total_it}  {fps:8.0f} steps/s  return {mean_return:9.3f}  "
+                  f"length {mean_length:7.1f}  {term_text}  eta {eta:6.0f}s", flush=True)
+        self.stop_requested = distributed.any_rank(self.stop_requested, self.device)
         if self.stop_requested:
             raise _StopTraining
 

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from simrl.errors import CheckpointError
+from simrl.rl import distributed
 from simrl.rl.checkpoint import check_identity, load_checkpoint, rng_state, set_rng_state
 
 CHECKPOINT_FORMAT = 1
@@ -62,7 +63,8 @@ def mlp(sizes: list[int], activation: str) -> nn.Sequential:
 
 class _Normalizer(nn.Module):
     """Running mean and variance of observations (Chan et al.'s parallel update), applied as
-    (x - mean) / sqrt(var + eps). `frozen()` is a copy that does not change during a window."""
+    (x - mean) / sqrt(var + eps). `frozen()` is a copy that does not change during a window.
+    Under torchrun an update pools the samples of all ranks, so the normalisers stay equal."""
 
     def __init__(self, size: int, enabled: bool = True, eps: float = 1e-5):
         super().__init__()
@@ -77,9 +79,12 @@ class _Normalizer(nn.Module):
             return
         x = x.reshape(-1, x.shape[-1])
         x = x[torch.isfinite(x).all(dim=1)]
-        if x.shape[0] == 0:
+        n = x.shape[0]
+        mean = x.mean(dim=0) if n else torch.zeros_like(self.mean)
+        var = x.var(dim=0, unbiased=False) if n else torch.zeros_like(self.var)
+        n, mean, var = distributed.reduce_moments(n, mean, var)  # the samples of every rank (torchrun)
+        if n == 0:
             return
-        n, mean, var = x.shape[0], x.mean(dim=0), x.var(dim=0, unbiased=False)
         total = self.count + n
         delta = mean - self.mean
         self.var.copy_((self.var * self.count + var * n + delta.square() * self.count * n / total) / total)
@@ -138,7 +143,12 @@ def td_lambda_targets(rewards, next_values, ends, gamma: float, lam: float) -> t
 class ShacRunner:
     """SHAC on a `BatchedEnv` with a differentiable step (`env.differentiable`); the same
     interface as the PPO runner for scripts/train.py and scripts/play.py: `learn`, `save`,
-    `load`, `get_inference_policy`, `request_stop`, the learning `curve`."""
+    `load`, `get_inference_policy`, `request_stop`, the learning `curve`.
+
+    Under torchrun (an initialised process group), each rank steps its own worlds; `learn`
+    first copies rank 0's networks and normalisers to every rank, and each actor and critic
+    step averages the gradients of all ranks, so the networks stay identical. Only rank 0
+    prints, logs and saves (pass `log_dir=None` on the others)."""
 
     def __init__(self, env, cfg: dict, log_dir: str | None, device: str, key_terms: list[str], task: str | None = None,
                  max_iterations: int | None = None):
@@ -150,6 +160,8 @@ class ShacRunner:
             raise ValueError(f"unknown SHAC settings: {', '.join(sorted(unknown))}")
         self.cfg = {**DEFAULTS, **cfg}
         self.env, self.device, self.log_dir = env, device, log_dir
+        self.world_size = distributed.world_size()
+        self.rank = torch.distributed.get_rank() if self.world_size > 1 else 0
         self.key_terms = key_terms
         self.task = task or getattr(env, "name", None)
         c = self.cfg
@@ -214,6 +226,8 @@ class ShacRunner:
         first = self.completed_iterations
         start = time.time()
         self.stopped_early = False
+        distributed.broadcast_modules(self.actor, self.critic, self.target_critic, self.obs_normalizer,
+                                      self.critic_obs_normalizer)
         try:
             for it in range(first, first + num_learning_iterations):
                 t0 = time.time()
@@ -222,6 +236,7 @@ class ShacRunner:
                 self.completed_iterations = it + 1
                 self._log(it, first, first + num_learning_iterations, time.time() - t0, time.time() - start, stats)
                 last = it + 1 == first + num_learning_iterations
+                self.stop_requested = distributed.any_rank(self.stop_requested, self.device)
                 if self.log_dir is not None and (self.completed_iterations % c["save_interval"] == 0 or last
                                                  or self.stop_requested):
                     self.save(os.path.join(self.log_dir, f"model_{it}.pt"))
@@ -274,6 +289,7 @@ class ShacRunner:
         # actor step
         self.actor_optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        distributed.average_gradients(self.actor.parameters())  # the mean over all ranks' worlds
         grad_norm = torch.nn.utils.clip_grad_norm_(self.actor.parameters(), c["grad_norm"])
         skipped = not bool(torch.isfinite(grad_norm))
         if skipped:
@@ -288,14 +304,15 @@ class ShacRunner:
         valid = torch.isfinite(targets) & torch.isfinite(critic_obs).all(dim=-1)
         x, y = critic_obs[valid], targets[valid]
         critic_loss = torch.zeros((), device=self.device)
-        batch = max(1, x.shape[0] // c["critic_mini_batches"])
+        # a fixed number of minibatches, so that every rank takes the same number of steps
         for _ in range(c["critic_iterations"]):
             order = torch.randperm(x.shape[0], device=self.device)
-            for k in range(0, x.shape[0] - batch + 1, batch):
-                ids = order[k:k + batch]
-                critic_loss = (self.critic(x[ids]).squeeze(-1) - y[ids]).square().mean()
+            for ids in torch.tensor_split(order, c["critic_mini_batches"]):
+                predicted = self.critic(x[ids]).squeeze(-1)
+                critic_loss = (predicted - y[ids]).square().mean() if ids.numel() else predicted.sum() * 0.0
                 self.critic_optimizer.zero_grad(set_to_none=True)
                 critic_loss.backward()
+                distributed.average_gradients(self.critic.parameters())
                 torch.nn.utils.clip_grad_norm_(self.critic.parameters(), c["grad_norm"])
                 self.critic_optimizer.step()
         with torch.no_grad():
@@ -306,7 +323,7 @@ class ShacRunner:
         # normalisers learn from the window (they were frozen while it ran)
         self.obs_normalizer.update(torch.stack(raw_policy_obs))
         self.critic_obs_normalizer.update(torch.stack(raw_critic_obs))
-        self.env_steps += H * N
+        self.env_steps += H * N * self.world_size
         return {"actor_loss": float(loss.detach()), "critic_loss": float(critic_loss.detach()),
                 "grad_norm": float(grad_norm), "skipped": skipped}
 
@@ -324,7 +341,8 @@ class ShacRunner:
                     self.episode_terms.setdefault(key, []).append(float(extras["log"][key]))
 
     def _log(self, it: int, first: int, total: int, iteration_time: float, elapsed: float, stats: dict) -> None:
-        steps = self.cfg["horizon"] * self.env.num_envs
+        """One progress line and TensorBoard scalars (rank 0: its own episodes; steps/s of all ranks)."""
+        steps = self.cfg["horizon"] * self.env.num_envs * self.world_size
         mean_return = sum(self.returns) / len(self.returns) if self.returns else float("nan")
         mean_length = sum(self.lengths) / len(self.lengths) if self.lengths else float("nan")
         terms = {k.split("/")[-1]: sum(v) / len(v) for k, v in self.episode_terms.items() if v}
@@ -333,6 +351,8 @@ class ShacRunner:
                            "mean_return": mean_return, "mean_episode_length": mean_length})
         done = it + 1 - first
         eta = elapsed / done * (total - first - done)
+        if self.rank != 0:
+            return
         term_text = " ".join(f"{k}={v:.3g}" for k, v in terms.items())
         skipped = f"  skipped {self.skipped_steps}" if self.skipped_steps else ""
         print(f"it {it + 1:5d}/{total}  {steps / max(iteration_time, 1e-9):8.0f} steps/s  return {mean_return:9.3f}  "
