@@ -6,7 +6,9 @@
 
 Physics steps per second = worlds x steps / seconds, compile time excluded and reported on
 its own. Engines measured:
-  simrl           this engine, all worlds in one batch (Warp; one thread on the CPU)
+  simrl           this engine, all worlds in one batch (Warp; one thread on the CPU; on CUDA
+                  a chunk of steps is captured once as a CUDA graph and replayed, the capture
+                  time reported as capture_seconds)
   mujoco          mj_step in a C loop on one core (mujoco.rollout, one thread); its rate does
                   not depend on the world count, so it is measured once
   mujoco_rollout  mujoco.rollout over all worlds with one thread per core
@@ -104,9 +106,23 @@ def simrl_runner(mjm, num_worlds, device, dtype):
     sim.ctrl = torch.as_tensor(random_controls(mjm, num_worlds), dtype=sim.torch_dtype, device=sim.qpos.device)
     sim.step(1)  # warm-up
     chunk = max(1, 4096 // num_worlds)
+    graph, capture_seconds = None, None
+    if sim.device.is_cuda:
+        # the chunk's launches captured once as a CUDA graph, then replayed (Warp has no
+        # graph capture on the CPU, where each launch costs a Python call instead)
+        start = time.perf_counter()
+        with wp.ScopedCapture(device=sim.device) as capture:
+            sim.step(chunk)
+        graph = capture.graph
+        wp.capture_launch(graph)  # the first replay uploads the graph
+        wp.synchronize_device(sim.device)
+        capture_seconds = time.perf_counter() - start
 
     def run():
-        sim.step(chunk)
+        if graph is not None:
+            wp.capture_launch(graph)
+        else:
+            sim.step(chunk)
         wp.synchronize_device(sim.device)
         return chunk
 
@@ -121,7 +137,8 @@ def simrl_runner(mjm, num_worlds, device, dtype):
             niter.append(sim.solver_niter.clone())
             ncon.append(sim.contact.active.sum(dim=1))
         niter, ncon = torch.stack(niter).double(), torch.stack(ncon).double()
-        return {"compile_seconds": sim.compile_time, "setup_seconds": setup,
+        return {"compile_seconds": sim.compile_time, "setup_seconds": setup, "cuda_graph": graph is not None,
+                **({"capture_seconds": capture_seconds} if graph is not None else {}),
                 "nan_free_worlds": int(finite.sum()), "dtype": dtype, "device": sim.device.alias,
                 "solver_niter_mean": float(niter.mean()), "solver_niter_max": int(niter.max()),
                 "contacts_per_world": float(ncon.mean())}
