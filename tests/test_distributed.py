@@ -27,7 +27,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun(args: list[str], timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+def torchrun(args: list[str], timeout: float = 900, **kw) -> subprocess.CompletedProcess:
     cmd = [*TORCHRUN, f"--master_port={free_port()}", "--master_addr=127.0.0.1", *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, **kw)
@@ -140,18 +140,21 @@ def test_train_script_runs_and_resumes_under_torchrun(tmp_path):
 
 
 def _start_and_wait_for_rank1(args: list[str]):
+    """Start torchrun; return once both ranks train, with rank 1's pid. A watchdog kills the
+    whole run after 400 s, so that a test can never hang."""
     cmd = [*TORCHRUN, f"--master_port={free_port()}", "--master_addr=127.0.0.1", *args]
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    watchdog = threading.Timer(400, lambda: os.killpg(proc.pid, signal.SIGKILL))
+    watchdog.start()
     lines, pid = [], None
-    deadline = time.time() + 240
     for line in proc.stdout:
         lines.append(line)
         if "rank 1 of 2" in line:
             pid = int(line.split("pid ")[1].split(",")[0])
         if pid and line.startswith("it "):  # training is under way on both ranks
-            return proc, pid, lines
-        assert time.time() < deadline, "".join(lines)
+            return proc, pid, lines, watchdog
+    watchdog.cancel()
     raise AssertionError("the run ended before training started:\n" + "".join(lines))
 
 
@@ -161,11 +164,9 @@ def test_a_failed_rank_ends_the_whole_run(tmp_path, how):
     hanging: a crash is seen by torchrun at once, which stops the other rank and names the one
     that failed; a frozen rank makes the other's collective time out after dist_timeout_s, and
     that rank says so. (The frozen one is then let go, SIGCONT, to take torchrun's SIGTERM.)"""
-    proc, pid, lines = _start_and_wait_for_rank1(
-        ["scripts/train.py", "task=cartpole", "num_envs=16", "max_iterations=100000", "dist_timeout_s=5",
+    proc, pid, lines, watchdog = _start_and_wait_for_rank1(
+        ["scripts/train.py", "task=cartpole", "num_envs=16", "max_iterations=100000", "dist_timeout_s=10",
          f"hydra.run.dir={tmp_path}"])
-    watchdog = threading.Timer(150, lambda: os.killpg(proc.pid, signal.SIGKILL))
-    watchdog.start()
     try:
         start = time.time()
         os.kill(pid, signal.SIGKILL if how == "crash" else signal.SIGSTOP)
@@ -184,4 +185,4 @@ def test_a_failed_rank_ends_the_whole_run(tmp_path, how):
     assert "rank      : 1" in output or how == "hang", output[-3000:]
     if how == "hang":
         assert "rank 0 of 2 lost contact with another rank" in output, output[-3000:]
-        assert 5 <= waited < 60, waited
+        assert 10 <= waited < 60, waited
