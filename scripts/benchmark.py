@@ -27,6 +27,10 @@ backward through all of them) against the plain step (Sim.step, one thread) at e
 count: forward and backward seconds, backward / forward, and the memory the rollout keeps
 per world per step (the buffers the tape holds for backward, with their gradients).
 
+`--train N` measures end-to-end training instead: environment steps per second of N PPO
+iterations (rollout and update, rsl-rl-lib) of the task named by --model, on this engine and,
+in the same run, on the same environment stepped by MuJoCo itself (sim.backend=mujoco).
+
 `--profile` also times each stage of simrl's forward pass on its own (one kernel per stage,
 built in a separate Warp module only then) at every world count and prints a table of
 microseconds per world per stage (appended to --markdown too, added to the simrl records
@@ -95,11 +99,40 @@ def timed(run_chunk, min_seconds: float) -> tuple[int, float]:
             return steps, elapsed
 
 
+def resident_mib() -> float:
+    """This process's resident memory (MiB), from /proc (Linux), else the peak from getrusage."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+    except (OSError, StopIteration):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def state_bytes(sim) -> int:
+    """Bytes of the simulation's Warp arrays: every Data buffer and every Model array."""
+    total = 0
+    for struct in (sim.data, sim.model.struct):
+        for name in struct._cls.vars:
+            value = getattr(struct, name)
+            if isinstance(value, wp.array):
+                total += value.capacity
+    return total
+
+
 def simrl_runner(mjm, num_worlds, device, dtype):
     """Build the Sim; return a callable that steps it, and a callable that summarizes it."""
     start = time.perf_counter()
+    rss_before = resident_mib()
+    free_before = wp.get_device(device).free_memory if str(device).startswith("cuda") else None
     sim = Sim.from_model(mjm, num_worlds=num_worlds, device=device, dtype=dtype)
     setup = time.perf_counter() - start
+    memory = {"state_bytes_per_world": state_bytes(sim) / num_worlds}
+    if free_before is not None:  # what the device lost to the Sim (its arrays and Warp's pools)
+        memory["device_bytes_per_world"] = (free_before - sim.device.free_memory) / num_worlds
+    else:  # what the process grew by building it (the arrays, first-touched)
+        memory["resident_mib_growth"] = resident_mib() - rss_before
     start_state = initial_state(mjm)
     sim.qpos = torch.as_tensor(np.tile(start_state.qpos, (num_worlds, 1)), dtype=sim.torch_dtype,
                                device=sim.qpos.device)
@@ -138,6 +171,7 @@ def simrl_runner(mjm, num_worlds, device, dtype):
             ncon.append(sim.contact.active.sum(dim=1))
         niter, ncon = torch.stack(niter).double(), torch.stack(ncon).double()
         return {"compile_seconds": sim.compile_time, "setup_seconds": setup, "cuda_graph": graph is not None,
+                **memory, "resident_mib": resident_mib(),
                 **({"capture_seconds": capture_seconds} if graph is not None else {}),
                 "nan_free_worlds": int(finite.sum()), "dtype": dtype, "device": sim.device.alias,
                 "solver_niter_mean": float(niter.mean()), "solver_niter_max": int(niter.max()),
@@ -343,10 +377,15 @@ def main(argv=None):
     parser.add_argument("--png", help="plot steps/s against the world count (log-log) to this PNG file")
     parser.add_argument("--profile", action="store_true",
                         help="also time every stage of simrl's forward pass on its own (per world count)")
+    parser.add_argument("--train", type=int, metavar="N",
+                        help="end-to-end training throughput: N PPO iterations of the task named by --model, "
+                             "on this engine and on MuJoCo (sim.backend=mujoco, CPU) in the same run")
     parser.add_argument("--grad", type=int, metavar="H",
                         help="benchmark gradients: an H-step differentiable rollout and its backward")
     args = parser.parse_args(argv)
 
+    if args.train:
+        return train_benchmark(args.model, [int(w) for w in args.worlds.split(",")], args)
     name, mjm = resolve_model(args.model)
     if args.grad:
         return grad_benchmark(name, mjm, [int(w) for w in args.worlds.split(",")], args)
@@ -449,6 +488,81 @@ def main(argv=None):
                     f"{integrator}{', contacts and constraints disabled' if args.smooth else ''}\n\n{table}\n"
                     f"{profile_text}")
         print(f"appended the table to {args.markdown}")
+    return records
+
+
+def train_benchmark(task_name: str, worlds: list[int], args) -> list[dict]:
+    """End-to-end training throughput: environment steps per second of `--train N` PPO
+    iterations (rollout plus update, after one warm-up iteration that compiles), for the task's
+    environment on this engine ("simrl") and, in the same run, on MuJoCo itself ("mujoco":
+    sim.backend=mujoco, one MjData per world stepped by mj_step; CPU only) with the same PPO."""
+    import contextlib
+    import io
+
+    from omegaconf import OmegaConf
+
+    import envs
+    import tasks
+    from envs.rsl_rl import RslRlVecEnv
+    from simrl.rl.ppo import Runner, rsl_rl_config
+
+    if task_name not in tasks.available():
+        raise SystemExit(f"--train needs a task name for --model ({', '.join(tasks.available())}), "
+                         f"got {task_name!r}")
+    task = OmegaConf.to_container(OmegaConf.load(tasks.TASKS_DIR / f"{task_name}.yaml"), resolve=True)
+    backends = [("simrl", "warp")] if "simrl" in args.engines.split(",") else []
+    if "mujoco" in args.engines.split(",") and args.device == "cpu":
+        backends.append(("mujoco", "mujoco"))
+    print(f"task {task_name}: PPO, {args.train} timed iterations after one warm-up\nmachine: {machine()}")
+    records = []
+    for w in worlds:
+        for engine, backend in backends:
+            torch.manual_seed(0)
+            env = envs.make(task_name, num_envs=w, device=args.device, seed=0, backend=backend, **task["env"])
+            cfg = rsl_rl_config(task["ppo"])
+            with contextlib.redirect_stdout(io.StringIO()):
+                runner = Runner(RslRlVecEnv(env), cfg, log_dir=None, device=args.device, key_terms=[],
+                                task=task_name)
+                runner.learn(1)  # compiles, allocates
+            times = []
+            log = runner.logger.log
+
+            def timed_log(log=log, times=times, **kw):
+                times.append((kw["collect_time"], kw["learn_time"]))
+                return log(**kw)
+
+            runner.logger.log = timed_log
+            start = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()):
+                runner.learn(args.train)
+            seconds = time.perf_counter() - start
+            steps = args.train * cfg["num_steps_per_env"] * w
+            collect = sum(t[0] for t in times)
+            rec = {"engine": engine, "model": task_name, "num_worlds": w, "mode": "train", "device": args.device,
+                   "dtype": "float32" if backend == "warp" else "float64", "steps_per_second": steps / seconds,
+                   "iterations": args.train, "env_steps": steps, "seconds": seconds,
+                   "collect_fraction": collect / max(seconds, 1e-9), "decimation": env.decimation,
+                   "torch_threads": torch.get_num_threads()}
+            records.append(rec)
+            print(f"  {engine:8s} worlds={w:6d}  {rec['steps_per_second']:10,.0f} env steps/s  "
+                  f"(rollout {100 * rec['collect_fraction']:.0f}% of the time)")
+    base = {r["num_worlds"]: r["steps_per_second"] for r in records if r["engine"] == "mujoco"}
+    lines = ["| engine | device | worlds | env steps/s (PPO, rollout + update) | vs mujoco backend | rollout share |",
+             "|---|---|---:|---:|---:|---:|"]
+    for r in records:
+        ratio = f"{r['steps_per_second'] / base[r['num_worlds']]:.2f}x" if r["num_worlds"] in base else "-"
+        lines.append(f"| {r['engine']} | {r['device']} | {r['num_worlds']} | {r['steps_per_second']:,.0f} | {ratio} "
+                     f"| {100 * r['collect_fraction']:.0f}% |")
+    table = "\n".join(lines)
+    print()
+    print(table)
+    if args.out:
+        Path(args.out).write_text(json.dumps(records, indent=2))
+    if args.markdown:
+        with open(args.markdown, "a") as f:
+            f.write(f"\n### Training throughput: {task_name}, {datetime.date.today().isoformat()}\n\n"
+                    f"- machine: {machine()}\n- command: `python scripts/benchmark.py {' '.join(sys.argv[1:])}`\n\n"
+                    f"{table}\n")
     return records
 
 
@@ -610,12 +724,12 @@ def summary_table(records) -> str:
     measured in the same rounds."""
     bases = {r["measured_with_batch"]: r["steps_per_second"] for r in records if r["engine"] == "mujoco"}
     lines = ["| engine | device | dtype | worlds | steps/s | vs mujoco (1 core) | compile s | NaN-free worlds "
-             "| contacts/world | solver iters mean/max |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| contacts/world | solver iters mean/max | KiB/world |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in records:
         if r["steps_per_second"] is None:
             lines.append(f"| {r['engine']} | {r['device']} | {r['dtype']} | {r['num_worlds']} | "
-                         f"failed: {r['error'].replace('|', '/')} | - | - | - | - | - |")
+                         f"failed: {r['error'].replace('|', '/')} | - | - | - | - | - | - |")
             continue
         base = bases.get(r["measured_with_batch"])
         ratio = f"{r['steps_per_second'] / base:.2f}x" if base else "-"
@@ -623,8 +737,11 @@ def summary_table(records) -> str:
         nan_free = f"{r['nan_free_worlds']}/{r['num_worlds']}" if "nan_free_worlds" in r else "-"
         contacts = f"{r['contacts_per_world']:.1f}" if "contacts_per_world" in r else "-"
         iters = f"{r['solver_niter_mean']:.1f}/{r['solver_niter_max']}" if "solver_niter_mean" in r else "-"
+        per_world = r.get("device_bytes_per_world", r.get("state_bytes_per_world"))
+        kib = f"{per_world / 1024:.1f}" if per_world is not None else "-"
         lines.append(f"| {r['engine']} | {r['device']} | {r['dtype']} | {r['num_worlds']} | "
-                     f"{r['steps_per_second']:,.0f} | {ratio} | {compile_s} | {nan_free} | {contacts} | {iters} |")
+                     f"{r['steps_per_second']:,.0f} | {ratio} | {compile_s} | {nan_free} | {contacts} | {iters} "
+                     f"| {kib} |")
     return "\n".join(lines)
 
 

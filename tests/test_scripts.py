@@ -71,6 +71,26 @@ def test_benchmark_records(tmp_path):
         assert r["nan_free_worlds"] == r["num_worlds"]
     assert "| simrl | cpu | float32 | 8 |" in md.read_text()
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # memory: the Sim's arrays per world; the model's share shrinks as worlds are added
+    simrl = {r["num_worlds"]: r for r in records if r["engine"] == "simrl"}
+    assert 2 * 4 * 2 < simrl[8]["state_bytes_per_world"] < simrl[1]["state_bytes_per_world"]  # > qpos + qvel
+    assert simrl[8]["resident_mib"] > 0 and simrl[1]["cuda_graph"] is False
+
+
+def test_benchmark_training_throughput(tmp_path):
+    """--train: PPO iterations on this engine and on MuJoCo (sim.backend=mujoco) in one run."""
+    out = tmp_path / "train.json"
+    result = run("scripts/benchmark.py", "--model", "cartpole", "--train", "1", "--worlds", "8",
+                 "--engines", "simrl,mujoco", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    records = json.loads(out.read_text())
+    assert [r["engine"] for r in records] == ["simrl", "mujoco"]
+    for r in records:
+        assert r["mode"] == "train" and r["env_steps"] == 1 * 24 * 8 and r["steps_per_second"] > 0
+        assert 0 < r["collect_fraction"] < 1
+    assert "vs mujoco backend" in result.stdout
+    refused = run("scripts/benchmark.py", "--model", "inverted_pendulum", "--train", "1", "--worlds", "8")
+    assert refused.returncode != 0 and "--train needs a task name" in refused.stderr
 
 
 @pytest.mark.parametrize("args", [["--model", "no_such_robot"], ["--model", "pusher"]])
