@@ -553,17 +553,22 @@ def train_benchmark(task_name: str, worlds: list[int], args) -> list[dict]:
         ratio = f"{r['steps_per_second'] / base[r['num_worlds']]:.2f}x" if r["num_worlds"] in base else "-"
         lines.append(f"| {r['engine']} | {r['device']} | {r['num_worlds']} | {r['steps_per_second']:,.0f} | {ratio} "
                      f"| {100 * r['collect_fraction']:.0f}% |")
-    table = "\n".join(lines)
+    write_results(args, records, "\n".join(lines), f"Training throughput: {task_name}")
+    return records
+
+
+def write_results(args, records, table: str, title: str) -> None:
+    """Print the table; write the records (--out) and a dated section with the machine and the
+    command (--markdown)."""
     print()
     print(table)
     if args.out:
         Path(args.out).write_text(json.dumps(records, indent=2))
     if args.markdown:
         with open(args.markdown, "a") as f:
-            f.write(f"\n### Training throughput: {task_name}, {datetime.date.today().isoformat()}\n\n"
-                    f"- machine: {machine()}\n- command: `python scripts/benchmark.py {' '.join(sys.argv[1:])}`\n\n"
-                    f"{table}\n")
-    return records
+            f.write(f"\n### {title}, {datetime.date.today().isoformat()}\n\n"
+                    f"`python scripts/benchmark.py {' '.join(sys.argv[1:])}` on {machine()}\n\n{table}\n")
+        print(f"appended the table to {args.markdown}")
 
 
 def grad_benchmark(name, mjm, worlds, args) -> int:
@@ -635,15 +640,7 @@ def grad_benchmark(name, mjm, worlds, args) -> int:
         table += (f"| {r['num_worlds']} | {r['horizon']} | {r['step_seconds']:.3f} | {r['forward_seconds']:.3f} | "
                   f"{r['backward_seconds']:.3f} | {r['backward_over_forward']:.2f} | {r['forward_over_step']:.2f} | "
                   f"{r['bytes_per_world_step'] / 1024:.1f} KiB |\n")
-    print()
-    print(table)
-    if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=2))
-    if args.markdown:
-        with open(args.markdown, "a") as f:
-            f.write(f"\n### Gradients: {name}, {args.dtype}, {datetime.date.today()}\n\n"
-                    f"`python scripts/benchmark.py {' '.join(sys.argv[1:])}` on {machine()}\n\n{table}\n")
-        print(f"appended the table to {args.markdown}")
+    write_results(args, rows, table, f"Gradients: {name}, {args.dtype}")
     return 0
 
 
