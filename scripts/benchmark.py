@@ -34,7 +34,9 @@ in the same run, on the same environment stepped by MuJoCo itself (sim.backend=m
 `--profile` also times each stage of simrl's forward pass on its own (one kernel per stage,
 built in a separate Warp module only then) at every world count and prints a table of
 microseconds per world per stage (appended to --markdown too, added to the simrl records
-under "profile").
+under "profile"). With `--grad` it times instead every kernel (and adjoint) of one
+differentiable rollout and its backward, and the memsets of the step buffers
+("profile_seconds" in the records).
 """
 
 import argparse
@@ -624,11 +626,15 @@ def grad_benchmark(name, mjm, worlds, args) -> int:
             wp.synchronize()
             t3 = time.perf_counter()
             step.append(t1 - t0), fwd.append(t2 - t1), bwd.append(t3 - t2)
+        profile = None
+        if args.profile:
+            profile = profile_rollout(rollout)
+            print(profile_text(profile, W))
         row = {"engine": "simrl", "mode": "grad", "model": name, "num_worlds": W, "horizon": H,
                "dtype": args.dtype, "step_seconds": min(step), "forward_seconds": min(fwd),
                "backward_seconds": min(bwd), "backward_over_forward": min(bwd) / min(fwd),
                "forward_over_step": min(fwd) / min(step), "bytes_per_world_step": memory / (W * H),
-               "compile_seconds": compile_seconds}
+               "compile_seconds": compile_seconds, **({"profile_seconds": profile} if profile else {})}
         rows.append(row)
         print(f"  worlds={W:5d}  Sim.step {row['step_seconds']:.3f} s  diff forward {row['forward_seconds']:.3f} s  "
               f"backward {row['backward_seconds']:.3f} s  backward/forward {row['backward_over_forward']:.2f}  "
@@ -640,8 +646,62 @@ def grad_benchmark(name, mjm, worlds, args) -> int:
         table += (f"| {r['num_worlds']} | {r['horizon']} | {r['step_seconds']:.3f} | {r['forward_seconds']:.3f} | "
                   f"{r['backward_seconds']:.3f} | {r['backward_over_forward']:.2f} | {r['forward_over_step']:.2f} | "
                   f"{r['bytes_per_world_step'] / 1024:.1f} KiB |\n")
+    for r in rows:
+        if "profile_seconds" in r:
+            table += "\n" + profile_text(r["profile_seconds"], r["num_worlds"])
     write_results(args, rows, table, f"Gradients: {name}, {args.dtype}")
     return 0
+
+
+def profile_rollout(rollout) -> dict:
+    """Seconds per kernel (and adjoint) of one differentiable rollout and its backward, and the
+    memsets of the step buffers: every Warp launch timed on its own, synchronised (a CPU launch
+    is synchronous anyway). Returns {"forward" | "backward": {name: seconds}}, each with the
+    phase's total under "total" and what no launch or memset accounts for under "other"."""
+    times = {"forward": {}, "backward": {}}
+    phase = ["forward"]
+    launch, zero = wp.launch, wp.array.zero_
+
+    def timed_launch(kernel, *a, **kw):
+        t = time.perf_counter()
+        result = launch(kernel, *a, **kw)
+        wp.synchronize()
+        name = kernel.key.removeprefix("build__locals__") + (" (adjoint)" if kw.get("adjoint") else "")
+        times[phase[0]][name] = times[phase[0]].get(name, 0.0) + time.perf_counter() - t
+        return result
+
+    def timed_zero(array):
+        t = time.perf_counter()
+        zero(array)
+        wp.synchronize()
+        times[phase[0]]["memset of step buffers"] = (times[phase[0]].get("memset of step buffers", 0.0)
+                                                    + time.perf_counter() - t)
+
+    wp.launch, wp.array.zero_ = timed_launch, timed_zero
+    try:
+        t0 = time.perf_counter()
+        qpos, qvel = rollout()
+        t1 = time.perf_counter()
+        phase[0] = "backward"
+        (qpos.sum() + qvel.sum()).backward()
+        t2 = time.perf_counter()
+    finally:
+        wp.launch, wp.array.zero_ = launch, zero
+    for key, total in (("forward", t1 - t0), ("backward", t2 - t1)):
+        times[key]["other"] = total - sum(times[key].values())
+        times[key]["total"] = total
+    return times
+
+
+def profile_text(profile: dict, worlds: int) -> str:
+    lines = [f"Where the time goes, {worlds} worlds (one instrumented rollout):", "",
+             "| phase | kernel | seconds | share |", "|---|---|---:|---:|"]
+    for key in ("forward", "backward"):
+        part = profile[key]
+        for name, seconds in sorted(part.items(), key=lambda kv: -kv[1]):
+            if name != "total":
+                lines.append(f"| {key} | {name} | {seconds:.3f} | {100 * seconds / part['total']:.0f}% |")
+    return "\n".join(lines) + "\n"
 
 
 def rollout_bytes(node) -> int:

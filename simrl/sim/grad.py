@@ -388,8 +388,8 @@ def _slabs(d):
 class _Pool:
     """Step buffers (Data with gradients) returned after backward, reused zeroed by the next
     rollout of the same model and world count: allocating the hundred arrays of a Data costs
-    more than a small step. Each Data lives in two slabs (`_slab_data`), zeroed by two calls.
-    At most POOL_BYTES are kept."""
+    more than a small step. Each Data lives in two slabs (`_slab_data`); the gradient slab is
+    zeroed by one call when the Data is reused. At most POOL_BYTES are kept."""
 
     def __init__(self):
         self.free = {}  # (id(model), W) -> [(data, adjoint)]
@@ -400,9 +400,12 @@ class _Pool:
         if not free:
             return _slab_data(model, W)[0], None
         d, adj = free.pop()
-        for slab in _slabs(d):
-            self.bytes -= slab.capacity
-            slab.zero_()
+        values, grads = _slabs(d)
+        self.bytes -= values.capacity + grads.capacity
+        # adjoints accumulate: gradients start at zero. Values need no clearing: every stage
+        # writes what it reads, as in Sim.step, which reuses one Data for all its steps; the
+        # one value carried in, the solver's warm start, is set by Rollout._constrained.
+        grads.zero_()
         return d, adj
 
     def give(self, model, d, adj):
@@ -544,6 +547,8 @@ class Rollout:
         self._launch(k["constraint"], W, [m, d])
         if self.warmstart is not None:
             wp.copy(d.qacc_warmstart, self.warmstart)
+        else:  # the rollout's first solve starts from zero, whatever these buffers held before
+            d.qacc_warmstart.zero_()
         wp.launch(k["constraint_solve"], dim=W, inputs=[m, d], device=device, record_tape=False)
         qacc = wp.clone(d.qacc, requires_grad=True)
 
