@@ -186,3 +186,18 @@ def test_a_failed_rank_ends_the_whole_run(tmp_path, how):
     if how == "hang":
         assert "rank 0 of 2 lost contact with another rank" in output, output[-3000:]
         assert 10 <= waited < 60, waited
+
+
+def test_ranks_share_the_cores_of_their_machine(monkeypatch):
+    """Under torchrun a Sim's default CPU threads are the machine's cores over its ranks
+    (LOCAL_WORLD_SIZE), so 2 ranks on 2 cores step with one thread each."""
+    from simrl import Sim
+    from simrl.sim.sim import _available_cpus
+
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert _available_cpus() == cores
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(cores))
+    assert _available_cpus() == 1
+    sim = Sim.from_mjcf(ROOT / "envs" / "assets" / "cartpole.xml", num_worlds=256)
+    assert sim.cpu_threads == 1

@@ -69,10 +69,17 @@ def _cpu_pool(workers: int) -> ThreadPoolExecutor:
 
 
 def _available_cpus() -> int:
+    """The cores this process may use: its CPU affinity, shared out among the processes torchrun
+    started on this machine (LOCAL_WORLD_SIZE), so that ranks do not oversubscribe the cores."""
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    try:
+        local_ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        local_ranks = 1
+    return max(1, cpus // local_ranks)
 
 
 def compile_mjcf(mjcf: str | os.PathLike) -> mujoco.MjModel:
@@ -123,7 +130,8 @@ class Sim:
     by its own thread (Warp runs a CPU kernel on the thread that launches it and releases the
     GIL meanwhile). Worlds never interact, so results are bit-identical to one thread. The
     default (None) uses every available core when there are at least 64 worlds per thread,
-    else one thread; 1 turns the threading off.
+    else one thread; 1 turns the threading off. Under torchrun the cores are shared out among
+    the ranks of the machine (LOCAL_WORLD_SIZE).
     """
 
     def __init__(self, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32",
