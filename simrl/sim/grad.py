@@ -377,7 +377,7 @@ def _slab_data(model, W):
         view = wp.array(ptr=values.ptr + offsets[name], dtype=a.dtype, shape=a.shape, device=device, grad=grad)
         view._slab = values
         setattr(d, name, view)
-    return d, (values, grads)
+    return d
 
 
 def _slabs(d):
@@ -398,7 +398,7 @@ class _Pool:
     def take(self, model, W):
         free = self.free.get((id(model), W))
         if not free:
-            return _slab_data(model, W)[0], None
+            return _slab_data(model, W), None
         d, adj = free.pop()
         values, grads = _slabs(d)
         self.bytes -= values.capacity + grads.capacity
