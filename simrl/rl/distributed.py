@@ -117,6 +117,11 @@ def world_size() -> int:
     return 1
 
 
+def rank() -> int:
+    """This process's rank in the initialised process group (0 without one)."""
+    return torch.distributed.get_rank() if world_size() > 1 else 0
+
+
 def broadcast_object(obj, src: int = 0):
     """Rank `src`'s `obj` (any picklable value) on every rank."""
     if world_size() == 1:

@@ -85,7 +85,7 @@ class Runner(OnPolicyRunner):
         n = distributed.world_size()
         self.gpu_world_size = n
         self.is_distributed = n > 1
-        self.gpu_global_rank = torch.distributed.get_rank() if n > 1 else 0
+        self.gpu_global_rank = distributed.rank()
         self.gpu_local_rank = distributed.from_environment().local_rank if n > 1 else 0
         self.cfg["multi_gpu"] = ({"global_rank": self.gpu_global_rank, "local_rank": self.gpu_local_rank,
                                   "world_size": n} if n > 1 else None)

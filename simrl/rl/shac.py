@@ -161,7 +161,7 @@ class ShacRunner:
         self.cfg = {**DEFAULTS, **cfg}
         self.env, self.device, self.log_dir = env, device, log_dir
         self.world_size = distributed.world_size()
-        self.rank = torch.distributed.get_rank() if self.world_size > 1 else 0
+        self.rank = distributed.rank()
         self.key_terms = key_terms
         self.task = task or getattr(env, "name", None)
         c = self.cfg
