@@ -31,9 +31,9 @@ per world per step (the buffers the tape holds for backward, with their gradient
 iterations (rollout and update, rsl-rl-lib) of the task named by --model, on this engine and,
 in the same run, on the same environment stepped by MuJoCo itself (sim.backend=mujoco).
 
-`--profile` also times each stage of simrl's forward pass on its own (one kernel per stage,
-built in a separate Warp module only then) at every world count and prints a table of
-microseconds per world per stage (appended to --markdown too, added to the simrl records
+`--profile` also times each pass of simrl's step on its own (the wide schedule's launches, which
+compute the same bits as the fused one) at every world count and prints a table of
+microseconds per world per pass (appended to --markdown too, added to the simrl records
 under "profile"). With `--grad` it times instead every kernel (and adjoint) of one
 differentiable rollout and its backward, and the memsets of the step buffers
 ("profile_seconds" in the records).
@@ -465,14 +465,13 @@ def main(argv=None):
     table = summary_table(records)
     print()
     print(table)
-    forwards = 1 if mjm.opt.integrator == mujoco.mjtIntegrator.mjINT_EULER else 4
     profile_text = ""
     for w, per_world in profiles:
         from simrl.sim.profile import profile_table
 
-        profile_text += (f"\nsimrl forward pass by stage, {w} worlds, {args.dtype}, {args.device} "
-                         f"(us per world, one kernel per stage; median of {args.repeats} rounds):\n\n"
-                         f"{profile_table(per_world, forwards)}\n")
+        profile_text += (f"\nsimrl step by pass, {w} worlds, {args.dtype}, {args.device} "
+                         f"(us per world, the wide schedule's launches on one thread; median of "
+                         f"{args.repeats} rounds):\n\n{profile_table(per_world)}\n")
     if profile_text:
         print(profile_text)
     if args.out:

@@ -65,7 +65,7 @@ class _DiffStep(torch.autograd.Function):
         tape = wp.Tape()
         m = _model_with_params(sim, dict(zip(names, values, strict=True)), tape, ctx)
         applied = wp.clone(sim.data.qfrc_applied)
-        rollout = grad.Rollout(model, m, *inputs, applied, substeps, tape)
+        rollout = grad.Rollout(model, m, *inputs, applied, substeps, tape, sim.schedule)
         ctx.rollout, ctx.inputs = rollout, inputs
         qpos1 = wp.to_torch(rollout.qpos1, requires_grad=False).clone()
         qvel1 = wp.to_torch(rollout.qvel1, requires_grad=False).clone()
@@ -98,7 +98,7 @@ def _model_with_params(sim, params: dict, tape: wp.Tape, ctx):
     base = model.struct
     m = copy_struct(base, model.dtype)
     ctx.param_arrays = []
-    kernels = grad.build(model.dtype)
+    kernels = grad.build(model.dtype, sim.schedule)
     for name, value in params.items():
         array = _wp_array(value, model.T.vec3 if name == "geom_friction" else model.dtype)
         ctx.param_arrays.append(array)

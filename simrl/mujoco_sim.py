@@ -22,7 +22,7 @@ What the environments use of `simrl.Sim` is served the same way:
   `step` and `forward` for each name requested once. Like the Warp engine, values computed in
   a step (`qacc`, `actuator_force`, `xpos`, contacts, ...) belong to the state the step started
   from (mj_step's forward pass precedes the integration).
-- `contact`: the Warp engine's fixed slots (`simrl.sim.collision_driver.contact_tables`: one
+- `contact`: the Warp engine's fixed slots (`simrl.sim.contact_tables.contact_tables`: one
   range of slots per candidate geom pair). MuJoCo's contacts of one pair come out in the same
   order as the Warp colliders fill that pair's slots (both follow MuJoCo's primitive
   colliders), so the k-th MuJoCo contact of a pair goes to the pair's k-th slot. The slots are
@@ -58,7 +58,7 @@ import numpy as np
 import torch
 
 from simrl.errors import UnsupportedFeatureError
-from simrl.sim.collision_driver import candidate_geom_pairs, contact_tables
+from simrl.sim.contact_tables import candidate_geom_pairs, contact_tables
 
 _DSBL = mujoco.mjtDisableBit
 _INT = mujoco.mjtIntegrator

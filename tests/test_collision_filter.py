@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from simrl import Sim
-from simrl.sim.collision_driver import candidate_geom_pairs
+from simrl.sim.contact_tables import candidate_geom_pairs
 
 # All geoms are big spheres around the origin, so MuJoCo reports a contact for every pair
 # that its filters let through: contype/conaffinity, parent-child, weld, <exclude>, <pair>.

@@ -1,8 +1,15 @@
 """Actuator forces on joints: gain * ctrl + bias, clamped, mapped through the gear
-(mj_transmission and mj_fwdActuation, engine_core_smooth.c / engine_forward.c)."""
+(mj_transmission and mj_fwdActuation, engine_core_smooth.c / engine_forward.c).
+
+Elements: `actuator(m, d, w, a)` (length, velocity and force of actuator a), `dof(m, d, w, i)`
+(the gathered force of the actuators on dof i, clamped by the joint's actuatorfrcrange), and
+`smooth_force_dof` (qfrc_smooth = passive - bias + applied + actuator, the end of the smooth
+dynamics, mj_fwdAcceleration's right-hand side).
+"""
 
 
 import functools
+from types import SimpleNamespace
 
 import warp as wp
 
@@ -18,61 +25,67 @@ def build(scalar):
     Model, Data = model_struct(scalar), data_struct(scalar)
 
     @wp.func
-    def actuation(m: Model, d: Data, w: int):
-        for i in range(m.nv):
-            d.qfrc_actuator_raw[w, i] = scalar(0.0)
-
-        # transmission: length and velocity along the joint, scaled by the gear
-        wg = w % m.actuator_gear.shape[0]
-        for a in range(m.nu):
-            gear = m.actuator_gear[wg, a]
-            d.actuator_length[w, a] = d.qpos[w, m.actuator_qposadr[a]] * gear
-            d.actuator_velocity[w, a] = d.qvel[w, m.actuator_dofadr[a]] * gear
-
-        # MuJoCo zeroes every control of a world when any is NaN or beyond mjMAXVAL
+    def bad_controls(m: Model, d: Data, w: int):
+        """MuJoCo zeroes every control of a world when any is NaN or beyond mjMAXVAL."""
         bad = int(0)
         for a in range(m.nu):
             c = d.ctrl[w, a]
             if wp.isnan(c) or c > scalar(MAXVAL) or c < scalar(-MAXVAL):
                 bad = 1
+        return bad
 
-        wgain = w % m.actuator_gainprm.shape[0]
-        wbias = w % m.actuator_biasprm.shape[0]
-        for a in range(m.nu):
-            force = scalar(0.0)
-            # an actuator in a group listed in opt.disableactuator produces no force
-            if m.enable_actuation and m.actuator_enabled[a]:
-                ctrl = d.ctrl[w, a]
-                if bad:
-                    ctrl = scalar(0.0)
-                if m.enable_clampctrl and m.actuator_ctrllimited[a]:
-                    r = m.actuator_ctrlrange[a]
-                    ctrl = wp.clamp(ctrl, r[0], r[1])
-                length = d.actuator_length[w, a]
-                velocity = d.actuator_velocity[w, a]
-                gp = m.actuator_gainprm[wgain, a]
-                gain = gp[0]
-                if m.actuator_gaintype[a] == GAIN_AFFINE:
-                    gain = gp[0] + gp[1] * length + gp[2] * velocity
-                force = gain * ctrl
-                if m.actuator_biastype[a] == BIAS_AFFINE:
-                    bp = m.actuator_biasprm[wbias, a]
-                    force = force + (bp[0] + bp[1] * length + bp[2] * velocity)
-            if m.actuator_forcelimited[a]:
-                r = m.actuator_forcerange[a]
-                force = wp.clamp(force, r[0], r[1])
-            d.actuator_force[w, a] = force
-            dof = m.actuator_dofadr[a]
-            d.qfrc_actuator_raw[w, dof] += m.actuator_gear[wg, a] * force
+    @wp.func
+    def actuator(m: Model, d: Data, w: int, a: int):
+        # transmission: length and velocity along the joint, scaled by the gear
+        gear = m.actuator_gear[w % m.actuator_gear.shape[0], a]
+        length = d.qpos[w, m.actuator_qposadr[a]] * gear
+        velocity = d.qvel[w, m.actuator_dofadr[a]] * gear
+        d.actuator_length[w, a] = length
+        d.actuator_velocity[w, a] = velocity
+        force = scalar(0.0)
+        # an actuator in a group listed in opt.disableactuator produces no force
+        if m.enable_actuation and m.actuator_enabled[a]:
+            ctrl = d.ctrl[w, a]
+            if bad_controls(m, d, w):
+                ctrl = scalar(0.0)
+            if m.enable_clampctrl and m.actuator_ctrllimited[a]:
+                r = m.actuator_ctrlrange[a]
+                ctrl = wp.clamp(ctrl, r[0], r[1])
+            gp = m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a]
+            gain = gp[0]
+            if m.actuator_gaintype[a] == GAIN_AFFINE:
+                gain = gp[0] + gp[1] * length + gp[2] * velocity
+            force = gain * ctrl
+            if m.actuator_biastype[a] == BIAS_AFFINE:
+                bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
+                force = force + (bp[0] + bp[1] * length + bp[2] * velocity)
+        if m.actuator_forcelimited[a]:
+            r = m.actuator_forcerange[a]
+            force = wp.clamp(force, r[0], r[1])
+        d.actuator_force[w, a] = force
 
-        # joint-level actuator force limits (actuatorfrcrange), into a second array so that no
-        # element is overwritten after it was read (exact adjoints)
-        for i in range(m.nv):
-            frc = d.qfrc_actuator_raw[w, i]
-            j = m.dof_jntid[i]
-            if m.jnt_actfrclimited[j]:
-                r = m.jnt_actfrcrange[j]
-                frc = wp.clamp(frc, r[0], r[1])
-            d.qfrc_actuator[w, i] = frc
+    @wp.func
+    def dof(m: Model, d: Data, w: int, i: int):
+        """qfrc_actuator[i]: gear x force of the actuators on dof i, in ascending order, into
+        qfrc_actuator_raw; then the joint-level limit (actuatorfrcrange) into a second array, so
+        that no element is overwritten after it was read (exact adjoints)."""
+        d.qfrc_actuator_raw[w, i] = scalar(0.0)
+        wg = w % m.actuator_gear.shape[0]
+        adr = m.dof_actuator_adr[i]
+        for k in range(adr, adr + m.dof_actuator_num[i]):
+            a = m.dof_actuator[k]
+            d.qfrc_actuator_raw[w, i] += m.actuator_gear[wg, a] * d.actuator_force[w, a]
+        frc = d.qfrc_actuator_raw[w, i]
+        j = m.dof_jntid[i]
+        if m.jnt_actfrclimited[j]:
+            r = m.jnt_actfrcrange[j]
+            frc = wp.clamp(frc, r[0], r[1])
+        d.qfrc_actuator[w, i] = frc
 
-    return actuation
+    @wp.func
+    def smooth_force_dof(m: Model, d: Data, w: int, i: int):
+        """qfrc_smooth = passive - bias + applied + actuator."""
+        d.qfrc_smooth[w, i] = d.qfrc_passive[w, i] - d.qfrc_bias[w, i] + d.qfrc_applied[w, i] + \
+            d.qfrc_actuator[w, i]
+
+    return SimpleNamespace(actuator=actuator, dof=dof, smooth_force_dof=smooth_force_dof)

@@ -1,206 +1,46 @@
-"""Candidate geom pairs, fixed when the model is loaded (MuJoCo's broad-phase filters).
+"""The collision stage (mj_collision, engine_collision_driver.c) over the candidate pairs fixed
+when the model was loaded (simrl.sim.contact_tables).
 
-Follows engine_collision_driver.c: `filterBodyPair` (same weld body, both dof-less,
-parent-child unless mjDSBL_FILTERPARENT), `filterBitmask` (contype/conaffinity), `<exclude>`
-body pairs, and explicit `<pair>` elements, which replace the default pair of the same geoms.
-Every candidate pair owns a fixed range of contact slots (as many as its two shapes can
-produce, mj_maxContact); the `collision` stage fills them each step and flags which are
-detected, with no compaction, so the step is deterministic and differentiable.
+Element: a candidate pair p. `pair_functions()[kind](m, d, w, p)` runs the broad-phase
+bounding-sphere test and the narrow-phase collider of that pair's type combination, writes its
+contacts into the pair's own slots and flags which slots hold a contact, so every slot is
+written by its pair alone: the fused schedule loops over all pairs and dispatches on the kind,
+the wide schedule launches one kernel per kind over that kind's pairs (each kernel compiles
+only its collider).
+
+Tape-safe (simrl.sim.grad): the colliders store each contact once, frame included (the
+mju_makeFrame of mj_setContact happens in them, not as a rewrite here), and far-apart pairs
+are skipped by a branch.
 """
 
 import functools
 
-import mujoco
-import numpy as np
 import warp as wp
 
+from simrl.sim import collision_primitive
+from simrl.sim.contact_tables import GEOM_PLANE, PAIR_KIND, PRIMITIVE_MAX_CONTACTS
+from simrl.sim.data import data_struct
+from simrl.sim.model import model_struct
+from simrl.sim.types import scalar_types
 
-def _weld_parent(mjm: mujoco.MjModel, weld: int) -> int:
-    return int(mjm.body_weldid[mjm.body_parentid[weld]])
-
-
-def filter_body_pair(mjm: mujoco.MjModel, b1: int, b2: int) -> bool:
-    """True when MuJoCo discards every contact between bodies b1 and b2 (filterBodyPair)."""
-    w1, w2 = int(mjm.body_weldid[b1]), int(mjm.body_weldid[b2])
-    if w1 == w2:
-        return True
-    if mjm.body_dofnum[w1] == 0 and mjm.body_dofnum[w2] == 0:
-        return True
-    filterparent = not (mjm.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_FILTERPARENT)
-    if filterparent and w1 != 0 and w2 != 0 and (w1 == _weld_parent(mjm, w2) or w2 == _weld_parent(mjm, w1)):
-        return True
-    return False
-
-
-def candidate_geom_pairs(mjm: mujoco.MjModel) -> list[tuple[int, int, int]]:
-    """All geom pairs that the collision stage must test, as (geom1, geom2, pair_id).
-
-    pair_id is the index of the explicit `<pair>` element, or -1 for a pair found by the
-    contype/conaffinity rules.
-    """
-    excluded = {int(s) for s in np.asarray(mjm.exclude_signature).ravel()}
-    explicit = {}
-    for p in range(mjm.npair):
-        g1, g2 = int(mjm.pair_geom1[p]), int(mjm.pair_geom2[p])
-        explicit[(min(g1, g2), max(g1, g2))] = (g1, g2, p)
-
-    pairs = []
-    for g1 in range(mjm.ngeom):
-        for g2 in range(g1 + 1, mjm.ngeom):
-            if (g1, g2) in explicit:
-                continue
-            if not ((mjm.geom_contype[g1] & mjm.geom_conaffinity[g2])
-                    or (mjm.geom_contype[g2] & mjm.geom_conaffinity[g1])):
-                continue
-            b1, b2 = int(mjm.geom_bodyid[g1]), int(mjm.geom_bodyid[g2])
-            if filter_body_pair(mjm, b1, b2):
-                continue
-            lo, hi = min(b1, b2), max(b1, b2)
-            if (lo << 16) + hi in excluded:
-                continue
-            pairs.append((g1, g2, -1))
-    pairs.extend(explicit.values())
-    return pairs
-
-
-# --------------------------------------------------------------------------------------------
-# Static contact tables: every candidate pair owns fixed contact slots and constraint rows
-
-# mjtGeom values and the contacts each pair of primitive types can produce (mj_maxContact)
-GEOM_PLANE, GEOM_SPHERE, GEOM_CAPSULE, GEOM_BOX = 0, 2, 3, 6
-PRIMITIVE_MAX_CONTACTS = {
-    (GEOM_PLANE, GEOM_SPHERE): 1, (GEOM_PLANE, GEOM_CAPSULE): 2, (GEOM_PLANE, GEOM_BOX): 4,
-    (GEOM_SPHERE, GEOM_SPHERE): 1, (GEOM_SPHERE, GEOM_CAPSULE): 1, (GEOM_SPHERE, GEOM_BOX): 1,
-    (GEOM_CAPSULE, GEOM_CAPSULE): 2, (GEOM_CAPSULE, GEOM_BOX): 4, (GEOM_BOX, GEOM_BOX): 8,
+#: collider names by kind (contact_tables.PAIR_KIND), as collision_primitive names them
+COLLIDERS = {
+    PAIR_KIND[pair]: name for pair, name in zip(
+        PRIMITIVE_MAX_CONTACTS,
+        ("plane_sphere", "plane_capsule", "plane_box", "sphere_sphere", "sphere_capsule", "sphere_box",
+         "capsule_capsule", "capsule_box", "box_box"), strict=True)
 }
-# index of each supported type pair, used to dispatch in the collision kernel
-PAIR_KIND = {pair: i for i, pair in enumerate(PRIMITIVE_MAX_CONTACTS)}
-
-MINMU = 1e-5  # mjMINMU: smallest friction coefficient
-
-
-def _override(mjm) -> bool:
-    return bool(mjm.opt.enableflags & mujoco.mjtEnableBit.mjENBL_OVERRIDE)
-
-
-def friction_geoms(mjm: mujoco.MjModel, g1: int, g2: int, ipair: int) -> tuple[int, int]:
-    """The geoms whose friction gives the pair's (`contact_parameters`): both (their maximum),
-    the one of higher priority (and -1), or (-1, -1) when it is the <pair>'s or the override's."""
-    if ipair >= 0 or _override(mjm):
-        return -1, -1
-    p1, p2 = mjm.geom_priority[g1], mjm.geom_priority[g2]
-    if p1 != p2:
-        return (g1 if p1 > p2 else g2), -1
-    return g1, g2
-
-
-def contact_parameters(mjm: mujoco.MjModel, g1: int, g2: int, ipair: int):
-    """condim, solref(2), solimp(5), friction(5), margin, gap of a geom pair, combined as
-    mj_contactParam / getMargin / getGap / mj_assign* (engine_collision_driver.c,
-    engine_core_constraint.c) do. Explicit <pair> elements carry their own values."""
-    if ipair >= 0:
-        condim = int(mjm.pair_dim[ipair])
-        solref = np.array(mjm.pair_solref[ipair], dtype=np.float64)
-        solimp = np.array(mjm.pair_solimp[ipair], dtype=np.float64)
-        friction = np.array(mjm.pair_friction[ipair], dtype=np.float64)
-        margin, gap = float(mjm.pair_margin[ipair]), float(mjm.pair_gap[ipair])
-    else:
-        p1, p2 = mjm.geom_priority[g1], mjm.geom_priority[g2]
-        if p1 != p2:
-            g = g1 if p1 > p2 else g2
-            condim = int(mjm.geom_condim[g])
-            solref = np.array(mjm.geom_solref[g], dtype=np.float64)
-            solimp = np.array(mjm.geom_solimp[g], dtype=np.float64)
-            fri = np.array(mjm.geom_friction[g], dtype=np.float64)
-        else:
-            condim = int(max(mjm.geom_condim[g1], mjm.geom_condim[g2]))
-            s1, s2 = mjm.geom_solmix[g1], mjm.geom_solmix[g2]
-            if s1 >= 1e-15 and s2 >= 1e-15:
-                mix = s1 / (s1 + s2)
-            elif s1 < 1e-15 and s2 < 1e-15:
-                mix = 0.5
-            else:
-                mix = 0.0 if s1 < 1e-15 else 1.0
-            r1, r2 = mjm.geom_solref[g1], mjm.geom_solref[g2]
-            if r1[0] > 0 and r2[0] > 0:
-                solref = mix * r1 + (1 - mix) * r2
-            else:
-                solref = np.minimum(r1, r2)
-            solimp = mix * mjm.geom_solimp[g1] + (1 - mix) * mjm.geom_solimp[g2]
-            fri = np.maximum(mjm.geom_friction[g1], mjm.geom_friction[g2])
-        friction = np.array([fri[0], fri[0], fri[1], fri[2], fri[2]], dtype=np.float64)
-        margin = float(mjm.geom_margin[g1] + mjm.geom_margin[g2])
-        gap = float(mjm.geom_gap[g1] + mjm.geom_gap[g2])
-    if _override(mjm):
-        margin = float(mjm.opt.o_margin)
-        solref = np.array(mjm.opt.o_solref, dtype=np.float64)
-        solimp = np.array(mjm.opt.o_solimp, dtype=np.float64)
-        friction = np.array(mjm.opt.o_friction, dtype=np.float64)
-    friction = np.maximum(MINMU, friction)
-    return condim, np.asarray(solref, np.float64), np.asarray(solimp, np.float64), friction, margin, gap
-
-
-def contact_rows(condim: int) -> int:
-    """Constraint rows of one contact in the pyramidal cone: 1, or 2 (condim - 1) edges."""
-    return 1 if condim == 1 else 2 * (condim - 1)
-
-
-def contact_tables(mjm: mujoco.MjModel | None) -> dict:
-    """Per candidate pair and per contact slot, everything the collision and constraint stages
-    need that does not change while simulating (empty tables for None: contacts disabled)."""
-    pairs = candidate_geom_pairs(mjm) if mjm is not None else []
-    t = {name: [] for name in ("geom", "kind", "slot", "nslot", "condim", "solref", "solimp",
-                               "friction", "friction_geoms", "margin", "gap")}
-    slot_pair, slot_row = [], []
-    nslot_total = nrow = 0
-    for g1, g2, ipair in pairs:
-        if mjm.geom_type[g1] > mjm.geom_type[g2]:
-            g1, g2 = g2, g1
-        types = (int(mjm.geom_type[g1]), int(mjm.geom_type[g2]))
-        if types not in PRIMITIVE_MAX_CONTACTS:
-            continue  # refused by model checks; kept out of the tables
-        condim, solref, solimp, friction, margin, gap = contact_parameters(mjm, g1, g2, ipair)
-        nslot = PRIMITIVE_MAX_CONTACTS[types]
-        t["geom"].append((g1, g2))
-        t["kind"].append(PAIR_KIND[types])
-        t["slot"].append(nslot_total)
-        t["nslot"].append(nslot)
-        t["condim"].append(condim)
-        t["solref"].append(solref)
-        t["solimp"].append(solimp)
-        t["friction"].append(friction)
-        t["friction_geoms"].append(friction_geoms(mjm, g1, g2, ipair))
-        t["margin"].append(margin)
-        t["gap"].append(gap)
-        for _ in range(nslot):
-            slot_pair.append(len(t["geom"]) - 1)
-            slot_row.append(nrow)
-            nrow += contact_rows(condim)
-        nslot_total += nslot
-    t["slot_pair"] = slot_pair
-    t["slot_row"] = slot_row
-    t["nslot_total"] = nslot_total
-    t["nrow"] = nrow
-    return t
-
-
-# --------------------------------------------------------------------------------------------
-# The collision stage
+#: contact slots of one pair of each kind
+KIND_SLOTS = {PAIR_KIND[pair]: n for pair, n in PRIMITIVE_MAX_CONTACTS.items()}
 
 
 @functools.cache
-def build(scalar):
-    from simrl.sim import collision_primitive
-    from simrl.sim.data import data_struct
-    from simrl.sim.model import model_struct
-    from simrl.sim.types import scalar_types
-
+def pair_functions(scalar):
+    """{kind: f(m, d, w, p)}: the collision of candidate pair p of that kind in world w."""
     T = scalar_types(scalar)
     Model, Data = model_struct(scalar), data_struct(scalar)
     vec3 = T.vec3
     prim = collision_primitive.build(scalar)
-    has_box_box = hasattr(prim, "box_box")
-    box_box = prim.box_box if has_box_box else prim.capsule_box  # never dispatched when absent
 
     @wp.func
     def far_apart(m: Model, d: Data, w: int, g1: int, g2: int, margin: scalar):
@@ -217,59 +57,61 @@ def build(scalar):
             return wp.dot(p2 - p1, normal) > margin + r2
         return False
 
-    @wp.func
-    def collision(m: Model, d: Data, w: int):
-        """Contacts of every candidate pair in its slots (mj_collision with fixed slots).
-
-        Tape-safe (simrl.sim.grad): the colliders store each contact once, frame included (the
-        mju_makeFrame of mj_setContact happens in them, not as a rewrite here), and nothing is
-        carried from one pair to the next (no `continue`: far-apart pairs are skipped by a
-        branch)."""
-        for c in range(m.ncon):
-            d.contact_active[w, c] = 0
-        for p in range(m.ncpair):
+    def make(collider, nslot):
+        @wp.func
+        def collide_pair(m: Model, d: Data, w: int, p: int):
             g = m.cpair_geom[p]
             g1 = g[0]
             g2 = g[1]
             margin = m.cpair_margin[p] + m.cpair_gap[p]
+            slot = m.cpair_slot[p]
+            n = int(0)
             if not far_apart(m, d, w, g1, g2, margin):
-                pos1 = d.geom_xpos[w, g1]
-                mat1 = d.geom_xmat[w, g1]
-                size1 = m.geom_size[g1]
-                pos2 = d.geom_xpos[w, g2]
-                mat2 = d.geom_xmat[w, g2]
-                size2 = m.geom_size[g2]
-                slot = m.cpair_slot[p]
-                kind = m.cpair_kind[p]
-                n = int(0)
-                if kind == 0:
-                    n = prim.plane_sphere(pos1, mat1, size1, pos2, mat2, size2, margin,
-                                          d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-                elif kind == 1:
-                    n = prim.plane_capsule(pos1, mat1, size1, pos2, mat2, size2, margin,
-                                           d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-                elif kind == 2:
-                    n = prim.plane_box(pos1, mat1, size1, pos2, mat2, size2, margin,
-                                       d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-                elif kind == 3:
-                    n = prim.sphere_sphere(pos1, mat1, size1, pos2, mat2, size2, margin,
-                                           d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-                elif kind == 4:
-                    n = prim.sphere_capsule(pos1, mat1, size1, pos2, mat2, size2, margin,
-                                            d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-                elif kind == 5:
-                    n = prim.sphere_box(pos1, mat1, size1, pos2, mat2, size2, margin,
-                                        d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-                elif kind == 6:
-                    n = prim.capsule_capsule(pos1, mat1, size1, pos2, mat2, size2, margin,
-                                             d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-                elif kind == 7:
-                    n = prim.capsule_box(pos1, mat1, size1, pos2, mat2, size2, margin,
-                                         d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-                elif wp.static(has_box_box):
-                    n = box_box(pos1, mat1, size1, pos2, mat2, size2, margin,
-                                d.contact_dist, d.contact_pos, d.contact_frame, w, slot)
-                for i in range(n):
-                    d.contact_active[w, slot + i] = 1
+                n = collider(d.geom_xpos[w, g1], d.geom_xmat[w, g1], m.geom_size[g1], d.geom_xpos[w, g2],
+                             d.geom_xmat[w, g2], m.geom_size[g2], margin, d.contact_dist, d.contact_pos,
+                             d.contact_frame, w, slot)
+            # every slot of the pair says whether it holds a contact (1: dist < margin + gap)
+            for i in range(nslot):
+                active = int(0)
+                if i < n:
+                    active = 1
+                d.contact_active[w, slot + i] = active
 
-    return collision
+        return collide_pair
+
+    return {kind: make(getattr(prim, name), KIND_SLOTS[kind]) for kind, name in COLLIDERS.items()}
+
+
+@functools.cache
+def build(scalar):
+    """`pair(m, d, w, p)`: the collision of candidate pair p, dispatched on its kind (for the fused
+    schedule, which visits every pair in one thread)."""
+    Model, Data = model_struct(scalar), data_struct(scalar)
+    f = pair_functions(scalar)
+    assert sorted(f) == list(range(9)), "pair kinds changed: update the dispatch below"
+    f0, f1, f2, f3, f4, f5, f6, f7, f8 = (f[k] for k in range(9))
+
+    # inlined: a call would copy the Model and Data structs (5 KB each) once per pair
+    @wp.func(inline=True)
+    def pair(m: Model, d: Data, w: int, p: int):
+        kind = m.cpair_kind[p]
+        if kind == 0:
+            f0(m, d, w, p)
+        elif kind == 1:
+            f1(m, d, w, p)
+        elif kind == 2:
+            f2(m, d, w, p)
+        elif kind == 3:
+            f3(m, d, w, p)
+        elif kind == 4:
+            f4(m, d, w, p)
+        elif kind == 5:
+            f5(m, d, w, p)
+        elif kind == 6:
+            f6(m, d, w, p)
+        elif kind == 7:
+            f7(m, d, w, p)
+        else:
+            f8(m, d, w, p)
+
+    return pair

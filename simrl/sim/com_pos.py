@@ -3,10 +3,15 @@
 
 Each kinematic tree uses the centre of mass of its whole subtree (`subtree_com` of its
 root) as the reference point, so every spatial quantity of a tree is in one frame.
+
+Elements: `subtree_body(m, d, w, b)` sums body b's subtree mass from its children's (a tree
+pass from the leaves, level by level in the wide schedule); `body` then gives body b its
+inertia about its tree's CoM and the motion axes of its joints' dofs.
 """
 
 
 import functools
+from types import SimpleNamespace
 
 import warp as wp
 
@@ -22,36 +27,34 @@ def build(scalar):
     f, vec3, vec10 = T.f, T.vec3, T.vec10
 
     @wp.func
-    def com_pos(m: Model, d: Data, w: int):
-        wm = w % m.body_mass.shape[0]
-        # subtree mass and mass-weighted position, accumulated leaf to root (every array
-        # element is written once, then only added to: the adjoints stay exact)
-        for b in range(m.nbody):
-            mass = m.body_mass[wm, b]
-            d.subtree_mass[w, b] = mass
-            d.subtree_mcom[w, b] = d.xipos[w, b] * mass
-        for i in range(m.nbody - 1):
-            b = m.nbody - 1 - i
-            p = m.body_parentid[b]
-            d.subtree_mass[w, p] += d.subtree_mass[w, b]
-            d.subtree_mcom[w, p] += d.subtree_mcom[w, b]
-        for b in range(m.nbody):
-            mass = d.subtree_mass[w, b]
-            com = d.xipos[w, b]
-            if mass >= scalar(MINVAL):
-                com = d.subtree_mcom[w, b] / mass
-            d.subtree_com[w, b] = com
-        # body inertias about the subtree CoM of their tree
-        d.cinert[w, 0] = vec10(scalar(0.0))
-        wi = w % m.body_inertia.shape[0]
-        for b in range(1, m.nbody):
-            offset = d.xipos[w, b] - d.subtree_com[w, m.body_rootid[b]]
-            d.cinert[w, b] = f.inert_com(m.body_inertia[wi, b], d.ximat[w, b], offset,
-                                         m.body_mass[wm, b])
+    def subtree_body(m: Model, d: Data, w: int, b: int):
+        """Subtree mass and centre of mass of body b, gathered from its children in ascending
+        order (each element is written once, then only added to: the adjoints stay exact)."""
+        mass = m.body_mass[w % m.body_mass.shape[0], b]
+        d.subtree_mass[w, b] = mass
+        d.subtree_mcom[w, b] = d.xipos[w, b] * mass
+        adr = m.body_child_adr[b]
+        for k in range(adr, adr + m.body_child_num[b]):
+            c = m.body_child[k]
+            d.subtree_mass[w, b] += d.subtree_mass[w, c]
+            d.subtree_mcom[w, b] += d.subtree_mcom[w, c]
+        total = d.subtree_mass[w, b]
+        com = d.xipos[w, b]
+        if total >= scalar(MINVAL):
+            com = d.subtree_mcom[w, b] / total
+        d.subtree_com[w, b] = com
 
-        # motion dofs: [rotation axis, linear velocity of the reference point]
-        for b in range(1, m.nbody):
+    @wp.func
+    def body(m: Model, d: Data, w: int, b: int):
+        """cinert of body b about its tree's CoM, and cdof of the dofs of its joints:
+        [rotation axis, linear velocity of the reference point]."""
+        if b == 0:
+            d.cinert[w, 0] = vec10(scalar(0.0))
+        else:
             root_com = d.subtree_com[w, m.body_rootid[b]]
+            wm = w % m.body_mass.shape[0]
+            d.cinert[w, b] = f.inert_com(m.body_inertia[w % m.body_inertia.shape[0], b], d.ximat[w, b],
+                                         d.xipos[w, b] - root_com, m.body_mass[wm, b])
             xmat = d.xmat[w, b]
             for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]):
                 da = m.jnt_dofadr[j]
@@ -75,4 +78,4 @@ def build(scalar):
                 else:
                     d.cdof[w, da] = f.dof_com(d.xaxis[w, j], offset)
 
-    return com_pos
+    return SimpleNamespace(subtree_body=subtree_body, body=body)

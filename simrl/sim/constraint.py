@@ -12,9 +12,14 @@ inactive row has D = 0 and force 0. `efc_list[:efc_nactive]` lists the active ro
 increasing order: later stages iterate it instead of scanning all rows. A row's Jacobian can
 be non-zero only in the model's `efc_colind` columns of that row (fixed when the model is
 loaded), so only those are written and read.
+
+Elements: `friction_row` and `limit_row` (one row each), `contact_rows` (the rows of one
+contact slot), each writing only its own rows; then `constraint_list` (per world) and
+`reference_row` (one active row).
 """
 
 import functools
+from types import SimpleNamespace
 
 import warp as wp
 
@@ -170,128 +175,129 @@ def build(scalar):
                 add_contact_dof(m, d, w, r0, nrow, m.dof_ancestor[k], offset, frame, friction, sign)
 
     @wp.func
-    def make_constraint(m: Model, d: Data, w: int):
-        """Rows, Jacobian, impedance and regularizer of every constraint in the current state,
-        and the list of active rows (efc_list, efc_nactive) that later stages iterate."""
-        # only the rows active after the previous call can be active now
-        for a in range(d.efc_nactive[w]):
-            clear_row(d, w, d.efc_list[w, a])
-        d.efc_nactive[w] = 0
-        if m.enable_constraint == 0:
-            return
-        n = int(0)  # active rows so far; rows are visited in increasing order
+    def friction_row(m: Model, d: Data, w: int, r: int):
+        """Row r (< nefc_friction): dof friction loss, J = e_dof, no position residual (K = 0)."""
+        dof = m.efc_id[r]
+        floss = m.dof_frictionloss[w % m.dof_frictionloss.shape[0], dof]
+        if m.enable_constraint != 0 and floss > scalar(0.0):
+            solimp = clamp_solimp(m.dof_solimp[dof])
+            imp = impedance(solimp, scalar(0.0), scalar(0.0))
+            k, b = stiffness_damping(m, m.dof_solref[dof], solimp[1])
+            set_row(d, w, r, scalar(0.0), scalar(0.0), floss, imp, regularizer(imp, m.dof_invweight0[dof]),
+                    scalar(0.0), b)
+            zero_jacobian(m, d, w, r)
+            d.efc_J[w, r, dof] = scalar(1.0)
+        else:
+            clear_row(d, w, r)
 
-        # dof friction loss: J = e_dof, no position residual (K = 0)
-        wf = w % m.dof_frictionloss.shape[0]
-        for r in range(m.nefc_friction):
-            dof = m.efc_id[r]
-            floss = m.dof_frictionloss[wf, dof]
-            if floss > scalar(0.0):
-                solimp = clamp_solimp(m.dof_solimp[dof])
-                imp = impedance(solimp, scalar(0.0), scalar(0.0))
-                k, b = stiffness_damping(m, m.dof_solref[dof], solimp[1])
-                set_row(d, w, r, scalar(0.0), scalar(0.0), floss, imp, regularizer(imp, m.dof_invweight0[dof]),
-                        scalar(0.0), b)
+    @wp.func
+    def limit_row(m: Model, d: Data, w: int, r: int):
+        """Row r (a joint limit side): residual = distance to the nearer end of the range."""
+        jnt = m.efc_id[r]
+        side = m.efc_sub[r]
+        dof = m.jnt_dofadr[jnt]
+        qadr = m.jnt_qposadr[jnt]
+        rng = m.jnt_range[jnt]
+        margin = m.jnt_margin[jnt]
+        active = int(0)
+        if m.jnt_type[jnt] == JNT_BALL:
+            q = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
+            axis_angle = f.quat_to_vel(q)
+            angle = wp.length(axis_angle)
+            axis = vec3(scalar(1.0), scalar(0.0), scalar(0.0))
+            if angle >= scalar(MINVAL):
+                axis = axis_angle / angle
+            dist = wp.max(rng[0], rng[1]) - angle
+            if m.enable_constraint != 0 and dist < margin:
+                active = 1
                 zero_jacobian(m, d, w, r)
-                d.efc_J[w, r, dof] = scalar(1.0)
-                d.efc_list[w, n] = r
-                n = n + 1
+                for c in range(3):
+                    d.efc_J[w, r, dof + c] = -axis[c]
+        else:
+            value = d.qpos[w, qadr]
+            dist = rng[1] - value
+            if side < 0:
+                dist = value - rng[0]
+            if m.enable_constraint != 0 and dist < margin:
+                active = 1
+                zero_jacobian(m, d, w, r)
+                d.efc_J[w, r, dof] = scalar(-side)
+        if active:
+            solimp = clamp_solimp(m.jnt_solimp[jnt])
+            imp = impedance(solimp, dist, margin)
+            k, b = stiffness_damping(m, m.jnt_solref[jnt], solimp[1])
+            set_row(d, w, r, dist, margin, scalar(0.0), imp, regularizer(imp, m.dof_invweight0[dof]), k, b)
+        else:
+            clear_row(d, w, r)
 
-        # joint limits: residual = distance to the nearer end of the range
-        for r in range(m.nefc_friction, m.nefc_friction + m.nefc_limit):
-            jnt = m.efc_id[r]
-            side = m.efc_sub[r]
-            dof = m.jnt_dofadr[jnt]
-            qadr = m.jnt_qposadr[jnt]
-            rng = m.jnt_range[jnt]
-            margin = m.jnt_margin[jnt]
-            if m.jnt_type[jnt] == JNT_BALL:
-                q = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
-                axis_angle = f.quat_to_vel(q)
-                angle = wp.length(axis_angle)
-                axis = vec3(scalar(1.0), scalar(0.0), scalar(0.0))
-                if angle >= scalar(MINVAL):
-                    axis = axis_angle / angle
-                dist = wp.max(rng[0], rng[1]) - angle
-                if dist < margin:
-                    zero_jacobian(m, d, w, r)
-                    for c in range(3):
-                        d.efc_J[w, r, dof + c] = -axis[c]
+    @wp.func
+    def contact_rows(m: Model, d: Data, w: int, c: int):
+        """The rows of contact slot c: active when the slot holds a contact within its margin
+        (contacts in the gap get no rows)."""
+        p = m.contact_pair[c]
+        dist = d.contact_dist[w, c]
+        margin = m.cpair_margin[p]
+        r0 = m.contact_efc_adr[c]
+        condim = m.cpair_condim[p]
+        nrow = 1
+        if condim > 1:
+            nrow = 4
+        if m.enable_constraint != 0 and d.contact_active[w, c] != 0 and dist < margin:
+            fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
+            g = m.cpair_geom[p]
+            b1 = m.geom_bodyid[g[0]]
+            b2 = m.geom_bodyid[g[1]]
+            frame = d.contact_frame[w, c]
+            point = d.contact_pos[w, c]
+            for e in range(nrow):
+                zero_jacobian(m, d, w, r0 + e)
+            add_contact_jacobian(m, d, w, r0, nrow, b2, point, frame, fr, scalar(1.0))
+            add_contact_jacobian(m, d, w, r0, nrow, b1, point, frame, fr, scalar(-1.0))
+
+            # approximate inverse inertia of the contact (mj_diagApprox): both bodies
+            iw1 = m.body_invweight0[b1]
+            iw2 = m.body_invweight0[b2]
+            tran = iw1[0] + iw2[0]
+            solimp = clamp_solimp(m.cpair_solimp[p])
+            imp = impedance(solimp, dist, margin)
+            k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
+            if nrow == 1:
+                set_row(d, w, r0, dist, margin, scalar(0.0), imp, regularizer(imp, tran), k, b)
             else:
-                value = d.qpos[w, qadr]
-                dist = rng[1] - value
-                if side < 0:
-                    dist = value - rng[0]
-                if dist < margin:
-                    zero_jacobian(m, d, w, r)
-                    d.efc_J[w, r, dof] = scalar(-side)
-            if dist < margin:
-                solimp = clamp_solimp(m.jnt_solimp[jnt])
-                imp = impedance(solimp, dist, margin)
-                k, b = stiffness_damping(m, m.jnt_solref[jnt], solimp[1])
-                set_row(d, w, r, dist, margin, scalar(0.0), imp, regularizer(imp, m.dof_invweight0[dof]), k, b)
+                # first edge's R, then the pyramid's common R matching the elliptic cone's
+                # friction impedance: R_py = 2 mu^2 R_0, mu = friction_0 sqrt(R_1 / R_0)
+                r_0 = regularizer(imp, tran + fr[0] * fr[0] * tran)
+                r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
+                mu = fr[0] * wp.sqrt(r_1 / r_0)
+                r_py = scalar(2.0) * mu * mu * r_0
+                for e in range(4):
+                    set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, r_py, k, b)
+        else:
+            for e in range(nrow):
+                clear_row(d, w, r0 + e)
+
+    @wp.func
+    def constraint_list(m: Model, d: Data, w: int):
+        """efc_list[:efc_nactive]: the active rows in increasing order, which later stages iterate."""
+        n = int(0)
+        for r in range(m.nefc):
+            if d.efc_active[w, r] != 0:
                 d.efc_list[w, n] = r
                 n = n + 1
-
-        # contacts within their margin (contacts in the gap get no rows)
-        wc = w % m.cpair_friction.shape[0]
-        for c in range(m.ncon):
-            p = m.contact_pair[c]
-            dist = d.contact_dist[w, c]
-            margin = m.cpair_margin[p]
-            if d.contact_active[w, c] != 0 and dist < margin:
-                r0 = m.contact_efc_adr[c]
-                condim = m.cpair_condim[p]
-                nrow = 1
-                if condim > 1:
-                    nrow = 4
-                fr = m.cpair_friction[wc, p]
-                g = m.cpair_geom[p]
-                b1 = m.geom_bodyid[g[0]]
-                b2 = m.geom_bodyid[g[1]]
-                frame = d.contact_frame[w, c]
-                point = d.contact_pos[w, c]
-                for e in range(nrow):
-                    zero_jacobian(m, d, w, r0 + e)
-                add_contact_jacobian(m, d, w, r0, nrow, b2, point, frame, fr, scalar(1.0))
-                add_contact_jacobian(m, d, w, r0, nrow, b1, point, frame, fr, scalar(-1.0))
-
-                # approximate inverse inertia of the contact (mj_diagApprox): both bodies
-                iw1 = m.body_invweight0[b1]
-                iw2 = m.body_invweight0[b2]
-                tran = iw1[0] + iw2[0]
-                solimp = clamp_solimp(m.cpair_solimp[p])
-                imp = impedance(solimp, dist, margin)
-                k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
-                if nrow == 1:
-                    set_row(d, w, r0, dist, margin, scalar(0.0), imp, regularizer(imp, tran), k, b)
-                    d.efc_list[w, n] = r0
-                    n = n + 1
-                else:
-                    # first edge's R, then the pyramid's common R matching the elliptic cone's
-                    # friction impedance: R_py = 2 mu^2 R_0, mu = friction_0 sqrt(R_1 / R_0)
-                    r_0 = regularizer(imp, tran + fr[0] * fr[0] * tran)
-                    r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
-                    mu = fr[0] * wp.sqrt(r_1 / r_0)
-                    r_py = scalar(2.0) * mu * mu * r_0
-                    for e in range(4):
-                        set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, r_py, k, b)
-                        d.efc_list[w, n + e] = r0 + e
-                    n = n + 4
         d.efc_nactive[w] = n
 
     @wp.func
-    def reference_constraint(m: Model, d: Data, w: int):
-        """efc_vel = J qvel and aref = -B vel - K imp (pos - margin) (mj_referenceConstraint)."""
-        for a in range(d.efc_nactive[w]):
-            r = d.efc_list[w, a]
-            # accumulated in memory, not in a local carried across a dynamic loop (exact adjoints)
-            d.efc_vel[w, r] = scalar(0.0)
-            for k in range(m.efc_nnz[r]):
-                j = m.efc_colind[r, k]
-                d.efc_vel[w, r] += d.efc_J[w, r, j] * d.qvel[w, j]
-            vel = d.efc_vel[w, r]
-            d.efc_aref[w, r] = (-d.efc_B[w, r] * vel
-                                - d.efc_K[w, r] * d.efc_imp[w, r] * (d.efc_pos[w, r] - d.efc_margin[w, r]))
+    def reference_row(m: Model, d: Data, w: int, r: int):
+        """efc_vel = J qvel and aref = -B vel - K imp (pos - margin) of active row r
+        (mj_referenceConstraint)."""
+        # accumulated in memory, not in a local carried across a dynamic loop (exact adjoints)
+        d.efc_vel[w, r] = scalar(0.0)
+        for k in range(m.efc_nnz[r]):
+            j = m.efc_colind[r, k]
+            d.efc_vel[w, r] += d.efc_J[w, r, j] * d.qvel[w, j]
+        vel = d.efc_vel[w, r]
+        d.efc_aref[w, r] = (-d.efc_B[w, r] * vel
+                            - d.efc_K[w, r] * d.efc_imp[w, r] * (d.efc_pos[w, r] - d.efc_margin[w, r]))
 
-    return make_constraint, reference_constraint, row_dot
+    return SimpleNamespace(friction_row=friction_row, limit_row=limit_row, contact_rows=contact_rows,
+                           constraint_list=constraint_list, reference_row=reference_row, row_dot=row_dot)

@@ -1,8 +1,14 @@
 """Joint-space inertia matrix by the composite rigid body algorithm (mj_crb / mj_makeM,
-engine_core_smooth.c), with dof armature on the diagonal."""
+engine_core_smooth.c), with dof armature on the diagonal.
+
+Elements: `body(m, d, w, b)` sums body b's composite inertia from its children's (a tree pass
+from the leaves; bodies of the world are not merged into it); `dof(m, d, w, i)` fills row i
+of qM and its transpose: the entries between dof i and its ancestor dofs.
+"""
 
 
 import functools
+from types import SimpleNamespace
 
 import warp as wp
 
@@ -18,26 +24,24 @@ def build(scalar):
     f = T.f
 
     @wp.func
-    def crb(m: Model, d: Data, w: int):
-        # composite inertia of each subtree (not merged into the world body)
-        for b in range(m.nbody):
-            d.crb[w, b] = d.cinert[w, b]
-        for i in range(m.nbody - 1):
-            b = m.nbody - 1 - i
-            p = m.body_parentid[b]
-            if p > 0:
-                d.crb[w, p] += d.crb[w, b]
-        # M(i, j) = cdof_j . (crb_body(i) cdof_i) for j = i and every ancestor dof j of i;
-        # entries between dofs that are not ancestors of each other stay zero.
-        wa = w % m.dof_armature.shape[0]
-        for i in range(m.nv):
-            buf = f.inert_mul(d.crb[w, m.dof_bodyid[i]], d.cdof[w, i])
-            d.qM[w, i, i] = m.dof_armature[wa, i] + wp.dot(d.cdof[w, i], buf)
-            adr = m.dof_ancestor_adr[i]
-            for k in range(adr, adr + m.dof_ancestor_num[i]):
-                j = m.dof_ancestor[k]
-                mij = wp.dot(d.cdof[w, j], buf)
-                d.qM[w, i, j] = mij
-                d.qM[w, j, i] = mij
+    def body(m: Model, d: Data, w: int, b: int):
+        """Composite inertia of the subtree of body b (b > 0), children in ascending order."""
+        d.crb[w, b] = d.cinert[w, b]
+        adr = m.body_child_adr[b]
+        for k in range(adr, adr + m.body_child_num[b]):
+            d.crb[w, b] += d.crb[w, m.body_child[k]]
 
-    return crb
+    @wp.func
+    def dof(m: Model, d: Data, w: int, i: int):
+        """M(i, j) = cdof_j . (crb_body(i) cdof_i) for j = i and every ancestor dof j of i, and
+        M(j, i); entries between dofs that are not ancestors of each other stay zero."""
+        buf = f.inert_mul(d.crb[w, m.dof_bodyid[i]], d.cdof[w, i])
+        d.qM[w, i, i] = m.dof_armature[w % m.dof_armature.shape[0], i] + wp.dot(d.cdof[w, i], buf)
+        adr = m.dof_ancestor_adr[i]
+        for k in range(adr, adr + m.dof_ancestor_num[i]):
+            j = m.dof_ancestor[k]
+            mij = wp.dot(d.cdof[w, j], buf)
+            d.qM[w, i, j] = mij
+            d.qM[w, j, i] = mij
+
+    return SimpleNamespace(body=body, dof=dof)

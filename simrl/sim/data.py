@@ -93,6 +93,11 @@ def data_struct(scalar):
         efc_force: wp.array2d(dtype=scalar)
         efc_jar: wp.array2d(dtype=scalar)  # solver: J qacc - aref
         efc_jv: wp.array2d(dtype=scalar)  # solver: J search
+        efc_cost: wp.array2d(dtype=scalar)  # solver: the row's cost at jar
+        efc_dds: wp.array2d(dtype=scalar)  # solver: the row's second derivative at jar
+        efc_ls1: wp.array2d(dtype=scalar)  # solver: per-row terms of the line search's sums
+        efc_ls2: wp.array2d(dtype=scalar)
+        efc_ls3: wp.array2d(dtype=scalar)
         qfrc_constraint: wp.array2d(dtype=scalar)  # [W, nv]
         # solver
         qacc_warmstart: wp.array2d(dtype=scalar)  # [W, nv]
@@ -103,6 +108,8 @@ def data_struct(scalar):
         solver_res: wp.array2d(dtype=scalar)  # qacc - qacc_smooth
         solver_Mres: wp.array2d(dtype=scalar)
         solver_Msearch: wp.array2d(dtype=scalar)  # M search, from the line search
+        solver_scalar: wp.array2d(dtype=scalar)  # [W, 8], per-world scalars (solver.COST, ...)
+        solver_flag: wp.array(dtype=int)  # [W], 1: the Hessian has M's sparsity
         nan_world: wp.array(dtype=int)  # [W], 1 when the world's state became non-finite
         # integrators
         qH: wp.array3d(dtype=scalar)  # [W, nv, nv], factor of M + h*diag(damping) (Euler)
@@ -184,7 +191,8 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.efc_list = zeros((W, nefc), int)
     d.efc_J = zeros((W, nefc, nv))
     for name in ("efc_pos", "efc_margin", "efc_frictionloss", "efc_R", "efc_D", "efc_K", "efc_B", "efc_imp",
-                 "efc_vel", "efc_aref", "efc_force", "efc_jar", "efc_jv"):
+                 "efc_vel", "efc_aref", "efc_force", "efc_jar", "efc_jv", "efc_cost", "efc_dds", "efc_ls1",
+                 "efc_ls2", "efc_ls3"):
         setattr(d, name, zeros((W, nefc)))
     d.qfrc_constraint = zeros((W, nv))
     d.qacc_warmstart = zeros((W, nv))
@@ -192,6 +200,8 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.solver_H = zeros((W, nv, nv))
     for name in ("solver_grad", "solver_search", "solver_res", "solver_Mres", "solver_Msearch"):
         setattr(d, name, zeros((W, nv)))
+    d.solver_scalar = zeros((W, 8))
+    d.solver_flag = zeros(W, int)
     d.nan_world = zeros(W, int)
     d.qH = zeros((W, nv, nv))
     d.qacc_int = zeros((W, nv))

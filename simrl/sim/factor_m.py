@@ -5,75 +5,108 @@ M = L' D L with L unit lower-triangular. In a kinematic tree, row i of L is non-
 the columns of the ancestor dofs of i, so eliminating from the last dof to the first creates
 no fill-in: the cost is the sum of squared tree depths, not nv^3. Matrices are stored dense
 [nv, nv] per world; only the diagonal (D) and the ancestor entries below it (L) are used.
+
+These are world functions (simrl.sim.types): with a block of threads per world, the rows
+updated by one elimination step are shared among the lanes (they are independent: each row i
+reads only row k and itself), a barrier between steps. The triangular solves run on lane 0
+(each step depends on the last). Every lane sees the result when a function returns.
 """
 
 
 import functools
+from types import SimpleNamespace
 
 import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
+from simrl.sim.types import block_sync, no_sync
 
 
 @functools.cache
-def build(scalar):
+def build(scalar, lanes: bool = False):
+    """The world functions of precision `scalar`; `lanes`: for a block of threads per world
+    (the wide schedule), else for one thread (the fused schedule)."""
     Model, Data = model_struct(scalar), data_struct(scalar)
+    sync = block_sync if lanes else no_sync
 
     @wp.func
-    def factor_ld(m: Model, mat: wp.array3d(dtype=scalar), w: int):
+    def factor_ld(m: Model, mat: wp.array3d(dtype=scalar), w: int, lane: int, nlanes: int):
         """In-place L'DL factorization of mat[w] (mj_factorI): D on the diagonal, L below."""
         for r in range(m.nv):
             k = m.nv - 1 - r
             inv_d = scalar(1.0) / mat[w, k, k]
+            adr = m.dof_ancestor_adr[k]
+            num = m.dof_ancestor_num[k]
             # rows i < k that are ancestors of k: L(i, 0..i) -= L(k, i) / D(k) * L(k, 0..i)
-            i = m.dof_parentid[k]
-            while i >= 0:
+            for t in range(lane, num, nlanes):
+                i = m.dof_ancestor[adr + t]
                 scale = mat[w, k, i] * inv_d
-                j = i
-                while j >= 0:
+                mat[w, i, i] = mat[w, i, i] - scale * mat[w, k, i]
+                ia = m.dof_ancestor_adr[i]
+                for u in range(ia, ia + m.dof_ancestor_num[i]):
+                    j = m.dof_ancestor[u]
                     mat[w, i, j] = mat[w, i, j] - scale * mat[w, k, j]
-                    j = m.dof_parentid[j]
-                i = m.dof_parentid[i]
+            sync()
             # row k: L(k, :) = L(k, :) / D(k)
-            i = m.dof_parentid[k]
-            while i >= 0:
+            for t in range(lane, num, nlanes):
+                i = m.dof_ancestor[adr + t]
                 mat[w, k, i] = mat[w, k, i] * inv_d
-                i = m.dof_parentid[i]
+            sync()
 
     @wp.func
-    def solve_ld(m: Model, mat: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar), w: int):
+    def solve_ld(m: Model, mat: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar), w: int, lane: int,
+                 nlanes: int):
         """x[w] <- inv(L' D L) x[w] in place, with the factor from `factor_ld` (mj_solveLD)."""
-        # x <- inv(L') x
-        for r in range(m.nv):
-            i = m.nv - 1 - r
-            xi = x[w, i]
-            if xi != scalar(0.0):
-                j = m.dof_parentid[i]
-                while j >= 0:
-                    x[w, j] = x[w, j] - mat[w, i, j] * xi
-                    j = m.dof_parentid[j]
-        # x <- inv(D) x
-        for i in range(m.nv):
-            x[w, i] = x[w, i] * (scalar(1.0) / mat[w, i, i])
-        # x <- inv(L) x
-        for i in range(m.nv):
-            j = m.dof_parentid[i]
-            xi = x[w, i]
-            while j >= 0:
-                xi = xi - mat[w, i, j] * x[w, j]
-                j = m.dof_parentid[j]
-            x[w, i] = xi
+        if lane == 0:
+            # x <- inv(L') x
+            for r in range(m.nv):
+                i = m.nv - 1 - r
+                xi = x[w, i]
+                if xi != scalar(0.0):
+                    adr = m.dof_ancestor_adr[i]
+                    for k in range(adr, adr + m.dof_ancestor_num[i]):
+                        j = m.dof_ancestor[k]
+                        x[w, j] = x[w, j] - mat[w, i, j] * xi
+            # x <- inv(D) x
+            for i in range(m.nv):
+                x[w, i] = x[w, i] * (scalar(1.0) / mat[w, i, i])
+            # x <- inv(L) x
+            for i in range(m.nv):
+                xi = x[w, i]
+                adr = m.dof_ancestor_adr[i]
+                for k in range(adr, adr + m.dof_ancestor_num[i]):
+                    j = m.dof_ancestor[k]
+                    xi = xi - mat[w, i, j] * x[w, j]
+                x[w, i] = xi
+        sync()
 
     @wp.func
-    def factor_m(m: Model, d: Data, w: int):
-        """qLD = L'DL factor of qM."""
-        for i in range(m.nv):
-            d.qLD[w, i, i] = d.qM[w, i, i]
-            j = m.dof_parentid[i]
-            while j >= 0:
-                d.qLD[w, i, j] = d.qM[w, i, j]
-                j = m.dof_parentid[j]
-        factor_ld(m, d.qLD, w)
+    def copy_tree(m: Model, src: wp.array3d(dtype=scalar), dst: wp.array3d(dtype=scalar), w: int, lane: int,
+                  nlanes: int):
+        """dst[w] = src[w] on the sparsity pattern of M (diagonal and ancestor entries)."""
+        for i in range(lane, m.nv, nlanes):
+            dst[w, i, i] = src[w, i, i]
+            adr = m.dof_ancestor_adr[i]
+            for k in range(adr, adr + m.dof_ancestor_num[i]):
+                j = m.dof_ancestor[k]
+                dst[w, i, j] = src[w, i, j]
+        sync()
 
-    return factor_m, factor_ld, solve_ld
+    @wp.func
+    def factor_m(m: Model, d: Data, w: int, lane: int, nlanes: int):
+        """qLD = L'DL factor of qM."""
+        copy_tree(m, d.qM, d.qLD, w, lane, nlanes)
+        factor_ld(m, d.qLD, w, lane, nlanes)
+
+    @wp.func
+    def fwd_acceleration(m: Model, d: Data, w: int, lane: int, nlanes: int):
+        """qLD, and qacc_smooth = M^-1 qfrc_smooth (mj_fwdAcceleration)."""
+        factor_m(m, d, w, lane, nlanes)
+        for i in range(lane, m.nv, nlanes):
+            d.qacc_smooth[w, i] = d.qfrc_smooth[w, i]
+        sync()
+        solve_ld(m, d.qLD, d.qacc_smooth, w, lane, nlanes)
+
+    return SimpleNamespace(factor_ld=factor_ld, solve_ld=solve_ld, copy_tree=copy_tree, factor_m=factor_m,
+                           fwd_acceleration=fwd_acceleration)

@@ -1,92 +1,144 @@
-"""mj_forward: from (qpos, qvel, ctrl) to qacc, one thread per world.
+"""mj_forward and mj_step as passes over elements (simrl.sim.schedule builds them fused or wide).
 
-The stages run in MuJoCo's order (engine_forward.c: mj_fwdPosition, mj_fwdVelocity,
-mj_fwdActuation, mj_fwdAcceleration, mj_fwdConstraint) inside one kernel, so a step costs
-few launches. `stages` lists them in that order (`simrl.sim.profile` times each on its own).
+From (qpos, qvel, ctrl) to qacc, in MuJoCo's order (engine_forward.c): positions (mj_fwdPosition:
+kinematics, com_pos, crb), velocities and forces (mj_fwdVelocity, mj_fwdActuation: com_vel, rne,
+passive, actuation), constraints (mj_collision, mj_makeConstraint, mj_referenceConstraint), and
+the per-world dense work (factor_m, qacc_smooth, the constraint solver). A step adds Euler's
+(mj_Euler) or RK4's (mj_RungeKutta) passes.
 """
 
 
 import functools
+from types import SimpleNamespace
 
 import warp as wp
 
-from simrl.sim import actuation, collision_driver, com_pos, constraint, crb, factor_m, kinematics, passive, rne, solver
+from simrl.sim import (
+    actuation,
+    collision_driver,
+    com_pos,
+    constraint,
+    crb,
+    euler,
+    factor_m,
+    kinematics,
+    passive,
+    rk4,
+    rne,
+    solver,
+)
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import kernel_module
+from simrl.sim.schedule import (
+    ACTIVE_ROWS,
+    ACTUATORS,
+    BODIES,
+    BODIES_DOWN,
+    BODIES_UP,
+    CONTACTS,
+    DOFS,
+    FRICTION_ROWS,
+    GEOMS,
+    JOINTS,
+    LIMIT_ROWS,
+    PAIRS,
+    SITES,
+    WORLD,
+    Pass,
+    segment,
+)
+from simrl.sim.types import block_sync, no_sync
 
 
 @functools.cache
-def stages(scalar):
-    """The forward pass's stage functions `f(m, d, w)`, in the order `forward` calls them."""
-    Model, Data = model_struct(scalar), data_struct(scalar)
-    _, _, solve_ld = factor_m.build(scalar)
-    com_vel_, rne_ = rne.build(scalar)
-    make_constraint_, reference_constraint_, _ = constraint.build(scalar)
-
-    @wp.func
-    def smooth_force(m: Model, d: Data, w: int):
-        """qfrc_smooth = passive - bias + applied + actuator."""
-        for i in range(m.nv):
-            d.qfrc_smooth[w, i] = d.qfrc_passive[w, i] - d.qfrc_bias[w, i] + d.qfrc_applied[w, i] + \
-                d.qfrc_actuator[w, i]
-
-    @wp.func
-    def fwd_acceleration(m: Model, d: Data, w: int):
-        """qfrc_smooth, and qacc_smooth = M^-1 qfrc_smooth."""
-        smooth_force(m, d, w)
-        for i in range(m.nv):
-            d.qacc_smooth[w, i] = d.qfrc_smooth[w, i]
-        solve_ld(m, d.qLD, d.qacc_smooth, w)
-
-    return {
-        # position-dependent
-        "kinematics": kinematics.build(scalar),
-        "com_pos": com_pos.build(scalar),
-        "crb": crb.build(scalar),
-        "factor_m": factor_m.build(scalar)[0],
-        "collision": collision_driver.build(scalar),
-        "make_constraint": make_constraint_,
-        # velocity-dependent
-        "com_vel": com_vel_,
-        "passive": passive.build(scalar),
-        "reference_constraint": reference_constraint_,
-        "rne": rne_,
-        # forces to acceleration
-        "actuation": actuation.build(scalar),
-        "smooth_force": smooth_force,
-        "fwd_acceleration": fwd_acceleration,
-        "solve": solver.build(scalar),
-    }
+def position(scalar) -> tuple:
+    """mj_fwdPosition without factor_m: poses, subtree CoMs, cinert, cdof, qM."""
+    kin, cp, cr = kinematics.build(scalar), com_pos.build(scalar), crb.build(scalar)
+    return (
+        Pass("kinematics_body", BODIES_DOWN, (kin.body,)),
+        Pass("kinematics_geom", GEOMS, (kin.geom,)),
+        Pass("kinematics_site", SITES, (kin.site,)),
+        Pass("com_pos_subtree", BODIES_UP, (cp.subtree_body,)),
+        Pass("com_pos_body", BODIES, (cp.body,)),
+        Pass("crb_body", BODIES_UP, (cr.body,), skip_world=True),
+        Pass("crb_dof", DOFS, (cr.dof,)),
+    )
 
 
 @functools.cache
-def build(scalar):
+def velocity(scalar) -> tuple:
+    """mj_fwdVelocity and mj_fwdActuation up to qfrc_smooth: com_vel, rne, passive, actuation."""
+    rn, pa, ac = rne.build(scalar), passive.build(scalar), actuation.build(scalar)
+    return (
+        Pass("com_vel_rne_body", BODIES_DOWN, (rn.com_vel_body, rn.rne_body)),
+        Pass("rne_subtree", BODIES_UP, (rn.rne_subtree_body,), skip_world=True),
+        Pass("passive_spring", JOINTS, (pa.spring_joint,)),
+        Pass("actuation_actuator", ACTUATORS, (ac.actuator,)),
+        Pass("smooth_dof", DOFS, (rn.rne_dof, pa.dof, ac.dof, ac.smooth_force_dof)),
+    )
+
+
+@functools.cache
+def constraint_rows(scalar) -> tuple:
+    """mj_collision, mj_makeConstraint and mj_referenceConstraint: contacts and constraint rows."""
+    c = constraint.build(scalar)
+    kinds = tuple(sorted(collision_driver.pair_functions(scalar).items()))
+    return (
+        Pass("narrowphase", PAIRS, (collision_driver.build(scalar),), kinds=kinds),
+        Pass("friction_rows", FRICTION_ROWS, (c.friction_row,)),
+        Pass("limit_rows", LIMIT_ROWS, (c.limit_row,)),
+        Pass("contact_rows", CONTACTS, (c.contact_rows,)),
+        Pass("reference_rows", ACTIVE_ROWS, (c.reference_row,)),
+    )
+
+
+@functools.cache
+def world_functions(scalar, lanes: bool) -> SimpleNamespace:
+    """The per-world dense work, for a block of threads per world (`lanes`) or for one thread."""
     Model, Data = model_struct(scalar), data_struct(scalar)
-    s = stages(scalar)
-    kinematics_, com_pos_, crb_, factor_m_ = s["kinematics"], s["com_pos"], s["crb"], s["factor_m"]
-    collision_, make_constraint_, com_vel_ = s["collision"], s["make_constraint"], s["com_vel"]
-    passive_, reference_constraint_, rne_ = s["passive"], s["reference_constraint"], s["rne"]
-    actuation_, fwd_acceleration, solve_ = s["actuation"], s["fwd_acceleration"], s["solve"]
+    listing = constraint.build(scalar).constraint_list
+    sync = block_sync if lanes else no_sync
 
-    @wp.kernel(module=kernel_module(scalar))
-    def forward(m: Model, d: Data):
-        w = wp.tid()
-        # position-dependent
-        kinematics_(m, d, w)
-        com_pos_(m, d, w)
-        crb_(m, d, w)
-        factor_m_(m, d, w)
-        collision_(m, d, w)
-        make_constraint_(m, d, w)
-        # velocity-dependent
-        com_vel_(m, d, w)
-        passive_(m, d, w)
-        reference_constraint_(m, d, w)
-        rne_(m, d, w)
-        # forces to acceleration
-        actuation_(m, d, w)
-        fwd_acceleration(m, d, w)
-        solve_(m, d, w)
+    @wp.func
+    def constraint_list(m: Model, d: Data, w: int, lane: int, nlanes: int):
+        """efc_list and efc_nactive (lane 0)."""
+        if lane == 0:
+            listing(m, d, w)
+        sync()
 
-    return forward
+    return SimpleNamespace(constraint_list=constraint_list,
+                           fwd_acceleration=factor_m.build(scalar, lanes).fwd_acceleration,
+                           solve=solver.build(scalar, lanes).solve,
+                           euler_damping=euler.build(scalar, lanes).damping)
+
+
+def _acceleration(scalar, lanes: bool, integrator: bool) -> Pass:
+    """mj_fwdAcceleration and mj_fwdConstraint, and with `integrator` Euler's acceleration."""
+    f = world_functions(scalar, lanes)
+    funcs = (f.constraint_list, f.fwd_acceleration, f.solve)
+    if integrator:
+        return Pass("acceleration_euler", WORLD, funcs + (f.euler_damping,))
+    return Pass("acceleration", WORLD, funcs)
+
+
+def _forward_passes(scalar, lanes: bool, euler_step: bool) -> tuple:
+    return position(scalar) + velocity(scalar) + constraint_rows(scalar) + (_acceleration(scalar, lanes, euler_step),)
+
+
+def forward_segment(scalar, schedule: str):
+    """mj_forward: qacc and every intermediate from qpos, qvel, ctrl."""
+    return segment("forward", _forward_passes(scalar, schedule == "wide", False), scalar, schedule)
+
+
+def euler_segment(scalar, schedule: str):
+    """mj_step with the Euler integrator: mj_forward, then velocities and positions advanced."""
+    passes = _forward_passes(scalar, schedule == "wide", True) + (
+        Pass("euler_joint", JOINTS, (euler.build(scalar).joint,)),)
+    return segment("step_euler", passes, scalar, schedule)
+
+
+def rk4_segments(scalar, schedule: str) -> tuple:
+    """The parts of an RK4 step between its four forward passes: (begin, stage 1, stage 2, end)."""
+    r = rk4.build(scalar)
+    return tuple(segment(f"rk4_{name}", (Pass(f"rk4_{name}", JOINTS, (f,)),), scalar, schedule)
+                 for name, f in (("begin", r.begin), ("stage1", r.stage1), ("stage2", r.stage2), ("end", r.end)))

@@ -20,62 +20,56 @@ import os
 
 import warp as wp
 
-from simrl.sim import factor_m, forward, integrate_pos, rk4, solver
-from simrl.sim.collision_driver import MINMU
+from simrl.sim import factor_m, forward, integrate_pos, rk4, schedule, solver
 from simrl.sim.constraint import CNSTR_FRICTION_DOF
+from simrl.sim.contact_tables import MINMU
 from simrl.sim.data import data_struct, make_data
+from simrl.sim.integrate_pos import jnt_nv
 from simrl.sim.model import INTEGRATOR_EULER, model_struct
-from simrl.sim.types import kernel_module, scalar_types
+from simrl.sim.schedule import WORLD, Pass, coop_module, segment
+from simrl.sim.types import block_sync, kernel_module, no_sync, scalar_types
 
 
 @functools.cache
-def build(scalar):
-    """The kernels of the differentiable step for precision `scalar`."""
+def build(scalar, schedule: str = "fused"):
+    """The kernels of the differentiable step for precision `scalar` and `schedule` ('fused' or
+    'wide'): segments (simrl.sim.schedule) for the stages, custom world kernels (hand-written
+    adjoints; a thread per world, or a block of threads per world in the wide schedule), and
+    element kernels both schedules share."""
+    lanes = schedule == "wide"
     T = scalar_types(scalar)
     Model, Data = model_struct(scalar), data_struct(scalar)
-    s = forward.stages(scalar)
-    kinematics_, com_pos_, crb_ = s["kinematics"], s["com_pos"], s["crb"]
-    collision_, make_constraint_, reference_constraint_ = s["collision"], s["make_constraint"], \
-        s["reference_constraint"]
-    solve_, smooth_force_ = s["solve"], s["smooth_force"]
-    com_vel_, passive_, rne_, actuation_ = s["com_vel"], s["passive"], s["rne"], s["actuation"]
-    _, factor_ld, solve_ld = factor_m.build(scalar)
-    cholesky_factor, cholesky_solve = solver.dense_cholesky(scalar)
-    integrate_pos_ = integrate_pos.build(scalar)
-    module = kernel_module(scalar, name="grad", backward=True)
+    sync = block_sync if lanes else no_sync
+    ld = factor_m.build(scalar, lanes)
+    factor_ld, solve_ld = ld.factor_ld, ld.solve_ld
+    cholesky_factor, cholesky_solve = solver.dense_cholesky(scalar, lanes)
+    integrate = integrate_pos.build(scalar)
+    world = forward.world_functions(scalar, lanes)
+    module = kernel_module(scalar, name="grad_step", backward=True)
     # kernels the tape never differentiates (in-place factorizations with hand-written
-    # adjoints): no generated adjoints
-    custom = kernel_module(scalar, name="grad_custom")
+    # adjoints): no generated adjoints; for a block of threads per world in the wide schedule
+    custom = coop_module(scalar) if lanes else kernel_module(scalar, name="grad_custom")
 
-    @wp.kernel(module=module)
-    def smooth(m: Model, d: Data):
-        """Position- and velocity-dependent stages up to qfrc_smooth (mj_fwdPosition,
-        mj_fwdVelocity, mj_fwdActuation without the constraint parts)."""
-        w = wp.tid()
-        kinematics_(m, d, w)
-        com_pos_(m, d, w)
-        crb_(m, d, w)
-        com_vel_(m, d, w)
-        passive_(m, d, w)
-        rne_(m, d, w)
-        actuation_(m, d, w)
-        smooth_force_(m, d, w)
+    # the stages up to qfrc_smooth (mj_fwdPosition, mj_fwdVelocity, mj_fwdActuation without the
+    # constraint parts), then contacts, constraint rows and reference accelerations
+    # (mj_collision, mj_makeConstraint, mj_referenceConstraint: differentiable except which
+    # contacts and rows exist), recorded with their generated adjoints
+    smooth = segment("smooth", forward.position(scalar) + forward.velocity(scalar), scalar, schedule, "grad",
+                     backward=True)
+    constraint = segment("constraint", forward.constraint_rows(scalar), scalar, schedule, "grad", backward=True)
+    # the Newton solver (simrl.sim.solver), run forward only: its result is differentiated
+    # implicitly by `constraint_adjoint`
+    constraint_solve = segment("constraint_solve", (Pass("constraint_solve", WORLD, (world.constraint_list,
+                                                                                     world.solve)),),
+                               scalar, schedule, "grad_custom")
 
-    @wp.kernel(module=module)
-    def constraint(m: Model, d: Data):
-        """Contacts, constraint rows and reference accelerations (mj_collision, mj_makeConstraint,
-        mj_referenceConstraint): differentiable except which contacts and rows exist."""
-        w = wp.tid()
-        collision_(m, d, w)
-        make_constraint_(m, d, w)
-        reference_constraint_(m, d, w)
-
-    @wp.kernel(module=custom)
-    def constraint_solve(m: Model, d: Data):
-        """The Newton solver (simrl.sim.solver), run forward only: its result is differentiated
-        implicitly by `constraint_adjoint`."""
-        w = wp.tid()
-        solve_(m, d, w)
+    @wp.func
+    def lanes_of_block():
+        """Threads per world of a custom world kernel: its block in the wide schedule, else one."""
+        n = int(1)
+        if wp.static(lanes):
+            n = wp.block_dim()
+        return n
 
     @wp.func
     def row_zone(m: Model, d: Data, w: int, r: int, jar: scalar):
@@ -92,15 +86,12 @@ def build(scalar):
         return zone
 
     @wp.kernel(module=module)
-    def constraint_force(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), jar: wp.array2d(dtype=scalar),
-                         force: wp.array2d(dtype=scalar), qfrc: wp.array2d(dtype=scalar)):
-        """efc_force and qfrc_constraint = J' efc_force at qacc, differentiably: D (aref - J qacc)
-        in the quadratic zone, -+ frictionloss in the linear zone of friction loss."""
-        w = wp.tid()
-        for i in range(m.nv):
-            qfrc[w, i] = scalar(0.0)
-        for a in range(d.efc_nactive[w]):
-            r = d.efc_list[w, a]
+    def constraint_force_row(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), jar: wp.array2d(dtype=scalar),
+                             force: wp.array2d(dtype=scalar)):
+        """efc_force of active row r at qacc, differentiably: D (aref - J qacc) in the quadratic
+        zone, -+ frictionloss in the linear zone of friction loss."""
+        w, r = wp.tid()
+        if d.efc_active[w, r] != 0:
             jar[w, r] = -d.efc_aref[w, r]
             for k in range(m.efc_nnz[r]):
                 j = m.efc_colind[r, k]
@@ -115,9 +106,16 @@ def build(scalar):
                 if value < scalar(0.0):
                     fr = d.efc_frictionloss[w, r]
             force[w, r] = fr
-            for k in range(m.efc_nnz[r]):
-                j = m.efc_colind[r, k]
-                qfrc[w, j] += d.efc_J[w, r, j] * fr
+
+    @wp.kernel(module=module)
+    def constraint_force_dof(m: Model, d: Data, force: wp.array2d(dtype=scalar), qfrc: wp.array2d(dtype=scalar)):
+        """qfrc_constraint[i] = (J' efc_force)[i], over the active rows in ascending order."""
+        w, i = wp.tid()
+        qfrc[w, i] = scalar(0.0)
+        for a in range(d.efc_nactive[w]):
+            r = d.efc_list[w, a]
+            if m.efc_colmask[r, i] != 0:
+                qfrc[w, i] += d.efc_J[w, r, i] * force[w, r]
 
     @wp.kernel(module=custom)
     def constraint_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), qacc_bar: wp.array2d(dtype=scalar),
@@ -132,32 +130,42 @@ def build(scalar):
             qfrc_smooth_bar += lam,  M_bar -= lam a',
             quadratic rows: J_bar_r += f_r lam - D_r (J_r lam) a,  D_bar_r += (J_r lam)(aref_r - J_r a),
                             aref_bar_r += D_r (J_r lam),
-            linear rows:    J_bar_r += f_r lam,  floss_bar_r += sign(f_r) (J_r lam)."""
-        w = wp.tid()
+            linear rows:    J_bar_r += f_r lam,  floss_bar_r += sign(f_r) (J_r lam).
+        A world function: the lanes share the rows of H, the dofs and the constraint rows."""
+        w, lane = wp.tid()
+        nlanes = lanes_of_block()
         nv = m.nv
-        for i in range(nv):
-            for j in range(i + 1):
-                H[w, i, j] = d.qM[w, i, j]
-        for a in range(d.efc_nactive[w]):
+        nactive = d.efc_nactive[w]
+        # each row's jar at the solution (efc_ls1: the solver's scratch, free now)
+        for a in range(lane, nactive, nlanes):
             r = d.efc_list[w, a]
             jar = -d.efc_aref[w, r]
             for k in range(m.efc_nnz[r]):
                 j = m.efc_colind[r, k]
                 jar = jar + d.efc_J[w, r, j] * qacc[w, j]
-            if row_zone(m, d, w, r, jar) == 1:
-                D = d.efc_D[w, r]
-                for ki in range(m.efc_nnz[r]):
-                    i = m.efc_colind[r, ki]
-                    for kj in range(ki + 1):
+            d.efc_ls1[w, r] = jar
+        sync()
+        for i in range(lane, nv, nlanes):
+            for j in range(i + 1):
+                H[w, i, j] = d.qM[w, i, j]
+            for a in range(nactive):
+                r = d.efc_list[w, a]
+                if m.efc_colmask[r, i] != 0 and row_zone(m, d, w, r, d.efc_ls1[w, r]) == 1:
+                    D = d.efc_D[w, r]
+                    for kj in range(m.efc_nnz[r]):
                         j = m.efc_colind[r, kj]
-                        H[w, i, j] = H[w, i, j] + D * d.efc_J[w, r, i] * d.efc_J[w, r, j]
+                        if j <= i:
+                            H[w, i, j] = H[w, i, j] + D * d.efc_J[w, r, i] * d.efc_J[w, r, j]
+        sync()
         # H = L L', then lam = H^-1 qacc_bar
-        cholesky_factor(H, nv, w)
-        for i in range(nv):
+        cholesky_factor(H, nv, w, lane, nlanes)
+        for i in range(lane, nv, nlanes):
             lam[w, i] = qacc_bar[w, i]
-        cholesky_solve(H, lam, nv, w)
-        # smooth force and mass matrix (entries on M's sparsity pattern, both triangles)
-        for i in range(nv):
+        sync()
+        cholesky_solve(H, lam, nv, w, lane, nlanes)
+        # smooth force and mass matrix (entries on M's sparsity pattern, both triangles: entry
+        # (j, i) of an ancestor j of i belongs to dof i's lane)
+        for i in range(lane, nv, nlanes):
             li = lam[w, i]
             qfrc_smooth_bar[w, i] = qfrc_smooth_bar[w, i] + li
             qM_bar[w, i, i] = qM_bar[w, i, i] - li * qacc[w, i]
@@ -167,7 +175,7 @@ def build(scalar):
                 qM_bar[w, i, j] = qM_bar[w, i, j] - li * qacc[w, j]
                 qM_bar[w, j, i] = qM_bar[w, j, i] - lam[w, j] * qacc[w, i]
         # constraint rows
-        for a in range(d.efc_nactive[w]):
+        for a in range(lane, nactive, nlanes):
             r = d.efc_list[w, a]
             ja = scalar(0.0)
             jl = scalar(0.0)
@@ -213,16 +221,18 @@ def build(scalar):
     def solve_forward(m: Model, A: wp.array3d(dtype=scalar), diag: wp.array2d(dtype=scalar),
                       b: wp.array2d(dtype=scalar), LD: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar)):
         """x = (A + diag(diag))^-1 b for a matrix with the sparsity of qM; LD keeps the factor."""
-        w = wp.tid()
-        for i in range(m.nv):
+        w, lane = wp.tid()
+        nlanes = lanes_of_block()
+        for i in range(lane, m.nv, nlanes):
             LD[w, i, i] = A[w, i, i] + diag[w, i]
             adr = m.dof_ancestor_adr[i]
             for k in range(adr, adr + m.dof_ancestor_num[i]):
                 j = m.dof_ancestor[k]
                 LD[w, i, j] = A[w, i, j]
             x[w, i] = b[w, i]
-        factor_ld(m, LD, w)
-        solve_ld(m, LD, x, w)
+        sync()
+        factor_ld(m, LD, w, lane, nlanes)
+        solve_ld(m, LD, x, w, lane, nlanes)
 
     @wp.kernel(module=custom)
     def solve_adjoint(m: Model, LD: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar),
@@ -231,11 +241,13 @@ def build(scalar):
                       diag_bar: wp.array2d(dtype=scalar)):
         """Adjoint of `solve_forward`: y = A^-1 x_bar; b_bar += y; A_bar -= y x^T on the
         sparsity pattern (both triangles, as qM stores both); diag_bar -= y * x."""
-        w = wp.tid()
-        for i in range(m.nv):
+        w, lane = wp.tid()
+        nlanes = lanes_of_block()
+        for i in range(lane, m.nv, nlanes):
             y[w, i] = x_bar[w, i]
-        solve_ld(m, LD, y, w)
-        for i in range(m.nv):
+        sync()
+        solve_ld(m, LD, y, w, lane, nlanes)
+        for i in range(lane, m.nv, nlanes):
             yi = y[w, i]
             xi = x[w, i]
             b_bar[w, i] = b_bar[w, i] + yi
@@ -251,29 +263,32 @@ def build(scalar):
     def advance(m: Model, qpos0: wp.array2d(dtype=scalar), qvel0: wp.array2d(dtype=scalar),
                 qacc: wp.array2d(dtype=scalar), qpos1: wp.array2d(dtype=scalar),
                 qvel1: wp.array2d(dtype=scalar)):
-        """Semi-implicit Euler (mj_advance): qvel1 = qvel0 + h qacc, then qpos on the manifold."""
-        w = wp.tid()
+        """Semi-implicit Euler (mj_advance) of joint j: qvel1 = qvel0 + h qacc, then qpos on the
+        manifold."""
+        w, j = wp.tid()
         h = m.timestep
-        for i in range(m.nv):
+        dadr = m.jnt_dofadr[j]
+        for k in range(jnt_nv(m.jnt_type[j])):
+            i = dadr + k
             qvel1[w, i] = qvel0[w, i] + h * qacc[w, i]
-        integrate_pos_(m, qpos0, qpos1, qvel1, h, w)
+        integrate.joint(m, qpos0, qpos1, qvel1, h, w, j)
 
     stage_derivative_, next_stage_ = rk4.stage_funcs(scalar)
 
     @wp.kernel(module=module)
     def rk_derivative(m: Model, k_prev: wp.array2d(dtype=scalar), qvel: wp.array2d(dtype=scalar), a: scalar,
                       k: wp.array2d(dtype=scalar)):
-        """k_i of an RK4 stage (simrl.sim.rk4.stage_derivative), into a fresh buffer."""
-        w = wp.tid()
-        stage_derivative_(m, k_prev, qvel, k, a, w)
+        """Joint j's part of k_i of an RK4 stage (simrl.sim.rk4.stage_derivative), into a fresh buffer."""
+        w, j = wp.tid()
+        stage_derivative_(m, k_prev, qvel, k, a, w, j)
 
     @wp.kernel(module=module)
     def rk_next(m: Model, qpos0: wp.array2d(dtype=scalar), qvel0: wp.array2d(dtype=scalar),
                 k: wp.array2d(dtype=scalar), qacc: wp.array2d(dtype=scalar), a: scalar,
                 qpos: wp.array2d(dtype=scalar), qvel: wp.array2d(dtype=scalar)):
-        """The next RK4 stage's state (simrl.sim.rk4.next_stage)."""
-        w = wp.tid()
-        next_stage_(m, qpos0, qvel0, k, qacc, a, qpos, qvel, w)
+        """Joint j's part of the next RK4 stage's state (simrl.sim.rk4.next_stage)."""
+        w, j = wp.tid()
+        next_stage_(m, qpos0, qvel0, k, qacc, a, qpos, qvel, w, j)
 
     @wp.kernel(module=module)
     def rk_end(m: Model, qpos0: wp.array2d(dtype=scalar), qvel0: wp.array2d(dtype=scalar),
@@ -282,15 +297,17 @@ def build(scalar):
                a3: wp.array2d(dtype=scalar), a4: wp.array2d(dtype=scalar), b1: scalar, b2: scalar, b3: scalar,
                b4: scalar, dq: wp.array2d(dtype=scalar), qpos1: wp.array2d(dtype=scalar),
                qvel1: wp.array2d(dtype=scalar)):
-        """X0 advanced by h times the B-weighted stage derivatives (summed in the order of
-        rk4.accumulate, so the result equals Sim.step's to the bit)."""
-        w = wp.tid()
+        """Joint j's part of X0 advanced by h times the B-weighted stage derivatives (summed in the
+        order of rk4.accumulate, so the result equals Sim.step's to the bit)."""
+        w, j = wp.tid()
         h = m.timestep
-        for i in range(m.nv):
+        dadr = m.jnt_dofadr[j]
+        for c in range(jnt_nv(m.jnt_type[j])):
+            i = dadr + c
             dq[w, i] = k1[w, i] * b1 + k2[w, i] * b2 + k3[w, i] * b3 + k4[w, i] * b4
             dqvel = a1[w, i] * b1 + a2[w, i] * b2 + a3[w, i] * b3 + a4[w, i] * b4
             qvel1[w, i] = qvel0[w, i] + dqvel * h
-        integrate_pos_(m, qpos0, qpos1, dq, h, w)
+        integrate.joint(m, qpos0, qpos1, dq, h, w, j)
 
     @wp.kernel(module=module)
     def gain_to_gainprm(gain: wp.array2d(dtype=scalar), base: wp.array2d(dtype=T.vec3),
@@ -319,24 +336,33 @@ def build(scalar):
                            wp.max(lo, fr[2]))
         out[w, p] = value
 
-    return {"geom_friction_to_cpair": geom_friction_to_cpair,
-            "smooth": smooth, "constraint": constraint, "constraint_solve": constraint_solve,
-            "constraint_force": constraint_force, "constraint_adjoint": constraint_adjoint, "add": add,
-            "euler_diagonal": euler_diagonal, "solve_forward": solve_forward,
-            "solve_adjoint": solve_adjoint, "advance": advance, "rk_derivative": rk_derivative,
-            "rk_next": rk_next, "rk_end": rk_end, "gain_to_gainprm": gain_to_gainprm}
+    return {"geom_friction_to_cpair": geom_friction_to_cpair, "smooth": smooth, "constraint": constraint,
+            "constraint_solve": constraint_solve, "constraint_force_row": constraint_force_row,
+            "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
+            "euler_diagonal": euler_diagonal, "solve_forward": solve_forward, "solve_adjoint": solve_adjoint,
+            "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
+            "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes,
+            "modules": (module, custom, *smooth.modules, *constraint.modules, *constraint_solve.modules)}
+
+
+def _custom(kernels, kernel, W, inputs, device):
+    """Launch a custom world kernel (no tape): a block of threads per world in the wide schedule,
+    one thread per world in the fused one (its tid is then (w, 0))."""
+    if kernels["custom_lanes"]:
+        wp.launch_tiled(kernel, dim=[W], inputs=inputs, block_dim=schedule.LANES, device=device, record_tape=False)
+    else:
+        wp.launch(kernel, dim=(W, 1), inputs=inputs, device=device, record_tape=False)
 
 
 def _solve(tape, kernels, m, W, A, diag, b, x, device, LD):
     """x = (A + diag)^-1 b, launched outside the tape, with its hand-written adjoint recorded;
     LD receives the factor."""
     nv = A.shape[1]
-    wp.launch(kernels["solve_forward"], dim=W, inputs=[m, A, diag, b, LD, x], device=device, record_tape=False)
+    _custom(kernels, kernels["solve_forward"], W, [m, A, diag, b, LD, x], device)
 
     def backward():
         y = wp.zeros((W, nv), dtype=x.dtype, device=device)
-        wp.launch(kernels["solve_adjoint"], dim=W, inputs=[m, LD, x, x.grad, y, b.grad, A.grad, diag.grad],
-                  device=device)
+        _custom(kernels, kernels["solve_adjoint"], W, [m, LD, x, x.grad, y, b.grad, A.grad, diag.grad], device)
 
     tape.record_func(backward, arrays=[A, diag, b, x])
 
@@ -426,8 +452,9 @@ class Rollout:
     `steps` steps of the model's integrator (Euler or RK4) are taken with the same ctrl. Seed
     `qpos1.grad` / `qvel1.grad`, then run `tape.backward()`."""
 
-    def __init__(self, model, m, qpos0, qvel0, ctrl, qfrc_applied, steps: int, tape: wp.Tape):
-        self.kernels = build(model.dtype)
+    def __init__(self, model, m, qpos0, qvel0, ctrl, qfrc_applied, steps: int, tape: wp.Tape,
+                 schedule: str = "fused"):
+        self.kernels = build(model.dtype, schedule)
         self.tape, self.model, self.m = tape, model, m
         self.ctrl, self.qfrc_applied = ctrl, qfrc_applied
         self.datas = []  # one set of buffers per evaluation of the forward dynamics
@@ -466,6 +493,12 @@ class Rollout:
 
         self.tape.record_func(backward, arrays=[])
 
+    def _segment(self, seg, m, d, W):
+        """Launch a segment of stages (simrl.sim.schedule), each launch with its adjoint."""
+        for item in seg.launches(self.model):
+            assert item.block_dim is None, "a differentiable segment has no world functions"
+            self._launch(item.kernel, (W, *item.dims), [m, d, *item.inputs])
+
     def release(self):
         """Return the step buffers to the pool (after backward)."""
         for d in self.datas:
@@ -492,12 +525,14 @@ class Rollout:
         """Semi-implicit Euler, with dof damping implicit when the model asks (mj_EulerSkip)."""
         qacc = self._acceleration(qpos, qvel, implicit_damping=bool(self.model.struct.euler_damp))
         qpos1, qvel1 = self._fresh(qpos), self._fresh(qvel)
-        self._launch(self.kernels["advance"], qpos.shape[0], [self.m, qpos, qvel, qacc, qpos1, qvel1])
+        self._launch(self.kernels["advance"], (qpos.shape[0], self.model.struct.njnt),
+                     [self.m, qpos, qvel, qacc, qpos1, qvel1])
         return qpos1, qvel1
 
     def _rk4(self, qpos, qvel):
         """MuJoCo 4.0's RK4 (simrl.sim.rk4): four evaluations, each on buffers of its own."""
         k, m, W, scalar = self.kernels, self.m, qpos.shape[0], self.model.dtype
+        njnt = self.model.struct.njnt
         A = [scalar(a) for a in rk4.RK4_A]
         B = [scalar(b) for b in rk4.RK4_B]
         derivatives, accelerations = [], []
@@ -508,15 +543,15 @@ class Rollout:
                 derivatives.append(qvel)
             else:
                 derivative = self._fresh(qvel)
-                self._launch(k["rk_derivative"], W, [m, derivatives[-1], qvel_i, A[i - 1], derivative])
+                self._launch(k["rk_derivative"], (W, njnt), [m, derivatives[-1], qvel_i, A[i - 1], derivative])
                 derivatives.append(derivative)
             if i < 3:
                 qpos_next, qvel_next = self._fresh(qpos), self._fresh(qvel)
-                self._launch(k["rk_next"], W, [m, qpos, qvel, derivatives[-1], accelerations[-1], A[i],
+                self._launch(k["rk_next"], (W, njnt), [m, qpos, qvel, derivatives[-1], accelerations[-1], A[i],
                                                qpos_next, qvel_next])
                 qpos_i, qvel_i = qpos_next, qvel_next
         qpos1, qvel1, dq = self._fresh(qpos), self._fresh(qvel), self._fresh(qvel)
-        self._launch(k["rk_end"], W, [m, qpos, qvel, *derivatives, *accelerations, *B, dq, qpos1, qvel1])
+        self._launch(k["rk_end"], (W, njnt), [m, qpos, qvel, *derivatives, *accelerations, *B, dq, qpos1, qvel1])
         return qpos1, qvel1
 
     def _acceleration(self, qpos, qvel, implicit_damping: bool):
@@ -526,7 +561,7 @@ class Rollout:
         device = model.device
         W, nv = qpos.shape[0], model.nv
         d = self._data(qpos, qvel)
-        self._launch(k["smooth"], W, [m, d])
+        self._segment(k["smooth"], m, d, W)
         diag = wp.zeros((W, nv), dtype=model.dtype, device=device, requires_grad=True)
         if implicit_damping:
             self._launch(k["euler_diagonal"], (W, nv), [m, diag])
@@ -544,20 +579,21 @@ class Rollout:
         W, nv, nefc = d.qvel.shape[0], model.nv, model.struct.nefc
         zero = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
         _solve(tape, k, m, W, d.qM, zero, d.qfrc_smooth, d.qacc_smooth, device, d.qLD)
-        self._launch(k["constraint"], W, [m, d])
+        self._segment(k["constraint"], m, d, W)
         if self.warmstart is not None:
             wp.copy(d.qacc_warmstart, self.warmstart)
         else:  # the rollout's first solve starts from zero, whatever these buffers held before
             d.qacc_warmstart.zero_()
-        wp.launch(k["constraint_solve"], dim=W, inputs=[m, d], device=device, record_tape=False)
+        for item in k["constraint_solve"].launches(model):
+            _custom(k, item.kernel, W, [m, d], device)
         qacc = wp.clone(d.qacc, requires_grad=True)
 
         def backward():
             lam = wp.zeros((W, nv), dtype=dtype, device=device)
             H = wp.zeros((W, nv, nv), dtype=dtype, device=device)
-            wp.launch(k["constraint_adjoint"], dim=W,
-                      inputs=[m, d, qacc, qacc.grad, lam, H, d.qM.grad, d.qfrc_smooth.grad, d.efc_J.grad,
-                              d.efc_D.grad, d.efc_aref.grad, d.efc_frictionloss.grad], device=device)
+            _custom(k, k["constraint_adjoint"], W,
+                    [m, d, qacc, qacc.grad, lam, H, d.qM.grad, d.qfrc_smooth.grad, d.efc_J.grad, d.efc_D.grad,
+                     d.efc_aref.grad, d.efc_frictionloss.grad], device)
 
         tape.record_func(backward, arrays=[qacc, d.qM, d.qfrc_smooth, d.efc_J, d.efc_D, d.efc_aref,
                                            d.efc_frictionloss])
@@ -567,7 +603,8 @@ class Rollout:
         jar = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)
         force = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)
         qfrc = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
-        self._launch(k["constraint_force"], W, [m, d, qacc, jar, force, qfrc])
+        self._launch(k["constraint_force_row"], (W, nefc), [m, d, qacc, jar, force])
+        self._launch(k["constraint_force_dof"], (W, nv), [m, d, force, qfrc])
         rhs = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
         self._launch(k["add"], (W, nv), [d.qfrc_smooth, qfrc, rhs])
         _solve(tape, k, m, W, d.qM, diag, rhs, d.qacc_int, device, d.qH)

@@ -1,8 +1,13 @@
 """Forward kinematics (mj_kinematics, engine_core_smooth.c): body, inertial-frame, geom and
-site poses in the world frame from qpos."""
+site poses in the world frame from qpos.
+
+Elements: `body(m, d, w, b)` places body b from its parent's pose (a tree pass from the root,
+level by level in the wide schedule); `geom` and `site` place one geom or site on its body.
+"""
 
 
 import functools
+from types import SimpleNamespace
 
 import warp as wp
 
@@ -23,17 +28,17 @@ def build(scalar):
         return xpos + wp.quat_rotate(xquat, pos), f.quat_normalize(xquat * rot)
 
     @wp.func
-    def kinematics(m: Model, d: Data, w: int):
-        """Poses of all bodies (mj_kinematics1), then of inertial frames, geoms and sites
-        (mj_kinematics2). Bodies are ordered so that a parent precedes its children."""
-        ident = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
-        d.xpos[w, 0] = vec3(scalar(0.0))
-        d.xquat[w, 0] = ident
-        d.xmat[w, 0] = wp.quat_to_matrix(ident)
-        d.xipos[w, 0] = vec3(scalar(0.0))
-        d.ximat[w, 0] = wp.quat_to_matrix(ident)
-
-        for b in range(1, m.nbody):
+    def body(m: Model, d: Data, w: int, b: int):
+        """Pose of body b from its parent's (mj_kinematics1), then of its inertial frame
+        (mj_kinematics2). The world body is the identity."""
+        if b == 0:
+            ident = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
+            d.xpos[w, 0] = vec3(scalar(0.0))
+            d.xquat[w, 0] = ident
+            d.xmat[w, 0] = wp.quat_to_matrix(ident)
+            d.xipos[w, 0] = vec3(scalar(0.0))
+            d.ximat[w, 0] = wp.quat_to_matrix(ident)
+        else:
             jntadr = m.body_jntadr[b]
             jntnum = m.body_jntnum[b]
             # fixed offset from the parent, then each joint of the body in order; the frame
@@ -62,7 +67,7 @@ def build(scalar):
                     if jtype == JNT_SLIDE:
                         xpos = xpos + xaxis * (d.qpos[w, qadr] - m.qpos0[qadr])
                     else:
-                        qloc = ident
+                        qloc = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
                         if jtype == JNT_BALL:
                             qloc = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
                         else:
@@ -83,25 +88,24 @@ def build(scalar):
             d.xpos[w, b] = xpos
             d.xquat[w, b] = xquat
             d.xmat[w, b] = wp.quat_to_matrix(xquat)
-
-        # inertial frames (randomizable: per-world or shared parameters)
-        wm = w % m.body_ipos.shape[0]
-        for b in range(1, m.nbody):
-            ipos, iquat = local_to_global(d.xpos[w, b], d.xquat[w, b], m.body_ipos[wm, b],
+            # inertial frame (randomizable: per-world or shared parameters)
+            ipos, iquat = local_to_global(xpos, xquat, m.body_ipos[w % m.body_ipos.shape[0], b],
                                           m.body_iquat[w % m.body_iquat.shape[0], b])
             d.xipos[w, b] = ipos
             d.ximat[w, b] = wp.quat_to_matrix(iquat)
 
-        for g in range(m.ngeom):
-            b = m.geom_bodyid[g]
-            gpos, gquat = local_to_global(d.xpos[w, b], d.xquat[w, b], m.geom_pos[g], m.geom_quat[g])
-            d.geom_xpos[w, g] = gpos
-            d.geom_xmat[w, g] = wp.quat_to_matrix(gquat)
+    @wp.func
+    def geom(m: Model, d: Data, w: int, g: int):
+        b = m.geom_bodyid[g]
+        gpos, gquat = local_to_global(d.xpos[w, b], d.xquat[w, b], m.geom_pos[g], m.geom_quat[g])
+        d.geom_xpos[w, g] = gpos
+        d.geom_xmat[w, g] = wp.quat_to_matrix(gquat)
 
-        for s in range(m.nsite):
-            b = m.site_bodyid[s]
-            spos, squat = local_to_global(d.xpos[w, b], d.xquat[w, b], m.site_pos[s], m.site_quat[s])
-            d.site_xpos[w, s] = spos
-            d.site_xmat[w, s] = wp.quat_to_matrix(squat)
+    @wp.func
+    def site(m: Model, d: Data, w: int, s: int):
+        b = m.site_bodyid[s]
+        spos, squat = local_to_global(d.xpos[w, b], d.xquat[w, b], m.site_pos[s], m.site_quat[s])
+        d.site_xpos[w, s] = spos
+        d.site_xmat[w, s] = wp.quat_to_matrix(squat)
 
-    return kinematics
+    return SimpleNamespace(body=body, geom=geom, site=site)

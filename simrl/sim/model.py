@@ -15,7 +15,7 @@ import numpy as np
 import warp as wp
 
 from simrl.errors import UnsupportedFeatureError
-from simrl.sim.collision_driver import PRIMITIVE_MAX_CONTACTS, candidate_geom_pairs, contact_rows, contact_tables
+from simrl.sim.contact_tables import PRIMITIVE_MAX_CONTACTS, candidate_geom_pairs, contact_rows, contact_tables
 from simrl.sim.types import JNT_BALL, JNT_HINGE, JNT_SLIDE, scalar_types
 
 DSBL = mujoco.mjtDisableBit
@@ -60,6 +60,8 @@ def model_struct(scalar):
         enable_actuation: int
         enable_clampctrl: int
         euler_damp: int  # Euler integrates dof damping implicitly (mj_EulerSkip)
+        rk4_a: T.vec3  # RK4 tableau (simrl.sim.rk4): A's diagonal and the weights B
+        rk4_b: wp.types.vector(4, dtype=scalar)
         # bodies
         body_parentid: wp.array(dtype=int)
         body_rootid: wp.array(dtype=int)
@@ -67,6 +69,13 @@ def model_struct(scalar):
         body_jntnum: wp.array(dtype=int)
         body_dofadr: wp.array(dtype=int)
         body_dofnum: wp.array(dtype=int)
+        # the tree for the wide schedule: bodies by depth (the world first, then its children,
+        # ...; ascending id within a depth), Model.body_levels says where each depth starts;
+        # children of body b: body_child[body_child_adr[b] + k], k < body_child_num[b], ascending
+        body_tree: wp.array(dtype=int)
+        body_child_adr: wp.array(dtype=int)
+        body_child_num: wp.array(dtype=int)
+        body_child: wp.array(dtype=int)
         body_pos: wp.array(dtype=T.vec3)
         body_quat: wp.array(dtype=T.quat)
         body_ipos: wp.array2d(dtype=T.vec3)  # [1 or W, nbody]
@@ -107,6 +116,10 @@ def model_struct(scalar):
         actuator_ctrlrange: wp.array(dtype=T.vec2)
         actuator_forcelimited: wp.array(dtype=int)
         actuator_forcerange: wp.array(dtype=T.vec2)
+        # actuators that act on dof i, ascending: dof_actuator[dof_actuator_adr[i] + k], k < num
+        dof_actuator_adr: wp.array(dtype=int)
+        dof_actuator_num: wp.array(dtype=int)
+        dof_actuator: wp.array(dtype=int)
         # geoms and sites (placed by kinematics; used by collision and observations)
         geom_bodyid: wp.array(dtype=int)
         geom_pos: wp.array(dtype=T.vec3)
@@ -129,7 +142,8 @@ def model_struct(scalar):
         ncpair: int
         ncon: int
         cpair_geom: wp.array(dtype=wp.vec2i)  # geom1, geom2 with type1 <= type2
-        cpair_kind: wp.array(dtype=int)  # collision function (collision_driver.PAIR_KIND)
+        cpair_kind: wp.array(dtype=int)  # collision function (contact_tables.PAIR_KIND)
+        cpair_by_kind: wp.array(dtype=int)  # pairs grouped by kind (Model.pair_kinds: where each starts)
         cpair_slot: wp.array(dtype=int)
         cpair_condim: wp.array(dtype=int)
         cpair_margin: wp.array(dtype=scalar)
@@ -150,6 +164,7 @@ def model_struct(scalar):
         # the dof chains that move the contact's two bodies), increasing: efc_colind[r, :efc_nnz[r]]
         efc_nnz: wp.array(dtype=int)  # [nefc]
         efc_colind: wp.array2d(dtype=int)  # [nefc, nv]
+        efc_colmask: wp.array2d(dtype=int)  # [nefc, nv], 1 in the columns of efc_colind
         efc_chain: wp.array(dtype=int)  # [nefc], 1: the row's columns are one chain of ancestor dofs
         # joint limits and dof friction
         jnt_range: wp.array(dtype=T.vec2)
@@ -425,12 +440,29 @@ class Model:
         m.euler_damp = int(not flags & DSBL.mjDSBL_EULERDAMP and not flags & DSBL.mjDSBL_DAMPER
                            and bool(np.any(mjm.dof_damping > 0)))
 
+        from simrl.sim.rk4 import RK4_A, RK4_B  # (rk4 builds on this module's Model struct)
+
+        m.rk4_a = T.vec3(*RK4_A)
+        m.rk4_b = wp.types.vector(4, dtype=dtype)(*RK4_B)
         m.body_parentid = ints(mjm.body_parentid)
         m.body_rootid = ints(mjm.body_rootid)
         m.body_jntadr = ints(mjm.body_jntadr)
         m.body_jntnum = ints(mjm.body_jntnum)
         m.body_dofadr = ints(mjm.body_dofadr)
         m.body_dofnum = ints(mjm.body_dofnum)
+        # depths, levels and children (the wide schedule walks the tree a level per launch)
+        depth = [0] * mjm.nbody
+        for b in range(1, mjm.nbody):
+            depth[b] = depth[mjm.body_parentid[b]] + 1
+        tree = sorted(range(mjm.nbody), key=lambda b: (depth[b], b))
+        counts = np.bincount(depth)
+        #: (first index into body_tree, number of bodies) of each depth, the world's (0, 1) first
+        self.body_levels = [(int(a), int(n)) for a, n in zip(np.cumsum(counts) - counts, counts, strict=True)]
+        children = [[c for c in range(1, mjm.nbody) if mjm.body_parentid[c] == b] for b in range(mjm.nbody)]
+        m.body_tree = ints(tree)
+        m.body_child_adr = ints(np.cumsum([0] + [len(c) for c in children])[:-1])
+        m.body_child_num = ints([len(c) for c in children])
+        m.body_child = ints([c for cs in children for c in cs] or [0])
         m.body_pos = arr(mjm.body_pos, T.vec3)
         m.body_quat = arr(_wxyz_to_xyzw(mjm.body_quat), T.quat)
         m.body_ipos = shared(mjm.body_ipos, T.vec3, 3)
@@ -481,6 +513,10 @@ class Model:
         m.actuator_ctrlrange = arr(mjm.actuator_ctrlrange, T.vec2, (-1, 2))
         m.actuator_forcelimited = ints(mjm.actuator_forcelimited)
         m.actuator_forcerange = arr(mjm.actuator_forcerange, T.vec2, (-1, 2))
+        dof_act = [[a for a in range(nu) if int(mjm.jnt_dofadr[trn_jnt[a]]) == i] for i in range(mjm.nv)]
+        m.dof_actuator_adr = ints(np.cumsum([0] + [len(a) for a in dof_act])[:-1])
+        m.dof_actuator_num = ints([len(a) for a in dof_act])
+        m.dof_actuator = ints([a for acts in dof_act for a in acts] or [0])
 
         m.geom_bodyid = ints(mjm.geom_bodyid)
         m.geom_pos = arr(mjm.geom_pos, T.vec3, (-1, 3))
@@ -510,6 +546,16 @@ class Model:
         m.cpair_geom = wp.array(np.asarray(tables["geom"], dtype=np.int32).reshape(-1, 2), dtype=wp.vec2i,
                                 device=self.device)
         m.cpair_kind = ints(tables["kind"])
+        by_kind = sorted(range(len(tables["kind"])), key=lambda p: (tables["kind"][p], p))
+        m.cpair_by_kind = ints(by_kind)
+        #: (kind, first index into cpair_by_kind, number of pairs) of each kind the model has
+        self.pair_kinds = []
+        for i, p in enumerate(by_kind):
+            kind = tables["kind"][p]
+            if self.pair_kinds and self.pair_kinds[-1][0] == kind:
+                self.pair_kinds[-1] = (kind, self.pair_kinds[-1][1], self.pair_kinds[-1][2] + 1)
+            else:
+                self.pair_kinds.append((kind, i, 1))
         m.cpair_slot = ints(tables["slot"])
         m.cpair_condim = ints(tables["condim"])
         m.cpair_margin = arr(tables["margin"], dtype)
@@ -545,6 +591,10 @@ class Model:
             colind[r, :len(c)] = c
         m.efc_nnz = ints([len(c) for c in cols])
         m.efc_colind = wp.array(colind, dtype=int, device=self.device)
+        colmask = np.zeros((max(1, len(cols)), max(1, mjm.nv)), dtype=np.int32)
+        for r, c in enumerate(cols):
+            colmask[r, c] = 1
+        m.efc_colmask = wp.array(colmask, dtype=int, device=self.device)
         m.efc_chain = ints([int(_is_chain(mjm, c)) for c in cols])
 
         m.jnt_range = arr(mjm.jnt_range, T.vec2, (-1, 2))

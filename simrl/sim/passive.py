@@ -1,9 +1,14 @@
 """Passive forces: joint springs and dof dampers (mj_passive / mj_springdamper,
 engine_passive.c). Fluid forces, gravity compensation and polynomial springs are refused
-when the model is loaded."""
+when the model is loaded.
+
+Elements: `spring_joint(m, d, w, j)` (the spring force on joint j's dofs), `dof(m, d, w, i)`
+(the damper of dof i and the sum).
+"""
 
 
 import functools
+from types import SimpleNamespace
 
 import warp as wp
 
@@ -19,45 +24,44 @@ def build(scalar):
     f, vec3 = T.f, T.vec3
 
     @wp.func
-    def passive(m: Model, d: Data, w: int):
-        # springs: every dof belongs to one joint, so each element is written once
-        ws = w % m.jnt_stiffness.shape[0]
+    def spring_joint(m: Model, d: Data, w: int, j: int):
+        """Every dof belongs to one joint, so each element of qfrc_spring is written once."""
+        k = scalar(0.0)
+        if m.enable_spring:
+            k = m.jnt_stiffness[w % m.jnt_stiffness.shape[0], j]
         wq = w % m.qpos_spring.shape[0]
-        for j in range(m.njnt):
-            k = scalar(0.0)
-            if m.enable_spring:
-                k = m.jnt_stiffness[ws, j]
-            padr = m.jnt_qposadr[j]
-            dadr = m.jnt_dofadr[j]
-            jtype = m.jnt_type[j]
-            if jtype == JNT_FREE or jtype == JNT_BALL:
-                if jtype == JNT_FREE:
-                    # linear spring on the position, world frame
-                    for c in range(3):
-                        frc = scalar(0.0)
-                        if k != scalar(0.0):
-                            frc = -k * (d.qpos[w, padr + c] - m.qpos_spring[wq, padr + c])
-                        d.qfrc_spring[w, dadr + c] = frc
-                    padr = padr + 3
-                    dadr = dadr + 3
-                # rotational spring on the orientation difference, local frame
-                dif = vec3(scalar(0.0))
-                if k != scalar(0.0):
-                    q = f.quat_normalize(f.quat_from_qpos(d.qpos, w, padr))
-                    dif = f.sub_quat(q, f.quat_from_qpos(m.qpos_spring, wq, padr))
+        padr = m.jnt_qposadr[j]
+        dadr = m.jnt_dofadr[j]
+        jtype = m.jnt_type[j]
+        if jtype == JNT_FREE or jtype == JNT_BALL:
+            if jtype == JNT_FREE:
+                # linear spring on the position, world frame
                 for c in range(3):
-                    d.qfrc_spring[w, dadr + c] = -k * dif[c]
-            else:
-                frc = scalar(0.0)
-                if k != scalar(0.0):
-                    frc = -k * (d.qpos[w, padr] - m.qpos_spring[wq, padr])
-                d.qfrc_spring[w, dadr] = frc
-        wd = w % m.dof_damping.shape[0]
-        for i in range(m.nv):
-            damper = scalar(0.0)
-            if m.enable_damper:
-                damper = -m.dof_damping[wd, i] * d.qvel[w, i]
-            d.qfrc_damper[w, i] = damper
-            d.qfrc_passive[w, i] = d.qfrc_spring[w, i] + damper
+                    frc = scalar(0.0)
+                    if k != scalar(0.0):
+                        frc = -k * (d.qpos[w, padr + c] - m.qpos_spring[wq, padr + c])
+                    d.qfrc_spring[w, dadr + c] = frc
+                padr = padr + 3
+                dadr = dadr + 3
+            # rotational spring on the orientation difference, local frame
+            dif = vec3(scalar(0.0))
+            if k != scalar(0.0):
+                q = f.quat_normalize(f.quat_from_qpos(d.qpos, w, padr))
+                dif = f.sub_quat(q, f.quat_from_qpos(m.qpos_spring, wq, padr))
+            for c in range(3):
+                d.qfrc_spring[w, dadr + c] = -k * dif[c]
+        else:
+            frc = scalar(0.0)
+            if k != scalar(0.0):
+                frc = -k * (d.qpos[w, padr] - m.qpos_spring[wq, padr])
+            d.qfrc_spring[w, dadr] = frc
 
-    return passive
+    @wp.func
+    def dof(m: Model, d: Data, w: int, i: int):
+        damper = scalar(0.0)
+        if m.enable_damper:
+            damper = -m.dof_damping[w % m.dof_damping.shape[0], i] * d.qvel[w, i]
+        d.qfrc_damper[w, i] = damper
+        d.qfrc_passive[w, i] = d.qfrc_spring[w, i] + damper
+
+    return SimpleNamespace(spring_joint=spring_joint, dof=dof)

@@ -16,17 +16,22 @@ Acta Numerica 2000, truncated after the second commutator as fourth order requir
 The step ends with qpos = X0 moved by h sum_i B_i k_i and qvel = qvel_0 + h sum_i B_i qacc_i.
 The Sim runs
 
-    forward(X0) -> rk4_begin -> forward -> rk4_stage -> forward -> rk4_stage -> forward -> rk4_end
+    forward(X0) -> begin -> forward -> stage 1 -> forward -> stage 2 -> forward -> end
+
+Every part of it acts on one joint's coordinates and dofs, so each is an element
+`f(m, d, w, j)` over joints; the coefficients come from the model (Model.rk4_a, rk4_b).
 """
 
 import functools
+from types import SimpleNamespace
 
 import warp as wp
 
 from simrl.sim import integrate_pos
 from simrl.sim.data import data_struct
+from simrl.sim.integrate_pos import jnt_nq, jnt_nv
 from simrl.sim.model import model_struct
-from simrl.sim.types import JNT_BALL, JNT_FREE, kernel_module, scalar_types
+from simrl.sim.types import JNT_BALL, JNT_FREE, scalar_types
 
 RK4_A = (0.5, 0.5, 1.0)
 RK4_B = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
@@ -34,47 +39,50 @@ RK4_B = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
 
 @functools.cache
 def stage_funcs(scalar):
-    """(stage_derivative, next_stage) on explicit arrays: the Sim's RK4 kernels pass its Data
-    buffers, the differentiable step (simrl.sim.grad) fresh buffers per stage."""
+    """(stage_derivative, next_stage), elements over joints on explicit arrays: the Sim's RK4
+    passes its Data buffers, the differentiable step (simrl.sim.grad) fresh buffers per stage."""
     T = scalar_types(scalar)
     Model = model_struct(scalar)
     vec3 = T.vec3
-    integrate_pos_ = integrate_pos.build(scalar)
+    integrate = integrate_pos.build(scalar)
 
     @wp.func
     def stage_derivative(m: Model, k_prev: wp.array2d(dtype=scalar), qvel: wp.array2d(dtype=scalar),
-                         k: wp.array2d(dtype=scalar), a: scalar, w: int):
-        """k <- k_i of the stage just evaluated (velocity qvel), placed at theta_i = h a k_{i-1}
-        (k_prev). k may alias k_prev: each joint reads its entries before writing them."""
+                         k: wp.array2d(dtype=scalar), a: scalar, w: int, j: int):
+        """Joint j's part of k <- k_i of the stage just evaluated (velocity qvel), placed at
+        theta_i = h a k_{i-1} (k_prev). k may alias k_prev: the joint reads its entries before
+        writing them."""
         h = m.timestep
-        for j in range(m.njnt):
-            da = m.jnt_dofadr[j]
-            jtype = m.jnt_type[j]
-            rot = int(-1)
-            if jtype == JNT_FREE:
-                for c in range(3):
-                    k[w, da + c] = qvel[w, da + c]
-                rot = da + 3
-            elif jtype == JNT_BALL:
-                rot = da
-            else:
-                k[w, da] = qvel[w, da]
-            if rot >= 0:
-                theta = vec3(k_prev[w, rot], k_prev[w, rot + 1], k_prev[w, rot + 2]) * a * h
-                omega = vec3(qvel[w, rot], qvel[w, rot + 1], qvel[w, rot + 2])
-                tw = wp.cross(theta, omega)
-                kr = omega + tw * scalar(0.5) + wp.cross(theta, tw) * (scalar(1.0) / scalar(12.0))
-                for c in range(3):
-                    k[w, rot + c] = kr[c]
+        da = m.jnt_dofadr[j]
+        jtype = m.jnt_type[j]
+        rot = int(-1)
+        if jtype == JNT_FREE:
+            for c in range(3):
+                k[w, da + c] = qvel[w, da + c]
+            rot = da + 3
+        elif jtype == JNT_BALL:
+            rot = da
+        else:
+            k[w, da] = qvel[w, da]
+        if rot >= 0:
+            theta = vec3(k_prev[w, rot], k_prev[w, rot + 1], k_prev[w, rot + 2]) * a * h
+            omega = vec3(qvel[w, rot], qvel[w, rot + 1], qvel[w, rot + 2])
+            tw = wp.cross(theta, omega)
+            kr = omega + tw * scalar(0.5) + wp.cross(theta, tw) * (scalar(1.0) / scalar(12.0))
+            for c in range(3):
+                k[w, rot + c] = kr[c]
 
     @wp.func
     def next_stage(m: Model, qpos0: wp.array2d(dtype=scalar), qvel0: wp.array2d(dtype=scalar),
                    k: wp.array2d(dtype=scalar), qacc: wp.array2d(dtype=scalar), a: scalar,
-                   qpos: wp.array2d(dtype=scalar), qvel: wp.array2d(dtype=scalar), w: int):
-        """(qpos, qvel) = X0 = (qpos0, qvel0) advanced by h a (k, qacc) of the stage just evaluated."""
+                   qpos: wp.array2d(dtype=scalar), qvel: wp.array2d(dtype=scalar), w: int, j: int):
+        """Joint j's part of (qpos, qvel) = X0 = (qpos0, qvel0) advanced by h a (k, qacc) of the
+        stage just evaluated."""
         h = m.timestep
-        integrate_pos_(m, qpos0, qpos, k, a * h, w)
-        for i in range(m.nv):
+        integrate.joint(m, qpos0, qpos, k, a * h, w, j)
+        dadr = m.jnt_dofadr[j]
+        for c in range(jnt_nv(m.jnt_type[j])):
+            i = dadr + c
             qvel[w, i] = qvel0[w, i] + (qacc[w, i] * a) * h
 
     return stage_derivative, next_stage
@@ -82,50 +90,56 @@ def stage_funcs(scalar):
 
 @functools.cache
 def build(scalar):
+    """The Sim's RK4 steps as elements over joints: `begin`, `stage1`, `stage2`, `end`."""
     Model, Data = model_struct(scalar), data_struct(scalar)
-    integrate_pos_ = integrate_pos.build(scalar)
-    check_finite = integrate_pos.build_check(scalar)
+    integrate = integrate_pos.build(scalar)
+    stage_derivative, next_stage = stage_funcs(scalar)
 
     @wp.func
-    def accumulate(m: Model, d: Data, w: int, b: scalar):
-        for i in range(m.nv):
+    def accumulate(m: Model, d: Data, w: int, j: int, b: scalar):
+        dadr = m.jnt_dofadr[j]
+        for c in range(jnt_nv(m.jnt_type[j])):
+            i = dadr + c
             d.rk_dqpos[w, i] = d.rk_dqpos[w, i] + d.rk_k[w, i] * b
             d.rk_dqvel[w, i] = d.rk_dqvel[w, i] + d.qacc[w, i] * b
 
-    stage_derivative, next_stage = stage_funcs(scalar)
-
-    @wp.kernel(module=kernel_module(scalar))
-    def rk4_begin(m: Model, d: Data, a_next: scalar, b: scalar):
+    @wp.func
+    def begin(m: Model, d: Data, w: int, j: int):
         """Save X0, start the B-weighted sums with stage 1 (k_1 = qvel), move to stage 2."""
-        w = wp.tid()
-        for i in range(m.nq):
-            d.rk_qpos[w, i] = d.qpos[w, i]
-        for i in range(m.nv):
+        padr = m.jnt_qposadr[j]
+        for c in range(jnt_nq(m.jnt_type[j])):
+            d.rk_qpos[w, padr + c] = d.qpos[w, padr + c]
+        dadr = m.jnt_dofadr[j]
+        for c in range(jnt_nv(m.jnt_type[j])):
+            i = dadr + c
             d.rk_qvel[w, i] = d.qvel[w, i]
             d.rk_k[w, i] = d.qvel[w, i]
             d.rk_dqpos[w, i] = scalar(0.0)
             d.rk_dqvel[w, i] = scalar(0.0)
-        accumulate(m, d, w, b)
-        next_stage(m, d.rk_qpos, d.rk_qvel, d.rk_k, d.qacc, a_next, d.qpos, d.qvel, w)
+        accumulate(m, d, w, j, m.rk4_b[0])
+        next_stage(m, d.rk_qpos, d.rk_qvel, d.rk_k, d.qacc, m.rk4_a[0], d.qpos, d.qvel, w, j)
 
-    @wp.kernel(module=kernel_module(scalar))
-    def rk4_stage(m: Model, d: Data, a: scalar, a_next: scalar, b: scalar):
-        """Add the stage just evaluated (placed with A coefficient `a`), move to the next."""
-        w = wp.tid()
-        stage_derivative(m, d.rk_k, d.qvel, d.rk_k, a, w)
-        accumulate(m, d, w, b)
-        next_stage(m, d.rk_qpos, d.rk_qvel, d.rk_k, d.qacc, a_next, d.qpos, d.qvel, w)
+    def make_stage(i):
+        @wp.func
+        def stage(m: Model, d: Data, w: int, j: int):
+            """Add the stage just evaluated (placed with A coefficient a_{i-1}), move to the next."""
+            stage_derivative(m, d.rk_k, d.qvel, d.rk_k, m.rk4_a[i - 1], w, j)
+            accumulate(m, d, w, j, m.rk4_b[i])
+            next_stage(m, d.rk_qpos, d.rk_qvel, d.rk_k, d.qacc, m.rk4_a[i], d.qpos, d.qvel, w, j)
 
-    @wp.kernel(module=kernel_module(scalar))
-    def rk4_end(m: Model, d: Data, a: scalar, b: scalar):
+        return stage
+
+    @wp.func
+    def end(m: Model, d: Data, w: int, j: int):
         """Add the last stage, then advance X0 by h times the B-weighted sums (mj_advance)."""
-        w = wp.tid()
         h = m.timestep
-        stage_derivative(m, d.rk_k, d.qvel, d.rk_k, a, w)
-        accumulate(m, d, w, b)
-        for i in range(m.nv):
+        stage_derivative(m, d.rk_k, d.qvel, d.rk_k, m.rk4_a[2], w, j)
+        accumulate(m, d, w, j, m.rk4_b[3])
+        dadr = m.jnt_dofadr[j]
+        for c in range(jnt_nv(m.jnt_type[j])):
+            i = dadr + c
             d.qvel[w, i] = d.rk_qvel[w, i] + d.rk_dqvel[w, i] * h
-        integrate_pos_(m, d.rk_qpos, d.qpos, d.rk_dqpos, h, w)
-        check_finite(m, d, w)
+        integrate.joint(m, d.rk_qpos, d.qpos, d.rk_dqpos, h, w, j)
+        integrate.check_joint(m, d, w, j)
 
-    return rk4_begin, rk4_stage, rk4_end
+    return SimpleNamespace(begin=begin, stage1=make_stage(1), stage2=make_stage(2), end=end)

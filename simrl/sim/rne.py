@@ -1,8 +1,14 @@
 """Body velocities and the bias force C(q, qdot) + g(q) by recursive Newton-Euler
-(mj_comVel and mj_rne with flg_acc = 0, engine_core_smooth.c)."""
+(mj_comVel and mj_rne with flg_acc = 0, engine_core_smooth.c).
+
+Elements: `com_vel_body` and `rne_body` (a tree pass from the root: velocity, bias
+acceleration and the body's own bias force), `rne_subtree_body` (from the leaves: each body
+gathers its children's forces), `rne_dof` (the force projected on dof i).
+"""
 
 
 import functools
+from types import SimpleNamespace
 
 import warp as wp
 
@@ -18,10 +24,11 @@ def build(scalar):
     f, vec6 = T.f, T.vec6
 
     @wp.func
-    def com_vel(m: Model, d: Data, w: int):
-        """cvel (spatial velocity of each body in the CoM frame) and cdof_dot = cvel x cdof."""
-        d.cvel[w, 0] = vec6(scalar(0.0))
-        for b in range(1, m.nbody):
+    def com_vel_body(m: Model, d: Data, w: int, b: int):
+        """cvel of body b (spatial velocity in the CoM frame) and cdof_dot = cvel x cdof of its dofs."""
+        if b == 0:
+            d.cvel[w, 0] = vec6(scalar(0.0))
+        else:
             parent_vel = d.cvel[w, m.body_parentid[b]]
             dofadr = m.body_dofadr[b]
             dofnum = m.body_dofnum[b]
@@ -57,11 +64,14 @@ def build(scalar):
             d.cvel[w, b] = cvel
 
     @wp.func
-    def rne(m: Model, d: Data, w: int):
-        """qfrc_bias = Coriolis, centrifugal and gravity forces (the world accelerates at -g)."""
-        g = m.gravity
-        d.cacc[w, 0] = vec6(scalar(0.0), scalar(0.0), scalar(0.0), -g[0], -g[1], -g[2])
-        for b in range(1, m.nbody):
+    def rne_body(m: Model, d: Data, w: int, b: int):
+        """Bias acceleration of body b (the world accelerates at -g) and its own bias force
+        I a + v x* I v, before its children's are added."""
+        if b == 0:
+            g = m.gravity
+            d.cacc[w, 0] = vec6(scalar(0.0), scalar(0.0), scalar(0.0), -g[0], -g[1], -g[2])
+            d.cfrc_bias[w, 0] = vec6(scalar(0.0))
+        else:
             d.cacc[w, b] = d.cacc[w, m.body_parentid[b]]
             for i in range(m.body_dofadr[b], m.body_dofadr[b] + m.body_dofnum[b]):
                 d.cacc[w, b] += d.cdof_dot[w, i] * d.qvel[w, i]
@@ -69,13 +79,18 @@ def build(scalar):
             cinert = d.cinert[w, b]
             cvel = d.cvel[w, b]
             d.cfrc_bias[w, b] = f.inert_mul(cinert, cacc) + f.force_cross(cvel, f.inert_mul(cinert, cvel))
-        d.cfrc_bias[w, 0] = vec6(scalar(0.0))
-        for i in range(m.nbody - 1):
-            b = m.nbody - 1 - i
-            p = m.body_parentid[b]
-            if p > 0:
-                d.cfrc_bias[w, p] += d.cfrc_bias[w, b]
-        for i in range(m.nv):
-            d.qfrc_bias[w, i] = wp.dot(d.cdof[w, i], d.cfrc_bias[w, m.dof_bodyid[i]])
 
-    return com_vel, rne
+    @wp.func
+    def rne_subtree_body(m: Model, d: Data, w: int, b: int):
+        """cfrc_bias of body b (b > 0) plus its children's, ascending (the world gets none)."""
+        adr = m.body_child_adr[b]
+        for k in range(adr, adr + m.body_child_num[b]):
+            d.cfrc_bias[w, b] += d.cfrc_bias[w, m.body_child[k]]
+
+    @wp.func
+    def rne_dof(m: Model, d: Data, w: int, i: int):
+        """qfrc_bias[i]: the subtree force of dof i's body along its motion axis."""
+        d.qfrc_bias[w, i] = wp.dot(d.cdof[w, i], d.cfrc_bias[w, m.dof_bodyid[i]])
+
+    return SimpleNamespace(com_vel_body=com_vel_body, rne_body=rne_body, rne_subtree_body=rne_subtree_body,
+                           rne_dof=rne_dof)

@@ -5,6 +5,9 @@
     sim.ctrl[:] = torch.rand(1024, sim.nu) * 2 - 1
     sim.step(10)          # like mj_step, ten times, in every world
     sim.qpos              # torch view [num_worlds, nq] of the simulation's own memory
+
+The step runs in one of two schedules of the same kernels (simrl.sim.schedule): `fused`, a
+thread per world (the CPU's), or `wide`, a launch per stage over worlds x elements (the GPU's).
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ import torch
 import warp as wp
 
 from simrl.errors import MJCFError
-from simrl.sim import euler, forward, rk4
+from simrl.sim import forward
+from simrl.sim import schedule as simrl_schedule
 from simrl.sim.data import data_struct, make_data
 from simrl.sim.model import INTEGRATOR_EULER, PER_WORLD_FIELDS, Model, copy_struct
-from simrl.sim.types import kernel_module
 
 if not os.environ.get("SIMRL_WARP_VERBOSE"):
     # Warp's greeting and per-module load lines; warnings still show (SIMRL_WARP_VERBOSE=1 restores all)
@@ -132,10 +135,17 @@ class Sim:
     default (None) uses every available core when there are at least 64 worlds per thread,
     else one thread; 1 turns the threading off. Under torchrun the cores are shared out among
     the ranks of the machine (LOCAL_WORLD_SIZE).
+
+    `schedule`: how the step's kernels are launched (simrl.sim.schedule). "fused": one thread per
+    world runs the whole step (a launch per step: right for a CPU core); "wide": a launch per
+    stage over (worlds x elements), tree stages a launch per tree level, the solver a block of
+    threads per world (right for a GPU); "auto" (default): fused on the CPU, wide on CUDA. Both
+    give the same results, bit for bit on the CPU. On CUDA, `step(n)` captures its launches as a
+    CUDA graph once per n and replays it (`use_graphs=False` launches them one by one).
     """
 
     def __init__(self, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32",
-                 cpu_threads: int | None = None):
+                 cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool = True):
         if not isinstance(mj_model, mujoco.MjModel):
             raise TypeError(f"expected a mujoco.MjModel, got {type(mj_model).__name__}")
         if isinstance(num_worlds, bool) or not isinstance(num_worlds, (int, np.integer)) or num_worlds < 1:
@@ -155,13 +165,23 @@ class Sim:
         self.model = Model(mj_model, self.device, _DTYPES[dtype])
         self.data = make_data(self.model, self.num_worlds)
         scalar = self.model.dtype
-        self._forward = forward.build(scalar)
-        self._euler = euler.build(scalar)
-        self._rk4_begin, self._rk4_stage, self._rk4_end = rk4.build(scalar)
+        #: "fused" or "wide": the schedule the step's kernels run in
+        self.schedule = schedule_ = simrl_schedule.resolve(schedule, self.device)
+        self._forward = forward.forward_segment(scalar, schedule_)
+        if self.model.integrator == INTEGRATOR_EULER:
+            self._step_segments = (forward.euler_segment(scalar, schedule_),)
+        else:
+            begin, stage1, stage2, end = forward.rk4_segments(scalar, schedule_)
+            f = self._forward
+            self._step_segments = (f, begin, f, stage1, f, stage2, f, end)
+        self.use_graphs = bool(use_graphs)
+        self._graphs = {}
         self.torch_dtype = torch.float64 if scalar == wp.float64 else torch.float32
         self._views = {}
         start = time.perf_counter()
-        wp.load_module(kernel_module(scalar), device=self.device)
+        modules = {id(mod): mod for seg in (self._forward, *self._step_segments) for mod in seg.modules}
+        for module in modules.values():
+            wp.load_module(module, device=self.device)
         #: seconds spent compiling (or loading from Warp's cache) the engine's kernels
         self.compile_time = time.perf_counter() - start
         self._setup_threads(cpu_threads)
@@ -203,17 +223,21 @@ class Sim:
                   if getattr(m, f).size and getattr(m, f).shape[0] > 1}
         return copy_struct(m, self.model.dtype, **sliced)
 
+    def _run(self, segment, m, d, num_worlds: int) -> None:
+        """Launch a segment's kernels on the worlds of (m, d)."""
+        for item in segment.launches(self.model):
+            simrl_schedule.launch(item, m, d, num_worlds, self.device)
+
     def _parallel(self, body) -> None:
-        """Run body(launch) once per block of worlds, blocks in parallel threads; `launch(kernel,
-        *scalars)` launches a kernel on the block's worlds."""
+        """Run body(run) once per block of worlds, blocks in parallel threads; `run(segment)`
+        launches a segment on the block's worlds."""
         if self._blocks is None:
-            body(self._launch)
+            body(lambda segment: self._run(segment, self.model.struct, self.data, self.num_worlds))
             return
 
         def run(lo, hi, d):
             m = self._block_model(lo, hi)
-            body(lambda kernel, *scalars: wp.launch(kernel, dim=hi - lo, inputs=[m, d, *scalars],
-                                                    device=self.device))
+            body(lambda segment: self._run(segment, m, d, hi - lo))
 
         futures = [self._pool.submit(run, *block) for block in self._blocks[1:]]
         try:
@@ -225,15 +249,15 @@ class Sim:
     # ---------------------------------------------------------------------------- construction
     @classmethod
     def from_mjcf(cls, mjcf: str | os.PathLike, num_worlds: int = 1, device=None, dtype="float32",
-                  cpu_threads: int | None = None) -> Sim:
+                  cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool = True) -> Sim:
         """Compile MJCF (a file path or an XML string) with MuJoCo and load it."""
-        return cls(compile_mjcf(mjcf), num_worlds, device, dtype, cpu_threads)
+        return cls(compile_mjcf(mjcf), num_worlds, device, dtype, cpu_threads, schedule, use_graphs)
 
     @classmethod
     def from_model(cls, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32",
-                   cpu_threads: int | None = None) -> Sim:
+                   cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool = True) -> Sim:
         """Load an already compiled `mujoco.MjModel`."""
-        return cls(mj_model, num_worlds, device, dtype, cpu_threads)
+        return cls(mj_model, num_worlds, device, dtype, cpu_threads, schedule, use_graphs)
 
     # ---------------------------------------------------------------------------- sizes
     @property
@@ -317,37 +341,47 @@ class Sim:
             struct.solver_tolerance = self.model.dtype(tolerance)
 
     # ---------------------------------------------------------------------------- simulation
-    def _launch(self, kernel, *scalars):
-        wp.launch(kernel, dim=self.num_worlds, inputs=[self.model.struct, self.data, *scalars],
-                  device=self.device)
-
     def forward(self) -> None:
         """Like mj_forward: qacc (and every intermediate) from the current qpos, qvel, ctrl."""
-        self._parallel(lambda launch: launch(self._forward))
+        self._parallel(lambda run: run(self._forward))
 
     def step(self, n: int = 1) -> None:
         """Like mj_step with the model's integrator (Euler or RK4), `n` times."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        n = int(n)
+        if self.device.is_cuda and self.use_graphs and n > 0:
+            self._replay(n)
+            return
         # every thread runs all n steps of its worlds: worlds never interact
-        self._parallel(lambda launch: self._steps(launch, int(n)))
+        self._parallel(lambda run: self._steps(run, n))
 
-    def _steps(self, launch, n: int) -> None:
-        scalar = self.model.dtype
-        a = [scalar(x) for x in rk4.RK4_A]
-        b = [scalar(x) for x in rk4.RK4_B]
+    def _steps(self, run, n: int) -> None:
         for _ in range(n):
-            launch(self._forward)
-            if self.model.integrator == INTEGRATOR_EULER:
-                launch(self._euler)
-            else:
-                launch(self._rk4_begin, a[0], b[0])
-                launch(self._forward)
-                launch(self._rk4_stage, a[0], a[1], b[1])
-                launch(self._forward)
-                launch(self._rk4_stage, a[1], a[2], b[2])
-                launch(self._forward)
-                launch(self._rk4_end, a[2], b[3])
+            for segment in self._step_segments:
+                run(segment)
+
+    def _graph_key(self) -> tuple:
+        """What a captured graph depends on besides the Data arrays (which never move): every
+        Model field, arrays by address and shape (per_world_param and diff_step replace them)."""
+        m = self.model.struct
+        key = []
+        for name in type(m).vars:
+            value = getattr(m, name)
+            key.append((value.ptr, value.shape) if isinstance(value, wp.array) else value)
+        return tuple(key)
+
+    def _replay(self, n: int) -> None:
+        """n steps on CUDA as one CUDA graph, captured at the first call with this n (and again
+        when a model array was replaced since)."""
+        key = self._graph_key()
+        graph = self._graphs.get(n)
+        if graph is None or graph[0] != key:
+            run = lambda segment: self._run(segment, self.model.struct, self.data, self.num_worlds)
+            with wp.ScopedCapture(device=self.device) as capture:
+                self._steps(run, n)
+            self._graphs[n] = graph = (key, capture.graph)
+        wp.capture_launch(graph[1])
 
     def reset(self, world_ids=None) -> None:
         """Set qpos to qpos0 and qvel, ctrl, qfrc_applied, qacc to zero, in all worlds or in
@@ -371,4 +405,5 @@ class Sim:
     def __repr__(self) -> str:
         threads = f", cpu_threads={self.cpu_threads}" if self.cpu_threads > 1 else ""
         return (f"Sim(nq={self.nq}, nv={self.nv}, nu={self.nu}, num_worlds={self.num_worlds}, "
-                f"device='{self.device.alias}', dtype={self.model.dtype.__name__}{threads})")
+                f"device='{self.device.alias}', dtype={self.model.dtype.__name__}, "
+                f"schedule='{self.schedule}'{threads})")

@@ -11,9 +11,16 @@ thread per world) and takes the exact step along p (1-D Newton with bisection sa
 the piecewise-quadratic cost). Iterations stop, per world, when the scaled cost improvement
 gradient or Newton decrement falls below `tolerance` (scale = 1 / (meaninertia max(1, nv)),
 as MuJoCo), or after `iterations`. The number used is kept in `solver_niter`.
+
+`solve` is a world function (simrl.sim.types): with a block of threads per world, dofs and
+active rows are shared among the lanes in each phase (residuals, M products, row costs, the
+gradient gathered per dof, the Hessian one row per lane, factorization columns), and every
+sum over dofs or rows is taken by lane 0 in the same order as one thread would take it, so
+the result does not depend on the number of lanes, bit for bit.
 """
 
 import functools
+from types import SimpleNamespace
 
 import warp as wp
 
@@ -21,57 +28,74 @@ from simrl.sim import constraint, factor_m
 from simrl.sim.constraint import CNSTR_FRICTION_DOF
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import MINVAL
+from simrl.sim.types import MINVAL, block_sync, no_sync
 
 LS_ITERATIONS = 50
 
+# per-world scalars the lanes share (Data.solver_scalar[w, ...])
+COST, COST_SMOOTH, D1, D2, MAG, P_MR, P_MP, NORM = range(8)
+
 
 @functools.cache
-def dense_cholesky(scalar):
+def dense_cholesky(scalar, lanes: bool = False):
     """(cholesky_factor, cholesky_solve): dense Cholesky of a per-world [nv, nv] matrix, in
-    place, for Hessians whose sparsity is not that of M (and the solver's implicit adjoint)."""
+    place, for Hessians whose sparsity is not that of M (and the solver's implicit adjoint);
+    world functions (`lanes`: for a block of threads per world)."""
+    sync = block_sync if lanes else no_sync
 
     @wp.func
-    def cholesky_factor(H: wp.array3d(dtype=scalar), nv: int, w: int):
-        """H[w] = L L' in place: L in the lower triangle (the upper one is not read)."""
+    def cholesky_factor(H: wp.array3d(dtype=scalar), nv: int, w: int, lane: int, nlanes: int):
+        """H[w] = L L' in place: L in the lower triangle (the upper one is not read); column j's
+        entries below the diagonal are shared among the lanes."""
         for j in range(nv):
-            s = H[w, j, j]
-            for k in range(j):
-                s = s - H[w, j, k] * H[w, j, k]
-            ljj = wp.sqrt(wp.max(s, scalar(MINVAL)))
-            H[w, j, j] = ljj
-            for i in range(j + 1, nv):
+            if lane == 0:
+                s = H[w, j, j]
+                for k in range(j):
+                    s = s - H[w, j, k] * H[w, j, k]
+                H[w, j, j] = wp.sqrt(wp.max(s, scalar(MINVAL)))
+            sync()
+            ljj = H[w, j, j]
+            for i in range(j + 1 + lane, nv, nlanes):
                 s2 = H[w, i, j]
                 for k in range(j):
                     s2 = s2 - H[w, i, k] * H[w, j, k]
                 H[w, i, j] = s2 / ljj
+            sync()
 
     @wp.func
-    def cholesky_solve(L: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar), nv: int, w: int):
-        """x[w] <- (L L')^-1 x[w] in place, L from `cholesky_factor`."""
-        for i in range(nv):
-            s = x[w, i]
-            for k in range(i):
-                s = s - L[w, i, k] * x[w, k]
-            x[w, i] = s / L[w, i, i]
-        for ii in range(nv):
-            i = nv - 1 - ii
-            s = x[w, i]
-            for k in range(i + 1, nv):
-                s = s - L[w, k, i] * x[w, k]
-            x[w, i] = s / L[w, i, i]
+    def cholesky_solve(L: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar), nv: int, w: int, lane: int,
+                       nlanes: int):
+        """x[w] <- (L L')^-1 x[w] in place, L from `cholesky_factor` (lane 0; each step depends on
+        the last)."""
+        if lane == 0:
+            for i in range(nv):
+                s = x[w, i]
+                for k in range(i):
+                    s = s - L[w, i, k] * x[w, k]
+                x[w, i] = s / L[w, i, i]
+            for ii in range(nv):
+                i = nv - 1 - ii
+                s = x[w, i]
+                for k in range(i + 1, nv):
+                    s = s - L[w, k, i] * x[w, k]
+                x[w, i] = s / L[w, i, i]
+        sync()
 
     return cholesky_factor, cholesky_solve
 
 
 @functools.cache
-def build(scalar):
+def build(scalar, lanes: bool = False):
+    """`solve(m, d, w, lane, nlanes)`, the constraint solver as a world function (`lanes`: for a
+    block of threads per world, else for one thread)."""
     Model, Data = model_struct(scalar), data_struct(scalar)
+    sync = block_sync if lanes else no_sync
     # machine epsilon of the build's precision (a power of two: exact as a kernel constant)
     eps = 2.0**-23 if scalar == wp.float32 else 2.0**-52
-    row_dot = constraint.build(scalar)[2]
-    _, factor_ld, solve_ld = factor_m.build(scalar)
-    cholesky_factor, cholesky_solve = dense_cholesky(scalar)
+    row_dot = constraint.build(scalar).row_dot
+    ld = factor_m.build(scalar, lanes)
+    factor_ld, solve_ld = ld.factor_ld, ld.solve_ld
+    cholesky_factor, cholesky_solve = dense_cholesky(scalar, lanes)
 
     @wp.func
     def row_cost(m: Model, d: Data, w: int, r: int, jar: scalar):
@@ -100,19 +124,19 @@ def build(scalar):
         return cost, ds, dds
 
     @wp.func
-    def evaluate(m: Model, d: Data, w: int):
-        """At x = d.qacc: jar, forces, cost and gradient. Returns the cost."""
-        cost = scalar(0.0)
-        for i in range(m.nv):
+    def evaluate(m: Model, d: Data, w: int, lane: int, nlanes: int):
+        """At x = d.qacc: jar, forces, gradient, and the cost in solver_scalar[w, COST]."""
+        nv = m.nv
+        nactive = d.efc_nactive[w]
+        for i in range(lane, nv, nlanes):
             d.solver_res[w, i] = d.qacc[w, i] - d.qacc_smooth[w, i]
-        for i in range(m.nv):
+        sync()
+        for i in range(lane, nv, nlanes):
             mr = scalar(0.0)
-            for j in range(m.nv):
+            for j in range(nv):
                 mr = mr + d.qM[w, i, j] * d.solver_res[w, j]
             d.solver_Mres[w, i] = mr
-            cost = cost + scalar(0.5) * d.solver_res[w, i] * mr
-            d.solver_grad[w, i] = mr
-        for a in range(d.efc_nactive[w]):
+        for a in range(lane, nactive, nlanes):
             r = d.efc_list[w, a]
             jar = -d.efc_aref[w, r]
             for k in range(m.efc_nnz[r]):
@@ -120,96 +144,162 @@ def build(scalar):
                 jar = jar + d.efc_J[w, r, j] * d.qacc[w, j]
             d.efc_jar[w, r] = jar
             c, ds, dds = row_cost(m, d, w, r, jar)
-            cost = cost + c
+            d.efc_cost[w, r] = c
             d.efc_force[w, r] = -ds
-            if ds != scalar(0.0):
-                for k in range(m.efc_nnz[r]):
-                    j = m.efc_colind[r, k]
-                    d.solver_grad[w, j] = d.solver_grad[w, j] + d.efc_J[w, r, j] * ds
-        return cost
+            d.efc_dds[w, r] = dds
+        sync()
+        # gradient M res + J' ds: each dof adds the rows in ascending order (a thread per world
+        # scatters row by row, a block gathers per dof: the same sum, term by term)
+        if wp.static(lanes):
+            for i in range(lane, nv, nlanes):
+                d.solver_grad[w, i] = d.solver_Mres[w, i]
+                for a in range(nactive):
+                    r = d.efc_list[w, a]
+                    ds = -d.efc_force[w, r]
+                    if ds != scalar(0.0) and m.efc_colmask[r, i] != 0:
+                        d.solver_grad[w, i] = d.solver_grad[w, i] + d.efc_J[w, r, i] * ds
+        else:
+            for i in range(nv):
+                d.solver_grad[w, i] = d.solver_Mres[w, i]
+            for a in range(nactive):
+                r = d.efc_list[w, a]
+                ds = -d.efc_force[w, r]
+                if ds != scalar(0.0):
+                    for k in range(m.efc_nnz[r]):
+                        j = m.efc_colind[r, k]
+                        d.solver_grad[w, j] = d.solver_grad[w, j] + d.efc_J[w, r, j] * ds
+        if lane == 0:
+            cost = scalar(0.0)
+            for i in range(nv):
+                cost = cost + scalar(0.5) * d.solver_res[w, i] * d.solver_Mres[w, i]
+            for a in range(nactive):
+                cost = cost + d.efc_cost[w, d.efc_list[w, a]]
+            d.solver_scalar[w, COST] = cost
+        sync()
 
     @wp.func
-    def newton_direction(m: Model, d: Data, w: int):
-        """solver_search = -(M + J' D_quadratic J)^-1 grad.
+    def newton_direction(m: Model, d: Data, w: int, lane: int, nlanes: int):
+        """solver_search = -(M + J' D_quadratic J)^-1 grad, at the jar of the last `evaluate`.
 
         When every row in its quadratic zone acts on one chain of ancestor dofs (contacts with
         a static body, limits, friction loss), the Hessian has the sparsity of M and is
         factorized like M (sparse L'DL from the leaves, no fill-in); otherwise by dense
-        Cholesky."""
+        Cholesky. Each lane assembles whole rows of the Hessian, adding the rows' J' D J terms
+        in ascending row order."""
         nv = m.nv
-        tree = int(1)
-        for a in range(d.efc_nactive[w]):
-            r = d.efc_list[w, a]
-            if m.efc_chain[r] == 0:
-                c, ds, dds = row_cost(m, d, w, r, d.efc_jar[w, r])
-                if dds != scalar(0.0):
+        nactive = d.efc_nactive[w]
+        if lane == 0:
+            tree = int(1)
+            for a in range(nactive):
+                r = d.efc_list[w, a]
+                if m.efc_chain[r] == 0 and d.efc_dds[w, r] != scalar(0.0):
                     tree = 0
-        if tree == 1:
-            for i in range(nv):
+            d.solver_flag[w] = tree
+        sync()
+        tree = d.solver_flag[w]
+        for i in range(lane, nv, nlanes):
+            if tree == 1:
                 d.solver_H[w, i, i] = d.qM[w, i, i]
-                j = m.dof_parentid[i]
-                while j >= 0:
+                adr = m.dof_ancestor_adr[i]
+                for k in range(adr, adr + m.dof_ancestor_num[i]):
+                    j = m.dof_ancestor[k]
                     d.solver_H[w, i, j] = d.qM[w, i, j]
-                    j = m.dof_parentid[j]
-        else:
-            for i in range(nv):
+            else:
                 for j in range(i + 1):
                     d.solver_H[w, i, j] = d.qM[w, i, j]
-        # J' D J over the rows in their quadratic zone, only in the rows' non-zero columns
-        for a in range(d.efc_nactive[w]):
-            r = d.efc_list[w, a]
-            c, ds, dds = row_cost(m, d, w, r, d.efc_jar[w, r])
-            if dds != scalar(0.0):
-                for ki in range(m.efc_nnz[r]):
-                    i = m.efc_colind[r, ki]
-                    ji = d.efc_J[w, r, i] * dds
-                    if ji != scalar(0.0):
-                        for kj in range(ki + 1):
-                            j = m.efc_colind[r, kj]
-                            d.solver_H[w, i, j] = d.solver_H[w, i, j] + ji * d.efc_J[w, r, j]
+            # J' D J over the rows in their quadratic zone, only in the rows' non-zero columns
+            if wp.static(lanes):
+                for a in range(nactive):
+                    r = d.efc_list[w, a]
+                    dds = d.efc_dds[w, r]
+                    if dds != scalar(0.0) and m.efc_colmask[r, i] != 0:
+                        ji = d.efc_J[w, r, i] * dds
+                        if ji != scalar(0.0):
+                            for kj in range(m.efc_nnz[r]):
+                                j = m.efc_colind[r, kj]
+                                if j <= i:
+                                    d.solver_H[w, i, j] = d.solver_H[w, i, j] + ji * d.efc_J[w, r, j]
+        if wp.static(not lanes):
+            for a in range(nactive):
+                r = d.efc_list[w, a]
+                dds = d.efc_dds[w, r]
+                if dds != scalar(0.0):
+                    for ki in range(m.efc_nnz[r]):
+                        i = m.efc_colind[r, ki]
+                        ji = d.efc_J[w, r, i] * dds
+                        if ji != scalar(0.0):
+                            for kj in range(ki + 1):
+                                j = m.efc_colind[r, kj]
+                                d.solver_H[w, i, j] = d.solver_H[w, i, j] + ji * d.efc_J[w, r, j]
+        sync()
         if tree == 1:
-            factor_ld(m, d.solver_H, w)
-            for i in range(nv):
-                d.solver_search[w, i] = -d.solver_grad[w, i]
-            solve_ld(m, d.solver_H, d.solver_search, w)
-            return
-        cholesky_factor(d.solver_H, nv, w)
-        for i in range(nv):
+            factor_ld(m, d.solver_H, w, lane, nlanes)
+        else:
+            cholesky_factor(d.solver_H, nv, w, lane, nlanes)
+        for i in range(lane, nv, nlanes):
             d.solver_search[w, i] = -d.solver_grad[w, i]
-        cholesky_solve(d.solver_H, d.solver_search, nv, w)
+        sync()
+        if tree == 1:
+            solve_ld(m, d.solver_H, d.solver_search, w, lane, nlanes)
+        else:
+            cholesky_solve(d.solver_H, d.solver_search, nv, w, lane, nlanes)
 
     @wp.func
-    def line_derivatives(m: Model, d: Data, w: int, alpha: scalar, p_mr: scalar, p_mp: scalar):
+    def line_derivatives(m: Model, d: Data, w: int, lane: int, nlanes: int, alpha: scalar, p_mr: scalar,
+                         p_mp: scalar):
         """First and second derivative of the cost along the search direction at alpha, and the
         sum of the magnitudes of the terms of the first (its rounding error is about eps times
-        that)."""
-        d1 = p_mr + alpha * p_mp
-        d2 = p_mp
-        mag = wp.abs(p_mr) + wp.abs(alpha * p_mp)
-        for a in range(d.efc_nactive[w]):
+        that). Each lane evaluates some rows; lane 0 adds the terms in row order."""
+        nactive = d.efc_nactive[w]
+        for a in range(lane, nactive, nlanes):
             r = d.efc_list[w, a]
             jv = d.efc_jv[w, r]
             c, ds, dds = row_cost(m, d, w, r, d.efc_jar[w, r] + alpha * jv)
-            d1 = d1 + ds * jv
-            d2 = d2 + dds * jv * jv
-            mag = mag + wp.abs(ds * jv)
-        return d1, d2, mag
+            d.efc_ls1[w, r] = ds * jv
+            d.efc_ls2[w, r] = dds * jv * jv
+            d.efc_ls3[w, r] = wp.abs(ds * jv)
+        sync()
+        if lane == 0:
+            d1 = p_mr + alpha * p_mp
+            d2 = p_mp
+            mag = wp.abs(p_mr) + wp.abs(alpha * p_mp)
+            for a in range(nactive):
+                r = d.efc_list[w, a]
+                d1 = d1 + d.efc_ls1[w, r]
+                d2 = d2 + d.efc_ls2[w, r]
+                mag = mag + d.efc_ls3[w, r]
+            d.solver_scalar[w, D1] = d1
+            d.solver_scalar[w, D2] = d2
+            d.solver_scalar[w, MAG] = mag
+        sync()
+        return d.solver_scalar[w, D1], d.solver_scalar[w, D2], d.solver_scalar[w, MAG]
 
     @wp.func
-    def line_search(m: Model, d: Data, w: int):
-        """Exact minimizer alpha >= 0 of the convex piecewise-quadratic cost along the search."""
-        p_mr = scalar(0.0)
-        p_mp = scalar(0.0)
-        for i in range(m.nv):
+    def line_search(m: Model, d: Data, w: int, lane: int, nlanes: int):
+        """Exact minimizer alpha >= 0 of the convex piecewise-quadratic cost along the search
+        (every lane returns the same alpha)."""
+        nv = m.nv
+        for i in range(lane, nv, nlanes):
             mp = scalar(0.0)
-            for j in range(m.nv):
+            for j in range(nv):
                 mp = mp + d.qM[w, i, j] * d.solver_search[w, j]
-            p_mr = p_mr + d.solver_search[w, i] * d.solver_Mres[w, i]
-            p_mp = p_mp + d.solver_search[w, i] * mp
-        for a in range(d.efc_nactive[w]):
+            d.solver_Msearch[w, i] = mp
+        for a in range(lane, d.efc_nactive[w], nlanes):
             r = d.efc_list[w, a]
             d.efc_jv[w, r] = row_dot(m, d, w, r, d.solver_search)
-        d0, dd0, mag0 = line_derivatives(m, d, w, scalar(0.0), p_mr, p_mp)
+        sync()
+        if lane == 0:
+            p_mr = scalar(0.0)
+            p_mp = scalar(0.0)
+            for i in range(nv):
+                p_mr = p_mr + d.solver_search[w, i] * d.solver_Mres[w, i]
+                p_mp = p_mp + d.solver_search[w, i] * d.solver_Msearch[w, i]
+            d.solver_scalar[w, P_MR] = p_mr
+            d.solver_scalar[w, P_MP] = p_mp
+        sync()
+        p_mr = d.solver_scalar[w, P_MR]
+        p_mp = d.solver_scalar[w, P_MP]
+        d0, dd0, mag0 = line_derivatives(m, d, w, lane, nlanes, scalar(0.0), p_mr, p_mp)
         if d0 >= scalar(0.0):
             return scalar(0.0)
         gtol = -d0 * scalar(1e-10)
@@ -217,7 +307,7 @@ def build(scalar):
         hi = scalar(-1.0)  # no upper bracket yet
         alpha = scalar(1.0)
         for _ in range(LS_ITERATIONS):
-            d1, d2, mag = line_derivatives(m, d, w, alpha, p_mr, p_mp)
+            d1, d2, mag = line_derivatives(m, d, w, lane, nlanes, alpha, p_mr, p_mp)
             # converged: to the tolerance, or to the rounding error of d1 (which float32 cannot
             # push below the tolerance; Newton would then wander by rounding noise)
             if wp.abs(d1) <= wp.max(gtol, scalar(16.0) * scalar(eps) * mag):
@@ -237,70 +327,106 @@ def build(scalar):
         return alpha
 
     @wp.func
-    def solve(m: Model, d: Data, w: int):
+    def norm_terms(d: Data, w: int, nv: int, lane: int):
+        """grad' grad (lane 0), for every lane."""
+        if lane == 0:
+            gnorm = scalar(0.0)
+            for i in range(nv):
+                gnorm = gnorm + d.solver_grad[w, i] * d.solver_grad[w, i]
+            d.solver_scalar[w, NORM] = gnorm
+        sync()
+        return d.solver_scalar[w, NORM]
+
+    @wp.func
+    def newton_decrement(d: Data, w: int, nv: int, lane: int):
+        """1/2 g' H^-1 g = -1/2 g' p: the predicted improvement of the Newton step (lane 0)."""
+        if lane == 0:
+            decrement = scalar(0.0)
+            for i in range(nv):
+                decrement = decrement - scalar(0.5) * d.solver_grad[w, i] * d.solver_search[w, i]
+            d.solver_scalar[w, NORM] = decrement
+        sync()
+        return d.solver_scalar[w, NORM]
+
+    @wp.func
+    def solve(m: Model, d: Data, w: int, lane: int, nlanes: int):
         """qacc, efc_force and qfrc_constraint from qacc_smooth and the constraint rows."""
+        nv = m.nv
         nactive = d.efc_nactive[w]
-        d.solver_niter[w] = 0
-        for i in range(m.nv):
+        for i in range(lane, nv, nlanes):
             d.qfrc_constraint[w, i] = scalar(0.0)
             d.qacc[w, i] = d.qacc_smooth[w, i]
-        if nactive == 0:
-            return
+        if lane == 0:
+            d.solver_niter[w] = 0
+        if nactive > 0:
+            # warm start: the previous solution if it costs less than the smooth acceleration
+            for i in range(lane, nv, nlanes):
+                d.qacc[w, i] = d.qacc_warmstart[w, i]
+            sync()
+            evaluate(m, d, w, lane, nlanes)
+            for a in range(lane, nactive, nlanes):
+                r = d.efc_list[w, a]
+                jar = -d.efc_aref[w, r]
+                for k in range(m.efc_nnz[r]):
+                    j = m.efc_colind[r, k]
+                    jar = jar + d.efc_J[w, r, j] * d.qacc_smooth[w, j]
+                c, ds, dds = row_cost(m, d, w, r, jar)
+                d.efc_ls1[w, r] = c
+            sync()
+            if lane == 0:
+                cost_smooth = scalar(0.0)
+                for a in range(nactive):
+                    cost_smooth = cost_smooth + d.efc_ls1[w, d.efc_list[w, a]]
+                d.solver_scalar[w, COST_SMOOTH] = cost_smooth
+            sync()
+            cost = d.solver_scalar[w, COST]
+            if d.solver_scalar[w, COST_SMOOTH] < cost:
+                for i in range(lane, nv, nlanes):
+                    d.qacc[w, i] = d.qacc_smooth[w, i]
+                sync()
+                evaluate(m, d, w, lane, nlanes)
+                cost = d.solver_scalar[w, COST]
 
-        # warm start: the previous solution if it costs less than the smooth acceleration
-        for i in range(m.nv):
-            d.qacc[w, i] = d.qacc_warmstart[w, i]
-        cost = evaluate(m, d, w)
-        cost_smooth = scalar(0.0)
-        for a in range(nactive):
-            r = d.efc_list[w, a]
-            jar = -d.efc_aref[w, r]
-            for k in range(m.efc_nnz[r]):
-                j = m.efc_colind[r, k]
-                jar = jar + d.efc_J[w, r, j] * d.qacc_smooth[w, j]
-            c, ds, dds = row_cost(m, d, w, r, jar)
-            cost_smooth = cost_smooth + c
-        if cost_smooth < cost:
-            for i in range(m.nv):
-                d.qacc[w, i] = d.qacc_smooth[w, i]
-            cost = evaluate(m, d, w)
+            scale = m.solver_scale
+            niter = int(0)
+            for _ in range(m.solver_iterations):
+                if scale * wp.sqrt(norm_terms(d, w, nv, lane)) < m.solver_tolerance:
+                    break
+                newton_direction(m, d, w, lane, nlanes)
+                if scale * newton_decrement(d, w, nv, lane) < m.solver_tolerance:
+                    break
+                alpha = line_search(m, d, w, lane, nlanes)
+                if alpha == scalar(0.0):
+                    break
+                for i in range(lane, nv, nlanes):
+                    d.qacc[w, i] = d.qacc[w, i] + alpha * d.solver_search[w, i]
+                sync()
+                evaluate(m, d, w, lane, nlanes)
+                new_cost = d.solver_scalar[w, COST]
+                niter = niter + 1
+                improvement = scale * (cost - new_cost)
+                cost = new_cost
+                if improvement < m.solver_tolerance:
+                    break
+            if lane == 0:
+                d.solver_niter[w] = niter
 
-        scale = m.solver_scale
-        niter = int(0)
-        for _ in range(m.solver_iterations):
-            gnorm = scalar(0.0)
-            for i in range(m.nv):
-                gnorm = gnorm + d.solver_grad[w, i] * d.solver_grad[w, i]
-            if scale * wp.sqrt(gnorm) < m.solver_tolerance:
-                break
-            newton_direction(m, d, w)
-            # Newton decrement 1/2 g' H^-1 g = -1/2 g' p: the predicted improvement of this step
-            decrement = scalar(0.0)
-            for i in range(m.nv):
-                decrement = decrement - scalar(0.5) * d.solver_grad[w, i] * d.solver_search[w, i]
-            if scale * decrement < m.solver_tolerance:
-                break
-            alpha = line_search(m, d, w)
-            if alpha == scalar(0.0):
-                break
-            for i in range(m.nv):
-                d.qacc[w, i] = d.qacc[w, i] + alpha * d.solver_search[w, i]
-            new_cost = evaluate(m, d, w)
-            niter = niter + 1
-            improvement = scale * (cost - new_cost)
-            cost = new_cost
-            if improvement < m.solver_tolerance:
-                break
-        d.solver_niter[w] = niter
-
-        # qfrc_constraint = J' efc_force at the solution (efc_force set by evaluate)
-        for a in range(nactive):
-            r = d.efc_list[w, a]
-            fr = d.efc_force[w, r]
-            for k in range(m.efc_nnz[r]):
-                j = m.efc_colind[r, k]
-                d.qfrc_constraint[w, j] = d.qfrc_constraint[w, j] + d.efc_J[w, r, j] * fr
-        for i in range(m.nv):
+            # qfrc_constraint = J' efc_force at the solution (efc_force set by evaluate), the rows
+            # added in ascending order (scattered by a thread per world, gathered per dof by a block)
+            if wp.static(lanes):
+                for i in range(lane, nv, nlanes):
+                    for a in range(nactive):
+                        r = d.efc_list[w, a]
+                        if m.efc_colmask[r, i] != 0:
+                            d.qfrc_constraint[w, i] = d.qfrc_constraint[w, i] + d.efc_J[w, r, i] * d.efc_force[w, r]
+            else:
+                for a in range(nactive):
+                    r = d.efc_list[w, a]
+                    fr = d.efc_force[w, r]
+                    for k in range(m.efc_nnz[r]):
+                        j = m.efc_colind[r, k]
+                        d.qfrc_constraint[w, j] = d.qfrc_constraint[w, j] + d.efc_J[w, r, j] * fr
+        for i in range(lane, nv, nlanes):
             d.qacc_warmstart[w, i] = d.qacc[w, i]
 
-    return solve
+    return SimpleNamespace(solve=solve, evaluate=evaluate, row_cost=row_cost)

@@ -212,6 +212,37 @@ def _build_funcs(scalar, vec3, vec6, vec10, quat, mat33):
     return f
 
 
+# --------------------------------------------------------------------------------------------
+# Cooperative per-world functions (the wide schedule's dense work, simrl.sim.schedule)
+#
+# A "world function" f(m, d, w, lane, nlanes) is written once for a block of `nlanes` threads
+# that share world w: lane k handles elements k, k + nlanes, ... of each parallel phase, and
+# `sync()` separates phases. The fused schedule calls it with lane 0 of 1 (the loops then visit
+# every element in order, `sync` compiles to nothing); the wide schedule launches it with
+# wp.launch_tiled, one block per world. Per-world scalars that every lane needs (a cost, a step
+# length, a convergence flag) go through memory: lane 0 writes, `sync`, every lane reads, so
+# control flow is the same in all lanes of a block, as a barrier requires.
+
+
+@wp.func_native("""
+#if defined(__CUDA_ARCH__)
+__syncthreads();
+#else
+WP_TILE_SYNC();
+#endif
+""")
+def block_sync():
+    """Barrier for the threads of one block (__syncthreads on CUDA; on the CPU a block has one
+    thread, or cooperative fibers when wp.config.enable_cpu_blocks is set)."""
+    ...
+
+
+@wp.func
+def no_sync():
+    """The fused schedule's barrier: one thread per world, nothing to wait for."""
+    pass
+
+
 def kernel_module(scalar, name: str = "sim", backward: bool = False):
     """The one Warp module that holds every kernel of the engine in precision `scalar`, so that
     each precision compiles once, into one library. Tools that need other kernels built from

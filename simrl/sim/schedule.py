@@ -1,0 +1,379 @@
+"""One engine, two schedules: the same stage code launched as a CPU or as a GPU wants it.
+
+Every stage file of simrl/sim is written per element, with MuJoCo's names:
+`kinematics.body(m, d, w, b)` places one body, `crb.dof(m, d, w, i)` fills one row of the
+mass matrix, `collision_driver` collides one candidate pair, `constraint.contact_rows` makes
+the rows of one contact slot. The dense per-world algebra (factor_m, the Newton solver) is a
+*world function* `f(m, d, w, lane, nlanes)` written for a block of threads (simrl.sim.types).
+A `Pass` runs element functions over one domain (the bodies from the root, the dofs, the
+candidate pairs, ...); a *segment* is a tuple of passes, e.g. simrl.sim.forward's mj_forward.
+From one segment this module builds either schedule:
+
+- **fused**: one kernel, one thread per world, each pass a loop over its elements. Right for a
+  CPU core, which steps one world after another and pays for every launch.
+- **wide**: a launch per pass over (worlds, elements): tree passes a launch per tree level
+  (from the root for kinematics and velocities, from the leaves for subtree sums), candidate
+  pairs a launch per collider kind, world functions a block of `LANES` threads per world
+  (wp.launch_tiled). Right for a GPU, which needs many threads per world to fill its SMs and
+  hide memory latency at the 1,000-10,000 worlds people train with (a thread per world fills
+  16 of an H200's 132 SMs at 4096 worlds).
+
+Both visit every element with the same code and combine across elements in the same order
+(sums over children, over the actuators of a dof, over the active rows of a dof are gathered
+by the element that owns the result, in ascending order; sums in world functions are taken by
+lane 0), so on the CPU they give the same bits. A thread writes only its own element's
+outputs: no atomics whose order changes results, no dependence on the CPU's serial order.
+"""
+
+
+import functools
+from dataclasses import dataclass
+
+import warp as wp
+
+from simrl.sim.data import data_struct
+from simrl.sim.model import model_struct
+from simrl.sim.types import kernel_module
+
+#: threads per world of the wide schedule's world functions (one warp); on the CPU Warp runs a
+#: block as one thread unless wp.config.enable_cpu_blocks is set
+LANES = 32
+
+SCHEDULES = ("auto", "fused", "wide")
+
+# domains of a pass: what its elements are, and how each schedule visits them
+WORLD = "world"  # a world function f(m, d, w, lane, nlanes)
+BODIES_DOWN = "bodies_down"  # f(m, d, w, b), parents before children: a launch per tree level
+BODIES_UP = "bodies_up"  # children before parents: a launch per level, the deepest first
+BODIES = "bodies"  # every body, in any order
+DOFS = "dofs"
+JOINTS = "joints"
+GEOMS = "geoms"
+SITES = "sites"
+ACTUATORS = "actuators"
+CONTACTS = "contacts"  # contact slots
+FRICTION_ROWS = "friction_rows"  # the constraint rows of dof friction loss
+LIMIT_ROWS = "limit_rows"  # the constraint rows of joint limits
+ACTIVE_ROWS = "active_rows"  # constraint rows that are active (efc_active) in the world
+PAIRS = "pairs"  # candidate geom pairs: a launch per collider kind
+
+# domains that are a range of indices: (Model field of the count, Model field of the first index)
+_RANGES = {BODIES: ("nbody", None), DOFS: ("nv", None), JOINTS: ("njnt", None), GEOMS: ("ngeom", None),
+           SITES: ("nsite", None), ACTUATORS: ("nu", None), CONTACTS: ("ncon", None),
+           FRICTION_ROWS: ("nefc_friction", None), LIMIT_ROWS: ("nefc_limit", "nefc_friction")}
+
+
+@dataclass(frozen=True)
+class Pass:
+    """Element functions `funcs`, called in order for each element of the domain `over`.
+
+    `skip_world`: a body pass that leaves out the world body. `kinds` (PAIRS only): {kind:
+    f(m, d, w, p)} for the wide schedule's launch per kind; `funcs` then holds the function
+    that dispatches on the pair's kind, for the fused schedule."""
+
+    name: str
+    over: str
+    funcs: tuple
+    skip_world: bool = False
+    kinds: tuple = ()  # ((kind, function), ...)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch of a schedule: dim = (num_worlds, *dims); `inputs` follow (m, d);
+    `block_dim`: a tiled launch with that many threads per world (a world function)."""
+
+    kernel: wp.Kernel
+    dims: tuple = ()
+    inputs: tuple = ()
+    block_dim: int | None = None
+
+
+def resolve(schedule: str, device) -> str:
+    """'fused' or 'wide' for `schedule` on `device` ('auto': fused on the CPU, wide on CUDA)."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {', '.join(repr(s) for s in SCHEDULES)}, got {schedule!r}")
+    if schedule == "auto":
+        return "fused" if wp.get_device(device).is_cpu else "wide"
+    return schedule
+
+
+def launch(item: Launch, m, d, num_worlds: int, device) -> None:
+    """Run one Launch on the worlds of (m, d)."""
+    inputs = [m, d, *item.inputs]
+    if item.block_dim is not None:
+        wp.launch_tiled(item.kernel, dim=[num_worlds], inputs=inputs, block_dim=item.block_dim, device=device)
+    else:
+        wp.launch(item.kernel, dim=(num_worlds, *item.dims), inputs=inputs, device=device)
+
+
+# --------------------------------------------------------------------------------------------
+# Building blocks shared by both schedules
+
+
+def _chain(funcs, Model, Data, world: bool):
+    """One function that calls `funcs` in order on the same element (or world)."""
+    if len(funcs) == 1:
+        return funcs[0]
+    first, rest = funcs[0], _chain(funcs[1:], Model, Data, world)
+    if world:
+        @wp.func
+        def both_world(m: Model, d: Data, w: int, lane: int, nlanes: int):
+            first(m, d, w, lane, nlanes)
+            rest(m, d, w, lane, nlanes)
+
+        return both_world
+
+    @wp.func
+    def both(m: Model, d: Data, w: int, e: int):
+        first(m, d, w, e)
+        rest(m, d, w, e)
+
+    return both
+
+
+@functools.cache
+def _range_funcs(scalar):
+    """{domain: g(m) -> (first index, count)} for the range domains (a Warp function cannot read
+    a struct field named by a variable, so there is one per domain)."""
+    Model = model_struct(scalar)
+
+    @wp.func
+    def bodies(m: Model):
+        return 0, m.nbody
+
+    @wp.func
+    def dofs(m: Model):
+        return 0, m.nv
+
+    @wp.func
+    def joints(m: Model):
+        return 0, m.njnt
+
+    @wp.func
+    def geoms(m: Model):
+        return 0, m.ngeom
+
+    @wp.func
+    def sites(m: Model):
+        return 0, m.nsite
+
+    @wp.func
+    def actuators(m: Model):
+        return 0, m.nu
+
+    @wp.func
+    def contacts(m: Model):
+        return 0, m.ncon
+
+    @wp.func
+    def friction_rows(m: Model):
+        return 0, m.nefc_friction
+
+    @wp.func
+    def limit_rows(m: Model):
+        return m.nefc_friction, m.nefc_limit
+
+    out = {BODIES: bodies, DOFS: dofs, JOINTS: joints, GEOMS: geoms, SITES: sites, ACTUATORS: actuators,
+           CONTACTS: contacts, FRICTION_ROWS: friction_rows, LIMIT_ROWS: limit_rows}
+    assert set(out) == set(_RANGES)
+    return out
+
+
+def _host_range(model, over: str) -> tuple[int, int]:
+    """(first index, count) of a range domain, from the model's sizes."""
+    count, first = _RANGES[over]
+    s = model.struct
+    return (getattr(s, first) if first else 0), getattr(s, count)
+
+
+# --------------------------------------------------------------------------------------------
+# fused: one thread per world
+
+
+@functools.cache
+def _fused_pass(p: Pass, scalar):
+    Model, Data = model_struct(scalar), data_struct(scalar)
+    f = _chain(p.funcs, Model, Data, world=p.over == WORLD)
+    first = 1 if p.skip_world else 0
+    if p.over == WORLD:
+        @wp.func
+        def run_world(m: Model, d: Data, w: int):
+            f(m, d, w, 0, 1)
+
+        return run_world
+    if p.over == BODIES_DOWN:
+        @wp.func
+        def run_down(m: Model, d: Data, w: int):
+            for i in range(first, m.nbody):
+                f(m, d, w, m.body_tree[i])
+
+        return run_down
+    if p.over == BODIES_UP:
+        @wp.func
+        def run_up(m: Model, d: Data, w: int):
+            for i in range(m.nbody - first):
+                f(m, d, w, m.body_tree[m.nbody - 1 - i])
+
+        return run_up
+    if p.over == ACTIVE_ROWS:
+        @wp.func
+        def run_rows(m: Model, d: Data, w: int):
+            for r in range(m.nefc):
+                if d.efc_active[w, r] != 0:
+                    f(m, d, w, r)
+
+        return run_rows
+    if p.over == PAIRS:
+        @wp.func
+        def run_pairs(m: Model, d: Data, w: int):
+            for q in range(m.ncpair):
+                f(m, d, w, q)
+
+        return run_pairs
+    bounds = _range_funcs(scalar)[p.over]
+
+    @wp.func
+    def run_range(m: Model, d: Data, w: int):
+        start, count = bounds(m)
+        for e in range(count):
+            f(m, d, w, start + e)
+
+    return run_range
+
+
+def fused_kernel(name: str, passes: tuple, scalar, module):
+    """The segment `passes` as one kernel over worlds: kernel(m, d), dim = num_worlds."""
+    Model, Data = model_struct(scalar), data_struct(scalar)
+    runs = [_fused_pass(p, scalar) for p in passes]
+
+    @wp.kernel(module=module, name=name)
+    def kernel(m: Model, d: Data):
+        w = wp.tid()
+        for i in range(wp.static(len(runs))):
+            wp.static(runs[i])(m, d, w)
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# wide: a launch per pass, (worlds x elements) threads
+
+
+def _wide_kernel(name: str, f, index: str, scalar, module):
+    """A kernel running element function f once per (world, element) of its launch. `index`:
+    'table' (elements table[start + e]), 'range' (start + e), 'active' (rows, active only),
+    'world' (a world function, a block of threads per world)."""
+    Model, Data = model_struct(scalar), data_struct(scalar)
+    if index == "table":
+        @wp.kernel(module=module, name=name)
+        def table_kernel(m: Model, d: Data, table: wp.array(dtype=int), start: int):
+            w, e = wp.tid()
+            f(m, d, w, table[start + e])
+
+        return table_kernel
+    if index == "range":
+        @wp.kernel(module=module, name=name)
+        def range_kernel(m: Model, d: Data, start: int):
+            w, e = wp.tid()
+            f(m, d, w, start + e)
+
+        return range_kernel
+    if index == "active":
+        @wp.kernel(module=module, name=name)
+        def rows_kernel(m: Model, d: Data):
+            w, r = wp.tid()
+            if d.efc_active[w, r] != 0:
+                f(m, d, w, r)
+
+        return rows_kernel
+    assert index == "world"
+
+    @wp.kernel(module=module, name=name)
+    def world_kernel(m: Model, d: Data):
+        w, lane = wp.tid()
+        f(m, d, w, lane, wp.block_dim())
+
+    return world_kernel
+
+
+@dataclass(frozen=True)
+class _WidePass:
+    p: Pass
+    kernel: wp.Kernel | None  # the kernel of every domain but PAIRS
+    kind_kernels: tuple  # PAIRS: ((kind, kernel), ...)
+
+
+@functools.cache
+def _wide_pass(p: Pass, scalar, module_name: str, backward: bool) -> _WidePass:
+    """The kernels of pass p (once per module: a pass shared by several segments has one)."""
+    Model, Data = model_struct(scalar), data_struct(scalar)
+    module = kernel_module(scalar, module_name, backward)
+    if p.over == PAIRS:
+        kernels = tuple((kind, _wide_kernel(f"{p.name}_{kind}", f, "table", scalar, module)) for kind, f in p.kinds)
+        return _WidePass(p, None, kernels)
+    f = _chain(p.funcs, Model, Data, world=p.over == WORLD)
+    if p.over == WORLD:
+        return _WidePass(p, _wide_kernel(p.name, f, "world", scalar, coop_module(scalar)), ())
+    if p.over in (BODIES_DOWN, BODIES_UP):
+        return _WidePass(p, _wide_kernel(p.name, f, "table", scalar, module), ())
+    if p.over == ACTIVE_ROWS:
+        return _WidePass(p, _wide_kernel(p.name, f, "active", scalar, module), ())
+    return _WidePass(p, _wide_kernel(p.name, f, "range", scalar, module), ())
+
+
+def _wide_launches(wp_: _WidePass, model) -> list[Launch]:
+    p, s = wp_.p, model.struct
+    if p.over == WORLD:
+        return [Launch(wp_.kernel, block_dim=LANES)]
+    if p.over in (BODIES_DOWN, BODIES_UP):
+        levels = model.body_levels[1:] if p.skip_world else model.body_levels
+        if p.over == BODIES_UP:
+            levels = levels[::-1]
+        return [Launch(wp_.kernel, (count,), (s.body_tree, start)) for start, count in levels]
+    if p.over == ACTIVE_ROWS:
+        return [Launch(wp_.kernel, (s.nefc,))] if s.nefc else []
+    if p.over == PAIRS:
+        kernels = dict(wp_.kind_kernels)
+        return [Launch(kernels[kind], (count,), (s.cpair_by_kind, start)) for kind, start, count in model.pair_kinds]
+    start, count = _host_range(model, p.over)
+    return [Launch(wp_.kernel, (count,), (start,))] if count else []
+
+
+class Segment:
+    """A segment of passes built for one schedule; `launches(model)` lists what to launch."""
+
+    def __init__(self, name: str, passes: tuple, scalar, schedule: str, module_name: str = "sim",
+                 backward: bool = False):
+        self.name, self.passes, self.schedule = name, passes, schedule
+        if schedule == "fused":
+            module = kernel_module(scalar, module_name, backward)
+            self._fused = fused_kernel(name, passes, scalar, module)
+            #: the Warp modules that hold the segment's kernels
+            self.modules = (module,)
+        else:
+            self._wide = [_wide_pass(p, scalar, f"wide{module_name}", backward) for p in passes]
+            self.modules = (kernel_module(scalar, f"wide{module_name}", backward), coop_module(scalar))
+        self._plans = {}
+
+    def launches(self, model) -> list[Launch]:
+        if self.schedule == "fused":
+            return [Launch(self._fused)]
+        key = id(model)
+        if key not in self._plans:
+            self._plans[key] = [item for wp_ in self._wide for item in _wide_launches(wp_, model)]
+        return self._plans[key]
+
+
+def coop_module(scalar):
+    """The module of the wide schedule's world functions, compiled for blocks of LANES threads
+    (kernels without adjoints: the differentiable step writes theirs by hand)."""
+    module = kernel_module(scalar, "coop")
+    module.options["block_dim"] = LANES
+    return module
+
+
+@functools.cache
+def segment(name: str, passes: tuple, scalar, schedule: str, module_name: str = "sim", backward: bool = False):
+    """The Segment `passes` built for `schedule` ('fused' or 'wide'), once per process."""
+    return Segment(name, passes, scalar, schedule, module_name, backward)

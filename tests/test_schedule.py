@@ -1,0 +1,170 @@
+"""The two schedules of the step (simrl.sim.schedule) against each other on the CPU.
+
+- fused (a thread per world) and wide (a launch per pass over worlds x elements, world
+  functions as blocks of threads) give the same bits: every array of the simulation data after
+  a trajectory with contacts, limits and friction loss, Euler and RK4, float64 and float32;
+- the differentiable step: the same outputs bit for bit; gradients within 1e-12 (relative, float64),
+  because Warp's generated adjoints accumulate into shared inputs in another order (the fused
+  adjoint replays a world's loops backwards, the wide one runs an element per thread);
+- a world function run by a block of several threads (Warp's cooperative CPU blocks stand in for
+  a GPU's) gives the same bits as one thread: every lane reads only what a barrier made visible.
+"""
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+import warp as wp
+from conftest import GYM_ASSETS, quaternion_slices
+from models import CUSTOM_MODELS
+from test_contact_parity import SCENES
+from test_grad import LIMITS_FRICTION
+
+from envs import ASSETS_DIR
+from simrl import Sim, diff_step
+from simrl.sim import schedule
+from simrl.sim.data import data_struct
+
+XML = {**CUSTOM_MODELS, **SCENES, "limits_friction": LIMITS_FRICTION}
+
+
+def load(name: str) -> mujoco.MjModel:
+    if name == "quadruped":
+        return mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "quadruped.xml"))
+    if name in XML:
+        return mujoco.MjModel.from_xml_string(XML[name])
+    return mujoco.MjModel.from_xml_path(str(GYM_ASSETS / f"{name}.xml"))
+
+
+def start_state(mjm, W, rng):
+    """Near the keyframe (or qpos0), perturbed: contacts and limits come and go."""
+    qpos = np.tile(mjm.key_qpos[0] if mjm.nkey else mjm.qpos0, (W, 1)) + rng.normal(0.0, 0.05, (W, mjm.nq))
+    for s in quaternion_slices(mjm):
+        qpos[:, s] /= np.linalg.norm(qpos[:, s], axis=1, keepdims=True)
+    qvel = rng.normal(0.0, 0.5, (W, mjm.nv))
+    ctrl = rng.uniform(-1.0, 1.0, (W, mjm.nu))
+    return qpos, qvel, ctrl
+
+
+def run(mjm, schedule_name, dtype, steps, seed=0, W=6):
+    sim = Sim.from_model(mjm, num_worlds=W, device="cpu", dtype=dtype, schedule=schedule_name)
+    assert sim.schedule == schedule_name
+    qpos, qvel, ctrl = start_state(mjm, W, np.random.default_rng(seed))
+    sim.qpos = torch.as_tensor(qpos, dtype=sim.torch_dtype)
+    sim.qvel = torch.as_tensor(qvel, dtype=sim.torch_dtype)
+    sim.ctrl = torch.as_tensor(ctrl, dtype=sim.torch_dtype)
+    sim.step(steps)
+    return sim
+
+
+def assert_same_data(a: Sim, b: Sim):
+    """Every array of the two simulations' data, bit for bit."""
+    for name in data_struct(a.model.dtype).vars:
+        x = wp.to_torch(getattr(a.data, name))
+        y = wp.to_torch(getattr(b.data, name))
+        assert torch.equal(x, y), f"{name}: max difference {(x.double() - y.double()).abs().max().item():.3e}"
+
+
+@pytest.mark.parametrize("name", ["quadruped", "primitives", "humanoid", "ant", "ball_chain", "slide_hinge",
+                                  "two_trees", "limits_friction"])
+def test_wide_equals_fused_bit_for_bit_float64(name):
+    mjm = load(name)
+    fused, wide = run(mjm, "fused", "float64", 40), run(mjm, "wide", "float64", 40)
+    assert not fused.nan_worlds.any()
+    if name in ("quadruped", "primitives", "humanoid", "ant", "limits_friction"):
+        assert int(fused.view("efc_nactive").max()) > 0, "the trajectory should exercise constraint rows"
+    assert_same_data(fused, wide)
+
+
+@pytest.mark.parametrize("name", ["quadruped", "humanoid"])
+def test_wide_equals_fused_bit_for_bit_float32(name):
+    mjm = load(name)
+    assert_same_data(run(mjm, "fused", "float32", 40), run(mjm, "wide", "float32", 40))
+
+
+def test_forward_alone_equal():
+    mjm = load("primitives")
+    sims = []
+    for s in ("fused", "wide"):
+        sim = run(mjm, s, "float64", 0)
+        sim.forward()
+        sims.append(sim)
+    assert_same_data(*sims)
+
+
+def _diff_rollout(mjm, schedule_name, steps=6, W=4, seed=3):
+    sim = Sim.from_model(mjm, num_worlds=W, device="cpu", dtype="float64", schedule=schedule_name)
+    qpos, qvel, ctrl = start_state(mjm, W, np.random.default_rng(seed))
+    qpos0 = torch.tensor(qpos, requires_grad=True)
+    qvel0 = torch.tensor(qvel, requires_grad=True)
+    ctrl0 = torch.tensor(ctrl, requires_grad=True)
+    mass = torch.tensor(np.tile(mjm.body_mass, (W, 1)), requires_grad=True)
+    friction = torch.tensor(np.tile(mjm.geom_friction, (W, 1, 1)), requires_grad=True)
+    params = {"body_mass": mass, "geom_friction": friction}
+    q, v = qpos0, qvel0
+    for _ in range(steps):
+        q, v = diff_step(sim, q, v, ctrl0, params=params)
+    (q.square().sum() + v.square().sum()).backward()
+    return (q.detach(), v.detach()), (qpos0.grad, qvel0.grad, ctrl0.grad, mass.grad, friction.grad)
+
+
+@pytest.mark.parametrize("name", ["quadruped", "limits_friction", "ball_chain"])
+def test_wide_diff_step_equals_fused(name):
+    mjm = load(name)
+    (out_f, grad_f), (out_w, grad_w) = _diff_rollout(mjm, "fused"), _diff_rollout(mjm, "wide")
+    for a, b in zip(out_f, out_w, strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(grad_f, grad_w, strict=True):
+        assert torch.isfinite(a).all()
+        scale = a.abs().max().clamp_min(1e-300)
+        # named reduction-order difference: adjoint accumulation of shared reads
+        assert ((a - b).abs().max() / scale).item() <= 1e-12
+
+
+@pytest.fixture
+def cpu_blocks(monkeypatch):
+    """World functions run as blocks of 8 cooperative threads on the CPU."""
+    monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
+    monkeypatch.setattr(schedule, "LANES", 8)
+    yield 8
+
+
+@pytest.mark.parametrize("name", ["primitives", "quadruped", "limits_friction"])
+def test_lanes_of_a_block_give_the_bits_of_one_thread(name, cpu_blocks):
+    mjm = load(name)
+    assert_same_data(run(mjm, "fused", "float64", 30), run(mjm, "wide", "float64", 30))
+
+
+def test_lanes_in_the_differentiable_step(cpu_blocks, monkeypatch):
+    mjm = load("limits_friction")
+    out_b, grad_b = _diff_rollout(mjm, "wide")
+    monkeypatch.setattr(wp.config, "enable_cpu_blocks", False)
+    out_1, grad_1 = _diff_rollout(mjm, "wide")
+    for a, b in zip(out_b + grad_b, out_1 + grad_1, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_schedule_argument():
+    mjm = load("slide_hinge")
+    sim = Sim.from_model(mjm, num_worlds=2, device="cpu")
+    assert sim.schedule == "fused" and "schedule='fused'" in repr(sim)
+    with pytest.raises(ValueError, match="schedule must be one of 'auto', 'fused', 'wide'"):
+        Sim.from_model(mjm, num_worlds=2, device="cpu", schedule="parallel")
+
+
+def test_tree_levels():
+    """Every body's parent is in an earlier level; levels hold each body once; children lists
+    match MuJoCo's parents."""
+    mjm = load("humanoid")
+    model = Sim.from_model(mjm, num_worlds=1).model
+    tree = model.struct.body_tree.numpy()
+    level_of = {}
+    for depth, (start, count) in enumerate(model.body_levels):
+        for b in tree[start:start + count]:
+            level_of[int(b)] = depth
+    assert sorted(level_of) == list(range(mjm.nbody)) and model.body_levels[0] == (0, 1)
+    for b in range(1, mjm.nbody):
+        assert level_of[int(mjm.body_parentid[b])] == level_of[b] - 1
+    adr, num, child = (getattr(model.struct, f).numpy() for f in ("body_child_adr", "body_child_num", "body_child"))
+    for b in range(mjm.nbody):
+        assert list(child[adr[b]:adr[b] + num[b]]) == [c for c in range(1, mjm.nbody) if mjm.body_parentid[c] == b]
