@@ -183,6 +183,9 @@ def make_sim(mjm: mujoco.MjModel, num_worlds: int, schedule: str | None) -> tupl
         sim = simrl.Sim.from_model(mjm, num_worlds=num_worlds, device="cpu", cpu_threads=1, **kwargs)
     except simrl.UnsupportedFeatureError as e:
         raise SystemExit(f"simrl cannot simulate this model: {e}") from e
+    resolved = getattr(sim, "schedule", None)  # what "auto" chose, where the Sim says
+    if isinstance(resolved, str) and resolved != label:
+        label = f"{label} ({resolved})"
     qpos, qvel, ctrl = _start_state(mjm, num_worlds)
     sim.qpos, sim.qvel, sim.ctrl = qpos, qvel, ctrl
     return sim, label
@@ -190,7 +193,8 @@ def make_sim(mjm: mujoco.MjModel, num_worlds: int, schedule: str | None) -> tupl
 
 def record_simrl(mjm: mujoco.MjModel, num_worlds: int, schedule: str | None, grad: bool) -> dict:
     """The launches of one simrl step (Sim.step(1)), or with `grad` of one simrl.diff_step and
-    its backward, after one such step that compiles. Returns {"launches", "schedule", "state"}."""
+    its backward, after one such step that compiles. Returns {"launches", "deferred", "schedule",
+    "state"}."""
     sim, label = make_sim(mjm, num_worlds, schedule)
     if not grad:
         sim.step(1)  # compiles (or loads from Warp's cache) what the step launches
@@ -466,7 +470,8 @@ class KernelRow:
 
 def kernel_rows(launches: list[Launch], compiled: dict) -> list[KernelRow]:
     """Launches grouped by (kernel, adjoint), in the step's order of first appearance, each with
-    its entry and ptxas numbers (from the build of the module for its GPU block size)."""
+    its entry and ptxas numbers (from the build of its module for its GPU block size: the
+    smallest, for a kernel launched with several)."""
     rows: dict[tuple[int, bool], KernelRow] = {}
     for launch in launches:
         row = rows.get((id(launch.kernel), launch.adjoint))
@@ -578,6 +583,7 @@ def summary_lines(record: dict) -> list[tuple[str, str]]:
         ("launches per step", f"{s['launches']}" + (f" ({s['empty_launches']} empty: a zero dimension, "
                                                      "which Warp skips)" if s["empty_launches"] else "")),
         ("kernels", f"{s['kernels']}"),
+        ("CPU time of the launches (one thread: the step's work)", f"{1e3 * s['step_launch_seconds']:.1f} ms"),
         ("CUDA entries found", f"{matches['exact']} by mangled name, {matches['by key']} by key, "
                                f"{matches['not found']} not found"),
         ("max registers", f"{_number(s['max_registers'])} ({s['max_registers_kernel']})"),
