@@ -30,9 +30,11 @@ A kernel's CUDA entry is its mangled name (key and hash) + "_cuda_kernel_forward
 "_cuda_kernel_backward" for an adjoint launch); each is checked against the entries of the PTX.
 
 Engines (`--engine`, comma-separated): simrl (`Sim.from_model`, one CPU thread; `--schedule`
-passed through when the Sim takes one) and mujoco_warp (MuJoCo Warp, `mjw.step`; the 'bench'
-extra). `--grad` reports one differentiable step instead (simrl.diff_step forward, then its
-backward from a gradient seeded on qpos and qvel), forward and adjoint launches together.
+passed through when the Sim takes one; "auto" is resolved by the engine for the CPU it runs on
+here, which can differ from its choice on a GPU) and mujoco_warp (MuJoCo Warp, `mjw.step`; the
+'bench' extra; where it branches on the device, its CPU path is the one recorded). `--grad`
+reports one differentiable step instead (simrl.diff_step forward, then its backward from a
+gradient seeded on qpos and qvel), forward and adjoint launches together.
 Both engines start from the model's "home" keyframe when it has one (else qpos0) with the same
 random controls; one step is taken first to compile, and the next one is recorded.
 
@@ -173,19 +175,20 @@ def make_sim(mjm: mujoco.MjModel, num_worlds: int, schedule: str | None) -> tupl
     kwargs = {}
     if "schedule" in inspect.signature(simrl.Sim.from_model).parameters:
         kwargs["schedule"] = schedule or "auto"
-        label = kwargs["schedule"]
     elif schedule not in (None, "fused"):
         raise SystemExit(f"--schedule {schedule}: this simrl's Sim.from_model takes no schedule= keyword "
                          "(its engine runs the fused schedule only); leave --schedule out or pass fused")
-    else:
-        label = "fused (Sim.from_model has no schedule= keyword)"
     try:
         sim = simrl.Sim.from_model(mjm, num_worlds=num_worlds, device="cpu", cpu_threads=1, **kwargs)
     except simrl.UnsupportedFeatureError as e:
         raise SystemExit(f"simrl cannot simulate this model: {e}") from e
     resolved = getattr(sim, "schedule", None)  # what "auto" chose, where the Sim says
-    if isinstance(resolved, str) and resolved != label:
-        label = f"{label} ({resolved})"
+    if not kwargs:
+        label = "fused (Sim.from_model has no schedule= keyword)"
+    elif isinstance(resolved, str) and resolved != kwargs["schedule"]:
+        label = f"{kwargs['schedule']} ({resolved})"
+    else:
+        label = kwargs["schedule"]
     qpos, qvel, ctrl = _start_state(mjm, num_worlds)
     sim.qpos, sim.qvel, sim.ctrl = qpos, qvel, ctrl
     return sim, label
@@ -664,6 +667,9 @@ def main(argv=None) -> int:
             recorded[engine] = record_mujoco_warp(mjw, mjm, args.worlds)
         print(f"{engine}: recorded {len(recorded[engine]['launches'])} launches "
               f"({time.perf_counter() - start:.1f} s, compile included)")
+        if engine == "simrl" and recorded[engine]["schedule"].startswith("auto ("):
+            print(f"  note: schedule {recorded[engine]['schedule']} was resolved on the CPU; on a GPU the engine may "
+                  "choose another: pass --schedule fused or wide to report that one")
         if recorded[engine]["deferred"]:
             print(f"  ({recorded[engine]['deferred']} launches with record_cmd=True did not run and are not counted)")
 
