@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # The CPU build of torch; an unpinned torch would pull a multi-GB CUDA build.
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: venv test test-all train lint benchmark clean
+.PHONY: venv test test-all train lint benchmark gpu-report clean
 
 venv: $(VENV)/.installed
 
@@ -29,6 +29,16 @@ train: venv
 
 benchmark: venv
 	$(PY) scripts/benchmark.py $(ARGS)
+
+# Registers, spills and threads per world of one step on a GPU, read without one (e.g.
+# ARGS="--model quadruped --worlds 4096 --arch 90"). Warp's PTX needs a newer ptxas than most
+# CUDA installs have: pip's nvidia-cuda-nvcc, the gpu-tools extra.
+gpu-report: $(VENV)/.gpu-tools
+	$(PY) scripts/gpu_report.py $(ARGS)
+
+$(VENV)/.gpu-tools: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e ".[gpu-tools]" "$(TORCH_PIN)"
+	touch $@
 
 lint: venv
 	$(VENV)/bin/ruff check .
