@@ -37,19 +37,23 @@ def build(scalar, lanes: bool = False):
         if m.euler_damp:
             # qH = M + h * diag(damping), factorized like M
             wd = w % m.dof_damping.shape[0]
-            for i in range(lane, m.nv, nlanes):
+            i = int(lane)
+            while i < m.nv:
                 d.qH[w, i, i] = d.qM[w, i, i] + h * m.dof_damping[wd, i]
-                adr = m.dof_ancestor_adr[i]
-                for k in range(adr, adr + m.dof_ancestor_num[i]):
-                    j = m.dof_ancestor[k]
+                j = m.dof_parentid[i]
+                while j >= 0:
                     d.qH[w, i, j] = d.qM[w, i, j]
+                    j = m.dof_parentid[j]
                 d.qacc_int[w, i] = d.qfrc_smooth[w, i] + d.qfrc_constraint[w, i]
+                i = i + nlanes
             sync()
             factor_ld(m, d.qH, w, lane, nlanes)
             solve_ld(m, d.qH, d.qacc_int, w, lane, nlanes)
         else:
-            for i in range(lane, m.nv, nlanes):
+            i = int(lane)
+            while i < m.nv:
                 d.qacc_int[w, i] = d.qacc[w, i]
+                i = i + nlanes
 
     @wp.func
     def joint(m: Model, d: Data, w: int, j: int):

@@ -31,28 +31,45 @@ def build(scalar, lanes: bool = False):
     sync = block_sync if lanes else no_sync
 
     @wp.func
+    def mine(t: int, lane: int, nlanes: int):
+        """Whether the t-th item of a phase belongs to this lane (every item to the only lane of
+        the fused schedule)."""
+        if wp.static(lanes):
+            return t % nlanes == lane
+        return True
+
+    # Loops walk parent chains with `while`: Warp's CPU code for `for i in range(n)` with a
+    # run-time n, or over an index table, is about half as fast on these short loops.
+
+    @wp.func
     def factor_ld(m: Model, mat: wp.array3d(dtype=scalar), w: int, lane: int, nlanes: int):
         """In-place L'DL factorization of mat[w] (mj_factorI): D on the diagonal, L below."""
-        for r in range(m.nv):
-            k = m.nv - 1 - r
+        k = m.nv - 1
+        while k >= 0:
             inv_d = scalar(1.0) / mat[w, k, k]
-            adr = m.dof_ancestor_adr[k]
-            num = m.dof_ancestor_num[k]
             # rows i < k that are ancestors of k: L(i, 0..i) -= L(k, i) / D(k) * L(k, 0..i)
-            for t in range(lane, num, nlanes):
-                i = m.dof_ancestor[adr + t]
-                scale = mat[w, k, i] * inv_d
-                mat[w, i, i] = mat[w, i, i] - scale * mat[w, k, i]
-                ia = m.dof_ancestor_adr[i]
-                for u in range(ia, ia + m.dof_ancestor_num[i]):
-                    j = m.dof_ancestor[u]
-                    mat[w, i, j] = mat[w, i, j] - scale * mat[w, k, j]
+            i = m.dof_parentid[k]
+            t = int(0)
+            while i >= 0:
+                if mine(t, lane, nlanes):
+                    scale = mat[w, k, i] * inv_d
+                    j = i
+                    while j >= 0:
+                        mat[w, i, j] = mat[w, i, j] - scale * mat[w, k, j]
+                        j = m.dof_parentid[j]
+                i = m.dof_parentid[i]
+                t = t + 1
             sync()
             # row k: L(k, :) = L(k, :) / D(k)
-            for t in range(lane, num, nlanes):
-                i = m.dof_ancestor[adr + t]
-                mat[w, k, i] = mat[w, k, i] * inv_d
+            i = m.dof_parentid[k]
+            t = int(0)
+            while i >= 0:
+                if mine(t, lane, nlanes):
+                    mat[w, k, i] = mat[w, k, i] * inv_d
+                i = m.dof_parentid[i]
+                t = t + 1
             sync()
+            k = k - 1
 
     @wp.func
     def solve_ld(m: Model, mat: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar), w: int, lane: int,
@@ -60,37 +77,44 @@ def build(scalar, lanes: bool = False):
         """x[w] <- inv(L' D L) x[w] in place, with the factor from `factor_ld` (mj_solveLD)."""
         if lane == 0:
             # x <- inv(L') x
-            for r in range(m.nv):
-                i = m.nv - 1 - r
+            i = m.nv - 1
+            while i >= 0:
                 xi = x[w, i]
                 if xi != scalar(0.0):
-                    adr = m.dof_ancestor_adr[i]
-                    for k in range(adr, adr + m.dof_ancestor_num[i]):
-                        j = m.dof_ancestor[k]
+                    j = m.dof_parentid[i]
+                    while j >= 0:
                         x[w, j] = x[w, j] - mat[w, i, j] * xi
+                        j = m.dof_parentid[j]
+                i = i - 1
             # x <- inv(D) x
-            for i in range(m.nv):
+            i = int(0)
+            while i < m.nv:
                 x[w, i] = x[w, i] * (scalar(1.0) / mat[w, i, i])
+                i = i + 1
             # x <- inv(L) x
-            for i in range(m.nv):
+            i = int(0)
+            while i < m.nv:
                 xi = x[w, i]
-                adr = m.dof_ancestor_adr[i]
-                for k in range(adr, adr + m.dof_ancestor_num[i]):
-                    j = m.dof_ancestor[k]
+                j = m.dof_parentid[i]
+                while j >= 0:
                     xi = xi - mat[w, i, j] * x[w, j]
+                    j = m.dof_parentid[j]
                 x[w, i] = xi
+                i = i + 1
         sync()
 
     @wp.func
     def copy_tree(m: Model, src: wp.array3d(dtype=scalar), dst: wp.array3d(dtype=scalar), w: int, lane: int,
                   nlanes: int):
         """dst[w] = src[w] on the sparsity pattern of M (diagonal and ancestor entries)."""
-        for i in range(lane, m.nv, nlanes):
+        i = int(lane)
+        while i < m.nv:
             dst[w, i, i] = src[w, i, i]
-            adr = m.dof_ancestor_adr[i]
-            for k in range(adr, adr + m.dof_ancestor_num[i]):
-                j = m.dof_ancestor[k]
+            j = m.dof_parentid[i]
+            while j >= 0:
                 dst[w, i, j] = src[w, i, j]
+                j = m.dof_parentid[j]
+            i = i + nlanes
         sync()
 
     @wp.func
@@ -103,8 +127,10 @@ def build(scalar, lanes: bool = False):
     def fwd_acceleration(m: Model, d: Data, w: int, lane: int, nlanes: int):
         """qLD, and qacc_smooth = M^-1 qfrc_smooth (mj_fwdAcceleration)."""
         factor_m(m, d, w, lane, nlanes)
-        for i in range(lane, m.nv, nlanes):
+        i = int(lane)
+        while i < m.nv:
             d.qacc_smooth[w, i] = d.qfrc_smooth[w, i]
+            i = i + nlanes
         sync()
         solve_ld(m, d.qLD, d.qacc_smooth, w, lane, nlanes)
 

@@ -47,20 +47,28 @@ def dense_cholesky(scalar, lanes: bool = False):
     def cholesky_factor(H: wp.array3d(dtype=scalar), nv: int, w: int, lane: int, nlanes: int):
         """H[w] = L L' in place: L in the lower triangle (the upper one is not read); column j's
         entries below the diagonal are shared among the lanes."""
-        for j in range(nv):
+        j = int(0)
+        while j < nv:
             if lane == 0:
                 s = H[w, j, j]
-                for k in range(j):
+                k = int(0)
+                while k < j:
                     s = s - H[w, j, k] * H[w, j, k]
+                    k = k + 1
                 H[w, j, j] = wp.sqrt(wp.max(s, scalar(MINVAL)))
             sync()
             ljj = H[w, j, j]
-            for i in range(j + 1 + lane, nv, nlanes):
+            i = int(j + 1 + lane)
+            while i < nv:
                 s2 = H[w, i, j]
-                for k in range(j):
+                k = int(0)
+                while k < j:
                     s2 = s2 - H[w, i, k] * H[w, j, k]
+                    k = k + 1
                 H[w, i, j] = s2 / ljj
+                i = i + nlanes
             sync()
+            j = j + 1
 
     @wp.func
     def cholesky_solve(L: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar), nv: int, w: int, lane: int,
@@ -68,17 +76,25 @@ def dense_cholesky(scalar, lanes: bool = False):
         """x[w] <- (L L')^-1 x[w] in place, L from `cholesky_factor` (lane 0; each step depends on
         the last)."""
         if lane == 0:
-            for i in range(nv):
+            i = int(0)
+            while i < nv:
                 s = x[w, i]
-                for k in range(i):
+                k = int(0)
+                while k < i:
                     s = s - L[w, i, k] * x[w, k]
+                    k = k + 1
                 x[w, i] = s / L[w, i, i]
-            for ii in range(nv):
+                i = i + 1
+            ii = int(0)
+            while ii < nv:
                 i = nv - 1 - ii
                 s = x[w, i]
-                for k in range(i + 1, nv):
+                k = int(i + 1)
+                while k < nv:
                     s = s - L[w, k, i] * x[w, k]
+                    k = k + 1
                 x[w, i] = s / L[w, i, i]
+                ii = ii + 1
         sync()
 
     return cholesky_factor, cholesky_solve
@@ -128,52 +144,78 @@ def build(scalar, lanes: bool = False):
         """At x = d.qacc: jar, forces, gradient, and the cost in solver_scalar[w, COST]."""
         nv = m.nv
         nactive = d.efc_nactive[w]
-        for i in range(lane, nv, nlanes):
+        i = int(lane)
+        while i < nv:
             d.solver_res[w, i] = d.qacc[w, i] - d.qacc_smooth[w, i]
+            i = i + nlanes
         sync()
-        for i in range(lane, nv, nlanes):
+        i = int(lane)
+        while i < nv:
             mr = scalar(0.0)
-            for j in range(nv):
+            j = int(0)
+            while j < nv:
                 mr = mr + d.qM[w, i, j] * d.solver_res[w, j]
+                j = j + 1
             d.solver_Mres[w, i] = mr
-        for a in range(lane, nactive, nlanes):
+            i = i + nlanes
+        a = int(lane)
+        while a < nactive:
             r = d.efc_list[w, a]
             jar = -d.efc_aref[w, r]
-            for k in range(m.efc_nnz[r]):
+            end1 = m.efc_nnz[r]
+            k = int(0)
+            while k < end1:
                 j = m.efc_colind[r, k]
                 jar = jar + d.efc_J[w, r, j] * d.qacc[w, j]
+                k = k + 1
             d.efc_jar[w, r] = jar
             c, ds, dds = row_cost(m, d, w, r, jar)
             d.efc_cost[w, r] = c
             d.efc_force[w, r] = -ds
             d.efc_dds[w, r] = dds
+            a = a + nlanes
         sync()
         # gradient M res + J' ds: each dof adds the rows in ascending order (a thread per world
         # scatters row by row, a block gathers per dof: the same sum, term by term)
         if wp.static(lanes):
-            for i in range(lane, nv, nlanes):
+            i = int(lane)
+            while i < nv:
                 d.solver_grad[w, i] = d.solver_Mres[w, i]
-                for a in range(nactive):
+                a = int(0)
+                while a < nactive:
                     r = d.efc_list[w, a]
                     ds = -d.efc_force[w, r]
                     if ds != scalar(0.0) and m.efc_colmask[r, i] != 0:
                         d.solver_grad[w, i] = d.solver_grad[w, i] + d.efc_J[w, r, i] * ds
+                    a = a + 1
+                i = i + nlanes
         else:
-            for i in range(nv):
+            i = int(0)
+            while i < nv:
                 d.solver_grad[w, i] = d.solver_Mres[w, i]
-            for a in range(nactive):
+                i = i + 1
+            a = int(0)
+            while a < nactive:
                 r = d.efc_list[w, a]
                 ds = -d.efc_force[w, r]
                 if ds != scalar(0.0):
-                    for k in range(m.efc_nnz[r]):
+                    end2 = m.efc_nnz[r]
+                    k = int(0)
+                    while k < end2:
                         j = m.efc_colind[r, k]
                         d.solver_grad[w, j] = d.solver_grad[w, j] + d.efc_J[w, r, j] * ds
+                        k = k + 1
+                a = a + 1
         if lane == 0:
             cost = scalar(0.0)
-            for i in range(nv):
+            i = int(0)
+            while i < nv:
                 cost = cost + scalar(0.5) * d.solver_res[w, i] * d.solver_Mres[w, i]
-            for a in range(nactive):
+                i = i + 1
+            a = int(0)
+            while a < nactive:
                 cost = cost + d.efc_cost[w, d.efc_list[w, a]]
+                a = a + 1
             d.solver_scalar[w, COST] = cost
         sync()
 
@@ -190,54 +232,76 @@ def build(scalar, lanes: bool = False):
         nactive = d.efc_nactive[w]
         if lane == 0:
             tree = int(1)
-            for a in range(nactive):
+            a = int(0)
+            while a < nactive:
                 r = d.efc_list[w, a]
                 if m.efc_chain[r] == 0 and d.efc_dds[w, r] != scalar(0.0):
                     tree = 0
+                a = a + 1
             d.solver_flag[w] = tree
         sync()
         tree = d.solver_flag[w]
-        for i in range(lane, nv, nlanes):
+        i = int(lane)
+        while i < nv:
             if tree == 1:
                 d.solver_H[w, i, i] = d.qM[w, i, i]
-                adr = m.dof_ancestor_adr[i]
-                for k in range(adr, adr + m.dof_ancestor_num[i]):
-                    j = m.dof_ancestor[k]
+                j = m.dof_parentid[i]
+                while j >= 0:
                     d.solver_H[w, i, j] = d.qM[w, i, j]
+                    j = m.dof_parentid[j]
             else:
-                for j in range(i + 1):
+                end2 = i + 1
+                j = int(0)
+                while j < end2:
                     d.solver_H[w, i, j] = d.qM[w, i, j]
+                    j = j + 1
             # J' D J over the rows in their quadratic zone, only in the rows' non-zero columns
             if wp.static(lanes):
-                for a in range(nactive):
+                a = int(0)
+                while a < nactive:
                     r = d.efc_list[w, a]
                     dds = d.efc_dds[w, r]
                     if dds != scalar(0.0) and m.efc_colmask[r, i] != 0:
                         ji = d.efc_J[w, r, i] * dds
                         if ji != scalar(0.0):
-                            for kj in range(m.efc_nnz[r]):
+                            end3 = m.efc_nnz[r]
+                            kj = int(0)
+                            while kj < end3:
                                 j = m.efc_colind[r, kj]
                                 if j <= i:
                                     d.solver_H[w, i, j] = d.solver_H[w, i, j] + ji * d.efc_J[w, r, j]
+                                kj = kj + 1
+                    a = a + 1
+            i = i + nlanes
         if wp.static(not lanes):
-            for a in range(nactive):
+            a = int(0)
+            while a < nactive:
                 r = d.efc_list[w, a]
                 dds = d.efc_dds[w, r]
                 if dds != scalar(0.0):
-                    for ki in range(m.efc_nnz[r]):
+                    end5 = m.efc_nnz[r]
+                    ki = int(0)
+                    while ki < end5:
                         i = m.efc_colind[r, ki]
                         ji = d.efc_J[w, r, i] * dds
                         if ji != scalar(0.0):
-                            for kj in range(ki + 1):
+                            end4 = ki + 1
+                            kj = int(0)
+                            while kj < end4:
                                 j = m.efc_colind[r, kj]
                                 d.solver_H[w, i, j] = d.solver_H[w, i, j] + ji * d.efc_J[w, r, j]
+                                kj = kj + 1
+                        ki = ki + 1
+                a = a + 1
         sync()
         if tree == 1:
             factor_ld(m, d.solver_H, w, lane, nlanes)
         else:
             cholesky_factor(d.solver_H, nv, w, lane, nlanes)
-        for i in range(lane, nv, nlanes):
+        i = int(lane)
+        while i < nv:
             d.solver_search[w, i] = -d.solver_grad[w, i]
+            i = i + nlanes
         sync()
         if tree == 1:
             solve_ld(m, d.solver_H, d.solver_search, w, lane, nlanes)
@@ -251,23 +315,27 @@ def build(scalar, lanes: bool = False):
         sum of the magnitudes of the terms of the first (its rounding error is about eps times
         that). Each lane evaluates some rows; lane 0 adds the terms in row order."""
         nactive = d.efc_nactive[w]
-        for a in range(lane, nactive, nlanes):
+        a = int(lane)
+        while a < nactive:
             r = d.efc_list[w, a]
             jv = d.efc_jv[w, r]
             c, ds, dds = row_cost(m, d, w, r, d.efc_jar[w, r] + alpha * jv)
             d.efc_ls1[w, r] = ds * jv
             d.efc_ls2[w, r] = dds * jv * jv
             d.efc_ls3[w, r] = wp.abs(ds * jv)
+            a = a + nlanes
         sync()
         if lane == 0:
             d1 = p_mr + alpha * p_mp
             d2 = p_mp
             mag = wp.abs(p_mr) + wp.abs(alpha * p_mp)
-            for a in range(nactive):
+            a = int(0)
+            while a < nactive:
                 r = d.efc_list[w, a]
                 d1 = d1 + d.efc_ls1[w, r]
                 d2 = d2 + d.efc_ls2[w, r]
                 mag = mag + d.efc_ls3[w, r]
+                a = a + 1
             d.solver_scalar[w, D1] = d1
             d.solver_scalar[w, D2] = d2
             d.solver_scalar[w, MAG] = mag
@@ -279,21 +347,30 @@ def build(scalar, lanes: bool = False):
         """Exact minimizer alpha >= 0 of the convex piecewise-quadratic cost along the search
         (every lane returns the same alpha)."""
         nv = m.nv
-        for i in range(lane, nv, nlanes):
+        i = int(lane)
+        while i < nv:
             mp = scalar(0.0)
-            for j in range(nv):
+            j = int(0)
+            while j < nv:
                 mp = mp + d.qM[w, i, j] * d.solver_search[w, j]
+                j = j + 1
             d.solver_Msearch[w, i] = mp
-        for a in range(lane, d.efc_nactive[w], nlanes):
+            i = i + nlanes
+        end1 = d.efc_nactive[w]
+        a = int(lane)
+        while a < end1:
             r = d.efc_list[w, a]
             d.efc_jv[w, r] = row_dot(m, d, w, r, d.solver_search)
+            a = a + nlanes
         sync()
         if lane == 0:
             p_mr = scalar(0.0)
             p_mp = scalar(0.0)
-            for i in range(nv):
+            i = int(0)
+            while i < nv:
                 p_mr = p_mr + d.solver_search[w, i] * d.solver_Mres[w, i]
                 p_mp = p_mp + d.solver_search[w, i] * d.solver_Msearch[w, i]
+                i = i + 1
             d.solver_scalar[w, P_MR] = p_mr
             d.solver_scalar[w, P_MP] = p_mp
         sync()
@@ -331,8 +408,10 @@ def build(scalar, lanes: bool = False):
         """grad' grad (lane 0), for every lane."""
         if lane == 0:
             gnorm = scalar(0.0)
-            for i in range(nv):
+            i = int(0)
+            while i < nv:
                 gnorm = gnorm + d.solver_grad[w, i] * d.solver_grad[w, i]
+                i = i + 1
             d.solver_scalar[w, NORM] = gnorm
         sync()
         return d.solver_scalar[w, NORM]
@@ -342,8 +421,10 @@ def build(scalar, lanes: bool = False):
         """1/2 g' H^-1 g = -1/2 g' p: the predicted improvement of the Newton step (lane 0)."""
         if lane == 0:
             decrement = scalar(0.0)
-            for i in range(nv):
+            i = int(0)
+            while i < nv:
                 decrement = decrement - scalar(0.5) * d.solver_grad[w, i] * d.solver_search[w, i]
+                i = i + 1
             d.solver_scalar[w, NORM] = decrement
         sync()
         return d.solver_scalar[w, NORM]
@@ -353,43 +434,57 @@ def build(scalar, lanes: bool = False):
         """qacc, efc_force and qfrc_constraint from qacc_smooth and the constraint rows."""
         nv = m.nv
         nactive = d.efc_nactive[w]
-        for i in range(lane, nv, nlanes):
+        i = int(lane)
+        while i < nv:
             d.qfrc_constraint[w, i] = scalar(0.0)
             d.qacc[w, i] = d.qacc_smooth[w, i]
+            i = i + nlanes
         if lane == 0:
             d.solver_niter[w] = 0
         if nactive > 0:
             # warm start: the previous solution if it costs less than the smooth acceleration
-            for i in range(lane, nv, nlanes):
+            i = int(lane)
+            while i < nv:
                 d.qacc[w, i] = d.qacc_warmstart[w, i]
+                i = i + nlanes
             sync()
             evaluate(m, d, w, lane, nlanes)
-            for a in range(lane, nactive, nlanes):
+            a = int(lane)
+            while a < nactive:
                 r = d.efc_list[w, a]
                 jar = -d.efc_aref[w, r]
-                for k in range(m.efc_nnz[r]):
+                end1 = m.efc_nnz[r]
+                k = int(0)
+                while k < end1:
                     j = m.efc_colind[r, k]
                     jar = jar + d.efc_J[w, r, j] * d.qacc_smooth[w, j]
+                    k = k + 1
                 c, ds, dds = row_cost(m, d, w, r, jar)
                 d.efc_ls1[w, r] = c
+                a = a + nlanes
             sync()
             if lane == 0:
                 cost_smooth = scalar(0.0)
-                for a in range(nactive):
+                a = int(0)
+                while a < nactive:
                     cost_smooth = cost_smooth + d.efc_ls1[w, d.efc_list[w, a]]
+                    a = a + 1
                 d.solver_scalar[w, COST_SMOOTH] = cost_smooth
             sync()
             cost = d.solver_scalar[w, COST]
             if d.solver_scalar[w, COST_SMOOTH] < cost:
-                for i in range(lane, nv, nlanes):
+                i = int(lane)
+                while i < nv:
                     d.qacc[w, i] = d.qacc_smooth[w, i]
+                    i = i + nlanes
                 sync()
                 evaluate(m, d, w, lane, nlanes)
                 cost = d.solver_scalar[w, COST]
 
             scale = m.solver_scale
             niter = int(0)
-            for _ in range(m.solver_iterations):
+            it2 = int(0)
+            while it2 < m.solver_iterations:
                 if scale * wp.sqrt(norm_terms(d, w, nv, lane)) < m.solver_tolerance:
                     break
                 newton_direction(m, d, w, lane, nlanes)
@@ -398,8 +493,10 @@ def build(scalar, lanes: bool = False):
                 alpha = line_search(m, d, w, lane, nlanes)
                 if alpha == scalar(0.0):
                     break
-                for i in range(lane, nv, nlanes):
+                i = int(lane)
+                while i < nv:
                     d.qacc[w, i] = d.qacc[w, i] + alpha * d.solver_search[w, i]
+                    i = i + nlanes
                 sync()
                 evaluate(m, d, w, lane, nlanes)
                 new_cost = d.solver_scalar[w, COST]
@@ -408,25 +505,37 @@ def build(scalar, lanes: bool = False):
                 cost = new_cost
                 if improvement < m.solver_tolerance:
                     break
+                it2 = it2 + 1
             if lane == 0:
                 d.solver_niter[w] = niter
 
             # qfrc_constraint = J' efc_force at the solution (efc_force set by evaluate), the rows
             # added in ascending order (scattered by a thread per world, gathered per dof by a block)
             if wp.static(lanes):
-                for i in range(lane, nv, nlanes):
-                    for a in range(nactive):
+                i = int(lane)
+                while i < nv:
+                    a = int(0)
+                    while a < nactive:
                         r = d.efc_list[w, a]
                         if m.efc_colmask[r, i] != 0:
                             d.qfrc_constraint[w, i] = d.qfrc_constraint[w, i] + d.efc_J[w, r, i] * d.efc_force[w, r]
+                        a = a + 1
+                    i = i + nlanes
             else:
-                for a in range(nactive):
+                a = int(0)
+                while a < nactive:
                     r = d.efc_list[w, a]
                     fr = d.efc_force[w, r]
-                    for k in range(m.efc_nnz[r]):
+                    end3 = m.efc_nnz[r]
+                    k = int(0)
+                    while k < end3:
                         j = m.efc_colind[r, k]
                         d.qfrc_constraint[w, j] = d.qfrc_constraint[w, j] + d.efc_J[w, r, j] * fr
-        for i in range(lane, nv, nlanes):
+                        k = k + 1
+                    a = a + 1
+        i = int(lane)
+        while i < nv:
             d.qacc_warmstart[w, i] = d.qacc[w, i]
+            i = i + nlanes
 
     return SimpleNamespace(solve=solve, evaluate=evaluate, row_cost=row_cost)
