@@ -35,8 +35,10 @@ here, which can differ from its choice on a GPU) and mujoco_warp (MuJoCo Warp, `
 'bench' extra; where it branches on the device, its CPU path is the one recorded). `--grad`
 reports one differentiable step instead (simrl.diff_step forward, then its backward from a
 gradient seeded on qpos and qvel), forward and adjoint launches together.
-Both engines start from the model's "home" keyframe when it has one (else qpos0) with the same
-random controls; one step is taken first to compile, and the next one is recorded.
+Both engines start from the same state: the model's "home" keyframe when it has one (else qpos0)
+stepped `--settle` times (default 200) by MuJoCo with the keyframe's controls, so that a robot
+stands on its contacts as in training, then the same random controls; one step is taken first
+to compile, and the next one is recorded.
 
 ptxas: Warp writes PTX newer than many installed CUDA toolkits read; the one of pip's
 nvidia-cuda-nvcc wheel is used (`pip install -e ".[gpu-tools]"`), or the one named by $PTXAS.
@@ -161,9 +163,23 @@ class LaunchRecorder:
         return recorded
 
 
-def _start_state(mjm: mujoco.MjModel, num_worlds: int):
-    """qpos, qvel [W, nq / nv] (the 'home' keyframe, else qpos0) and random controls [W, nu]."""
+#: mj_step calls from the start state before the recorded step, so that a robot stands on its
+#: contacts as it does in training (--settle)
+SETTLE_STEPS = {"n": 200}
+
+
+def settled_state(mjm: mujoco.MjModel) -> mujoco.MjData:
+    """The 'home' keyframe (else qpos0), stepped SETTLE_STEPS times by MuJoCo with the keyframe's
+    controls (else zero): the state every engine's recorded step starts from."""
     mjd = initial_state(mjm)
+    for _ in range(SETTLE_STEPS["n"]):
+        mujoco.mj_step(mjm, mjd)
+    return mjd
+
+
+def _start_state(mjm: mujoco.MjModel, num_worlds: int):
+    """qpos, qvel [W, nq / nv] (`settled_state`) and random controls [W, nu]."""
+    mjd = settled_state(mjm)
     return (np.tile(mjd.qpos, (num_worlds, 1)), np.tile(mjd.qvel, (num_worlds, 1)),
             random_controls(mjm, num_worlds))
 
@@ -229,7 +245,7 @@ def record_simrl(mjm: mujoco.MjModel, num_worlds: int, schedule: str | None, gra
 
 def record_mujoco_warp(mjw, mjm: mujoco.MjModel, num_worlds: int) -> dict:
     """The launches of one `mjw.step` on the CPU device, after one that compiles."""
-    mjd = initial_state(mjm)
+    mjd = settled_state(mjm)
     with wp.ScopedDevice("cpu"):
         m = mjw.put_model(mjm)
         d = mjw.put_data(mjm, mjd, nworld=num_worlds)
@@ -564,14 +580,14 @@ def _threads(pair) -> str:
 
 def kernel_table(record: dict) -> str:
     """One markdown row per launched kernel, in step order."""
-    lines = ["| kernel | launches | threads/world | registers | stack B | spill B | work |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| kernel | launches | threads/world | registers | stack B | spill B | smem B | work |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for k in record["kernels"]:
         name = k["name"] + (f" (tiled, block {k['gpu_block_dim'][0]})" if k["tiled"] else "")
         registers = _number(k["registers"]) if k["ran"] else "(empty)"
         lines.append(f"| {name} | {k['launches']} | {_threads(k['threads_per_world'])} | {registers} | "
                      f"{_number(k['cumulative_stack_bytes'])} | {_number(k['spill_bytes'])} | "
-                     f"{100 * k['work_share']:.1f}% |")
+                     f"{_number(k['smem_bytes'])} | {100 * k['work_share']:.1f}% |")
     return "\n".join(lines)
 
 
@@ -632,7 +648,12 @@ def main(argv=None) -> int:
                                             "directory, removed afterwards)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="modules compiled in parallel (default: the number of cores)")
+    parser.add_argument("--settle", type=int, default=SETTLE_STEPS["n"],
+                        help="MuJoCo steps from the keyframe before the recorded step (default 200)")
     args = parser.parse_args(argv)
+    if args.settle < 0:
+        parser.error("--settle must be >= 0")
+    SETTLE_STEPS["n"] = args.settle
 
     engines = args.engine.split(",")
     unknown = [e for e in engines if e not in ENGINES]

@@ -82,36 +82,32 @@ def pair_functions(scalar):
     return {kind: make(getattr(prim, name), KIND_SLOTS[kind]) for kind, name in COLLIDERS.items()}
 
 
+#: kinds launched together in the wide schedule: the pairs of geom1's type (cpair_by_kind keeps a
+#: group's pairs contiguous); box-box, the one collider whose kernel needs many registers, alone
+GROUPS = ((0, 1, 2), (3, 4, 5), (6, 7), (8,))
+
+
 @functools.cache
-def build(scalar):
-    """`pair(m, d, w, p)`: the collision of candidate pair p, dispatched on its kind (for the fused
-    schedule, which visits every pair in one thread)."""
+def dispatch(scalar, kinds: tuple):
+    """f(m, d, w, p): the collision of pair p, whose kind is one of `kinds` (a static if-chain)."""
     Model, Data = model_struct(scalar), data_struct(scalar)
-    f = pair_functions(scalar)
-    assert sorted(f) == list(range(9)), "pair kinds changed: update the dispatch below"
-    f0, f1, f2, f3, f4, f5, f6, f7, f8 = (f[k] for k in range(9))
+    funcs = pair_functions(scalar)
+    if len(kinds) == 1:
+        return funcs[kinds[0]]
+    first, f_first, rest = kinds[0], funcs[kinds[0]], dispatch(scalar, kinds[1:])
 
     # inlined: a call would copy the Model and Data structs (5 KB each) once per pair
     @wp.func(inline=True)
-    def pair(m: Model, d: Data, w: int, p: int):
-        kind = m.cpair_kind[p]
-        if kind == 0:
-            f0(m, d, w, p)
-        elif kind == 1:
-            f1(m, d, w, p)
-        elif kind == 2:
-            f2(m, d, w, p)
-        elif kind == 3:
-            f3(m, d, w, p)
-        elif kind == 4:
-            f4(m, d, w, p)
-        elif kind == 5:
-            f5(m, d, w, p)
-        elif kind == 6:
-            f6(m, d, w, p)
-        elif kind == 7:
-            f7(m, d, w, p)
+    def collide(m: Model, d: Data, w: int, p: int):
+        if m.cpair_kind[p] == first:
+            f_first(m, d, w, p)
         else:
-            f8(m, d, w, p)
+            rest(m, d, w, p)
 
-    return pair
+    return collide
+
+
+def build(scalar):
+    """`pair(m, d, w, p)`: the collision of candidate pair p, dispatched on its kind (for the fused
+    schedule, which visits every pair in one thread)."""
+    return dispatch(scalar, tuple(sorted(COLLIDERS)))

@@ -6,7 +6,7 @@ root) as the reference point, so every spatial quantity of a tree is in one fram
 
 Elements: `subtree_body(m, d, w, b)` sums body b's subtree mass from its children's (a tree
 pass from the leaves, level by level in the wide schedule); `body` then gives body b its
-inertia about its tree's CoM and the motion axes of its joints' dofs.
+subtree CoM, its inertia about its tree's CoM and the motion axes of its joints' dofs.
 """
 
 
@@ -28,8 +28,9 @@ def build(scalar):
 
     @wp.func
     def subtree_body(m: Model, d: Data, w: int, b: int):
-        """Subtree mass and centre of mass of body b, gathered from its children in ascending
-        order (each element is written once, then only added to: the adjoints stay exact)."""
+        """Subtree mass and mass-weighted position of body b, gathered from its children in
+        ascending order (each element is written once, then only added to: the adjoints stay
+        exact)."""
         mass = m.body_mass[w % m.body_mass.shape[0], b]
         d.subtree_mass[w, b] = mass
         d.subtree_mcom[w, b] = d.xipos[w, b] * mass
@@ -38,20 +39,26 @@ def build(scalar):
             c = m.body_child[k]
             d.subtree_mass[w, b] += d.subtree_mass[w, c]
             d.subtree_mcom[w, b] += d.subtree_mcom[w, c]
+
+    @wp.func
+    def subtree_com(m: Model, d: Data, w: int, b: int):
+        """The centre of mass of body b's subtree (its inertial frame's origin when massless)."""
         total = d.subtree_mass[w, b]
         com = d.xipos[w, b]
         if total >= scalar(MINVAL):
             com = d.subtree_mcom[w, b] / total
-        d.subtree_com[w, b] = com
+        return com
 
     @wp.func
     def body(m: Model, d: Data, w: int, b: int):
-        """cinert of body b about its tree's CoM, and cdof of the dofs of its joints:
-        [rotation axis, linear velocity of the reference point]."""
+        """subtree_com of body b, its cinert about its tree's CoM, and cdof of the dofs of its
+        joints: [rotation axis, linear velocity of the reference point]."""
+        d.subtree_com[w, b] = subtree_com(m, d, w, b)
         if b == 0:
             d.cinert[w, 0] = vec10(scalar(0.0))
         else:
-            root_com = d.subtree_com[w, m.body_rootid[b]]
+            # the root's CoM, computed as the root's own element computes it
+            root_com = subtree_com(m, d, w, m.body_rootid[b])
             wm = w % m.body_mass.shape[0]
             d.cinert[w, b] = f.inert_com(m.body_inertia[w % m.body_inertia.shape[0], b], d.ximat[w, b],
                                          d.xipos[w, b] - root_com, m.body_mass[wm, b])

@@ -37,6 +37,7 @@ def data_struct(scalar):
         xaxis: wp.array2d(dtype=T.vec3)
         jnt_xpos: wp.array2d(dtype=T.vec3)  # [W, njnt], body frame after joint j (kinematics)
         jnt_xquat: wp.array2d(dtype=T.quat)
+        jnt_qloc: wp.array2d(dtype=T.quat)  # [W, njnt], the joint's rotation in its parent frame
         geom_xpos: wp.array2d(dtype=T.vec3)  # [W, ngeom]
         geom_xmat: wp.array2d(dtype=T.mat33)
         site_xpos: wp.array2d(dtype=T.vec3)  # [W, nsite]
@@ -153,6 +154,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.xaxis = zeros((W, njnt), T.vec3)
     d.jnt_xpos = zeros((W, njnt), T.vec3)
     d.jnt_xquat = zeros((W, njnt), T.quat)
+    d.jnt_qloc = zeros((W, njnt), T.quat)
     d.geom_xpos = zeros((W, mjm.ngeom), T.vec3)
     d.geom_xmat = zeros((W, mjm.ngeom), T.mat33)
     d.site_xpos = zeros((W, mjm.nsite), T.vec3)

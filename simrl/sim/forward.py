@@ -37,12 +37,11 @@ from simrl.sim.schedule import (
     BODIES_UP,
     CONTACTS,
     DOFS,
+    FRAMES,
     FRICTION_ROWS,
-    GEOMS,
     JOINTS,
     LIMIT_ROWS,
     PAIRS,
-    SITES,
     WORLD,
     Pass,
     segment,
@@ -55,9 +54,9 @@ def position(scalar) -> tuple:
     """mj_fwdPosition without factor_m: poses, subtree CoMs, cinert, cdof, qM."""
     kin, cp, cr = kinematics.build(scalar), com_pos.build(scalar), crb.build(scalar)
     return (
+        Pass("kinematics_joint", JOINTS, (kin.joint,)),
         Pass("kinematics_body", BODIES_DOWN, (kin.body,)),
-        Pass("kinematics_geom", GEOMS, (kin.geom,)),
-        Pass("kinematics_site", SITES, (kin.site,)),
+        Pass("kinematics_frame", FRAMES, (kin.frame,)),
         Pass("com_pos_subtree", BODIES_UP, (cp.subtree_body,)),
         Pass("com_pos_body", BODIES, (cp.body,)),
         Pass("crb_body", BODIES_UP, (cr.body,), skip_world=True),
@@ -70,7 +69,9 @@ def velocity(scalar) -> tuple:
     """mj_fwdVelocity and mj_fwdActuation up to qfrc_smooth: com_vel, rne, passive, actuation."""
     rn, pa, ac = rne.build(scalar), passive.build(scalar), actuation.build(scalar)
     return (
-        Pass("com_vel_rne_body", BODIES_DOWN, (rn.com_vel_body, rn.rne_body)),
+        Pass("com_vel_body", BODIES_DOWN, (rn.com_vel_body,)),
+        Pass("cdof_dot", DOFS, (rn.cdof_dot_dof,)),
+        Pass("rne_body", BODIES, (rn.rne_body,)),
         Pass("rne_subtree", BODIES_UP, (rn.rne_subtree_body,), skip_world=True),
         Pass("passive_spring", JOINTS, (pa.spring_joint,)),
         Pass("actuation_actuator", ACTUATORS, (ac.actuator,)),
@@ -82,9 +83,9 @@ def velocity(scalar) -> tuple:
 def constraint_rows(scalar) -> tuple:
     """mj_collision, mj_makeConstraint and mj_referenceConstraint: contacts and constraint rows."""
     c = constraint.build(scalar)
-    kinds = tuple(sorted(collision_driver.pair_functions(scalar).items()))
+    groups = tuple((kinds, collision_driver.dispatch(scalar, kinds)) for kinds in collision_driver.GROUPS)
     return (
-        Pass("narrowphase", PAIRS, (collision_driver.build(scalar),), kinds=kinds),
+        Pass("narrowphase", PAIRS, (collision_driver.build(scalar),), kinds=groups),
         Pass("friction_rows", FRICTION_ROWS, (c.friction_row,)),
         Pass("limit_rows", LIMIT_ROWS, (c.limit_row,)),
         Pass("contact_rows", CONTACTS, (c.contact_rows,)),
@@ -106,23 +107,27 @@ def world_functions(scalar, lanes: bool) -> SimpleNamespace:
             listing(m, d, w)
         sync()
 
+    sv = solver.build(scalar, lanes)
     return SimpleNamespace(constraint_list=constraint_list,
                            fwd_acceleration=factor_m.build(scalar, lanes).fwd_acceleration,
-                           solve=solver.build(scalar, lanes).solve,
+                           solve=sv.solve, constraint_force=sv.constraint_force,
                            euler_damping=euler.build(scalar, lanes).damping)
 
 
-def _acceleration(scalar, lanes: bool, integrator: bool) -> Pass:
+def _acceleration(scalar, lanes: bool, integrator: bool) -> tuple:
     """mj_fwdAcceleration and mj_fwdConstraint, and with `integrator` Euler's acceleration."""
+    # three launches in the wide schedule: as one kernel the three would need twice the
+    # registers a GPU thread should use (scripts/gpu_report.py)
     f = world_functions(scalar, lanes)
-    funcs = (f.constraint_list, f.fwd_acceleration, f.solve)
+    passes = (Pass("fwd_acceleration", WORLD, (f.constraint_list, f.fwd_acceleration)),
+              Pass("solve", WORLD, (f.solve,)))
     if integrator:
-        return Pass("acceleration_euler", WORLD, funcs + (f.euler_damping,))
-    return Pass("acceleration", WORLD, funcs)
+        return passes + (Pass("constraint_force_euler", WORLD, (f.constraint_force, f.euler_damping)),)
+    return passes + (Pass("constraint_force", WORLD, (f.constraint_force,)),)
 
 
 def _forward_passes(scalar, lanes: bool, euler_step: bool) -> tuple:
-    return position(scalar) + velocity(scalar) + constraint_rows(scalar) + (_acceleration(scalar, lanes, euler_step),)
+    return position(scalar) + velocity(scalar) + constraint_rows(scalar) + _acceleration(scalar, lanes, euler_step)
 
 
 def forward_segment(scalar, schedule: str):

@@ -1,8 +1,11 @@
 """Forward kinematics (mj_kinematics, engine_core_smooth.c): body, inertial-frame, geom and
 site poses in the world frame from qpos.
 
-Elements: `body(m, d, w, b)` places body b from its parent's pose (a tree pass from the root,
-level by level in the wide schedule); `geom` and `site` place one geom or site on its body.
+Elements: `joint(m, d, w, j)` turns joint j's coordinates into its local rotation (the trig and
+normalisation, independent of the tree); `body(m, d, w, b)` places body b from its parent's pose
+(a tree pass from the root, level by level in the wide schedule); `frame(m, d, w, e)` then gives
+body, inertial-frame, geom and site frames their rotation matrices and positions (e < nbody: body e
+and its inertial frame, then the geoms, then the sites).
 """
 
 
@@ -28,16 +31,26 @@ def build(scalar):
         return xpos + wp.quat_rotate(xquat, pos), f.quat_normalize(xquat * rot)
 
     @wp.func
+    def joint(m: Model, d: Data, w: int, j: int):
+        """jnt_qloc: joint j's rotation in its parent frame from qpos (a unit quaternion; the
+        identity for slide joints; a free joint's own orientation)."""
+        qadr = m.jnt_qposadr[j]
+        jtype = m.jnt_type[j]
+        qloc = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
+        if jtype == JNT_FREE:
+            qloc = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr + 3))
+        elif jtype == JNT_BALL:
+            qloc = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
+        elif jtype != JNT_SLIDE:
+            qloc = f.axis_angle_quat(m.jnt_axis[j], d.qpos[w, qadr] - m.qpos0[qadr])
+        d.jnt_qloc[w, j] = qloc
+
+    @wp.func
     def body(m: Model, d: Data, w: int, b: int):
-        """Pose of body b from its parent's (mj_kinematics1), then of its inertial frame
-        (mj_kinematics2). The world body is the identity."""
+        """Pose of body b from its parent's (mj_kinematics1). The world body is the identity."""
         if b == 0:
-            ident = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
             d.xpos[w, 0] = vec3(scalar(0.0))
-            d.xquat[w, 0] = ident
-            d.xmat[w, 0] = wp.quat_to_matrix(ident)
-            d.xipos[w, 0] = vec3(scalar(0.0))
-            d.ximat[w, 0] = wp.quat_to_matrix(ident)
+            d.xquat[w, 0] = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
         else:
             jntadr = m.body_jntadr[b]
             jntnum = m.body_jntnum[b]
@@ -58,7 +71,7 @@ def build(scalar):
                 if jtype == JNT_FREE:
                     # free joint: the pose is qpos itself
                     xpos = vec3(d.qpos[w, qadr], d.qpos[w, qadr + 1], d.qpos[w, qadr + 2])
-                    xquat = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr + 3))
+                    xquat = d.jnt_qloc[w, j]
                     d.xanchor[w, j] = xpos
                     d.xaxis[w, j] = m.jnt_axis[j]
                 else:
@@ -67,12 +80,7 @@ def build(scalar):
                     if jtype == JNT_SLIDE:
                         xpos = xpos + xaxis * (d.qpos[w, qadr] - m.qpos0[qadr])
                     else:
-                        qloc = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
-                        if jtype == JNT_BALL:
-                            qloc = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
-                        else:
-                            qloc = f.axis_angle_quat(m.jnt_axis[j], d.qpos[w, qadr] - m.qpos0[qadr])
-                        xquat = xquat * qloc
+                        xquat = xquat * d.jnt_qloc[w, j]
                         # rotation about the anchor, not the body origin
                         xpos = xanchor - wp.quat_rotate(xquat, m.jnt_pos[j])
                     d.xanchor[w, j] = xanchor
@@ -84,28 +92,36 @@ def build(scalar):
             if jntnum > 0:
                 xpos = d.jnt_xpos[w, jntadr + jntnum - 1]
                 xquat = d.jnt_xquat[w, jntadr + jntnum - 1]
-            xquat = f.quat_normalize(xquat)
             d.xpos[w, b] = xpos
-            d.xquat[w, b] = xquat
-            d.xmat[w, b] = wp.quat_to_matrix(xquat)
-            # inertial frame (randomizable: per-world or shared parameters)
-            ipos, iquat = local_to_global(xpos, xquat, m.body_ipos[w % m.body_ipos.shape[0], b],
-                                          m.body_iquat[w % m.body_iquat.shape[0], b])
-            d.xipos[w, b] = ipos
-            d.ximat[w, b] = wp.quat_to_matrix(iquat)
+            d.xquat[w, b] = f.quat_normalize(xquat)
 
     @wp.func
-    def geom(m: Model, d: Data, w: int, g: int):
-        b = m.geom_bodyid[g]
-        gpos, gquat = local_to_global(d.xpos[w, b], d.xquat[w, b], m.geom_pos[g], m.geom_quat[g])
-        d.geom_xpos[w, g] = gpos
-        d.geom_xmat[w, g] = wp.quat_to_matrix(gquat)
+    def frame(m: Model, d: Data, w: int, e: int):
+        """Frame e: body e's rotation matrix and inertial frame (mj_kinematics2; e < nbody), else
+        geom e - nbody, else site e - nbody - ngeom, placed on its body."""
+        if e < m.nbody:
+            xquat = d.xquat[w, e]
+            d.xmat[w, e] = wp.quat_to_matrix(xquat)
+            if e == 0:
+                d.xipos[w, 0] = vec3(scalar(0.0))
+                d.ximat[w, 0] = wp.quat_to_matrix(xquat)
+            else:
+                # inertial frame (randomizable: per-world or shared parameters)
+                ipos, iquat = local_to_global(d.xpos[w, e], xquat, m.body_ipos[w % m.body_ipos.shape[0], e],
+                                              m.body_iquat[w % m.body_iquat.shape[0], e])
+                d.xipos[w, e] = ipos
+                d.ximat[w, e] = wp.quat_to_matrix(iquat)
+        elif e < m.nbody + m.ngeom:
+            g = e - m.nbody
+            b = m.geom_bodyid[g]
+            gpos, gquat = local_to_global(d.xpos[w, b], d.xquat[w, b], m.geom_pos[g], m.geom_quat[g])
+            d.geom_xpos[w, g] = gpos
+            d.geom_xmat[w, g] = wp.quat_to_matrix(gquat)
+        else:
+            s = e - m.nbody - m.ngeom
+            b = m.site_bodyid[s]
+            spos, squat = local_to_global(d.xpos[w, b], d.xquat[w, b], m.site_pos[s], m.site_quat[s])
+            d.site_xpos[w, s] = spos
+            d.site_xmat[w, s] = wp.quat_to_matrix(squat)
 
-    @wp.func
-    def site(m: Model, d: Data, w: int, s: int):
-        b = m.site_bodyid[s]
-        spos, squat = local_to_global(d.xpos[w, b], d.xquat[w, b], m.site_pos[s], m.site_quat[s])
-        d.site_xpos[w, s] = spos
-        d.site_xmat[w, s] = wp.quat_to_matrix(squat)
-
-    return SimpleNamespace(body=body, geom=geom, site=site)
+    return SimpleNamespace(joint=joint, body=body, frame=frame)

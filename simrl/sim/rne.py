@@ -1,9 +1,10 @@
 """Body velocities and the bias force C(q, qdot) + g(q) by recursive Newton-Euler
 (mj_comVel and mj_rne with flg_acc = 0, engine_core_smooth.c).
 
-Elements: `com_vel_body` and `rne_body` (a tree pass from the root: velocity, bias
-acceleration and the body's own bias force), `rne_subtree_body` (from the leaves: each body
-gathers its children's forces), `rne_dof` (the force projected on dof i).
+Elements: `com_vel_body` (a tree pass from the root: body velocities), `cdof_dot_dof` (the
+dof axes' rate of change), `rne_body` (the body's bias acceleration, summed along its dof chain
+from the root, and its own bias force), `rne_subtree_body` (from the leaves: each body gathers
+its children's forces), `rne_dof` (the force projected on dof i).
 """
 
 
@@ -25,38 +26,19 @@ def build(scalar):
 
     @wp.func
     def com_vel_body(m: Model, d: Data, w: int, b: int):
-        """cvel of body b (spatial velocity in the CoM frame) and cdof_dot = cvel x cdof of its dofs."""
+        """cvel of body b (spatial velocity in the CoM frame) and dof_cvel, the body's velocity with
+        its dofs up to i added (kept in memory so that no local is carried across iterations:
+        Warp's adjoints replay loop bodies)."""
         if b == 0:
             d.cvel[w, 0] = vec6(scalar(0.0))
         else:
             parent_vel = d.cvel[w, m.body_parentid[b]]
             dofadr = m.body_dofadr[b]
             dofnum = m.body_dofnum[b]
-            # dof_cvel[i]: the body's velocity with dofs up to i added (kept in memory so that no
-            # local is carried across iterations: Warp's adjoints replay loop bodies)
             for i in range(dofadr, dofadr + dofnum):
                 before = parent_vel
                 if i > dofadr:
                     before = d.dof_cvel[w, i - 1]
-                # cdof_dot uses the velocity before the dof's joint part: a ball's three dofs share
-                # one, a free joint's rotation sees its translation, its translation has none
-                jnt = m.dof_jntid[i]
-                jtype = m.jnt_type[jnt]
-                rel = i - m.jnt_dofadr[jnt]
-                start = i
-                if jtype == JNT_BALL:
-                    start = i - rel
-                elif jtype == JNT_FREE:
-                    start = -1
-                    if rel >= 3:
-                        start = i - rel + 3
-                cdof_dot = vec6(scalar(0.0))
-                if start >= 0:
-                    v = parent_vel
-                    if start > dofadr:
-                        v = d.dof_cvel[w, start - 1]
-                    cdof_dot = f.motion_cross(v, d.cdof[w, i])
-                d.cdof_dot[w, i] = cdof_dot
                 d.dof_cvel[w, i] = before + d.cdof[w, i] * d.qvel[w, i]
             cvel = parent_vel
             if dofnum > 0:
@@ -64,21 +46,51 @@ def build(scalar):
             d.cvel[w, b] = cvel
 
     @wp.func
+    def cdof_dot_dof(m: Model, d: Data, w: int, i: int):
+        """cdof_dot = cvel x cdof of dof i, with the velocity before the dof's joint part: a ball's
+        three dofs share one, a free joint's rotation sees its translation, its translation has
+        none."""
+        b = m.dof_bodyid[i]
+        dofadr = m.body_dofadr[b]
+        jnt = m.dof_jntid[i]
+        jtype = m.jnt_type[jnt]
+        rel = i - m.jnt_dofadr[jnt]
+        start = i
+        if jtype == JNT_BALL:
+            start = i - rel
+        elif jtype == JNT_FREE:
+            start = -1
+            if rel >= 3:
+                start = i - rel + 3
+        cdof_dot = vec6(scalar(0.0))
+        if start >= 0:
+            v = d.cvel[w, m.body_parentid[b]]
+            if start > dofadr:
+                v = d.dof_cvel[w, start - 1]
+            cdof_dot = f.motion_cross(v, d.cdof[w, i])
+        d.cdof_dot[w, i] = cdof_dot
+
+    @wp.func
     def rne_body(m: Model, d: Data, w: int, b: int):
-        """Bias acceleration of body b (the world accelerates at -g) and its own bias force
-        I a + v x* I v, before its children's are added."""
+        """Bias acceleration of body b (the world accelerates at -g, then the dofs from the root to
+        the body add cdof_dot qvel, in that order) and its own bias force I a + v x* I v, before
+        its children's are added."""
+        g = m.gravity
+        d.cacc[w, b] = vec6(scalar(0.0), scalar(0.0), scalar(0.0), -g[0], -g[1], -g[2])
         if b == 0:
-            g = m.gravity
-            d.cacc[w, 0] = vec6(scalar(0.0), scalar(0.0), scalar(0.0), -g[0], -g[1], -g[2])
             d.cfrc_bias[w, 0] = vec6(scalar(0.0))
         else:
-            d.cacc[w, b] = d.cacc[w, m.body_parentid[b]]
-            for i in range(m.body_dofadr[b], m.body_dofadr[b] + m.body_dofnum[b]):
-                d.cacc[w, b] += d.cdof_dot[w, i] * d.qvel[w, i]
-            cacc = d.cacc[w, b]
+            dof = m.body_dofend[b]
+            if dof >= 0:
+                adr = m.dof_ancestor_adr[dof]
+                num = m.dof_ancestor_num[dof]
+                for k in range(num):
+                    i = m.dof_ancestor[adr + num - 1 - k]  # the farthest ancestor first
+                    d.cacc[w, b] += d.cdof_dot[w, i] * d.qvel[w, i]
+                d.cacc[w, b] += d.cdof_dot[w, dof] * d.qvel[w, dof]
             cinert = d.cinert[w, b]
             cvel = d.cvel[w, b]
-            d.cfrc_bias[w, b] = f.inert_mul(cinert, cacc) + f.force_cross(cvel, f.inert_mul(cinert, cvel))
+            d.cfrc_bias[w, b] = f.inert_mul(cinert, d.cacc[w, b]) + f.force_cross(cvel, f.inert_mul(cinert, cvel))
 
     @wp.func
     def rne_subtree_body(m: Model, d: Data, w: int, b: int):
@@ -92,5 +104,5 @@ def build(scalar):
         """qfrc_bias[i]: the subtree force of dof i's body along its motion axis."""
         d.qfrc_bias[w, i] = wp.dot(d.cdof[w, i], d.cfrc_bias[w, m.dof_bodyid[i]])
 
-    return SimpleNamespace(com_vel_body=com_vel_body, rne_body=rne_body, rne_subtree_body=rne_subtree_body,
-                           rne_dof=rne_dof)
+    return SimpleNamespace(com_vel_body=com_vel_body, cdof_dot_dof=cdof_dot_dof, rne_body=rne_body,
+                           rne_subtree_body=rne_subtree_body, rne_dof=rne_dof)

@@ -41,11 +41,16 @@ LANES = 32
 
 SCHEDULES = ("auto", "fused", "wide")
 
+#: registers per thread the world kernels are compiled to (CUDA); more would halve how many
+#: blocks an SM keeps resident (65536 registers per SM)
+MAX_REGISTERS = 128
+
 # domains of a pass: what its elements are, and how each schedule visits them
 WORLD = "world"  # a world function f(m, d, w, lane, nlanes)
 BODIES_DOWN = "bodies_down"  # f(m, d, w, b), parents before children: a launch per tree level
 BODIES_UP = "bodies_up"  # children before parents: a launch per level, the deepest first
 BODIES = "bodies"  # every body, in any order
+FRAMES = "frames"  # every body, then every geom, then every site (placed frames)
 DOFS = "dofs"
 JOINTS = "joints"
 GEOMS = "geoms"
@@ -57,25 +62,28 @@ LIMIT_ROWS = "limit_rows"  # the constraint rows of joint limits
 ACTIVE_ROWS = "active_rows"  # constraint rows that are active (efc_active) in the world
 PAIRS = "pairs"  # candidate geom pairs: a launch per collider kind
 
-# domains that are a range of indices: (Model field of the count, Model field of the first index)
-_RANGES = {BODIES: ("nbody", None), DOFS: ("nv", None), JOINTS: ("njnt", None), GEOMS: ("ngeom", None),
-           SITES: ("nsite", None), ACTUATORS: ("nu", None), CONTACTS: ("ncon", None),
-           FRICTION_ROWS: ("nefc_friction", None), LIMIT_ROWS: ("nefc_limit", "nefc_friction")}
+# domains that are a range of indices: m -> (first index, count), of the Model struct (the
+# kernels' versions are in _range_funcs)
+_RANGES = {BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.ngeom + m.nsite),
+           DOFS: lambda m: (0, m.nv), JOINTS: lambda m: (0, m.njnt), GEOMS: lambda m: (0, m.ngeom),
+           SITES: lambda m: (0, m.nsite), ACTUATORS: lambda m: (0, m.nu), CONTACTS: lambda m: (0, m.ncon),
+           FRICTION_ROWS: lambda m: (0, m.nefc_friction), LIMIT_ROWS: lambda m: (m.nefc_friction, m.nefc_limit)}
 
 
 @dataclass(frozen=True)
 class Pass:
     """Element functions `funcs`, called in order for each element of the domain `over`.
 
-    `skip_world`: a body pass that leaves out the world body. `kinds` (PAIRS only): {kind:
-    f(m, d, w, p)} for the wide schedule's launch per kind; `funcs` then holds the function
-    that dispatches on the pair's kind, for the fused schedule."""
+    `skip_world`: a body pass that leaves out the world body. `kinds` (PAIRS only): ((kinds,
+    f(m, d, w, p)), ...), the wide schedule's launch per group of collider kinds, f colliding a
+    pair of any kind of its group; `funcs` then holds the function that dispatches on every
+    kind, for the fused schedule."""
 
     name: str
     over: str
     funcs: tuple
     skip_world: bool = False
-    kinds: tuple = ()  # ((kind, function), ...)
+    kinds: tuple = ()  # ((kinds, function), ...)
 
 
 @dataclass(frozen=True)
@@ -143,6 +151,10 @@ def _range_funcs(scalar):
         return 0, m.nbody
 
     @wp.func
+    def frames(m: Model):
+        return 0, m.nbody + m.ngeom + m.nsite
+
+    @wp.func
     def dofs(m: Model):
         return 0, m.nv
 
@@ -174,7 +186,7 @@ def _range_funcs(scalar):
     def limit_rows(m: Model):
         return m.nefc_friction, m.nefc_limit
 
-    out = {BODIES: bodies, DOFS: dofs, JOINTS: joints, GEOMS: geoms, SITES: sites, ACTUATORS: actuators,
+    out = {BODIES: bodies, FRAMES: frames, DOFS: dofs, JOINTS: joints, GEOMS: geoms, SITES: sites, ACTUATORS: actuators,
            CONTACTS: contacts, FRICTION_ROWS: friction_rows, LIMIT_ROWS: limit_rows}
     assert set(out) == set(_RANGES)
     return out
@@ -182,9 +194,7 @@ def _range_funcs(scalar):
 
 def _host_range(model, over: str) -> tuple[int, int]:
     """(first index, count) of a range domain, from the model's sizes."""
-    count, first = _RANGES[over]
-    s = model.struct
-    return (getattr(s, first) if first else 0), getattr(s, count)
+    return _RANGES[over](model.struct)
 
 
 # --------------------------------------------------------------------------------------------
@@ -289,7 +299,10 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
         return rows_kernel
     assert index == "world"
 
-    @wp.kernel(module=module, name=name)
+    # launch bounds that leave a thread MAX_REGISTERS registers; what the solver's kernel needs
+    # beyond them ptxas may keep in shared memory (CUDA 13) instead of spilling to local memory
+    @wp.kernel(module=module, name=name, enable_cuda_smem_spilling=True,
+               launch_bounds=(LANES, 65536 // (LANES * MAX_REGISTERS)))
     def world_kernel(m: Model, d: Data):
         w, lane = wp.tid()
         f(m, d, w, lane, wp.block_dim())
@@ -301,7 +314,7 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
 class _WidePass:
     p: Pass
     kernel: wp.Kernel | None  # the kernel of every domain but PAIRS
-    kind_kernels: tuple  # PAIRS: ((kind, kernel), ...)
+    kind_kernels: tuple  # PAIRS: ((kinds, kernel), ...)
 
 
 @functools.cache
@@ -310,7 +323,8 @@ def _wide_pass(p: Pass, scalar, module_name: str, backward: bool) -> _WidePass:
     Model, Data = model_struct(scalar), data_struct(scalar)
     module = kernel_module(scalar, module_name, backward)
     if p.over == PAIRS:
-        kernels = tuple((kind, _wide_kernel(f"{p.name}_{kind}", f, "table", scalar, module)) for kind, f in p.kinds)
+        kernels = tuple((kinds, _wide_kernel(f"{p.name}_{'_'.join(map(str, kinds))}", f, "table", scalar, module))
+                        for kinds, f in p.kinds)
         return _WidePass(p, None, kernels)
     f = _chain(p.funcs, Model, Data, world=p.over == WORLD)
     if p.over == WORLD:
@@ -334,8 +348,13 @@ def _wide_launches(wp_: _WidePass, model) -> list[Launch]:
     if p.over == ACTIVE_ROWS:
         return [Launch(wp_.kernel, (s.nefc,))] if s.nefc else []
     if p.over == PAIRS:
-        kernels = dict(wp_.kind_kernels)
-        return [Launch(kernels[kind], (count,), (s.cpair_by_kind, start)) for kind, start, count in model.pair_kinds]
+        # a group's pairs are contiguous in cpair_by_kind (sorted by kind)
+        launches = []
+        for kinds, kernel in wp_.kind_kernels:
+            present = [(start, count) for kind, start, count in model.pair_kinds if kind in kinds]
+            if present:
+                launches.append(Launch(kernel, (sum(c for _, c in present),), (s.cpair_by_kind, present[0][0])))
+        return launches
     start, count = _host_range(model, p.over)
     return [Launch(wp_.kernel, (count,), (start,))] if count else []
 

@@ -376,31 +376,38 @@ def build(scalar, lanes: bool = False):
         sync()
         p_mr = d.solver_scalar[w, P_MR]
         p_mp = d.solver_scalar[w, P_MP]
-        d0, dd0, mag0 = line_derivatives(m, d, w, lane, nlanes, scalar(0.0), p_mr, p_mp)
-        if d0 >= scalar(0.0):
-            return scalar(0.0)
-        gtol = -d0 * scalar(1e-10)
+        # the derivatives at 0 first, then Newton steps (one call site of line_derivatives keeps
+        # the GPU kernel's registers down)
+        gtol = scalar(0.0)
         lo = scalar(0.0)
         hi = scalar(-1.0)  # no upper bracket yet
-        alpha = scalar(1.0)
-        for _ in range(LS_ITERATIONS):
+        alpha = scalar(0.0)
+        it = int(0)
+        while it <= LS_ITERATIONS:
             d1, d2, mag = line_derivatives(m, d, w, lane, nlanes, alpha, p_mr, p_mp)
-            # converged: to the tolerance, or to the rounding error of d1 (which float32 cannot
-            # push below the tolerance; Newton would then wander by rounding noise)
-            if wp.abs(d1) <= wp.max(gtol, scalar(16.0) * scalar(eps) * mag):
-                break
-            if d1 < scalar(0.0):
-                lo = alpha
+            if it == 0:
+                if d1 >= scalar(0.0):
+                    break
+                gtol = -d1 * scalar(1e-10)
+                alpha = scalar(1.0)
             else:
-                hi = alpha
-            step = alpha - d1 / wp.max(d2, scalar(MINVAL))
-            if hi >= scalar(0.0) and (step <= lo or step >= hi):
-                step = scalar(0.5) * (lo + hi)
-            # a step within rounding of alpha: converged as far as the precision allows
-            if wp.abs(step - alpha) <= scalar(4.0) * scalar(eps) * wp.abs(alpha):
+                # converged: to the tolerance, or to the rounding error of d1 (which float32 cannot
+                # push below the tolerance; Newton would then wander by rounding noise)
+                if wp.abs(d1) <= wp.max(gtol, scalar(16.0) * scalar(eps) * mag):
+                    break
+                if d1 < scalar(0.0):
+                    lo = alpha
+                else:
+                    hi = alpha
+                step = alpha - d1 / wp.max(d2, scalar(MINVAL))
+                if hi >= scalar(0.0) and (step <= lo or step >= hi):
+                    step = scalar(0.5) * (lo + hi)
+                # a step within rounding of alpha: converged as far as the precision allows
+                if wp.abs(step - alpha) <= scalar(4.0) * scalar(eps) * wp.abs(alpha):
+                    alpha = step
+                    break
                 alpha = step
-                break
-            alpha = step
+            it = it + 1
         return alpha
 
     @wp.func
@@ -430,8 +437,36 @@ def build(scalar, lanes: bool = False):
         return d.solver_scalar[w, NORM]
 
     @wp.func
+    def smooth_cost(m: Model, d: Data, w: int, lane: int, nlanes: int):
+        """The constraint cost at qacc_smooth (its Gauss term is 0), for every lane."""
+        nactive = d.efc_nactive[w]
+        a = int(lane)
+        while a < nactive:
+            r = d.efc_list[w, a]
+            jar = -d.efc_aref[w, r]
+            k = int(0)
+            while k < m.efc_nnz[r]:
+                j = m.efc_colind[r, k]
+                jar = jar + d.efc_J[w, r, j] * d.qacc_smooth[w, j]
+                k = k + 1
+            c, ds, dds = row_cost(m, d, w, r, jar)
+            d.efc_ls1[w, r] = c
+            a = a + nlanes
+        sync()
+        if lane == 0:
+            cost = scalar(0.0)
+            a = int(0)
+            while a < nactive:
+                cost = cost + d.efc_ls1[w, d.efc_list[w, a]]
+                a = a + 1
+            d.solver_scalar[w, COST_SMOOTH] = cost
+        sync()
+        return d.solver_scalar[w, COST_SMOOTH]
+
+    @wp.func
     def solve(m: Model, d: Data, w: int, lane: int, nlanes: int):
-        """qacc, efc_force and qfrc_constraint from qacc_smooth and the constraint rows."""
+        """qacc and efc_force from qacc_smooth and the constraint rows (qfrc_constraint zeroed:
+        `constraint_force` follows)."""
         nv = m.nv
         nactive = d.efc_nactive[w]
         i = int(lane)
@@ -442,49 +477,47 @@ def build(scalar, lanes: bool = False):
         if lane == 0:
             d.solver_niter[w] = 0
         if nactive > 0:
-            # warm start: the previous solution if it costs less than the smooth acceleration
+            # warm start: the previous solution if it costs less than the smooth acceleration;
+            # then Newton iterations. Written as one loop with one call of `evaluate` (at the
+            # warm start, at the smooth acceleration if that costs less, after each step), which
+            # keeps the GPU kernel's registers down.
             i = int(lane)
             while i < nv:
                 d.qacc[w, i] = d.qacc_warmstart[w, i]
                 i = i + nlanes
             sync()
-            evaluate(m, d, w, lane, nlanes)
-            a = int(lane)
-            while a < nactive:
-                r = d.efc_list[w, a]
-                jar = -d.efc_aref[w, r]
-                end1 = m.efc_nnz[r]
-                k = int(0)
-                while k < end1:
-                    j = m.efc_colind[r, k]
-                    jar = jar + d.efc_J[w, r, j] * d.qacc_smooth[w, j]
-                    k = k + 1
-                c, ds, dds = row_cost(m, d, w, r, jar)
-                d.efc_ls1[w, r] = c
-                a = a + nlanes
-            sync()
-            if lane == 0:
-                cost_smooth = scalar(0.0)
-                a = int(0)
-                while a < nactive:
-                    cost_smooth = cost_smooth + d.efc_ls1[w, d.efc_list[w, a]]
-                    a = a + 1
-                d.solver_scalar[w, COST_SMOOTH] = cost_smooth
-            sync()
-            cost = d.solver_scalar[w, COST]
-            if d.solver_scalar[w, COST_SMOOTH] < cost:
-                i = int(lane)
-                while i < nv:
-                    d.qacc[w, i] = d.qacc_smooth[w, i]
-                    i = i + nlanes
-                sync()
-                evaluate(m, d, w, lane, nlanes)
-                cost = d.solver_scalar[w, COST]
-
+            cost_smooth = smooth_cost(m, d, w, lane, nlanes)
             scale = m.solver_scale
+            start = int(0)  # 0: evaluating the warm start, 1: the smooth acceleration, 2: a step
+            cost = scalar(0.0)
             niter = int(0)
-            it2 = int(0)
-            while it2 < m.solver_iterations:
+            it = int(0)
+            while True:
+                evaluate(m, d, w, lane, nlanes)
+                new_cost = d.solver_scalar[w, COST]
+                if start == 0:
+                    cost = new_cost
+                    if cost_smooth < cost:
+                        i = int(lane)
+                        while i < nv:
+                            d.qacc[w, i] = d.qacc_smooth[w, i]
+                            i = i + nlanes
+                        sync()
+                        start = 1
+                        continue
+                    start = 2
+                elif start == 1:
+                    cost = new_cost
+                    start = 2
+                else:
+                    niter = niter + 1
+                    improvement = scale * (cost - new_cost)
+                    cost = new_cost
+                    if improvement < m.solver_tolerance:
+                        break
+                if it >= m.solver_iterations:
+                    break
+                it = it + 1
                 if scale * wp.sqrt(norm_terms(d, w, nv, lane)) < m.solver_tolerance:
                     break
                 newton_direction(m, d, w, lane, nlanes)
@@ -498,44 +531,40 @@ def build(scalar, lanes: bool = False):
                     d.qacc[w, i] = d.qacc[w, i] + alpha * d.solver_search[w, i]
                     i = i + nlanes
                 sync()
-                evaluate(m, d, w, lane, nlanes)
-                new_cost = d.solver_scalar[w, COST]
-                niter = niter + 1
-                improvement = scale * (cost - new_cost)
-                cost = new_cost
-                if improvement < m.solver_tolerance:
-                    break
-                it2 = it2 + 1
             if lane == 0:
                 d.solver_niter[w] = niter
 
-            # qfrc_constraint = J' efc_force at the solution (efc_force set by evaluate), the rows
-            # added in ascending order (scattered by a thread per world, gathered per dof by a block)
-            if wp.static(lanes):
-                i = int(lane)
-                while i < nv:
-                    a = int(0)
-                    while a < nactive:
-                        r = d.efc_list[w, a]
-                        if m.efc_colmask[r, i] != 0:
-                            d.qfrc_constraint[w, i] = d.qfrc_constraint[w, i] + d.efc_J[w, r, i] * d.efc_force[w, r]
-                        a = a + 1
-                    i = i + nlanes
-            else:
+    @wp.func
+    def constraint_force(m: Model, d: Data, w: int, lane: int, nlanes: int):
+        """qfrc_constraint = J' efc_force at the solution (efc_force set by the solver's last
+        evaluate), the rows added in ascending order (scattered row by row by a thread per world,
+        gathered per dof by a block: the same sums); the next step's warm start."""
+        nv = m.nv
+        nactive = d.efc_nactive[w]
+        if wp.static(lanes):
+            i = int(lane)
+            while i < nv:
                 a = int(0)
                 while a < nactive:
                     r = d.efc_list[w, a]
-                    fr = d.efc_force[w, r]
-                    end3 = m.efc_nnz[r]
-                    k = int(0)
-                    while k < end3:
-                        j = m.efc_colind[r, k]
-                        d.qfrc_constraint[w, j] = d.qfrc_constraint[w, j] + d.efc_J[w, r, j] * fr
-                        k = k + 1
+                    if m.efc_colmask[r, i] != 0:
+                        d.qfrc_constraint[w, i] = d.qfrc_constraint[w, i] + d.efc_J[w, r, i] * d.efc_force[w, r]
                     a = a + 1
+                i = i + nlanes
+        else:
+            a = int(0)
+            while a < nactive:
+                r = d.efc_list[w, a]
+                fr = d.efc_force[w, r]
+                k = int(0)
+                while k < m.efc_nnz[r]:
+                    j = m.efc_colind[r, k]
+                    d.qfrc_constraint[w, j] = d.qfrc_constraint[w, j] + d.efc_J[w, r, j] * fr
+                    k = k + 1
+                a = a + 1
         i = int(lane)
         while i < nv:
             d.qacc_warmstart[w, i] = d.qacc[w, i]
             i = i + nlanes
 
-    return SimpleNamespace(solve=solve, evaluate=evaluate, row_cost=row_cost)
+    return SimpleNamespace(solve=solve, constraint_force=constraint_force, evaluate=evaluate, row_cost=row_cost)
