@@ -80,10 +80,14 @@ def velocity(scalar) -> tuple:
 
 
 @functools.cache
-def constraint_rows(scalar) -> tuple:
-    """mj_collision, mj_makeConstraint and mj_referenceConstraint: contacts and constraint rows."""
+def constraint_rows(scalar, grouped: bool = True) -> tuple:
+    """mj_collision, mj_makeConstraint and mj_referenceConstraint: contacts and constraint rows.
+    `grouped`: the wide schedule launches collider kinds in groups (collision_driver.GROUPS), else
+    one launch per kind (the differentiable step: a group's generated adjoint needs more than a
+    GPU thread's share of registers)."""
     c = constraint.build(scalar)
-    groups = tuple((kinds, collision_driver.dispatch(scalar, kinds)) for kinds in collision_driver.GROUPS)
+    groups = collision_driver.GROUPS if grouped else tuple((k,) for group in collision_driver.GROUPS for k in group)
+    groups = tuple((kinds, collision_driver.dispatch(scalar, kinds)) for kinds in groups)
     return (
         Pass("narrowphase", PAIRS, (collision_driver.build(scalar),), kinds=groups),
         Pass("friction_rows", FRICTION_ROWS, (c.friction_row,)),

@@ -56,7 +56,8 @@ def build(scalar, schedule: str = "fused"):
     # contacts and rows exist), recorded with their generated adjoints
     smooth = segment("smooth", forward.position(scalar) + forward.velocity(scalar), scalar, schedule, "grad",
                      backward=True)
-    constraint = segment("constraint", forward.constraint_rows(scalar), scalar, schedule, "grad", backward=True)
+    constraint = segment("constraint", forward.constraint_rows(scalar, grouped=False), scalar, schedule, "grad",
+                         backward=True)
     # the Newton solver (simrl.sim.solver), run forward only: its result is differentiated
     # implicitly by `constraint_adjoint`
     constraint_solve = segment("constraint_solve", (Pass("constraint_solve", WORLD, (world.constraint_list,
