@@ -6,9 +6,9 @@
 
 Physics steps per second = worlds x steps / seconds, compile time excluded and reported on
 its own. Engines measured:
-  simrl           this engine, all worlds in one batch (Warp; one thread on the CPU; on CUDA
-                  a chunk of steps is captured once as a CUDA graph and replayed, the capture
-                  time reported as capture_seconds)
+  simrl           this engine, all worlds in one batch (Warp; --schedule fused or wide; on CUDA
+                  Sim.step captures a chunk of steps once as a CUDA graph and replays it, the
+                  capture time reported as capture_seconds)
   mujoco          mj_step in a C loop on one core (mujoco.rollout, one thread); its rate does
                   not depend on the world count, so it is measured once
   mujoco_rollout  mujoco.rollout over all worlds with one thread per core
@@ -123,12 +123,12 @@ def state_bytes(sim) -> int:
     return total
 
 
-def simrl_runner(mjm, num_worlds, device, dtype):
+def simrl_runner(mjm, num_worlds, device, dtype, schedule="auto"):
     """Build the Sim; return a callable that steps it, and a callable that summarizes it."""
     start = time.perf_counter()
     rss_before = resident_mib()
     free_before = wp.get_device(device).free_memory if str(device).startswith("cuda") else None
-    sim = Sim.from_model(mjm, num_worlds=num_worlds, device=device, dtype=dtype)
+    sim = Sim.from_model(mjm, num_worlds=num_worlds, device=device, dtype=dtype, schedule=schedule)
     setup = time.perf_counter() - start
     memory = {"state_bytes_per_world": state_bytes(sim) / num_worlds}
     if free_before is not None:  # what the device lost to the Sim (its arrays and Warp's pools)
@@ -141,23 +141,17 @@ def simrl_runner(mjm, num_worlds, device, dtype):
     sim.ctrl = torch.as_tensor(random_controls(mjm, num_worlds), dtype=sim.torch_dtype, device=sim.qpos.device)
     sim.step(1)  # warm-up
     chunk = max(1, 4096 // num_worlds)
-    graph, capture_seconds = None, None
-    if sim.device.is_cuda:
-        # the chunk's launches captured once as a CUDA graph, then replayed (Warp has no
-        # graph capture on the CPU, where each launch costs a Python call instead)
+    capture_seconds = None
+    if sim.use_graphs:
+        # Sim.step(chunk) records the chunk's launches as a graph at its first call and replays
+        # it from then on (a CUDA graph on CUDA)
         start = time.perf_counter()
-        with wp.ScopedCapture(device=sim.device) as capture:
-            sim.step(chunk)
-        graph = capture.graph
-        wp.capture_launch(graph)  # the first replay uploads the graph
+        sim.step(chunk)
         wp.synchronize_device(sim.device)
         capture_seconds = time.perf_counter() - start
 
     def run():
-        if graph is not None:
-            wp.capture_launch(graph)
-        else:
-            sim.step(chunk)
+        sim.step(chunk)
         wp.synchronize_device(sim.device)
         return chunk
 
@@ -172,9 +166,10 @@ def simrl_runner(mjm, num_worlds, device, dtype):
             niter.append(sim.solver_niter.clone())
             ncon.append(sim.contact.active.sum(dim=1))
         niter, ncon = torch.stack(niter).double(), torch.stack(ncon).double()
-        return {"compile_seconds": sim.compile_time, "setup_seconds": setup, "cuda_graph": graph is not None,
+        return {"compile_seconds": sim.compile_time, "setup_seconds": setup, "cuda_graph": sim.use_graphs,
+                "schedule": sim.schedule, "threads": sim.cpu_threads if sim.device.is_cpu else None,
                 **memory, "resident_mib": resident_mib(),
-                **({"capture_seconds": capture_seconds} if graph is not None else {}),
+                **({"capture_seconds": capture_seconds} if capture_seconds is not None else {}),
                 "nan_free_worlds": int(finite.sum()), "dtype": dtype, "device": sim.device.alias,
                 "solver_niter_mean": float(niter.mean()), "solver_niter_max": int(niter.max()),
                 "contacts_per_world": float(ncon.mean())}
@@ -368,6 +363,9 @@ def main(argv=None):
                         help="comma-separated, from simrl, mujoco, mujoco_rollout, mujoco_warp (default: all)")
     parser.add_argument("--device", default="cpu", help="device of the simrl engine: cpu, cuda, cuda:N")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--schedule", default="auto",
+                        help="simrl's schedule(s), comma-separated: auto (fused on the CPU, wide on CUDA), fused, "
+                             "wide; with several, each is measured as its own engine (simrl-fused, simrl-wide)")
     parser.add_argument("--smooth", action="store_true",
                         help="disable contacts and constraints (in every engine)")
     parser.add_argument("--seconds", type=float, default=3.0,
@@ -390,11 +388,16 @@ def main(argv=None):
         return train_benchmark(args.model, [int(w) for w in args.worlds.split(",")], args)
     name, mjm = resolve_model(args.model)
     if args.grad:
+        if "," in args.schedule:
+            raise SystemExit("--grad measures one schedule at a time: pass --schedule fused or --schedule wide")
         return grad_benchmark(name, mjm, [int(w) for w in args.worlds.split(",")], args)
     if args.smooth:
         mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
     worlds = [int(w) for w in args.worlds.split(",")]
     engines = args.engines.split(",")
+    schedules = args.schedule.split(",")
+    if not set(schedules) <= {"auto", "fused", "wide"}:
+        raise SystemExit(f"--schedule {args.schedule}: choose from auto, fused, wide (comma-separated)")
     unknown = set(engines) - {"simrl", "mujoco", "mujoco_rollout", "mujoco_warp"}
     if unknown:
         raise SystemExit(f"unknown engine(s) {sorted(unknown)}; choose from simrl, mujoco, mujoco_rollout, "
@@ -433,12 +436,14 @@ def main(argv=None):
         if reference:
             runners["mujoco"], counts["mujoco"] = reference, 1
         if "simrl" in engines:
-            try:
-                runners["simrl"] = simrl_runner(mjm, w, args.device, args.dtype)
-            except UnsupportedFeatureError as e:
-                raise SystemExit(f"simrl cannot simulate this model: {e}\n(--smooth disables contacts and "
-                                 "constraints in every engine)") from e
-            counts["simrl"] = w
+            for schedule in schedules:
+                key = "simrl" if len(schedules) == 1 else f"simrl-{schedule}"
+                try:
+                    runners[key] = simrl_runner(mjm, w, args.device, args.dtype, schedule)
+                except UnsupportedFeatureError as e:
+                    raise SystemExit(f"simrl cannot simulate this model: {e}\n(--smooth disables contacts and "
+                                     "constraints in every engine)") from e
+                counts[key] = w
         if "mujoco_rollout" in engines:
             runners["mujoco_rollout"] = mujoco_runner(mjm, w, nthread=os.cpu_count() or 1)
             counts["mujoco_rollout"] = w
@@ -454,9 +459,10 @@ def main(argv=None):
         rates = measure(runners, counts, args.seconds / args.repeats, args.repeats, failures)
         for engine, rate in rates.items():
             record(engine, counts[engine], w, rate, runners[engine][1]())
-        if args.profile and "simrl" in runners:
-            per_world = profile_stages(runners["simrl"][0].sim, args.repeats)
-            records[-len(rates) + list(rates).index("simrl")]["profile_us_per_world"] = per_world
+        simrl_key = next((k for k in runners if k.startswith("simrl")), None)
+        if args.profile and simrl_key:
+            per_world = profile_stages(runners[simrl_key][0].sim, args.repeats)
+            records[-len(rates) + list(rates).index(simrl_key)]["profile_us_per_world"] = per_world
             profiles.append((w, per_world))
         for engine, error in failures.items():
             if error is not None:
@@ -585,7 +591,8 @@ def grad_benchmark(name, mjm, worlds, args) -> int:
     start = initial_state(mjm)
     rows = []
     for W in worlds:
-        sim = Sim.from_model(mjm, num_worlds=W, device=args.device, dtype=args.dtype, cpu_threads=1)
+        sim = Sim.from_model(mjm, num_worlds=W, device=args.device, dtype=args.dtype, cpu_threads=1,
+                             schedule=args.schedule)
         dtype = sim.qpos.dtype
         qpos0 = torch.tensor(np.tile(start.qpos, (W, 1)), dtype=dtype, device=sim.qpos.device)
         qvel0 = torch.zeros(W, mjm.nv, dtype=dtype, device=sim.qpos.device)

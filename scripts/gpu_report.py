@@ -245,6 +245,12 @@ def record_simrl(mjm: mujoco.MjModel, num_worlds: int, schedule: str | None, gra
 
 def record_mujoco_warp(mjw, mjm: mujoco.MjModel, num_worlds: int) -> dict:
     """The launches of one `mjw.step` on the CPU device, after one that compiles."""
+    note = None
+    if mjm.opt.solver != mujoco.mjtSolver.mjSOL_NEWTON:
+        # mujoco_warp refuses PGS; simrl solves with Newton whatever the model says, and any
+        # converging solver finds the same solution: both engines run Newton
+        mjm = _with_newton(mjm)
+        note = "solver switched to Newton for mujoco_warp (simrl always solves with Newton)"
     mjd = settled_state(mjm)
     with wp.ScopedDevice("cpu"):
         m = mjw.put_model(mjm)
@@ -256,8 +262,19 @@ def record_mujoco_warp(mjw, mjm: mujoco.MjModel, num_worlds: int) -> dict:
     niter = d.solver_niter.numpy().astype(np.float64)
     state = {"contacts_per_world": float(d.nacon.numpy()[0]) / num_worlds, "solver_niter_mean": float(niter.mean()),
              "solver_niter_max": int(niter.max())}
+    if note:
+        state["note"] = note
     return {"launches": recorder.launches, "deferred": recorder.deferred, "state": state,
             "version": getattr(mjw, "__version__", "unknown")}
+
+
+def _with_newton(mjm: mujoco.MjModel) -> mujoco.MjModel:
+    """A copy of the model whose constraint solver is Newton."""
+    import copy
+
+    out = copy.deepcopy(mjm)
+    out.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
+    return out
 
 
 # ------------------------------------------------------------------------------ ptxas

@@ -73,22 +73,56 @@ def test_env_steps_on_cuda():
     assert reward.device.type == "cuda" and torch.isfinite(reward).all()
 
 
-def test_cuda_graph_replay_equals_plain_steps():
-    """The benchmark's CUDA graph: 20 captured steps replayed equal 20 launched steps bit for bit."""
+@pytest.mark.parametrize("schedule", ["fused", "wide"])
+def test_cuda_graph_replay_equals_plain_steps(schedule):
+    """Sim.step's CUDA graph: 20 steps replayed equal 20 launched steps bit for bit."""
     mjm = _quadruped()
     qpos, ctrl = _start(mjm, 256)
     out = []
-    for graph in (False, True):
-        sim = Sim.from_model(mjm, num_worlds=256, device="cuda:0", dtype="float32")
+    for graphs in (False, True):
+        sim = Sim.from_model(mjm, num_worlds=256, device="cuda:0", dtype="float32", schedule=schedule,
+                             use_graphs=graphs)
         sim.qpos = torch.tensor(qpos, dtype=torch.float32, device="cuda:0")
         sim.ctrl = torch.tensor(ctrl, dtype=torch.float32, device="cuda:0")
-        if graph:
-            with wp.ScopedCapture(device=sim.device) as capture:
-                sim.step(20)
-            sim.qpos = torch.tensor(qpos, dtype=torch.float32, device="cuda:0")  # capture ran nothing: same start
-            wp.capture_launch(capture.graph)
-        else:
-            sim.step(20)
+        sim.step(10)
+        sim.step(10)  # the second call replays the graph the first recorded
         wp.synchronize_device(sim.device)
         out.append(sim.qpos.cpu())
     assert torch.equal(out[0], out[1])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_wide_schedule_on_cuda_matches_cpu(dtype):
+    """The GPU's schedule (wide, auto on CUDA) against the CPU's (fused): 200 quadruped steps."""
+    mjm = _quadruped()
+    qpos, ctrl = _start(mjm, 64)
+    out = []
+    for device, schedule in (("cpu", "fused"), ("cuda:0", "auto")):
+        sim = Sim.from_model(mjm, num_worlds=64, device=device, dtype=dtype, schedule=schedule)
+        assert sim.schedule == ("wide" if device != "cpu" else "fused")
+        t = torch.float64 if dtype == "float64" else torch.float32
+        sim.qpos = torch.tensor(qpos, dtype=t, device=sim.qpos.device)
+        sim.ctrl = torch.tensor(ctrl, dtype=t, device=sim.qpos.device)
+        sim.step(200)
+        assert not sim.nan_worlds.any()
+        out.append(sim.qpos.cpu().double())
+    tol = 1e-9 if dtype == "float64" else 2e-3
+    assert torch.allclose(out[0], out[1], rtol=0, atol=tol), (out[0] - out[1]).abs().max()
+
+
+def test_wide_gradients_on_cuda_match_cpu():
+    """diff_step in the wide schedule on CUDA: gradients equal to the fused CPU step's."""
+    mjm = _quadruped()
+    qpos, ctrl = _start(mjm, 4, seed=1)
+    grads = []
+    for device, schedule in (("cpu", "fused"), ("cuda:0", "wide")):
+        sim = Sim.from_model(mjm, num_worlds=4, device=device, dtype="float64", schedule=schedule)
+        dev = sim.qpos.device
+        q = torch.tensor(qpos, device=dev)
+        v = torch.zeros(4, mjm.nv, dtype=torch.float64, device=dev)
+        c = torch.tensor(ctrl, device=dev, requires_grad=True)
+        for _ in range(8):
+            q, v = diff_step(sim, q, v, c)
+        (q[:, :3].sum() + v.square().sum()).backward()
+        grads.append(c.grad.cpu())
+    assert torch.allclose(grads[0], grads[1], rtol=1e-7, atol=1e-9), (grads[0] - grads[1]).abs().max()

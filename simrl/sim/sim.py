@@ -28,7 +28,7 @@ from simrl.errors import MJCFError
 from simrl.sim import forward
 from simrl.sim import schedule as simrl_schedule
 from simrl.sim.data import data_struct, make_data
-from simrl.sim.model import INTEGRATOR_EULER, PER_WORLD_FIELDS, Model, copy_struct
+from simrl.sim.model import INTEGRATOR_EULER, PER_WORLD_FIELDS, Model, copy_struct, model_struct
 
 if not os.environ.get("SIMRL_WARP_VERBOSE"):
     # Warp's greeting and per-module load lines; warnings still show (SIMRL_WARP_VERBOSE=1 restores all)
@@ -140,12 +140,18 @@ class Sim:
     world runs the whole step (a launch per step: right for a CPU core); "wide": a launch per
     stage over (worlds x elements), tree stages a launch per tree level, the solver a block of
     threads per world (right for a GPU); "auto" (default): fused on the CPU, wide on CUDA. Both
-    give the same results, bit for bit on the CPU. On CUDA, `step(n)` captures its launches as a
-    CUDA graph once per n and replays it (`use_graphs=False` launches them one by one).
+    give the same results, bit for bit on the CPU.
+
+    `use_graphs`: `step(n)` records its launches as a graph once per n (wp.ScopedCapture: a CUDA
+    graph, or on the CPU Warp's recorded launches) and replays it, recording again when a model
+    array has been replaced since (per_world_param, set_solver). None (default): on CUDA only,
+    where it saves the launch latency of the wide schedule's ~40 launches per step; on the CPU a
+    launch costs microseconds against milliseconds of work. Inside a capture that the caller
+    opened, and with several CPU threads, steps are launched directly.
     """
 
     def __init__(self, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32",
-                 cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool = True):
+                 cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool | None = None):
         if not isinstance(mj_model, mujoco.MjModel):
             raise TypeError(f"expected a mujoco.MjModel, got {type(mj_model).__name__}")
         if isinstance(num_worlds, bool) or not isinstance(num_worlds, (int, np.integer)) or num_worlds < 1:
@@ -174,7 +180,8 @@ class Sim:
             begin, stage1, stage2, end = forward.rk4_segments(scalar, schedule_)
             f = self._forward
             self._step_segments = (f, begin, f, stage1, f, stage2, f, end)
-        self.use_graphs = bool(use_graphs)
+        #: whether step(n) replays recorded graphs (see the class docstring)
+        self.use_graphs = self.device.is_cuda if use_graphs is None else bool(use_graphs)
         self._graphs = {}
         self.torch_dtype = torch.float64 if scalar == wp.float64 else torch.float32
         self._views = {}
@@ -249,13 +256,13 @@ class Sim:
     # ---------------------------------------------------------------------------- construction
     @classmethod
     def from_mjcf(cls, mjcf: str | os.PathLike, num_worlds: int = 1, device=None, dtype="float32",
-                  cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool = True) -> Sim:
+                  cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool | None = None) -> Sim:
         """Compile MJCF (a file path or an XML string) with MuJoCo and load it."""
         return cls(compile_mjcf(mjcf), num_worlds, device, dtype, cpu_threads, schedule, use_graphs)
 
     @classmethod
     def from_model(cls, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32",
-                   cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool = True) -> Sim:
+                   cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool | None = None) -> Sim:
         """Load an already compiled `mujoco.MjModel`."""
         return cls(mj_model, num_worlds, device, dtype, cpu_threads, schedule, use_graphs)
 
@@ -350,7 +357,7 @@ class Sim:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
         n = int(n)
-        if self.device.is_cuda and self.use_graphs and n > 0:
+        if self.use_graphs and n > 0 and self._blocks is None and not self.device.is_capturing:
             self._replay(n)
             return
         # every thread runs all n steps of its worlds: worlds never interact
@@ -366,14 +373,14 @@ class Sim:
         Model field, arrays by address and shape (per_world_param and diff_step replace them)."""
         m = self.model.struct
         key = []
-        for name in type(m).vars:
+        for name in model_struct(self.model.dtype).vars:
             value = getattr(m, name)
             key.append((value.ptr, value.shape) if isinstance(value, wp.array) else value)
         return tuple(key)
 
     def _replay(self, n: int) -> None:
-        """n steps on CUDA as one CUDA graph, captured at the first call with this n (and again
-        when a model array was replaced since)."""
+        """n steps as one graph, captured at the first call with this n (and again when a model
+        array was replaced since)."""
         key = self._graph_key()
         graph = self._graphs.get(n)
         if graph is None or graph[0] != key:
