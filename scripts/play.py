@@ -38,7 +38,7 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simrl.errors import CheckpointError, ConfigError  # noqa: E402
-from simrl.rl.config import SIM_DEFAULTS, register, resolve_device, validate  # noqa: E402
+from simrl.rl.config import SIM_DEFAULTS, check_overrides, register, resolve_device, validate  # noqa: E402
 
 register("play", {"checkpoint": None, "num_envs": 100, "num_episodes": None, "device": "auto", "seed": 1,
                   "video": False, "video_length_s": 10.0, "sim": SIM_DEFAULTS},
@@ -221,4 +221,8 @@ if __name__ == "__main__":
     if sys.argv[1:2] == [RENDER_FLAG]:
         write_video(*sys.argv[2:4])
     else:
+        try:
+            check_overrides("play", sys.argv[1:])  # "did you mean num_envs", before Hydra's "use +num_env"
+        except ConfigError as e:
+            raise SystemExit(f"simrl: {e}") from None
         main()

@@ -49,7 +49,7 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simrl.errors import CheckpointError, ConfigError  # noqa: E402
-from simrl.rl.config import SIM_DEFAULTS, register, resolve_device, validate  # noqa: E402
+from simrl.rl.config import SIM_DEFAULTS, check_overrides, register, resolve_device, validate  # noqa: E402
 
 register("train", {"num_envs": None, "device": "auto", "seed": 42, "max_iterations": None, "algo": "ppo",
                    "resume": None, "sim": SIM_DEFAULTS, "dist_timeout_s": 900},
@@ -256,5 +256,9 @@ def _hydra_args_for_rank(argv: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
+    try:
+        check_overrides("train", sys.argv[1:])  # "did you mean num_envs", before Hydra's "use +num_env"
+    except ConfigError as e:
+        raise SystemExit(f"simrl: {e}") from None
     sys.argv = _hydra_args_for_rank(sys.argv)
     main()

@@ -24,7 +24,7 @@ from envs.rsl_rl import RslRlVecEnv
 from simrl.errors import CheckpointError, ConfigError
 from simrl.rl import ppo
 from simrl.rl.checkpoint import find_latest_checkpoint, load_checkpoint
-from simrl.rl.config import validate
+from simrl.rl.config import check_overrides, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("simrl_train_script", ROOT / "scripts" / "train.py")
@@ -99,6 +99,27 @@ def test_hydra_names_unknown_tasks_and_keys():
     with pytest.raises(ConfigCompositionException) as info:
         config("task=cartpole", "num_env=64")
     assert "num_env" in str(info.value)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["num_env=16"], "unknown key num_env; did you mean 'num_envs'?"),
+    (["seeds=3"], "unknown key seeds; did you mean 'seed'?"),
+    (["max_iteration=3", "algos=shac"], "unknown key max_iteration; did you mean 'max_iterations'?\n  "
+                                        "unknown key algos; did you mean 'algo'?"),
+    (["sim.backnd=mujoco"], "unknown key sim.backnd; did you mean 'sim.backend'?"),
+    (["colour=red"], "unknown key colour; known keys: algo, device, dist_timeout_s, max_iterations"),
+])
+def test_misspelt_top_level_keys_are_named_before_hydra(overrides, message):
+    with pytest.raises(ConfigError) as info:
+        check_overrides("train", ["task=cartpole", *overrides])
+    assert message in str(info.value)
+
+
+def test_overrides_hydra_handles_are_left_to_it():
+    # known keys, the task group and its fields, additions, deletions, hydra's own keys and flags
+    check_overrides("train", ["task=quadruped", "num_envs=16", "sim.backend=mujoco", "task.env.decimation=2",
+                              "task.env.no_such_key=1", "+extra=1", "~seed", "hydra.run.dir=/tmp/x",
+                              "hydra/job_logging=none", "--cfg", "job", "-m"])
 
 
 def test_train_script_exits_with_the_message_and_no_traceback():

@@ -22,10 +22,13 @@ def test_train_names_an_unknown_task():
     assert "cartpole" in result.stderr  # the available tasks are listed
 
 
-def test_train_names_an_unknown_key():
-    result = run("scripts/train.py", "task=cartpole", "num_env=64")
-    assert result.returncode != 0
-    assert "Could not override 'num_env'" in result.stderr
+def test_train_and_play_name_a_misspelt_key_before_hydra_does():
+    """simrl's own message, not Hydra's "use +num_env=64" (which validate would refuse next)."""
+    for script in ("scripts/train.py", "scripts/play.py"):
+        result = run(script, "task=cartpole", "num_env=64")
+        assert result.returncode == 1, script
+        assert "unknown key num_env; did you mean 'num_envs'?" in result.stderr, script
+        assert "Could not override" not in result.stderr and "+num_env" not in result.stderr, script
 
 
 def test_train_rejects_zero_envs():
