@@ -1,8 +1,10 @@
 #!/usr/bin/env python
 """Evaluate a trained policy headless and export it:
 `python scripts/play.py task=NAME checkpoint=PATH [num_envs=.. num_episodes=.. device=.. seed=..
-sim.backend=warp|mujoco]`. `sim.backend=mujoco` evaluates the policy in MuJoCo itself (CPU, one
-MjData per world) instead of this engine: sim-to-sim; metrics.json records the backend.
+sim.backend=warp|mujoco]`. PATH is what train.py's `resume=` takes: a model_<iteration>.pt, a run
+directory (its highest-iteration checkpoint) or `latest` (the most recently written checkpoint
+under runs/<task>/). `sim.backend=mujoco` evaluates the policy in MuJoCo itself (CPU, one MjData
+per world) instead of this engine: sim-to-sim; metrics.json records the backend.
 
 Runs `num_episodes` evaluation episodes (one per world) with the deterministic policy, prints
 the metrics and writes to the run directory (hydra.run.dir, default runs/<task>/play_<date>):
@@ -159,7 +161,7 @@ def main(cfg: DictConfig) -> None:
 
     import envs
     from envs.rsl_rl import RslRlVecEnv
-    from simrl.rl.checkpoint import checkpoint_algo
+    from simrl.rl.checkpoint import checkpoint_algo, resolve_resume
     from simrl.rl.evaluate import evaluate
     from simrl.rl.ppo import Runner, rsl_rl_config
 
@@ -167,8 +169,13 @@ def main(cfg: DictConfig) -> None:
         validate(cfg, "play")
     except ConfigError as e:
         raise SystemExit(f"simrl: {e}") from None
-    if not cfg.checkpoint or not Path(cfg.checkpoint).is_file():
-        raise SystemExit(f"checkpoint={cfg.checkpoint}: give the path of a model_<iteration>.pt file")
+    if not cfg.checkpoint:
+        raise SystemExit("simrl: checkpoint=... is required: a model_<iteration>.pt, a run directory (its last "
+                         "checkpoint) or latest (the newest under runs/<task>/)")
+    try:  # the same resolution as train.py's resume=
+        checkpoint = resolve_resume(str(cfg.checkpoint), cfg.task.name, key="checkpoint")
+    except CheckpointError as e:
+        raise SystemExit(f"simrl: {e}") from None
     video_s = cfg.video_length_s
     if isinstance(video_s, bool) or not isinstance(video_s, (int, float)) or not 0 < video_s < float("inf"):
         raise SystemExit(f"simrl: invalid configuration:\n  video_length_s must be a number > 0, got {video_s!r}")
@@ -181,12 +188,12 @@ def main(cfg: DictConfig) -> None:
     env = envs.make(task.name, num_envs=num_envs, device=device, seed=int(cfg.seed), backend=backend,
                     **OmegaConf.to_container(task.env, resolve=True))
     try:
-        algo = checkpoint_algo(cfg.checkpoint, map_location=device)  # the algorithm that trained it
+        algo = checkpoint_algo(checkpoint, map_location=device)  # the algorithm that trained it
         if algo == "shac":
             from simrl.rl.shac import ShacRunner
 
             if "shac" not in task:
-                raise SystemExit(f"simrl: checkpoint {cfg.checkpoint} was trained with algo=shac, but task "
+                raise SystemExit(f"simrl: checkpoint {checkpoint} was trained with algo=shac, but task "
                                  f"{task.name} has no `shac` section describing its networks")
             shac_cfg = {k: v for k, v in OmegaConf.to_container(task.shac, resolve=True).items()
                         if k not in ("num_envs", "num_envs_gpu", "max_iterations")}
@@ -194,13 +201,13 @@ def main(cfg: DictConfig) -> None:
         else:
             runner = Runner(RslRlVecEnv(env), rsl_rl_config(OmegaConf.to_container(task.ppo, resolve=True)),
                             log_dir=None, device=device, key_terms=[], task=task.name)
-        runner.load(cfg.checkpoint, map_location=device)
+        runner.load(str(checkpoint), map_location=device)
     except CheckpointError as e:
         raise SystemExit(f"simrl: {e}") from None
     policy = runner.get_inference_policy(device=device)
     recorder = VideoRecorder(max(1, round(cfg.video_length_s / env.step_dt))) if cfg.video else None
     metrics = evaluate(env, policy, num_episodes=num_envs, on_step=recorder)
-    metrics.update({"task": task.name, "checkpoint": str(cfg.checkpoint), "algo": algo, "device": device,
+    metrics.update({"task": task.name, "checkpoint": str(checkpoint), "algo": algo, "device": device,
                     "backend": backend})
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     import logging

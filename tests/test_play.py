@@ -16,19 +16,21 @@ from simrl.rl.evaluate import evaluate
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(*args):
-    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+def run(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
 def test_play_writes_metrics_and_matching_exports(tmp_path):
-    train_dir, play_dir = tmp_path / "train", tmp_path / "play"
+    train_dir, play_dir = tmp_path / "runs" / "cartpole" / "train", tmp_path / "play"
     result = run("scripts/train.py", "task=cartpole", "num_envs=32", "max_iterations=3", f"hydra.run.dir={train_dir}")
     assert result.returncode == 0, result.stderr[-2000:]
-    checkpoint = max(train_dir.glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
-    result = run("scripts/play.py", "task=cartpole", f"checkpoint={checkpoint}", "num_envs=8",
+    assert sorted(p.name for p in train_dir.glob("model_*.pt")) == ["model_0.pt", "model_2.pt"]
+    # a run directory, as train.py's resume= takes it: its highest-iteration checkpoint
+    result = run("scripts/play.py", "task=cartpole", f"checkpoint={train_dir}", "num_envs=8",
                  f"hydra.run.dir={play_dir}")
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads((play_dir / "metrics.json").read_text())
+    assert metrics["checkpoint"] == str(train_dir / "model_2.pt")
     assert {"mean_return", "mean_episode_length", "fall_rate"} <= metrics.keys()
     assert 0 < metrics["mean_episode_length"] <= 250 and 0.0 <= metrics["fall_rate"] <= 1.0
 
@@ -38,12 +40,26 @@ def test_play_writes_metrics_and_matching_exports(tmp_path):
         onnx_out = session.run(None, {"obs": obs.numpy()})[0]
         np.testing.assert_allclose(onnx_out, scripted(obs).detach().numpy(), atol=1e-5)
 
+    # checkpoint=latest: the newest checkpoint under ./runs/<task>/, as resume=latest
+    result = run(ROOT / "scripts" / "play.py", "task=cartpole", "checkpoint=latest", "num_envs=4",
+                 f"hydra.run.dir={tmp_path / 'play_latest'}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = json.loads((tmp_path / "play_latest" / "metrics.json").read_text())
+    assert (tmp_path / metrics["checkpoint"]).resolve() == (train_dir / "model_2.pt").resolve()
+
 
 def test_play_refuses_a_missing_checkpoint(tmp_path):
     result = run("scripts/play.py", "task=cartpole", f"checkpoint={tmp_path / 'nope.pt'}",
                  f"hydra.run.dir={tmp_path}")
     assert result.returncode != 0
-    assert "nope.pt" in result.stderr
+    assert f"checkpoint={tmp_path / 'nope.pt'}: no such checkpoint file or run directory" in result.stderr
+    result = run("scripts/play.py", "task=cartpole", f"checkpoint={tmp_path}", f"hydra.run.dir={tmp_path}")
+    assert result.returncode != 0
+    assert f"checkpoint={tmp_path}: the directory holds no checkpoint (model_<iteration>.pt)" in result.stderr
+    result = run(ROOT / "scripts" / "play.py", "task=cartpole", "checkpoint=latest", f"hydra.run.dir={tmp_path}",
+                 cwd=tmp_path)
+    assert result.returncode != 0
+    assert "checkpoint=latest: no checkpoint (model_<iteration>.pt) of task 'cartpole' under" in result.stderr
 
 
 def test_quadruped_evaluation_reports_tracking_errors():
