@@ -2,6 +2,7 @@
 TorchScript) that compute what the trained torch policy computes."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,11 @@ import onnxruntime
 import torch
 
 import envs
+import tasks
+from envs.rsl_rl import RslRlVecEnv
+from simrl.rl import export
 from simrl.rl.evaluate import evaluate
+from simrl.rl.ppo import Runner, rsl_rl_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,8 +39,13 @@ def test_play_writes_metrics_and_matching_exports(tmp_path):
     assert {"mean_return", "mean_episode_length", "fall_rate"} <= metrics.keys()
     assert 0 < metrics["mean_episode_length"] <= 250 and 0.0 <= metrics["fall_rate"] <= 1.0
 
+    # policy.onnx is self-contained: no policy.onnx.data beside it, and it loads from elsewhere alone
+    assert sorted(p.name for p in play_dir.glob("policy*")) == ["policy.onnx", "policy.pt"]
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(play_dir / "policy.onnx", alone / "policy.onnx")
     scripted = torch.jit.load(str(play_dir / "policy.pt"))
-    session = onnxruntime.InferenceSession(str(play_dir / "policy.onnx"))
+    session = onnxruntime.InferenceSession(str(alone / "policy.onnx"))
     for obs in torch.randn(16, 1, 5):  # the ONNX graph takes one observation at a time
         onnx_out = session.run(None, {"obs": obs.numpy()})[0]
         np.testing.assert_allclose(onnx_out, scripted(obs).detach().numpy(), atol=1e-5)
@@ -68,3 +78,25 @@ def test_quadruped_evaluation_reports_tracking_errors():
     assert {"lin_vel_tracking_error", "yaw_rate_tracking_error", "fall_rate"} <= metrics.keys()
     # standing still while commanded to move: the error is the commanded speed, about
     assert 0.05 < metrics["lin_vel_tracking_error"] < 1.5
+
+
+def test_onnx_export_is_one_file_unless_the_weights_are_too_big(tmp_path, monkeypatch):
+    """Below ONNX_SINGLE_FILE_MAX_BYTES one self-contained policy.onnx; above it the graph and a
+    policy.onnx.data file of the weights, which compute the same actions together."""
+    from omegaconf import OmegaConf
+
+    ppo_cfg = OmegaConf.to_container(OmegaConf.load(tasks.TASKS_DIR / "cartpole.yaml").ppo)
+    env = envs.make("cartpole", num_envs=4, device="cpu", seed=0)
+    runner = Runner(RslRlVecEnv(env), rsl_rl_config(ppo_cfg), log_dir=None, device="cpu", key_terms=[])
+    model = runner.alg.get_policy().as_onnx(verbose=False)
+    assert 4 * (5 * 64 + 64 + 64 * 64 + 64 + 64 + 1) <= export.weight_bytes(model) < export.ONNX_SINGLE_FILE_MAX_BYTES
+    runner.export_policy_to_onnx(str(tmp_path / "small"))
+    assert sorted(p.name for p in (tmp_path / "small").iterdir()) == ["policy.onnx"]
+
+    monkeypatch.setattr(export, "ONNX_SINGLE_FILE_MAX_BYTES", 1024)
+    runner.export_policy_to_onnx(str(tmp_path / "big"))
+    assert sorted(p.name for p in (tmp_path / "big").iterdir()) == ["policy.onnx", "policy.onnx.data"]
+    assert (tmp_path / "big" / "policy.onnx").stat().st_size < (tmp_path / "small" / "policy.onnx").stat().st_size
+    obs = np.random.default_rng(0).normal(size=(1, 5)).astype(np.float32)
+    small, big = (onnxruntime.InferenceSession(str(tmp_path / d / "policy.onnx")) for d in ("small", "big"))
+    np.testing.assert_array_equal(small.run(None, {"obs": obs})[0], big.run(None, {"obs": obs})[0])

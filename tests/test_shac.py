@@ -160,6 +160,7 @@ def test_train_resume_and_play_with_shac(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads((play_dir / "metrics.json").read_text())
     assert metrics["algo"] == "shac" and metrics["mean_episode_length"] == 10
+    assert not (play_dir / "policy.onnx.data").exists()  # one self-contained file
     env, runner = make_runner(num_envs=4)
     runner.load(str(run_dir / "model_1.pt"))
     policy = runner.get_inference_policy()

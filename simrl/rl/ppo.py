@@ -23,7 +23,7 @@ import torch
 from rsl_rl.runners import OnPolicyRunner
 
 from simrl.errors import CheckpointError
-from simrl.rl import distributed
+from simrl.rl import distributed, export
 from simrl.rl.checkpoint import check_identity, load_checkpoint, rng_state, set_rng_state
 
 CHECKPOINT_FORMAT = 1
@@ -139,6 +139,22 @@ class Runner(OnPolicyRunner):
         self.stop_requested = distributed.any_rank(self.stop_requested, self.device)
         if self.stop_requested:
             raise _StopTraining
+
+    # --------------------------------------------------------------------------- policies
+    def export_policy_to_onnx(self, path: str, filename: str = "policy.onnx", verbose: bool = False) -> None:
+        """rsl-rl's export (its ONNX model, opset 18, input "obs", output "actions"), written as one
+        self-contained file when the weights fit (simrl.rl.export) instead of torch's default pair
+        of `filename` and `filename.data`."""
+        model = self.alg.get_policy().as_onnx(verbose=verbose).to("cpu").eval()
+        os.makedirs(path, exist_ok=True)
+        target = os.path.join(path, filename)
+        external = export.onnx_external_data(model)
+        torch.onnx.export(model, model.get_dummy_inputs(), target, export_params=True, opset_version=18,
+                          verbose=verbose, input_names=model.input_names, output_names=model.output_names,
+                          external_data=external)
+        if not external:  # a pair left by an earlier export would no longer belong to this file
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(target + ".data")
 
     # --------------------------------------------------------------------------- checkpoints
     def _identity(self) -> dict:

@@ -384,8 +384,11 @@ class ShacRunner:
         return InferencePolicy(self.obs_normalizer, self.actor).cpu().eval()
 
     def export_policy_to_onnx(self, path: str, filename: str = "policy.onnx") -> None:
+        """One self-contained ONNX file, input "obs" [batch, num_obs], output "actions" (torch's
+        TorchScript-based exporter, which keeps the weights inside the file up to protobuf's 2 GiB)."""
         module = self.inference_module()
         example = torch.zeros(1, self.obs_normalizer.mean.shape[0])
+        os.makedirs(path, exist_ok=True)
         with contextlib.redirect_stdout(None):
             torch.onnx.export(module, (example,), os.path.join(path, filename), input_names=["obs"],
                               output_names=["actions"], dynamic_axes={"obs": {0: "batch"}, "actions": {0: "batch"}},
