@@ -41,6 +41,7 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simrl.errors import CheckpointError, ConfigError  # noqa: E402
 from simrl.rl.config import SIM_DEFAULTS, check_overrides, register, resolve_device, validate  # noqa: E402
+from simrl.rl.runlog import tee_output  # noqa: E402
 
 register("play", {"checkpoint": None, "num_envs": 100, "num_episodes": None, "device": "auto", "seed": 1,
                   "video": False, "video_length_s": 10.0, "sim": SIM_DEFAULTS},
@@ -157,6 +158,13 @@ def write_video(workdir: str, path: str) -> None:
 
 @hydra.main(version_base=None, config_name="play")
 def main(cfg: DictConfig) -> None:
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    with tee_output(run_dir / "play.log"):
+        play(cfg, run_dir)
+
+
+def play(cfg: DictConfig, run_dir: Path) -> None:
+    """Evaluate and export as configured by `cfg` (the composed `play` config) into `run_dir`."""
     import torch
 
     import envs
@@ -182,8 +190,6 @@ def main(cfg: DictConfig) -> None:
     backend = str(OmegaConf.select(cfg, "sim.backend", default="warp"))
     device = resolve_device(cfg.device, backend)
     num_envs = int(cfg.num_episodes or cfg.num_envs)
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     task = cfg.task
     env = envs.make(task.name, num_envs=num_envs, device=device, seed=int(cfg.seed), backend=backend,
                     **OmegaConf.to_container(task.env, resolve=True))
@@ -220,7 +226,7 @@ def main(cfg: DictConfig) -> None:
         print(f"{key:>26s}: {value}")
     if cfg.video:
         print(render_video(env.sim.mj_model, recorder.qpos, recorder.qvel, 1.0 / env.step_dt, run_dir / "video.mp4"))
-    print(f"wrote metrics.json, policy.onnx and policy.pt to {run_dir}")
+    print(f"wrote metrics.json, policy.onnx, policy.pt{', video.mp4' if cfg.video else ''} and play.log to {run_dir}")
     del torch
 
 

@@ -50,6 +50,7 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simrl.errors import CheckpointError, ConfigError  # noqa: E402
 from simrl.rl.config import SIM_DEFAULTS, check_overrides, register, resolve_device, validate  # noqa: E402
+from simrl.rl.runlog import tee_output  # noqa: E402
 
 register("train", {"num_envs": None, "device": "auto", "seed": 42, "max_iterations": None, "algo": "ppo",
                    "resume": None, "sim": SIM_DEFAULTS, "dist_timeout_s": 900},
@@ -112,18 +113,21 @@ def _train(cfg: DictConfig, run_dir: Path, runs_root) -> int:
     except ConfigError as e:
         raise SystemExit(f"simrl: {e}") from None
     distributed.init(dist, device, float(cfg.dist_timeout_s))
-    try:
-        return _train_rank(cfg, run_dir, runs_root, dist, device, backend)
-    except Exception as e:
-        if not (dist.enabled and distributed.is_collective_error(e)):
-            raise
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print(f"simrl: rank {dist.rank} of {dist.world_size} lost contact with another rank ({first_line}); a rank "
-              f"waits at most dist_timeout_s={cfg.dist_timeout_s} s for the others. torchrun's report names the "
-              f"rank that failed.", file=sys.stderr, flush=True)
-        return 1
-    finally:
-        distributed.shutdown()
+    # rank 0 keeps what the run prints in its run directory (the other ranks print little)
+    logged = tee_output(Path(run_dir) / "train.log") if dist.is_main else contextlib.nullcontext()
+    with logged:
+        try:
+            return _train_rank(cfg, run_dir, runs_root, dist, device, backend)
+        except Exception as e:
+            if not (dist.enabled and distributed.is_collective_error(e)):
+                raise
+            first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            print(f"simrl: rank {dist.rank} of {dist.world_size} lost contact with another rank ({first_line}); a "
+                  f"rank waits at most dist_timeout_s={cfg.dist_timeout_s} s for the others. torchrun's report names "
+                  f"the rank that failed.", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            distributed.shutdown()
 
 
 def _train_rank(cfg: DictConfig, run_dir: Path, runs_root, dist, device: str, backend: str) -> int:

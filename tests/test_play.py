@@ -36,6 +36,8 @@ def test_play_writes_metrics_and_matching_exports(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads((play_dir / "metrics.json").read_text())
     assert metrics["checkpoint"] == str(train_dir / "model_2.pt")
+    log = (play_dir / "play.log").read_text()  # what play.py printed, kept in its run directory
+    assert f"checkpoint: {train_dir / 'model_2.pt'}" in log and log.splitlines()[-1].startswith("wrote metrics.json")
     assert {"mean_return", "mean_episode_length", "fall_rate"} <= metrics.keys()
     assert 0 < metrics["mean_episode_length"] <= 250 and 0.0 <= metrics["fall_rate"] <= 1.0
 

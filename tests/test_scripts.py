@@ -47,6 +47,20 @@ def test_train_writes_a_run_directory(tmp_path):
     assert {"config.yaml", "learning_curve.json", "learning_curve.png"} <= names
     assert any(n.startswith("model_") for n in names)
     assert any(n.startswith("events.out.tfevents") for n in names)
+    # train.log keeps what the run printed, from its first line to its last
+    log = (run_dir / "train.log").read_text()
+    assert log.startswith(f"simrl: task cartpole, ppo, 32 envs on cpu, 2 iterations, run dir {run_dir}\n")
+    assert "it     1/2" in log and "it     2/2" in log
+    assert log.splitlines()[-1] == result.stdout.splitlines()[-1] and log.splitlines()[-1].startswith("simrl: done in")
+
+
+def test_train_log_records_the_error_that_ended_the_run(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run("scripts/train.py", "task=cartpole", f"resume={tmp_path / 'missing.pt'}", f"hydra.run.dir={run_dir}")
+    assert result.returncode == 1
+    message = f"simrl: resume={tmp_path / 'missing.pt'}: no such checkpoint file or run directory"
+    assert message in result.stderr
+    assert (run_dir / "train.log").read_text().splitlines()[-1] == message
 
 
 def test_benchmark_records(tmp_path):

@@ -39,7 +39,8 @@ def register(config_name: str, keys: dict, run_dir: str) -> None:
     for name in tasks.available():
         store.store(group="task", name=name, node=OmegaConf.load(tasks.TASKS_DIR / f"{name}.yaml"))
     store.store(name=config_name, node={
-        "defaults": ["_self_", {"task": DEFAULT_TASK}],
+        # no Hydra <job>.log: the scripts keep their own (simrl.rl.runlog), since they print, not log
+        "defaults": ["_self_", {"task": DEFAULT_TASK}, {"override hydra/job_logging": "none"}],
         **keys,
         "hydra": {"run": {"dir": run_dir}, "job": {"chdir": False}},
     })
