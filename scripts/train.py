@@ -50,7 +50,7 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simrl.errors import CheckpointError, ConfigError  # noqa: E402
 from simrl.rl.config import SIM_DEFAULTS, check_overrides, register, resolve_device, validate  # noqa: E402
-from simrl.rl.runlog import tee_output  # noqa: E402
+from simrl.rl.runlog import mean_text, tee_output  # noqa: E402
 
 register("train", {"num_envs": None, "device": "auto", "seed": 42, "max_iterations": None, "algo": "ppo",
                    "resume": None, "sim": SIM_DEFAULTS, "dist_timeout_s": 900},
@@ -238,8 +238,8 @@ def _train_rank(cfg: DictConfig, run_dir: Path, runs_root, dist, device: str, ba
         return 130
     if curve:
         last = curve[-1]
-        print(f"simrl: done in {time.time() - start:.0f} s: mean return {last['mean_return']:.2f}, "
-              f"mean episode length {last['mean_episode_length']:.1f}; results in {run_dir}")
+        print(f"simrl: done in {time.time() - start:.0f} s: mean return {mean_text(last['mean_return'], 0, 2)}, "
+              f"mean episode length {mean_text(last['mean_episode_length'], 0, 1)}; results in {run_dir}")
     return 0
 
 

@@ -133,6 +133,15 @@ def test_train_script_exits_with_the_message_and_no_traceback():
     assert "Traceback" not in result.stderr
 
 
+def test_progress_line_shows_a_dash_until_an_episode_ends(tmp_path):
+    # a pole allowed to fall to 3.2 rad does not end any episode in the first 24 steps
+    status, out = train(tmp_path, "max_iterations=1", "task.env.max_angle=3.2")
+    assert status == 0
+    line = next(line for line in out.splitlines() if line.startswith("it "))
+    assert "return         -  length       -  " in line and "nan" not in out, line
+    assert "mean return -, mean episode length -;" in out
+
+
 # ------------------------------------------------------------------------------ 2. actions
 def test_bad_actions_are_named():
     env = envs.make("cartpole", num_envs=3, device="cpu")

@@ -2,6 +2,7 @@
 its gradients, and how it handles a non-finite gradient."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -115,6 +116,18 @@ def test_shac_learns_cartpole_swingup():
     random = evaluate(eval_env, lambda obs: torch.rand(32, 1, generator=gen) * 2 - 1)["mean_return"]
     print(f"SHAC return {trained:.1f}, random policy {random:.1f}")
     assert trained > random + 20.0, (trained, random)
+
+
+def test_progress_line_shows_a_dash_until_an_episode_ends(capsys):
+    """Before any world's episode has ended there is no mean return or length: "-", not nan."""
+    _, runner = make_runner(num_envs=4, horizon=4, critic_iterations=1)  # 5 s episodes: 250 actions
+    runner.learn(1)
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert "return         -  length       -  " in line and "nan" not in line, line
+    _, runner = make_runner(num_envs=4, episode_length_s=0.08, horizon=4, critic_iterations=1)  # 4 actions
+    runner.learn(1)
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert re.search(r"return +-?\d+\.\d{3}  length     4\.0  ", line), line
 
 
 def test_shac_refuses_a_task_without_a_differentiable_step():

@@ -25,6 +25,7 @@ from rsl_rl.runners import OnPolicyRunner
 from simrl.errors import CheckpointError
 from simrl.rl import distributed, export
 from simrl.rl.checkpoint import check_identity, load_checkpoint, rng_state, set_rng_state
+from simrl.rl.runlog import mean_text
 
 CHECKPOINT_FORMAT = 1
 
@@ -134,8 +135,8 @@ class Runner(OnPolicyRunner):
                            "mean_return": mean_return, "mean_episode_length": mean_length})
         term_text = " ".join(f"{k}={v:.3g}" for k, v in terms.items())
         if self.gpu_global_rank == 0:
-            print(f"it {it + 1:5d}/{total_it}  {fps:8.0f} steps/s  return {mean_return:9.3f}  "
-                  f"length {mean_length:7.1f}  {term_text}  eta {eta:6.0f}s", flush=True)
+            print(f"it {it + 1:5d}/{total_it}  {fps:8.0f} steps/s  return {mean_text(mean_return, 9, 3)}  "
+                  f"length {mean_text(mean_length, 7, 1)}  {term_text}  eta {eta:6.0f}s", flush=True)
         self.stop_requested = distributed.any_rank(self.stop_requested, self.device)
         if self.stop_requested:
             raise _StopTraining

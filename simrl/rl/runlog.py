@@ -8,6 +8,7 @@ progress lines are printed), so that file stayed empty; the scripts turn Hydra's
 """
 
 import contextlib
+import math
 import sys
 import traceback
 from pathlib import Path
@@ -56,3 +57,8 @@ def tee_output(path):
         finally:
             sys.stdout, sys.stderr = out, err
 
+
+def mean_text(value: float, width: int, precision: int) -> str:
+    """A mean of the progress line: the number, or "-" while there is nothing to average yet
+    (no episode has ended), right-aligned in `width` characters."""
+    return f"{'-' if math.isnan(value) else f'{value:.{precision}f}':>{width}s}"
