@@ -10,14 +10,16 @@
 
 Top-level keys: task, num_envs (null: the task's default for the device), device (auto: cuda
 if present, else cpu), seed, max_iterations (null: the task's), algo (ppo, or shac for the tasks
-with a differentiable step and a `shac` section: cartpole, cartpole_swingup, ant), resume (a
-checkpoint path, a run directory, or `latest`: the most recently written model_<it>.pt under
-runs/<task>/ relative to the current directory), sim.backend (warp: this engine; mujoco: MuJoCo
-itself, CPU only and much slower). Any task field is `task.<field>`. The
-configuration is checked before anything is built (simrl.rl.config.validate): unknown keys,
-wrong types and out-of-range values are errors that name the key. Each run writes to its
-directory (hydra.run.dir): the resolved config.yaml, TensorBoard logs, checkpoints
-(model_<iteration>.pt, written atomically), learning_curve.json and learning_curve.png.
+with a differentiable step and a `shac` section: cartpole_swingup, ant), resume (a checkpoint
+path, a run directory, or `latest`: the most recently written model_<it>.pt under runs/<task>/
+relative to the current directory), sim.backend (warp: this engine; mujoco: MuJoCo itself, CPU
+only and much slower), dist_timeout_s. Any task field is `task.<field>`. A misspelt top-level key
+is named with the closest one (simrl.rl.config.check_overrides), and the configuration is
+checked before anything is built (simrl.rl.config.validate): unknown keys, wrong types and
+out-of-range values are errors that name the key. Each run writes to its directory
+(hydra.run.dir): the resolved config.yaml, train.log (everything the run printed), TensorBoard
+logs, checkpoints (model_<iteration>.pt, written atomically), learning_curve.json and
+learning_curve.png (README, "Train" lists every file).
 
 A resumed run restores the policy, optimizer, observation normalizers, iteration counter,
 random generators and environment state, then trains max_iterations more iterations; on the

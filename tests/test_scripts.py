@@ -1,12 +1,16 @@
 """The command-line scripts: exit codes, messages, and the benchmark's record format."""
 
+import ast
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from simrl.rl.config import shac_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,11 +91,24 @@ def test_benchmark_records(tmp_path):
         assert r["steps_per_second"] > 0
         assert r["nan_free_worlds"] == r["num_worlds"]
     assert "| simrl | cpu | float32 | 8 |" in md.read_text()
+    # mj_step on one core (one world) is measured again beside every world count, as --help says
+    assert sorted(r["measured_with_batch"] for r in records if r["engine"] == "mujoco") == [1, 8]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # memory: the Sim's arrays per world; the model's share shrinks as worlds are added
     simrl = {r["num_worlds"]: r for r in records if r["engine"] == "simrl"}
     assert 2 * 4 * 2 < simrl[8]["state_bytes_per_world"] < simrl[1]["state_bytes_per_world"]  # > qpos + qvel
     assert simrl[8]["resident_mib"] > 0 and simrl[1]["cuda_graph"] is False
+
+
+def test_script_help_says_what_the_scripts_do():
+    """Docstrings that went stale: benchmark.py's --help said mj_step was measured once (it is
+    measured beside every world count), train.py's listed cartpole as a SHAC task (refused)."""
+    help_text = run("scripts/benchmark.py", "--help").stdout
+    assert "measured once" not in help_text
+    assert "measured again beside every world count" in " ".join(help_text.split())
+    doc = " ".join(ast.get_docstring(ast.parse((ROOT / "scripts" / "train.py").read_text())).split())
+    listed = re.search(r"a `shac` section: ([\w, ]+)\)", doc).group(1).split(", ")
+    assert sorted(listed) == shac_tasks() == ["ant", "cartpole_swingup"]
 
 
 def test_benchmark_training_throughput(tmp_path):
