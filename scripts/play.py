@@ -35,7 +35,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import hydra  # noqa: E402
+try:
+    import hydra  # noqa: E402
+except ModuleNotFoundError as e:  # a Python without the project's packages, e.g. the system's
+    raise SystemExit(f"simrl: {e} in {sys.executable}. Use the project's environment: `make train` creates "
+                     f".venv; then run .venv/bin/python scripts/play.py ... (or `source .venv/bin/activate` "
+                     f"first)") from None
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 

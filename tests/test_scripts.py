@@ -35,6 +35,17 @@ def test_train_and_play_name_a_misspelt_key_before_hydra_does():
         assert "Could not override" not in result.stderr and "+num_env" not in result.stderr, script
 
 
+@pytest.mark.parametrize("script", ["train", "play"])
+def test_a_python_without_the_environment_is_told_which_to_use(script):
+    # python -S: no site-packages, as with a system Python that lacks hydra, torch, ...
+    result = subprocess.run([sys.executable, "-S", f"scripts/{script}.py", "task=cartpole"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.startswith("simrl: No module named 'hydra' in ")
+    assert f"run .venv/bin/python scripts/{script}.py" in result.stderr and "source .venv/bin/activate" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_train_rejects_zero_envs():
     result = run("scripts/train.py", "task=cartpole", "num_envs=0")
     assert result.returncode != 0
