@@ -16,7 +16,8 @@ from pathlib import Path
 
 class _Tee:
     """A text stream that writes to `stream` and to `log`; everything else (fileno, isatty,
-    encoding, ...) is the stream's."""
+    encoding, ...) is the stream's. Once the log is closed it writes to the stream alone (a
+    logging handler made during the run may hold on to this object after it)."""
 
     def __init__(self, stream, log):
         self._stream = stream
@@ -24,12 +25,14 @@ class _Tee:
 
     def write(self, text: str) -> int:
         self._stream.write(text)
-        self._log.write(text)
+        if not self._log.closed:
+            self._log.write(text)
         return len(text)
 
     def flush(self) -> None:
         self._stream.flush()
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
