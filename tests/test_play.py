@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime
+import readme
 import torch
 
 import envs
@@ -36,6 +37,9 @@ def test_play_writes_metrics_and_matching_exports(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads((play_dir / "metrics.json").read_text())
     assert metrics["checkpoint"] == str(train_dir / "model_2.pt")
+    # its run directory holds the files the README documents (video.mp4 only with video=true)
+    entries, documented = readme.listing(play_dir), readme.documented_files("## Evaluate and export")
+    assert readme.undocumented(entries, documented) == [] and readme.missing(documented, entries) == ["video.mp4"]
     log = (play_dir / "play.log").read_text()  # what play.py printed, kept in its run directory
     assert f"checkpoint: {train_dir / 'model_2.pt'}" in log and log.splitlines()[-1].startswith("wrote metrics.json")
     assert {"mean_return", "mean_episode_length", "fall_rate"} <= metrics.keys()

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import readme
 
 from simrl.rl.config import shac_tasks
 
@@ -62,6 +63,9 @@ def test_train_writes_a_run_directory(tmp_path):
     assert {"config.yaml", "learning_curve.json", "learning_curve.png"} <= names
     assert any(n.startswith("model_") for n in names)
     assert any(n.startswith("events.out.tfevents") for n in names)
+    # every file is documented in the README's table of the run directory, and nothing more
+    entries, documented = readme.listing(run_dir), readme.documented_files("### The run directory")
+    assert readme.undocumented(entries, documented) == [] and readme.missing(documented, entries) == []
     # train.log keeps what the run printed, from its first line to its last
     log = (run_dir / "train.log").read_text()
     assert log.startswith(f"simrl: task cartpole, ppo, 32 envs on cpu, 2 iterations, run dir {run_dir}\n")
