@@ -122,9 +122,10 @@ def test_overrides_hydra_handles_are_left_to_it():
                               "hydra/job_logging=none", "--cfg", "job", "-m"])
 
 
-def test_train_script_exits_with_the_message_and_no_traceback():
+def test_train_script_exits_with_the_message_and_no_traceback(tmp_path):
     result = subprocess.run([sys.executable, "scripts/train.py", "task=cartpole", "num_envs=-4", "max_iterations=-1",
-                             "device=cuda:3"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                             "device=cuda:3", f"hydra.run.dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300)
     assert result.returncode == 1
     assert "simrl: invalid configuration" in result.stderr
     assert "num_envs must be a positive integer or null, got -4" in result.stderr

@@ -47,8 +47,8 @@ def test_a_python_without_the_environment_is_told_which_to_use(script):
     assert "Traceback" not in result.stderr
 
 
-def test_train_rejects_zero_envs():
-    result = run("scripts/train.py", "task=cartpole", "num_envs=0")
+def test_train_rejects_zero_envs(tmp_path):
+    result = run("scripts/train.py", "task=cartpole", "num_envs=0", f"hydra.run.dir={tmp_path}")
     assert result.returncode != 0
     assert "num_envs must be a positive integer" in result.stderr + result.stdout
 
