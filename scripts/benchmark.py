@@ -9,8 +9,10 @@ its own. Engines measured:
   simrl           this engine, all worlds in one batch (Warp; --schedule fused or wide; on CUDA
                   Sim.step captures a chunk of steps once as a CUDA graph and replays it, the
                   capture time reported as capture_seconds)
-  mujoco          mj_step in a C loop on one core (mujoco.rollout, one thread); its rate does
-                  not depend on the world count, so it is measured once
+  mujoco          mj_step in a C loop on one core (mujoco.rollout, one thread), one world: a
+                  core steps worlds one after another, so its rate does not depend on the world
+                  count; it is measured again beside every world count, in the same rounds as
+                  the others, and the "vs mujoco" ratio divides by that figure
   mujoco_rollout  mujoco.rollout over all worlds with one thread per core
   mujoco_warp     MuJoCo Warp (pip install mujoco-warp, the 'bench' extra), all worlds in one
                   batch (nworld) on the same --device as simrl (on the CPU Warp runs each kernel

@@ -1,8 +1,10 @@
 #!/usr/bin/env python
 """Evaluate a trained policy headless and export it:
 `python scripts/play.py task=NAME checkpoint=PATH [num_envs=.. num_episodes=.. device=.. seed=..
-sim.backend=warp|mujoco]`. `sim.backend=mujoco` evaluates the policy in MuJoCo itself (CPU, one
-MjData per world) instead of this engine: sim-to-sim; metrics.json records the backend.
+sim.backend=warp|mujoco]`. PATH is what train.py's `resume=` takes: a model_<iteration>.pt, a run
+directory (its highest-iteration checkpoint) or `latest` (the most recently written checkpoint
+under runs/<task>/). `sim.backend=mujoco` evaluates the policy in MuJoCo itself (CPU, one MjData
+per world) instead of this engine: sim-to-sim; metrics.json records the backend.
 
 Runs `num_episodes` evaluation episodes (one per world) with the deterministic policy, prints
 the metrics and writes to the run directory (hydra.run.dir, default runs/<task>/play_<date>):
@@ -33,12 +35,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import hydra  # noqa: E402
+try:
+    import hydra  # noqa: E402
+except ModuleNotFoundError as e:  # a Python without the project's packages, e.g. the system's
+    raise SystemExit(f"simrl: {e} in {sys.executable}. Use the project's environment: `make train` creates "
+                     f".venv; then run .venv/bin/python scripts/play.py ... (or `source .venv/bin/activate` "
+                     f"first)") from None
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simrl.errors import CheckpointError, ConfigError  # noqa: E402
-from simrl.rl.config import SIM_DEFAULTS, register, resolve_device, validate  # noqa: E402
+from simrl.rl.config import SIM_DEFAULTS, check_overrides, register, resolve_device, validate  # noqa: E402
+from simrl.rl.runlog import tee_output  # noqa: E402
 
 register("play", {"checkpoint": None, "num_envs": 100, "num_episodes": None, "device": "auto", "seed": 1,
                   "video": False, "video_length_s": 10.0, "sim": SIM_DEFAULTS},
@@ -155,11 +163,18 @@ def write_video(workdir: str, path: str) -> None:
 
 @hydra.main(version_base=None, config_name="play")
 def main(cfg: DictConfig) -> None:
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    with tee_output(run_dir / "play.log"):
+        play(cfg, run_dir)
+
+
+def play(cfg: DictConfig, run_dir: Path) -> None:
+    """Evaluate and export as configured by `cfg` (the composed `play` config) into `run_dir`."""
     import torch
 
     import envs
     from envs.rsl_rl import RslRlVecEnv
-    from simrl.rl.checkpoint import checkpoint_algo
+    from simrl.rl.checkpoint import checkpoint_algo, resolve_resume
     from simrl.rl.evaluate import evaluate
     from simrl.rl.ppo import Runner, rsl_rl_config
 
@@ -167,26 +182,29 @@ def main(cfg: DictConfig) -> None:
         validate(cfg, "play")
     except ConfigError as e:
         raise SystemExit(f"simrl: {e}") from None
-    if not cfg.checkpoint or not Path(cfg.checkpoint).is_file():
-        raise SystemExit(f"checkpoint={cfg.checkpoint}: give the path of a model_<iteration>.pt file")
+    if not cfg.checkpoint:
+        raise SystemExit("simrl: checkpoint=... is required: a model_<iteration>.pt, a run directory (its last "
+                         "checkpoint) or latest (the newest under runs/<task>/)")
+    try:  # the same resolution as train.py's resume=
+        checkpoint = resolve_resume(str(cfg.checkpoint), cfg.task.name, key="checkpoint")
+    except CheckpointError as e:
+        raise SystemExit(f"simrl: {e}") from None
     video_s = cfg.video_length_s
     if isinstance(video_s, bool) or not isinstance(video_s, (int, float)) or not 0 < video_s < float("inf"):
         raise SystemExit(f"simrl: invalid configuration:\n  video_length_s must be a number > 0, got {video_s!r}")
     backend = str(OmegaConf.select(cfg, "sim.backend", default="warp"))
     device = resolve_device(cfg.device, backend)
     num_envs = int(cfg.num_episodes or cfg.num_envs)
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     task = cfg.task
     env = envs.make(task.name, num_envs=num_envs, device=device, seed=int(cfg.seed), backend=backend,
                     **OmegaConf.to_container(task.env, resolve=True))
     try:
-        algo = checkpoint_algo(cfg.checkpoint, map_location=device)  # the algorithm that trained it
+        algo = checkpoint_algo(checkpoint, map_location=device)  # the algorithm that trained it
         if algo == "shac":
             from simrl.rl.shac import ShacRunner
 
             if "shac" not in task:
-                raise SystemExit(f"simrl: checkpoint {cfg.checkpoint} was trained with algo=shac, but task "
+                raise SystemExit(f"simrl: checkpoint {checkpoint} was trained with algo=shac, but task "
                                  f"{task.name} has no `shac` section describing its networks")
             shac_cfg = {k: v for k, v in OmegaConf.to_container(task.shac, resolve=True).items()
                         if k not in ("num_envs", "num_envs_gpu", "max_iterations")}
@@ -194,13 +212,13 @@ def main(cfg: DictConfig) -> None:
         else:
             runner = Runner(RslRlVecEnv(env), rsl_rl_config(OmegaConf.to_container(task.ppo, resolve=True)),
                             log_dir=None, device=device, key_terms=[], task=task.name)
-        runner.load(cfg.checkpoint, map_location=device)
+        runner.load(str(checkpoint), map_location=device)
     except CheckpointError as e:
         raise SystemExit(f"simrl: {e}") from None
     policy = runner.get_inference_policy(device=device)
     recorder = VideoRecorder(max(1, round(cfg.video_length_s / env.step_dt))) if cfg.video else None
     metrics = evaluate(env, policy, num_episodes=num_envs, on_step=recorder)
-    metrics.update({"task": task.name, "checkpoint": str(cfg.checkpoint), "algo": algo, "device": device,
+    metrics.update({"task": task.name, "checkpoint": str(checkpoint), "algo": algo, "device": device,
                     "backend": backend})
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     import logging
@@ -213,7 +231,7 @@ def main(cfg: DictConfig) -> None:
         print(f"{key:>26s}: {value}")
     if cfg.video:
         print(render_video(env.sim.mj_model, recorder.qpos, recorder.qvel, 1.0 / env.step_dt, run_dir / "video.mp4"))
-    print(f"wrote metrics.json, policy.onnx and policy.pt to {run_dir}")
+    print(f"wrote metrics.json, policy.onnx, policy.pt{', video.mp4' if cfg.video else ''} and play.log to {run_dir}")
     del torch
 
 
@@ -221,4 +239,8 @@ if __name__ == "__main__":
     if sys.argv[1:2] == [RENDER_FLAG]:
         write_video(*sys.argv[2:4])
     else:
+        try:
+            check_overrides("play", sys.argv[1:])  # "did you mean num_envs", before Hydra's "use +num_env"
+        except ConfigError as e:
+            raise SystemExit(f"simrl: {e}") from None
         main()

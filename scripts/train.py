@@ -10,14 +10,16 @@
 
 Top-level keys: task, num_envs (null: the task's default for the device), device (auto: cuda
 if present, else cpu), seed, max_iterations (null: the task's), algo (ppo, or shac for the tasks
-with a differentiable step and a `shac` section: cartpole, cartpole_swingup, ant), resume (a
-checkpoint path, a run directory, or `latest`: the most recently written model_<it>.pt under
-runs/<task>/ relative to the current directory), sim.backend (warp: this engine; mujoco: MuJoCo
-itself, CPU only and much slower). Any task field is `task.<field>`. The
-configuration is checked before anything is built (simrl.rl.config.validate): unknown keys,
-wrong types and out-of-range values are errors that name the key. Each run writes to its
-directory (hydra.run.dir): the resolved config.yaml, TensorBoard logs, checkpoints
-(model_<iteration>.pt, written atomically), learning_curve.json and learning_curve.png.
+with a differentiable step and a `shac` section: cartpole_swingup, ant), resume (a checkpoint
+path, a run directory, or `latest`: the most recently written model_<it>.pt under runs/<task>/
+relative to the current directory), sim.backend (warp: this engine; mujoco: MuJoCo itself, CPU
+only and much slower), dist_timeout_s. Any task field is `task.<field>`. A misspelt top-level key
+is named with the closest one (simrl.rl.config.check_overrides), and the configuration is
+checked before anything is built (simrl.rl.config.validate): unknown keys, wrong types and
+out-of-range values are errors that name the key. Each run writes to its directory
+(hydra.run.dir): the resolved config.yaml, train.log (everything the run printed), TensorBoard
+logs, checkpoints (model_<iteration>.pt, written atomically), learning_curve.json and
+learning_curve.png (README, "Train" lists every file).
 
 A resumed run restores the policy, optimizer, observation normalizers, iteration counter,
 random generators and environment state, then trains max_iterations more iterations; on the
@@ -44,12 +46,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import hydra  # noqa: E402
+try:
+    import hydra  # noqa: E402
+except ModuleNotFoundError as e:  # a Python without the project's packages, e.g. the system's
+    raise SystemExit(f"simrl: {e} in {sys.executable}. Use the project's environment: `make train` creates "
+                     f".venv; then run .venv/bin/python scripts/train.py ... (or `source .venv/bin/activate` "
+                     f"first)") from None
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simrl.errors import CheckpointError, ConfigError  # noqa: E402
-from simrl.rl.config import SIM_DEFAULTS, register, resolve_device, validate  # noqa: E402
+from simrl.rl.config import SIM_DEFAULTS, check_overrides, register, resolve_device, validate  # noqa: E402
+from simrl.rl.runlog import mean_text, tee_output  # noqa: E402
 
 register("train", {"num_envs": None, "device": "auto", "seed": 42, "max_iterations": None, "algo": "ppo",
                    "resume": None, "sim": SIM_DEFAULTS, "dist_timeout_s": 900},
@@ -112,18 +120,21 @@ def _train(cfg: DictConfig, run_dir: Path, runs_root) -> int:
     except ConfigError as e:
         raise SystemExit(f"simrl: {e}") from None
     distributed.init(dist, device, float(cfg.dist_timeout_s))
-    try:
-        return _train_rank(cfg, run_dir, runs_root, dist, device, backend)
-    except Exception as e:
-        if not (dist.enabled and distributed.is_collective_error(e)):
-            raise
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print(f"simrl: rank {dist.rank} of {dist.world_size} lost contact with another rank ({first_line}); a rank "
-              f"waits at most dist_timeout_s={cfg.dist_timeout_s} s for the others. torchrun's report names the "
-              f"rank that failed.", file=sys.stderr, flush=True)
-        return 1
-    finally:
-        distributed.shutdown()
+    # rank 0 keeps what the run prints in its run directory (the other ranks print little)
+    logged = tee_output(Path(run_dir) / "train.log") if dist.is_main else contextlib.nullcontext()
+    with logged:
+        try:
+            return _train_rank(cfg, run_dir, runs_root, dist, device, backend)
+        except Exception as e:
+            if not (dist.enabled and distributed.is_collective_error(e)):
+                raise
+            first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            print(f"simrl: rank {dist.rank} of {dist.world_size} lost contact with another rank ({first_line}); a "
+                  f"rank waits at most dist_timeout_s={cfg.dist_timeout_s} s for the others. torchrun's report names "
+                  f"the rank that failed.", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            distributed.shutdown()
 
 
 def _train_rank(cfg: DictConfig, run_dir: Path, runs_root, dist, device: str, backend: str) -> int:
@@ -234,8 +245,8 @@ def _train_rank(cfg: DictConfig, run_dir: Path, runs_root, dist, device: str, ba
         return 130
     if curve:
         last = curve[-1]
-        print(f"simrl: done in {time.time() - start:.0f} s: mean return {last['mean_return']:.2f}, "
-              f"mean episode length {last['mean_episode_length']:.1f}; results in {run_dir}")
+        print(f"simrl: done in {time.time() - start:.0f} s: mean return {mean_text(last['mean_return'], 0, 2)}, "
+              f"mean episode length {mean_text(last['mean_episode_length'], 0, 1)}; results in {run_dir}")
     return 0
 
 
@@ -256,5 +267,9 @@ def _hydra_args_for_rank(argv: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
+    try:
+        check_overrides("train", sys.argv[1:])  # "did you mean num_envs", before Hydra's "use +num_env"
+    except ConfigError as e:
+        raise SystemExit(f"simrl: {e}") from None
     sys.argv = _hydra_args_for_rank(sys.argv)
     main()

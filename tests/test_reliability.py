@@ -24,7 +24,7 @@ from envs.rsl_rl import RslRlVecEnv
 from simrl.errors import CheckpointError, ConfigError
 from simrl.rl import ppo
 from simrl.rl.checkpoint import find_latest_checkpoint, load_checkpoint
-from simrl.rl.config import validate
+from simrl.rl.config import check_overrides, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("simrl_train_script", ROOT / "scripts" / "train.py")
@@ -101,15 +101,46 @@ def test_hydra_names_unknown_tasks_and_keys():
     assert "num_env" in str(info.value)
 
 
-def test_train_script_exits_with_the_message_and_no_traceback():
+@pytest.mark.parametrize("overrides,message", [
+    (["num_env=16"], "unknown key num_env; did you mean 'num_envs'?"),
+    (["seeds=3"], "unknown key seeds; did you mean 'seed'?"),
+    (["max_iteration=3", "algos=shac"], "unknown key max_iteration; did you mean 'max_iterations'?\n  "
+                                        "unknown key algos; did you mean 'algo'?"),
+    (["sim.backnd=mujoco"], "unknown key sim.backnd; did you mean 'sim.backend'?"),
+    (["colour=red"], "unknown key colour; known keys: algo, device, dist_timeout_s, max_iterations"),
+])
+def test_misspelt_top_level_keys_are_named_before_hydra(overrides, message):
+    with pytest.raises(ConfigError) as info:
+        check_overrides("train", ["task=cartpole", *overrides])
+    assert message in str(info.value)
+
+
+def test_overrides_hydra_handles_are_left_to_it():
+    # known keys, the task group and its fields, additions, deletions, hydra's own keys and flags
+    check_overrides("train", ["task=quadruped", "num_envs=16", "sim.backend=mujoco", "task.env.decimation=2",
+                              "task.env.no_such_key=1", "+extra=1", "~seed", "hydra.run.dir=/tmp/x",
+                              "hydra/job_logging=none", "--cfg", "job", "-m"])
+
+
+def test_train_script_exits_with_the_message_and_no_traceback(tmp_path):
     result = subprocess.run([sys.executable, "scripts/train.py", "task=cartpole", "num_envs=-4", "max_iterations=-1",
-                             "device=cuda:3"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                             "device=cuda:3", f"hydra.run.dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300)
     assert result.returncode == 1
     assert "simrl: invalid configuration" in result.stderr
     assert "num_envs must be a positive integer or null, got -4" in result.stderr
     assert "max_iterations must be a positive integer or null, got -1" in result.stderr
     assert "device='cuda:3' does not exist here; available devices: cpu" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_progress_line_shows_a_dash_until_an_episode_ends(tmp_path):
+    # a pole allowed to fall to 3.2 rad does not end any episode in the first 24 steps
+    status, out = train(tmp_path, "max_iterations=1", "task.env.max_angle=3.2")
+    assert status == 0
+    line = next(line for line in out.splitlines() if line.startswith("it "))
+    assert "return         -  length       -  " in line and "nan" not in out, line
+    assert "mean return -, mean episode length -;" in out
 
 
 # ------------------------------------------------------------------------------ 2. actions

@@ -1,12 +1,17 @@
 """The command-line scripts: exit codes, messages, and the benchmark's record format."""
 
+import ast
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import readme
+
+from simrl.rl.config import shac_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,14 +27,28 @@ def test_train_names_an_unknown_task():
     assert "cartpole" in result.stderr  # the available tasks are listed
 
 
-def test_train_names_an_unknown_key():
-    result = run("scripts/train.py", "task=cartpole", "num_env=64")
-    assert result.returncode != 0
-    assert "Could not override 'num_env'" in result.stderr
+def test_train_and_play_name_a_misspelt_key_before_hydra_does():
+    """simrl's own message, not Hydra's "use +num_env=64" (which validate would refuse next)."""
+    for script in ("scripts/train.py", "scripts/play.py"):
+        result = run(script, "task=cartpole", "num_env=64")
+        assert result.returncode == 1, script
+        assert "unknown key num_env; did you mean 'num_envs'?" in result.stderr, script
+        assert "Could not override" not in result.stderr and "+num_env" not in result.stderr, script
 
 
-def test_train_rejects_zero_envs():
-    result = run("scripts/train.py", "task=cartpole", "num_envs=0")
+@pytest.mark.parametrize("script", ["train", "play"])
+def test_a_python_without_the_environment_is_told_which_to_use(script):
+    # python -S: no site-packages, as with a system Python that lacks hydra, torch, ...
+    result = subprocess.run([sys.executable, "-S", f"scripts/{script}.py", "task=cartpole"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.startswith("simrl: No module named 'hydra' in ")
+    assert f"run .venv/bin/python scripts/{script}.py" in result.stderr and "source .venv/bin/activate" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_train_rejects_zero_envs(tmp_path):
+    result = run("scripts/train.py", "task=cartpole", "num_envs=0", f"hydra.run.dir={tmp_path}")
     assert result.returncode != 0
     assert "num_envs must be a positive integer" in result.stderr + result.stdout
 
@@ -44,6 +63,23 @@ def test_train_writes_a_run_directory(tmp_path):
     assert {"config.yaml", "learning_curve.json", "learning_curve.png"} <= names
     assert any(n.startswith("model_") for n in names)
     assert any(n.startswith("events.out.tfevents") for n in names)
+    # every file is documented in the README's table of the run directory, and nothing more
+    entries, documented = readme.listing(run_dir), readme.documented_files("### The run directory")
+    assert readme.undocumented(entries, documented) == [] and readme.missing(documented, entries) == []
+    # train.log keeps what the run printed, from its first line to its last
+    log = (run_dir / "train.log").read_text()
+    assert log.startswith(f"simrl: task cartpole, ppo, 32 envs on cpu, 2 iterations, run dir {run_dir}\n")
+    assert "it     1/2" in log and "it     2/2" in log
+    assert log.splitlines()[-1] == result.stdout.splitlines()[-1] and log.splitlines()[-1].startswith("simrl: done in")
+
+
+def test_train_log_records_the_error_that_ended_the_run(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run("scripts/train.py", "task=cartpole", f"resume={tmp_path / 'missing.pt'}", f"hydra.run.dir={run_dir}")
+    assert result.returncode == 1
+    message = f"simrl: resume={tmp_path / 'missing.pt'}: no such checkpoint file or run directory"
+    assert message in result.stderr
+    assert (run_dir / "train.log").read_text().splitlines()[-1] == message
 
 
 def test_benchmark_records(tmp_path):
@@ -70,11 +106,24 @@ def test_benchmark_records(tmp_path):
         assert r["steps_per_second"] > 0
         assert r["nan_free_worlds"] == r["num_worlds"]
     assert "| simrl | cpu | float32 | 8 |" in md.read_text()
+    # mj_step on one core (one world) is measured again beside every world count, as --help says
+    assert sorted(r["measured_with_batch"] for r in records if r["engine"] == "mujoco") == [1, 8]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # memory: the Sim's arrays per world; the model's share shrinks as worlds are added
     simrl = {r["num_worlds"]: r for r in records if r["engine"] == "simrl"}
     assert 2 * 4 * 2 < simrl[8]["state_bytes_per_world"] < simrl[1]["state_bytes_per_world"]  # > qpos + qvel
     assert simrl[8]["resident_mib"] > 0 and simrl[1]["cuda_graph"] is False
+
+
+def test_script_help_says_what_the_scripts_do():
+    """Docstrings that went stale: benchmark.py's --help said mj_step was measured once (it is
+    measured beside every world count), train.py's listed cartpole as a SHAC task (refused)."""
+    help_text = run("scripts/benchmark.py", "--help").stdout
+    assert "measured once" not in help_text
+    assert "measured again beside every world count" in " ".join(help_text.split())
+    doc = " ".join(ast.get_docstring(ast.parse((ROOT / "scripts" / "train.py").read_text())).split())
+    listed = re.search(r"a `shac` section: ([\w, ]+)\)", doc).group(1).split(", ")
+    assert sorted(listed) == shac_tasks() == ["ant", "cartpole_swingup"]
 
 
 def test_benchmark_training_throughput(tmp_path):

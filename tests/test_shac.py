@@ -2,6 +2,7 @@
 its gradients, and how it handles a non-finite gradient."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -117,6 +118,18 @@ def test_shac_learns_cartpole_swingup():
     assert trained > random + 20.0, (trained, random)
 
 
+def test_progress_line_shows_a_dash_until_an_episode_ends(capsys):
+    """Before any world's episode has ended there is no mean return or length: "-", not nan."""
+    _, runner = make_runner(num_envs=4, horizon=4, critic_iterations=1)  # 5 s episodes: 250 actions
+    runner.learn(1)
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert "return         -  length       -  " in line and "nan" not in line, line
+    _, runner = make_runner(num_envs=4, episode_length_s=0.08, horizon=4, critic_iterations=1)  # 4 actions
+    runner.learn(1)
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert re.search(r"return +-?\d+\.\d{3}  length     4\.0  ", line), line
+
+
 def test_shac_refuses_a_task_without_a_differentiable_step():
     env = envs.make("quadruped", num_envs=2, device="cpu")
     with pytest.raises(ValueError, match="differentiable"):
@@ -160,6 +173,7 @@ def test_train_resume_and_play_with_shac(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads((play_dir / "metrics.json").read_text())
     assert metrics["algo"] == "shac" and metrics["mean_episode_length"] == 10
+    assert not (play_dir / "policy.onnx.data").exists()  # one self-contained file
     env, runner = make_runner(num_envs=4)
     runner.load(str(run_dir / "model_1.pt"))
     policy = runner.get_inference_policy()

@@ -81,32 +81,34 @@ def checkpoint_iteration(path) -> int:
     return int(match.group(1)) if match else -1
 
 
-def find_latest_checkpoint(task: str, root="runs") -> Path:
+def find_latest_checkpoint(task: str, root="runs", key: str = "resume") -> Path:
     """The most recently written `model_<iteration>.pt` anywhere under `<root>/<task>/` (the
     default run directories of scripts/train.py, relative to the current directory); ties go
-    to the higher iteration. Temporary files of interrupted writes (`.tmp_*.pt`) are ignored."""
+    to the higher iteration. Temporary files of interrupted writes (`.tmp_*.pt`) are ignored.
+    `key` is the configuration key that asked (`resume` or play.py's `checkpoint`), for errors."""
     base = Path(root) / task
     found = [p for p in base.rglob("model_*.pt") if CHECKPOINT_PATTERN.match(p.name) and p.is_file()] \
         if base.is_dir() else []
     if not found:
-        raise CheckpointError(f"resume=latest: no checkpoint (model_<iteration>.pt) of task {task!r} under "
-                              f"{base.resolve()}; give resume=<path of a checkpoint or run directory>")
+        raise CheckpointError(f"{key}=latest: no checkpoint (model_<iteration>.pt) of task {task!r} under "
+                              f"{base.resolve()}; give {key}=<path of a checkpoint or run directory>")
     return max(found, key=lambda p: (p.stat().st_mtime_ns, checkpoint_iteration(p)))
 
 
-def resolve_resume(resume: str, task: str, root="runs") -> Path:
-    """`resume=latest` -> find_latest_checkpoint; a run directory -> its highest-iteration
-    checkpoint; a file -> itself. Raises CheckpointError when there is none."""
+def resolve_resume(resume: str, task: str, root="runs", key: str = "resume") -> Path:
+    """The checkpoint that `resume=` (train.py) or `checkpoint=` (play.py, `key`) names: `latest`
+    -> find_latest_checkpoint; a run directory -> its highest-iteration checkpoint; a file ->
+    itself. Raises CheckpointError, naming `key`, when there is none."""
     if resume == "latest":
-        return find_latest_checkpoint(task, root)
+        return find_latest_checkpoint(task, root, key)
     path = Path(resume)
     if path.is_dir():
         found = [p for p in path.glob("model_*.pt") if CHECKPOINT_PATTERN.match(p.name)]
         if not found:
-            raise CheckpointError(f"resume={resume}: the directory holds no checkpoint (model_<iteration>.pt)")
+            raise CheckpointError(f"{key}={resume}: the directory holds no checkpoint (model_<iteration>.pt)")
         return max(found, key=checkpoint_iteration)
     if not path.is_file():
-        raise CheckpointError(f"resume={resume}: no such checkpoint file or run directory")
+        raise CheckpointError(f"{key}={resume}: no such checkpoint file or run directory")
     return path
 
 

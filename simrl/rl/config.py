@@ -17,6 +17,8 @@ DEFAULT_TASK = "quadruped"
 
 #: top-level keys of each registered primary config (besides `task`), for `validate`
 _KEYS: dict[str, set[str]] = {}
+#: the registered top-level nodes themselves (nested sections such as `sim`), for `check_overrides`
+_NODES: dict[str, dict] = {}
 
 #: keys of a task file and of its `ppo` section that simrl reads (simrl.rl.ppo.rsl_rl_config)
 TASK_KEYS = {"name", "env", "num_envs", "num_envs_gpu", "max_iterations", "ppo", "shac"}
@@ -37,11 +39,13 @@ def register(config_name: str, keys: dict, run_dir: str) -> None:
     for name in tasks.available():
         store.store(group="task", name=name, node=OmegaConf.load(tasks.TASKS_DIR / f"{name}.yaml"))
     store.store(name=config_name, node={
-        "defaults": ["_self_", {"task": DEFAULT_TASK}],
+        # no Hydra <job>.log: the scripts keep their own (simrl.rl.runlog), since they print, not log
+        "defaults": ["_self_", {"task": DEFAULT_TASK}, {"override hydra/job_logging": "none"}],
         **keys,
         "hydra": {"run": {"dir": run_dir}, "job": {"chdir": False}},
     })
     _KEYS[config_name] = set(keys)
+    _NODES[config_name] = keys
 
 
 def available_devices() -> list[str]:
@@ -86,6 +90,42 @@ def _is_number(v) -> bool:
 def _suggest(key: str, choices) -> str:
     close = difflib.get_close_matches(key, list(choices), n=1)
     return f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(sorted(choices))}"
+
+
+def check_overrides(config_name: str, overrides) -> None:
+    """Name the misspelt keys among command-line overrides before Hydra sees them.
+
+    Hydra refuses `num_env=16` with "use +num_env=16", which would only move the refusal to
+    `validate`. This checks each plain `key=value` override against the keys that the script
+    registered (top-level keys and their sections, e.g. `sim.backend`) and raises ConfigError
+    naming every unknown one with the closest known key. Left to Hydra: the task's own keys
+    (`task.*`, whose file Hydra composes), `hydra.*`, group selections (`task=NAME`, `a/b=c`),
+    additions and deletions (`+key=`, `~key`) and command-line flags (`--cfg`, `-m`, ...)."""
+    node_of_script = _NODES.get(config_name)
+    if node_of_script is None:
+        return
+    root = {**node_of_script, "task": None, "hydra": None}
+    problems = []
+    for arg in overrides:
+        arg = str(arg)
+        if arg.startswith(("-", "+", "~")) or "=" not in arg:
+            continue
+        key = arg.split("=", 1)[0].strip()
+        if not key or "/" in key or "@" in key:
+            continue
+        node, prefix = root, ""
+        for part in key.split("."):
+            if not isinstance(node, Mapping):
+                break  # a value, not a section: Hydra reports it
+            if part not in node:
+                known = [prefix + k for k in node if not (prefix == "" and k == "hydra")]
+                problems.append(f"unknown key {prefix}{part}{_suggest(prefix + part, known)}")
+                break
+            if prefix == "" and part in ("task", "hydra"):
+                break
+            node, prefix = node[part], prefix + part + "."
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
 
 
 class _Checker:

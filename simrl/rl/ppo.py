@@ -23,8 +23,9 @@ import torch
 from rsl_rl.runners import OnPolicyRunner
 
 from simrl.errors import CheckpointError
-from simrl.rl import distributed
+from simrl.rl import distributed, export
 from simrl.rl.checkpoint import check_identity, load_checkpoint, rng_state, set_rng_state
+from simrl.rl.runlog import mean_text
 
 CHECKPOINT_FORMAT = 1
 
@@ -134,11 +135,27 @@ class Runner(OnPolicyRunner):
                            "mean_return": mean_return, "mean_episode_length": mean_length})
         term_text = " ".join(f"{k}={v:.3g}" for k, v in terms.items())
         if self.gpu_global_rank == 0:
-            print(f"it {it + 1:5d}/{total_it}  {fps:8.0f} steps/s  return {mean_return:9.3f}  "
-                  f"length {mean_length:7.1f}  {term_text}  eta {eta:6.0f}s", flush=True)
+            print(f"it {it + 1:5d}/{total_it}  {fps:8.0f} steps/s  return {mean_text(mean_return, 9, 3)}  "
+                  f"length {mean_text(mean_length, 7, 1)}  {term_text}  eta {eta:6.0f}s", flush=True)
         self.stop_requested = distributed.any_rank(self.stop_requested, self.device)
         if self.stop_requested:
             raise _StopTraining
+
+    # --------------------------------------------------------------------------- policies
+    def export_policy_to_onnx(self, path: str, filename: str = "policy.onnx", verbose: bool = False) -> None:
+        """rsl-rl's export (its ONNX model, opset 18, input "obs", output "actions"), written as one
+        self-contained file when the weights fit (simrl.rl.export) instead of torch's default pair
+        of `filename` and `filename.data`."""
+        model = self.alg.get_policy().as_onnx(verbose=verbose).to("cpu").eval()
+        os.makedirs(path, exist_ok=True)
+        target = os.path.join(path, filename)
+        external = export.onnx_external_data(model)
+        torch.onnx.export(model, model.get_dummy_inputs(), target, export_params=True, opset_version=18,
+                          verbose=verbose, input_names=model.input_names, output_names=model.output_names,
+                          external_data=external)
+        if not external:  # a pair left by an earlier export would no longer belong to this file
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(target + ".data")
 
     # --------------------------------------------------------------------------- checkpoints
     def _identity(self) -> dict:

@@ -35,6 +35,7 @@ from torch import nn
 from simrl.errors import CheckpointError
 from simrl.rl import distributed
 from simrl.rl.checkpoint import check_identity, load_checkpoint, rng_state, set_rng_state
+from simrl.rl.runlog import mean_text
 
 CHECKPOINT_FORMAT = 1
 
@@ -355,9 +356,9 @@ class ShacRunner:
             return
         term_text = " ".join(f"{k}={v:.3g}" for k, v in terms.items())
         skipped = f"  skipped {self.skipped_steps}" if self.skipped_steps else ""
-        print(f"it {it + 1:5d}/{total}  {steps / max(iteration_time, 1e-9):8.0f} steps/s  return {mean_return:9.3f}  "
-              f"length {mean_length:7.1f}  {term_text}  grad {stats['grad_norm']:.3g}{skipped}  eta {eta:6.0f}s",
-              flush=True)
+        print(f"it {it + 1:5d}/{total}  {steps / max(iteration_time, 1e-9):8.0f} steps/s  "
+              f"return {mean_text(mean_return, 9, 3)}  length {mean_text(mean_length, 7, 1)}  {term_text}  "
+              f"grad {stats['grad_norm']:.3g}{skipped}  eta {eta:6.0f}s", flush=True)
         if self.writer is not None:
             w = self.writer
             w.add_scalar("Train/mean_reward", mean_return, it)
@@ -384,8 +385,11 @@ class ShacRunner:
         return InferencePolicy(self.obs_normalizer, self.actor).cpu().eval()
 
     def export_policy_to_onnx(self, path: str, filename: str = "policy.onnx") -> None:
+        """One self-contained ONNX file, input "obs" [batch, num_obs], output "actions" (torch's
+        TorchScript-based exporter, which keeps the weights inside the file up to protobuf's 2 GiB)."""
         module = self.inference_module()
         example = torch.zeros(1, self.obs_normalizer.mean.shape[0])
+        os.makedirs(path, exist_ok=True)
         with contextlib.redirect_stdout(None):
             torch.onnx.export(module, (example,), os.path.join(path, filename), input_names=["obs"],
                               output_names=["actions"], dynamic_axes={"obs": {0: "batch"}, "actions": {0: "batch"}},
