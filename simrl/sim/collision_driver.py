@@ -83,8 +83,9 @@ def pair_functions(scalar):
 
 
 #: kinds launched together in the wide schedule: the pairs of geom1's type (cpair_by_kind keeps a
-#: group's pairs contiguous); box-box, the one collider whose kernel needs many registers, alone
-GROUPS = ((0, 1, 2), (3, 4, 5), (6, 7), (8,))
+#: group's pairs contiguous); the colliders whose kernels need many registers (capsule-capsule,
+#: capsule-box, box-box) alone
+GROUPS = ((0, 1, 2), (3, 4, 5), (6,), (7,), (8,))
 
 
 @functools.cache
