@@ -187,3 +187,36 @@ def test_train_resume_and_play_with_shac(tmp_path):
     result = run("scripts/train.py", "task=cartpole_swingup", "num_envs=8", "max_iterations=1",
                  f"resume={run_dir}", f"hydra.run.dir={tmp_path / 'r3'}")
     assert result.returncode != 0 and "algo=shac" in result.stderr
+
+
+def test_episode_ring_keeps_the_last_100_episodes():
+    """The device ring of finished episodes (no host sync per step) against a deque of the last
+    100, fed world by world: the same means after each step, including steps where more than 100
+    worlds finish at once; restore() continues from a checkpoint's lists."""
+    import collections
+
+    from simrl.rl.shac import EpisodeRing
+
+    gen = torch.Generator().manual_seed(3)
+    ring = EpisodeRing(100, "cpu")
+    ref_r, ref_l = collections.deque(maxlen=100), collections.deque(maxlen=100)
+    assert all(v != v for v in ring.means())  # nan before any episode ends
+    for step in range(60):
+        W = 150 if step == 30 else 16
+        done = torch.rand(W, generator=gen) < (1.0 if step == 30 else 0.3)
+        returns = torch.randn(W, generator=gen) * 50
+        lengths = torch.randint(1, 500, (W,), generator=gen).float()
+        slots = ring.slots(done)
+        kept = slots[slots < 100]
+        assert kept.numel() == min(int(done.sum()), 100) and kept.unique().numel() == kept.numel()
+        ring.add(done, returns, lengths)
+        ref_r.extend(returns[done].tolist())
+        ref_l.extend(lengths[done].tolist())
+        mean_r, mean_l = ring.means()
+        assert abs(mean_r - sum(ref_r) / len(ref_r)) < 1e-4 * max(1.0, abs(mean_r))
+        assert abs(mean_l - sum(ref_l) / len(ref_l)) < 1e-4 * mean_l
+    returns, lengths = ring.episodes()
+    assert sorted(returns) == pytest.approx(sorted(ref_r)) and len(lengths) == 100
+    restored = EpisodeRing(100, "cpu")
+    restored.restore(returns, lengths)
+    assert restored.means() == pytest.approx(ring.means())

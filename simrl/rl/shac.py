@@ -23,7 +23,6 @@ The policy is a Gaussian whose mean is an MLP of the normalised observation; act
 tanh of a reparameterised sample (the mean at evaluation), so they lie in [-1, 1].
 """
 
-import collections
 import contextlib
 import copy
 import os
@@ -60,6 +59,55 @@ def mlp(sizes: list[int], activation: str) -> nn.Sequential:
         if i < len(sizes) - 2:
             layers.append(_ACTIVATIONS[activation]())
     return nn.Sequential(*layers)
+
+
+class EpisodeRing:
+    """The returns and lengths of the last `capacity` finished episodes, on the device.
+
+    `add` takes the worlds that finished this step as a mask, with no host synchronisation (a
+    GPU step never waits for the host); `means` synchronises once, when a progress line is
+    printed. Of the episodes one step finishes, the last `capacity` in world order are kept, each
+    in a slot of its own; the others write a sink slot that is never read."""
+
+    def __init__(self, capacity: int, device):
+        self.capacity = capacity
+        self.returns = torch.zeros(capacity + 1, device=device)
+        self.lengths = torch.zeros(capacity + 1, device=device)
+        self.count = torch.zeros((), dtype=torch.long, device=device)
+
+    def slots(self, done: torch.Tensor) -> torch.Tensor:
+        """Where each world's episode goes: a slot of its own for the kept ones (so that the
+        scatter's result does not depend on the order of its writes, on a GPU), else the sink."""
+        order = torch.cumsum(done.long(), 0)  # 1-based rank among this step's finished worlds
+        keep = done & (order > order[-1] - self.capacity)
+        return torch.where(keep, (self.count + order - 1) % self.capacity, self.capacity)
+
+    def add(self, done: torch.Tensor, returns: torch.Tensor, lengths: torch.Tensor) -> None:
+        slot = self.slots(done)
+        self.returns.scatter_(0, slot, returns.to(self.returns.dtype))
+        self.lengths.scatter_(0, slot, lengths.to(self.lengths.dtype))
+        self.count += done.long().sum()
+
+    def _valid(self) -> int:
+        return int(torch.clamp(self.count, max=self.capacity))
+
+    def means(self) -> tuple[float, float]:
+        """Mean return and length of the kept episodes (nan before the first one ends)."""
+        n = self._valid()
+        if n == 0:
+            return float("nan"), float("nan")
+        return float(self.returns[:n].double().mean()), float(self.lengths[:n].double().mean())
+
+    def episodes(self) -> tuple[list[float], list[float]]:
+        n = self._valid()
+        return self.returns[:n].tolist(), self.lengths[:n].tolist()
+
+    def restore(self, returns: list[float], lengths: list[float]) -> None:
+        returns, lengths = list(returns)[-self.capacity:], list(lengths)[-self.capacity:]
+        n = len(returns)
+        self.returns[:n] = torch.as_tensor(returns, dtype=self.returns.dtype)
+        self.lengths[:n] = torch.as_tensor(lengths, dtype=self.lengths.dtype)
+        self.count.fill_(n)
 
 
 class _Normalizer(nn.Module):
@@ -182,9 +230,8 @@ class ShacRunner:
         n = env.num_envs
         self.episode_return = torch.zeros(n, device=device)
         self.episode_length = torch.zeros(n, device=device)
-        self.returns: collections.deque = collections.deque(maxlen=100)
-        self.lengths: collections.deque = collections.deque(maxlen=100)
-        self.episode_terms: dict[str, list[float]] = {}
+        self.finished = EpisodeRing(100, device)  # the last 100 episodes' returns and lengths
+        self.episode_terms: dict[str, list[torch.Tensor]] = {}
         self.completed_iterations = 0
         self.skipped_steps = 0
         self.env_steps = 0
@@ -331,22 +378,19 @@ class ShacRunner:
     def _track_episodes(self, reward, done, extras) -> None:
         self.episode_return += torch.where(torch.isfinite(reward), reward, torch.zeros_like(reward))
         self.episode_length += 1
-        if done.any():
-            ids = done.nonzero().squeeze(-1)
-            self.returns.extend(self.episode_return[ids].tolist())
-            self.lengths.extend(self.episode_length[ids].tolist())
-            self.episode_return[ids] = 0.0
-            self.episode_length[ids] = 0.0
-            for key in self.key_terms:
-                if key in extras["log"]:
-                    self.episode_terms.setdefault(key, []).append(float(extras["log"][key]))
+        # on the device, masked: no host synchronisation per step
+        self.finished.add(done, self.episode_return, self.episode_length)
+        self.episode_return.masked_fill_(done, 0.0)
+        self.episode_length.masked_fill_(done, 0.0)
+        for key in self.key_terms:
+            if key in extras["log"]:
+                self.episode_terms.setdefault(key, []).append(torch.as_tensor(extras["log"][key]).detach())
 
     def _log(self, it: int, first: int, total: int, iteration_time: float, elapsed: float, stats: dict) -> None:
         """One progress line and TensorBoard scalars (rank 0: its own episodes; steps/s of all ranks)."""
         steps = self.cfg["horizon"] * self.env.num_envs * self.world_size
-        mean_return = sum(self.returns) / len(self.returns) if self.returns else float("nan")
-        mean_length = sum(self.lengths) / len(self.lengths) if self.lengths else float("nan")
-        terms = {k.split("/")[-1]: sum(v) / len(v) for k, v in self.episode_terms.items() if v}
+        mean_return, mean_length = self.finished.means()
+        terms = {k.split("/")[-1]: float(torch.stack(v).float().mean()) for k, v in self.episode_terms.items() if v}
         self.episode_terms = {}
         self.curve.append({"iteration": it, "env_steps": self.env_steps, "seconds": self._time_offset + elapsed,
                            "mean_return": mean_return, "mean_episode_length": mean_length})
@@ -407,8 +451,9 @@ class ShacRunner:
     def save(self, path: str) -> None:
         from simrl.rl.ppo import atomic_torch_save
 
-        training = {"rng": rng_state(), "curve": list(self.curve), "returns": list(self.returns),
-                    "lengths": list(self.lengths), "episode_return": self.episode_return.clone(),
+        returns, lengths = self.finished.episodes()
+        training = {"rng": rng_state(), "curve": list(self.curve), "returns": returns,
+                    "lengths": lengths, "episode_return": self.episode_return.clone(),
                     "episode_length": self.episode_length.clone(), "env_steps": self.env_steps,
                     "skipped_steps": self.skipped_steps, "env": self.env.state_dict()}
         saved = {"actor_state_dict": self.actor.state_dict(), "critic_state_dict": self.critic.state_dict(),
@@ -450,8 +495,7 @@ class ShacRunner:
         self.curve = list(state.get("curve", []))
         if self.curve:
             self._time_offset = float(self.curve[-1]["seconds"])
-        self.returns.extend(state.get("returns", []))
-        self.lengths.extend(state.get("lengths", []))
+        self.finished.restore(state.get("returns", []), state.get("lengths", []))
         self.env_steps = int(state.get("env_steps", 0))
         self.skipped_steps = int(state.get("skipped_steps", 0))
         if int(meta.get("num_envs", -1)) != self.env.num_envs:
