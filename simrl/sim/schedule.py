@@ -373,15 +373,16 @@ class Segment:
         else:
             self._wide = [_wide_pass(p, scalar, f"wide{module_name}", backward) for p in passes]
             self.modules = (kernel_module(scalar, f"wide{module_name}", backward), coop_module(scalar))
-        self._plans = {}
 
     def launches(self, model) -> list[Launch]:
         if self.schedule == "fused":
             return [Launch(self._fused)]
-        key = id(model)
-        if key not in self._plans:
-            self._plans[key] = [item for wp_ in self._wide for item in _wide_launches(wp_, model)]
-        return self._plans[key]
+        # the plan (launch sizes, the model's index tables) lives with the model it was made for:
+        # keyed by id(model) here, a new model could find a collected one's plan under its id
+        plans = model.__dict__.setdefault("launch_plans", {})
+        if self not in plans:
+            plans[self] = [item for wp_ in self._wide for item in _wide_launches(wp_, model)]
+        return plans[self]
 
 
 def coop_module(scalar):
