@@ -34,9 +34,12 @@ PAIRS = {
     "capsule_capsule": ('type="capsule" size="0.25 0.6"', 'type="capsule" size="0.2 0.5"'),
     "capsule_box": ('type="capsule" size="0.2 0.5"', 'type="box" size="0.3 0.4 0.5"'),
     "box_box": ('type="box" size="0.4 0.35 0.5"', 'type="box" size="0.38 0.4 0.35"'),
+    "plane_cylinder": ('type="plane" size="0 0 1"', 'type="cylinder" size="0.25 0.4"'),
+    "sphere_cylinder": ('type="sphere" size="0.3"', 'type="cylinder" size="0.25 0.4"'),
 }
 PAIR_IDS = {name: i for i, name in enumerate(PAIRS)}
-GEOM_TYPES = {"plane": cp.GEOM_PLANE, "sphere": cp.GEOM_SPHERE, "capsule": cp.GEOM_CAPSULE, "box": cp.GEOM_BOX}
+GEOM_TYPES = {"plane": cp.GEOM_PLANE, "sphere": cp.GEOM_SPHERE, "capsule": cp.GEOM_CAPSULE, "box": cp.GEOM_BOX,
+              "cylinder": cp.GEOM_CYLINDER}
 
 
 def _model(name: str) -> mujoco.MjModel:
@@ -86,6 +89,10 @@ def _kernel(scalar):
             n = F.capsule_box(a, ra, sa, b, rb, sb, mg, dist, pos, frame, w, SLOT)
         elif t == 8:
             n = F.box_box(a, ra, sa, b, rb, sb, mg, dist, pos, frame, w, SLOT)
+        elif t == 9:
+            n = F.plane_cylinder(a, ra, sa, b, rb, sb, mg, dist, pos, frame, w, SLOT)
+        elif t == 10:
+            n = F.sphere_cylinder(a, ra, sa, b, rb, sb, mg, dist, pos, frame, w, SLOT)
         ncon[w] = n
 
     return collide
@@ -111,6 +118,31 @@ def _poses(name, mjm, rng, n):
     for s in range(n - k, n):
         c = s % 4
         tilt = axis_angle_quat(rng.normal(size=3), rng.choice([0.0, 1e-3, 0.05, 0.3]))
+        if name == "plane_cylinder":
+            # standing on a disk (exactly upright: the disk-parallel branch), or lying on its side
+            q1[s], p1[s] = ident, 0.0
+            radius, half = mjm.geom_size[1][:2]
+            yaw = axis_angle_quat([0, 0, 1], rng.uniform(0, np.pi))
+            upright = c < 2
+            t = ident if c == 0 else tilt
+            q2[s] = quat_mul(t, yaw) if upright else quat_mul(t, quat_mul(yaw, axis_angle_quat([1, 0, 0], np.pi / 2)))
+            h = half if upright else radius
+            p2[s] = [rng.uniform(-1, 1), rng.uniform(-1, 1), h + rng.uniform(-0.05, 0.05)]
+            continue
+        if name == "sphere_cylinder":
+            # the sphere's center by the side, over a cap, by the rim, or inside, in the cylinder's frame
+            radius, half = mjm.geom_size[1][:2]
+            rs = mjm.geom_size[0][0]
+            around = rng.normal(size=2)
+            around /= np.linalg.norm(around)
+            r_local, z_local = [(radius + rs + rng.uniform(-0.08, 0.03), rng.uniform(-half, half)),
+                                (rng.uniform(0, radius), half + rs + rng.uniform(-0.08, 0.03)),
+                                (radius + rng.uniform(0.0, 0.2), -(half + rng.uniform(0.0, 0.2))),
+                                (rng.uniform(0, radius), rng.uniform(-half, half))][c]
+            rot = np.zeros(9)
+            mujoco.mju_quat2Mat(rot, q2[s])
+            p1[s] = p2[s] + rot.reshape(3, 3) @ [around[0] * r_local, around[1] * r_local, z_local]
+            continue
         if name.startswith("plane") or name == "box_box" or name == "capsule_box":
             # geom2 resting on the top face of geom1 (plane / box), slightly tilted
             q1[s] = _rand_quat(rng, 1)[0] if c == 0 else ident

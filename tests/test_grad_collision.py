@@ -27,7 +27,7 @@ EPS = 1e-6  # finite-difference step
 TOL = 1e-6  # relative gradient error per collider
 
 KINDS = ["plane_sphere", "plane_capsule", "plane_box", "sphere_sphere", "sphere_capsule", "sphere_box",
-         "capsule_capsule", "capsule_box", "box_box"]
+         "capsule_capsule", "capsule_box", "box_box", "plane_cylinder", "sphere_cylinder"]
 
 
 def _rot(q):
@@ -69,7 +69,7 @@ def _along(axis):
 
 # sizes as MuJoCo's geom_size (plane: unused)
 SIZES = {"plane": (0.0, 0.0, 0.0), "sphere": (0.3, 0.0, 0.0), "capsule": (0.2, 0.5, 0.0),
-         "box": (0.3, 0.4, 0.5)}
+         "box": (0.3, 0.4, 0.5), "cylinder": (0.25, 0.4, 0.0)}
 BOX1, BOX2 = (0.4, 0.35, 0.5), (0.38, 0.4, 0.35)  # box-box sizes
 TILT = _aa([0.3, -0.7, 0.2], 0.17)  # a generic small rotation
 GENERIC = _aa([0.6, 0.25, -0.4], 1.1)  # a generic large rotation
@@ -166,6 +166,18 @@ def _cases():
                                     _qmul(GENERIC, _qmul(_aa([0.3, 1, 0], 0.05), _aa([0, 0, 1], 0.5))),
                                     size1=BOX1, size2=(0.2, 0.15, 0.1), ncon=4),
         "box_box/edge": _box_edges(),
+        # standing tilted on the plane: the nearest rim point and the triangle's two
+        "plane_cylinder/3": _case("plane_cylinder", p0, plane_q, on_plane(0.1, -0.2, 0.395),
+                                  _qmul(plane_q, _qmul(_aa([1, 0.3, 0], 0.03), _aa([0, 0, 1], 0.7))), ncon=3),
+        # lying on its side: one point at each end of the axis
+        "plane_cylinder/2": _case("plane_cylinder", p0, plane_q, on_plane(-0.2, 0.3, 0.24),
+                                  _qmul(plane_q, _qmul(_aa([0.1, 1, 0.2], 0.02), _aa([1, 0, 0], np.pi / 2))),
+                                  ncon=2),
+        "sphere_cylinder/side": _case("sphere_cylinder", P0 + _rot(GENERIC) @ [0.5, 0.1, 0.15], TILT, P0, GENERIC),
+        "sphere_cylinder/cap": _case("sphere_cylinder", P0 + _rot(GENERIC) @ [0.1, -0.05, 0.65], TILT, P0, GENERIC),
+        "sphere_cylinder/rim": _case("sphere_cylinder", P0 + _rot(GENERIC) @ [0.3, 0.2, -0.55], TILT, P0, GENERIC),
+        "sphere_cylinder/inside": _case("sphere_cylinder", P0 + _rot(GENERIC) @ [0.05, 0.1, 0.3], TILT, P0,
+                                        GENERIC),
     }
 
 
@@ -212,6 +224,10 @@ def _kernel():
             n = F.capsule_box(a, ra, sa, b, rb, sb, mg, dist, pos, frame, w, 0)
         elif t == 8:
             n = F.box_box(a, ra, sa, b, rb, sb, mg, dist, pos, frame, w, 0)
+        elif t == 9:
+            n = F.plane_cylinder(a, ra, sa, b, rb, sb, mg, dist, pos, frame, w, 0)
+        elif t == 10:
+            n = F.sphere_cylinder(a, ra, sa, b, rb, sb, mg, dist, pos, frame, w, 0)
         ncon[w] = n
 
     return collide

@@ -36,10 +36,10 @@ CASES = {
                                            '</actuator>'), r"<actuator dyntype='filter\w*'> actuator 'm'"),
     "muscle": (body("", extra='<actuator><muscle name="m" joint="j1" lengthrange="-1 1"/></actuator>'),
                r"<actuator gaintype='muscle'> actuator 'm'"),
-    "cylinder collisions": ('<mujoco><worldbody><geom name="floor" type="plane" size="1 1 1"/>'
+    "cylinder collisions": ('<mujoco><worldbody><geom name="rod" type="capsule" size="0.05 0.3"/>'
                             '<body pos="0 0 1"><freejoint/><geom name="can" type="cylinder" size="0.1 0.2"/></body>'
                             '</worldbody></mujoco>',
-                            r"<geom type> geoms 'floor' and 'can' can collide as plane-cylinder"),
+                            r"<geom type> geoms 'rod' and 'can' can collide as capsule-cylinder"),
     "elliptic cone": ('<mujoco><option cone="elliptic"/><worldbody><geom type="plane" size="1 1 1"/>'
                       '<body pos="0 0 1"><freejoint/><geom size="0.1"/></body></worldbody></mujoco>',
                       r"<option cone='elliptic'>"),

@@ -18,18 +18,23 @@ import functools
 import warp as wp
 
 from simrl.sim import collision_primitive
-from simrl.sim.contact_tables import GEOM_PLANE, PAIR_KIND, PRIMITIVE_MAX_CONTACTS
+from simrl.sim.contact_tables import (
+    GEOM_BOX,
+    GEOM_CAPSULE,
+    GEOM_CYLINDER,
+    GEOM_PLANE,
+    GEOM_SPHERE,
+    PAIR_KIND,
+    PRIMITIVE_MAX_CONTACTS,
+)
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import scalar_types
 
-#: collider names by kind (contact_tables.PAIR_KIND), as collision_primitive names them
-COLLIDERS = {
-    PAIR_KIND[pair]: name for pair, name in zip(
-        PRIMITIVE_MAX_CONTACTS,
-        ("plane_sphere", "plane_capsule", "plane_box", "sphere_sphere", "sphere_capsule", "sphere_box",
-         "capsule_capsule", "capsule_box", "box_box"), strict=True)
-}
+#: collider names by kind (contact_tables.PAIR_KIND): collision_primitive's, "<type1>_<type2>"
+_TYPE_NAMES = {GEOM_PLANE: "plane", GEOM_SPHERE: "sphere", GEOM_CAPSULE: "capsule", GEOM_CYLINDER: "cylinder",
+               GEOM_BOX: "box"}
+COLLIDERS = {PAIR_KIND[pair]: f"{_TYPE_NAMES[pair[0]]}_{_TYPE_NAMES[pair[1]]}" for pair in PRIMITIVE_MAX_CONTACTS}
 #: contact slots of one pair of each kind
 KIND_SLOTS = {PAIR_KIND[pair]: n for pair, n in PRIMITIVE_MAX_CONTACTS.items()}
 
@@ -82,10 +87,13 @@ def pair_functions(scalar):
     return {kind: make(getattr(prim, name), KIND_SLOTS[kind]) for kind, name in COLLIDERS.items()}
 
 
-#: kinds launched together in the wide schedule: the pairs of geom1's type (cpair_by_kind keeps a
-#: group's pairs contiguous); the colliders whose kernels need many registers (capsule-capsule,
-#: capsule-box, box-box) alone
-GROUPS = ((0, 1, 2), (3, 4, 5), (6,), (7,), (8,))
+#: kinds launched together in the wide schedule: the pairs of geom1's type, plane or sphere
+#: (consecutive kinds: cpair_by_kind keeps a group's pairs contiguous); the colliders whose kernels
+#: need many registers (capsule-capsule, capsule-box, box-box) alone
+GROUPS = tuple(tuple(PAIR_KIND[p] for p in PRIMITIVE_MAX_CONTACTS if p[0] == t) for t in (GEOM_PLANE, GEOM_SPHERE)) \
+    + tuple((PAIR_KIND[p],) for p in PRIMITIVE_MAX_CONTACTS if p[0] not in (GEOM_PLANE, GEOM_SPHERE))
+assert sorted(k for g in GROUPS for k in g) == sorted(PAIR_KIND.values())
+assert all(list(g) == list(range(g[0], g[0] + len(g))) for g in GROUPS)
 
 
 @functools.cache

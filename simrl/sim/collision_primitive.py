@@ -34,28 +34,20 @@ import types
 
 import warp as wp
 
+from simrl.sim.contact_tables import (  # noqa: F401
+    GEOM_BOX,
+    GEOM_CAPSULE,
+    GEOM_CYLINDER,
+    GEOM_PLANE,
+    GEOM_SPHERE,
+    PRIMITIVE_MAX_CONTACTS,
+)
 from simrl.sim.types import MINVAL, scalar_types
 
-# mjtGeom
-GEOM_PLANE = 0
-GEOM_SPHERE = 2
-GEOM_CAPSULE = 3
-GEOM_BOX = 6
-
-# mj_maxContact (engine_collision_driver.c) for the pairs implemented here; has_margin only
-# matters for the mesh / convex pairs, not for these. Capsule-box reserves 4 slots but its
-# collider makes at most 2 contacts (one sphere-box per point on the segment).
-MAX_CONTACTS: dict[tuple[int, int], int] = {
-    (GEOM_PLANE, GEOM_SPHERE): 1,
-    (GEOM_PLANE, GEOM_CAPSULE): 2,
-    (GEOM_PLANE, GEOM_BOX): 4,
-    (GEOM_SPHERE, GEOM_SPHERE): 1,
-    (GEOM_SPHERE, GEOM_CAPSULE): 1,
-    (GEOM_SPHERE, GEOM_BOX): 1,
-    (GEOM_CAPSULE, GEOM_CAPSULE): 2,
-    (GEOM_CAPSULE, GEOM_BOX): 4,
-    (GEOM_BOX, GEOM_BOX): 8,
-}
+# mj_maxContact (engine_collision_driver.c) for the pairs implemented here (simrl.sim.contact_tables).
+# Capsule-box reserves 4 slots but its collider makes at most 2 contacts (one sphere-box per
+# point on the segment).
+MAX_CONTACTS = PRIMITIVE_MAX_CONTACTS
 
 # mjMAXVAL (mjmodel.h)
 MAXVAL = 1e10
@@ -302,7 +294,119 @@ def build(scalar):
                 cnt += 1
         return cnt
 
+    @wp.func
+    def plane_cylinder(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
+                       dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
+                       w: int, slot: int) -> int:
+        """mjc_PlaneCylinder: the point of the disk nearest the plane at each end of the axis, then
+        two more points of the nearer disk's rim (an equilateral triangle with the first)."""
+        normal = col(mat1, 2)
+        axis = col(mat2, 2)
+        # project, make sure the axis points towards the plane
+        prjaxis = wp.dot(normal, axis)
+        if prjaxis > scalar(0.0):
+            axis = -axis
+            prjaxis = -prjaxis
+        # normal distance of the cylinder's center
+        dist0 = wp.dot(pos2 - pos1, normal)
+        # -normal without its component along the axis, scaled to the radius. MuJoCo computes it
+        # as axis (axis . normal) - normal, which cancels when the disk is nearly parallel to the
+        # plane: in float32 the rounding of |axis| then gives it a normal component of either
+        # sign, as large as the radius (a missed contact). As -(axis x normal) x axis / |axis x
+        # normal| it keeps its direction to rounding (the same vector, to 1e-16 in float64).
+        c = wp.cross(axis, normal)
+        len_sqr = wp.dot(c, c)
+        vec = col(mat2, 0) * size2[0]  # disk parallel to the plane: the cylinder's x axis
+        if len_sqr >= scalar(MINVAL) * scalar(MINVAL):
+            vec = wp.cross(c, axis) * (-size2[0] / wp.sqrt(len_sqr))
+        prjvec = wp.dot(vec, normal)
+        # the axis scaled to the half-length
+        axis = axis * size2[1]
+        prjaxis = prjaxis * size2[1]
+
+        # nearest point; none within the margin: no contacts
+        d1 = dist0 + prjaxis + prjvec
+        if d1 > margin:
+            return 0
+        write_contact(dist, pos, frame, w, slot, d1, ((pos2 + vec) + axis) + normal * (-d1 * scalar(0.5)), normal,
+                      zero3())
+        cnt = int(1)
+        # the point of the other disk
+        d2 = dist0 - prjaxis + prjvec
+        if d2 <= margin:
+            write_contact(dist, pos, frame, w, slot + cnt, d2, ((pos2 + vec) - axis) + normal * (-d2 * scalar(0.5)),
+                          normal, zero3())
+            cnt += 1
+        # two more rim points of the nearer disk
+        d3 = dist0 + prjaxis - prjvec * scalar(0.5)
+        if d3 <= margin:
+            side, side_norm = normalize3(wp.cross(vec, axis))
+            side = side * (size2[0] * wp.sqrt(scalar(3.0)) / scalar(2.0))
+            half = vec * scalar(-0.5)
+            p_a = (((pos2 + side) + axis) + half) + normal * (-d3 * scalar(0.5))
+            p_b = (((pos2 - side) + axis) + half) + normal * (-d3 * scalar(0.5))
+            write_contact(dist, pos, frame, w, slot + cnt, d3, p_a, normal, zero3())
+            write_contact(dist, pos, frame, w, slot + cnt + 1, d3, p_b, normal, zero3())
+            cnt += 2
+        return cnt
+
     # ------------------------------------------------------------------ sphere
+
+    @wp.func
+    def sphere_cylinder(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3,
+                        margin: scalar, dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
+                        frame: wp.array2d(dtype=mat33), w: int, slot: int) -> int:
+        """mjc_SphereCylinder: the sphere against the cylinder's side (sphere-sphere with the
+        nearest point of the axis), a cap (plane-sphere, the normal flipped to point from the
+        sphere to the cylinder) or a rim point (sphere-sphere with a point)."""
+        radius = size2[0]
+        height = size2[1]
+        axis = col(mat2, 2)
+        # the sphere's projection onto the axis and onto the plane orthogonal to it
+        vec = pos1 - pos2
+        x = wp.dot(axis, vec)
+        a_proj = axis * x
+        p_proj = vec - a_proj
+        p_proj_sqr = wp.dot(p_proj, p_proj)
+        collide_side = wp.abs(x) < height
+        collide_cap = p_proj_sqr < radius * radius
+        if collide_side and collide_cap:
+            # deep penetration (the sphere's center inside the cylinder): the nearer surface
+            p_proj_len = scalar(0.0)
+            if p_proj_sqr > scalar(0.0):
+                p_proj_len = wp.sqrt(p_proj_sqr)
+            if height - wp.abs(x) < radius - p_proj_len:
+                collide_side = False
+            else:
+                collide_cap = False
+        n = int(0)
+        if collide_side:
+            n = raw_sphere_sphere(pos1, mat1, size1[0], a_proj + pos2, mat2, radius, margin, dist, pos, frame,
+                                  w, slot)
+        elif collide_cap:
+            cap_normal = axis
+            cap = pos2 + axis * height
+            if x <= scalar(0.0):
+                cap_normal = -axis
+                cap = pos2 + axis * (-height)
+            cdist = wp.dot(pos1 - cap, cap_normal)
+            if cdist <= margin + size1[0]:
+                d = cdist - size1[0]
+                p = pos1 + cap_normal * (-d / scalar(2.0) - size1[0])
+                write_contact(dist, pos, frame, w, slot, d, p, -cap_normal, zero3())
+                n = 1
+        else:
+            # the rim point nearest the sphere: sphere-sphere with a point (p_proj_sqr >= radius^2 > 0)
+            p_proj_len = scalar(0.0)
+            if p_proj_sqr > scalar(0.0):
+                p_proj_len = wp.sqrt(p_proj_sqr)
+            rim = p_proj * (radius / wp.max(p_proj_len, scalar(MINVAL)))
+            end = axis * (-height)
+            if x > scalar(0.0):
+                end = axis * height
+            n = raw_sphere_sphere(pos1, mat1, size1[0], (end + rim) + pos2, mat2, scalar(0.0), margin, dist, pos,
+                                  frame, w, slot)
+        return n
 
     @wp.func
     def sphere_sphere(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
@@ -949,8 +1053,10 @@ def build(scalar):
     return types.SimpleNamespace(
         plane_sphere=plane_sphere,
         plane_capsule=plane_capsule,
+        plane_cylinder=plane_cylinder,
         plane_box=plane_box,
         sphere_sphere=sphere_sphere,
+        sphere_cylinder=sphere_cylinder,
         sphere_capsule=sphere_capsule,
         sphere_box=sphere_box,
         capsule_capsule=capsule_capsule,

@@ -65,12 +65,17 @@ def candidate_geom_pairs(mjm: mujoco.MjModel) -> list[tuple[int, int, int]]:
 # Static contact tables: every candidate pair owns fixed contact slots and constraint rows
 
 # mjtGeom values and the contacts each pair of primitive types can produce (mj_maxContact)
-GEOM_PLANE, GEOM_SPHERE, GEOM_CAPSULE, GEOM_BOX = 0, 2, 3, 6
+GEOM_PLANE, GEOM_SPHERE, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_BOX = 0, 2, 3, 5, 6
+# in MuJoCo's type order (geom1 <= geom2), so that the pairs of one geom1 type have consecutive
+# kinds (collision_driver.GROUPS launches them together)
 PRIMITIVE_MAX_CONTACTS = {
-    (GEOM_PLANE, GEOM_SPHERE): 1, (GEOM_PLANE, GEOM_CAPSULE): 2, (GEOM_PLANE, GEOM_BOX): 4,
-    (GEOM_SPHERE, GEOM_SPHERE): 1, (GEOM_SPHERE, GEOM_CAPSULE): 1, (GEOM_SPHERE, GEOM_BOX): 1,
+    (GEOM_PLANE, GEOM_SPHERE): 1, (GEOM_PLANE, GEOM_CAPSULE): 2, (GEOM_PLANE, GEOM_CYLINDER): 4,
+    (GEOM_PLANE, GEOM_BOX): 4,
+    (GEOM_SPHERE, GEOM_SPHERE): 1, (GEOM_SPHERE, GEOM_CAPSULE): 1, (GEOM_SPHERE, GEOM_CYLINDER): 1,
+    (GEOM_SPHERE, GEOM_BOX): 1,
     (GEOM_CAPSULE, GEOM_CAPSULE): 2, (GEOM_CAPSULE, GEOM_BOX): 4, (GEOM_BOX, GEOM_BOX): 8,
 }
+assert list(PRIMITIVE_MAX_CONTACTS) == sorted(PRIMITIVE_MAX_CONTACTS)
 # index of each supported type pair, used to dispatch in the collision kernel
 PAIR_KIND = {pair: i for i, pair in enumerate(PRIMITIVE_MAX_CONTACTS)}
 

@@ -325,8 +325,9 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
             names = f"geoms {_name(mjm, geom, g1)} and {_name(mjm, geom, g2)}"
             if types not in PRIMITIVE_MAX_CONTACTS:
                 kinds = "-".join(mujoco.mjtGeom(t).name.removeprefix("mjGEOM_").lower() for t in types)
-                problems.append(f"<geom type> {names} can collide as {kinds}: only plane, sphere, "
-                                "capsule and box collisions are implemented " + how.format("contact")
+                problems.append(f"<geom type> {names} can collide as {kinds}: the implemented pairs are plane "
+                                "and sphere with sphere, capsule, cylinder or box, capsule-capsule, capsule-box "
+                                "and box-box " + how.format("contact")
                                 + " or set contype/conaffinity so they cannot collide")
                 continue
             condim = int(mjm.pair_dim[ipair]) if ipair >= 0 else None
