@@ -30,9 +30,9 @@ A kernel's CUDA entry is its mangled name (key and hash) + "_cuda_kernel_forward
 "_cuda_kernel_backward" for an adjoint launch); each is checked against the entries of the PTX.
 
 Engines (`--engine`, comma-separated): simrl (`Sim.from_model`, one CPU thread; `--schedule`
-passed through when the Sim takes one; "auto" is resolved by the engine for the CPU it runs on
-here, which can differ from its choice on a GPU) and mujoco_warp (MuJoCo Warp, `mjw.step`; the
-'bench' extra; where it branches on the device, its CPU path is the one recorded). `--grad`
+passed through when the Sim takes one; "auto", the default, is what a Sim runs on CUDA: wide)
+and mujoco_warp (MuJoCo Warp, `mjw.step`; the 'bench' extra; where it branches on the device,
+its CPU path is the one recorded). `--grad`
 reports one differentiable step instead (simrl.diff_step forward, then its backward from a
 gradient seeded on qpos and qvel), forward and adjoint launches together.
 Both engines start from the same state: the model's "home" keyframe when it has one (else qpos0)
@@ -190,7 +190,8 @@ def make_sim(mjm: mujoco.MjModel, num_worlds: int, schedule: str | None) -> tupl
     fused, and asking for another one is an error."""
     kwargs = {}
     if "schedule" in inspect.signature(simrl.Sim.from_model).parameters:
-        kwargs["schedule"] = schedule or "auto"
+        # "auto" (the default) is what a Sim chooses on CUDA, the device this report is about
+        kwargs["schedule"] = "wide" if schedule in (None, "auto") else schedule
     elif schedule not in (None, "fused"):
         raise SystemExit(f"--schedule {schedule}: this simrl's Sim.from_model takes no schedule= keyword "
                          "(its engine runs the fused schedule only); leave --schedule out or pass fused")
@@ -198,11 +199,10 @@ def make_sim(mjm: mujoco.MjModel, num_worlds: int, schedule: str | None) -> tupl
         sim = simrl.Sim.from_model(mjm, num_worlds=num_worlds, device="cpu", cpu_threads=1, **kwargs)
     except simrl.UnsupportedFeatureError as e:
         raise SystemExit(f"simrl cannot simulate this model: {e}") from e
-    resolved = getattr(sim, "schedule", None)  # what "auto" chose, where the Sim says
     if not kwargs:
         label = "fused (Sim.from_model has no schedule= keyword)"
-    elif isinstance(resolved, str) and resolved != kwargs["schedule"]:
-        label = f"{kwargs['schedule']} ({resolved})"
+    elif schedule in (None, "auto"):
+        label = "auto (wide, as on a GPU)"
     else:
         label = kwargs["schedule"]
     qpos, qvel, ctrl = _start_state(mjm, num_worlds)
@@ -656,7 +656,8 @@ def main(argv=None) -> int:
     parser.add_argument("--worlds", type=int, default=4096, help="number of worlds (default 4096)")
     parser.add_argument("--arch", type=int, default=90, help="GPU architecture, e.g. 90 for sm_90 (H100, H200)")
     parser.add_argument("--schedule", choices=SCHEDULES,
-                        help="simrl's kernel schedule, passed to Sim.from_model when it takes one (default auto)")
+                        help="simrl's kernel schedule, passed to Sim.from_model when it takes one (default auto: "
+                             "wide, what a Sim runs on CUDA; fused is the CPU's)")
     parser.add_argument("--grad", action="store_true",
                         help="report one differentiable step (simrl.diff_step) and its backward instead")
     parser.add_argument("--engine", default="simrl", help="comma-separated, from simrl, mujoco_warp (default simrl)")
@@ -705,9 +706,6 @@ def main(argv=None) -> int:
             recorded[engine] = record_mujoco_warp(mjw, mjm, args.worlds)
         print(f"{engine}: recorded {len(recorded[engine]['launches'])} launches "
               f"({time.perf_counter() - start:.1f} s, compile included)")
-        if engine == "simrl" and recorded[engine]["schedule"].startswith("auto ("):
-            print(f"  note: schedule {recorded[engine]['schedule']} was resolved on the CPU; on a GPU the engine may "
-                  "choose another: pass --schedule fused or wide to report that one")
         if recorded[engine]["deferred"]:
             print(f"  ({recorded[engine]['deferred']} launches with record_cmd=True did not run and are not counted)")
 

@@ -346,10 +346,10 @@ def test_schedule_is_passed_through_when_the_sim_takes_one(monkeypatch):
 
     monkeypatch.setattr(simrl.Sim, "from_model", staticmethod(from_model))
     mjm = simrl.compile_mjcf(PENDULUM)
-    # the label is the schedule asked for, with what "auto" chose where the Sim says
-    assert gpu_report.make_sim(mjm, 2, None)[1].split()[0] == "auto"
-    assert gpu_report.make_sim(mjm, 2, "wide")[1].split()[0] == "wide"
-    assert asked == ["auto", "wide"]
+    # "auto" (the default) asks the Sim for what it runs on CUDA; the label says so
+    assert gpu_report.make_sim(mjm, 2, None)[1] == "auto (wide, as on a GPU)"
+    assert gpu_report.make_sim(mjm, 2, "fused")[1] == "fused"
+    assert asked == ["wide", "fused"]
 
 
 def test_missing_ptxas_says_how_to_install_it(monkeypatch, tmp_path):
