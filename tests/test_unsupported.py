@@ -43,9 +43,6 @@ CASES = {
     "elliptic cone": ('<mujoco><option cone="elliptic"/><worldbody><geom type="plane" size="1 1 1"/>'
                       '<body pos="0 0 1"><freejoint/><geom size="0.1"/></body></worldbody></mujoco>',
                       r"<option cone='elliptic'>"),
-    "condim 6": ('<mujoco><worldbody><geom type="plane" size="1 1 1"/>'
-                 '<body pos="0 0 1"><freejoint/><geom name="ball" size="0.1" condim="6"/></body></worldbody></mujoco>',
-                 r"<geom condim='6'> for geoms #0 and 'ball'"),
     "noslip": ('<mujoco><option noslip_iterations="5"/><worldbody><geom type="plane" size="1 1 1"/>'
                '<body pos="0 0 1"><freejoint/><geom size="0.1"/></body></worldbody></mujoco>',
                r"noslip_iterations"),

@@ -7,7 +7,8 @@ getsolparam, getimpedance, mj_makeImpedance, mj_referenceConstraint; doc/computa
 Rows have fixed places, decided when the model is loaded (see `Model`): first one row per dof
 with friction loss, then two rows per limited hinge or slide joint (lower, upper) and one per
 limited ball joint, then the rows of every contact slot (1 for condim 1, 2 (condim - 1)
-pyramid edges otherwise). `efc_active` says which rows exist in the current state; an
+pyramid edges otherwise: sliding in two directions for condim 3, with torsion for condim 4,
+with rolling about both tangents for condim 6). `efc_active` says which rows exist in the current state; an
 inactive row has D = 0 and force 0. `efc_list[:efc_nactive]` lists the active rows in
 increasing order: later stages iterate it instead of scanning all rows. A row's Jacobian can
 be non-zero only in the model's `efc_colind` columns of that row (fixed when the model is
@@ -142,8 +143,10 @@ def build(scalar):
     @wp.func
     def add_contact_dof(m: Model, d: Data, w: int, r0: int, nrow: int, dof: int, offset: vec3, frame: T.mat33,
                         friction: vec5, sign: scalar):
-        """Column `dof` of sign x (Jacobian of the contact point) in the contact frame, added to
-        the contact's rows: the normal row, or the pyramid edges J_n +- mu_k J_tk."""
+        """Column `dof` of sign x (Jacobian of the contact) in the contact frame, added to the
+        contact's rows: the normal row, or the pyramid edges J_n +- mu_k J_k for k = 1 .. condim-1,
+        J_1, J_2 the point's translation along the tangents, J_3 (condim 4 and 6) the rotation
+        about the normal, J_4, J_5 (condim 6) about the tangents (mj_instantiateContact)."""
         cdof = d.cdof[w, dof]
         ang = vec3(cdof[0], cdof[1], cdof[2])
         jp = vec3(cdof[3], cdof[4], cdof[5]) + wp.cross(ang, offset)
@@ -154,12 +157,21 @@ def build(scalar):
         else:
             t1 = vec3(frame[1, 0], frame[1, 1], frame[1, 2])
             t2 = vec3(frame[2, 0], frame[2, 1], frame[2, 2])
-            jt1 = wp.dot(t1, jp) * sign * friction[0]
-            jt2 = wp.dot(t2, jp) * sign * friction[1]
-            d.efc_J[w, r0, dof] += jn + jt1
-            d.efc_J[w, r0 + 1, dof] += jn - jt1
-            d.efc_J[w, r0 + 2, dof] += jn + jt2
-            d.efc_J[w, r0 + 3, dof] += jn - jt2
+            for k in range(nrow // 2):
+                jk = scalar(0.0)
+                if k == 0:
+                    jk = wp.dot(t1, jp)
+                elif k == 1:
+                    jk = wp.dot(t2, jp)
+                elif k == 2:
+                    jk = wp.dot(nrm, ang)
+                elif k == 3:
+                    jk = wp.dot(t1, ang)
+                else:
+                    jk = wp.dot(t2, ang)
+                jk = jk * sign * friction[k]
+                d.efc_J[w, r0 + 2 * k, dof] += jn + jk
+                d.efc_J[w, r0 + 2 * k + 1, dof] += jn - jk
 
     @wp.func
     def add_contact_jacobian(m: Model, d: Data, w: int, r0: int, nrow: int, body: int, point: vec3,
@@ -241,7 +253,7 @@ def build(scalar):
         condim = m.cpair_condim[p]
         nrow = 1
         if condim > 1:
-            nrow = 4
+            nrow = 2 * (condim - 1)  # pyramid edges
         if m.enable_constraint != 0 and d.contact_active[w, c] != 0 and dist < margin:
             fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
             g = m.cpair_geom[p]
@@ -270,7 +282,7 @@ def build(scalar):
                 r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
                 mu = fr[0] * wp.sqrt(r_1 / r_0)
                 r_py = scalar(2.0) * mu * mu * r_0
-                for e in range(4):
+                for e in range(nrow):
                     set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, r_py, k, b)
         else:
             for e in range(nrow):

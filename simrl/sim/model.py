@@ -335,8 +335,8 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
                 p1, p2 = mjm.geom_priority[g1], mjm.geom_priority[g2]
                 condim = int(mjm.geom_condim[g1] if p1 > p2 else mjm.geom_condim[g2] if p2 > p1
                              else max(mjm.geom_condim[g1], mjm.geom_condim[g2]))
-            if condim not in (1, 3):
-                problems.append(f"<geom condim='{condim}'> for {names}: only condim 1 and 3 are supported")
+            if condim not in (1, 3, 4, 6):
+                problems.append(f"<geom condim='{condim}'> for {names}: only condim 1, 3, 4 and 6 are supported")
             adhesion = mjm.pair_adhesion[ipair] if ipair >= 0 else mjm.geom_adhesion[g1] + mjm.geom_adhesion[g2]
             if adhesion != 0:
                 problems.append(f"<geom adhesion> for {names}: adhesion is not supported")
