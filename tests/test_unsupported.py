@@ -40,9 +40,6 @@ CASES = {
                             '<body pos="0 0 1"><freejoint/><geom name="can" type="cylinder" size="0.1 0.2"/></body>'
                             '</worldbody></mujoco>',
                             r"<geom type> geoms 'rod' and 'can' can collide as capsule-cylinder"),
-    "elliptic cone": ('<mujoco><option cone="elliptic"/><worldbody><geom type="plane" size="1 1 1"/>'
-                      '<body pos="0 0 1"><freejoint/><geom size="0.1"/></body></worldbody></mujoco>',
-                      r"<option cone='elliptic'>"),
     "noslip": ('<mujoco><option noslip_iterations="5"/><worldbody><geom type="plane" size="1 1 1"/>'
                '<body pos="0 0 1"><freejoint/><geom size="0.1"/></body></worldbody></mujoco>',
                r"noslip_iterations"),

@@ -1,5 +1,5 @@
-"""Constraint rows: dof friction loss, joint limits and contacts in the pyramidal friction
-cone, with MuJoCo's soft-constraint parameters (engine_core_constraint.c:
+"""Constraint rows: dof friction loss, joint limits and contacts in the pyramidal or the
+elliptic friction cone, with MuJoCo's soft-constraint parameters (engine_core_constraint.c:
 mj_instantiateFriction, mj_instantiateLimit, mj_instantiateContact, mj_diagApprox,
 getsolparam, getimpedance, mj_makeImpedance, mj_referenceConstraint; doc/computation
 "Constraint model" and "Parameters").
@@ -8,7 +8,8 @@ Rows have fixed places, decided when the model is loaded (see `Model`): first on
 with friction loss, then two rows per limited hinge or slide joint (lower, upper) and one per
 limited ball joint, then the rows of every contact slot (1 for condim 1, 2 (condim - 1)
 pyramid edges otherwise: sliding in two directions for condim 3, with torsion for condim 4,
-with rolling about both tangents for condim 6). `efc_active` says which rows exist in the current state; an
+with rolling about both tangents for condim 6; in the elliptic cone condim rows: the normal,
+then one per friction direction). `efc_active` says which rows exist in the current state; an
 inactive row has D = 0 and force 0. `efc_list[:efc_nactive]` lists the active rows in
 increasing order: later stages iterate it instead of scanning all rows. A row's Jacobian can
 be non-zero only in the model's `efc_colind` columns of that row (fixed when the model is
@@ -33,6 +34,7 @@ CNSTR_FRICTION_DOF = 1
 CNSTR_LIMIT_JOINT = 3
 CNSTR_CONTACT_FRICTIONLESS = 5
 CNSTR_CONTACT_PYRAMIDAL = 6
+CNSTR_CONTACT_ELLIPTIC = 7
 
 # solimp bounds (mjMINIMP, mjMAXIMP)
 MINIMP = 0.0001
@@ -141,12 +143,25 @@ def build(scalar):
         return s
 
     @wp.func
+    def friction_direction(k: int, frame: T.mat33, jp: vec3, ang: vec3):
+        """Friction direction k of a contact's Jacobian column (mj_instantiateContact): k = 0, 1
+        the point's translation along the tangents, 2 the rotation about the normal, 3, 4 about
+        the tangents."""
+        jk = scalar(0.0)
+        if k < 2:
+            jk = frame[1 + k, 0] * jp[0] + frame[1 + k, 1] * jp[1] + frame[1 + k, 2] * jp[2]
+        else:
+            a = k - 2
+            jk = frame[a, 0] * ang[0] + frame[a, 1] * ang[1] + frame[a, 2] * ang[2]
+        return jk
+
+    @wp.func
     def add_contact_dof(m: Model, d: Data, w: int, r0: int, nrow: int, dof: int, offset: vec3, frame: T.mat33,
                         friction: vec5, sign: scalar):
         """Column `dof` of sign x (Jacobian of the contact) in the contact frame, added to the
-        contact's rows: the normal row, or the pyramid edges J_n +- mu_k J_k for k = 1 .. condim-1,
-        J_1, J_2 the point's translation along the tangents, J_3 (condim 4 and 6) the rotation
-        about the normal, J_4, J_5 (condim 6) about the tangents (mj_instantiateContact)."""
+        contact's rows: the normal row; then in the elliptic cone the friction directions J_k,
+        k = 1 .. condim-1, in the pyramidal cone the edges J_n +- mu_k J_k (`friction_direction`;
+        mj_instantiateContact)."""
         cdof = d.cdof[w, dof]
         ang = vec3(cdof[0], cdof[1], cdof[2])
         jp = vec3(cdof[3], cdof[4], cdof[5]) + wp.cross(ang, offset)
@@ -154,22 +169,13 @@ def build(scalar):
         jn = wp.dot(nrm, jp) * sign
         if nrow == 1:
             d.efc_J[w, r0, dof] += jn
+        elif m.cone_elliptic != 0:
+            d.efc_J[w, r0, dof] += jn
+            for k in range(nrow - 1):
+                d.efc_J[w, r0 + 1 + k, dof] += friction_direction(k, frame, jp, ang) * sign
         else:
-            t1 = vec3(frame[1, 0], frame[1, 1], frame[1, 2])
-            t2 = vec3(frame[2, 0], frame[2, 1], frame[2, 2])
             for k in range(nrow // 2):
-                jk = scalar(0.0)
-                if k == 0:
-                    jk = wp.dot(t1, jp)
-                elif k == 1:
-                    jk = wp.dot(t2, jp)
-                elif k == 2:
-                    jk = wp.dot(nrm, ang)
-                elif k == 3:
-                    jk = wp.dot(t1, ang)
-                else:
-                    jk = wp.dot(t2, ang)
-                jk = jk * sign * friction[k]
+                jk = friction_direction(k, frame, jp, ang) * sign * friction[k]
                 d.efc_J[w, r0 + 2 * k, dof] += jn + jk
                 d.efc_J[w, r0 + 2 * k + 1, dof] += jn - jk
 
@@ -254,6 +260,8 @@ def build(scalar):
         nrow = 1
         if condim > 1:
             nrow = 2 * (condim - 1)  # pyramid edges
+            if m.cone_elliptic != 0:
+                nrow = condim  # normal and friction directions
         if m.enable_constraint != 0 and d.contact_active[w, c] != 0 and dist < margin:
             fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
             g = m.cpair_geom[p]
@@ -275,6 +283,22 @@ def build(scalar):
             k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
             if nrow == 1:
                 set_row(d, w, r0, dist, margin, scalar(0.0), imp, regularizer(imp, tran), k, b)
+            elif m.cone_elliptic != 0:
+                # the normal row's R, R_1 = R_0 / impratio, R_j mu_j^2 = R_1 mu_1^2; the friction
+                # rows have no position residual (K = 0) and solreffriction's B when set
+                # (mj_makeImpedance); mu of the regularized cone = friction_0 sqrt(R_1 / R_0)
+                r_0 = regularizer(imp, tran)
+                r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
+                set_row(d, w, r0, dist, margin, scalar(0.0), imp, r_0, k, b)
+                d.efc_mu[w, r0] = fr[0] * wp.sqrt(r_1 / r_0)
+                ref = m.cpair_solreffriction[p]
+                if ref[0] == scalar(0.0) and ref[1] == scalar(0.0):
+                    ref = m.cpair_solref[p]
+                kf, bf = stiffness_damping(m, ref, solimp[1])
+                for e in range(1, nrow):
+                    r_e = r_1 * fr[0] * fr[0] / (fr[e - 1] * fr[e - 1])
+                    set_row(d, w, r0 + e, scalar(0.0), scalar(0.0), scalar(0.0), imp, r_e, scalar(0.0), bf)
+                    d.efc_mu[w, r0 + e] = fr[e - 1]
             else:
                 # first edge's R, then the pyramid's common R matching the elliptic cone's
                 # friction impedance: R_py = 2 mu^2 R_0, mu = friction_0 sqrt(R_1 / R_0)

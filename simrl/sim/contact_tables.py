@@ -98,11 +98,16 @@ def friction_geoms(mjm: mujoco.MjModel, g1: int, g2: int, ipair: int) -> tuple[i
 
 
 def contact_parameters(mjm: mujoco.MjModel, g1: int, g2: int, ipair: int):
-    """condim, solref(2), solimp(5), friction(5), margin, gap of a geom pair, combined as
-    mj_contactParam / getMargin / getGap / mj_assign* (engine_collision_driver.c,
-    engine_core_constraint.c) do. Explicit <pair> elements carry their own values."""
+    """condim, solref(2), solreffriction(2), solimp(5), friction(5), margin, gap of a geom pair,
+    combined as mj_contactParam / getMargin / getGap / mj_assign* (engine_collision_driver.c,
+    engine_core_constraint.c) do. Explicit <pair> elements carry their own values;
+    solreffriction (the elliptic cone's friction rows) is (0, 0), meaning solref, except for
+    a <pair> that sets it."""
+    solreffriction = np.zeros(2)
     if ipair >= 0:
         condim = int(mjm.pair_dim[ipair])
+        if np.any(mjm.pair_solreffriction[ipair] != 0):
+            solreffriction = np.array(mjm.pair_solreffriction[ipair], dtype=np.float64)
         solref = np.array(mjm.pair_solref[ipair], dtype=np.float64)
         solimp = np.array(mjm.pair_solimp[ipair], dtype=np.float64)
         friction = np.array(mjm.pair_friction[ipair], dtype=np.float64)
@@ -137,22 +142,28 @@ def contact_parameters(mjm: mujoco.MjModel, g1: int, g2: int, ipair: int):
     if _override(mjm):
         margin = float(mjm.opt.o_margin)
         solref = np.array(mjm.opt.o_solref, dtype=np.float64)
+        solreffriction = solref.copy()  # mj_assignRef overrides both
         solimp = np.array(mjm.opt.o_solimp, dtype=np.float64)
         friction = np.array(mjm.opt.o_friction, dtype=np.float64)
     friction = np.maximum(MINMU, friction)
-    return condim, np.asarray(solref, np.float64), np.asarray(solimp, np.float64), friction, margin, gap
+    return (condim, np.asarray(solref, np.float64), solreffriction, np.asarray(solimp, np.float64), friction,
+            margin, gap)
 
 
-def contact_rows(condim: int) -> int:
-    """Constraint rows of one contact in the pyramidal cone: 1, or 2 (condim - 1) edges."""
-    return 1 if condim == 1 else 2 * (condim - 1)
+def contact_rows(condim: int, elliptic: bool = False) -> int:
+    """Constraint rows of one contact: 1 for condim 1; else condim in the elliptic cone (normal,
+    then the friction directions), 2 (condim - 1) edges in the pyramidal cone."""
+    if condim == 1:
+        return 1
+    return condim if elliptic else 2 * (condim - 1)
 
 
 def contact_tables(mjm: mujoco.MjModel | None) -> dict:
     """Per candidate pair and per contact slot, everything the collision and constraint stages
     need that does not change while simulating (empty tables for None: contacts disabled)."""
     pairs = candidate_geom_pairs(mjm) if mjm is not None else []
-    t = {name: [] for name in ("geom", "kind", "slot", "nslot", "condim", "solref", "solimp",
+    elliptic = mjm is not None and mjm.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+    t = {name: [] for name in ("geom", "kind", "slot", "nslot", "condim", "solref", "solreffriction", "solimp",
                                "friction", "friction_geoms", "margin", "gap")}
     slot_pair, slot_row = [], []
     nslot_total = nrow = 0
@@ -162,7 +173,7 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         types = (int(mjm.geom_type[g1]), int(mjm.geom_type[g2]))
         if types not in PRIMITIVE_MAX_CONTACTS:
             continue  # refused by model checks; kept out of the tables
-        condim, solref, solimp, friction, margin, gap = contact_parameters(mjm, g1, g2, ipair)
+        condim, solref, solreffriction, solimp, friction, margin, gap = contact_parameters(mjm, g1, g2, ipair)
         nslot = PRIMITIVE_MAX_CONTACTS[types]
         t["geom"].append((g1, g2))
         t["kind"].append(PAIR_KIND[types])
@@ -170,6 +181,7 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         t["nslot"].append(nslot)
         t["condim"].append(condim)
         t["solref"].append(solref)
+        t["solreffriction"].append(solreffriction)
         t["solimp"].append(solimp)
         t["friction"].append(friction)
         t["friction_geoms"].append(friction_geoms(mjm, g1, g2, ipair))
@@ -178,10 +190,11 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         for _ in range(nslot):
             slot_pair.append(len(t["geom"]) - 1)
             slot_row.append(nrow)
-            nrow += contact_rows(condim)
+            nrow += contact_rows(condim, elliptic)
         nslot_total += nslot
     t["slot_pair"] = slot_pair
     t["slot_row"] = slot_row
     t["nslot_total"] = nslot_total
     t["nrow"] = nrow
+    t["elliptic"] = elliptic
     return t

@@ -99,6 +99,15 @@ def data_struct(scalar):
         efc_ls1: wp.array2d(dtype=scalar)  # solver: per-row terms of the line search's sums
         efc_ls2: wp.array2d(dtype=scalar)
         efc_ls3: wp.array2d(dtype=scalar)
+        # elliptic cones: the contact's regularized-cone mu on its normal row, friction[j - 1] on
+        # its friction row j (mj_makeImpedance, contact.mu / contact.friction); [W, 1] in the pyramidal cone
+        efc_mu: wp.array2d(dtype=scalar)
+        # solver: the cone Hessian of a contact in the middle zone, row r's entries against the
+        # contact's rows (contact.H); [W, nefc, 6] in the elliptic cone, else [W, 1, 1]
+        efc_hcone: wp.array3d(dtype=scalar)
+        # line search: a contact's cost along the search as quadratic coefficients (its rows 0-2,
+        # `solver.elliptic_cone`); [W, nefc, 4] in the elliptic cone, else [W, 1, 1]
+        efc_quad: wp.array3d(dtype=scalar)
         qfrc_constraint: wp.array2d(dtype=scalar)  # [W, nv]
         # solver
         qacc_warmstart: wp.array2d(dtype=scalar)  # [W, nv]
@@ -196,6 +205,10 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
                  "efc_vel", "efc_aref", "efc_force", "efc_jar", "efc_jv", "efc_cost", "efc_dds", "efc_ls1",
                  "efc_ls2", "efc_ls3"):
         setattr(d, name, zeros((W, nefc)))
+    elliptic = model.struct.cone_elliptic
+    d.efc_mu = zeros((W, nefc if elliptic else 1))
+    d.efc_hcone = zeros((W, nefc, 6) if elliptic else (W, 1, 1))
+    d.efc_quad = zeros((W, nefc, 4) if elliptic else (W, 1, 1))
     d.qfrc_constraint = zeros((W, nv))
     d.qacc_warmstart = zeros((W, nv))
     d.solver_niter = zeros(W, int)

@@ -21,7 +21,7 @@ import os
 import warp as wp
 
 from simrl.sim import factor_m, forward, integrate_pos, rk4, schedule, solver
-from simrl.sim.constraint import CNSTR_FRICTION_DOF
+from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_FRICTION_DOF
 from simrl.sim.contact_tables import MINMU
 from simrl.sim.data import data_struct, make_data
 from simrl.sim.integrate_pos import jnt_nv
@@ -75,37 +75,88 @@ def build(scalar, schedule: str = "fused"):
     @wp.func
     def row_zone(m: Model, d: Data, w: int, r: int, jar: scalar):
         """The zone of row r's cost at jar: 1 quadratic, 0 none (unilateral, jar >= 0), -1
-        linear (friction loss beyond R floss)."""
+        linear (friction loss beyond R floss); for a row of a contact in the elliptic cone, 1 in
+        the bottom zone (D_r), 0 in the top and middle zones (`cone_middle`), as the solver
+        left them."""
         zone = int(0)
         if m.efc_type[r] == CNSTR_FRICTION_DOF:
             zone = 1
             fl = d.efc_frictionloss[w, r] * d.efc_R[w, r]
             if jar <= -fl or jar >= fl:
                 zone = -1
+        elif m.efc_type[r] == CNSTR_CONTACT_ELLIPTIC:
+            if d.efc_dds[w, r] != scalar(0.0):
+                zone = 1
         elif jar < scalar(0.0):
             zone = 1
         return zone
 
+    @wp.func
+    def cone_middle(m: Model, d: Data, w: int, r: int):
+        """Row r belongs to a contact in the elliptic cone's middle zone at the solution."""
+        middle = False
+        if m.efc_type[r] == CNSTR_CONTACT_ELLIPTIC:
+            middle = d.efc_hcone[w, r - m.efc_sub[r], 0] != scalar(0.0)
+        return middle
+
+    @wp.func
+    def cone_force(m: Model, d: Data, w: int, r: int, jar: wp.array2d(dtype=scalar)):
+        """efc_force of row r of a contact in the elliptic cone at jar (`solver.elliptic_cone`),
+        differentiably: the contact's at most 6 rows unrolled, no square root at T = 0."""
+        r0 = r - m.efc_sub[r]
+        n = m.cpair_condim[m.contact_pair[m.efc_id[r]]]
+        mu = d.efc_mu[w, r0]
+        N = mu * jar[w, r0]
+        T2 = scalar(0.0)
+        for j in range(1, 6):
+            if j < n:
+                u = d.efc_mu[w, r0 + j] * jar[w, r0 + j]
+                T2 = T2 + u * u
+        T = scalar(0.0)
+        if T2 > scalar(0.0):
+            T = wp.sqrt(T2)
+        f = scalar(0.0)
+        if N >= mu * T or (T <= scalar(0.0) and N >= scalar(0.0)):
+            f = scalar(0.0)  # top zone
+        elif mu * N + T <= scalar(0.0) or (T <= scalar(0.0) and N < scalar(0.0)):
+            f = -d.efc_D[w, r] * jar[w, r]  # bottom zone
+        else:
+            # middle: f_0 = -D_0 (jar_0 - T) mu / (1 + mu^2) ... (D_m (N - mu T) mu, simplified)
+            g = d.efc_D[w, r0] * (jar[w, r0] - T) / (scalar(1.0) + mu * mu)
+            f = -g
+            if r != r0:
+                fr = d.efc_mu[w, r]
+                f = g * fr * fr * jar[w, r] / T
+        return f
+
     @wp.kernel(module=module)
-    def constraint_force_row(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), jar: wp.array2d(dtype=scalar),
-                             force: wp.array2d(dtype=scalar)):
-        """efc_force of active row r at qacc, differentiably: D (aref - J qacc) in the quadratic
-        zone, -+ frictionloss in the linear zone of friction loss."""
+    def constraint_jar(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), jar: wp.array2d(dtype=scalar)):
+        """jar = J qacc - aref of active row r, differentiably."""
         w, r = wp.tid()
         if d.efc_active[w, r] != 0:
             jar[w, r] = -d.efc_aref[w, r]
             for k in range(m.efc_nnz[r]):
                 j = m.efc_colind[r, k]
                 jar[w, r] += d.efc_J[w, r, j] * qacc[w, j]
+
+    @wp.kernel(module=module)
+    def constraint_force_row(m: Model, d: Data, jar: wp.array2d(dtype=scalar), force: wp.array2d(dtype=scalar)):
+        """efc_force of active row r at jar, differentiably: D (aref - J qacc) in the quadratic
+        zone, -+ frictionloss in the linear zone of friction loss, the elliptic cone's force."""
+        w, r = wp.tid()
+        if d.efc_active[w, r] != 0:
             value = jar[w, r]
-            zone = row_zone(m, d, w, r, value)
             fr = scalar(0.0)
-            if zone == 1:
-                fr = -d.efc_D[w, r] * value
-            elif zone == -1:
-                fr = -d.efc_frictionloss[w, r]
-                if value < scalar(0.0):
-                    fr = d.efc_frictionloss[w, r]
+            if m.efc_type[r] == CNSTR_CONTACT_ELLIPTIC:
+                fr = cone_force(m, d, w, r, jar)
+            else:
+                zone = row_zone(m, d, w, r, value)
+                if zone == 1:
+                    fr = -d.efc_D[w, r] * value
+                elif zone == -1:
+                    fr = -d.efc_frictionloss[w, r]
+                    if value < scalar(0.0):
+                        fr = d.efc_frictionloss[w, r]
             force[w, r] = fr
 
     @wp.kernel(module=module)
@@ -118,12 +169,70 @@ def build(scalar, schedule: str = "fused"):
             if m.efc_colmask[r, i] != 0:
                 qfrc[w, i] += d.efc_J[w, r, i] * force[w, r]
 
+    @wp.func
+    def row_product(m: Model, d: Data, w: int, r: int, x: wp.array2d(dtype=scalar)):
+        s = scalar(0.0)
+        for k in range(m.efc_nnz[r]):
+            j = m.efc_colind[r, k]
+            s = s + d.efc_J[w, r, j] * x[w, j]
+        return s
+
+    @wp.func
+    def cone_adjoint(m: Model, d: Data, w: int, r: int, qacc: wp.array2d(dtype=scalar),
+                     lam: wp.array2d(dtype=scalar), J_bar: wp.array3d(dtype=scalar), D_bar: wp.array2d(dtype=scalar),
+                     aref_bar: wp.array2d(dtype=scalar), mu_bar: wp.array2d(dtype=scalar)):
+        """The adjoint terms of row r of a contact in the elliptic cone's middle zone, for
+        lam = H^-1 qacc_bar and the contact's jl = J lam: with G = df/djar = -H_cone,
+            J_bar_r += f_r lam + (G' jl)_r qacc,  aref_bar_r -= (G' jl)_r,
+        and on its first row the parameters' p_bar = jl' df/dp of the force
+            f_0 = -g, f_j = g friction_j^2 jar_j / T, g = D_0 (jar_0 - T) / (1 + mu^2):
+            D_bar_0 += s / D_0,  mu_bar_0 += -2 mu s / (1 + mu^2)  (s = jl' f),
+            mu_bar_j (friction_j) += ds/dT T_fj + c (jar_0 - T) / T 2 friction_j jar_j jl_j,
+        c = D_0 / (1 + mu^2), T_fj = friction_j jar_j^2 / T, Q = sum friction_j^2 jar_j jl_j,
+        ds/dT = c (jl_0 - Q / T - (jar_0 - T) Q / T^2)."""
+        r0 = r - m.efc_sub[r]
+        n = m.cpair_condim[m.contact_pair[m.efc_id[r]]]
+        gjl = scalar(0.0)  # (G' jl)_r = -(H_cone jl)_r (H_cone symmetric)
+        for e in range(n):
+            gjl = gjl - d.efc_hcone[w, r, e] * row_product(m, d, w, r0 + e, lam)
+        fr = d.efc_force[w, r]
+        for k in range(m.efc_nnz[r]):
+            j = m.efc_colind[r, k]
+            J_bar[w, r, j] = J_bar[w, r, j] + fr * lam[w, j] + gjl * qacc[w, j]
+        aref_bar[w, r] = aref_bar[w, r] - gjl
+        if r == r0:
+            mu = d.efc_mu[w, r0]
+            D0 = d.efc_D[w, r0]
+            c = D0 / (scalar(1.0) + mu * mu)
+            jar0 = row_product(m, d, w, r0, qacc) - d.efc_aref[w, r0]
+            T2 = scalar(0.0)
+            Q = scalar(0.0)
+            for e in range(1, n):
+                fe = d.efc_mu[w, r0 + e]
+                jar = row_product(m, d, w, r0 + e, qacc) - d.efc_aref[w, r0 + e]
+                jl = row_product(m, d, w, r0 + e, lam)
+                T2 = T2 + fe * fe * jar * jar
+                Q = Q + fe * fe * jar * jl
+            T = wp.sqrt(T2)
+            jl0 = row_product(m, d, w, r0, lam)
+            s = c * (jar0 - T) * (-jl0 + Q / T)
+            D_bar[w, r0] = D_bar[w, r0] + s / D0
+            mu_bar[w, r0] = mu_bar[w, r0] - scalar(2.0) * mu * s / (scalar(1.0) + mu * mu)
+            ds_dT = c * (jl0 - Q / T - (jar0 - T) * Q / (T * T))
+            for e in range(1, n):
+                fe = d.efc_mu[w, r0 + e]
+                jar = row_product(m, d, w, r0 + e, qacc) - d.efc_aref[w, r0 + e]
+                jl = row_product(m, d, w, r0 + e, lam)
+                mu_bar[w, r0 + e] = (mu_bar[w, r0 + e] + ds_dT * fe * jar * jar / T
+                                     + c * (jar0 - T) / T * scalar(2.0) * fe * jar * jl)
+
     @wp.kernel(module=custom)
     def constraint_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), qacc_bar: wp.array2d(dtype=scalar),
                            lam: wp.array2d(dtype=scalar), H: wp.array3d(dtype=scalar),
                            qM_bar: wp.array3d(dtype=scalar), qfrc_smooth_bar: wp.array2d(dtype=scalar),
                            J_bar: wp.array3d(dtype=scalar), D_bar: wp.array2d(dtype=scalar),
-                           aref_bar: wp.array2d(dtype=scalar), floss_bar: wp.array2d(dtype=scalar)):
+                           aref_bar: wp.array2d(dtype=scalar), floss_bar: wp.array2d(dtype=scalar),
+                           mu_bar: wp.array2d(dtype=scalar)):
         """Implicit adjoint of the constraint solve. At the solver's minimum, with each row's
         zone fixed (contact activation is not differentiable),
             (M + sum_quad D_r J_r' J_r) a = qfrc_smooth + sum_quad D_r aref_r J_r' + sum_lin f_r J_r'.
@@ -131,7 +240,8 @@ def build(scalar, schedule: str = "fused"):
             qfrc_smooth_bar += lam,  M_bar -= lam a',
             quadratic rows: J_bar_r += f_r lam - D_r (J_r lam) a,  D_bar_r += (J_r lam)(aref_r - J_r a),
                             aref_bar_r += D_r (J_r lam),
-            linear rows:    J_bar_r += f_r lam,  floss_bar_r += sign(f_r) (J_r lam).
+            linear rows:    J_bar_r += f_r lam,  floss_bar_r += sign(f_r) (J_r lam),
+            elliptic contacts in the middle zone: H adds J' H_cone J, and `cone_adjoint`.
         A world function: the lanes share the rows of H, the dofs and the constraint rows."""
         w, lane = wp.tid()
         nlanes = lanes_of_block()
@@ -157,6 +267,18 @@ def build(scalar, schedule: str = "fused"):
                         j = m.efc_colind[r, kj]
                         if j <= i:
                             H[w, i, j] = H[w, i, j] + D * d.efc_J[w, r, i] * d.efc_J[w, r, j]
+            # the cone Hessians of the elliptic contacts in the middle zone: J_r' H_rs J_s
+            if m.cone_elliptic != 0:
+                for a in range(nactive):
+                    r = d.efc_list[w, a]
+                    if m.efc_colmask[r, i] != 0 and cone_middle(m, d, w, r):
+                        r0 = r - m.efc_sub[r]
+                        for e in range(m.cpair_condim[m.contact_pair[m.efc_id[r]]]):
+                            h = d.efc_J[w, r, i] * d.efc_hcone[w, r, e]
+                            for kj in range(m.efc_nnz[r0 + e]):
+                                j = m.efc_colind[r0 + e, kj]
+                                if j <= i:
+                                    H[w, i, j] = H[w, i, j] + h * d.efc_J[w, r0 + e, j]
         sync()
         # H = L L', then lam = H^-1 qacc_bar
         cholesky_factor(H, nv, w, lane, nlanes)
@@ -203,6 +325,8 @@ def build(scalar, schedule: str = "fused"):
                     j = m.efc_colind[r, k]
                     J_bar[w, r, j] = J_bar[w, r, j] + fr * lam[w, j]
                 floss_bar[w, r] = floss_bar[w, r] + sign * jl
+            elif cone_middle(m, d, w, r):
+                cone_adjoint(m, d, w, r, qacc, lam, J_bar, D_bar, aref_bar, mu_bar)
 
     @wp.kernel(module=module)
     def add(a: wp.array2d(dtype=scalar), b: wp.array2d(dtype=scalar), out: wp.array2d(dtype=scalar)):
@@ -338,7 +462,8 @@ def build(scalar, schedule: str = "fused"):
         out[w, p] = value
 
     return {"geom_friction_to_cpair": geom_friction_to_cpair, "smooth": smooth, "constraint": constraint,
-            "constraint_solve": constraint_solve, "constraint_force_row": constraint_force_row,
+            "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
+            "constraint_force_row": constraint_force_row,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
             "euler_diagonal": euler_diagonal, "solve_forward": solve_forward, "solve_adjoint": solve_adjoint,
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
@@ -594,17 +719,18 @@ class Rollout:
             H = wp.zeros((W, nv, nv), dtype=dtype, device=device)
             _custom(k, k["constraint_adjoint"], W,
                     [m, d, qacc, qacc.grad, lam, H, d.qM.grad, d.qfrc_smooth.grad, d.efc_J.grad, d.efc_D.grad,
-                     d.efc_aref.grad, d.efc_frictionloss.grad], device)
+                     d.efc_aref.grad, d.efc_frictionloss.grad, d.efc_mu.grad], device)
 
         tape.record_func(backward, arrays=[qacc, d.qM, d.qfrc_smooth, d.efc_J, d.efc_D, d.efc_aref,
-                                           d.efc_frictionloss])
+                                           d.efc_frictionloss, d.efc_mu])
         self.warmstart = d.qacc
         if diag is None:
             return qacc
         jar = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)
         force = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)
         qfrc = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
-        self._launch(k["constraint_force_row"], (W, nefc), [m, d, qacc, jar, force])
+        self._launch(k["constraint_jar"], (W, nefc), [m, d, qacc, jar])
+        self._launch(k["constraint_force_row"], (W, nefc), [m, d, jar, force])
         self._launch(k["constraint_force_dof"], (W, nv), [m, d, force, qfrc])
         rhs = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
         self._launch(k["add"], (W, nv), [d.qfrc_smooth, qfrc, rhs])

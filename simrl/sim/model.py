@@ -135,6 +135,7 @@ def model_struct(scalar):
         enable_constraint: int  # any constraint row can exist
         enable_refsafe: int  # solref time constants kept >= 2 timesteps
         impratio: scalar
+        cone_elliptic: int  # <option cone="elliptic">: a contact's rows are its normal and friction directions
         solver_iterations: int
         solver_tolerance: scalar
         solver_scale: scalar  # 1 / (meaninertia * max(1, nv))
@@ -149,6 +150,7 @@ def model_struct(scalar):
         cpair_margin: wp.array(dtype=scalar)
         cpair_gap: wp.array(dtype=scalar)
         cpair_solref: wp.array(dtype=T.vec2)
+        cpair_solreffriction: wp.array(dtype=T.vec2)  # the elliptic cone's friction rows; (0, 0): solref
         cpair_solimp: wp.array(dtype=T.vec5)
         cpair_friction: wp.array2d(dtype=T.vec5)  # [1 or W, ncpair]
         contact_pair: wp.array(dtype=int)  # [ncon]
@@ -159,7 +161,7 @@ def model_struct(scalar):
         nefc_limit: int
         efc_type: wp.array(dtype=int)  # mjtConstraint
         efc_id: wp.array(dtype=int)  # dof, joint or contact slot
-        efc_sub: wp.array(dtype=int)  # limit side (-1 lower, +1 upper, 0 ball)
+        efc_sub: wp.array(dtype=int)  # limit side (-1 lower, +1 upper, 0 ball); a contact's row index
         # the only columns in which row r of efc_J can be non-zero (the dofs of its joint, or of
         # the dof chains that move the contact's two bodies), increasing: efc_colind[r, :efc_nnz[r]]
         efc_nnz: wp.array(dtype=int)  # [nefc]
@@ -315,8 +317,6 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
     if constraints_on and not _disabled(mjm, DSBL.mjDSBL_CONTACT):
         pairs = candidate_geom_pairs(mjm)
         geom = mujoco.mjtObj.mjOBJ_GEOM
-        if pairs and opt.cone != mujoco.mjtCone.mjCONE_PYRAMIDAL:
-            problems.append("<option cone='elliptic'>: only the pyramidal friction cone is supported")
         if pairs and opt.noslip_iterations > 0:
             problems.append(f"<option noslip_iterations='{opt.noslip_iterations}'>: the noslip "
                             "post-processing is not supported")
@@ -536,6 +536,7 @@ class Model:
         m.enable_constraint = int(constraint_on)
         m.enable_refsafe = int(not flags & DSBL.mjDSBL_REFSAFE)
         m.impratio = dtype(opt.impratio)
+        m.cone_elliptic = int(opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC)
         m.solver_iterations = int(opt.iterations)
         m.solver_tolerance = dtype(opt.tolerance)
         m.solver_scale = dtype(1.0 / (mjm.stat.meaninertia * max(1, mjm.nv)))
@@ -562,6 +563,7 @@ class Model:
         m.cpair_margin = arr(tables["margin"], dtype)
         m.cpair_gap = arr(tables["gap"], dtype)
         m.cpair_solref = arr(np.reshape(tables["solref"], (-1, 2)), T.vec2)
+        m.cpair_solreffriction = arr(np.reshape(tables["solreffriction"], (-1, 2)), T.vec2)
         m.cpair_solimp = arr(np.reshape(tables["solimp"], (-1, 5)), T.vec5)
         m.cpair_friction = shared(np.reshape(tables["friction"], (-1, 5)), T.vec5, 5)
         m.contact_pair = ints(tables["slot_pair"])
@@ -581,9 +583,10 @@ class Model:
         base = len(efc_type)
         m.contact_efc_adr = ints([base + r for r in tables["slot_row"]])
         for slot, pair in enumerate(tables["slot_pair"]):
-            rows = contact_rows(tables["condim"][pair])
+            rows = contact_rows(tables["condim"][pair], tables["elliptic"])
+            kind = 5 if rows == 1 else 7 if tables["elliptic"] else 6  # frictionless, elliptic, pyramidal
             for e in range(rows):
-                efc_type.append(5 if rows == 1 else 6), efc_id.append(slot), efc_sub.append(e)
+                efc_type.append(kind), efc_id.append(slot), efc_sub.append(e)
         m.nefc, m.nefc_friction, m.nefc_limit = len(efc_type), nf, nl
         m.efc_type, m.efc_id, m.efc_sub = ints(efc_type), ints(efc_id), ints(efc_sub)
         cols = [_row_columns(mjm, tables, t, i) for t, i in zip(efc_type, efc_id, strict=True)]

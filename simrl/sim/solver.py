@@ -3,9 +3,12 @@
 
     qacc = argmin_x  1/2 (x - qacc_smooth)' M (x - qacc_smooth) + s(J x - aref)
 
-s is a convex quadratic spline: for a limit or pyramid-edge row, 1/2 D jar^2 while jar < 0
-and 0 beyond; for a friction-loss row the Huber function with linear zones |jar| > R floss.
-Its minimizer is unique, so any solver that converges finds MuJoCo's answer. Each iteration
+s is convex: for a limit or pyramid-edge row, 1/2 D jar^2 while jar < 0 and 0 beyond; for a
+friction-loss row the Huber function with linear zones |jar| > R floss; for the rows of a
+contact in the elliptic cone a function of the whole contact (`elliptic_cone`): 0 inside the cone,
+1/2 sum D_j jar_j^2 inside its dual, and between them 1/2 D_m (N - mu T)^2 of the distance
+from the cone, with a dense cone Hessian. Its minimizer is unique, so any solver that
+converges finds MuJoCo's answer. Each iteration
 solves (M + J' D_active J) p = -grad by a dense Cholesky factorization (nv is small; one
 thread per world) and takes the exact step along p (1-D Newton with bisection safeguard on
 the piecewise-quadratic cost). Iterations stop, per world, when the scaled cost improvement
@@ -25,7 +28,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim import constraint, factor_m
-from simrl.sim.constraint import CNSTR_FRICTION_DOF
+from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_FRICTION_DOF
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import MINVAL, block_sync, no_sync
@@ -34,6 +37,211 @@ LS_ITERATIONS = 50
 
 # per-world scalars the lanes share (Data.solver_scalar[w, ...])
 COST, COST_SMOOTH, D1, D2, MAG, P_MR, P_MP, NORM = range(8)
+
+# what `cone_pass` computes for each elliptic contact: the solver's evaluation (cost, forces,
+# Hessian), the line search's polynomials, its terms at alpha, the cost alone
+CONE_EVALUATE, CONE_QUAD, CONE_LINE, CONE_COST = range(4)
+
+
+@functools.cache
+def elliptic_cone(scalar):
+    """(cone, cone_line): the contact whose rows start at r0 in the elliptic cone
+    (mj_constraintUpdate_impl, engine_core_constraint.c; the line search's terms as
+    engine_solver.c's mj_lineSearch takes them). With U_0 = mu jar_0, U_j = friction_j jar_j,
+    N = U_0, T = |U_1..|:
+      top zone (N >= mu T): inside the cone, no cost, no force;
+      bottom zone (mu N + T <= 0): every row quadratic, 1/2 D_j jar_j^2;
+      middle zone: 1/2 D_m (N - mu T)^2, D_m = D_0 / (mu^2 (1 + mu^2)), force
+          f_0 = -D_m (N - mu T) mu, f_j = -f_0 U_j friction_j / T,
+        and the cone Hessian D_m S H S, S = diag(mu, friction),
+          H = [[1, -mu U'/T], [-mu U/T, mu N / T^3 U U' + (mu^2 - mu N / T) I]].
+    `cone(m, d, w, r0)` (the solver's evaluation) writes efc_cost (on row r0), efc_force,
+    efc_dds (D_j in the bottom zone, else 0) and efc_hcone (the middle zone's Hessian, else 0);
+    `cone_quad` and `cone_line` the line search's terms at jar + alpha jv; `cone_cost` the cost."""
+    Model, Data = model_struct(scalar), data_struct(scalar)
+
+    @wp.func
+    def cone_zone(mu: scalar, N: scalar, T: scalar):
+        """0 top (inside the cone), 1 middle, 2 bottom (inside the dual cone)."""
+        zone = int(1)
+        if N >= mu * T or (T <= scalar(0.0) and N >= scalar(0.0)):
+            zone = 0
+        elif mu * N + T <= scalar(0.0) or (T <= scalar(0.0) and N < scalar(0.0)):
+            zone = 2
+        return zone
+
+    @wp.func
+    def cone(m: Model, d: Data, w: int, r0: int):
+        n = m.cpair_condim[m.contact_pair[m.efc_id[r0]]]
+        mu = d.efc_mu[w, r0]
+        N = mu * d.efc_jar[w, r0]
+        T2 = scalar(0.0)
+        for j in range(1, n):
+            u = d.efc_mu[w, r0 + j] * d.efc_jar[w, r0 + j]
+            T2 = T2 + u * u
+        T = wp.sqrt(T2)
+        zone = cone_zone(mu, N, T)
+        Dm = d.efc_D[w, r0] / (mu * mu * (scalar(1.0) + mu * mu))
+        NmT = N - mu * T
+        cost = scalar(0.0)
+        f0 = -Dm * NmT * mu
+        for j in range(n):
+            r = r0 + j
+            jar = d.efc_jar[w, r]
+            f = scalar(0.0)
+            dds = scalar(0.0)
+            if zone == 2:
+                D = d.efc_D[w, r]
+                f = -D * jar
+                dds = D
+                cost = cost + scalar(0.5) * D * jar * jar
+            elif zone == 1:
+                f = f0
+                if j > 0:
+                    fr = d.efc_mu[w, r]
+                    f = -f0 / T * (fr * jar) * fr
+            d.efc_force[w, r] = f
+            d.efc_dds[w, r] = dds
+            d.efc_cost[w, r] = scalar(0.0)
+        if zone == 1:
+            cost = scalar(0.5) * Dm * NmT * NmT
+            # the middle zone's Hessian, row by row (k) against the contact's rows (j)
+            for k in range(n):
+                s_k = mu
+                if k > 0:
+                    s_k = d.efc_mu[w, r0 + k]
+                u_k = s_k * d.efc_jar[w, r0 + k]
+                for j in range(n):
+                    s_j = mu
+                    if j > 0:
+                        s_j = d.efc_mu[w, r0 + j]
+                    u_j = s_j * d.efc_jar[w, r0 + j]
+                    h = scalar(0.0)
+                    if k == 0 and j == 0:
+                        h = scalar(1.0)
+                    elif k == 0:
+                        h = -mu / T * u_j
+                    elif j == 0:
+                        h = -mu / T * u_k
+                    else:
+                        h = mu * N / (T * T * T) * u_k * u_j
+                        if j == k:
+                            h = h + mu * mu - mu * N / T
+                    d.efc_hcone[w, r0 + k, j] = Dm * s_k * s_j * h
+        else:
+            for k in range(n):
+                for j in range(n):
+                    d.efc_hcone[w, r0 + k, j] = scalar(0.0)
+        d.efc_cost[w, r0] = cost
+
+    @wp.func
+    def cone_quad(m: Model, d: Data, w: int, r0: int):
+        """Once per line search: the contact's terms as polynomials in alpha (as MuJoCo's
+        mj_lineSearch prepares its quad terms), from jar and jv = J search. efc_quad[r0]: the
+        bottom zone's sum D_j jar_j^2, sum D_j jar_j jv_j, sum D_j jv_j^2, sum |D_j jar_j jv_j|;
+        efc_quad[r0 + 1]: N, V_0 = mu jv_0, D_m, sum |U_j V_j|; efc_quad[r0 + 2]: U.U, U.V, V.V
+        (V = S jv). Zeroes the line-search terms of the contact's other rows."""
+        n = m.cpair_condim[m.contact_pair[m.efc_id[r0]]]
+        mu = d.efc_mu[w, r0]
+        a = scalar(0.0)
+        b = scalar(0.0)
+        c = scalar(0.0)
+        babs = scalar(0.0)
+        UU = scalar(0.0)
+        UV = scalar(0.0)
+        VV = scalar(0.0)
+        UVabs = scalar(0.0)
+        for j in range(n):
+            r = r0 + j
+            jar = d.efc_jar[w, r]
+            jv = d.efc_jv[w, r]
+            D = d.efc_D[w, r]
+            a = a + D * jar * jar
+            b = b + D * jar * jv
+            c = c + D * jv * jv
+            babs = babs + wp.abs(D * jar * jv)
+            if j > 0:
+                fr = d.efc_mu[w, r]
+                u = fr * jar
+                v = fr * jv
+                UU = UU + u * u
+                UV = UV + u * v
+                VV = VV + v * v
+                UVabs = UVabs + wp.abs(u * v)
+                d.efc_ls1[w, r] = scalar(0.0)
+                d.efc_ls2[w, r] = scalar(0.0)
+                d.efc_ls3[w, r] = scalar(0.0)
+        d.efc_quad[w, r0, 0] = a
+        d.efc_quad[w, r0, 1] = b
+        d.efc_quad[w, r0, 2] = c
+        d.efc_quad[w, r0, 3] = babs
+        d.efc_quad[w, r0 + 1, 0] = mu * d.efc_jar[w, r0]
+        d.efc_quad[w, r0 + 1, 1] = mu * d.efc_jv[w, r0]
+        d.efc_quad[w, r0 + 1, 2] = d.efc_D[w, r0] / (mu * mu * (scalar(1.0) + mu * mu))
+        d.efc_quad[w, r0 + 1, 3] = UVabs
+        d.efc_quad[w, r0 + 2, 0] = UU
+        d.efc_quad[w, r0 + 2, 1] = UV
+        d.efc_quad[w, r0 + 2, 2] = VV
+
+    @wp.func
+    def cone_line(m: Model, d: Data, w: int, r0: int, alpha: scalar):
+        """The line search's terms of the contact at jar + alpha jv, from `cone_quad`, on row
+        r0: the first and second derivative along jv and the magnitude of the first's terms in
+        efc_ls1..3. With N = N_0 + alpha V_0, U.V = U.V_0 + alpha V.V, T^2 = U.U + 2 alpha U.V_0
+        + alpha^2 V.V: bottom zone b + alpha c and c; middle zone D_m (N - mu T) (V_0 - mu U.V / T)
+        and D_m ((V_0 - mu U.V / T)^2 + (N - mu T) mu (U.V^2 / T^3 - V.V / T)) = jv' H jv."""
+        mu = d.efc_mu[w, r0]
+        V0 = d.efc_quad[w, r0 + 1, 1]
+        N = d.efc_quad[w, r0 + 1, 0] + alpha * V0
+        VV = d.efc_quad[w, r0 + 2, 2]
+        UV0 = d.efc_quad[w, r0 + 2, 1]
+        UV = UV0 + alpha * VV
+        T = wp.sqrt(wp.max(d.efc_quad[w, r0 + 2, 0] + alpha * (scalar(2.0) * UV0 + alpha * VV), scalar(0.0)))
+        zone = cone_zone(mu, N, T)
+        d1 = scalar(0.0)
+        d2 = scalar(0.0)
+        mag = scalar(0.0)
+        if zone == 2:
+            c = d.efc_quad[w, r0, 2]
+            d1 = d.efc_quad[w, r0, 1] + alpha * c
+            d2 = c
+            mag = d.efc_quad[w, r0, 3] + alpha * c
+        elif zone == 1:
+            Dm = d.efc_quad[w, r0 + 1, 2]
+            NmT = N - mu * T
+            dNmT = V0 - mu * UV / T
+            d1 = Dm * NmT * dNmT
+            d2 = Dm * (dNmT * dNmT + NmT * mu * (UV * UV / (T * T * T) - VV / T))
+            mag = wp.abs(Dm * NmT) * (wp.abs(V0) + mu * (d.efc_quad[w, r0 + 1, 3] + alpha * VV) / T)
+        d.efc_ls1[w, r0] = d1
+        d.efc_ls2[w, r0] = d2
+        d.efc_ls3[w, r0] = mag
+
+    @wp.func
+    def cone_cost(m: Model, d: Data, w: int, r0: int):
+        """The contact's cost at jar in efc_ls1 of row r0 (0 on its other rows)."""
+        n = m.cpair_condim[m.contact_pair[m.efc_id[r0]]]
+        mu = d.efc_mu[w, r0]
+        N = mu * d.efc_jar[w, r0]
+        a = d.efc_D[w, r0] * d.efc_jar[w, r0] * d.efc_jar[w, r0]
+        T2 = scalar(0.0)
+        for j in range(1, n):
+            jar = d.efc_jar[w, r0 + j]
+            u = d.efc_mu[w, r0 + j] * jar
+            T2 = T2 + u * u
+            a = a + d.efc_D[w, r0 + j] * jar * jar
+            d.efc_ls1[w, r0 + j] = scalar(0.0)
+        T = wp.sqrt(T2)
+        zone = cone_zone(mu, N, T)
+        cost = scalar(0.0)
+        if zone == 2:
+            cost = scalar(0.5) * a
+        elif zone == 1:
+            NmT = N - mu * T
+            cost = scalar(0.5) * d.efc_D[w, r0] / (mu * mu * (scalar(1.0) + mu * mu)) * NmT * NmT
+        d.efc_ls1[w, r0] = cost
+
+    return cone, cone_quad, cone_line, cone_cost
 
 
 @functools.cache
@@ -112,6 +320,28 @@ def build(scalar, lanes: bool = False):
     ld = factor_m.build(scalar, lanes)
     factor_ld, solve_ld = ld.factor_ld, ld.solve_ld
     cholesky_factor, cholesky_solve = dense_cholesky(scalar, lanes)
+    cone, cone_quad, cone_line, cone_cost = elliptic_cone(scalar)
+
+    @wp.func
+    def cone_pass(m: Model, d: Data, w: int, lane: int, nlanes: int, alpha: scalar, mode: int):
+        """`cone` of every active elliptic contact (at its first row), after the other rows;
+        nothing in the pyramidal cone."""
+        if m.cone_elliptic != 0:
+            sync()
+            nactive = d.efc_nactive[w]
+            a = int(lane)
+            while a < nactive:
+                r = d.efc_list[w, a]
+                if m.efc_type[r] == CNSTR_CONTACT_ELLIPTIC and m.efc_sub[r] == 0:
+                    if mode == CONE_EVALUATE:
+                        cone(m, d, w, r)
+                    elif mode == CONE_QUAD:
+                        cone_quad(m, d, w, r)
+                    elif mode == CONE_LINE:
+                        cone_line(m, d, w, r, alpha)
+                    else:
+                        cone_cost(m, d, w, r)
+                a = a + nlanes
 
     @wp.func
     def row_cost(m: Model, d: Data, w: int, r: int, jar: scalar):
@@ -169,11 +399,13 @@ def build(scalar, lanes: bool = False):
                 jar = jar + d.efc_J[w, r, j] * d.qacc[w, j]
                 k = k + 1
             d.efc_jar[w, r] = jar
-            c, ds, dds = row_cost(m, d, w, r, jar)
-            d.efc_cost[w, r] = c
-            d.efc_force[w, r] = -ds
-            d.efc_dds[w, r] = dds
+            if m.efc_type[r] != CNSTR_CONTACT_ELLIPTIC:
+                c, ds, dds = row_cost(m, d, w, r, jar)
+                d.efc_cost[w, r] = c
+                d.efc_force[w, r] = -ds
+                d.efc_dds[w, r] = dds
             a = a + nlanes
+        cone_pass(m, d, w, lane, nlanes, scalar(0.0), CONE_EVALUATE)
         sync()
         # gradient M res + J' ds: each dof adds the rows in ascending order (a thread per world
         # scatters row by row, a block gathers per dof: the same sum, term by term)
@@ -220,6 +452,35 @@ def build(scalar, lanes: bool = False):
         sync()
 
     @wp.func
+    def cone_middle(m: Model, d: Data, w: int, r: int):
+        """Row r belongs to a contact in the elliptic cone's middle zone (a dense cone Hessian)."""
+        middle = False
+        if m.efc_type[r] == CNSTR_CONTACT_ELLIPTIC:
+            middle = d.efc_hcone[w, r - m.efc_sub[r], 0] != scalar(0.0)
+        return middle
+
+    @wp.func
+    def cone_hessian_row(m: Model, d: Data, w: int, r: int, i: int):
+        """Adds J_ri H_rs J_sj to solver_H[i, j <= i] for the rows s of r's contact, in order."""
+        ji = d.efc_J[w, r, i]
+        if ji != scalar(0.0):
+            r0 = r - m.efc_sub[r]
+            n = m.cpair_condim[m.contact_pair[m.efc_id[r]]]
+            e = int(0)
+            while e < n:
+                h = ji * d.efc_hcone[w, r, e]
+                if h != scalar(0.0):
+                    rs = r0 + e
+                    end = m.efc_nnz[rs]
+                    kj = int(0)
+                    while kj < end:
+                        j = m.efc_colind[rs, kj]
+                        if j <= i:
+                            d.solver_H[w, i, j] = d.solver_H[w, i, j] + h * d.efc_J[w, rs, j]
+                        kj = kj + 1
+                e = e + 1
+
+    @wp.func
     def newton_direction(m: Model, d: Data, w: int, lane: int, nlanes: int):
         """solver_search = -(M + J' D_quadratic J)^-1 grad, at the jar of the last `evaluate`.
 
@@ -235,7 +496,7 @@ def build(scalar, lanes: bool = False):
             a = int(0)
             while a < nactive:
                 r = d.efc_list[w, a]
-                if m.efc_chain[r] == 0 and d.efc_dds[w, r] != scalar(0.0):
+                if m.efc_chain[r] == 0 and (d.efc_dds[w, r] != scalar(0.0) or cone_middle(m, d, w, r)):
                     tree = 0
                 a = a + 1
             d.solver_flag[w] = tree
@@ -272,6 +533,14 @@ def build(scalar, lanes: bool = False):
                                     d.solver_H[w, i, j] = d.solver_H[w, i, j] + ji * d.efc_J[w, r, j]
                                 kj = kj + 1
                     a = a + 1
+                # then J_r' H_rs J_s of the contacts in the elliptic cone's middle zone
+                if m.cone_elliptic != 0:
+                    a = int(0)
+                    while a < nactive:
+                        r = d.efc_list[w, a]
+                        if m.efc_colmask[r, i] != 0 and cone_middle(m, d, w, r):
+                            cone_hessian_row(m, d, w, r, i)
+                        a = a + 1
             i = i + nlanes
         if wp.static(not lanes):
             a = int(0)
@@ -293,6 +562,17 @@ def build(scalar, lanes: bool = False):
                                 kj = kj + 1
                         ki = ki + 1
                 a = a + 1
+            if m.cone_elliptic != 0:
+                a = int(0)
+                while a < nactive:
+                    r = d.efc_list[w, a]
+                    if cone_middle(m, d, w, r):
+                        end6 = m.efc_nnz[r]
+                        ki = int(0)
+                        while ki < end6:
+                            cone_hessian_row(m, d, w, r, m.efc_colind[r, ki])
+                            ki = ki + 1
+                    a = a + 1
         sync()
         if tree == 1:
             factor_ld(m, d.solver_H, w, lane, nlanes)
@@ -318,12 +598,14 @@ def build(scalar, lanes: bool = False):
         a = int(lane)
         while a < nactive:
             r = d.efc_list[w, a]
-            jv = d.efc_jv[w, r]
-            c, ds, dds = row_cost(m, d, w, r, d.efc_jar[w, r] + alpha * jv)
-            d.efc_ls1[w, r] = ds * jv
-            d.efc_ls2[w, r] = dds * jv * jv
-            d.efc_ls3[w, r] = wp.abs(ds * jv)
+            if m.efc_type[r] != CNSTR_CONTACT_ELLIPTIC:
+                jv = d.efc_jv[w, r]
+                c, ds, dds = row_cost(m, d, w, r, d.efc_jar[w, r] + alpha * jv)
+                d.efc_ls1[w, r] = ds * jv
+                d.efc_ls2[w, r] = dds * jv * jv
+                d.efc_ls3[w, r] = wp.abs(ds * jv)
             a = a + nlanes
+        cone_pass(m, d, w, lane, nlanes, alpha, CONE_LINE)
         sync()
         if lane == 0:
             d1 = p_mr + alpha * p_mp
@@ -362,6 +644,7 @@ def build(scalar, lanes: bool = False):
             r = d.efc_list[w, a]
             d.efc_jv[w, r] = row_dot(m, d, w, r, d.solver_search)
             a = a + nlanes
+        cone_pass(m, d, w, lane, nlanes, scalar(0.0), CONE_QUAD)
         sync()
         if lane == 0:
             p_mr = scalar(0.0)
@@ -449,9 +732,13 @@ def build(scalar, lanes: bool = False):
                 j = m.efc_colind[r, k]
                 jar = jar + d.efc_J[w, r, j] * d.qacc_smooth[w, j]
                 k = k + 1
-            c, ds, dds = row_cost(m, d, w, r, jar)
-            d.efc_ls1[w, r] = c
+            if m.efc_type[r] != CNSTR_CONTACT_ELLIPTIC:
+                c, ds, dds = row_cost(m, d, w, r, jar)
+                d.efc_ls1[w, r] = c
+            else:
+                d.efc_jar[w, r] = jar  # the cone reads the whole contact's
             a = a + nlanes
+        cone_pass(m, d, w, lane, nlanes, scalar(0.0), CONE_COST)
         sync()
         if lane == 0:
             cost = scalar(0.0)
