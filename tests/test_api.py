@@ -108,14 +108,27 @@ def test_reset_some_worlds(mjm, rng):
         sim.reset(torch.tensor([True, False]))
 
 
-def test_bad_controls_are_zeroed_like_mujoco(mjm):
-    """mj_fwdActuation zeroes every control of a world if any is NaN; so does the engine."""
-    sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
-    sim.ctrl[0] = float("nan")
-    sim.ctrl[1] = 0.0
+def test_bad_controls_are_zeroed_like_mujoco():
+    """mj_fwdActuation zeroes every control of a world if any one is NaN; so does the engine. Five
+    actuators, one NaN entry: the world moves as with all controls 0 (MuJoCo's qacc for the same
+    controls), not as with only the NaN entry replaced by 0."""
+    model = without_constraints(mujoco.MjModel.from_xml_string(CUSTOM_MODELS["slide_hinge"]))
+    assert model.nu == 5
+    ctrl = np.array([0.7, -0.5, 0.9, 0.4, -0.8])
+    bad = ctrl.copy()
+    bad[2] = float("nan")
+    repaired = ctrl.copy()
+    repaired[2] = 0.0
+    sim = Sim.from_model(model, num_worlds=3, dtype="float64")
+    sim.ctrl = torch.as_tensor(np.stack([bad, repaired, np.zeros(5)]))
     sim.forward()
     assert torch.all(torch.isfinite(sim.qacc))
-    assert torch.equal(sim.qacc[0], sim.qacc[1])
+    mjd = mujoco.MjData(model)
+    mjd.ctrl[:] = bad
+    mujoco.mj_forward(model, mjd)
+    np.testing.assert_allclose(sim.qacc[0].numpy(), mjd.qacc, rtol=1e-10, atol=1e-10)
+    assert torch.equal(sim.qacc[0], sim.qacc[2])
+    assert (sim.qacc[0] - sim.qacc[1]).abs().max() > 1e-3  # the other controls did act in world 1
 
 
 def test_from_mjcf_accepts_a_path(tmp_path):
