@@ -949,17 +949,21 @@ def train_benchmark(task_name: str, worlds: list[int], args) -> list[dict]:
                    "dtype": "float32" if backend == "warp" else "float64", "steps_per_second": steps / seconds,
                    "iterations": args.train, "env_steps": steps, "seconds": seconds,
                    "collect_fraction": collect / max(seconds, 1e-9), "decimation": env.decimation,
-                   "torch_threads": torch.get_num_threads()}
+                   "torch_threads": torch.get_num_threads(), "threads": getattr(env.sim, "cpu_threads", 1),
+                   "cpus": thread_cpus()}
             records.append(rec)
-            print(f"  {engine:8s} worlds={w:6d}  {rec['steps_per_second']:10,.0f} env steps/s  "
+            print(f"  {engine:8s} worlds={w:6d} physics threads={rec['threads']}  "
+                  f"{rec['steps_per_second']:10,.0f} env steps/s  "
                   f"(rollout {100 * rec['collect_fraction']:.0f}% of the time)")
     base = {r["num_worlds"]: r["steps_per_second"] for r in records if r["engine"] == "mujoco"}
-    lines = ["| engine | device | worlds | env steps/s (PPO, rollout + update) | vs mujoco backend | rollout share |",
-             "|---|---|---:|---:|---:|---:|"]
+    # the MuJoCo backend steps its worlds in one Python loop (one thread); simrl's Sim takes its
+    # default threads (every core it may use, from 64 worlds per thread): --cores 1 for one each
+    lines = ["| engine | device | physics threads | worlds | env steps/s (PPO, rollout + update) | vs mujoco backend "
+             "| rollout share |", "|---|---|---:|---:|---:|---:|---:|"]
     for r in records:
         ratio = f"{r['steps_per_second'] / base[r['num_worlds']]:.2f}x" if r["num_worlds"] in base else "-"
-        lines.append(f"| {r['engine']} | {r['device']} | {r['num_worlds']} | {r['steps_per_second']:,.0f} | {ratio} "
-                     f"| {100 * r['collect_fraction']:.0f}% |")
+        lines.append(f"| {r['engine']} | {r['device']} | {r['threads']} | {r['num_worlds']} | "
+                     f"{r['steps_per_second']:,.0f} | {ratio} | {100 * r['collect_fraction']:.0f}% |")
     write_results(args, records, "\n".join(lines), f"Training throughput: {task_name}")
     return records
 

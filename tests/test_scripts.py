@@ -240,6 +240,8 @@ def test_benchmark_training_throughput(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     records = json.loads(out.read_text())
     assert [r["engine"] for r in records] == ["simrl", "mujoco"]
+    # physics threads: simrl's default (one below 64 worlds per thread), MuJoCo's Python loop
+    assert [r["threads"] for r in records] == [1, 1]
     for r in records:
         assert r["mode"] == "train" and r["env_steps"] == 1 * 24 * 8 and r["steps_per_second"] > 0
         assert 0 < r["collect_fraction"] < 1
