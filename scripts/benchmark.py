@@ -2,25 +2,62 @@
 """Headless speed benchmark: simrl against MuJoCo on the same model, in the same run.
 
     python scripts/benchmark.py --model quadruped --worlds 1,64,1024
+    python scripts/benchmark.py --model quadruped --worlds 1024 --cores 1
+    python scripts/benchmark.py --model quadruped --worlds 64 --count-instructions --steps 20
     python scripts/benchmark.py --model path/to/robot.xml --out bench.json --markdown docs/BENCHMARKS.md
 
 Physics steps per second = worlds x steps / seconds, compile time excluded and reported on
-its own. Engines measured:
-  simrl           this engine, all worlds in one batch (Warp; --schedule fused or wide; on CUDA
-                  Sim.step captures a chunk of steps once as a CUDA graph and replays it, the
-                  capture time reported as capture_seconds)
-  mujoco          mj_step in a C loop on one core (mujoco.rollout, one thread), one world: a
-                  core steps worlds one after another, so its rate does not depend on the world
-                  count; it is measured again beside every world count, in the same rounds as
-                  the others, and the "vs mujoco" ratio divides by that figure
-  mujoco_rollout  mujoco.rollout over all worlds with one thread per core
-  mujoco_warp     MuJoCo Warp (pip install mujoco-warp, the 'bench' extra), all worlds in one
-                  batch (nworld) on the same --device as simrl (on the CPU Warp runs each kernel
-                  on one thread; on CUDA one step is captured as a CUDA graph, as mujoco-warp's
-                  own benchmark does). Skipped, with a message, when it is not installed; when it
-                  fails on the device, the reason is recorded (table and JSON) instead of a rate
+its own. Every ratio is taken at equal threads: simrl on N threads (`Sim(cpu_threads=N)`)
+against MuJoCo on N threads, for N = 1 and N = every core this process may use (`--threads`
+chooses others; `--cores N` first pins the whole run, every thread of it, to N cores with
+os.sched_setaffinity and measures N threads only). Each record carries its engine's thread
+count (`threads` in the JSON, a column of the table) and the ratio (`vs_mujoco`, with the
+MuJoCo thread count it divides by in `vs_mujoco_threads`). Engines measured:
+  simrl        this engine, all worlds in one batch (Warp; --schedule fused or wide; on the CPU
+               its worlds split over N threads, each stepping its block with the schedule's
+               launches; on CUDA Sim.step captures the steps once as a CUDA graph and replays
+               them, the capture time reported as capture_seconds)
+  mujoco       mj_step in C over all worlds: mujoco.rollout with N threads (one MjData each);
+               the "vs mujoco" ratio of every engine divides by its figure at the same world
+               count and thread count (on CUDA, where threads do not apply, by the one with the
+               most threads)
+  mujoco_warp  MuJoCo Warp (pip install mujoco-warp, the 'bench' extra), all worlds in one
+               batch (nworld) on the same --device as simrl (on the CPU Warp runs each kernel
+               on one thread, so it is measured at 1 thread; on CUDA one step is captured as a
+               CUDA graph, as mujoco-warp's own benchmark does). Skipped, with a message, when
+               it is not installed; when it fails on the device, the reason is recorded (table
+               and JSON) instead of a rate
 Every engine runs the same compiled model: same timestep, integrator, solver iterations and
 tolerance. `--smooth` disables contacts and constraints in all of them.
+
+Same states, same controls: every timed call starts all worlds from the same state (the
+model's 'home' keyframe, else qpos0, zero warm start) under the same constant random controls
+(one per world) and steps them `--horizon` steps, in every engine. MuJoCo's figure is
+measured again beside every world count, in the same rounds as the others. Solver iterations
+(mean/max per step) and contacts per world are those of the same steps, in the first 64
+worlds. Where simrl's and MuJoCo's mean iterations differ by more than 2x (gymnasium's
+humanoid: MuJoCo's PGS against simrl's Newton), the steps/s ratio compares unequal solver
+work, so MuJoCo is also measured with its solver set to Newton (`mujoco_newton`, same
+tolerance and iteration cap: the same optimality stop as simrl's) and the table gives that
+ratio too ("vs mujoco Newton"), with a line that says why; where both already run Newton the
+line says so and nothing more is measured.
+
+`--count-instructions` measures instructions per world-step instead of time, noise-free:
+every engine (each simrl schedule: Sim.step on one thread; mujoco: mj_step through
+mujoco.rollout on one thread) runs in a child process (scripts/step_worlds.py) from the same
+start states under the same controls, twice: 1 + STEPS steps, and 1 step. Instructions per
+world-step = (count(1 + STEPS) - count(1)) / (worlds x STEPS): the subtraction removes the
+first step and whatever both runs share. The counter: `perf stat -e instructions:u` where
+this machine's perf counts instructions (the child's whole process, imports included, which
+the subtraction takes out again), else valgrind's callgrind, about 50x slower, which counts
+only between two client requests that the child makes around its steps (`--instr-atstart=no`,
+then START/STOP_INSTRUMENTATION), so imports and kernel loading are neither counted nor
+slowed down. Under valgrind simrl's kernels are built for x86-64-v3 (AVX2, FMA; MuJoCo's own
+build uses AVX) instead of -march=native, since valgrind executes no AVX-512; the benchmark
+builds them in its own process first, so that the child only loads them from Warp's cache.
+`--steps` (default 10) and small world counts keep a valgrind run to a minute or two; the
+table gives each engine's instructions per world-step, the ratio to mj_step's, and the solver
+iterations of the counted steps.
 
 `--png PATH` draws steps/s against the world count, one line per engine, on log-log axes.
 
@@ -46,7 +83,10 @@ import datetime
 import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -125,109 +165,150 @@ def state_bytes(sim) -> int:
     return total
 
 
-def simrl_runner(mjm, num_worlds, device, dtype, schedule="auto"):
-    """Build the Sim; return a callable that steps it, and a callable that summarizes it."""
+# the solver iterations and contacts of the timed steps are read in the first STATS_WORLDS worlds
+STATS_WORLDS = 64
+STATE_SPEC = mujoco.mjtState.mjSTATE_FULLPHYSICS
+
+
+def start_arrays(mjm: mujoco.MjModel, num_worlds: int) -> dict:
+    """The start of every world in every engine: `qpos [W, nq]`, `qvel [W, nv]`, `ctrl [W, nu]`
+    (constant random controls, one row per world) and `state [W, nstate]` (MuJoCo's
+    mjSTATE_FULLPHYSICS of the same start)."""
+    mjd = initial_state(mjm)
+    state = np.zeros(mujoco.mj_stateSize(mjm, STATE_SPEC))
+    mujoco.mj_getState(mjm, mjd, state, STATE_SPEC)
+    return {"qpos": np.tile(mjd.qpos, (num_worlds, 1)), "qvel": np.tile(mjd.qvel, (num_worlds, 1)),
+            "ctrl": random_controls(mjm, num_worlds), "state": np.tile(state, (num_worlds, 1))}
+
+
+def iteration_stats(niter: np.ndarray, ncon: np.ndarray) -> dict:
+    """Mean and max solver iterations per step, and contacts per world, of [steps, worlds] arrays."""
+    return {"solver_niter_mean": float(niter.mean()), "solver_niter_max": int(niter.max()),
+            "contacts_per_world": float(ncon.mean())}
+
+
+def simrl_runner(mjm, num_worlds, device, dtype, schedule="auto", threads=None, horizon=100):
+    """Build the Sim; return a callable that steps it `horizon` steps from the start states, and
+    a callable that summarizes it. `threads`: its cpu_threads on the CPU (ignored on CUDA)."""
     start = time.perf_counter()
     rss_before = resident_mib()
     free_before = wp.get_device(device).free_memory if str(device).startswith("cuda") else None
-    sim = Sim.from_model(mjm, num_worlds=num_worlds, device=device, dtype=dtype, schedule=schedule)
+    cpu = wp.get_device(device).is_cpu
+    sim = Sim.from_model(mjm, num_worlds=num_worlds, device=device, dtype=dtype, schedule=schedule,
+                         cpu_threads=threads if cpu else None)
     setup = time.perf_counter() - start
     memory = {"state_bytes_per_world": state_bytes(sim) / num_worlds}
     if free_before is not None:  # what the device lost to the Sim (its arrays and Warp's pools)
         memory["device_bytes_per_world"] = (free_before - sim.device.free_memory) / num_worlds
     else:  # what the process grew by building it (the arrays, first-touched)
         memory["resident_mib_growth"] = resident_mib() - rss_before
-    start_state = initial_state(mjm)
-    sim.qpos = torch.as_tensor(np.tile(start_state.qpos, (num_worlds, 1)), dtype=sim.torch_dtype,
-                               device=sim.qpos.device)
-    sim.ctrl = torch.as_tensor(random_controls(mjm, num_worlds), dtype=sim.torch_dtype, device=sim.qpos.device)
+    arrays = start_arrays(mjm, num_worlds)
+    qpos0 = wp.array(arrays["qpos"], dtype=sim.data.qpos.dtype, device=sim.device)
+    qvel0 = wp.array(arrays["qvel"], dtype=sim.data.qvel.dtype, device=sim.device)
+    sim.ctrl = torch.as_tensor(arrays["ctrl"], dtype=sim.torch_dtype, device=sim.qpos.device)
+
+    def restart():
+        # Warp copies, on Warp's stream: ordered with the steps (and a CUDA graph's replay)
+        wp.copy(sim.data.qpos, qpos0)
+        wp.copy(sim.data.qvel, qvel0)
+        sim.data.qacc_warmstart.zero_()
+
+    restart()
     sim.step(1)  # warm-up
-    chunk = max(1, 4096 // num_worlds)
     capture_seconds = None
     if sim.use_graphs:
-        # Sim.step(chunk) records the chunk's launches as a graph at its first call and replays
-        # it from then on (a CUDA graph on CUDA)
+        # Sim.step(horizon) records the horizon's launches as a graph at its first call and
+        # replays it from then on (a CUDA graph on CUDA)
         start = time.perf_counter()
-        sim.step(chunk)
+        restart()
+        sim.step(horizon)
         wp.synchronize_device(sim.device)
         capture_seconds = time.perf_counter() - start
 
     def run():
-        sim.step(chunk)
+        restart()
+        sim.step(horizon)
         wp.synchronize_device(sim.device)
-        return chunk
+        return horizon
 
     run.sim = sim
 
+    def stats(skip=0):
+        """Solver iterations and contacts of the timed steps (after the first `skip`), in the
+        first STATS_WORLDS worlds."""
+        k = min(num_worlds, STATS_WORLDS)
+        restart()
+        niter, ncon = [], []
+        for _ in range(horizon):
+            sim.step(1)
+            niter.append(sim.solver_niter[:k].cpu().numpy().copy())
+            ncon.append((sim.view("contact_active")[:k] != 0).sum(dim=1).cpu().numpy())
+        return iteration_stats(np.stack(niter)[skip:], np.stack(ncon)[skip:])
+
+    run.stats = stats
+
     def info():
         finite = torch.isfinite(sim.qpos).all(dim=1) & torch.isfinite(sim.qvel).all(dim=1)
-        # solver iterations and contacts over a few more steps (not timed)
-        niter, ncon = [], []
-        for _ in range(20):
-            sim.step(1)
-            niter.append(sim.solver_niter.clone())
-            ncon.append(sim.contact.active.sum(dim=1))
-        niter, ncon = torch.stack(niter).double(), torch.stack(ncon).double()
         return {"compile_seconds": sim.compile_time, "setup_seconds": setup, "cuda_graph": sim.use_graphs,
                 "schedule": sim.schedule, "threads": sim.cpu_threads if sim.device.is_cpu else None,
                 **memory, "resident_mib": resident_mib(),
                 **({"capture_seconds": capture_seconds} if capture_seconds is not None else {}),
-                "nan_free_worlds": int(finite.sum()), "dtype": dtype, "device": sim.device.alias,
-                "solver_niter_mean": float(niter.mean()), "solver_niter_max": int(niter.max()),
-                "contacts_per_world": float(ncon.mean())}
+                "nan_free_worlds": int(finite.sum()), "dtype": dtype, "device": sim.device.alias}
 
     return run, info
 
 
-def _rollout_runner(mjm, num_worlds, nthread):
-    """A callable that steps num_worlds copies of mjm with mujoco.rollout (a C loop over
-    mj_step, nthread threads), and the final state of the last call."""
+def mujoco_stats(mjm, arrays: dict, horizon: int, skip: int = 0) -> dict:
+    """Solver iterations and contacts of mj_step over the timed steps (the same start states
+    and controls; after the first `skip`), in the first STATS_WORLDS worlds."""
+    k = min(len(arrays["ctrl"]), STATS_WORLDS)
+    niter, ncon = np.zeros((horizon, k)), np.zeros((horizon, k))
+    for w in range(k):
+        mjd = mujoco.MjData(mjm)
+        mujoco.mj_setState(mjm, mjd, arrays["state"][w], STATE_SPEC)
+        mjd.ctrl[:] = arrays["ctrl"][w]
+        for t in range(horizon):
+            mujoco.mj_step(mjm, mjd)
+            niter[t, w], ncon[t, w] = mjd.solver_niter[0], mjd.ncon
+    return iteration_stats(niter[skip:], ncon[skip:])
+
+
+def mujoco_runner(mjm, num_worlds, nthread, horizon=100):
+    """A callable that steps num_worlds copies of mjm `horizon` steps from the start states with
+    mujoco.rollout (a C loop over mj_step) on nthread threads (at most one per world), and a
+    callable that summarizes it."""
     from mujoco import rollout
 
-    datas = [mujoco.MjData(mjm) for _ in range(nthread)]
-    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
-    state0 = np.zeros(mujoco.mj_stateSize(mjm, spec))
-    mujoco.mj_getState(mjm, initial_state(mjm), state0, spec)
-    initial = np.tile(state0, (num_worlds, 1))
-    nstep = max(10, 2048 // num_worlds)
-    control = np.repeat(random_controls(mjm, num_worlds)[:, None, :], nstep, axis=1)
+    threads = max(1, min(nthread, num_worlds))
+    datas = [mujoco.MjData(mjm) for _ in range(threads)]
+    pool = rollout.Rollout(nthread=threads if threads > 1 else 0)  # 0: the calling thread
+    arrays = start_arrays(mjm, num_worlds)
+    control = np.repeat(arrays["ctrl"][:, None, :], horizon, axis=1)
+    warmstart = np.zeros((num_worlds, mjm.nv))
     out = {}
 
     def run():
-        state, _ = rollout.rollout(mjm, datas if nthread > 1 else datas[0], initial, control,
-                                   persistent_pool=nthread > 1)
+        state, _ = pool.rollout(mjm, datas if threads > 1 else datas[0], arrays["state"], control,
+                                initial_warmstart=warmstart)
         out["state"] = state[:, -1]
-        return nstep
+        return horizon
 
     run()  # warm-up
-    return run, out
-
-
-def mujoco_runner(mjm, num_worlds, nthread):
-    run, out = _rollout_runner(mjm, num_worlds, nthread)
-
-    # solver iterations and contacts of mj_step under the same controls (not timed)
-    mjd = initial_state(mjm)
-    mjd.ctrl[:] = random_controls(mjm, 1)[0]
-    niter, ncon = [], []
-    for _ in range(200):
-        mujoco.mj_step(mjm, mjd)
-        niter.append(int(mjd.solver_niter[0]))
-        ncon.append(mjd.ncon)
+    run.stats = lambda skip=0: mujoco_stats(mjm, arrays, horizon, skip)
 
     def info():
         return {"nan_free_worlds": int(np.all(np.isfinite(out["state"]), axis=1).sum()),
-                "dtype": "float64", "device": "cpu", "threads": nthread,
-                "solver_niter_mean": float(np.mean(niter[-20:])), "solver_niter_max": int(np.max(niter[-20:])),
-                "contacts_per_world": float(np.mean(ncon[-20:]))}
+                "dtype": "float64", "device": "cpu", "threads": threads,
+                "solver": mujoco.mjtSolver(mjm.opt.solver).name.removeprefix("mjSOL_")}
 
     return run, info
 
 
-def mujoco_warp_runner(mjw, mjm, num_worlds, device):
+def mujoco_warp_runner(mjw, mjm, num_worlds, device, horizon=100):
     """MuJoCo Warp (module `mjw`) on `device`: all worlds in one batch (nworld), the same
-    start state and controls as simrl. Returns the same pair as simrl_runner; raises
-    MujocoWarpFailure naming the stage that failed."""
+    start states and controls as simrl, the same `horizon` steps from them (in chunks of about
+    50 ms, back to the start states after the last). Returns the same pair as simrl_runner;
+    raises MujocoWarpFailure naming the stage that failed."""
     stage = "device"
     try:
         dev = wp.get_device(device)
@@ -237,7 +318,10 @@ def mujoco_warp_runner(mjw, mjm, num_worlds, device):
             m = mjw.put_model(mjm)
             stage = "put_data"
             d = mjw.put_data(mjm, initial_state(mjm), nworld=num_worlds)
-            d.ctrl.assign(random_controls(mjm, num_worlds).astype(np.float32))
+            arrays = start_arrays(mjm, num_worlds)
+            d.ctrl.assign(arrays["ctrl"].astype(np.float32))
+            qpos0 = wp.array(arrays["qpos"].astype(np.float32), device=dev)
+            qvel0 = wp.array(arrays["qvel"].astype(np.float32), device=dev)
             wp.synchronize_device(dev)
             setup = time.perf_counter() - start
 
@@ -269,34 +353,51 @@ def mujoco_warp_runner(mjw, mjm, num_worlds, device):
             step_seconds = time.perf_counter() - start
     except Exception as e:
         raise MujocoWarpFailure(f"{stage}: {type(e).__name__}: {e}") from e
-    # a chunk of about 50 ms (at most 4096 world-steps, like simrl's), at least one step
-    chunk = max(1, min(4096 // num_worlds, int(0.05 / max(step_seconds, 1e-6))))
+    # a chunk of about 50 ms (at most 4096 world-steps), at least one step, at most the horizon
+    chunk = max(1, min(horizon, 4096 // num_worlds, int(0.05 / max(step_seconds, 1e-6))))
+    position = [horizon]  # steps done since the start states
+
+    def restart():
+        wp.copy(d.qpos, qpos0)
+        wp.copy(d.qvel, qvel0)
+        d.qacc_warmstart.zero_()
+        d.time.zero_()
+        position[0] = 0
 
     def run():
         with wp.ScopedDevice(dev):
-            for _ in range(chunk):
+            if position[0] >= horizon:
+                restart()
+            n = min(chunk, horizon - position[0])
+            for _ in range(n):
                 step()
             wp.synchronize_device(dev)
-        return chunk
+        position[0] += n
+        return n
+
+    def stats():
+        k = min(num_worlds, STATS_WORLDS)
+        niter, ncon = [], []
+        with wp.ScopedDevice(dev):
+            restart()
+            for _ in range(horizon):
+                step()
+                niter.append(d.solver_niter.numpy()[:k].copy())
+                worldid = d.contact.worldid.numpy()[:int(d.nacon.numpy()[0])]
+                ncon.append(np.bincount(worldid, minlength=num_worlds)[:k])
+        position[0] = horizon
+        return iteration_stats(np.stack(niter), np.stack(ncon))
+
+    run.stats = stats
 
     def info():
         qpos, qvel = d.qpos.numpy(), d.qvel.numpy()
         finite = np.isfinite(qpos).all(axis=1) & np.isfinite(qvel).all(axis=1)
-        # solver iterations and contacts over a few more steps (not timed)
-        niter, ncon = [], []
-        with wp.ScopedDevice(dev):
-            for _ in range(max(1, min(20, int(1.0 / max(step_seconds, 1e-6))))):
-                step()
-                niter.append(d.solver_niter.numpy().copy())
-                ncon.append(int(d.nacon.numpy()[0]) / num_worlds)
-        niter = np.stack(niter)
         return {"compile_seconds": compile_seconds, "setup_seconds": setup,
                 "nan_free_worlds": int(finite.sum()), "dtype": "float32", "device": dev.alias,
                 "cuda_graph": graph is not None, "version": getattr(mjw, "__version__", "unknown"),
                 **({"cuda_graph_error": graph_error} if graph_error else {}),
-                **({"threads": 1} if dev.is_cpu else {}),
-                "solver_niter_mean": float(niter.mean()), "solver_niter_max": int(niter.max()),
-                "contacts_per_world": float(np.mean(ncon))}
+                "threads": 1 if dev.is_cpu else None}
 
     return run, info
 
@@ -353,21 +454,75 @@ def machine() -> str:
     gpu = ""
     if wp.is_cuda_available():
         gpu = ", GPU " + wp.get_device("cuda:0").name
-    return f"{cpu}, {os.cpu_count()} cores{gpu}; Python {platform.python_version()}, " \
+    allowed = sorted(os.sched_getaffinity(0))
+    pinned = f", run on core(s) {','.join(map(str, allowed))}" if len(allowed) < (os.cpu_count() or 1) else ""
+    return f"{cpu}, {os.cpu_count()} cores{pinned}{gpu}; Python {platform.python_version()}, " \
            f"warp {wp.__version__}, mujoco {mujoco.__version__}, torch {torch.__version__}"
+
+
+def pin_cores(n: int) -> list[int]:
+    """Pin this process to the first n of the cores it may use: every thread it has now (torch's,
+    Warp's, ...) and so every thread it starts later (simrl's and mujoco.rollout's pools
+    inherit their creator's affinity). Returns the cores."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if not 1 <= n <= len(allowed):
+        raise SystemExit(f"--cores {n}: this process may use {len(allowed)} core(s) "
+                         f"({', '.join(map(str, allowed))}); choose 1 to {len(allowed)}")
+    cores = set(allowed[:n])
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cores)
+        except ProcessLookupError:  # a thread that ended meanwhile
+            pass
+    return sorted(cores)
+
+
+def thread_cpus() -> list[int]:
+    """Every core that some thread of this process may run on (after --cores: the pinned ones)."""
+    cpus = set()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            cpus |= os.sched_getaffinity(int(tid))
+        except ProcessLookupError:
+            pass
+    return sorted(cpus)
+
+
+def thread_counts(args) -> list[int]:
+    """The thread counts at which the CPU engines are measured: --cores N -> [N]; --threads;
+    else 1 and every core this process may use."""
+    if args.cores:
+        return [args.cores]
+    if args.threads:
+        try:
+            counts = sorted({int(t) for t in args.threads.split(",")})
+        except ValueError:
+            counts = [0]
+        if counts[0] < 1:
+            raise SystemExit(f"--threads {args.threads}: give positive integers, comma-separated (e.g. 1,2)")
+        return counts
+    return sorted({1, len(os.sched_getaffinity(0))})
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="ant", help="MJCF path or gymnasium asset name (default: ant)")
     parser.add_argument("--worlds", default="1,64,1024", help="comma-separated world counts")
-    parser.add_argument("--engines", default="simrl,mujoco,mujoco_rollout,mujoco_warp",
-                        help="comma-separated, from simrl, mujoco, mujoco_rollout, mujoco_warp (default: all)")
+    parser.add_argument("--engines", default="simrl,mujoco,mujoco_warp",
+                        help="comma-separated, from simrl, mujoco, mujoco_warp (default: all)")
     parser.add_argument("--device", default="cpu", help="device of the simrl engine: cpu, cuda, cuda:N")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--schedule", default="auto",
                         help="simrl's schedule(s), comma-separated: auto (fused on the CPU, wide on CUDA), fused, "
                              "wide; with several, each is measured as its own engine (simrl-fused, simrl-wide)")
+    parser.add_argument("--cores", type=int, metavar="N",
+                        help="pin the whole run to the first N cores it may use (os.sched_setaffinity) and "
+                             "measure every CPU engine at N threads")
+    parser.add_argument("--threads", metavar="LIST",
+                        help="comma-separated thread counts of the CPU engines (default: 1 and every core this "
+                             "process may use; --cores N sets N)")
+    parser.add_argument("--horizon", type=int, default=100,
+                        help="steps from the start states per timed call, in every engine (default 100)")
     parser.add_argument("--smooth", action="store_true",
                         help="disable contacts and constraints (in every engine)")
     parser.add_argument("--seconds", type=float, default=3.0,
@@ -379,6 +534,14 @@ def main(argv=None):
     parser.add_argument("--png", help="plot steps/s against the world count (log-log) to this PNG file")
     parser.add_argument("--profile", action="store_true",
                         help="also time every stage of simrl's forward pass on its own (per world count)")
+    parser.add_argument("--count-instructions", action="store_true",
+                        help="instructions per world-step instead of steps/s (perf or valgrind's callgrind, in "
+                             "child processes; simrl and mj_step on one thread)")
+    parser.add_argument("--steps", type=int, default=10,
+                        help="with --count-instructions: steps counted per engine and world count (default 10)")
+    parser.add_argument("--counter", default="auto", choices=["auto", "perf", "callgrind"],
+                        help="with --count-instructions: the instruction counter (auto: perf where it counts "
+                             "instructions here, else callgrind)")
     parser.add_argument("--train", type=int, metavar="N",
                         help="end-to-end training throughput: N PPO iterations of the task named by --model, "
                              "on this engine and on MuJoCo (sim.backend=mujoco, CPU) in the same run")
@@ -386,6 +549,8 @@ def main(argv=None):
                         help="benchmark gradients: an H-step differentiable rollout and its backward")
     args = parser.parse_args(argv)
 
+    if args.cores is not None:
+        pin_cores(args.cores)
     if args.train:
         return train_benchmark(args.model, [int(w) for w in args.worlds.split(",")], args)
     name, mjm = resolve_model(args.model)
@@ -400,10 +565,20 @@ def main(argv=None):
     schedules = args.schedule.split(",")
     if not set(schedules) <= {"auto", "fused", "wide"}:
         raise SystemExit(f"--schedule {args.schedule}: choose from auto, fused, wide (comma-separated)")
-    unknown = set(engines) - {"simrl", "mujoco", "mujoco_rollout", "mujoco_warp"}
+    if "mujoco_rollout" in engines:
+        raise SystemExit("--engines mujoco_rollout: the engine is now `mujoco` (mujoco.rollout at each thread count)")
+    unknown = set(engines) - {"simrl", "mujoco", "mujoco_warp"}
     if unknown:
-        raise SystemExit(f"unknown engine(s) {sorted(unknown)}; choose from simrl, mujoco, mujoco_rollout, "
-                         "mujoco_warp")
+        raise SystemExit(f"unknown engine(s) {sorted(unknown)}; choose from simrl, mujoco, mujoco_warp")
+    if args.horizon < 1:
+        raise SystemExit(f"--horizon {args.horizon}: give at least 1 step")
+    if args.count_instructions:
+        return count_benchmark(name, mjm, worlds, engines, schedules, args)
+    return forward_benchmark(name, mjm, worlds, engines, schedules, args)
+
+
+def forward_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]:
+    """Steps/s of every engine at every world count and thread count, ratios at equal threads."""
     mjw, mjw_import_error = None, None
     if "mujoco_warp" in engines:
         mjw, mjw_import_error = import_mujoco_warp()
@@ -411,68 +586,101 @@ def main(argv=None):
             print("mujoco_warp is not installed (pip install mujoco-warp, or the project's 'bench' extra): "
                   "skipping it")
             engines.remove("mujoco_warp")
-
+    threads = thread_counts(args)
+    cpu = wp.get_device(args.device).is_cpu
     integrator = mujoco.mjtIntegrator(mjm.opt.integrator).name.removeprefix("mjINT_")
+    solver = mujoco.mjtSolver(mjm.opt.solver).name.removeprefix("mjSOL_")
     print(f"model {name}: nq={mjm.nq} nv={mjm.nv} nu={mjm.nu} timestep={mjm.opt.timestep} "
-          f"integrator={integrator}{' (contacts and constraints disabled)' if args.smooth else ''}")
-    print(f"machine: {machine()}")
-    records = []
-    profiles = []
+          f"integrator={integrator} solver={solver} (MuJoCo; simrl: Newton) iterations={mjm.opt.iterations} "
+          f"tolerance={mjm.opt.tolerance:g}{' (contacts and constraints disabled)' if args.smooth else ''}")
+    print(f"machine: {machine()}\nthreads: {', '.join(map(str, threads))}; {args.horizon} steps per timed call "
+          "from the start states")
+    newton = copy_model(mjm)
+    newton.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
+    records, profiles, notes = [], [], []
 
-    def record(engine, num_worlds, batch, rate, info):
+    def record(engine, num_worlds, rate, info):
         rec = {"engine": engine, "model": name, "num_worlds": num_worlds, "mode": "forward",
                "steps_per_second": rate, "timestep": mjm.opt.timestep, "integrator": integrator,
-               "measured_with_batch": batch, "repeats": args.repeats, **info}
+               "measured_with_batch": num_worlds, "repeats": args.repeats, "horizon": args.horizon,
+               "cpus": thread_cpus(), **info}
         records.append(rec)
         if rate is None:
             print(f"  {engine:15s} worlds={num_worlds:6d}  failed: {rec['error']}")
             return
         extra = f"  compile {rec['compile_seconds']:.1f} s" if "compile_seconds" in rec else ""
-        print(f"  {engine:15s} worlds={num_worlds:6d}  {rate:12,.0f} steps/s{extra}")
+        threads_text = f"threads={rec['threads']}" if rec.get("threads") else "         "
+        print(f"  {engine:15s} worlds={num_worlds:6d} {threads_text}  {rate:12,.0f} steps/s{extra}")
 
-    # one core processes worlds one after another, so its rate does not depend on their number:
-    # mj_step on one core runs one world, again in every round, as the common reference
-    reference = mujoco_runner(mjm, 1, nthread=1) if "mujoco" in engines else None
     for w in worlds:
-        runners, counts = {}, {}
-        if reference:
-            runners["mujoco"], counts["mujoco"] = reference, 1
+        # thread counts that differ at this world count (an engine uses at most one thread per world)
+        counts = sorted({min(t, w) for t in threads}) if cpu else [None]
+        runners, worlds_of, stats = {}, {}, {}
+        if "mujoco" in engines:
+            for t in sorted({min(t, w) for t in threads}):
+                runners[f"mujoco@{t}"], worlds_of[f"mujoco@{t}"] = mujoco_runner(mjm, w, t, args.horizon), w
         if "simrl" in engines:
             for schedule in schedules:
                 key = "simrl" if len(schedules) == 1 else f"simrl-{schedule}"
-                try:
-                    runners[key] = simrl_runner(mjm, w, args.device, args.dtype, schedule)
-                except UnsupportedFeatureError as e:
-                    raise SystemExit(f"simrl cannot simulate this model: {e}\n(--smooth disables contacts and "
-                                     "constraints in every engine)") from e
-                counts[key] = w
-        if "mujoco_rollout" in engines:
-            runners["mujoco_rollout"] = mujoco_runner(mjm, w, nthread=os.cpu_count() or 1)
-            counts["mujoco_rollout"] = w
+                for t in counts:
+                    try:
+                        runners[f"{key}@{t}"] = simrl_runner(mjm, w, args.device, args.dtype, schedule, t,
+                                                             args.horizon)
+                    except UnsupportedFeatureError as e:
+                        raise SystemExit(f"simrl cannot simulate this model: {e}\n(--smooth disables contacts and "
+                                         "constraints in every engine)") from e
+                    worlds_of[f"{key}@{t}"] = w
         failures = {}
         if "mujoco_warp" in engines:
-            failures["mujoco_warp"] = mjw_import_error
+            failures["mujoco_warp@1"] = mjw_import_error
             if mjw is not None:
                 try:
-                    runners["mujoco_warp"] = mujoco_warp_runner(mjw, mjm, w, args.device)
-                    counts["mujoco_warp"] = w
+                    runners["mujoco_warp@1"] = mujoco_warp_runner(mjw, mjm, w, args.device, args.horizon)
+                    worlds_of["mujoco_warp@1"] = w
                 except MujocoWarpFailure as e:
-                    failures["mujoco_warp"] = str(e)
-        rates = measure(runners, counts, args.seconds / args.repeats, args.repeats, failures)
-        for engine, rate in rates.items():
-            record(engine, counts[engine], w, rate, runners[engine][1]())
-        simrl_key = next((k for k in runners if k.startswith("simrl")), None)
+                    failures["mujoco_warp@1"] = str(e)
+        # iterations of the same steps: once per engine (they do not depend on the thread count)
+        for key, (run, _) in runners.items():
+            engine = key.split("@")[0]
+            if engine not in stats:
+                try:
+                    stats[engine] = run.stats()
+                except Exception as e:  # mujoco_warp failing on the device
+                    stats[engine] = {"stats_error": f"{type(e).__name__}: {e}"}
+        simrl_keys = [k for k in stats if k.startswith("simrl")]
+        matched = None
+        if simrl_keys and "mujoco" in stats:
+            matched = solver_mismatch(stats[simrl_keys[0]], stats["mujoco"], mjm)
+        if matched == "newton":
+            for t in sorted({min(t, w) for t in threads}):
+                runners[f"mujoco_newton@{t}"] = mujoco_runner(newton, w, t, args.horizon)
+                worlds_of[f"mujoco_newton@{t}"] = w
+            stats["mujoco_newton"] = runners[f"mujoco_newton@{min(threads[0], w)}"][0].stats()
+        if matched:
+            notes.append(solver_note(matched, w, stats, simrl_keys[0], mjm))
+        rates = measure(runners, worlds_of, args.seconds / args.repeats, args.repeats, failures)
+        for key, rate in rates.items():
+            engine = key.split("@")[0]
+            record(engine, w, rate, {**runners[key][1](), **stats[engine]})
+        simrl_key = next((k for k in rates if k.startswith("simrl")), None)
         if args.profile and simrl_key:
             per_world = profile_stages(runners[simrl_key][0].sim, args.repeats)
-            records[-len(rates) + list(rates).index(simrl_key)]["profile_us_per_world"] = per_world
+            next(r for r in reversed(records) if r["engine"] == simrl_key.split("@")[0]
+                 )["profile_us_per_world"] = per_world
             profiles.append((w, per_world))
-        for engine, error in failures.items():
+        for key, error in failures.items():
             if error is not None:
-                record(engine, w, w, None, {"error": error, "device": args.device, "dtype": "float32"})
-
+                record(key.split("@")[0], w, None, {"error": error, "device": args.device, "dtype": "float32",
+                                                    "threads": None})
+    add_ratios(records)
+    # a world count's rows by thread count: each ratio beside the MuJoCo figure it divides by
+    rank = {"mujoco": 0, "mujoco_newton": 2, "mujoco_warp": 3}
+    records.sort(key=lambda r: (worlds.index(r["num_worlds"]), r.get("threads") or 0, rank.get(r["engine"], 1)))
     table = summary_table(records)
+    notes_text = "".join(f"\n{note}\n" for note in dict.fromkeys(notes))
     print()
     print(table)
+    print(notes_text)
     profile_text = ""
     for w, per_world in profiles:
         from simrl.sim.profile import profile_table
@@ -489,14 +697,204 @@ def main(argv=None):
         plot_rates(records, f"{name}{', smooth' if args.smooth else ''}: physics steps/s", args.png)
         print(f"wrote the plot to {args.png}")
     if args.markdown:
-        command = "python scripts/benchmark.py " + " ".join(sys.argv[1:] if argv is None else argv)
+        command = "python scripts/benchmark.py " + " ".join(sys.argv[1:])
         with open(args.markdown, "a") as f:
             f.write(f"\n### {name}, {datetime.date.today().isoformat()}\n\n"
                     f"- machine: {machine()}\n- command: `{command}`\n"
                     f"- model: nq={mjm.nq} nv={mjm.nv} nu={mjm.nu}, timestep {mjm.opt.timestep}, "
-                    f"{integrator}{', contacts and constraints disabled' if args.smooth else ''}\n\n{table}\n"
-                    f"{profile_text}")
+                    f"{integrator}, MuJoCo's solver {solver}"
+                    f"{', contacts and constraints disabled' if args.smooth else ''}\n\n"
+                    f"{table}\n{notes_text}{profile_text}")
         print(f"appended the table to {args.markdown}")
+    return records
+
+
+def copy_model(mjm: mujoco.MjModel) -> mujoco.MjModel:
+    """An independent copy of a compiled model (options included)."""
+    import copy
+
+    return copy.deepcopy(mjm)
+
+
+def solver_mismatch(simrl_stats: dict, mujoco_stats: dict, mjm) -> str | None:
+    """None when simrl's and MuJoCo's mean solver iterations per step are within 2x of each
+    other; else "newton" when MuJoCo's solver is not Newton (measure it with Newton too), or
+    "same" when both already run Newton with the same tolerance and iteration cap."""
+    a, b = simrl_stats.get("solver_niter_mean"), mujoco_stats.get("solver_niter_mean")
+    if a is None or b is None or max(a, b) <= 2 * min(a, b):
+        return None
+    return "same" if mjm.opt.solver == mujoco.mjtSolver.mjSOL_NEWTON else "newton"
+
+
+def solver_note(matched: str, worlds: int, stats: dict, simrl_key: str, mjm) -> str:
+    """The line under the table that says why a ratio at matched accuracy is given (or is not)."""
+    solver = mujoco.mjtSolver(mjm.opt.solver).name.removeprefix("mjSOL_")
+    simrl_it, mujoco_it = stats[simrl_key]["solver_niter_mean"], stats["mujoco"]["solver_niter_mean"]
+    head = (f"Solver iterations differ by {max(simrl_it, mujoco_it) / max(min(simrl_it, mujoco_it), 1e-9):.1f}x "
+            f"({worlds} worlds): MuJoCo's {solver} takes {mujoco_it:.1f} per step to tolerance "
+            f"{mjm.opt.tolerance:g} (at most {mjm.opt.iterations}) in float64, simrl's Newton {simrl_it:.1f}")
+    if matched == "newton":
+        return (head + f", so 'vs mujoco' compares unequal solver work. 'vs mujoco Newton' divides by MuJoCo with "
+                f"its solver set to Newton (mujoco_newton: {stats['mujoco_newton']['solver_niter_mean']:.1f} "
+                "iterations per step), the same method, tolerance and iteration cap as simrl's, whose answer "
+                "both reach (the problem is strictly convex).")
+    return (head + "; both run Newton with the same tolerance and iteration cap, so the settings already match: "
+            "simrl's float32 iterations also stop when the cost cannot decrease by more than its rounding error, "
+            "which float64 MuJoCo does not need.")
+
+
+def add_ratios(records) -> None:
+    """Each record's `vs_mujoco`: its steps/s over MuJoCo's (mujoco.rollout) at the same world count
+    and thread count (`vs_mujoco_threads`); on CUDA (no threads) over MuJoCo's with the most
+    threads. `vs_mujoco_newton` likewise against mujoco_newton where that was measured."""
+    for base_engine, key in (("mujoco", "vs_mujoco"), ("mujoco_newton", "vs_mujoco_newton")):
+        bases = {(r["num_worlds"], r["threads"]): r["steps_per_second"] for r in records
+                 if r["engine"] == base_engine and r["steps_per_second"] is not None}
+        for r in records:
+            if r["steps_per_second"] is None:
+                continue
+            t = r.get("threads")
+            if t is None:  # not a CPU engine: the best MuJoCo figure at this world count
+                t = max((bt for bw, bt in bases if bw == r["num_worlds"]), default=None)
+            if (r["num_worlds"], t) in bases:
+                r[key] = r["steps_per_second"] / bases[(r["num_worlds"], t)]
+                r[f"{key}_threads"] = t
+
+
+def perf_count(text: str) -> int | None:
+    """The instruction count in `perf stat -x,` output (count,unit,event,...), or None."""
+    for line in text.splitlines():
+        fields = line.split(",")
+        if len(fields) > 2 and fields[2].startswith("instructions"):
+            return int(fields[0]) if fields[0].isdigit() else None
+    return None
+
+
+def callgrind_count(path: Path) -> int:
+    """Instructions in a callgrind output file: its `totals:` line (Ir; its `summary:` line stays 0
+    when instrumentation was switched on by a client request)."""
+    for line in path.read_text().splitlines():
+        if line.startswith("totals:"):
+            return int(line.split()[1])
+    raise SystemExit(f"{path}: no totals line in callgrind's output")
+
+
+def instruction_counter(choice: str) -> str:
+    """"perf" when `perf stat -e instructions:u` counts instructions here (and choice allows),
+    else "callgrind" when valgrind runs; a SystemExit that says what is missing otherwise."""
+    if choice in ("auto", "perf") and shutil.which("perf"):
+        try:
+            probe = subprocess.run(["perf", "stat", "-x,", "-e", "instructions:u", "true"],
+                                   capture_output=True, text=True, timeout=60)
+            if probe.returncode == 0 and perf_count(probe.stderr) is not None:
+                return "perf"
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    if choice == "perf":
+        raise SystemExit("--counter perf: `perf stat -e instructions:u` does not count instructions on this machine "
+                         "(no perf, or no hardware counter: a virtual machine often has none); try --counter callgrind")
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--count-instructions needs valgrind (its callgrind tool) or perf with a hardware "
+                         "instruction counter; neither works here")
+    return "callgrind"
+
+
+def count_child(counter: str, child_args: list[str], out: Path) -> tuple[int, str]:
+    """Run scripts/step_worlds.py with child_args under the counter; (instructions, its output)."""
+    child = [sys.executable, str(Path(__file__).resolve().parent / "step_worlds.py"), *child_args]
+    # one torch thread, and the same string hashes in every run
+    env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
+    if counter == "perf":
+        command = ["perf", "stat", "-x,", "-e", "instructions:u", "-o", str(out), "--", *child]
+    else:
+        command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+                   *child, "--callgrind"]
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    count = perf_count(out.read_text()) if counter == "perf" else callgrind_count(out)
+    if count is None:
+        raise SystemExit(f"{out}: no instruction count in perf's output:\n{out.read_text()}")
+    return count, result.stdout.strip().splitlines()[-1]
+
+
+def count_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]:
+    """Instructions per world-step of simrl (each schedule, one thread) and mj_step (mujoco.rollout,
+    one thread), from the same start states under the same controls (see the docstring)."""
+    from step_worlds import PORTABLE_CPU_FLAGS
+
+    if args.steps < 1:
+        raise SystemExit(f"--steps {args.steps}: count at least 1 step")
+    if args.device != "cpu":
+        raise SystemExit("--count-instructions counts CPU instructions: use --device cpu")
+    counter = instruction_counter(args.counter)
+    unknown = set(engines) - {"simrl", "mujoco"}
+    if unknown:
+        print(f"--count-instructions counts simrl and mujoco; leaving out {', '.join(sorted(unknown))}")
+    schedules = [("fused" if s == "auto" else s) for s in dict.fromkeys(schedules)]
+    portable = counter == "callgrind" and "simrl" in engines
+    if portable:
+        wp.config.cpu_compiler_flags = PORTABLE_CPU_FLAGS
+    integrator = mujoco.mjtIntegrator(mjm.opt.integrator).name.removeprefix("mjINT_")
+    solver = mujoco.mjtSolver(mjm.opt.solver).name.removeprefix("mjSOL_")
+    print(f"model {name}: nq={mjm.nq} nv={mjm.nv} nu={mjm.nu} timestep={mjm.opt.timestep} integrator={integrator} "
+          f"solver={solver} (MuJoCo; simrl: Newton){' (contacts and constraints disabled)' if args.smooth else ''}")
+    print(f"machine: {machine()}\ncounter: {counter}; {args.steps} steps counted after the first, one thread"
+          + ("; simrl's kernels built for x86-64-v3 (valgrind runs no AVX-512)" if portable else ""))
+    records = []
+    with tempfile.TemporaryDirectory(prefix="simrl-count-") as tmp:
+        tmp = Path(tmp)
+        model_path = tmp / "model.mjb"
+        mujoco.mj_saveModel(mjm, str(model_path), None)
+        for w in worlds:
+            arrays = start_arrays(mjm, w)
+            start_path = tmp / f"start_{w}.npz"
+            np.savez(start_path, **arrays)
+            jobs = []
+            if "simrl" in engines:
+                for schedule in schedules:
+                    key = "simrl" if len(schedules) == 1 else f"simrl-{schedule}"
+                    # built here first: the kernels compiled (or loaded) outside the counter, and the
+                    # solver iterations of the counted steps
+                    run, _ = simrl_runner(mjm, w, "cpu", args.dtype, schedule, 1, 1 + args.steps)
+                    stats = run.stats(skip=1)
+                    child = ["simrl", str(model_path), str(start_path), "--schedule", schedule, "--dtype",
+                             args.dtype, *(["--portable-cpu"] if portable else [])]
+                    jobs.append((key, args.dtype, child, stats))
+            if "mujoco" in engines:
+                stats = mujoco_stats(mjm, arrays, 1 + args.steps, skip=1)
+                jobs.append(("mujoco", "float64", ["mujoco", str(model_path), str(start_path)], stats))
+            for key, dtype, child, stats in jobs:
+                start = time.perf_counter()
+                counts, outputs = [], []
+                for steps in (0, args.steps):
+                    count, output = count_child(counter, [*child[:3], str(steps), *child[3:]],
+                                                tmp / f"{key}_{w}_{steps}.out")
+                    counts.append(count)
+                    outputs.append(output)
+                per_step = (counts[1] - counts[0]) / (w * args.steps)
+                rec = {"engine": key, "model": name, "mode": "instructions", "num_worlds": w, "steps": args.steps,
+                       "counter": counter, "threads": 1, "device": "cpu", "dtype": dtype,
+                       "instructions": counts, "instructions_per_world_step": per_step,
+                       "final_state": outputs[1], "count_seconds": time.perf_counter() - start,
+                       **({"cpu_target": "x86-64-v3"} if portable and key.startswith("simrl") else {}), **stats}
+                records.append(rec)
+                print(f"  {key:12s} worlds={w:5d}  {per_step:12,.0f} instructions per world-step  "
+                      f"({rec['count_seconds']:.0f} s; {outputs[1]})")
+    for r in records:
+        base = next((b for b in records if b["engine"] == "mujoco" and b["num_worlds"] == r["num_worlds"]), None)
+        if base is not None:
+            r["vs_mujoco"] = base["instructions_per_world_step"] / r["instructions_per_world_step"]
+    lines = ["| engine | dtype | worlds | steps counted | instructions per world-step | vs mj_step (its instructions "
+             "/ these) | solver iters mean/max | contacts/world |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in records:
+        ratio = f"{r['vs_mujoco']:.2f}x" if "vs_mujoco" in r else "-"
+        lines.append(f"| {r['engine']} | {r['dtype']} | {r['num_worlds']} | {r['steps']} | "
+                     f"{r['instructions_per_world_step']:,.0f} | {ratio} | {r['solver_niter_mean']:.2f}/"
+                     f"{r['solver_niter_max']} | {r['contacts_per_world']:.1f} |")
+    table = "\n".join(lines)
+    title = f"Instructions per world-step: {name}, {counter}"
+    write_results(args, records, table, title)
     return records
 
 
@@ -551,17 +949,21 @@ def train_benchmark(task_name: str, worlds: list[int], args) -> list[dict]:
                    "dtype": "float32" if backend == "warp" else "float64", "steps_per_second": steps / seconds,
                    "iterations": args.train, "env_steps": steps, "seconds": seconds,
                    "collect_fraction": collect / max(seconds, 1e-9), "decimation": env.decimation,
-                   "torch_threads": torch.get_num_threads()}
+                   "torch_threads": torch.get_num_threads(), "threads": getattr(env.sim, "cpu_threads", 1),
+                   "cpus": thread_cpus()}
             records.append(rec)
-            print(f"  {engine:8s} worlds={w:6d}  {rec['steps_per_second']:10,.0f} env steps/s  "
+            print(f"  {engine:8s} worlds={w:6d} physics threads={rec['threads']}  "
+                  f"{rec['steps_per_second']:10,.0f} env steps/s  "
                   f"(rollout {100 * rec['collect_fraction']:.0f}% of the time)")
     base = {r["num_worlds"]: r["steps_per_second"] for r in records if r["engine"] == "mujoco"}
-    lines = ["| engine | device | worlds | env steps/s (PPO, rollout + update) | vs mujoco backend | rollout share |",
-             "|---|---|---:|---:|---:|---:|"]
+    # the MuJoCo backend steps its worlds in one Python loop (one thread); simrl's Sim takes its
+    # default threads (every core it may use, from 64 worlds per thread): --cores 1 for one each
+    lines = ["| engine | device | physics threads | worlds | env steps/s (PPO, rollout + update) | vs mujoco backend "
+             "| rollout share |", "|---|---|---:|---:|---:|---:|---:|"]
     for r in records:
         ratio = f"{r['steps_per_second'] / base[r['num_worlds']]:.2f}x" if r["num_worlds"] in base else "-"
-        lines.append(f"| {r['engine']} | {r['device']} | {r['num_worlds']} | {r['steps_per_second']:,.0f} | {ratio} "
-                     f"| {100 * r['collect_fraction']:.0f}% |")
+        lines.append(f"| {r['engine']} | {r['device']} | {r['threads']} | {r['num_worlds']} | "
+                     f"{r['steps_per_second']:,.0f} | {ratio} | {100 * r['collect_fraction']:.0f}% |")
     write_results(args, records, "\n".join(lines), f"Training throughput: {task_name}")
     return records
 
@@ -744,8 +1146,7 @@ def profile_stages(sim, rounds: int) -> dict:
 
 
 def plot_rates(records, title: str, path: str) -> None:
-    """Steps/s against the world count, one line per engine (and device, dtype), log-log.
-    `mujoco` (one world on one core) is drawn at the world count it was measured next to."""
+    """Steps/s against the world count, one line per engine (and device, dtype, thread count), log-log."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -755,13 +1156,9 @@ def plot_rates(records, title: str, path: str) -> None:
     for r in records:
         if r["steps_per_second"] is None:
             continue
-        if r["engine"] == "mujoco":
-            label = "mujoco (mj_step, 1 core)"
-        elif r["engine"] == "mujoco_rollout":
-            label = f"mujoco_rollout ({r.get('threads', '?')} threads)"
-        else:
-            label = f"{r['engine']} ({r['device']}, {r['dtype']})"
-        lines.setdefault(label, []).append((r["measured_with_batch"], r["steps_per_second"]))
+        threads = f", {r['threads']} thread{'s' if r['threads'] > 1 else ''}" if r.get("threads") else ""
+        label = f"{r['engine']} ({r['device']}, {r['dtype']}{threads})"
+        lines.setdefault(label, []).append((r["num_worlds"], r["steps_per_second"]))
     failed = sorted({r["engine"] for r in records if r["steps_per_second"] is None})
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, points in lines.items():
@@ -785,28 +1182,38 @@ def plot_rates(records, title: str, path: str) -> None:
 
 
 def summary_table(records) -> str:
-    """Markdown table: steps/s per engine and world count, with the ratio to mj_step on one core
-    measured in the same rounds."""
-    bases = {r["measured_with_batch"]: r["steps_per_second"] for r in records if r["engine"] == "mujoco"}
-    lines = ["| engine | device | dtype | worlds | steps/s | vs mujoco (1 core) | compile s | NaN-free worlds "
-             "| contacts/world | solver iters mean/max | KiB/world |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    """Markdown table: steps/s per engine, world count and thread count, with the ratio to MuJoCo
+    (mujoco.rollout) at the same world count and thread count, measured in the same rounds; a
+    "vs mujoco Newton" column where MuJoCo was also measured with its solver set to Newton."""
+    newton = any("vs_mujoco_newton" in r for r in records)
+    head = ("| engine | device | dtype | threads | worlds | steps/s | vs mujoco, same threads "
+            + ("| vs mujoco Newton, same threads " if newton else "")
+            + "| compile s | NaN-free worlds | contacts/world | solver iters mean/max | KiB/world |")
+    lines = [head, "|---|---|---|---:|---:|---:|---:|" + ("---:|" if newton else "") + "---:|---:|---:|---:|---:|"]
+
+    def ratio(r, key):
+        if key not in r:
+            return "-"
+        text = f"{r[key]:.2f}x"
+        return text if r.get("threads") is not None else f"{text} (vs {r[key + '_threads']} threads)"
+
     for r in records:
+        threads = r.get("threads") if r.get("threads") is not None else "-"
         if r["steps_per_second"] is None:
-            lines.append(f"| {r['engine']} | {r['device']} | {r['dtype']} | {r['num_worlds']} | "
-                         f"failed: {r['error'].replace('|', '/')} | - | - | - | - | - | - |")
+            lines.append(f"| {r['engine']} | {r['device']} | {r['dtype']} | {threads} | {r['num_worlds']} | "
+                         f"failed: {r['error'].replace('|', '/')} | - |" + (" - |" if newton else "")
+                         + " - | - | - | - | - |")
             continue
-        base = bases.get(r["measured_with_batch"])
-        ratio = f"{r['steps_per_second'] / base:.2f}x" if base else "-"
         compile_s = f"{r['compile_seconds']:.1f}" if "compile_seconds" in r else "-"
         nan_free = f"{r['nan_free_worlds']}/{r['num_worlds']}" if "nan_free_worlds" in r else "-"
         contacts = f"{r['contacts_per_world']:.1f}" if "contacts_per_world" in r else "-"
         iters = f"{r['solver_niter_mean']:.1f}/{r['solver_niter_max']}" if "solver_niter_mean" in r else "-"
         per_world = r.get("device_bytes_per_world", r.get("state_bytes_per_world"))
         kib = f"{per_world / 1024:.1f}" if per_world is not None else "-"
-        lines.append(f"| {r['engine']} | {r['device']} | {r['dtype']} | {r['num_worlds']} | "
-                     f"{r['steps_per_second']:,.0f} | {ratio} | {compile_s} | {nan_free} | {contacts} | {iters} "
-                     f"| {kib} |")
+        lines.append(f"| {r['engine']} | {r['device']} | {r['dtype']} | {threads} | {r['num_worlds']} | "
+                     f"{r['steps_per_second']:,.0f} | {ratio(r, 'vs_mujoco')} | "
+                     + (f"{ratio(r, 'vs_mujoco_newton')} | " if newton else "")
+                     + f"{compile_s} | {nan_free} | {contacts} | {iters} | {kib} |")
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@ import ast
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -86,33 +87,138 @@ def test_benchmark_records(tmp_path):
     out = tmp_path / "bench.json"
     md = tmp_path / "bench.md"
     png = tmp_path / "bench.png"
+    # --threads 1,2: both thread counts even where the test runs pinned to one core
     result = run("scripts/benchmark.py", "--model", "inverted_pendulum", "--smooth", "--worlds", "1,8",
-                 "--seconds", "0.05", "--out", str(out), "--markdown", str(md), "--png", str(png))
+                 "--threads", "1,2", "--seconds", "0.05", "--out", str(out), "--markdown", str(md), "--png", str(png))
     assert result.returncode == 0, result.stderr
     records = json.loads(out.read_text())
-    engines = {(r["engine"], r["num_worlds"]) for r in records}
-    expected = {("mujoco", 1), ("simrl", 1), ("simrl", 8), ("mujoco_rollout", 1), ("mujoco_rollout", 8)}
+    engines = {(r["engine"], r["num_worlds"], r["threads"]) for r in records}
+    # an engine uses at most one thread per world: at 1 world, 2 threads would be 1 again
+    expected = {("mujoco", 1, 1), ("simrl", 1, 1), ("mujoco", 8, 1), ("mujoco", 8, 2), ("simrl", 8, 1),
+                ("simrl", 8, 2)}
     if importlib.util.find_spec("mujoco_warp") is None:
         assert "mujoco_warp is not installed" in result.stdout
-    else:  # measured, or the reason it failed on this device recorded
-        expected |= {("mujoco_warp", 1), ("mujoco_warp", 8)}
+    else:  # measured (Warp's CPU kernels run on one thread), or the reason it failed on this device recorded
+        expected |= {("mujoco_warp", 1, 1), ("mujoco_warp", 8, 1)}
     assert engines == expected
     for r in records:
-        assert {"engine", "model", "device", "num_worlds", "mode", "steps_per_second"} <= r.keys()
-        assert r["model"] == "inverted_pendulum" and r["mode"] == "forward"
+        assert {"engine", "model", "device", "num_worlds", "mode", "steps_per_second", "threads"} <= r.keys()
+        assert r["model"] == "inverted_pendulum" and r["mode"] == "forward" and r["horizon"] == 100
         if r["engine"] == "mujoco_warp" and r["steps_per_second"] is None:
             assert r["error"]
             continue
         assert r["steps_per_second"] > 0
         assert r["nan_free_worlds"] == r["num_worlds"]
-    assert "| simrl | cpu | float32 | 8 |" in md.read_text()
-    # mj_step on one core (one world) is measured again beside every world count, as --help says
-    assert sorted(r["measured_with_batch"] for r in records if r["engine"] == "mujoco") == [1, 8]
+    # every ratio divides by MuJoCo (mujoco.rollout) at the same world count and thread count
+    mujoco = {(r["num_worlds"], r["threads"]): r["steps_per_second"] for r in records if r["engine"] == "mujoco"}
+    table = md.read_text()
+    for r in records:
+        if r["steps_per_second"] is None:
+            continue
+        assert r["vs_mujoco_threads"] == r["threads"]
+        assert r["vs_mujoco"] == pytest.approx(r["steps_per_second"] / mujoco[(r["num_worlds"], r["threads"])])
+        row = (f"| {r['engine']} | cpu | {r['dtype']} | {r['threads']} | {r['num_worlds']} | "
+               f"{r['steps_per_second']:,.0f} | {r['vs_mujoco']:.2f}x |")
+        assert row in table, row
+    simrl = {(r["num_worlds"], r["threads"]): r for r in records if r["engine"] == "simrl"}
+    assert simrl[(8, 2)]["vs_mujoco"] != simrl[(8, 1)]["vs_mujoco"]  # two divisors, not one
+    assert "| vs mujoco, same threads |" in table
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # memory: the Sim's arrays per world; the model's share shrinks as worlds are added
-    simrl = {r["num_worlds"]: r for r in records if r["engine"] == "simrl"}
-    assert 2 * 4 * 2 < simrl[8]["state_bytes_per_world"] < simrl[1]["state_bytes_per_world"]  # > qpos + qvel
-    assert simrl[8]["resident_mib"] > 0 and simrl[1]["cuda_graph"] is False
+    assert 2 * 4 * 2 < simrl[(8, 1)]["state_bytes_per_world"] < simrl[(1, 1)]["state_bytes_per_world"]
+    assert simrl[(8, 1)]["resident_mib"] > 0 and simrl[(1, 1)]["cuda_graph"] is False
+
+
+def test_benchmark_cores_pins_the_run(tmp_path):
+    """--cores 1: every thread of the run on one core (recorded per record from each thread's
+    affinity), and every CPU engine measured at 1 thread only."""
+    import os
+
+    out = tmp_path / "bench.json"
+    result = run("scripts/benchmark.py", "--model", "inverted_pendulum", "--smooth", "--worlds", "8", "--cores", "1",
+                 "--engines", "simrl,mujoco", "--schedule", "fused,wide", "--seconds", "0.05", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    records = json.loads(out.read_text())
+    first_core = min(os.sched_getaffinity(0))
+    assert sorted(r["engine"] for r in records) == ["mujoco", "simrl-fused", "simrl-wide"]
+    for r in records:
+        assert r["threads"] == 1 and r["vs_mujoco_threads"] == 1
+        assert r["cpus"] == [first_core]
+    assert f"run on core(s) {first_core}" in result.stdout or len(os.sched_getaffinity(0)) == 1
+    refused = run("scripts/benchmark.py", "--model", "inverted_pendulum", "--cores", "999", "--worlds", "1")
+    assert refused.returncode != 0 and "--cores 999: this process may use" in refused.stderr
+
+
+PGS_BOXES = """<mujoco>
+  <option solver="PGS" timestep="0.005"/>
+  <worldbody>
+    <geom type="plane" size="5 5 0.1"/>
+    <body pos="0 0 0.1"><freejoint/><geom type="box" size="0.1 0.1 0.1"/></body>
+    <body pos="0.5 0 0.1"><freejoint/><geom type="box" size="0.1 0.1 0.1"/></body>
+  </worldbody>
+</mujoco>"""
+
+
+def test_benchmark_gives_the_ratio_at_matched_solver_work(tmp_path):
+    """MuJoCo's PGS takes many more iterations per step than simrl's Newton: the benchmark also
+    measures MuJoCo with Newton (same tolerance and cap) and gives that ratio, saying why."""
+    model, out = tmp_path / "boxes.xml", tmp_path / "bench.json"
+    model.write_text(PGS_BOXES)
+    result = run("scripts/benchmark.py", "--model", str(model), "--worlds", "4", "--threads", "1",
+                 "--engines", "simrl,mujoco", "--horizon", "20", "--seconds", "0.05", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    records = {r["engine"]: r for r in json.loads(out.read_text())}
+    assert set(records) == {"mujoco", "mujoco_newton", "simrl"}
+    assert records["mujoco"]["solver"] == "PGS" and records["mujoco_newton"]["solver"] == "NEWTON"
+    pgs, newton, simrl = (records[e]["solver_niter_mean"] for e in ("mujoco", "mujoco_newton", "simrl"))
+    assert pgs > 2 * simrl and newton <= 2 * simrl
+    assert records["simrl"]["vs_mujoco_newton"] == pytest.approx(
+        records["simrl"]["steps_per_second"] / records["mujoco_newton"]["steps_per_second"])
+    assert "| vs mujoco Newton, same threads |" in result.stdout
+    assert f"MuJoCo's PGS takes {pgs:.1f} per step" in result.stdout and "unequal solver work" in result.stdout
+
+
+valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+
+
+@valgrind
+def test_benchmark_counts_instructions_of_mj_step(tmp_path):
+    """--count-instructions under callgrind: mj_step's instructions per world-step from two child
+    runs (1 + 4 steps and 1 step), the difference over worlds x steps."""
+    out = tmp_path / "count.json"
+    result = run("scripts/benchmark.py", "--model", "inverted_pendulum", "--worlds", "2", "--count-instructions",
+                 "--steps", "4", "--counter", "callgrind", "--engines", "mujoco", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    [r] = json.loads(out.read_text())
+    assert r["engine"] == "mujoco" and r["counter"] == "callgrind" and r["threads"] == 1
+    baseline, counted = r["instructions"]
+    assert r["instructions_per_world_step"] == (counted - baseline) / (2 * 4)
+    # a two-dof pendulum's RK4 step: thousands of instructions, not the millions of an import
+    assert 2_000 < r["instructions_per_world_step"] < 200_000
+    assert baseline < 10_000_000  # the imports were not counted
+    assert r["vs_mujoco"] == 1.0 and r["final_state"].startswith("finite worlds 2/2")
+
+
+@pytest.mark.slow
+@valgrind
+def test_benchmark_counts_instructions_of_both_engines(tmp_path):
+    """Both schedules of simrl and mj_step, from the same states: the same final state, and the
+    ratio is mj_step's instructions over the engine's."""
+    out = tmp_path / "count.json"
+    result = run("scripts/benchmark.py", "--model", "inverted_pendulum", "--worlds", "2", "--count-instructions",
+                 "--steps", "3", "--counter", "callgrind", "--schedule", "fused,wide", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    records = {r["engine"]: r for r in json.loads(out.read_text())}
+    assert set(records) == {"simrl-fused", "simrl-wide", "mujoco"}
+    states = {r["final_state"] for r in records.values()}
+    assert len(states) == 1, states  # float32 and float64 agree to the printed digits here
+    for r in records.values():
+        assert r["vs_mujoco"] == pytest.approx(records["mujoco"]["instructions_per_world_step"]
+                                               / r["instructions_per_world_step"])
+    assert records["simrl-fused"]["cpu_target"] == "x86-64-v3"
+    # the wide schedule launches a kernel per pass: more instructions than the fused one
+    assert (records["simrl-wide"]["instructions_per_world_step"]
+            > records["simrl-fused"]["instructions_per_world_step"])
 
 
 def test_script_help_says_what_the_scripts_do():
@@ -134,6 +240,8 @@ def test_benchmark_training_throughput(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     records = json.loads(out.read_text())
     assert [r["engine"] for r in records] == ["simrl", "mujoco"]
+    # physics threads: simrl's default (one below 64 worlds per thread), MuJoCo's Python loop
+    assert [r["threads"] for r in records] == [1, 1]
     for r in records:
         assert r["mode"] == "train" and r["env_steps"] == 1 * 24 * 8 and r["steps_per_second"] > 0
         assert 0 < r["collect_fraction"] < 1
