@@ -200,6 +200,23 @@ def load_xml(xml):
     return mjm
 
 
+def simulate(mjm, seconds, setup, dtype="float32"):
+    """Run MuJoCo and simrl side by side from the state `setup(mjd)` writes; return both final
+    qpos (used by the cylinder, condim and elliptic-cone tests)."""
+    mjd = mujoco.MjData(mjm)
+    setup(mjd)
+    sim = Sim.from_model(mjm, num_worlds=1, dtype=dtype)
+    sim.qpos = torch.as_tensor(mjd.qpos[None], dtype=sim.torch_dtype)
+    sim.qvel = torch.as_tensor(mjd.qvel[None], dtype=sim.torch_dtype)
+    sim.ctrl = torch.as_tensor(mjd.ctrl[None], dtype=sim.torch_dtype)
+    steps = int(round(seconds / mjm.opt.timestep))
+    for _ in range(steps):
+        mujoco.mj_step(mjm, mjd)
+    sim.step(steps)
+    assert not sim.nan_worlds.any()
+    return mjd.qpos.copy(), sim.qpos[0].numpy().astype(np.float64)
+
+
 def scale(field: str, factor: float, column: int | None = 0):
     """A negative control: multiply a model field (one column of it) by `factor`."""
     def change(mjm):

@@ -24,7 +24,11 @@ CASES = {
     "implicit integrator": (body("", '<option integrator="implicitfast"><flag contact="disable"/></option>'),
                             r"<option integrator='implicitfast'>"),
     "fluid forces": (body("", '<option density="1.2"><flag contact="disable"/></option>'), r"<option density"),
-    "equality": (body("", extra='<equality><joint joint1="j1" joint2="j2"/></equality>'), r"<equality>"),
+    "touch sensor": (body("", extra='<sensor><touch name="t" site="s1"/></sensor>'),
+                     r"<sensor><touch> 't': this sensor type is not computed"),
+    "tendon equality": (body("", extra='<tendon><fixed name="t"><joint joint="j1" coef="1"/></fixed></tendon>'
+                                       '<equality><tendon name="te" tendon1="t"/></equality>'),
+                        r"<equality><tendon> 'te': only connect, weld and joint"),
     "tendon spring": (body("", extra='<tendon><fixed name="t" stiffness="3"><joint joint="j1" coef="1"/>'
                                      '</fixed></tendon>'), r"<tendon stiffness> on tendon 't'"),
     "tendon actuator": (body("", extra='<tendon><fixed name="t"><joint joint="j1" coef="1"/></fixed></tendon>'

@@ -1,10 +1,12 @@
-"""Constraint rows: dof friction loss, joint limits and contacts in the pyramidal or the
-elliptic friction cone, with MuJoCo's soft-constraint parameters (engine_core_constraint.c:
+"""Constraint rows: equality constraints (connect, weld, joint), dof friction loss, joint
+limits and contacts in the pyramidal or the elliptic friction cone, with MuJoCo's
+soft-constraint parameters (engine_core_constraint.c: mj_instantiateEquality,
 mj_instantiateFriction, mj_instantiateLimit, mj_instantiateContact, mj_diagApprox,
 getsolparam, getimpedance, mj_makeImpedance, mj_referenceConstraint; doc/computation
 "Constraint model" and "Parameters").
 
-Rows have fixed places, decided when the model is loaded (see `Model`): first one row per dof
+Rows have fixed places, decided when the model is loaded (see `Model`): first the rows of
+every equality constraint (3 per connect, 6 per weld, 1 per joint equality), then one row per dof
 with friction loss, then two rows per limited hinge or slide joint (lower, upper) and one per
 limited ball joint, then the rows of every contact slot (1 for condim 1, 2 (condim - 1)
 pyramid edges otherwise: sliding in two directions for condim 3, with torsion for condim 4,
@@ -15,9 +17,10 @@ increasing order: later stages iterate it instead of scanning all rows. A row's 
 be non-zero only in the model's `efc_colind` columns of that row (fixed when the model is
 loaded), so only those are written and read.
 
-Elements: `friction_row` and `limit_row` (one row each), `contact_rows` (the rows of one
-contact slot), each writing only its own rows; then `constraint_list` (per world) and
-`reference_row` (one active row).
+Elements: `equality_rows` (the rows of one equality constraint), `friction_row` and
+`limit_row` (one row each), `contact_rows` (the rows of one contact slot), each writing only
+its own rows; then `constraint_list` (per world), `reference_row` (one active row) and
+`equality_reference` (the Jdot qvel term of a connect or weld).
 """
 
 import functools
@@ -27,9 +30,10 @@ import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import JNT_BALL, MINVAL, scalar_types
+from simrl.sim.types import JNT_BALL, JNT_FREE, MINVAL, scalar_types
 
 # mjtConstraint
+CNSTR_EQUALITY = 0
 CNSTR_FRICTION_DOF = 1
 CNSTR_LIMIT_JOINT = 3
 CNSTR_CONTACT_FRICTIONLESS = 5
@@ -37,6 +41,11 @@ CNSTR_CONTACT_PYRAMIDAL = 6
 CNSTR_CONTACT_ELLIPTIC = 7
 
 # solimp bounds (mjMINIMP, mjMAXIMP)
+# mjtEq
+EQ_CONNECT = 0
+EQ_WELD = 1
+EQ_JOINT = 2
+
 MINIMP = 0.0001
 MAXIMP = 0.9999
 
@@ -193,6 +202,171 @@ def build(scalar):
                 add_contact_dof(m, d, w, r0, nrow, m.dof_ancestor[k], offset, frame, friction, sign)
 
     @wp.func
+    def add_equality_dof(m: Model, d: Data, w: int, r0: int, nrow: int, dof: int, offset: vec3, sign: scalar,
+                         qleft: T.quat, qright: T.quat, torquescale: scalar):
+        """Column `dof` of sign x (the point's translation; for a weld also the rotation) added to
+        the rows of a connect or weld (mj_jacDifPair); the weld's rotation rows take
+        0.5 torquescale Im(qleft (0, axis) qright), qleft = neg(q_2), qright = q_1 relpose
+        (mj_instantiateEquality)."""
+        cdof = d.cdof[w, dof]
+        ang = vec3(cdof[0], cdof[1], cdof[2]) * sign
+        jp = (vec3(cdof[3], cdof[4], cdof[5]) + wp.cross(vec3(cdof[0], cdof[1], cdof[2]), offset)) * sign
+        for k in range(3):
+            d.efc_J[w, r0 + k, dof] += jp[k]
+        if nrow == 6:
+            q = qleft * T.quat(ang[0], ang[1], ang[2], scalar(0.0)) * qright
+            for k in range(3):
+                d.efc_J[w, r0 + 3 + k, dof] += scalar(0.5) * torquescale * q[k]
+
+    @wp.func
+    def add_equality_jacobian(m: Model, d: Data, w: int, r0: int, nrow: int, body: int, point: vec3,
+                              sign: scalar, qleft: T.quat, qright: T.quat, torquescale: scalar):
+        """`add_equality_dof` for the dofs of the chain that moves `body`."""
+        dof = m.body_dofend[body]
+        if dof >= 0:
+            offset = point - d.subtree_com[w, m.body_rootid[body]]
+            add_equality_dof(m, d, w, r0, nrow, dof, offset, sign, qleft, qright, torquescale)
+            adr = m.dof_ancestor_adr[dof]
+            for k in range(adr, adr + m.dof_ancestor_num[dof]):
+                add_equality_dof(m, d, w, r0, nrow, m.dof_ancestor[k], offset, sign, qleft, qright, torquescale)
+
+    @wp.func
+    def equality_rows(m: Model, d: Data, w: int, e: int):
+        """The rows of equality constraint e (mj_instantiateEquality; mj_diagApprox and
+        mj_makeImpedance for its R, K, B): connect, 3 rows, pos_1 - pos_2 of the anchors; weld,
+        6 rows, that and torquescale Im(neg(q_2) q_1 relpose); joint, 1 row,
+        q_1 - q0_1 - poly(q_2 - q0_2). A connect's and a weld's impedance is of the norm of
+        their residual. Inactive (eq_active 0): no rows."""
+        r0 = m.eq_efc_adr[e]
+        kind = m.eq_type[e]
+        nrow = 1
+        if kind == EQ_CONNECT:
+            nrow = 3
+        elif kind == EQ_WELD:
+            nrow = 6
+        if m.enable_constraint != 0 and d.eq_active[w, e] != 0:
+            for k in range(nrow):
+                zero_jacobian(m, d, w, r0 + k)
+            solimp = clamp_solimp(m.eq_solimp[e])
+            kk, bb = stiffness_damping(m, m.eq_solref[e], solimp[1])
+            if kind == EQ_JOINT:
+                j1 = m.eq_jnt1[e]
+                j2 = m.eq_jnt2[e]
+                c = m.eq_polycoef[e]
+                q1 = m.jnt_qposadr[j1]
+                pos = d.qpos[w, q1] - m.qpos0[q1] - c[0]
+                diag = m.dof_invweight0[m.jnt_dofadr[j1]]
+                d.efc_J[w, r0, m.jnt_dofadr[j1]] += scalar(1.0)
+                if j2 >= 0:
+                    q2 = m.jnt_qposadr[j2]
+                    dif = d.qpos[w, q2] - m.qpos0[q2]
+                    pos = pos - (c[1] * dif + c[2] * dif * dif + c[3] * dif * dif * dif + c[4] * dif * dif * dif * dif)
+                    deriv = (c[1] + scalar(2.0) * c[2] * dif + scalar(3.0) * c[3] * dif * dif
+                             + scalar(4.0) * c[4] * dif * dif * dif)
+                    d.efc_J[w, r0, m.jnt_dofadr[j2]] += -deriv
+                    diag = diag + m.dof_invweight0[m.jnt_dofadr[j2]]
+                imp = impedance(solimp, pos, scalar(0.0))
+                set_row(d, w, r0, pos, scalar(0.0), scalar(0.0), imp, regularizer(imp, diag), kk, bb)
+            else:
+                b1 = m.eq_body1[e]
+                b2 = m.eq_body2[e]
+                p1 = d.xpos[w, b1] + d.xmat[w, b1] * m.eq_anchor1[e]
+                p2 = d.xpos[w, b2] + d.xmat[w, b2] * m.eq_anchor2[e]
+                ts = m.eq_torquescale[e]
+                qright = d.xquat[w, b1] * m.eq_quat1[e]
+                qleft = wp.quat_inverse(d.xquat[w, b2] * m.eq_quat2[e])
+                cpos = p1 - p2
+                norm2 = wp.dot(cpos, cpos)
+                rot = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
+                if nrow == 6:
+                    qe = qleft * qright
+                    rot = vec3(qe[0], qe[1], qe[2]) * ts
+                    norm2 = norm2 + wp.dot(rot, rot)
+                add_equality_jacobian(m, d, w, r0, nrow, b1, p1, scalar(1.0), qleft, qright, ts)
+                add_equality_jacobian(m, d, w, r0, nrow, b2, p2, scalar(-1.0), qleft, qright, ts)
+                imp = impedance(solimp, wp.sqrt(norm2), scalar(0.0))
+                iw1 = m.body_invweight0[b1]
+                iw2 = m.body_invweight0[b2]
+                for k in range(3):
+                    set_row(d, w, r0 + k, cpos[k], scalar(0.0), scalar(0.0), imp,
+                            regularizer(imp, iw1[0] + iw2[0]), kk, bb)
+                if nrow == 6:
+                    for k in range(3):
+                        set_row(d, w, r0 + 3 + k, rot[k], scalar(0.0), scalar(0.0), imp,
+                                regularizer(imp, iw1[1] + iw2[1]), kk, bb)
+        else:
+            for k in range(nrow):
+                clear_row(d, w, r0 + k)
+
+    @wp.func
+    def jac_dot_v(m: Model, d: Data, w: int, body: int, point: vec3):
+        """(Jdot qvel of `point` on `body`, Jdot_rot qvel) (mj_jacDot): cdof_dot of ball and free
+        rotation dofs from the body's own cvel, the point's velocity correction as MuJoCo's."""
+        jdv = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
+        jrdv = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
+        dof = m.body_dofend[body]
+        if dof >= 0:
+            com = d.subtree_com[w, m.body_rootid[body]]
+            offset = point - com
+            cv = d.cvel[w, body]
+            pvel = vec3(cv[3], cv[4], cv[5]) + wp.cross(vec3(cv[0], cv[1], cv[2]), offset)
+            adr = m.dof_ancestor_adr[dof]
+            for k in range(m.dof_ancestor_num[dof] + 1):
+                i = dof
+                if k > 0:
+                    i = m.dof_ancestor[adr + k - 1]
+                cd = d.cdof_dot[w, i]
+                cdof = d.cdof[w, i]
+                jnt = m.dof_jntid[i]
+                if m.jnt_type[jnt] == JNT_BALL or (m.jnt_type[jnt] == JNT_FREE and i >= m.jnt_dofadr[jnt] + 3):
+                    cd = f.motion_cross(d.cvel[w, m.dof_bodyid[i]], cdof)
+                ang = vec3(cd[0], cd[1], cd[2])
+                v = d.qvel[w, i]
+                jdv = jdv + (vec3(cd[3], cd[4], cd[5]) + wp.cross(ang, offset)
+                             + wp.cross(vec3(cdof[0], cdof[1], cdof[2]), pvel)) * v
+                jrdv = jrdv + ang * v
+        return jdv, jrdv
+
+    @wp.func
+    def equality_reference(m: Model, d: Data, w: int, e: int):
+        """aref -= Jdot qvel of a connect's or weld's rows (mj_Jdotv, after
+        mj_referenceConstraint): the anchors' Jdot qvel, and for a weld the time derivative of
+        0.5 neg(q_2) (J_1 - J_2) qvel q_1 relpose by the product rule."""
+        kind = m.eq_type[e]
+        if m.enable_constraint != 0 and d.eq_active[w, e] != 0 and kind != EQ_JOINT:
+            r0 = m.eq_efc_adr[e]
+            b1 = m.eq_body1[e]
+            b2 = m.eq_body2[e]
+            p1 = d.xpos[w, b1] + d.xmat[w, b1] * m.eq_anchor1[e]
+            p2 = d.xpos[w, b2] + d.xmat[w, b2] * m.eq_anchor2[e]
+            jdv1, jrdv1 = jac_dot_v(m, d, w, b1, p1)
+            jdv2, jrdv2 = jac_dot_v(m, d, w, b2, p2)
+            for k in range(3):
+                d.efc_aref[w, r0 + k] = d.efc_aref[w, r0 + k] - (jdv1[k] - jdv2[k])
+            if kind == EQ_WELD:
+                zero = scalar(0.0)
+                half = scalar(0.5)
+                cv1 = d.cvel[w, b1]
+                cv2 = d.cvel[w, b2]
+                w1 = T.quat(cv1[0], cv1[1], cv1[2], zero)
+                w2 = T.quat(cv2[0], cv2[1], cv2[2], zero)
+                dw = T.quat(cv1[0] - cv2[0], cv1[1] - cv2[1], cv1[2] - cv2[2], zero)
+                djr = jrdv1 - jrdv2
+                q0r = d.xquat[w, b1] * m.eq_quat1[e]
+                negq1 = wp.quat_inverse(d.xquat[w, b2] * m.eq_quat2[e])
+                # d/dt q_1 relpose: mju_derivQuat, 0.5 (0, omega) q, of the body's quaternion, then
+                # relpose; of a site's whole frame (MuJoCo's two semantics)
+                qdot0r = w1 * d.xquat[w, b1] * m.eq_quat1[e] * half
+                if m.eq_site[e] != 0:
+                    qdot0r = w1 * q0r * half
+                negqdot1 = wp.quat_inverse(w2 * d.xquat[w, b2] * m.eq_quat2[e] * half)
+                t = (negqdot1 * dw * q0r + negq1 * T.quat(djr[0], djr[1], djr[2], zero) * q0r
+                     + negq1 * dw * qdot0r)
+                ts = m.eq_torquescale[e]
+                for k in range(3):
+                    d.efc_aref[w, r0 + 3 + k] = d.efc_aref[w, r0 + 3 + k] - half * t[k] * ts
+
+    @wp.func
     def friction_row(m: Model, d: Data, w: int, r: int):
         """Row r (< nefc_friction): dof friction loss, J = e_dof, no position residual (K = 0)."""
         dof = m.efc_id[r]
@@ -335,5 +509,7 @@ def build(scalar):
         d.efc_aref[w, r] = (-d.efc_B[w, r] * vel
                             - d.efc_K[w, r] * d.efc_imp[w, r] * (d.efc_pos[w, r] - d.efc_margin[w, r]))
 
-    return SimpleNamespace(friction_row=friction_row, limit_row=limit_row, contact_rows=contact_rows,
+    return SimpleNamespace(equality_rows=equality_rows, equality_reference=equality_reference,
+                           friction_row=friction_row, limit_row=limit_row,
+                           contact_rows=contact_rows,
                            constraint_list=constraint_list, reference_row=reference_row, row_dot=row_dot)

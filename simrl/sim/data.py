@@ -76,6 +76,8 @@ def data_struct(scalar):
         contact_dist: wp.array2d(dtype=scalar)
         contact_pos: wp.array2d(dtype=T.vec3)
         contact_frame: wp.array2d(dtype=T.mat33)  # rows: normal (geom1 -> geom2), tangents
+        sensordata: wp.array2d(dtype=scalar)  # [W, nsensordata] (or [W, 1])
+        eq_active: wp.array2d(dtype=int)  # [W, neq] (or [W, 1]): 1 where the equality constraint acts
         # constraint rows [W, nefc]
         efc_active: wp.array2d(dtype=int)
         efc_nactive: wp.array(dtype=int)  # [W], number of active rows
@@ -197,6 +199,10 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.contact_dist = zeros((W, ncon))
     d.contact_pos = zeros((W, ncon), T.vec3)
     d.contact_frame = zeros((W, ncon), T.mat33)
+    mjm = model.mjm
+    d.sensordata = zeros((W, max(1, mjm.nsensordata)))
+    d.eq_active = wp.array(np.tile(np.asarray(mjm.eq_active0, dtype=np.int32).reshape(1, -1), (W, 1))
+                           if mjm.neq else np.zeros((W, 1), dtype=np.int32), dtype=int, device=model.device)
     d.efc_active = zeros((W, nefc), int)
     d.efc_nactive = zeros(W, int)
     d.efc_list = zeros((W, nefc), int)

@@ -25,6 +25,7 @@ from simrl.sim import (
     passive,
     rk4,
     rne,
+    sensor,
     solver,
 )
 from simrl.sim.data import data_struct
@@ -37,11 +38,13 @@ from simrl.sim.schedule import (
     BODIES_UP,
     CONTACTS,
     DOFS,
+    EQUALITIES,
     FRAMES,
     FRICTION_ROWS,
     JOINTS,
     LIMIT_ROWS,
     PAIRS,
+    SENSORS,
     WORLD,
     Pass,
     segment,
@@ -90,10 +93,12 @@ def constraint_rows(scalar, grouped: bool = True) -> tuple:
     groups = tuple((kinds, collision_driver.dispatch(scalar, kinds)) for kinds in groups)
     return (
         Pass("narrowphase", PAIRS, (collision_driver.build(scalar),), kinds=groups),
+        Pass("equality_rows", EQUALITIES, (c.equality_rows,)),
         Pass("friction_rows", FRICTION_ROWS, (c.friction_row,)),
         Pass("limit_rows", LIMIT_ROWS, (c.limit_row,)),
         Pass("contact_rows", CONTACTS, (c.contact_rows,)),
         Pass("reference_rows", ACTIVE_ROWS, (c.reference_row,)),
+        Pass("equality_reference", EQUALITIES, (c.equality_reference,)),
     )
 
 
@@ -118,25 +123,32 @@ def world_functions(scalar, lanes: bool) -> SimpleNamespace:
                            euler_damping=euler.build(scalar, lanes).damping)
 
 
-def _acceleration(scalar, lanes: bool, integrator: bool) -> tuple:
-    """mj_fwdAcceleration and mj_fwdConstraint, and with `integrator` Euler's acceleration."""
+def _acceleration(scalar, lanes: bool, integrator: bool, sensors: bool = True) -> tuple:
+    """mj_fwdAcceleration and mj_fwdConstraint, the sensors (mj_sensorPos/Vel/Acc, unless
+    `sensors` is False: RK4's later stages skip them as mj_forwardSkip does), and with
+    `integrator` Euler's acceleration."""
     # three launches in the wide schedule: as one kernel the three would need twice the
     # registers a GPU thread should use (scripts/gpu_report.py)
     f = world_functions(scalar, lanes)
     passes = (Pass("fwd_acceleration", WORLD, (f.constraint_list, f.fwd_acceleration)),
               Pass("solve", WORLD, (f.solve,)))
+    if sensors:
+        passes = passes + (Pass("sensor", SENSORS, (sensor.build(scalar),)),)
     if integrator:
         return passes + (Pass("constraint_force_euler", WORLD, (f.constraint_force, f.euler_damping)),)
     return passes + (Pass("constraint_force", WORLD, (f.constraint_force,)),)
 
 
-def _forward_passes(scalar, lanes: bool, euler_step: bool) -> tuple:
-    return position(scalar) + velocity(scalar) + constraint_rows(scalar) + _acceleration(scalar, lanes, euler_step)
+def _forward_passes(scalar, lanes: bool, euler_step: bool, sensors: bool = True) -> tuple:
+    return (position(scalar) + velocity(scalar) + constraint_rows(scalar)
+            + _acceleration(scalar, lanes, euler_step, sensors))
 
 
-def forward_segment(scalar, schedule: str):
-    """mj_forward: qacc and every intermediate from qpos, qvel, ctrl."""
-    return segment("forward", _forward_passes(scalar, schedule == "wide", False), scalar, schedule)
+def forward_segment(scalar, schedule: str, sensors: bool = True):
+    """mj_forward: qacc and every intermediate from qpos, qvel, ctrl (and sensordata, unless
+    `sensors` is False: mj_forwardSkip with skipsensor)."""
+    name = "forward" if sensors else "forward_skipsensor"
+    return segment(name, _forward_passes(scalar, schedule == "wide", False, sensors), scalar, schedule)
 
 
 def euler_segment(scalar, schedule: str):

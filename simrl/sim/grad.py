@@ -21,7 +21,7 @@ import os
 import warp as wp
 
 from simrl.sim import factor_m, forward, integrate_pos, rk4, schedule, solver
-from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_FRICTION_DOF
+from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_EQUALITY, CNSTR_FRICTION_DOF
 from simrl.sim.contact_tables import MINMU
 from simrl.sim.data import data_struct, make_data
 from simrl.sim.integrate_pos import jnt_nv
@@ -87,7 +87,7 @@ def build(scalar, schedule: str = "fused"):
         elif m.efc_type[r] == CNSTR_CONTACT_ELLIPTIC:
             if d.efc_dds[w, r] != scalar(0.0):
                 zone = 1
-        elif jar < scalar(0.0):
+        elif jar < scalar(0.0) or m.efc_type[r] == CNSTR_EQUALITY:
             zone = 1
         return zone
 

@@ -18,6 +18,9 @@ from simrl.errors import UnsupportedFeatureError
 from simrl.sim.contact_tables import PRIMITIVE_MAX_CONTACTS, candidate_geom_pairs, contact_rows, contact_tables
 from simrl.sim.types import JNT_BALL, JNT_HINGE, JNT_SLIDE, scalar_types
 
+# constraint rows of each supported equality type (mjtEq: connect, weld, joint)
+EQ_ROWS = {int(mujoco.mjtEq.mjEQ_CONNECT): 3, int(mujoco.mjtEq.mjEQ_WELD): 6, int(mujoco.mjtEq.mjEQ_JOINT): 1}
+
 DSBL = mujoco.mjtDisableBit
 ENBL = mujoco.mjtEnableBit
 
@@ -60,6 +63,9 @@ def model_struct(scalar):
         enable_actuation: int
         enable_clampctrl: int
         euler_damp: int  # Euler integrates dof damping implicitly (mj_EulerSkip)
+        # 1: the warm start is saved at the end of the step (RK4: the last stage's qacc, as
+        # mj_advance), not after each constraint solve
+        warmstart_at_end: int
         rk4_a: T.vec3  # RK4 tableau (simrl.sim.rk4): A's diagonal and the weights B
         rk4_b: wp.types.vector(4, dtype=scalar)
         # bodies
@@ -155,8 +161,40 @@ def model_struct(scalar):
         cpair_friction: wp.array2d(dtype=T.vec5)  # [1 or W, ncpair]
         contact_pair: wp.array(dtype=int)  # [ncon]
         contact_efc_adr: wp.array(dtype=int)  # [ncon], first constraint row of the slot
-        # constraint rows, fixed at load: friction loss, then limits, then contact rows
+        # equality constraints (connect, weld, joint), mjtEq: the bodies (of the sites) and
+        # their anchors in the body frames, the frames' orientations relative to the bodies
+        # (weld: body 1's relpose), torquescale, the joints and polycoef of joint equalities
+        neq: int
+        eq_type: wp.array(dtype=int)
+        eq_efc_adr: wp.array(dtype=int)  # first constraint row
+        eq_body1: wp.array(dtype=int)
+        eq_body2: wp.array(dtype=int)
+        eq_anchor1: wp.array(dtype=T.vec3)
+        eq_anchor2: wp.array(dtype=T.vec3)
+        eq_quat1: wp.array(dtype=T.quat)
+        eq_quat2: wp.array(dtype=T.quat)
+        eq_torquescale: wp.array(dtype=scalar)
+        eq_site: wp.array(dtype=int)  # 1: site semantics
+        eq_jnt1: wp.array(dtype=int)
+        eq_jnt2: wp.array(dtype=int)  # -1: no second joint
+        eq_polycoef: wp.array(dtype=T.vec5)
+        eq_solref: wp.array(dtype=T.vec2)
+        eq_solimp: wp.array(dtype=T.vec5)
+        # sensors (simrl.sim.sensor), MuJoCo's sensor_* arrays; opt.magnetic
+        nsensor: int
+        sensor_type: wp.array(dtype=int)
+        sensor_objtype: wp.array(dtype=int)
+        sensor_objid: wp.array(dtype=int)
+        sensor_reftype: wp.array(dtype=int)
+        sensor_refid: wp.array(dtype=int)
+        sensor_adr: wp.array(dtype=int)
+        sensor_dim: wp.array(dtype=int)
+        sensor_datatype: wp.array(dtype=int)
+        sensor_cutoff: wp.array(dtype=scalar)
+        magnetic: T.vec3
+        # constraint rows, fixed at load: equality, friction loss, then limits, then contact rows
         nefc: int
+        nefc_eq: int
         nefc_friction: int
         nefc_limit: int
         efc_type: wp.array(dtype=int)  # mjtConstraint
@@ -235,8 +273,35 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
     constraints_on = not _disabled(mjm, DSBL.mjDSBL_CONSTRAINT)
     how = "(disable with <option><flag {}='disable'/>)"
     if constraints_on and mjm.neq and not _disabled(mjm, DSBL.mjDSBL_EQUALITY):
-        problems.append(f"<equality>: {mjm.neq} equality constraint(s) are not supported "
-                        + how.format("equality"))
+        for i in range(mjm.neq):
+            kind = int(mjm.eq_type[i])
+            ename = _name(mjm, mujoco.mjtObj.mjOBJ_EQUALITY, i)
+            if kind not in EQ_ROWS:
+                tag = {int(mujoco.mjtEq.mjEQ_TENDON): "tendon"}.get(kind, mujoco.mjtEq(kind).name)
+                problems.append(f"<equality><{tag}> {ename}: only connect, weld and joint equality constraints "
+                                "are supported " + how.format("equality"))
+            elif kind == int(mujoco.mjtEq.mjEQ_JOINT):
+                for j in (int(mjm.eq_obj1id[i]), int(mjm.eq_obj2id[i])):
+                    if j >= 0 and int(mjm.jnt_type[j]) not in (JNT_HINGE, JNT_SLIDE):
+                        problems.append(f"<equality><joint> {ename}: joint "
+                                        f"{_name(mjm, mujoco.mjtObj.mjOBJ_JOINT, j)} is not a hinge or slide")
+
+    # sensors
+    from simrl.sim.sensor import FRAME_OBJECTS, SUPPORTED, frame_sensor
+
+    for i in range(mjm.nsensor):
+        sname = _name(mjm, mujoco.mjtObj.mjOBJ_SENSOR, i)
+        kind = int(mjm.sensor_type[i])
+        tag = mujoco.mjtSensor(kind).name.removeprefix("mjSENS_").lower()
+        if kind not in SUPPORTED:
+            problems.append(f"<sensor><{tag}> {sname}: this sensor type is not computed (supported: "
+                            + ", ".join(sorted(mujoco.mjtSensor(k).name.removeprefix("mjSENS_").lower()
+                                               for k in SUPPORTED)) + "); remove it from the MJCF to load the model")
+        elif frame_sensor(kind) and any(int(t) not in FRAME_OBJECTS for t, j in (
+                (mjm.sensor_objtype[i], mjm.sensor_objid[i]), (mjm.sensor_reftype[i], mjm.sensor_refid[i])) if j >= 0):
+            problems.append(f"<sensor><{tag}> {sname}: frame sensors of cameras are not supported")
+        if int(mjm.sensor_history[i, 0]) > 0 or mjm.sensor_delay[i] > 0 or mjm.sensor_interval[i, 0] > 0:
+            problems.append(f"<sensor><{tag}> {sname}: sensor delay, interval and history are not supported")
 
     # bodies
     for b in range(1, mjm.nbody):
@@ -374,6 +439,12 @@ def _dof_chain(mjm, body: int) -> list[int]:
 
 def _row_columns(mjm, tables, efc_type: int, efc_id: int) -> list[int]:
     """Increasing column indices where a constraint row's Jacobian can be non-zero."""
+    if efc_type == 0:  # equality
+        if int(mjm.eq_type[efc_id]) == int(mujoco.mjtEq.mjEQ_JOINT):
+            jnts = [j for j in (int(mjm.eq_obj1id[efc_id]), int(mjm.eq_obj2id[efc_id])) if j >= 0]
+            return sorted({int(mjm.jnt_dofadr[j]) for j in jnts})
+        bodies = _eq_bodies(mjm, efc_id)
+        return sorted(set(_dof_chain(mjm, bodies[0])) | set(_dof_chain(mjm, bodies[1])))
     if efc_type == 1:  # dof friction loss
         return [efc_id]
     if efc_type == 3:  # joint limit
@@ -381,6 +452,14 @@ def _row_columns(mjm, tables, efc_type: int, efc_id: int) -> list[int]:
         return [dof, dof + 1, dof + 2] if mjm.jnt_type[efc_id] == JNT_BALL else [dof]
     g1, g2 = tables["geom"][tables["slot_pair"][efc_id]]
     return sorted(set(_dof_chain(mjm, int(mjm.geom_bodyid[g1]))) | set(_dof_chain(mjm, int(mjm.geom_bodyid[g2]))))
+
+
+def _eq_bodies(mjm, i: int) -> tuple[int, int]:
+    """The two bodies of a connect or weld (of its sites under site semantics)."""
+    b = int(mjm.eq_obj1id[i]), int(mjm.eq_obj2id[i])
+    if int(mjm.eq_objtype[i]) == int(mujoco.mjtObj.mjOBJ_SITE):
+        return int(mjm.site_bodyid[b[0]]), int(mjm.site_bodyid[b[1]])
+    return b
 
 
 def _is_chain(mjm, cols: list[int]) -> bool:
@@ -443,6 +522,7 @@ class Model:
 
         from simrl.sim.rk4 import RK4_A, RK4_B  # (rk4 builds on this module's Model struct)
 
+        m.warmstart_at_end = int(opt.integrator == INTEGRATOR_RK4)
         m.rk4_a = T.vec3(*RK4_A)
         m.rk4_b = wp.types.vector(4, dtype=dtype)(*RK4_B)
         m.body_parentid = ints(mjm.body_parentid)
@@ -568,18 +648,28 @@ class Model:
         m.cpair_friction = shared(np.reshape(tables["friction"], (-1, 5)), T.vec5, 5)
         m.contact_pair = ints(tables["slot_pair"])
 
-        # rows: friction loss dofs, limits (2 per hinge/slide, 1 per ball), contact rows
+        # rows (mj_makeConstraint's order): equality (3 per connect, 6 per weld, 1 per joint),
+        # friction loss dofs, limits (2 per hinge/slide, 1 per ball), contact rows
         efc_type, efc_id, efc_sub = [], [], []
+        eq_adr = []
+        eq_on = constraint_on and not flags & DSBL.mjDSBL_EQUALITY
+        for i in range(mjm.neq):
+            eq_adr.append(len(efc_type))
+            if eq_on:
+                for e in range(EQ_ROWS[int(mjm.eq_type[i])]):
+                    efc_type.append(0), efc_id.append(i), efc_sub.append(e)
+        ne = len(efc_type)
+        self._equality(m, mjm, eq_adr, ints, arr)
         if constraint_on and not flags & DSBL.mjDSBL_FRICTIONLOSS:
             for i in np.flatnonzero(mjm.dof_frictionloss > 0):
                 efc_type.append(1), efc_id.append(int(i)), efc_sub.append(0)
-        nf = len(efc_type)
+        nf = len(efc_type) - ne
         if constraint_on and not flags & DSBL.mjDSBL_LIMIT:
             for j in np.flatnonzero(mjm.jnt_limited):
                 sides = (0,) if mjm.jnt_type[j] == JNT_BALL else (-1, 1)
                 for side in sides:
                     efc_type.append(3), efc_id.append(int(j)), efc_sub.append(side)
-        nl = len(efc_type) - nf
+        nl = len(efc_type) - ne - nf
         base = len(efc_type)
         m.contact_efc_adr = ints([base + r for r in tables["slot_row"]])
         for slot, pair in enumerate(tables["slot_pair"]):
@@ -587,7 +677,7 @@ class Model:
             kind = 5 if rows == 1 else 7 if tables["elliptic"] else 6  # frictionless, elliptic, pyramidal
             for e in range(rows):
                 efc_type.append(kind), efc_id.append(slot), efc_sub.append(e)
-        m.nefc, m.nefc_friction, m.nefc_limit = len(efc_type), nf, nl
+        m.nefc, m.nefc_eq, m.nefc_friction, m.nefc_limit = len(efc_type), ne, nf, nl
         m.efc_type, m.efc_id, m.efc_sub = ints(efc_type), ints(efc_id), ints(efc_sub)
         cols = [_row_columns(mjm, tables, t, i) for t, i in zip(efc_type, efc_id, strict=True)]
         colind = np.zeros((len(cols), max(1, mjm.nv)), dtype=np.int32)
@@ -618,6 +708,53 @@ class Model:
             dofend.append(int(mjm.body_dofadr[w] + mjm.body_dofnum[w] - 1) if mjm.body_dofnum[w] else -1)
         m.body_dofend = ints(dofend)
         self.struct = m
+
+    def _equality(self, m, mjm, eq_adr, ints, arr):
+        """The equality constraints' tables (mj_equalityAnchors, mj_instantiateEquality)."""
+        T, neq = self.T, mjm.neq
+        m.neq = neq
+        b1, b2, a1, a2, q1, q2, ts, j1, j2 = [], [], [], [], [], [], [], [], []
+        for i in range(neq):
+            kind, data = int(mjm.eq_type[i]), np.asarray(mjm.eq_data[i], dtype=np.float64)
+            ident = np.array([1.0, 0.0, 0.0, 0.0])
+            if kind == int(mujoco.mjtEq.mjEQ_JOINT):
+                bodies, anchors, quats = (0, 0), (np.zeros(3), np.zeros(3)), (ident, ident)
+                j1.append(int(mjm.eq_obj1id[i])), j2.append(int(mjm.eq_obj2id[i]))
+            else:
+                bodies = _eq_bodies(mjm, i)
+                j1.append(-1), j2.append(-1)
+                if int(mjm.eq_objtype[i]) == int(mujoco.mjtObj.mjOBJ_SITE):
+                    s1, s2 = int(mjm.eq_obj1id[i]), int(mjm.eq_obj2id[i])
+                    anchors = (mjm.site_pos[s1], mjm.site_pos[s2])
+                    quats = (mjm.site_quat[s1], mjm.site_quat[s2])
+                elif kind == int(mujoco.mjtEq.mjEQ_CONNECT):
+                    anchors, quats = (data[0:3], data[3:6]), (ident, ident)
+                else:  # weld: body 1's anchor is data[3:6], body 2's data[0:3]; relpose data[6:10]
+                    anchors, quats = (data[3:6], data[0:3]), (data[6:10], ident)
+            b1.append(bodies[0]), b2.append(bodies[1])
+            a1.append(anchors[0]), a2.append(anchors[1])
+            q1.append(quats[0]), q2.append(quats[1])
+            ts.append(data[10] if kind == int(mujoco.mjtEq.mjEQ_WELD) else 1.0)
+        pad = neq == 0
+        m.eq_type = ints(mjm.eq_type if neq else [0])
+        m.eq_efc_adr = ints(eq_adr or [0])
+        m.eq_body1, m.eq_body2 = ints(b1 or [0]), ints(b2 or [0])
+        m.eq_anchor1 = arr(np.reshape(a1 if not pad else [0.0] * 3, (-1, 3)), T.vec3)
+        m.eq_anchor2 = arr(np.reshape(a2 if not pad else [0.0] * 3, (-1, 3)), T.vec3)
+        m.eq_quat1 = arr(_wxyz_to_xyzw(np.reshape(q1 if not pad else [1.0, 0, 0, 0], (-1, 4))), T.quat)
+        m.eq_quat2 = arr(_wxyz_to_xyzw(np.reshape(q2 if not pad else [1.0, 0, 0, 0], (-1, 4))), T.quat)
+        m.eq_torquescale = arr(ts or [1.0], self.dtype)
+        m.eq_site = ints([int(int(mjm.eq_objtype[i]) == int(mujoco.mjtObj.mjOBJ_SITE)) for i in range(neq)] or [0])
+        m.eq_jnt1, m.eq_jnt2 = ints(j1 or [-1]), ints(j2 or [-1])
+        m.eq_polycoef = arr(np.reshape(mjm.eq_data[:, :5] if neq else np.zeros(5), (-1, 5)), T.vec5)
+        m.eq_solref = arr(np.reshape(mjm.eq_solref if neq else np.zeros(2), (-1, 2)), T.vec2)
+        m.eq_solimp = arr(np.reshape(mjm.eq_solimp if neq else np.zeros(5), (-1, 5)), T.vec5)
+        ns = mjm.nsensor
+        m.nsensor = ns
+        for name in ("type", "objtype", "objid", "reftype", "refid", "adr", "dim", "datatype"):
+            setattr(m, "sensor_" + name, ints(getattr(mjm, "sensor_" + name) if ns else [0]))
+        m.sensor_cutoff = arr(mjm.sensor_cutoff if ns else [0.0], self.dtype)
+        m.magnetic = T.vec3(*[float(x) for x in mjm.opt.magnetic])
 
     # sizes, for convenience
     @property

@@ -131,7 +131,8 @@ def build(scalar):
 
     @wp.func
     def end(m: Model, d: Data, w: int, j: int):
-        """Add the last stage, then advance X0 by h times the B-weighted sums (mj_advance)."""
+        """Add the last stage, then advance X0 by h times the B-weighted sums, and keep the last
+        stage's qacc as the next warm start (mj_advance)."""
         h = m.timestep
         stage_derivative(m, d.rk_k, d.qvel, d.rk_k, m.rk4_a[2], w, j)
         accumulate(m, d, w, j, m.rk4_b[3])
@@ -139,6 +140,8 @@ def build(scalar):
         for c in range(jnt_nv(m.jnt_type[j])):
             i = dadr + c
             d.qvel[w, i] = d.rk_qvel[w, i] + d.rk_dqvel[w, i] * h
+            # the next step's warm start: the last stage's qacc (mj_advance)
+            d.qacc_warmstart[w, i] = d.qacc[w, i]
         integrate.joint(m, d.rk_qpos, d.qpos, d.rk_dqpos, h, w, j)
         integrate.check_joint(m, d, w, j)
 

@@ -57,6 +57,8 @@ GEOMS = "geoms"
 SITES = "sites"
 ACTUATORS = "actuators"
 CONTACTS = "contacts"  # contact slots
+EQUALITIES = "equalities"  # equality constraints that have rows
+SENSORS = "sensors"
 FRICTION_ROWS = "friction_rows"  # the constraint rows of dof friction loss
 LIMIT_ROWS = "limit_rows"  # the constraint rows of joint limits
 ACTIVE_ROWS = "active_rows"  # constraint rows that are active (efc_active) in the world
@@ -67,7 +69,9 @@ PAIRS = "pairs"  # candidate geom pairs: a launch per collider kind
 _RANGES = {BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.ngeom + m.nsite),
            DOFS: lambda m: (0, m.nv), JOINTS: lambda m: (0, m.njnt), GEOMS: lambda m: (0, m.ngeom),
            SITES: lambda m: (0, m.nsite), ACTUATORS: lambda m: (0, m.nu), CONTACTS: lambda m: (0, m.ncon),
-           FRICTION_ROWS: lambda m: (0, m.nefc_friction), LIMIT_ROWS: lambda m: (m.nefc_friction, m.nefc_limit)}
+           EQUALITIES: lambda m: (0, m.neq if m.nefc_eq > 0 else 0), SENSORS: lambda m: (0, m.nsensor),
+           FRICTION_ROWS: lambda m: (m.nefc_eq, m.nefc_friction),
+           LIMIT_ROWS: lambda m: (m.nefc_eq + m.nefc_friction, m.nefc_limit)}
 
 
 @dataclass(frozen=True)
@@ -179,15 +183,27 @@ def _range_funcs(scalar):
         return 0, m.ncon
 
     @wp.func
+    def sensors(m: Model):
+        return 0, m.nsensor
+
+    @wp.func
+    def equalities(m: Model):
+        n = int(0)
+        if m.nefc_eq > 0:
+            n = m.neq
+        return 0, n
+
+    @wp.func
     def friction_rows(m: Model):
-        return 0, m.nefc_friction
+        return m.nefc_eq, m.nefc_friction
 
     @wp.func
     def limit_rows(m: Model):
-        return m.nefc_friction, m.nefc_limit
+        return m.nefc_eq + m.nefc_friction, m.nefc_limit
 
     out = {BODIES: bodies, FRAMES: frames, DOFS: dofs, JOINTS: joints, GEOMS: geoms, SITES: sites, ACTUATORS: actuators,
-           CONTACTS: contacts, FRICTION_ROWS: friction_rows, LIMIT_ROWS: limit_rows}
+           CONTACTS: contacts, SENSORS: sensors, EQUALITIES: equalities, FRICTION_ROWS: friction_rows,
+           LIMIT_ROWS: limit_rows}
     assert set(out) == set(_RANGES)
     return out
 

@@ -178,8 +178,9 @@ class Sim:
             self._step_segments = (forward.euler_segment(scalar, schedule_),)
         else:
             begin, stage1, stage2, end = forward.rk4_segments(scalar, schedule_)
-            f = self._forward
-            self._step_segments = (f, begin, f, stage1, f, stage2, f, end)
+            # sensors at the step's first state only (mj_RungeKutta's mj_forwardSkip, skipsensor)
+            f, f_skip = self._forward, forward.forward_segment(scalar, schedule_, sensors=False)
+            self._step_segments = (f, begin, f_skip, stage1, f_skip, stage2, f_skip, end)
         #: whether step(n) replays recorded graphs (see the class docstring)
         self.use_graphs = self.device.is_cuda if use_graphs is None else bool(use_graphs)
         self._graphs = {}
@@ -314,9 +315,39 @@ class Sim:
     qfrc_constraint = property(lambda self: self.view("qfrc_constraint"),
                                doc="generalized constraint forces J' efc_force [num_worlds, nv]")
     efc_force = property(lambda self: self.view("efc_force"),
-                         doc="constraint row forces [num_worlds, nefc] (rows in `efc_rows()` order)")
+                         doc="constraint row forces [num_worlds, nefc] (rows: equality, friction loss, limits, "
+                             "contact slots)")
+    eq_active = property(lambda self: self.view("eq_active")[:, :self.model.mjm.neq],
+                         lambda self, v: self._set_eq_active(v),
+                         doc="1 where an equality constraint acts, per world [num_worlds, neq] (int32; from "
+                             "eq_active0, restored by `reset`)")
+    sensordata = property(lambda self: self.view("sensordata")[:, :self.model.mjm.nsensordata],
+                          doc="MuJoCo's sensordata [num_worlds, nsensordata], of the state the last step "
+                              "started from (as after mj_step); `sensor(name)` gives one sensor's columns")
     solver_niter = property(lambda self: self.view("solver_niter"),
                             doc="Newton iterations of the last constraint solve, per world [num_worlds]")
+
+    def sensor(self, name: str) -> torch.Tensor:
+        """Zero-copy view of one sensor's values [num_worlds, dim] in `sensordata`, by its MJCF name."""
+        mjm = self.model.mjm
+        i = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_SENSOR, name)
+        if i < 0:
+            names = [mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_SENSOR, k) for k in range(mjm.nsensor)]
+            raise KeyError(f"no sensor named {name!r}; the model's sensors: {[n for n in names if n] or 'none'}")
+        adr, dim = int(mjm.sensor_adr[i]), int(mjm.sensor_dim[i])
+        return self.view("sensordata")[:, adr:adr + dim]
+
+    def _set_eq_active(self, value) -> None:
+        view = self.eq_active
+        value = torch.as_tensor(value, device=view.device) if not isinstance(value, torch.Tensor) else value
+        if value.device != view.device:
+            raise ValueError(f"eq_active must be on device {view.device}, got a tensor on {value.device}")
+        if value.is_floating_point() or value.is_complex():
+            raise TypeError(f"eq_active must be a bool or integer tensor, got dtype {value.dtype}")
+        if tuple(value.shape) != tuple(view.shape):
+            raise ValueError(f"eq_active must have shape {tuple(view.shape)} [num_worlds, neq], "
+                             f"got {tuple(value.shape)}")
+        view.copy_(value != 0)
 
     @property
     def nan_worlds(self) -> torch.Tensor:
@@ -391,7 +422,7 @@ class Sim:
         wp.capture_launch(graph[1])
 
     def reset(self, world_ids=None) -> None:
-        """Set qpos to qpos0 and qvel, ctrl, qfrc_applied, qacc to zero, in all worlds or in
+        """Set qpos to qpos0, eq_active to eq_active0 and qvel, ctrl, qfrc_applied, qacc to zero, in all worlds or in
         `world_ids` (a sequence, an index tensor or a boolean mask over worlds)."""
         qpos0 = torch.as_tensor(np.asarray(self.mj_model.qpos0), dtype=self.torch_dtype,
                                 device=self.qpos.device)
@@ -406,6 +437,9 @@ class Sim:
             elif index.dtype not in (torch.int32, torch.int64):
                 raise TypeError(f"world_ids must be integer indices or a boolean mask, got {index.dtype}")
         self.qpos[index] = qpos0
+        if self.model.mjm.neq:
+            self.eq_active[index] = torch.as_tensor(np.asarray(self.mj_model.eq_active0, dtype=np.int32),
+                                                    device=self.qpos.device)
         for name in ("qvel", "ctrl", "qfrc_applied", "qacc", "qacc_warmstart", "nan_world"):
             self.view(name)[index] = 0
 

@@ -3,12 +3,12 @@
 
     qacc = argmin_x  1/2 (x - qacc_smooth)' M (x - qacc_smooth) + s(J x - aref)
 
-s is convex: for a limit or pyramid-edge row, 1/2 D jar^2 while jar < 0 and 0 beyond; for a
-friction-loss row the Huber function with linear zones |jar| > R floss; for the rows of a
-contact in the elliptic cone a function of the whole contact (`elliptic_cone`): 0 inside the cone,
-1/2 sum D_j jar_j^2 inside its dual, and between them 1/2 D_m (N - mu T)^2 of the distance
-from the cone, with a dense cone Hessian. Its minimizer is unique, so any solver that
-converges finds MuJoCo's answer. Each iteration
+s is convex: for an equality row 1/2 D jar^2; for a limit or pyramid-edge row, 1/2 D jar^2
+while jar < 0 and 0 beyond; for a friction-loss row the Huber function with linear zones
+|jar| > R floss; for the rows of a contact in the elliptic cone a function of the whole
+contact (`elliptic_cone`): 0 inside the cone, 1/2 sum D_j jar_j^2 inside its dual, and
+between them 1/2 D_m (N - mu T)^2 of the distance from the cone, with a dense cone Hessian.
+Its minimizer is unique, so any solver that converges finds MuJoCo's answer. Each iteration
 solves (M + J' D_active J) p = -grad by a dense Cholesky factorization (nv is small; one
 thread per world) and takes the exact step along p (1-D Newton with bisection safeguard on
 the piecewise-quadratic cost). Iterations stop, per world, when the scaled cost improvement
@@ -28,7 +28,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim import constraint, factor_m
-from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_FRICTION_DOF
+from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_EQUALITY, CNSTR_FRICTION_DOF
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import MINVAL, block_sync, no_sync
@@ -363,7 +363,8 @@ def build(scalar, lanes: bool = False):
                 cost = scalar(0.5) * D * jar * jar
                 ds = D * jar
                 dds = D
-        elif jar < scalar(0.0):
+        elif jar < scalar(0.0) or m.efc_type[r] == CNSTR_EQUALITY:
+            # equality rows are bilateral: always quadratic
             cost = scalar(0.5) * D * jar * jar
             ds = D * jar
             dds = D
@@ -825,7 +826,8 @@ def build(scalar, lanes: bool = False):
     def constraint_force(m: Model, d: Data, w: int, lane: int, nlanes: int):
         """qfrc_constraint = J' efc_force at the solution (efc_force set by the solver's last
         evaluate), the rows added in ascending order (scattered row by row by a thread per world,
-        gathered per dof by a block: the same sums); the next step's warm start."""
+        gathered per dof by a block: the same sums); the next step's warm start (unless the
+        integrator saves it at the end of the step: RK4)."""
         nv = m.nv
         nactive = d.efc_nactive[w]
         if wp.static(lanes):
@@ -849,9 +851,10 @@ def build(scalar, lanes: bool = False):
                     d.qfrc_constraint[w, j] = d.qfrc_constraint[w, j] + d.efc_J[w, r, j] * fr
                     k = k + 1
                 a = a + 1
-        i = int(lane)
-        while i < nv:
-            d.qacc_warmstart[w, i] = d.qacc[w, i]
-            i = i + nlanes
+        if m.warmstart_at_end == 0:
+            i = int(lane)
+            while i < nv:
+                d.qacc_warmstart[w, i] = d.qacc[w, i]
+                i = i + nlanes
 
     return SimpleNamespace(solve=solve, constraint_force=constraint_force, evaluate=evaluate, row_cost=row_cost)

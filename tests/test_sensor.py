@@ -1,0 +1,161 @@
+"""Sensors against MuJoCo's sensordata: every supported type on random states (bodies,
+xbodies, geoms and sites, with and without a reference frame, cutoff), every step of a
+trajectory (the values of the state each step started from, as after mj_step; RK4 computes them
+at the first stage only), `sim.sensor(name)`, both schedules bit for bit, and refusals by name."""
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+from test_schedule import assert_same_data, run
+
+from simrl import Sim
+from simrl.errors import UnsupportedFeatureError
+
+XML = """
+<mujoco>
+  <option timestep="0.002" magnetic="0.1 -0.4 0.3"/>
+  <worldbody>
+    <geom type="plane" size="2 2 0.1"/>
+    <body name="torso" pos="0 0 0.6">
+      <freejoint/>
+      <geom name="tg" type="box" size="0.2 0.1 0.05" pos="0.01 0 0" euler="0 10 0"/>
+      <site name="imu" pos="0.05 0.02 0.01" euler="10 20 30"/>
+      <body name="leg" pos="0.2 0 0">
+        <joint name="hip" type="hinge" axis="0 1 0" range="-1 1"/>
+        <geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.03"/>
+        <site name="foot" pos="0 0 -0.3"/>
+        <body name="ball" pos="0 0 -0.3">
+          <joint name="bj" type="ball"/>
+          <geom size="0.04" pos="0.02 0 0"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><position name="a" joint="hip" kp="20" kv="1"/></actuator>
+  <sensor>
+    <magnetometer site="imu"/><jointpos joint="hip"/><actuatorpos actuator="a"/><ballquat joint="bj"/>
+    <framepos objtype="site" objname="foot"/><framepos objtype="body" objname="leg" reftype="site" refname="imu"/>
+    <framexaxis objtype="geom" objname="tg"/><frameyaxis objtype="xbody" objname="ball" reftype="body" refname="torso"/>
+    <framezaxis objtype="site" objname="imu"/>
+    <framequat objtype="site" objname="imu"/><framequat objtype="body" objname="ball" reftype="geom" refname="tg"/>
+    <subtreecom body="leg"/><subtreelinvel body="leg"/><subtreeangmom body="torso"/><subtreeangmom body="world"/>
+    <velocimeter site="imu"/><gyro name="gyro" site="imu" cutoff="0.5"/><jointvel joint="hip"/>
+    <actuatorvel actuator="a"/>
+    <ballangvel joint="bj"/>
+    <framelinvel objtype="site" objname="foot"/><frameangvel objtype="body" objname="ball"/>
+    <framelinvel objtype="site" objname="foot" reftype="site" refname="imu"/>
+    <frameangvel objtype="geom" objname="tg" reftype="xbody" refname="ball"/>
+    <accelerometer name="acc" site="imu"/><framelinacc objtype="site" objname="foot"/>
+    <frameangacc objtype="body" objname="ball"/>
+    <actuatorfrc actuator="a"/><jointactuatorfrc joint="hip"/>
+  </sensor>
+</mujoco>"""
+
+
+def model(**options) -> mujoco.MjModel:
+    mjm = mujoco.MjModel.from_xml_string(XML)
+    for key, value in options.items():
+        setattr(mjm.opt, key, value)
+    return mjm
+
+
+def per_sensor_error(mjm, ours, ref):
+    """Largest difference of each sensor's values, relative to max(1, |MuJoCo's|)."""
+    out = []
+    for i in range(mjm.nsensor):
+        a, n = mjm.sensor_adr[i], mjm.sensor_dim[i]
+        out.append(np.abs(ours[a:a + n] - ref[a:a + n]).max() / max(1.0, np.abs(ref[a:a + n]).max()))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("dtype,tol", [("float64", 1e-12), ("float32", 1e-4)])
+def test_sensordata_matches_mujoco(dtype, tol):
+    """Random states and controls: every sensor (measured: float64 <= 2.6e-14, float32
+    <= 1.6e-5, frameangacc the largest, through qacc). Negative control: the same comparison
+    against the states' neighbours fails."""
+    mjm = model()
+    rng = np.random.default_rng(0)
+    W = 6
+    md = mujoco.MjData(mjm)
+    states = []
+    for _ in range(W):
+        md.qpos[:] = mjm.qpos0 + 0.2 * rng.standard_normal(mjm.nq)
+        mujoco.mj_normalizeQuat(mjm, md.qpos)
+        states.append((md.qpos.copy(), rng.standard_normal(mjm.nv), rng.standard_normal(mjm.nu)))
+    sim = Sim.from_model(mjm, num_worlds=W, dtype=dtype)
+    for name, k in (("qpos", 0), ("qvel", 1), ("ctrl", 2)):
+        setattr(sim, name, torch.as_tensor(np.stack([s[k] for s in states]), dtype=sim.torch_dtype))
+    sim.forward()
+    assert sim.sensordata.shape == (W, mjm.nsensordata)
+    refs = []
+    for q, v, c in states:
+        md.qpos[:], md.qvel[:], md.ctrl[:] = q, v, c
+        mujoco.mj_forward(mjm, md)
+        refs.append(md.sensordata.copy())
+    for w in range(W):
+        err = per_sensor_error(mjm, sim.sensordata[w].numpy(), refs[w])
+        worst = int(np.argmax(err))
+        kind = mujoco.mjtSensor(mjm.sensor_type[worst]).name
+        assert err.max() < tol, f"world {w}: sensor {worst} ({kind}) {err.max():.2e}"
+        other = per_sensor_error(mjm, sim.sensordata[w].numpy(), refs[(w + 1) % W])
+        assert (other > 1e-2).sum() >= mjm.nsensor - 3
+    # the gyro's cutoff of 0.5 clipped some of these velocities
+    assert float(sim.sensor("gyro").abs().max()) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("integrator,tol", [(mujoco.mjtIntegrator.mjINT_EULER, 1e-10),
+                                           (mujoco.mjtIntegrator.mjINT_RK4, 2e-5)])
+def test_sensordata_every_step_of_a_trajectory(integrator, tol):
+    """200 steps of the actuated model falling with its hip limit active: after every step,
+    sensordata equals MuJoCo's after mj_step (float64; measured: Euler 7e-13, RK4 5e-6). RK4's
+    larger figure is the constraint solver's, not the sensors': from the same warm start (equal
+    to 1e-12) both engines stop after one Newton iteration, MuJoCo's line search inexact
+    (ls_tolerance) and simrl's exact, so qacc, and the accelerations read from it, differ by
+    ~1e-6 where the limit row's state changes; a fresh forward at MuJoCo's state agrees to 4e-14."""
+    mjm = model(integrator=integrator)
+    md = mujoco.MjData(mjm)
+    md.ctrl[:] = 0.5
+    sim = Sim.from_model(mjm, num_worlds=1, dtype="float64")
+    sim.set_solver(tolerance=1e-12, iterations=100)
+    mjm.opt.tolerance, mjm.opt.iterations = 1e-12, 100
+    sim.ctrl = torch.full((1, mjm.nu), 0.5, dtype=torch.float64)
+    worst = 0.0
+    for _ in range(200):
+        mujoco.mj_step(mjm, md)
+        sim.step()
+        worst = max(worst, per_sensor_error(mjm, sim.sensordata[0].numpy(), md.sensordata).max())
+    assert worst < tol, f"max sensor difference {worst:.2e}"
+
+
+def test_sensor_by_name():
+    mjm = model()
+    sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    acc = sim.sensor("acc")
+    assert acc.shape == (2, 3)
+    # a view into sensordata: the accelerometer's three columns
+    i = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_SENSOR, "acc")
+    assert acc.data_ptr() == sim.sensordata[:, mjm.sensor_adr[i]:].data_ptr()
+    assert float(acc[0].abs().max()) < 1e-9, "free fall: the accelerometer reads nothing"
+    with pytest.raises(KeyError, match="no sensor named 'nope'"):
+        sim.sensor("nope")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_wide_equals_fused_bit_for_bit(dtype):
+    mjm = model()
+    fused, wide = run(mjm, "fused", dtype, 10), run(mjm, "wide", dtype, 10)
+    assert np.abs(fused.sensordata.numpy()).max() > 0
+    assert_same_data(fused, wide)
+
+
+@pytest.mark.parametrize("sensor,message", [
+    ('<touch site="imu"/>', r"<sensor><touch> .*: this sensor type is not computed"),
+    ('<framepos objtype="camera" objname="cam"/>', r"frame sensors of cameras are not supported"),
+    ('<jointpos joint="hip" delay="0.01" nsample="2"/>', r"sensor delay, interval and history are not supported"),
+])
+def test_unsupported_sensors_are_named(sensor, message):
+    xml = XML.replace("<sensor>", "<sensor>" + sensor).replace(
+        '<site name="imu"', '<camera name="cam"/><site name="imu"')
+    with pytest.raises(UnsupportedFeatureError, match=message):
+        Sim.from_model(mujoco.MjModel.from_xml_string(xml))
