@@ -313,6 +313,8 @@ class BatchedEnv:
         from simrl.sim.model import PER_WORLD_FIELDS
 
         out = {f"sim.{name}": self.sim.view(name) for name in self.SIM_STATE}
+        if self.sim.mj_model.nmocap:  # the poses of mocap bodies, which users set between steps
+            out.update({f"sim.{name}": self.sim.view(name) for name in ("mocap_pos", "mocap_quat")})
         if not isinstance(self.sim, Sim):  # the MuJoCo backend
             return {**out, **{f"model.{k}": v for k, v in self.sim.per_world_params().items()}}
         struct = self.sim.model.struct
