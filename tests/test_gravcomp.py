@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import random_states
-from test_grad import _check_gradients, _params
+from test_grad import _check_gradients, _params, verify_array_access  # noqa: F401 (a fixture)
 from test_schedule import assert_same_data
 
 from simrl import Sim
@@ -154,3 +154,16 @@ def test_gradients(variant, rng):
     qpos, qvel, ctrl = random_states(mjm, 2, rng)
     ctrl = np.clip(ctrl, -0.9, 0.9)
     _check_gradients(sim, mjm, [qpos, qvel, ctrl, *_params(mjm, 2)], tol=1e-6)
+
+
+@pytest.mark.usefixtures("verify_array_access")
+def test_gradients_float32_checked_array_access(rng):
+    """The float32 build's gradients (gravcomp through qfrc_passive and qfrc_actuator) against
+    float64 finite differences: < 1e-2 relative, with Warp's check that no differentiated kernel
+    writes an array after reading it (the fixture of tests/test_grad.py)."""
+    mjm = chain("actuator")
+    sim32 = Sim.from_model(mjm, num_worlds=2, dtype="float32")
+    sim64 = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    qpos, qvel, ctrl = random_states(mjm, 2, rng)
+    ctrl = np.clip(ctrl, -0.9, 0.9)
+    _check_gradients(sim32, mjm, [qpos, qvel, ctrl, *_params(mjm, 2)], tol=1e-2, fd_sim=sim64)
