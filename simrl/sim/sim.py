@@ -295,7 +295,8 @@ class Sim:
     # ---------------------------------------------------------------------------- state views
     def view(self, name: str) -> torch.Tensor:
         """Zero-copy torch view of any per-world array of the data (mjData names), e.g.
-        `sim.view("xpos")` -> [W, nbody, 3]. Quaternions are stored (x, y, z, w)."""
+        `sim.view("xpos")` -> [W, nbody, 3]. Quaternions are stored (x, y, z, w), except the
+        user's `mocap_quat` (w, x, y, z, as mjData's)."""
         if name not in self._views:
             array = getattr(self.data, name, None)
             if not isinstance(array, wp.array):
