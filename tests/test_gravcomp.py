@@ -69,7 +69,7 @@ def chain(variant: str = "passive", gravcomp: bool = True) -> mujoco.MjModel:
 
 def _forward(mjm, states, dtype, schedule="fused"):
     qpos, qvel, ctrl = states
-    sim = Sim.from_model(mjm, num_worlds=len(qpos), dtype=dtype, schedule=schedule)
+    sim = Sim.from_model(mjm, num_worlds=len(qpos), dtype=dtype, schedule=schedule, device="cpu")
     sim.qpos, sim.qvel, sim.ctrl = (torch.as_tensor(x, dtype=sim.torch_dtype) for x in states)
     sim.forward()
     return sim
