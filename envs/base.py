@@ -32,8 +32,9 @@ start from a state with no gradient. `detach_state()` cuts the gradient path (be
 SHAC windows). Terminations, time-outs and resets are not differentiated.
 
 `state_dict()` / `load_state_dict()` capture what the next step depends on (the simulation
-state, per-world model parameters, every per-world tensor attribute of the env and its random
-generator), so that a resumed training run continues exactly where it stopped.
+state with the mocap bodies' poses when the model has any, per-world model parameters, every
+per-world tensor attribute of the env and its random generator), so that a resumed training
+run continues exactly where it stopped.
 """
 
 import math
