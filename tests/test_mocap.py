@@ -269,15 +269,14 @@ def test_gradients_with_a_mocap_body(rng):
     # the same step up to the solver's tolerance (sim.step warm-starts from the last forward)
     assert torch.allclose(q1, sim.qpos, rtol=0, atol=1e-12) and torch.allclose(v1, sim.qvel, rtol=0, atol=1e-10)
     default = Sim.from_model(mjm, num_worlds=W, dtype="float64")
-    q0, v0 = diff_step(default, torch.as_tensor(qpos), torch.as_tensor(qvel), torch.as_tensor(ctrl))
+    _, v0 = diff_step(default, torch.as_tensor(qpos), torch.as_tensor(qvel), torch.as_tensor(ctrl))
     assert (v0 - v1).abs().max() > 1e-3
 
     values = [qpos, qvel, ctrl, *_params(mjm, W, friction=True)]
-    errors = _check_gradients(sim, mjm, values, tol=1e-5)
-    assert max(errors.values()) < 1e-5
+    _check_gradients(sim, mjm, values, tol=1e-5)
 
 
-def test_wide_diff_step_equals_fused(rng):
+def test_wide_diff_step_equals_fused():
     """Three chained diff_steps with the paddle pressing on the crate in both schedules: the
     same outputs bit for bit, gradients within 1e-12 relative (Warp's adjoints of the two
     schedules accumulate shared reads in different orders, as tests/test_schedule.py says)."""
