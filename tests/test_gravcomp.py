@@ -54,10 +54,13 @@ MOTOR = '<actuator><motor joint="elbow" gear="2"/><motor joint="wrist"/></actuat
 def chain(variant: str = "passive", gravcomp: bool = True) -> mujoco.MjModel:
     """variant: 'passive' (gravcomp in qfrc_passive), 'actuator' (the elbow's through its
     actuators, clamped by actuatorfrcrange), 'actuator_unactuated' (actuatorgravcomp on a model
-    without actuators), 'no_gravity' (mjDSBL_GRAVITY), 'no_passive' (springs and dampers off)."""
+    without actuators), 'actuator_disabled' (with mjDSBL_ACTUATION), 'no_gravity'
+    (mjDSBL_GRAVITY), 'no_passive' (springs and dampers off)."""
     actgravcomp = 'actuatorgravcomp="true" actuatorfrcrange="-2.5 2.5"' if variant.startswith("actuator") else ""
     xml = CHAIN.replace("ACTUATORGRAVCOMP", actgravcomp)
     mjm = mujoco.MjModel.from_xml_string(xml.replace("ACTUATORS", "" if variant == "actuator_unactuated" else MOTOR))
+    if variant == "actuator_disabled":
+        mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_ACTUATION
     if variant == "no_gravity":
         mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_GRAVITY
     if variant == "no_passive":
@@ -97,7 +100,8 @@ def _errors(sim, datas):
     return errors
 
 
-@pytest.mark.parametrize("variant", ["passive", "actuator", "actuator_unactuated", "no_gravity", "no_passive"])
+@pytest.mark.parametrize("variant", ["passive", "actuator", "actuator_unactuated", "actuator_disabled", "no_gravity",
+                                     "no_passive"])
 def test_qacc_matches_mujoco_float64(variant, rng):
     """16 random states: qacc within 1e-10 relative of MuJoCo's, qfrc_gravcomp, qfrc_passive and
     qfrc_actuator within 1e-10 (achieved: 1.3e-14 relative, 4.2e-15 absolute). Where gravcomp acts,
