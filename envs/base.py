@@ -32,8 +32,9 @@ start from a state with no gradient. `detach_state()` cuts the gradient path (be
 SHAC windows). Terminations, time-outs and resets are not differentiated.
 
 `state_dict()` / `load_state_dict()` capture what the next step depends on (the simulation
-state, per-world model parameters, every per-world tensor attribute of the env and its random
-generator), so that a resumed training run continues exactly where it stopped.
+state with the mocap bodies' poses when the model has any, per-world model parameters, every
+per-world tensor attribute of the env and its random generator), so that a resumed training
+run continues exactly where it stopped.
 """
 
 import math
@@ -313,6 +314,8 @@ class BatchedEnv:
         from simrl.sim.model import PER_WORLD_FIELDS
 
         out = {f"sim.{name}": self.sim.view(name) for name in self.SIM_STATE}
+        if self.sim.mj_model.nmocap:  # the poses of mocap bodies, which users set between steps
+            out.update({f"sim.{name}": self.sim.view(name) for name in ("mocap_pos", "mocap_quat")})
         if not isinstance(self.sim, Sim):  # the MuJoCo backend
             return {**out, **{f"model.{k}": v for k, v in self.sim.per_world_params().items()}}
         struct = self.sim.model.struct

@@ -11,8 +11,9 @@ linearly with its length and is released when backward has run (or the graph is 
 after backward, up to simrl.sim.grad.POOL_BYTES (256 MiB) of step buffers are kept and reused
 by the next rollout of the same model and batch size, as allocating them costs more than a
 small step.
-The `Sim`'s own state is neither read nor changed, except `qfrc_applied`, which is used as
-a constant.
+The `Sim`'s own state is neither read nor changed, except `qfrc_applied` and the mocap bodies'
+poses (`mocap_pos`, `mocap_quat`), which are used as constants (no gradients with respect to
+them are provided).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ class _DiffStep(torch.autograd.Function):
         tape = wp.Tape()
         m = _model_with_params(sim, dict(zip(names, values, strict=True)), tape, ctx)
         applied = wp.clone(sim.data.qfrc_applied)
-        rollout = grad.Rollout(model, m, *inputs, applied, substeps, tape, sim.schedule)
+        mocap = (wp.clone(sim.data.mocap_pos), wp.clone(sim.data.mocap_quat))
+        rollout = grad.Rollout(model, m, *inputs, applied, substeps, tape, sim.schedule, mocap)
         ctx.rollout, ctx.inputs = rollout, inputs
         qpos1 = wp.to_torch(rollout.qpos1, requires_grad=False).clone()
         qvel1 = wp.to_torch(rollout.qvel1, requires_grad=False).clone()
@@ -133,6 +135,10 @@ def diff_step(sim, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl: torch.Tensor,
     [W, nu] (the gain of fixed-gain actuators, gainprm[0]), "geom_friction" [W, ngeom, 3]
     (sliding, torsional, rolling; mixed into each contact pair as MuJoCo does). Tensors are converted to the
     simulation's precision; gradients come back in the caller's dtype.
+
+    The mocap bodies stay at the Sim's `mocap_pos` / `mocap_quat` (read when diff_step is
+    called) for all substeps; gradients flow through contacts with them to qpos0, qvel0, ctrl
+    and params, but not to the mocap poses themselves.
 
     Inputs with NaN or inf raise ValueError; with `check_finite=False` (batched environments,
     where one diverged world must not stop the others) they are not checked (one host

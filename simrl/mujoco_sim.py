@@ -12,9 +12,11 @@ The reference backend of DESIGN.md: a policy trained on the Warp engine is evalu
 What the environments use of `simrl.Sim` is served the same way:
 
 - State: `qpos`, `qvel`, `ctrl`, `qfrc_applied` (and `qacc_warmstart`, `act`) are float64
-  numpy arrays [num_worlds, n] shared with torch (`torch.from_numpy`, zero copy): writes such
-  as `sim.qpos[ids] = ...` or `sim.qvel[:, 0:2] += ...` take effect at the next `step`, which
-  copies each world's row into its `MjData`, runs `mj_step` and copies the new state back.
+  numpy arrays [num_worlds, n], the mocap bodies' `mocap_pos` [num_worlds, nmocap, 3] and
+  `mocap_quat` [num_worlds, nmocap, 4] (w, x, y, z), shared with torch (`torch.from_numpy`,
+  zero copy): writes such as `sim.qpos[ids] = ...` or `sim.mocap_pos[:, 0, 2] += ...` take
+  effect at the next `step`, which copies each world's row into its `MjData`, runs `mj_step`
+  and copies the new state back (the mocap poses are inputs: the step does not change them).
   MuJoCo computes in double precision, so every tensor is float64 whatever the Warp engine's
   `dtype` would have been.
 - Outputs (`view(name)`): the same [num_worlds, ...] shapes as the Warp engine's data
@@ -63,8 +65,9 @@ from simrl.sim.contact_tables import candidate_geom_pairs, contact_tables
 _DSBL = mujoco.mjtDisableBit
 _INT = mujoco.mjtIntegrator
 
-#: state copied into each world's MjData before a step and back after it
-_STATE = ("qpos", "qvel", "ctrl", "qfrc_applied", "qacc_warmstart", "act")
+#: state copied into each world's MjData before a step and back after it (the mocap poses are
+#: inputs, [num_worlds, nmocap, 3 or 4])
+_STATE = ("qpos", "qvel", "ctrl", "qfrc_applied", "qacc_warmstart", "act", "mocap_pos", "mocap_quat")
 #: state the step changes (ctrl and qfrc_applied are inputs only)
 _STATE_OUT = ("qpos", "qvel", "qacc_warmstart", "act")
 
@@ -136,9 +139,13 @@ class MujocoSim:
         self._data = [mujoco.MjData(mjm) for _ in range(W)]
 
         sizes = {"qpos": mjm.nq, "qvel": mjm.nv, "ctrl": mjm.nu, "qfrc_applied": mjm.nv,
-                 "qacc_warmstart": mjm.nv, "act": mjm.na}
+                 "qacc_warmstart": mjm.nv, "act": mjm.na, "mocap_pos": mjm.nmocap, "mocap_quat": mjm.nmocap}
         self._state = {name: np.zeros((W, n)) for name, n in sizes.items()}
         self._state["qpos"][:] = mjm.qpos0
+        # the mocap bodies at their model poses, as MjData starts them (mj_resetData)
+        self._mocap0 = (np.array(self._data[0].mocap_pos), np.array(self._data[0].mocap_quat))
+        self._state["mocap_pos"] = np.tile(self._mocap0[0], (W, 1, 1))
+        self._state["mocap_quat"] = np.tile(self._mocap0[1], (W, 1, 1))
         self._nan = np.zeros(W, dtype=np.int32)
         self._views: dict[str, torch.Tensor] = {name: torch.from_numpy(a) for name, a in self._state.items()}
         self._views["nan_world"] = torch.from_numpy(self._nan)
@@ -184,6 +191,10 @@ class MujocoSim:
     @property
     def nu(self) -> int:
         return int(self._mjm.nu)
+
+    @property
+    def nmocap(self) -> int:
+        return int(self._mjm.nmocap)
 
     @property
     def timestep(self) -> float:
@@ -241,6 +252,10 @@ class MujocoSim:
     qfrc_applied = property(lambda self: self.view("qfrc_applied"),
                             lambda self, v: self._assign("qfrc_applied", v),
                             doc="generalized forces applied by the user [num_worlds, nv] float64")
+    mocap_pos = property(lambda self: self.view("mocap_pos"), lambda self, v: self._assign("mocap_pos", v),
+                         doc="positions of the mocap bodies [num_worlds, nmocap, 3] float64, set by the user")
+    mocap_quat = property(lambda self: self.view("mocap_quat"), lambda self, v: self._assign("mocap_quat", v),
+                          doc="orientations of the mocap bodies [num_worlds, nmocap, 4] float64 (w, x, y, z)")
     qacc = property(lambda self: self.view("qacc"), doc="joint accelerations [num_worlds, nv] of the last step")
     qfrc_constraint = property(lambda self: self.view("qfrc_constraint"),
                                doc="generalized constraint forces [num_worlds, nv] of the last step")
@@ -418,10 +433,10 @@ class MujocoSim:
         mujoco.mj_forwardSkip(m, d, mujoco.mjtStage.mjSTAGE_POS, 0)
 
     def reset(self, world_ids=None) -> None:
-        """As `Sim.reset`: qpos to qpos0 and qvel, ctrl, qfrc_applied, qacc, the solver's warm
-        start (and activations) to zero, the non-finite flag cleared, in all worlds or in
-        `world_ids` (a sequence, an index tensor or a boolean mask over worlds). Each reset
-        world's MjData is reset too (mj_resetData: time, warnings)."""
+        """As `Sim.reset`: qpos to qpos0, the mocap bodies to their model poses and qvel, ctrl,
+        qfrc_applied, qacc, the solver's warm start (and activations) to zero, the non-finite
+        flag cleared, in all worlds or in `world_ids` (a sequence, an index tensor or a boolean
+        mask over worlds). Each reset world's MjData is reset too (mj_resetData: time, warnings)."""
         if world_ids is None:
             index = np.arange(self.num_worlds)
         else:
@@ -436,6 +451,8 @@ class MujocoSim:
             index = np.arange(self.num_worlds)[ids.cpu().numpy().reshape(-1)]
         s = self._state
         s["qpos"][index] = self._mjm.qpos0
+        s["mocap_pos"][index] = self._mocap0[0]
+        s["mocap_quat"][index] = self._mocap0[1]
         for name in ("qvel", "ctrl", "qfrc_applied", "qacc_warmstart", "act"):
             s[name][index] = 0.0
         if "qacc" in self._outputs:

@@ -49,9 +49,6 @@ CASES = {
                r"noslip_iterations"),
     "tendon limits": (body("", extra='<tendon><fixed name="t" limited="true" range="-1 1"><joint joint="j1" coef="1"/>'
                                      '</fixed></tendon>'), r"<tendon limited> on tendon 't'"),
-    "gravcomp": (body('<body name="light" gravcomp="1"><joint/><geom size="0.1"/></body>'), r"gravcomp"),
-    "mocap": ('<mujoco><worldbody><body name="m" mocap="true"><geom size="0.1" contype="0" conaffinity="0"/>'
-              '</body></worldbody></mujoco>', r"mocap"),
 }
 
 
@@ -98,3 +95,14 @@ def test_missing_file_is_named(tmp_path):
     missing = tmp_path / "nope.xml"
     with pytest.raises(FileNotFoundError, match="nope.xml"):
         Sim.from_mjcf(missing)
+
+
+def test_mocap_bodies_and_gravcomp_are_accepted():
+    # once refused; now simulated (tests/test_mocap.py, tests/test_gravcomp.py)
+    from simrl.sim.model import unsupported_features
+
+    xml = body('<body name="light" gravcomp="1"><joint actuatorgravcomp="true"/><geom size="0.1"/></body>',
+               extra='<worldbody><body name="m" mocap="true"><geom size="0.1"/></body></worldbody>')
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    assert mjm.nmocap == 1 and mjm.body_gravcomp.any() and mjm.jnt_actgravcomp.any()
+    assert unsupported_features(mjm) == []

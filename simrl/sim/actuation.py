@@ -2,7 +2,8 @@
 (mj_transmission and mj_fwdActuation, engine_core_smooth.c / engine_forward.c).
 
 Elements: `actuator(m, d, w, a)` (length, velocity and force of actuator a), `dof(m, d, w, i)`
-(the gathered force of the actuators on dof i, clamped by the joint's actuatorfrcrange), and
+(the gathered force of the actuators on dof i and the joint's actuatorgravcomp, clamped by the
+joint's actuatorfrcrange), and
 `smooth_force_dof` (qfrc_smooth = passive - bias + applied + actuator, the end of the smooth
 dynamics, mj_fwdAcceleration's right-hand side).
 """
@@ -77,6 +78,10 @@ def build(scalar):
             d.qfrc_actuator_raw[w, i] += m.actuator_gear[wg, a] * d.actuator_force[w, a]
         frc = d.qfrc_actuator_raw[w, i]
         j = m.dof_jntid[i]
+        # actuator-level gravity compensation (<joint actuatorgravcomp>, mj_fwdActuation): added
+        # before the joint's limit; lost when the model has no actuators or actuation is disabled
+        if m.enable_gravcomp != 0 and m.jnt_actgravcomp[j] != 0 and m.nu > 0 and m.enable_actuation != 0:
+            frc = frc + d.qfrc_gravcomp[w, i]
         if m.jnt_actfrclimited[j]:
             r = m.jnt_actfrcrange[j]
             frc = wp.clamp(frc, r[0], r[1])

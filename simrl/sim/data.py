@@ -25,6 +25,9 @@ def data_struct(scalar):
         qvel: wp.array2d(dtype=scalar)  # [W, nv]
         ctrl: wp.array2d(dtype=scalar)  # [W, nu]
         qfrc_applied: wp.array2d(dtype=scalar)  # [W, nv]
+        # poses of the mocap bodies, set by the user (mjData.mocap_pos, mocap_quat: w, x, y, z)
+        mocap_pos: wp.array2d(dtype=T.vec3)  # [W, nmocap]
+        mocap_quat: wp.array3d(dtype=scalar)  # [W, nmocap, 4]
         # output of forward
         qacc: wp.array2d(dtype=scalar)  # [W, nv]
         # kinematics
@@ -62,6 +65,7 @@ def data_struct(scalar):
         # passive, actuation
         qfrc_spring: wp.array2d(dtype=scalar)
         qfrc_damper: wp.array2d(dtype=scalar)
+        qfrc_gravcomp: wp.array2d(dtype=scalar)
         qfrc_passive: wp.array2d(dtype=scalar)
         actuator_length: wp.array2d(dtype=scalar)  # [W, nu]
         actuator_velocity: wp.array2d(dtype=scalar)
@@ -135,8 +139,18 @@ def data_struct(scalar):
     return Data
 
 
+def mocap_pose0(model) -> tuple[np.ndarray, np.ndarray]:
+    """The mocap bodies' poses at reset (mj_resetData): their body_pos [nmocap, 3] and body_quat
+    [nmocap, 4] (w, x, y, z), float64."""
+    bodies = model.mocap_body
+    mjm = model.mjm
+    return (np.asarray(mjm.body_pos[bodies], dtype=np.float64).reshape(-1, 3),
+            np.asarray(mjm.body_quat[bodies], dtype=np.float64).reshape(-1, 4))
+
+
 def make_data(model, num_worlds: int, requires_grad: bool = False):
-    """Allocate a Data struct for `num_worlds` copies of `model`, at qpos0 and rest.
+    """Allocate a Data struct for `num_worlds` copies of `model`, at qpos0 and rest, the mocap
+    bodies at their model poses.
     `requires_grad`: floating-point arrays get gradient buffers (the differentiable step)."""
     T = model.T
     mjm = model.mjm
@@ -155,6 +169,11 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.qvel = zeros((W, nv))
     d.ctrl = zeros((W, nu))
     d.qfrc_applied = zeros((W, nv))
+    mocap_pos, mocap_quat = mocap_pose0(model)
+    d.mocap_pos = wp.array(np.tile(mocap_pos.astype(npf), (W, 1, 1)), dtype=T.vec3, device=device,
+                           requires_grad=requires_grad)
+    d.mocap_quat = wp.array(np.tile(mocap_quat.astype(npf), (W, 1, 1)), dtype=T.scalar, device=device,
+                            requires_grad=requires_grad)
     d.qacc = zeros((W, nv))
     d.xpos = zeros((W, nbody), T.vec3)
     d.xquat = zeros((W, nbody), T.quat)
@@ -186,6 +205,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.qfrc_bias = zeros((W, nv))
     d.qfrc_spring = zeros((W, nv))
     d.qfrc_damper = zeros((W, nv))
+    d.qfrc_gravcomp = zeros((W, nv))
     d.qfrc_passive = zeros((W, nv))
     d.actuator_length = zeros((W, nu))
     d.actuator_velocity = zeros((W, nu))

@@ -575,14 +575,16 @@ class Rollout:
     """Physics steps recorded on one tape, from (qpos0, qvel0, ctrl) and model parameters.
 
     `m` is the Model struct the kernels read (parameters replaced by arrays with gradients);
-    `steps` steps of the model's integrator (Euler or RK4) are taken with the same ctrl. Seed
-    `qpos1.grad` / `qvel1.grad`, then run `tape.backward()`."""
+    `steps` steps of the model's integrator (Euler or RK4) are taken with the same ctrl and the
+    mocap bodies at `mocap` = (mocap_pos, mocap_quat), constants (no gradients flow to them;
+    None: the model's poses). Seed `qpos1.grad` / `qvel1.grad`, then run `tape.backward()`."""
 
     def __init__(self, model, m, qpos0, qvel0, ctrl, qfrc_applied, steps: int, tape: wp.Tape,
-                 schedule: str = "fused"):
+                 schedule: str = "fused", mocap=None):
         self.kernels = build(model.dtype, schedule)
         self.tape, self.model, self.m = tape, model, m
         self.ctrl, self.qfrc_applied = ctrl, qfrc_applied
+        self.mocap = mocap
         self.datas = []  # one set of buffers per evaluation of the forward dynamics
         self.warmstart = None  # the constraint solver starts from the previous solution, as Sim.step
         self.adjoints = {id(m): tape.get_adjoint(m)}  # adjoint structs, built once per struct
@@ -636,6 +638,14 @@ class Rollout:
         """Buffers for one evaluation of the dynamics at (qpos, qvel): from the pool, zeroed."""
         d, adj = _POOL.take(self.model, qpos.shape[0])
         d.qpos, d.qvel, d.ctrl, d.qfrc_applied = qpos, qvel, self.ctrl, self.qfrc_applied
+        if self.model.struct.nmocap:
+            # the mocap poses, into the buffers' own arrays (a pooled Data holds old values)
+            mocap = self.mocap
+            if mocap is None:
+                fresh = make_data(self.model, qpos.shape[0])
+                mocap = self.mocap = (fresh.mocap_pos, fresh.mocap_quat)
+            wp.copy(d.mocap_pos, mocap[0])
+            wp.copy(d.mocap_quat, mocap[1])
         if adj is None:
             adj = self.tape.get_adjoint(d)
         adj.qpos, adj.qvel, adj.ctrl, adj.qfrc_applied = qpos.grad, qvel.grad, self.ctrl.grad, \

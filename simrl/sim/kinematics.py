@@ -1,5 +1,5 @@
 """Forward kinematics (mj_kinematics, engine_core_smooth.c): body, inertial-frame, geom and
-site poses in the world frame from qpos.
+site poses in the world frame from qpos (and mocap bodies' from mocap_pos, mocap_quat).
 
 Elements: `joint(m, d, w, j)` turns joint j's coordinates into its local rotation (the trig and
 normalisation, independent of the tree); `body(m, d, w, b)` places body b from its parent's pose
@@ -60,6 +60,13 @@ def build(scalar):
             pid = m.body_parentid[b]
             pos0 = d.xpos[w, pid] + wp.quat_rotate(d.xquat[w, pid], m.body_pos[b])
             quat0 = d.xquat[w, pid] * m.body_quat[b]
+            mocap = m.body_mocapid[b]
+            if mocap >= 0:
+                # a mocap body (a child of the world, no joints) is placed where the user put it:
+                # mocap_pos, and mocap_quat normalized (mj_kinematics)
+                pos0 = d.mocap_pos[w, mocap]
+                quat0 = f.quat_normalize(quat(d.mocap_quat[w, mocap, 1], d.mocap_quat[w, mocap, 2],
+                                              d.mocap_quat[w, mocap, 3], d.mocap_quat[w, mocap, 0]))
             for j in range(jntadr, jntadr + jntnum):
                 xpos = pos0
                 xquat = quat0

@@ -55,6 +55,7 @@ def model_struct(scalar):
         nu: int
         ngeom: int
         nsite: int
+        nmocap: int
         # options
         timestep: scalar
         gravity: T.vec3  # zero when mjDSBL_GRAVITY is set
@@ -88,6 +89,15 @@ def model_struct(scalar):
         body_iquat: wp.array2d(dtype=T.quat)  # [1 or W, nbody]
         body_mass: wp.array2d(dtype=scalar)  # [1 or W, nbody]
         body_inertia: wp.array2d(dtype=T.vec3)  # [1 or W, nbody]
+        body_mocapid: wp.array(dtype=int)  # -1, or the body's index into Data.mocap_pos / mocap_quat
+        # gravity compensation (mj_gravcomp): the bodies with body_gravcomp != 0 whose Jacobian has a
+        # column for dof i, ascending: dof_gravcomp_body[dof_gravcomp_adr[i] + k], k < dof_gravcomp_num[i]
+        body_gravcomp: wp.array(dtype=scalar)
+        dof_gravcomp_adr: wp.array(dtype=int)
+        dof_gravcomp_num: wp.array(dtype=int)
+        dof_gravcomp_body: wp.array(dtype=int)
+        jnt_actgravcomp: wp.array(dtype=int)  # 1: the joint's gravcomp goes to qfrc_actuator, not qfrc_passive
+        enable_gravcomp: int  # mj_passive runs (spring or damper enabled) and some body has gravcomp
         # joints
         jnt_type: wp.array(dtype=int)
         jnt_qposadr: wp.array(dtype=int)
@@ -303,15 +313,6 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
         if int(mjm.sensor_history[i, 0]) > 0 or mjm.sensor_delay[i] > 0 or mjm.sensor_interval[i, 0] > 0:
             problems.append(f"<sensor><{tag}> {sname}: sensor delay, interval and history are not supported")
 
-    # bodies
-    for b in range(1, mjm.nbody):
-        if mjm.body_mocapid[b] >= 0:
-            problems.append(f"<body mocap='true'> on body {_name(mjm, mujoco.mjtObj.mjOBJ_BODY, b)}: "
-                            "mocap bodies are not supported")
-        if mjm.body_gravcomp[b] != 0:
-            problems.append(f"<body gravcomp> on body {_name(mjm, mujoco.mjtObj.mjOBJ_BODY, b)}: "
-                            "gravity compensation is not supported")
-
     # joints and dofs
     for j in range(mjm.njnt):
         jname = _name(mjm, mujoco.mjtObj.mjOBJ_JOINT, j)
@@ -507,7 +508,7 @@ class Model:
         flags = int(opt.disableflags)
         m = model_struct(dtype)()
         m.nbody, m.njnt, m.nq, m.nv, m.nu = mjm.nbody, mjm.njnt, mjm.nq, mjm.nv, mjm.nu
-        m.ngeom, m.nsite = mjm.ngeom, mjm.nsite
+        m.ngeom, m.nsite, m.nmocap = mjm.ngeom, mjm.nsite, mjm.nmocap
         m.timestep = dtype(opt.timestep)
         gravity = np.zeros(3) if flags & DSBL.mjDSBL_GRAVITY else np.asarray(opt.gravity)
         m.gravity = T.vec3(*[float(g) for g in gravity])
@@ -550,6 +551,25 @@ class Model:
         m.body_iquat = shared(_wxyz_to_xyzw(mjm.body_iquat), T.quat, 4)
         m.body_mass = shared(mjm.body_mass, dtype, 1)
         m.body_inertia = shared(mjm.body_inertia, T.vec3, 3)
+        m.body_mocapid = ints(mjm.body_mocapid)
+        #: the body of each mocap index (MuJoCo numbers mocap bodies in body order)
+        self.mocap_body = [int(b) for b in np.flatnonzero(mjm.body_mocapid >= 0)[np.argsort(
+            mjm.body_mocapid[mjm.body_mocapid >= 0])]]
+
+        # gravity compensation (mj_gravcomp, engine_passive.c): force -gravity * mass * gravcomp at
+        # body b's xipos, mapped to every dof of the chain that moves b (its ancestors' dofs)
+        m.body_gravcomp = arr(mjm.body_gravcomp, dtype)
+        gravcomp_bodies = [int(b) for b in np.flatnonzero(mjm.body_gravcomp != 0)]
+        dof_gravcomp = [[b for b in gravcomp_bodies if i in _dof_chain(mjm, b)] for i in range(mjm.nv)]
+        m.dof_gravcomp_adr = ints(np.cumsum([0] + [len(b) for b in dof_gravcomp])[:-1])
+        m.dof_gravcomp_num = ints([len(b) for b in dof_gravcomp])
+        m.dof_gravcomp_body = ints([b for bodies in dof_gravcomp for b in bodies] or [0])
+        m.jnt_actgravcomp = ints(mjm.jnt_actgravcomp)
+        # mj_passive skips every passive force when both springs and dampers are disabled, and
+        # mj_gravcomp does nothing with gravity disabled or zero
+        passive_on = not (flags & DSBL.mjDSBL_SPRING and flags & DSBL.mjDSBL_DAMPER)
+        m.enable_gravcomp = int(bool(gravcomp_bodies) and passive_on and not flags & DSBL.mjDSBL_GRAVITY
+                                and bool(np.any(np.asarray(opt.gravity) != 0)))
 
         m.jnt_type = ints(mjm.jnt_type)
         m.jnt_qposadr = ints(mjm.jnt_qposadr)

@@ -1,9 +1,9 @@
-"""Passive forces: joint springs and dof dampers (mj_passive / mj_springdamper,
-engine_passive.c). Fluid forces, gravity compensation and polynomial springs are refused
-when the model is loaded.
+"""Passive forces: joint springs, dof dampers and gravity compensation (mj_passive,
+mj_springdamper, mj_gravcomp, engine_passive.c). Fluid forces and polynomial springs are
+refused when the model is loaded.
 
 Elements: `spring_joint(m, d, w, j)` (the spring force on joint j's dofs), `dof(m, d, w, i)`
-(the damper of dof i and the sum).
+(the damper of dof i, its gravity compensation and the sum).
 """
 
 
@@ -57,11 +57,37 @@ def build(scalar):
             d.qfrc_spring[w, dadr] = frc
 
     @wp.func
+    def gravcomp_dof(m: Model, d: Data, w: int, i: int):
+        """qfrc_gravcomp[i] (mj_gravcomp): for each body b with body_gravcomp != 0 whose chain holds
+        dof i, in ascending order, the force F = -gravity mass_b gravcomp_b at b's xipos through
+        column i of its Jacobian (mj_applyFT): (cdof_lin + cdof_ang x (xipos - subtree_com of b's
+        root)) . F. Gathered by the dof, so each element is written once, then added to."""
+        d.qfrc_gravcomp[w, i] = scalar(0.0)
+        if m.enable_gravcomp != 0:
+            cdof = d.cdof[w, i]
+            ang = vec3(cdof[0], cdof[1], cdof[2])
+            lin = vec3(cdof[3], cdof[4], cdof[5])
+            g = m.gravity
+            adr = m.dof_gravcomp_adr[i]
+            for k in range(adr, adr + m.dof_gravcomp_num[i]):
+                b = m.dof_gravcomp_body[k]
+                scale = -(m.body_mass[w % m.body_mass.shape[0], b] * m.body_gravcomp[b])
+                jacp = lin + wp.cross(ang, d.xipos[w, b] - d.subtree_com[w, m.body_rootid[b]])
+                d.qfrc_gravcomp[w, i] += jacp[0] * (g[0] * scale) + jacp[1] * (g[1] * scale) + \
+                    jacp[2] * (g[2] * scale)
+
+    @wp.func
     def dof(m: Model, d: Data, w: int, i: int):
+        """qfrc_damper[i] and qfrc_passive[i] = spring + damper + gravcomp (unless the joint's
+        actuatorgravcomp sends gravcomp to qfrc_actuator, simrl.sim.actuation)."""
         damper = scalar(0.0)
         if m.enable_damper:
             damper = -m.dof_damping[w % m.dof_damping.shape[0], i] * d.qvel[w, i]
         d.qfrc_damper[w, i] = damper
-        d.qfrc_passive[w, i] = d.qfrc_spring[w, i] + damper
+        gravcomp_dof(m, d, w, i)
+        passive = d.qfrc_spring[w, i] + damper
+        if m.enable_gravcomp != 0 and m.jnt_actgravcomp[m.dof_jntid[i]] == 0:
+            passive = passive + d.qfrc_gravcomp[w, i]
+        d.qfrc_passive[w, i] = passive
 
     return SimpleNamespace(spring_joint=spring_joint, dof=dof)

@@ -27,7 +27,7 @@ import warp as wp
 from simrl.errors import MJCFError
 from simrl.sim import forward
 from simrl.sim import schedule as simrl_schedule
-from simrl.sim.data import data_struct, make_data
+from simrl.sim.data import data_struct, make_data, mocap_pose0
 from simrl.sim.model import INTEGRATOR_EULER, PER_WORLD_FIELDS, Model, copy_struct, model_struct
 
 if not os.environ.get("SIMRL_WARP_VERBOSE"):
@@ -119,7 +119,8 @@ class Sim:
     """Batched simulation of `num_worlds` copies of a MuJoCo model.
 
     State tensors (`qpos [W, nq]`, `qvel [W, nv]`, `ctrl [W, nu]`, `qacc [W, nv]`,
-    `qfrc_applied [W, nv]`) are zero-copy torch views of the Warp arrays: writing into them
+    `qfrc_applied [W, nv]`, and the poses of the mocap bodies `mocap_pos [W, nmocap, 3]`,
+    `mocap_quat [W, nmocap, 4]`) are zero-copy torch views of the Warp arrays: writing into them
     changes the simulation. Assigning a whole tensor (`sim.ctrl = x`) copies it in after
     checking its shape, dtype and device.
 
@@ -285,13 +286,18 @@ class Sim:
         return self.model.nu
 
     @property
+    def nmocap(self) -> int:
+        return int(self.model.mjm.nmocap)
+
+    @property
     def timestep(self) -> float:
         return float(self.model.struct.timestep)
 
     # ---------------------------------------------------------------------------- state views
     def view(self, name: str) -> torch.Tensor:
         """Zero-copy torch view of any per-world array of the data (mjData names), e.g.
-        `sim.view("xpos")` -> [W, nbody, 3]. Quaternions are stored (x, y, z, w)."""
+        `sim.view("xpos")` -> [W, nbody, 3]. Quaternions are stored (x, y, z, w), except the
+        user's `mocap_quat` (w, x, y, z, as mjData's)."""
         if name not in self._views:
             array = getattr(self.data, name, None)
             if not isinstance(array, wp.array):
@@ -311,6 +317,12 @@ class Sim:
     qfrc_applied = property(lambda self: self.view("qfrc_applied"),
                             lambda self, v: self._assign("qfrc_applied", v),
                             doc="generalized forces applied by the user [num_worlds, nv]")
+    mocap_pos = property(lambda self: self.view("mocap_pos"), lambda self, v: self._assign("mocap_pos", v),
+                         doc="positions of the mocap bodies [num_worlds, nmocap, 3] in the world frame, set by "
+                             "the user (mjData.mocap_pos; read by the next step or forward)")
+    mocap_quat = property(lambda self: self.view("mocap_quat"), lambda self, v: self._assign("mocap_quat", v),
+                          doc="orientations of the mocap bodies [num_worlds, nmocap, 4] (w, x, y, z; normalized "
+                              "when used), set by the user (mjData.mocap_quat)")
     qacc = property(lambda self: self.view("qacc"), doc="joint accelerations [num_worlds, nv]")
     qfrc_constraint = property(lambda self: self.view("qfrc_constraint"),
                                doc="generalized constraint forces J' efc_force [num_worlds, nv]")
@@ -422,8 +434,9 @@ class Sim:
         wp.capture_launch(graph[1])
 
     def reset(self, world_ids=None) -> None:
-        """Set qpos to qpos0, eq_active to eq_active0 and qvel, ctrl, qfrc_applied, qacc to zero, in all worlds or in
-        `world_ids` (a sequence, an index tensor or a boolean mask over worlds)."""
+        """Set qpos to qpos0, eq_active to eq_active0, qvel, ctrl, qfrc_applied, qacc to zero and
+        the mocap bodies to their model poses (as mj_resetData), in all worlds or in `world_ids`
+        (a sequence, an index tensor or a boolean mask over worlds)."""
         qpos0 = torch.as_tensor(np.asarray(self.mj_model.qpos0), dtype=self.torch_dtype,
                                 device=self.qpos.device)
         if world_ids is None:
@@ -440,6 +453,9 @@ class Sim:
         if self.model.mjm.neq:
             self.eq_active[index] = torch.as_tensor(np.asarray(self.mj_model.eq_active0, dtype=np.int32),
                                                     device=self.qpos.device)
+        if self.model.struct.nmocap:
+            for name, pose in zip(("mocap_pos", "mocap_quat"), mocap_pose0(self.model), strict=True):
+                self.view(name)[index] = torch.as_tensor(pose, dtype=self.torch_dtype, device=self.qpos.device)
         for name in ("qvel", "ctrl", "qfrc_applied", "qacc", "qacc_warmstart", "nan_world"):
             self.view(name)[index] = 0
 
