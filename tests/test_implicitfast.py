@@ -1,0 +1,253 @@
+"""The implicitfast integrator (<option integrator="implicitfast">) against MuJoCo 4.0.
+
+MuJoCo's mj_implicitSkip with implicitfast integrates
+    qacc = (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint),
+qDeriv = d qfrc_smooth / d qvel without RNE's part: the actuators' velocity derivative (affine
+bias kv, affine gain times the clamped ctrl, gear^2; none where forcerange clamps the force)
+minus the dof damping; the constraint forces are the solver's, found with M.
+
+- one step from 64 random states (controls a little beyond ctrlrange, forces clamped by
+  forcerange in some worlds): the integrated acceleration within 1e-10 (relative, float64) and
+  1e-4 (float32) of MuJoCo's, the next state likewise; negative control: Euler's step misses
+  the float32 tolerance;
+- the quadruped with contacts over 200 steps: qpos within 1e-6 of mj_step (float64), 1e-4
+  (float32); Euler's trajectory misses both;
+- fused == wide bit for bit; diff_step's gradients against central finite differences;
+- `implicit` and standalone free bodies (whose 6x6 gyroscopic block MuJoCo solves apart,
+  mjd_freeMhat) are refused by name.
+"""
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+from conftest import qpos_distance, random_states
+from test_grad import _check_gradients, _inputs, _params
+from test_schedule import assert_same_data
+
+from envs import ASSETS_DIR
+from simrl import Sim, UnsupportedFeatureError, diff_step
+
+IMPLICITFAST = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+EULER = mujoco.mjtIntegrator.mjINT_EULER
+TOL = {"float64": 1e-10, "float32": 1e-4}
+
+# A chain of slide, hinges and a ball with dof damping; position and velocity actuators with kv
+# (two on the slide's dof), a position actuator whose force forcerange clamps in some states, a
+# servo with an affine gain (so qDeriv depends on ctrl) and a motor (no derivative).
+CHAIN = """
+<mujoco model="implicitfast_chain">
+  <option timestep="0.01" integrator="implicitfast"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="base" pos="0 0 1">
+      <joint name="slide" type="slide" axis="1 0 0" damping="0.5"/>
+      <geom type="box" size="0.1 0.1 0.05" mass="2"/>
+      <body name="upper">
+        <joint name="shoulder" type="hinge" axis="0 1 0" damping="0.2"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04" mass="0.5"/>
+        <body name="lower" pos="0.3 0 0">
+          <joint name="elbow" type="hinge" axis="0 0 1" damping="0.05"/>
+          <geom type="capsule" fromto="0 0 0 0.25 0 -0.1" size="0.03" mass="0.3"/>
+          <body name="hand" pos="0.25 0 -0.1">
+            <joint name="wrist" type="ball" damping="0.02"/>
+            <geom type="sphere" size="0.05" pos="0.05 0 0" mass="0.2"/>
+            <body name="finger" pos="0.1 0 0">
+              <joint name="finger" type="hinge" axis="1 0 0"/>
+              <geom type="capsule" fromto="0 0 0 0 0.1 0" size="0.02" mass="0.1"/>
+            </body>
+          </body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <position name="slide_pos" joint="slide" kp="40" kv="6" ctrlrange="-0.5 0.5"/>
+    <velocity name="slide_vel" joint="slide" kv="2"/>
+    <position name="shoulder_pos" joint="shoulder" kp="20" kv="2" gear="1.5" forcerange="-3 3"/>
+    <velocity name="elbow_vel" joint="elbow" kv="0.5" gear="2"/>
+    <motor name="elbow_motor" joint="elbow" gear="0.5" ctrlrange="-1 1"/>
+    <general name="finger_servo" joint="finger" gaintype="affine" gainprm="0.5 0 0.01" biastype="affine"
+             biasprm="0 -0.5 -0.02" ctrlrange="-1 1"/>
+  </actuator>
+</mujoco>"""
+
+
+def chain(integrator=IMPLICITFAST) -> mujoco.MjModel:
+    mjm = mujoco.MjModel.from_xml_string(CHAIN)
+    mjm.opt.integrator = integrator
+    return mjm
+
+
+def quadruped(integrator=IMPLICITFAST) -> mujoco.MjModel:
+    mjm = mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "quadruped.xml"))
+    mjm.opt.integrator = integrator
+    mjm.opt.tolerance, mjm.opt.iterations = 1e-10, 1000
+    return mjm
+
+
+def mujoco_step(mjm, qpos, qvel, ctrl):
+    """mj_step from each state: (qpos1, qvel1) [W, ...]."""
+    mjd = mujoco.MjData(mjm)
+    out_q, out_v = [], []
+    for w in range(qpos.shape[0]):
+        mjd.qpos[:], mjd.qvel[:], mjd.ctrl[:] = qpos[w], qvel[w], ctrl[w]
+        mujoco.mj_step(mjm, mjd)
+        out_q.append(mjd.qpos.copy())
+        out_v.append(mjd.qvel.copy())
+    return np.stack(out_q), np.stack(out_v)
+
+
+def simrl_step(mjm, qpos, qvel, ctrl, dtype, schedule="auto"):
+    sim = Sim.from_model(mjm, num_worlds=qpos.shape[0], dtype=dtype, schedule=schedule)
+    sim.qpos, sim.qvel, sim.ctrl = (torch.as_tensor(x, dtype=sim.torch_dtype) for x in (qpos, qvel, ctrl))
+    sim.step()
+    return sim
+
+
+def relative(a, b) -> float:
+    """Worst relative difference of rows a[w] and b[w]."""
+    return float(max(np.linalg.norm(x - y) / max(np.linalg.norm(y), 1e-12) for x, y in zip(a, b, strict=True)))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_step_matches_mujoco(dtype, rng):
+    mjm = chain()
+    h = mjm.opt.timestep
+    qpos, qvel, ctrl = random_states(mjm, 64, rng)
+    ref_q, ref_v = mujoco_step(mjm, qpos, qvel, ctrl)
+    ref_acc = (ref_v - qvel) / h
+
+    # the batch has worlds where forcerange clamps the shoulder actuator's force, and worlds where it does not
+    mjd = mujoco.MjData(mjm)
+    clamped = []
+    for w in range(64):
+        mjd.qpos[:], mjd.qvel[:], mjd.ctrl[:] = qpos[w], qvel[w], ctrl[w]
+        mujoco.mj_forward(mjm, mjd)
+        clamped.append(abs(mjd.actuator_force[2]) >= 3.0)
+    assert mjm.actuator_forcelimited[2] and 5 < sum(clamped) < 59, sum(clamped)
+
+    sim = simrl_step(mjm, qpos, qvel, ctrl, dtype)
+    acc = sim.view("qacc_int").numpy().astype(np.float64)
+    err_acc = relative(acc, ref_acc)
+    err_q = qpos_distance(mjm, sim.qpos.numpy().astype(np.float64), ref_q)
+    err_v = np.abs(sim.qvel.numpy().astype(np.float64) - ref_v).max()
+    print(f"{dtype}: acceleration {err_acc:.2e} (relative), qpos {err_q:.2e}, qvel {err_v:.2e}")
+    assert err_acc < TOL[dtype], f"integrated acceleration differs from mj_step's by {err_acc:.3e}"
+    assert err_q < TOL[dtype] and err_v < TOL[dtype] * np.abs(ref_v).max(), (err_q, err_v)
+
+    # negative control: simrl's Euler step (implicit in damping only) on the same states
+    euler = simrl_step(chain(EULER), qpos, qvel, ctrl, dtype)
+    miss = relative(euler.view("qacc_int").numpy().astype(np.float64), ref_acc)
+    print(f"negative control (Euler): {miss:.2e}")
+    assert miss > TOL["float32"], f"Euler's acceleration is only {miss:.2e} from implicitfast's"
+
+
+def test_quadruped_trajectory_matches_mujoco(rng):
+    """200 steps (1 s) from the home keyframe dropped from 5 cm, random controls around the
+    keyframe's: contacts, joint limits and clamped actuator forces."""
+    mjm = quadruped()
+    steps = 200
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_resetDataKeyframe(mjm, mjd, mjm.key("home").id)
+    mjd.qpos[2] += 0.05
+    state = (mjd.qpos.copy(), mjd.qvel.copy())
+    ctrl = mjd.ctrl + rng.normal(0.0, 0.3, (steps, mjm.nu))
+
+    def mujoco_trajectory(model):
+        d = mujoco.MjData(model)
+        d.qpos[:], d.qvel[:] = state
+        out, clamped = [], 0
+        for t in range(steps):
+            d.ctrl[:] = ctrl[t]
+            mujoco.mj_step(model, d)
+            out.append(d.qpos.copy())
+            clamped += int(np.any(np.abs(d.actuator_force) >= mjm.actuator_forcerange[:, 1]))
+        return np.stack(out), clamped
+
+    def simrl_trajectory(model, dtype):
+        sim = Sim.from_model(model, num_worlds=1, dtype=dtype)
+        sim.qpos, sim.qvel = (torch.as_tensor(x[None], dtype=sim.torch_dtype) for x in state)
+        out, active = [], 0
+        for t in range(steps):
+            sim.ctrl = torch.as_tensor(ctrl[t][None], dtype=sim.torch_dtype)
+            sim.step()
+            out.append(sim.qpos[0].numpy().astype(np.float64))
+            active = max(active, int(sim.view("efc_nactive").max()))
+        assert not sim.nan_worlds.any()
+        return np.stack(out), active
+
+    ref, clamped = mujoco_trajectory(mjm)
+    assert clamped > 0, "some step should clamp an actuator force (no derivative for it)"
+    tol = {"float64": 1e-6, "float32": 1e-4}
+    for dtype in ("float64", "float32"):
+        ours, active = simrl_trajectory(mjm, dtype)
+        assert active > 0, "the trajectory should have contacts"
+        err = max(qpos_distance(mjm, x, y) for x, y in zip(ours, ref, strict=True))
+        print(f"{dtype}: trajectory error {err:.2e}")
+        assert err < tol[dtype], f"{dtype} trajectory differs from mj_step's by {err:.3e}"
+    euler, _ = simrl_trajectory(quadruped(EULER), "float64")
+    miss = max(qpos_distance(mjm, x, y) for x, y in zip(euler, ref, strict=True))
+    print(f"negative control (Euler): {miss:.2e}")
+    assert miss > max(tol.values()), f"Euler's trajectory is only {miss:.2e} from implicitfast's"
+
+
+@pytest.mark.parametrize("model", ["chain", "quadruped"])
+def test_wide_equals_fused_bit_for_bit(model, rng):
+    mjm = chain() if model == "chain" else quadruped()
+    W = 4
+    if model == "chain":
+        qpos, qvel, ctrl = random_states(mjm, W, rng)
+    else:
+        qpos, qvel, ctrl = _inputs(mjm, W, rng, "quadruped")
+    sims = []
+    for schedule in ("fused", "wide"):
+        sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule=schedule)
+        sim.qpos, sim.qvel, sim.ctrl = (torch.as_tensor(x) for x in (qpos, qvel, ctrl))
+        sim.step(20)
+        assert not sim.nan_worlds.any()
+        sims.append(sim)
+    assert_same_data(*sims)
+
+
+def test_gradients_smooth_float64(rng):
+    """Two implicitfast steps of the chain: gradients w.r.t. qpos, qvel, ctrl (which also enters
+    qDeriv through the servo's affine gain), body masses and actuator gains."""
+    mjm = chain()
+    sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    values = [*_inputs(mjm, 2, rng, "random"), *_params(mjm, 2)]
+    # the step of diff_step is Sim.step's
+    qpos1, qvel1 = diff_step(sim, *(torch.tensor(v) for v in values[:3]))
+    sim.qpos, sim.qvel, sim.ctrl = (torch.tensor(v) for v in values[:3])
+    sim.step()
+    assert torch.allclose(sim.qpos, qpos1, rtol=0, atol=1e-13)
+    assert torch.allclose(sim.qvel, qvel1, rtol=0, atol=1e-12)
+    errors = _check_gradients(sim, mjm, values, substeps=2, tol=1e-6)
+    print("relative gradient errors:", {k: f"{v:.1e}" for k, v in errors.items()})
+
+
+def test_gradients_with_contacts_float64(rng):
+    """One implicitfast step of the quadruped standing with its feet in the ground: the
+    constraint forces enter the (M - h qDeriv) solve."""
+    mjm = quadruped()
+    sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    sim.set_solver(iterations=100, tolerance=1e-15)
+    values = [*_inputs(mjm, 2, rng, "quadruped"), *_params(mjm, 2, friction=True)]
+    sim.qpos, sim.qvel, sim.ctrl = (torch.tensor(v) for v in values[:3])
+    sim.forward()
+    assert (sim.efc_force.numpy() != 0).any(axis=1).all(), "contacts"
+    errors = _check_gradients(sim, mjm, values, tol=1e-5)
+    print("relative gradient errors:", {k: f"{v:.1e}" for k, v in errors.items()})
+
+
+def test_implicit_is_refused_naming_implicitfast():
+    mjm = chain(mujoco.mjtIntegrator.mjINT_IMPLICIT)
+    with pytest.raises(UnsupportedFeatureError, match=r"<option integrator='implicit'>.*implicitfast"):
+        Sim.from_model(mjm)
+
+
+def test_standalone_free_body_is_refused():
+    xml = """<mujoco><option integrator="implicitfast"/><worldbody><geom type="plane" size="1 1 1"/>
+      <body name="box" pos="0 0 0.5"><freejoint/><geom type="box" size="0.1 0.2 0.05"/></body>
+      </worldbody></mujoco>"""
+    with pytest.raises(UnsupportedFeatureError, match=r"implicitfast'> with the standalone free body 'box'"):
+        Sim.from_mjcf(xml)
