@@ -225,6 +225,58 @@ def test_gradients_smooth_float64(rng):
     print("relative gradient errors:", {k: f"{v:.1e}" for k, v in errors.items()})
 
 
+def test_ctrl_gradient_through_qderiv():
+    """The servo's affine gain puts ctrl into qDeriv (gainprm[2] ctrl): d qvel1 / d ctrl of the
+    finger against finite differences of mj_step, within 1e-8; negative control: the gradient
+    with qDeriv held fixed, h (M - h qDeriv)^-1 d qfrc_actuator / d ctrl, misses by more than 1%."""
+    mjm = chain()
+    h = mjm.opt.timestep
+    finger, servo = mjm.jnt_dofadr[mjm.joint("finger").id], mjm.actuator("finger_servo").id
+    qvel = np.random.default_rng(3).normal(0.0, 1.0, mjm.nv)
+    qvel[finger] = 8.0
+    ctrl = np.array([0.1, 0.2, 0.1, 0.3, 0.2, 0.5])
+    sim = Sim.from_model(mjm, num_worlds=1, dtype="float64")
+    c = torch.tensor(ctrl[None], requires_grad=True)
+    _, qvel1 = diff_step(sim, torch.tensor(mjm.qpos0[None]), torch.tensor(qvel[None]), c)
+    qvel1[0, finger].backward()
+    grad = c.grad[0, servo].item()
+
+    mjd = mujoco.MjData(mjm)
+
+    def finger_qvel1(u):
+        mjd.qpos[:], mjd.qvel[:], mjd.ctrl[:] = mjm.qpos0, qvel, ctrl
+        mjd.ctrl[servo] = u
+        mujoco.mj_step(mjm, mjd)
+        return mjd.qvel[finger]
+
+    eps = 1e-6
+    fd = (finger_qvel1(ctrl[servo] + eps) - finger_qvel1(ctrl[servo] - eps)) / (2 * eps)
+    # qDeriv at the state (the shoulder's force is clamped here: no derivative), then the
+    # frozen-qDeriv gradient
+    mjd.qpos[:], mjd.qvel[:], mjd.ctrl[:] = mjm.qpos0, qvel, ctrl
+    mujoco.mj_forward(mjm, mjd)
+    M = np.zeros((mjm.nv, mjm.nv))
+    mujoco.mj_fullM(mjm, mjd, M)
+    qderiv = -mjm.dof_damping.copy()
+    shoulder = mjm.actuator("shoulder_pos").id
+    assert abs(mjd.actuator_force[shoulder]) >= mjm.actuator_forcerange[shoulder, 1]
+    for a in range(mjm.nu):
+        if a == shoulder:
+            continue
+        deriv = mjm.actuator_biasprm[a, 2] if mjm.actuator_biastype[a] else 0.0
+        if mjm.actuator_gaintype[a]:
+            deriv += mjm.actuator_gainprm[a, 2] * ctrl[a]
+        qderiv[mjm.jnt_dofadr[mjm.actuator_trnid[a, 0]]] += mjm.actuator_gear[a, 0] ** 2 * deriv
+    dforce = np.zeros(mjm.nv)
+    dforce[finger] = mjm.actuator_gear[servo, 0] * (mjm.actuator_gainprm[servo, 0]
+                                                    + mjm.actuator_gainprm[servo, 2] * qvel[finger])
+    frozen = h * np.linalg.solve(M - h * np.diag(qderiv), dforce)[finger]
+    err, miss = abs(grad - fd) / abs(fd), abs(frozen - fd) / abs(fd)
+    print(f"d qvel1 / d ctrl {grad:.10f}, finite differences {fd:.10f} ({err:.1e}); frozen qDeriv misses by {miss:.1e}")
+    assert err < 1e-8
+    assert miss > 1e-2
+
+
 def test_gradients_with_contacts_float64(rng):
     """One implicitfast step of the quadruped standing with its feet in the ground: the
     constraint forces enter the (M - h qDeriv) solve."""
@@ -251,3 +303,14 @@ def test_standalone_free_body_is_refused():
       </worldbody></mujoco>"""
     with pytest.raises(UnsupportedFeatureError, match=r"implicitfast'> with the standalone free body 'box'"):
         Sim.from_mjcf(xml)
+    # why: without damping or actuators qDeriv is zero, yet MuJoCo's implicitfast step of the
+    # spinning box differs from Euler's, by its gyroscopic derivative
+    steps = {}
+    for integrator in (IMPLICITFAST, EULER):
+        mjm = mujoco.MjModel.from_xml_string(xml)
+        mjm.opt.integrator = integrator
+        mjd = mujoco.MjData(mjm)
+        mjd.qvel[3:] = [3.0, 1.0, 2.0]
+        mujoco.mj_step(mjm, mjd)
+        steps[integrator] = mjd.qvel.copy()
+    assert np.abs(steps[IMPLICITFAST] - steps[EULER]).max() > 1e-6

@@ -21,8 +21,8 @@ def body(inner: str, option: str = '<option><flag contact="disable"/></option>',
 
 
 CASES = {
-    "implicit integrator": (body("", '<option integrator="implicitfast"><flag contact="disable"/></option>'),
-                            r"<option integrator='implicitfast'>"),
+    "implicit integrator": (body("", '<option integrator="implicit"><flag contact="disable"/></option>'),
+                            r"<option integrator='implicit'>: only Euler, RK4 and implicitfast"),
     "fluid forces": (body("", '<option density="1.2"><flag contact="disable"/></option>'), r"<option density"),
     "equality": (body("", extra='<equality><joint joint1="j1" joint2="j2"/></equality>'), r"<equality>"),
     "tendon spring": (body("", extra='<tendon><fixed name="t" stiffness="3"><joint joint="j1" coef="1"/>'
