@@ -23,6 +23,9 @@ def body(inner: str, option: str = '<option><flag contact="disable"/></option>',
 CASES = {
     "implicit integrator": (body("", '<option integrator="implicit"><flag contact="disable"/></option>'),
                             r"<option integrator='implicit'>: only Euler, RK4 and implicitfast"),
+    "implicitfast free body": ('<mujoco><option integrator="implicitfast"/><worldbody><geom type="plane" size="1 1 1"/>'
+                               '<body name="box" pos="0 0 0.5"><freejoint/><geom type="box" size="0.1 0.2 0.05"/>'
+                               '</body></worldbody></mujoco>', r"standalone free body 'box'"),
     "fluid forces": (body("", '<option density="1.2"><flag contact="disable"/></option>'), r"<option density"),
     "equality": (body("", extra='<equality><joint joint1="j1" joint2="j2"/></equality>'), r"<equality>"),
     "tendon spring": (body("", extra='<tendon><fixed name="t" stiffness="3"><joint joint="j1" coef="1"/>'
