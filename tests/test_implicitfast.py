@@ -12,7 +12,8 @@ minus the dof damping; the constraint forces are the solver's, found with M.
   the float32 tolerance;
 - the quadruped with contacts over 200 steps: qpos within 1e-6 of mj_step (float64), 1e-4
   (float32); Euler's trajectory misses both;
-- fused == wide bit for bit; diff_step's gradients against central finite differences;
+- fused == wide bit for bit (also with blocks of 8 threads per world, and diff_step's outputs);
+  diff_step's gradients against central finite differences, ctrl's through qDeriv included;
 - `implicit` and standalone free bodies (whose 6x6 gyroscopic block MuJoCo solves apart,
   mjd_freeMhat) are refused by name.
 """
@@ -23,7 +24,7 @@ import pytest
 import torch
 from conftest import qpos_distance, random_states
 from test_grad import _check_gradients, _inputs, _params
-from test_schedule import assert_same_data
+from test_schedule import _diff_rollout, assert_same_data, cpu_blocks  # noqa: F401 (a fixture)
 
 from envs import ASSETS_DIR
 from simrl import Sim, UnsupportedFeatureError, diff_step
@@ -207,6 +208,34 @@ def test_wide_equals_fused_bit_for_bit(model, rng):
         assert not sim.nan_worlds.any()
         sims.append(sim)
     assert_same_data(*sims)
+
+
+@pytest.mark.usefixtures("cpu_blocks")
+def test_lanes_of_a_block_give_the_bits_of_one_thread(rng):
+    """The wide schedule's world functions (the M - h qDeriv factorization among them) run by
+    blocks of 8 cooperative threads give the bits of the fused schedule."""
+    mjm = chain()
+    qpos, qvel, ctrl = random_states(mjm, 3, rng)
+    sims = []
+    for schedule in ("fused", "wide"):
+        sim = Sim.from_model(mjm, num_worlds=3, dtype="float64", schedule=schedule)
+        sim.qpos, sim.qvel, sim.ctrl = (torch.as_tensor(x) for x in (qpos, qvel, ctrl))
+        sim.step(10)
+        sims.append(sim)
+    assert_same_data(*sims)
+
+
+@pytest.mark.parametrize("model", ["chain", "quadruped"])
+def test_wide_diff_step_equals_fused(model):
+    """diff_step in the two schedules: outputs bit for bit, gradients within 1e-12 (the order in
+    which generated adjoints accumulate shared reads differs)."""
+    mjm = chain() if model == "chain" else quadruped()
+    (out_f, grad_f), (out_w, grad_w) = _diff_rollout(mjm, "fused", steps=3), _diff_rollout(mjm, "wide", steps=3)
+    for a, b in zip(out_f, out_w, strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(grad_f, grad_w, strict=True):
+        assert torch.isfinite(a).all()
+        assert ((a - b).abs().max() / a.abs().max().clamp_min(1e-300)).item() <= 1e-12
 
 
 def test_gradients_smooth_float64(rng):
