@@ -143,6 +143,24 @@ def test_step_matches_mujoco(dtype, rng):
     assert miss > TOL["float32"], f"Euler's acceleration is only {miss:.2e} from implicitfast's"
 
 
+@pytest.mark.parametrize("flag", ["damper", "actuation", "clampctrl", "actuator group"])
+def test_disabled_terms_leave_qderiv(flag, rng):
+    """With the dampers, the actuation, ctrl clamping or the actuators' group disabled, qDeriv
+    loses the matching terms as in MuJoCo (mjd_passive_vel, mjd_actuator_vel): one step, float64."""
+    mjm = chain()
+    if flag == "actuator group":
+        mjm.opt.disableactuator = 1  # group 0: every actuator of the chain
+    else:
+        mjm.opt.disableflags |= getattr(mujoco.mjtDisableBit, f"mjDSBL_{flag.upper()}")
+    qpos, qvel, ctrl = random_states(mjm, 16, rng)
+    ref_q, ref_v = mujoco_step(mjm, qpos, qvel, ctrl)
+    sim = simrl_step(mjm, qpos, qvel, ctrl, "float64")
+    err = relative(sim.view("qacc_int").numpy(), (ref_v - qvel) / mjm.opt.timestep)
+    print(f"{flag} disabled: acceleration {err:.2e}")
+    assert err < TOL["float64"]
+    assert qpos_distance(mjm, sim.qpos.numpy(), ref_q) < TOL["float64"]
+
+
 def test_quadruped_trajectory_matches_mujoco(rng):
     """200 steps (1 s) from the home keyframe dropped from 5 cm, random controls around the
     keyframe's: contacts, joint limits and clamped actuator forces."""
