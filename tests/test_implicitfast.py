@@ -4,11 +4,13 @@ MuJoCo's mj_implicitSkip with implicitfast integrates
     qacc = (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint),
 qDeriv = d qfrc_smooth / d qvel without RNE's part: the actuators' velocity derivative (affine
 bias kv, affine gain times the clamped ctrl, gear^2; none where forcerange clamps the force)
-minus the dof damping; the constraint forces are the solver's, found with M.
+minus the dof damping; none for the actuators of a joint whose actuatorfrcrange clamps their
+sum; the constraint forces are the solver's, found with M.
 
 - one step from 64 random states (controls a little beyond ctrlrange, forces clamped by
   forcerange in some worlds): the integrated acceleration within 1e-10 (relative, float64) and
-  1e-4 (float32) of MuJoCo's, the next state likewise; negative control: Euler's step misses
+  1e-4 (float32) of MuJoCo's, the next state likewise (and with dampers, actuation, ctrl
+  clamping or actuator groups disabled); negative control: Euler's step misses
   the float32 tolerance;
 - the quadruped with contacts over 200 steps: qpos within 1e-6 of mj_step (float64), 1e-4
   (float32); Euler's trajectory misses both;
@@ -35,7 +37,9 @@ TOL = {"float64": 1e-10, "float32": 1e-4}
 
 # A chain of slide, hinges and a ball with dof damping; position and velocity actuators with kv
 # (two on the slide's dof), a position actuator whose force forcerange clamps in some states, a
-# servo with an affine gain (so qDeriv depends on ctrl) and a motor (no derivative).
+# servo with an affine gain (so qDeriv depends on ctrl) and a motor (no derivative); the elbow's
+# actuatorfrcrange clamps the sum of its two actuators in some states (MuJoCo 4.0 then drops
+# their derivative).
 CHAIN = """
 <mujoco model="implicitfast_chain">
   <option timestep="0.01" integrator="implicitfast"><flag contact="disable"/></option>
@@ -47,7 +51,7 @@ CHAIN = """
         <joint name="shoulder" type="hinge" axis="0 1 0" damping="0.2"/>
         <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04" mass="0.5"/>
         <body name="lower" pos="0.3 0 0">
-          <joint name="elbow" type="hinge" axis="0 0 1" damping="0.05"/>
+          <joint name="elbow" type="hinge" axis="0 0 1" damping="0.05" actuatorfrcrange="-1.5 1.5"/>
           <geom type="capsule" fromto="0 0 0 0.25 0 -0.1" size="0.03" mass="0.3"/>
           <body name="hand" pos="0.25 0 -0.1">
             <joint name="wrist" type="ball" damping="0.02"/>
@@ -118,14 +122,18 @@ def test_step_matches_mujoco(dtype, rng):
     ref_q, ref_v = mujoco_step(mjm, qpos, qvel, ctrl)
     ref_acc = (ref_v - qvel) / h
 
-    # the batch has worlds where forcerange clamps the shoulder actuator's force, and worlds where it does not
+    # the batch has worlds where forcerange clamps the shoulder actuator's force and where the
+    # elbow's actuatorfrcrange clamps its actuators' sum, and worlds where they do not
     mjd = mujoco.MjData(mjm)
-    clamped = []
+    clamped, joint_clamped = [], []
+    elbow = mjm.jnt_dofadr[mjm.joint("elbow").id]
     for w in range(64):
         mjd.qpos[:], mjd.qvel[:], mjd.ctrl[:] = qpos[w], qvel[w], ctrl[w]
         mujoco.mj_forward(mjm, mjd)
         clamped.append(abs(mjd.actuator_force[2]) >= 3.0)
+        joint_clamped.append(abs(mjd.qfrc_actuator[elbow]) >= 1.5)
     assert mjm.actuator_forcelimited[2] and 5 < sum(clamped) < 59, sum(clamped)
+    assert 5 < sum(joint_clamped) < 59, sum(joint_clamped)
 
     sim = simrl_step(mjm, qpos, qvel, ctrl, dtype)
     acc = sim.view("qacc_int").numpy().astype(np.float64)

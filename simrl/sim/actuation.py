@@ -94,7 +94,8 @@ def build(scalar):
     def qderiv_dof(m: Model, d: Data, w: int, i: int):
         """qDeriv[i, i] = d qfrc_actuator[i] / d qvel[i]: gear^2 force_vel of the actuators on dof
         i (joint transmissions of hinges and slides act on one dof each, so the actuators'
-        part of qDeriv is diagonal; mjd_actuator_vel adds moment' force_vel moment)."""
+        part of qDeriv is diagonal; mjd_actuator_vel adds moment' force_vel moment). Zero when
+        the joint's actuatorfrcrange clamps their sum (as the installed MuJoCo 4.0 does)."""
         deriv = scalar(0.0)
         wg = w % m.actuator_gear.shape[0]
         adr = m.dof_actuator_adr[i]
@@ -102,6 +103,12 @@ def build(scalar):
             a = m.dof_actuator[k]
             gear = m.actuator_gear[wg, a]
             deriv = deriv + gear * (gear * force_vel(m, d, w, a))
+        j = m.dof_jntid[i]
+        if m.jnt_actfrclimited[j]:
+            r = m.jnt_actfrcrange[j]
+            raw = d.qfrc_actuator_raw[w, i]
+            if raw <= r[0] or raw >= r[1]:
+                deriv = scalar(0.0)
         return deriv
 
     @wp.func
