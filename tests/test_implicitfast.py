@@ -315,13 +315,16 @@ def test_ctrl_gradient_through_qderiv():
     qderiv = -mjm.dof_damping.copy()
     shoulder = mjm.actuator("shoulder_pos").id
     assert abs(mjd.actuator_force[shoulder]) >= mjm.actuator_forcerange[shoulder, 1]
+    elbow = mjm.jnt_dofadr[mjm.joint("elbow").id]
+    elbow_clamped = abs(mjd.qfrc_actuator[elbow]) >= 1.5  # its actuatorfrcrange
     for a in range(mjm.nu):
-        if a == shoulder:
+        dof = mjm.jnt_dofadr[mjm.actuator_trnid[a, 0]]
+        if a == shoulder or (dof == elbow and elbow_clamped):
             continue
         deriv = mjm.actuator_biasprm[a, 2] if mjm.actuator_biastype[a] else 0.0
         if mjm.actuator_gaintype[a]:
             deriv += mjm.actuator_gainprm[a, 2] * ctrl[a]
-        qderiv[mjm.jnt_dofadr[mjm.actuator_trnid[a, 0]]] += mjm.actuator_gear[a, 0] ** 2 * deriv
+        qderiv[dof] += mjm.actuator_gear[a, 0] ** 2 * deriv
     dforce = np.zeros(mjm.nv)
     dforce[finger] = mjm.actuator_gear[servo, 0] * (mjm.actuator_gainprm[servo, 0]
                                                     + mjm.actuator_gainprm[servo, 2] * qvel[finger])
