@@ -103,7 +103,7 @@ def mujoco_step(mjm, qpos, qvel, ctrl):
 
 
 def simrl_step(mjm, qpos, qvel, ctrl, dtype, schedule="auto"):
-    sim = Sim.from_model(mjm, num_worlds=qpos.shape[0], dtype=dtype, schedule=schedule)
+    sim = Sim.from_model(mjm, device="cpu", num_worlds=qpos.shape[0], dtype=dtype, schedule=schedule)
     sim.qpos, sim.qvel, sim.ctrl = (torch.as_tensor(x, dtype=sim.torch_dtype) for x in (qpos, qvel, ctrl))
     sim.step()
     return sim
@@ -192,7 +192,7 @@ def test_quadruped_trajectory_matches_mujoco(rng):
         return np.stack(out), clamped
 
     def simrl_trajectory(model, dtype):
-        sim = Sim.from_model(model, num_worlds=1, dtype=dtype)
+        sim = Sim.from_model(model, device="cpu", num_worlds=1, dtype=dtype)
         sim.qpos, sim.qvel = (torch.as_tensor(x[None], dtype=sim.torch_dtype) for x in state)
         out, active = [], 0
         for t in range(steps):
@@ -228,7 +228,7 @@ def test_wide_equals_fused_bit_for_bit(model, rng):
         qpos, qvel, ctrl = _inputs(mjm, W, rng, "quadruped")
     sims = []
     for schedule in ("fused", "wide"):
-        sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule=schedule)
+        sim = Sim.from_model(mjm, device="cpu", num_worlds=W, dtype="float64", schedule=schedule)
         sim.qpos, sim.qvel, sim.ctrl = (torch.as_tensor(x) for x in (qpos, qvel, ctrl))
         sim.step(20)
         assert not sim.nan_worlds.any()
@@ -244,7 +244,7 @@ def test_lanes_of_a_block_give_the_bits_of_one_thread(rng):
     qpos, qvel, ctrl = random_states(mjm, 3, rng)
     sims = []
     for schedule in ("fused", "wide"):
-        sim = Sim.from_model(mjm, num_worlds=3, dtype="float64", schedule=schedule)
+        sim = Sim.from_model(mjm, device="cpu", num_worlds=3, dtype="float64", schedule=schedule)
         sim.qpos, sim.qvel, sim.ctrl = (torch.as_tensor(x) for x in (qpos, qvel, ctrl))
         sim.step(10)
         sims.append(sim)
@@ -268,7 +268,7 @@ def test_gradients_smooth_float64(rng):
     """Two implicitfast steps of the chain: gradients w.r.t. qpos, qvel, ctrl (which also enters
     qDeriv through the servo's affine gain), body masses and actuator gains."""
     mjm = chain()
-    sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    sim = Sim.from_model(mjm, device="cpu", num_worlds=2, dtype="float64")
     values = [*_inputs(mjm, 2, rng, "random"), *_params(mjm, 2)]
     # the step of diff_step is Sim.step's
     qpos1, qvel1 = diff_step(sim, *(torch.tensor(v) for v in values[:3]))
@@ -290,7 +290,7 @@ def test_ctrl_gradient_through_qderiv():
     qvel = np.random.default_rng(3).normal(0.0, 1.0, mjm.nv)
     qvel[finger] = 8.0
     ctrl = np.array([0.1, 0.2, 0.1, 0.3, 0.2, 0.5])
-    sim = Sim.from_model(mjm, num_worlds=1, dtype="float64")
+    sim = Sim.from_model(mjm, device="cpu", num_worlds=1, dtype="float64")
     c = torch.tensor(ctrl[None], requires_grad=True)
     _, qvel1 = diff_step(sim, torch.tensor(mjm.qpos0[None]), torch.tensor(qvel[None]), c)
     qvel1[0, finger].backward()
@@ -339,7 +339,7 @@ def test_gradients_with_contacts_float64(rng):
     """One implicitfast step of the quadruped standing with its feet in the ground: the
     constraint forces enter the (M - h qDeriv) solve."""
     mjm = quadruped()
-    sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    sim = Sim.from_model(mjm, device="cpu", num_worlds=2, dtype="float64")
     sim.set_solver(iterations=100, tolerance=1e-15)
     values = [*_inputs(mjm, 2, rng, "quadruped"), *_params(mjm, 2, friction=True)]
     sim.qpos, sim.qvel, sim.ctrl = (torch.tensor(v) for v in values[:3])
