@@ -15,7 +15,8 @@ sum; the constraint forces are the solver's, found with M.
 - the quadruped with contacts over 200 steps: qpos within 1e-6 of mj_step (float64), 1e-4
   (float32); Euler's trajectory misses both;
 - fused == wide bit for bit (also with blocks of 8 threads per world, and diff_step's outputs);
-  diff_step's gradients against central finite differences, ctrl's through qDeriv included;
+  diff_step's gradients against central finite differences (float64; float32 within 1e-2,
+  with Warp's autograd array-access check), ctrl's through qDeriv included;
 - `implicit` and standalone free bodies (whose 6x6 gyroscopic block MuJoCo solves apart,
   mjd_freeMhat) are refused by name.
 """
@@ -25,7 +26,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import qpos_distance, random_states
-from test_grad import _check_gradients, _inputs, _params
+from test_grad import _check_gradients, _inputs, _params, verify_array_access  # noqa: F401 (a fixture)
 from test_schedule import _diff_rollout, assert_same_data, cpu_blocks  # noqa: F401 (a fixture)
 
 from envs import ASSETS_DIR
@@ -346,6 +347,21 @@ def test_gradients_with_contacts_float64(rng):
     sim.forward()
     assert (sim.efc_force.numpy() != 0).any(axis=1).all(), "contacts"
     errors = _check_gradients(sim, mjm, values, tol=1e-5)
+    print("relative gradient errors:", {k: f"{v:.1e}" for k, v in errors.items()})
+
+
+@pytest.mark.usefixtures("verify_array_access")
+@pytest.mark.parametrize("model", ["chain", "quadruped"])
+def test_gradients_float32(model, rng):
+    """The float32 build's gradients against float64 finite differences, < 1e-2 relative, with
+    wp.config.verify_autograd_array_access (test_grad's fixture)."""
+    mjm = chain() if model == "chain" else quadruped()
+    sim32 = Sim.from_model(mjm, device="cpu", num_worlds=2, dtype="float32")
+    sim64 = Sim.from_model(mjm, device="cpu", num_worlds=2, dtype="float64")
+    sim64.set_solver(iterations=100, tolerance=1e-15)
+    kind = "random" if model == "chain" else "quadruped"
+    values = [*_inputs(mjm, 2, rng, kind), *_params(mjm, 2, friction=model == "quadruped")]
+    errors = _check_gradients(sim32, mjm, values, tol=1e-2, fd_sim=sim64)
     print("relative gradient errors:", {k: f"{v:.1e}" for k, v in errors.items()})
 
 
