@@ -127,7 +127,7 @@ def _model_with_params(sim, params: dict, tape: wp.Tape, ctx):
 def diff_step(sim, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl: torch.Tensor, params: dict | None = None,
               *, substeps: int = 1, check_finite: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """One differentiable call of the simulator: `substeps` physics steps of the model's
-    integrator (Euler or RK4), like `sim.step(substeps)`, from state (qpos0 [W, nq], qvel0
+    integrator (Euler, implicitfast or RK4), like `sim.step(substeps)`, from state (qpos0 [W, nq], qvel0
     [W, nv]) with controls ctrl [W, nu] held for all of them. Returns (qpos1, qvel1), which carry `grad_fn`.
 
     `params` optionally maps model parameters to per-world tensors that replace the model's

@@ -21,8 +21,11 @@ def body(inner: str, option: str = '<option><flag contact="disable"/></option>',
 
 
 CASES = {
-    "implicit integrator": (body("", '<option integrator="implicitfast"><flag contact="disable"/></option>'),
-                            r"<option integrator='implicitfast'>"),
+    "implicit integrator": (body("", '<option integrator="implicit"><flag contact="disable"/></option>'),
+                            r"<option integrator='implicit'>: only Euler, RK4 and implicitfast"),
+    "implicitfast free body": ('<mujoco><option integrator="implicitfast"/><worldbody><geom type="plane" size="1 1 1"/>'
+                               '<body name="box" pos="0 0 0.5"><freejoint/><geom type="box" size="0.1 0.2 0.05"/>'
+                               '</body></worldbody></mujoco>', r"standalone free body 'box'"),
     "fluid forces": (body("", '<option density="1.2"><flag contact="disable"/></option>'), r"<option density"),
     "touch sensor": (body("", extra='<sensor><touch name="t" site="s1"/></sensor>'),
                      r"<sensor><touch> 't': this sensor type is not computed"),

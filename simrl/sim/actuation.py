@@ -5,7 +5,8 @@ Elements: `actuator(m, d, w, a)` (length, velocity and force of actuator a), `do
 (the gathered force of the actuators on dof i and the joint's actuatorgravcomp, clamped by the
 joint's actuatorfrcrange), and
 `smooth_force_dof` (qfrc_smooth = passive - bias + applied + actuator, the end of the smooth
-dynamics, mj_fwdAcceleration's right-hand side).
+dynamics, mj_fwdAcceleration's right-hand side). For the implicitfast integrator, `force_vel`
+and `qderiv_dof` give the actuators' velocity derivative (mjd_actuator_vel).
 """
 
 
@@ -66,6 +67,52 @@ def build(scalar):
         d.actuator_force[w, a] = force
 
     @wp.func
+    def force_vel(m: Model, d: Data, w: int, a: int):
+        """d actuator_force[a] / d actuator_velocity[a] of an actuator without activation
+        (mjd_actuator_vel, engine_derivative.c): the affine bias's kv term biasprm[2] plus the
+        affine gain's gainprm[2] times the control (clamped to ctrlrange, as the installed
+        MuJoCo uses it), zero when actuation or the actuator is disabled or when forcerange
+        clamps the force."""
+        deriv = scalar(0.0)
+        if m.enable_actuation and m.actuator_enabled[a]:
+            clamped = False
+            if m.actuator_forcelimited[a]:
+                r = m.actuator_forcerange[a]
+                force = d.actuator_force[w, a]
+                clamped = force <= r[0] or force >= r[1]
+            if not clamped:
+                if m.actuator_biastype[a] == BIAS_AFFINE:
+                    deriv = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a][2]
+                if m.actuator_gaintype[a] == GAIN_AFFINE:
+                    ctrl = d.ctrl[w, a]
+                    if m.enable_clampctrl and m.actuator_ctrllimited[a]:
+                        r = m.actuator_ctrlrange[a]
+                        ctrl = wp.clamp(ctrl, r[0], r[1])
+                    deriv = deriv + m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a][2] * ctrl
+        return deriv
+
+    @wp.func
+    def qderiv_dof(m: Model, d: Data, w: int, i: int):
+        """qDeriv[i, i] = d qfrc_actuator[i] / d qvel[i]: gear^2 force_vel of the actuators on dof
+        i (joint transmissions of hinges and slides act on one dof each, so the actuators'
+        part of qDeriv is diagonal; mjd_actuator_vel adds moment' force_vel moment). Zero when
+        the joint's actuatorfrcrange clamps their sum (as the installed MuJoCo 4.0 does)."""
+        deriv = scalar(0.0)
+        wg = w % m.actuator_gear.shape[0]
+        adr = m.dof_actuator_adr[i]
+        for k in range(adr, adr + m.dof_actuator_num[i]):
+            a = m.dof_actuator[k]
+            gear = m.actuator_gear[wg, a]
+            deriv = deriv + gear * (gear * force_vel(m, d, w, a))
+        j = m.dof_jntid[i]
+        if m.jnt_actfrclimited[j]:
+            r = m.jnt_actfrcrange[j]
+            raw = d.qfrc_actuator_raw[w, i]
+            if raw <= r[0] or raw >= r[1]:
+                deriv = scalar(0.0)
+        return deriv
+
+    @wp.func
     def dof(m: Model, d: Data, w: int, i: int):
         """qfrc_actuator[i]: gear x force of the actuators on dof i, in ascending order, into
         qfrc_actuator_raw; then the joint-level limit (actuatorfrcrange) into a second array, so
@@ -93,4 +140,5 @@ def build(scalar):
         d.qfrc_smooth[w, i] = d.qfrc_passive[w, i] - d.qfrc_bias[w, i] + d.qfrc_applied[w, i] + \
             d.qfrc_actuator[w, i]
 
-    return SimpleNamespace(actuator=actuator, dof=dof, smooth_force_dof=smooth_force_dof)
+    return SimpleNamespace(actuator=actuator, dof=dof, smooth_force_dof=smooth_force_dof, force_vel=force_vel,
+                           qderiv_dof=qderiv_dof)

@@ -128,8 +128,8 @@ def data_struct(scalar):
         solver_flag: wp.array(dtype=int)  # [W], 1: the Hessian has M's sparsity
         nan_world: wp.array(dtype=int)  # [W], 1 when the world's state became non-finite
         # integrators
-        qH: wp.array3d(dtype=scalar)  # [W, nv, nv], factor of M + h*diag(damping) (Euler)
-        qacc_int: wp.array2d(dtype=scalar)  # [W, nv], acceleration used by Euler
+        qH: wp.array3d(dtype=scalar)  # [W, nv, nv], factor of M - h*qDeriv (Euler's damping, implicitfast)
+        qacc_int: wp.array2d(dtype=scalar)  # [W, nv], acceleration used by Euler and implicitfast
         rk_qpos: wp.array2d(dtype=scalar)  # [W, nq], RK4 start state
         rk_qvel: wp.array2d(dtype=scalar)  # [W, nv]
         rk_k: wp.array2d(dtype=scalar)  # [W, nv], position derivative of the last stage

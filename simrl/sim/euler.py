@@ -1,12 +1,18 @@
-"""Semi-implicit Euler (mj_EulerSkip and mj_advance, engine_forward.c).
+"""Semi-implicit Euler and implicitfast (mj_EulerSkip, mj_implicitSkip and mj_advance,
+engine_forward.c).
 
 qvel += h * qacc, then qpos is integrated with the new qvel. When the model has dof damping
-(and neither eulerdamp nor damper is disabled), the damping is integrated implicitly:
-qacc = (M + h D)^-1 (qfrc_smooth + qfrc_constraint).
+(and neither eulerdamp nor damper is disabled), Euler integrates the damping implicitly:
+qacc = (M + h D)^-1 (qfrc_smooth + qfrc_constraint). The implicitfast integrator always
+integrates qacc = (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint), qDeriv the derivative of
+qfrc_smooth with respect to qvel without RNE's part (mjd_smooth_vel with flg_bias = 0): the
+actuators' (mjd_actuator_vel) minus the dof damping (mjd_passive_vel). The constraint forces
+are those the solver found with M, as in MuJoCo. With joint transmissions on hinges and slides
+qDeriv is diagonal, so M - h qDeriv keeps M's sparsity and the same L'DL factorization.
 
 `damping(m, d, w, lane, nlanes)` (a world function, simrl.sim.types) computes the acceleration
-to integrate, qacc_int; the element `joint(m, d, w, j)` then advances joint j's velocity and
-position and checks them.
+to integrate, qacc_int (`qderiv_dof(m, d, w, i)` is qDeriv[i, i]); the element
+`joint(m, d, w, j)` then advances joint j's velocity and position and checks them.
 """
 
 
@@ -15,7 +21,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from simrl.sim import factor_m, integrate_pos
+from simrl.sim import actuation, factor_m, integrate_pos
 from simrl.sim.data import data_struct
 from simrl.sim.integrate_pos import jnt_nv
 from simrl.sim.model import model_struct
@@ -29,17 +35,28 @@ def build(scalar, lanes: bool = False):
     factor_ld, solve_ld = ld.factor_ld, ld.solve_ld
     integrate = integrate_pos.build(scalar)
     sync = block_sync if lanes else no_sync
+    actuator_qderiv = actuation.build(scalar).qderiv_dof
+
+    @wp.func
+    def qderiv_dof(m: Model, d: Data, w: int, i: int):
+        """qDeriv[i, i]: with implicitfast the actuators' derivative, then minus the dof damping
+        (mjd_smooth_vel's order); for Euler only the damping (mj_EulerSkip)."""
+        deriv = scalar(0.0)
+        if m.implicitfast:
+            deriv = actuator_qderiv(m, d, w, i)
+        if m.enable_damper:
+            deriv = deriv - m.dof_damping[w % m.dof_damping.shape[0], i]
+        return deriv
 
     @wp.func
     def damping(m: Model, d: Data, w: int, lane: int, nlanes: int):
-        """qacc_int: (M + h diag(damping))^-1 (qfrc_smooth + qfrc_constraint), or qacc."""
+        """qacc_int: (M - h diag(qDeriv))^-1 (qfrc_smooth + qfrc_constraint), or qacc."""
         h = m.timestep
-        if m.euler_damp:
-            # qH = M + h * diag(damping), factorized like M
-            wd = w % m.dof_damping.shape[0]
+        if m.euler_damp or m.implicitfast:
+            # qH = M - h qDeriv (Euler: M + h diag(damping)), factorized like M
             i = int(lane)
             while i < m.nv:
-                d.qH[w, i, i] = d.qM[w, i, i] + h * m.dof_damping[wd, i]
+                d.qH[w, i, i] = d.qM[w, i, i] - h * qderiv_dof(m, d, w, i)
                 j = m.dof_parentid[i]
                 while j >= 0:
                     d.qH[w, i, j] = d.qM[w, i, j]
@@ -65,4 +82,4 @@ def build(scalar, lanes: bool = False):
         integrate.joint(m, d.qpos, d.qpos, d.qvel, h, w, j)
         integrate.check_joint(m, d, w, j)
 
-    return SimpleNamespace(damping=damping, joint=joint)
+    return SimpleNamespace(damping=damping, joint=joint, qderiv_dof=qderiv_dof)

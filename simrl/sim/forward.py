@@ -126,7 +126,7 @@ def world_functions(scalar, lanes: bool) -> SimpleNamespace:
 def _acceleration(scalar, lanes: bool, integrator: bool, sensors: bool = True) -> tuple:
     """mj_fwdAcceleration and mj_fwdConstraint, the sensors (mj_sensorPos/Vel/Acc, unless
     `sensors` is False: RK4's later stages skip them as mj_forwardSkip does), and with
-    `integrator` Euler's acceleration."""
+    `integrator` the acceleration Euler or implicitfast integrates."""
     # three launches in the wide schedule: as one kernel the three would need twice the
     # registers a GPU thread should use (scripts/gpu_report.py)
     f = world_functions(scalar, lanes)
@@ -152,7 +152,8 @@ def forward_segment(scalar, schedule: str, sensors: bool = True):
 
 
 def euler_segment(scalar, schedule: str):
-    """mj_step with the Euler integrator: mj_forward, then velocities and positions advanced."""
+    """mj_step with the Euler or implicitfast integrator: mj_forward, then velocities and positions
+    advanced (simrl.sim.euler)."""
     passes = _forward_passes(scalar, schedule == "wide", True) + (
         Pass("euler_joint", JOINTS, (euler.build(scalar).joint,)),)
     return segment("step_euler", passes, scalar, schedule)

@@ -20,12 +20,12 @@ import os
 
 import warp as wp
 
-from simrl.sim import factor_m, forward, integrate_pos, rk4, schedule, solver
+from simrl.sim import euler, factor_m, forward, integrate_pos, rk4, schedule, solver
 from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_EQUALITY, CNSTR_FRICTION_DOF
 from simrl.sim.contact_tables import MINMU
 from simrl.sim.data import data_struct, make_data
 from simrl.sim.integrate_pos import jnt_nv
-from simrl.sim.model import INTEGRATOR_EULER, model_struct
+from simrl.sim.model import EULER_LIKE, model_struct
 from simrl.sim.schedule import WORLD, Pass, coop_module, segment
 from simrl.sim.types import block_sync, kernel_module, no_sync, scalar_types
 
@@ -333,13 +333,17 @@ def build(scalar, schedule: str = "fused"):
         w, i = wp.tid()
         out[w, i] = a[w, i] + b[w, i]
 
+    qderiv_dof = euler.build(scalar).qderiv_dof
+
     @wp.kernel(module=module)
-    def euler_diagonal(m: Model, out: wp.array2d(dtype=scalar)):
-        """h * dof_damping when Euler integrates damping implicitly (mj_EulerSkip), else 0."""
+    def implicit_diagonal(m: Model, d: Data, out: wp.array2d(dtype=scalar)):
+        """-h qDeriv[i, i] (simrl.sim.euler): h * dof_damping when Euler integrates damping
+        implicitly (mj_EulerSkip); with implicitfast also minus h times the actuators' velocity
+        derivative, whose gain term carries ctrl's gradient (mj_implicitSkip); else 0."""
         w, i = wp.tid()
         value = scalar(0.0)
-        if m.euler_damp:
-            value = m.timestep * m.dof_damping[w % m.dof_damping.shape[0], i]
+        if m.euler_damp or m.implicitfast:
+            value = -(m.timestep * qderiv_dof(m, d, w, i))
         out[w, i] = value
 
     @wp.kernel(module=custom)
@@ -465,7 +469,7 @@ def build(scalar, schedule: str = "fused"):
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
-            "euler_diagonal": euler_diagonal, "solve_forward": solve_forward, "solve_adjoint": solve_adjoint,
+            "implicit_diagonal": implicit_diagonal, "solve_forward": solve_forward, "solve_adjoint": solve_adjoint,
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes,
             "modules": (module, custom, *smooth.modules, *constraint.modules, *constraint_solve.modules)}
@@ -575,9 +579,9 @@ class Rollout:
     """Physics steps recorded on one tape, from (qpos0, qvel0, ctrl) and model parameters.
 
     `m` is the Model struct the kernels read (parameters replaced by arrays with gradients);
-    `steps` steps of the model's integrator (Euler or RK4) are taken with the same ctrl and the
-    mocap bodies at `mocap` = (mocap_pos, mocap_quat), constants (no gradients flow to them;
-    None: the model's poses). Seed `qpos1.grad` / `qvel1.grad`, then run `tape.backward()`."""
+    `steps` steps of the model's integrator (Euler, implicitfast or RK4) are taken with the same
+    ctrl and the mocap bodies at `mocap` = (mocap_pos, mocap_quat), constants (no gradients flow
+    to them; None: the model's poses). Seed `qpos1.grad` / `qvel1.grad`, then run `tape.backward()`."""
 
     def __init__(self, model, m, qpos0, qvel0, ctrl, qfrc_applied, steps: int, tape: wp.Tape,
                  schedule: str = "fused", mocap=None):
@@ -590,7 +594,7 @@ class Rollout:
         self.adjoints = {id(m): tape.get_adjoint(m)}  # adjoint structs, built once per struct
         qpos, qvel = qpos0, qvel0
         for _ in range(steps):
-            if model.integrator == INTEGRATOR_EULER:
+            if model.integrator in EULER_LIKE:
                 qpos, qvel = self._euler(qpos, qvel)
             else:
                 qpos, qvel = self._rk4(qpos, qvel)
@@ -658,8 +662,10 @@ class Rollout:
         return wp.zeros_like(like, requires_grad=True)
 
     def _euler(self, qpos, qvel):
-        """Semi-implicit Euler, with dof damping implicit when the model asks (mj_EulerSkip)."""
-        qacc = self._acceleration(qpos, qvel, implicit_damping=bool(self.model.struct.euler_damp))
+        """Semi-implicit Euler, with dof damping implicit when the model asks (mj_EulerSkip), or
+        implicitfast (mj_implicitSkip): the same step with (M - h qDeriv) in the last solve."""
+        struct = self.model.struct
+        qacc = self._acceleration(qpos, qvel, implicit_damping=bool(struct.euler_damp or struct.implicitfast))
         qpos1, qvel1 = self._fresh(qpos), self._fresh(qvel)
         self._launch(self.kernels["advance"], (qpos.shape[0], self.model.struct.njnt),
                      [self.m, qpos, qvel, qacc, qpos1, qvel1])
@@ -692,7 +698,7 @@ class Rollout:
 
     def _acceleration(self, qpos, qvel, implicit_damping: bool):
         """The acceleration the integrator uses at (qpos, qvel): qacc (M^-1 qfrc_smooth, or the
-        constraint solver's), or with implicit damping (M + h D)^-1 (qfrc_smooth + qfrc_constraint)."""
+        constraint solver's), or with implicit damping (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint)."""
         k, tape, model, m = self.kernels, self.tape, self.model, self.m
         device = model.device
         W, nv = qpos.shape[0], model.nv
@@ -700,7 +706,7 @@ class Rollout:
         self._segment(k["smooth"], m, d, W)
         diag = wp.zeros((W, nv), dtype=model.dtype, device=device, requires_grad=True)
         if implicit_damping:
-            self._launch(k["euler_diagonal"], (W, nv), [m, diag])
+            self._launch(k["implicit_diagonal"], (W, nv), [m, d, diag])
         if model.struct.nefc == 0:
             _solve(tape, k, m, W, d.qM, diag, d.qfrc_smooth, d.qacc_int, device, d.qLD)
             return d.qacc_int
@@ -708,7 +714,7 @@ class Rollout:
 
     def _constrained(self, m, d, diag):
         """qacc with constraints: the solver forward, its implicit adjoint on the tape; with
-        `diag` (h * damping, Euler's implicit damping) then (M + diag)^-1 (qfrc_smooth +
+        `diag` (-h qDeriv: Euler's implicit damping, implicitfast) then (M + diag)^-1 (qfrc_smooth +
         qfrc_constraint). Returns the acceleration to integrate."""
         k, tape, model = self.kernels, self.tape, self.model
         device, dtype = model.device, model.dtype

@@ -26,6 +26,9 @@ ENBL = mujoco.mjtEnableBit
 
 INTEGRATOR_EULER = int(mujoco.mjtIntegrator.mjINT_EULER)
 INTEGRATOR_RK4 = int(mujoco.mjtIntegrator.mjINT_RK4)
+INTEGRATOR_IMPLICITFAST = int(mujoco.mjtIntegrator.mjINT_IMPLICITFAST)
+#: integrators whose step is one forward pass and mj_advance (mj_Euler, mj_implicit)
+EULER_LIKE = (INTEGRATOR_EULER, INTEGRATOR_IMPLICITFAST)
 
 GAIN_FIXED = int(mujoco.mjtGain.mjGAIN_FIXED)
 GAIN_AFFINE = int(mujoco.mjtGain.mjGAIN_AFFINE)
@@ -67,6 +70,7 @@ def model_struct(scalar):
         # 1: the warm start is saved at the end of the step (RK4: the last stage's qacc, as
         # mj_advance), not after each constraint solve
         warmstart_at_end: int
+        implicitfast: int  # integrator implicitfast: (M - h qDeriv) without RNE's derivative (mj_implicitSkip)
         rk4_a: T.vec3  # RK4 tableau (simrl.sim.rk4): A's diagonal and the weights B
         rk4_b: wp.types.vector(4, dtype=scalar)
         # bodies
@@ -263,9 +267,21 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
     """
     problems = []
     opt = mjm.opt
-    if opt.integrator not in (INTEGRATOR_EULER, INTEGRATOR_RK4):
+    if opt.integrator not in (INTEGRATOR_EULER, INTEGRATOR_RK4, INTEGRATOR_IMPLICITFAST):
         name = mujoco.mjtIntegrator(opt.integrator).name.removeprefix("mjINT_")
-        problems.append(f"<option integrator='{name.lower()}'>: only Euler and RK4 are supported")
+        problems.append(f"<option integrator='{name.lower()}'>: only Euler, RK4 and implicitfast are supported "
+                        "(implicitfast is implicit without the derivative of the Coriolis and centrifugal forces)")
+    if opt.integrator == INTEGRATOR_IMPLICITFAST:
+        # mj_implicitSkip solves the 6x6 block of a standalone free body (one free joint, no
+        # children) with the gyroscopic derivative (mjd_freeMhat): not implemented
+        for b in range(1, mjm.nbody):
+            jnt = mjm.body_jntadr[b]
+            if (mjm.body_jntnum[b] == 1 and mjm.jnt_type[jnt] == mujoco.mjtJoint.mjJNT_FREE
+                    and mjm.tree_dofnum[mjm.dof_treeid[mjm.jnt_dofadr[jnt]]] == 6
+                    and mjm.body_subtreemass[b] == mjm.body_mass[b]):
+                problems.append(f"<option integrator='implicitfast'> with the standalone free body "
+                                f"{_name(mjm, mujoco.mjtObj.mjOBJ_BODY, b)}: its gyroscopic derivative "
+                                "(mjd_freeMhat) is not supported (use Euler or RK4, or give the body a child)")
     if opt.density != 0 or opt.viscosity != 0:
         problems.append(f"<option density='{opt.density:g}' viscosity='{opt.viscosity:g}'>: "
                         "fluid forces are not supported (set both to 0)")
@@ -520,6 +536,7 @@ class Model:
         # with zero damping that path equals the explicit one, so it is skipped.
         m.euler_damp = int(not flags & DSBL.mjDSBL_EULERDAMP and not flags & DSBL.mjDSBL_DAMPER
                            and bool(np.any(mjm.dof_damping > 0)))
+        m.implicitfast = int(opt.integrator == INTEGRATOR_IMPLICITFAST)
 
         from simrl.sim.rk4 import RK4_A, RK4_B  # (rk4 builds on this module's Model struct)
 

@@ -16,7 +16,7 @@ import warp as wp
 
 from simrl.sim import forward, schedule
 from simrl.sim.data import data_struct
-from simrl.sim.model import INTEGRATOR_EULER, model_struct
+from simrl.sim.model import EULER_LIKE, model_struct
 from simrl.sim.types import kernel_module
 
 
@@ -28,7 +28,7 @@ class StageProfiler:
     def __init__(self, sim):
         self.sim = sim
         scalar = sim.model.dtype
-        if sim.model.integrator == INTEGRATOR_EULER:
+        if sim.model.integrator in EULER_LIKE:
             self.segments = (forward.euler_segment(scalar, "wide"),)
         else:
             f = forward.forward_segment(scalar, "wide")

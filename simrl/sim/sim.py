@@ -28,7 +28,7 @@ from simrl.errors import MJCFError
 from simrl.sim import forward
 from simrl.sim import schedule as simrl_schedule
 from simrl.sim.data import data_struct, make_data, mocap_pose0
-from simrl.sim.model import INTEGRATOR_EULER, PER_WORLD_FIELDS, Model, copy_struct, model_struct
+from simrl.sim.model import EULER_LIKE, PER_WORLD_FIELDS, Model, copy_struct, model_struct
 
 if not os.environ.get("SIMRL_WARP_VERBOSE"):
     # Warp's greeting and per-module load lines; warnings still show (SIMRL_WARP_VERBOSE=1 restores all)
@@ -175,7 +175,7 @@ class Sim:
         #: "fused" or "wide": the schedule the step's kernels run in
         self.schedule = schedule_ = simrl_schedule.resolve(schedule, self.device)
         self._forward = forward.forward_segment(scalar, schedule_)
-        if self.model.integrator == INTEGRATOR_EULER:
+        if self.model.integrator in EULER_LIKE:
             self._step_segments = (forward.euler_segment(scalar, schedule_),)
         else:
             begin, stage1, stage2, end = forward.rk4_segments(scalar, schedule_)
@@ -396,7 +396,7 @@ class Sim:
         self._parallel(lambda run: run(self._forward))
 
     def step(self, n: int = 1) -> None:
-        """Like mj_step with the model's integrator (Euler or RK4), `n` times."""
+        """Like mj_step with the model's integrator (Euler, implicitfast or RK4), `n` times."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
         n = int(n)
