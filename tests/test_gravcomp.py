@@ -160,6 +160,7 @@ def test_gradients(variant, rng):
     _check_gradients(sim, mjm, [qpos, qvel, ctrl, *_params(mjm, 2)], tol=1e-6)
 
 
+@pytest.mark.slow  # 81 s warm, minutes cold (the checked build compiles apart)
 @pytest.mark.usefixtures("verify_array_access")
 def test_gradients_float32_checked_array_access(rng):
     """The float32 build's gradients (gravcomp through qfrc_passive and qfrc_actuator) against
