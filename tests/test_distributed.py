@@ -94,6 +94,7 @@ def test_ppo_update_on_two_ranks_equals_the_combined_batch(tmp_path):
     assert moved > 1e-4
 
 
+@pytest.mark.slow  # 100 s cold: both ranks compile SHAC's differentiable step
 def test_shac_update_on_two_ranks_equals_the_combined_batch(tmp_path):
     """SHAC's actor and critic gradients averaged over 2 ranks; the normalisers pool both
     ranks' samples. Tolerance: rtol 1e-4 / atol 1e-6 (float32 sums in another order)."""
@@ -118,6 +119,7 @@ def test_shac_update_on_two_ranks_equals_the_combined_batch(tmp_path):
     assert_close_dicts(r0["after"]["critic_grads"], worker.grads(runner.critic), "critic grads", rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow  # 40 s cold
 def test_train_script_runs_and_resumes_under_torchrun(tmp_path):
     """`torchrun --nproc_per_node=2 scripts/train.py`: only rank 0 writes the run directory; the
     progress counts the steps of both ranks; `resume=` continues the distributed run."""
@@ -158,7 +160,7 @@ def _start_and_wait_for_rank1(args: list[str]):
     raise AssertionError("the run ended before training started:\n" + "".join(lines))
 
 
-@pytest.mark.parametrize("how", ["crash", "hang"])
+@pytest.mark.parametrize("how", ["crash", pytest.param("hang", marks=pytest.mark.slow)])
 def test_a_failed_rank_ends_the_whole_run(tmp_path, how):
     """A rank killed (SIGKILL) or frozen (SIGSTOP) makes torchrun exit non-zero instead of
     hanging: a crash is seen by torchrun at once, which stops the other rank and names the one

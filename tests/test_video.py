@@ -30,6 +30,7 @@ def run(*args):
     return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # 40 s cold
 def test_play_records_world_0_as_mp4(tmp_path):
     av = pytest.importorskip("av")
     if opengl_backend() is None:
