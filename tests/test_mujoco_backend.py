@@ -208,6 +208,7 @@ def run(*args):
     return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # 27 s cold
 def test_train_and_play_with_the_mujoco_backend(tmp_path):
     train_dir, play_dir = tmp_path / "train", tmp_path / "play"
     result = run("scripts/train.py", "task=cartpole", "num_envs=8", "max_iterations=1", "sim.backend=mujoco",

@@ -150,6 +150,7 @@ def test_shac_refuses_a_task_without_a_differentiable_step():
         env.enable_grad()
 
 
+@pytest.mark.slow  # 60 s cold
 def test_train_resume_and_play_with_shac(tmp_path):
     """scripts/train.py algo=shac writes the run directory PPO runs write, resumes from it, and
     play.py evaluates and exports the SHAC policy (ONNX = TorchScript = the runner's policy)."""
