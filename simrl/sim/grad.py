@@ -22,6 +22,7 @@ import warp as wp
 
 from simrl.sim import euler, factor_m, forward, integrate_pos, rk4, schedule, solver
 from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_EQUALITY, CNSTR_FRICTION_DOF
+from simrl.sim.constraint import build as constraint_functions
 from simrl.sim.contact_tables import MINMU
 from simrl.sim.data import data_struct, make_data
 from simrl.sim.integrate_pos import jnt_nv
@@ -169,13 +170,7 @@ def build(scalar, schedule: str = "fused"):
             if m.efc_colmask[r, i] != 0:
                 qfrc[w, i] += d.efc_J[w, r, i] * force[w, r]
 
-    @wp.func
-    def row_product(m: Model, d: Data, w: int, r: int, x: wp.array2d(dtype=scalar)):
-        s = scalar(0.0)
-        for k in range(m.efc_nnz[r]):
-            j = m.efc_colind[r, k]
-            s = s + d.efc_J[w, r, j] * x[w, j]
-        return s
+    row_product = constraint_functions(scalar).row_dot  # efc_J[w, r] . x[w]
 
     @wp.func
     def cone_adjoint(m: Model, d: Data, w: int, r: int, qacc: wp.array2d(dtype=scalar),
