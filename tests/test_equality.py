@@ -9,7 +9,6 @@ import torch
 from test_schedule import assert_same_data, run
 
 from simrl import Sim, diff_step
-from simrl.errors import UnsupportedFeatureError
 
 XML = """
 <mujoco>
@@ -214,10 +213,3 @@ def test_wide_equals_fused_bit_for_bit(dtype):
     mjm = model()
     assert_same_data(run(mjm, "fused", dtype, 20), run(mjm, "wide", dtype, 20))
 
-
-def test_tendon_equality_is_refused_by_name():
-    xml = XML.replace("</worldbody>", '</worldbody><tendon><fixed name="t"><joint joint="h1" coef="1"/>'
-                                      '</fixed></tendon>').replace("</equality>", '<tendon name="te" tendon1="t"/>'
-                                                                                   "</equality>")
-    with pytest.raises(UnsupportedFeatureError, match=r"<equality><tendon> 'te'"):
-        Sim.from_model(mujoco.MjModel.from_xml_string(xml))

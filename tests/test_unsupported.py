@@ -29,14 +29,20 @@ CASES = {
     "fluid forces": (body("", '<option density="1.2"><flag contact="disable"/></option>'), r"<option density"),
     "touch sensor": (body("", extra='<sensor><touch name="t" site="s1"/></sensor>'),
                      r"<sensor><touch> 't': this sensor type is not computed"),
-    "tendon equality": (body("", extra='<tendon><fixed name="t"><joint joint="j1" coef="1"/></fixed></tendon>'
-                                       '<equality><tendon name="te" tendon1="t"/></equality>'),
-                        r"<equality><tendon> 'te': only connect, weld and joint"),
-    "tendon spring": (body("", extra='<tendon><fixed name="t" stiffness="3"><joint joint="j1" coef="1"/>'
-                                     '</fixed></tendon>'), r"<tendon stiffness> on tendon 't'"),
-    "tendon actuator": (body("", extra='<tendon><fixed name="t"><joint joint="j1" coef="1"/></fixed></tendon>'
-                                       '<actuator><motor name="m" tendon="t"/></actuator>'),
-                        r"actuator 'm' transmission 'tendon'"),
+    "tendon wrapping": (body("", extra='<tendon><spatial name="t"><site site="s1"/><geom geom="g1"/>'
+                                       '<site site="s2"/></spatial></tendon>'),
+                        r"<spatial><geom> on tendon 't': wrapping around spheres and cylinders"),
+    "spatial tendon armature": (body("", extra='<tendon><spatial name="t" armature="0.1"><site site="s1"/>'
+                                               '<site site="s2"/></spatial></tendon>'),
+                                r"<tendon armature> on tendon 't'"),
+    "tendon damping implicitfast": (body("", '<option integrator="implicitfast"><flag contact="disable"/></option>',
+                                         extra='<tendon><fixed name="t" damping="1"><joint joint="j1" coef="1"/>'
+                                               '</fixed></tendon>'),
+                                    r"<tendon damping> on tendon 't' with <option integrator='implicitfast'>"),
+    "tendon servo implicitfast": (body("", '<option integrator="implicitfast"><flag contact="disable"/></option>',
+                                       extra='<tendon><fixed name="t"><joint joint="j1" coef="1"/></fixed></tendon>'
+                                             '<actuator><velocity name="m" tendon="t" kv="1"/></actuator>'),
+                                  r"<actuator tendon> actuator 'm' with <option integrator='implicitfast'>"),
     "site transmission": (body("", extra='<actuator><motor name="m" site="s1" gear="0 0 1 0 0 0"/></actuator>'),
                           r"actuator 'm' transmission 'site'"),
     "activation dynamics": (body("", extra='<actuator><position name="m" joint="j1" kp="1" timeconst="0.1"/>'
@@ -50,8 +56,6 @@ CASES = {
     "noslip": ('<mujoco><option noslip_iterations="5"/><worldbody><geom type="plane" size="1 1 1"/>'
                '<body pos="0 0 1"><freejoint/><geom size="0.1"/></body></worldbody></mujoco>',
                r"noslip_iterations"),
-    "tendon limits": (body("", extra='<tendon><fixed name="t" limited="true" range="-1 1"><joint joint="j1" coef="1"/>'
-                                     '</fixed></tendon>'), r"<tendon limited> on tendon 't'"),
 }
 
 

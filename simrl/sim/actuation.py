@@ -1,4 +1,5 @@
-"""Actuator forces on joints: gain * ctrl + bias, clamped, mapped through the gear
+"""Actuator forces on joints and tendons: gain * ctrl + bias, clamped, mapped through the gear
+(and a tendon's Jacobian)
 (mj_transmission and mj_fwdActuation, engine_core_smooth.c / engine_forward.c).
 
 Elements: `actuator(m, d, w, a)` (length, velocity and force of actuator a), `dof(m, d, w, i)`
@@ -38,10 +39,18 @@ def build(scalar):
 
     @wp.func
     def actuator(m: Model, d: Data, w: int, a: int):
-        # transmission: length and velocity along the joint, scaled by the gear
+        # transmission (mj_transmission): length and velocity along the joint or the tendon,
+        # scaled by the gear
         gear = m.actuator_gear[w % m.actuator_gear.shape[0], a]
-        length = d.qpos[w, m.actuator_qposadr[a]] * gear
-        velocity = d.qvel[w, m.actuator_dofadr[a]] * gear
+        t = m.actuator_tendon[a]
+        length = scalar(0.0)
+        velocity = scalar(0.0)
+        if t >= 0:
+            length = d.ten_length[w, t] * gear
+            velocity = d.ten_velocity[w, t] * gear
+        else:
+            length = d.qpos[w, m.actuator_qposadr[a]] * gear
+            velocity = d.qvel[w, m.actuator_dofadr[a]] * gear
         d.actuator_length[w, a] = length
         d.actuator_velocity[w, a] = velocity
         force = scalar(0.0)
@@ -102,8 +111,10 @@ def build(scalar):
         adr = m.dof_actuator_adr[i]
         for k in range(adr, adr + m.dof_actuator_num[i]):
             a = m.dof_actuator[k]
-            gear = m.actuator_gear[wg, a]
-            deriv = deriv + gear * (gear * force_vel(m, d, w, a))
+            # actuators on tendons whose force depends on velocity are refused with implicitfast
+            if m.actuator_tendon[a] < 0:
+                gear = m.actuator_gear[wg, a]
+                deriv = deriv + gear * (gear * force_vel(m, d, w, a))
         j = m.dof_jntid[i]
         if m.jnt_actfrclimited[j]:
             r = m.jnt_actfrcrange[j]
@@ -122,7 +133,12 @@ def build(scalar):
         adr = m.dof_actuator_adr[i]
         for k in range(adr, adr + m.dof_actuator_num[i]):
             a = m.dof_actuator[k]
-            d.qfrc_actuator_raw[w, i] += m.actuator_gear[wg, a] * d.actuator_force[w, a]
+            # the moment: the gear, times ten_J[t, i] for a tendon transmission
+            moment = m.actuator_gear[wg, a]
+            t = m.actuator_tendon[a]
+            if t >= 0:
+                moment = moment * d.ten_J[w, t, i]
+            d.qfrc_actuator_raw[w, i] += moment * d.actuator_force[w, a]
         frc = d.qfrc_actuator_raw[w, i]
         j = m.dof_jntid[i]
         # actuator-level gravity compensation (<joint actuatorgravcomp>, mj_fwdActuation): added

@@ -1,21 +1,21 @@
-"""Constraint rows: equality constraints (connect, weld, joint), dof friction loss, joint
-limits and contacts in the pyramidal or the elliptic friction cone, with MuJoCo's
-soft-constraint parameters (engine_core_constraint.c: mj_instantiateEquality,
+"""Constraint rows: equality constraints (connect, weld, joint, tendon), dof and tendon friction
+loss, joint and tendon limits and contacts in the pyramidal or the elliptic friction cone, with
+MuJoCo's soft-constraint parameters (engine_core_constraint.c: mj_instantiateEquality,
 mj_instantiateFriction, mj_instantiateLimit, mj_instantiateContact, mj_diagApprox,
 getsolparam, getimpedance, mj_makeImpedance, mj_referenceConstraint; doc/computation
 "Constraint model" and "Parameters").
 
-Rows have fixed places, decided when the model is loaded (see `Model`): first the rows of
-every equality constraint (3 per connect, 6 per weld, 1 per joint equality), then one row per dof
-with friction loss, then two rows per limited hinge or slide joint (lower, upper) and one per
-limited ball joint, then the rows of every contact slot (1 for condim 1, 2 (condim - 1)
-pyramid edges otherwise: sliding in two directions for condim 3, with torsion for condim 4,
-with rolling about both tangents for condim 6; in the elliptic cone condim rows: the normal,
-then one per friction direction). `efc_active` says which rows exist in the current state; an
-inactive row has D = 0 and force 0. `efc_list[:efc_nactive]` lists the active rows in
-increasing order: later stages iterate it instead of scanning all rows. A row's Jacobian can
-be non-zero only in the model's `efc_colind` columns of that row (fixed when the model is
-loaded), so only those are written and read.
+Rows have fixed places, decided when the model is loaded (see `Model`): first the rows of every
+equality constraint (3 per connect, 6 per weld, 1 per joint or tendon equality), then one row
+per dof and then per tendon with friction loss, then two rows per limited hinge or slide joint
+(lower, upper) and one per limited ball joint, then two per limited tendon, then the rows of
+every contact slot (1 for condim 1, 2 (condim - 1) pyramid edges otherwise: sliding in two
+directions for condim 3, with torsion for condim 4, with rolling about both tangents for condim
+6; in the elliptic cone condim rows: the normal, then one per friction direction). `efc_active`
+says which rows exist in the current state; an inactive row has D = 0 and force 0.
+`efc_list[:efc_nactive]` lists the active rows in increasing order: later stages iterate it
+instead of scanning all rows. A row's Jacobian can be non-zero only in the model's `efc_colind`
+columns of that row (fixed when the model is loaded), so only those are written and read.
 
 Elements: `equality_rows` (the rows of one equality constraint), `friction_row` and
 `limit_row` (one row each), `contact_rows` (the rows of one contact slot), each writing only
@@ -35,7 +35,9 @@ from simrl.sim.types import JNT_BALL, JNT_FREE, MINVAL, scalar_types
 # mjtConstraint
 CNSTR_EQUALITY = 0
 CNSTR_FRICTION_DOF = 1
+CNSTR_FRICTION_TENDON = 2
 CNSTR_LIMIT_JOINT = 3
+CNSTR_LIMIT_TENDON = 4
 CNSTR_CONTACT_FRICTIONLESS = 5
 CNSTR_CONTACT_PYRAMIDAL = 6
 CNSTR_CONTACT_ELLIPTIC = 7
@@ -45,6 +47,7 @@ CNSTR_CONTACT_ELLIPTIC = 7
 EQ_CONNECT = 0
 EQ_WELD = 1
 EQ_JOINT = 2
+EQ_TENDON = 3
 
 MINIMP = 0.0001
 MAXIMP = 0.9999
@@ -249,7 +252,30 @@ def build(scalar):
                 zero_jacobian(m, d, w, r0 + k)
             solimp = clamp_solimp(m.eq_solimp[e])
             kk, bb = stiffness_damping(m, m.eq_solref[e], solimp[1])
-            if kind == EQ_JOINT:
+            if kind == EQ_TENDON:
+                # L_1 - L0_1 - poly(L_2 - L0_2), J = J_1 - poly'(L_2 - L0_2) J_2
+                t1 = m.eq_ten1[e]
+                t2 = m.eq_ten2[e]
+                c = m.eq_polycoef[e]
+                pos = d.ten_length[w, t1] - m.tendon_length0[t1] - c[0]
+                diag = m.tendon_invweight0[t1]
+                deriv = scalar(0.0)
+                if t2 >= 0:
+                    dif = d.ten_length[w, t2] - m.tendon_length0[t2]
+                    pos = pos - (c[1] * dif + c[2] * dif * dif + c[3] * dif * dif * dif + c[4] * dif * dif * dif * dif)
+                    deriv = (c[1] + scalar(2.0) * c[2] * dif + scalar(3.0) * c[3] * dif * dif
+                             + scalar(4.0) * c[4] * dif * dif * dif)
+                    diag = diag + m.tendon_invweight0[t2]
+                for k in range(m.tendon_nnz[t1]):
+                    j = m.tendon_colind[t1, k]
+                    d.efc_J[w, r0, j] += d.ten_J[w, t1, j]
+                if t2 >= 0:
+                    for k in range(m.tendon_nnz[t2]):
+                        j = m.tendon_colind[t2, k]
+                        d.efc_J[w, r0, j] += -deriv * d.ten_J[w, t2, j]
+                imp = impedance(solimp, pos, scalar(0.0))
+                set_row(d, w, r0, pos, scalar(0.0), scalar(0.0), imp, regularizer(imp, diag), kk, bb)
+            elif kind == EQ_JOINT:
                 j1 = m.eq_jnt1[e]
                 j2 = m.eq_jnt2[e]
                 c = m.eq_polycoef[e]
@@ -333,7 +359,7 @@ def build(scalar):
         mj_referenceConstraint): the anchors' Jdot qvel, and for a weld the time derivative of
         0.5 neg(q_2) (J_1 - J_2) qvel q_1 relpose by the product rule."""
         kind = m.eq_type[e]
-        if m.enable_constraint != 0 and d.eq_active[w, e] != 0 and kind != EQ_JOINT:
+        if m.enable_constraint != 0 and d.eq_active[w, e] != 0 and kind != EQ_JOINT and kind != EQ_TENDON:
             r0 = m.eq_efc_adr[e]
             b1 = m.eq_body1[e]
             b2 = m.eq_body2[e]
@@ -367,23 +393,69 @@ def build(scalar):
                     d.efc_aref[w, r0 + 3 + k] = d.efc_aref[w, r0 + 3 + k] - half * t[k] * ts
 
     @wp.func
+    def copy_tendon_jacobian(m: Model, d: Data, w: int, r: int, t: int, scale: scalar):
+        """efc_J[r] = scale ten_J[t] (the row's columns are the tendon's)."""
+        for k in range(m.efc_nnz[r]):
+            j = m.efc_colind[r, k]
+            d.efc_J[w, r, j] = scale * d.ten_J[w, t, j]
+
+    @wp.func
     def friction_row(m: Model, d: Data, w: int, r: int):
-        """Row r (< nefc_friction): dof friction loss, J = e_dof, no position residual (K = 0)."""
-        dof = m.efc_id[r]
-        floss = m.dof_frictionloss[w % m.dof_frictionloss.shape[0], dof]
+        """Row r (< nefc_friction): friction loss of a dof, J = e_dof, or of a tendon, J = ten_J;
+        no position residual (K = 0) (mj_instantiateFriction)."""
+        i = m.efc_id[r]
+        tendon = m.efc_type[r] == CNSTR_FRICTION_TENDON
+        floss = scalar(0.0)
+        if tendon:
+            floss = m.tendon_frictionloss[i]
+        else:
+            floss = m.dof_frictionloss[w % m.dof_frictionloss.shape[0], i]
         if m.enable_constraint != 0 and floss > scalar(0.0):
-            solimp = clamp_solimp(m.dof_solimp[dof])
+            solimp = vec5()
+            solref = vec2()
+            diag = scalar(0.0)
+            if tendon:
+                solimp = clamp_solimp(m.tendon_solimp_fri[i])
+                solref = m.tendon_solref_fri[i]
+                diag = m.tendon_invweight0[i]
+            else:
+                solimp = clamp_solimp(m.dof_solimp[i])
+                solref = m.dof_solref[i]
+                diag = m.dof_invweight0[i]
             imp = impedance(solimp, scalar(0.0), scalar(0.0))
-            k, b = stiffness_damping(m, m.dof_solref[dof], solimp[1])
-            set_row(d, w, r, scalar(0.0), scalar(0.0), floss, imp, regularizer(imp, m.dof_invweight0[dof]),
-                    scalar(0.0), b)
-            zero_jacobian(m, d, w, r)
-            d.efc_J[w, r, dof] = scalar(1.0)
+            k, b = stiffness_damping(m, solref, solimp[1])
+            set_row(d, w, r, scalar(0.0), scalar(0.0), floss, imp, regularizer(imp, diag), scalar(0.0), b)
+            if tendon:
+                copy_tendon_jacobian(m, d, w, r, i, scalar(1.0))
+            else:
+                zero_jacobian(m, d, w, r)
+                d.efc_J[w, r, i] = scalar(1.0)
         else:
             clear_row(d, w, r)
 
     @wp.func
-    def limit_row(m: Model, d: Data, w: int, r: int):
+    def tendon_limit_row(m: Model, d: Data, w: int, r: int):
+        """Row r, a tendon limit side (mj_instantiateLimit): dist = side (range[side] - length),
+        J = -side ten_J."""
+        t = m.efc_id[r]
+        side = m.efc_sub[r]
+        rng = m.tendon_range[t]
+        margin = m.tendon_margin[t]
+        value = d.ten_length[w, t]
+        dist = rng[1] - value
+        if side < 0:
+            dist = value - rng[0]
+        if m.enable_constraint != 0 and dist < margin:
+            copy_tendon_jacobian(m, d, w, r, t, scalar(-side))
+            solimp = clamp_solimp(m.tendon_solimp_lim[t])
+            imp = impedance(solimp, dist, margin)
+            k, b = stiffness_damping(m, m.tendon_solref_lim[t], solimp[1])
+            set_row(d, w, r, dist, margin, scalar(0.0), imp, regularizer(imp, m.tendon_invweight0[t]), k, b)
+        else:
+            clear_row(d, w, r)
+
+    @wp.func
+    def joint_limit_row(m: Model, d: Data, w: int, r: int):
         """Row r (a joint limit side): residual = distance to the nearer end of the range."""
         jnt = m.efc_id[r]
         side = m.efc_sub[r]
@@ -421,6 +493,14 @@ def build(scalar):
             set_row(d, w, r, dist, margin, scalar(0.0), imp, regularizer(imp, m.dof_invweight0[dof]), k, b)
         else:
             clear_row(d, w, r)
+
+    @wp.func
+    def limit_row(m: Model, d: Data, w: int, r: int):
+        """Row r (< nefc_limit), a joint's or a tendon's limit side."""
+        if m.efc_type[r] == CNSTR_LIMIT_TENDON:
+            tendon_limit_row(m, d, w, r)
+        else:
+            joint_limit_row(m, d, w, r)
 
     @wp.func
     def contact_rows(m: Model, d: Data, w: int, c: int):

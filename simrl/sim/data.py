@@ -58,6 +58,13 @@ def data_struct(scalar):
         # com_vel, rne
         cvel: wp.array2d(dtype=T.vec6)  # [W, nbody]
         cdof_dot: wp.array2d(dtype=T.vec6)  # [W, nv]
+        # tendons (mj_tendon): length, velocity, Jacobian; the passive spring and damper forces
+        # along each tendon
+        ten_length: wp.array2d(dtype=scalar)  # [W, ntendon]
+        ten_velocity: wp.array2d(dtype=scalar)
+        ten_J: wp.array3d(dtype=scalar)  # [W, ntendon, nv]
+        ten_spring: wp.array2d(dtype=scalar)
+        ten_damper: wp.array2d(dtype=scalar)
         dof_cvel: wp.array2d(dtype=T.vec6)  # [W, nv], body velocity with dofs up to i added
         cacc: wp.array2d(dtype=T.vec6)  # [W, nbody], bias acceleration (no qacc term)
         cfrc_bias: wp.array2d(dtype=T.vec6)  # [W, nbody]
@@ -207,6 +214,10 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.qfrc_damper = zeros((W, nv))
     d.qfrc_gravcomp = zeros((W, nv))
     d.qfrc_passive = zeros((W, nv))
+    nten = max(1, mjm.ntendon)
+    for name in ("ten_length", "ten_velocity", "ten_spring", "ten_damper"):
+        setattr(d, name, zeros((W, nten)))
+    d.ten_J = zeros((W, nten, nv))
     d.actuator_length = zeros((W, nu))
     d.actuator_velocity = zeros((W, nu))
     d.actuator_force = zeros((W, nu))

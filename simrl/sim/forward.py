@@ -27,6 +27,7 @@ from simrl.sim import (
     rne,
     sensor,
     solver,
+    tendon,
 )
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
@@ -45,6 +46,7 @@ from simrl.sim.schedule import (
     LIMIT_ROWS,
     PAIRS,
     SENSORS,
+    TENDONS,
     WORLD,
     Pass,
     segment,
@@ -54,25 +56,29 @@ from simrl.sim.types import block_sync, no_sync
 
 @functools.cache
 def position(scalar) -> tuple:
-    """mj_fwdPosition without factor_m: poses, subtree CoMs, cinert, cdof, qM."""
-    kin, cp, cr = kinematics.build(scalar), com_pos.build(scalar), crb.build(scalar)
+    """mj_fwdPosition without factor_m: poses, subtree CoMs, cinert, cdof, tendons, qM (with the
+    tendons' armature)."""
+    kin, cp, cr, ten = kinematics.build(scalar), com_pos.build(scalar), crb.build(scalar), tendon.build(scalar)
     return (
         Pass("kinematics_joint", JOINTS, (kin.joint,)),
         Pass("kinematics_body", BODIES_DOWN, (kin.body,)),
         Pass("kinematics_frame", FRAMES, (kin.frame,)),
         Pass("com_pos_subtree", BODIES_UP, (cp.subtree_body,)),
         Pass("com_pos_body", BODIES, (cp.body,)),
+        Pass("tendon", TENDONS, (ten.length,)),
         Pass("crb_body", BODIES_UP, (cr.body,), skip_world=True),
-        Pass("crb_dof", DOFS, (cr.dof,)),
+        Pass("crb_dof", DOFS, (cr.dof, ten.armature_dof)),
     )
 
 
 @functools.cache
 def velocity(scalar) -> tuple:
-    """mj_fwdVelocity and mj_fwdActuation up to qfrc_smooth: com_vel, rne, passive, actuation."""
-    rn, pa, ac = rne.build(scalar), passive.build(scalar), actuation.build(scalar)
+    """mj_fwdVelocity and mj_fwdActuation up to qfrc_smooth: com_vel, tendon velocities, rne,
+    passive, actuation."""
+    rn, pa, ac, ten = rne.build(scalar), passive.build(scalar), actuation.build(scalar), tendon.build(scalar)
     return (
         Pass("com_vel_body", BODIES_DOWN, (rn.com_vel_body,)),
+        Pass("tendon_velocity", TENDONS, (ten.velocity,)),
         Pass("cdof_dot", DOFS, (rn.cdof_dot_dof,)),
         Pass("rne_body", BODIES, (rn.rne_body,)),
         Pass("rne_subtree", BODIES_UP, (rn.rne_subtree_body,), skip_world=True),

@@ -21,7 +21,7 @@ import os
 import warp as wp
 
 from simrl.sim import euler, factor_m, forward, integrate_pos, rk4, schedule, solver
-from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_EQUALITY, CNSTR_FRICTION_DOF
+from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_EQUALITY, CNSTR_FRICTION_DOF, CNSTR_FRICTION_TENDON
 from simrl.sim.constraint import build as constraint_functions
 from simrl.sim.contact_tables import MINMU
 from simrl.sim.data import data_struct, make_data
@@ -80,7 +80,7 @@ def build(scalar, schedule: str = "fused"):
         the bottom zone (D_r), 0 in the top and middle zones (`cone_middle`), as the solver
         left them."""
         zone = int(0)
-        if m.efc_type[r] == CNSTR_FRICTION_DOF:
+        if m.efc_type[r] == CNSTR_FRICTION_DOF or m.efc_type[r] == CNSTR_FRICTION_TENDON:
             zone = 1
             fl = d.efc_frictionloss[w, r] * d.efc_R[w, r]
             if jar <= -fl or jar >= fl:

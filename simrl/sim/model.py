@@ -19,7 +19,13 @@ from simrl.sim.contact_tables import PRIMITIVE_MAX_CONTACTS, candidate_geom_pair
 from simrl.sim.types import JNT_BALL, JNT_HINGE, JNT_SLIDE, scalar_types
 
 # constraint rows of each supported equality type (mjtEq: connect, weld, joint)
-EQ_ROWS = {int(mujoco.mjtEq.mjEQ_CONNECT): 3, int(mujoco.mjtEq.mjEQ_WELD): 6, int(mujoco.mjtEq.mjEQ_JOINT): 1}
+EQ_ROWS = {int(mujoco.mjtEq.mjEQ_CONNECT): 3, int(mujoco.mjtEq.mjEQ_WELD): 6, int(mujoco.mjtEq.mjEQ_JOINT): 1,
+           int(mujoco.mjtEq.mjEQ_TENDON): 1}
+WRAP_JOINT = int(mujoco.mjtWrap.mjWRAP_JOINT)
+WRAP_PULLEY = int(mujoco.mjtWrap.mjWRAP_PULLEY)
+WRAP_SITE = int(mujoco.mjtWrap.mjWRAP_SITE)
+TRN_JOINT = int(mujoco.mjtTrn.mjTRN_JOINT)
+TRN_TENDON = int(mujoco.mjtTrn.mjTRN_TENDON)
 
 DSBL = mujoco.mjtDisableBit
 ENBL = mujoco.mjtEnableBit
@@ -194,6 +200,44 @@ def model_struct(scalar):
         eq_polycoef: wp.array(dtype=T.vec5)
         eq_solref: wp.array(dtype=T.vec2)
         eq_solimp: wp.array(dtype=T.vec5)
+        eq_ten1: wp.array(dtype=int)  # tendon equality: the tendons (-1: no second)
+        eq_ten2: wp.array(dtype=int)
+        # tendons (simrl.sim.tendon, mj_tendon): a fixed tendon's joints and coefficients
+        # wrap_jnt/wrap_coef[tendon_wrapadr[t] + k], k < tendon_wrapnum[t]; a spatial tendon's straight
+        # segments between two sites, seg_site0/seg_site1/seg_divisor[tendon_segadr[t] + k],
+        # k < tendon_segnum[t] (pulleys only set the divisor)
+        ntendon: int
+        tendon_fixed: wp.array(dtype=int)
+        tendon_wrapadr: wp.array(dtype=int)
+        tendon_wrapnum: wp.array(dtype=int)
+        wrap_jnt: wp.array(dtype=int)
+        wrap_coef: wp.array(dtype=scalar)
+        tendon_segadr: wp.array(dtype=int)
+        tendon_segnum: wp.array(dtype=int)
+        seg_site0: wp.array(dtype=int)
+        seg_site1: wp.array(dtype=int)
+        seg_divisor: wp.array(dtype=scalar)
+        # the only columns in which ten_J[t] can be non-zero, increasing: tendon_colind[t, :tendon_nnz[t]]
+        tendon_nnz: wp.array(dtype=int)
+        tendon_colind: wp.array2d(dtype=int)  # [ntendon, nv]
+        # tendons whose columns hold dof i, ascending: dof_tendon[dof_tendon_adr[i] + k], k < num
+        dof_tendon_adr: wp.array(dtype=int)
+        dof_tendon_num: wp.array(dtype=int)
+        dof_tendon: wp.array(dtype=int)
+        tendon_stiffness: wp.array(dtype=scalar)
+        tendon_damping: wp.array(dtype=scalar)
+        tendon_lengthspring: wp.array(dtype=T.vec2)  # the spring's dead band [lower, upper]
+        tendon_armature: wp.array(dtype=scalar)
+        tendon_range: wp.array(dtype=T.vec2)
+        tendon_margin: wp.array(dtype=scalar)
+        tendon_solref_lim: wp.array(dtype=T.vec2)
+        tendon_solimp_lim: wp.array(dtype=T.vec5)
+        tendon_frictionloss: wp.array(dtype=scalar)
+        tendon_solref_fri: wp.array(dtype=T.vec2)
+        tendon_solimp_fri: wp.array(dtype=T.vec5)
+        tendon_length0: wp.array(dtype=scalar)
+        tendon_invweight0: wp.array(dtype=scalar)
+        actuator_tendon: wp.array(dtype=int)  # [nu], the tendon of a tendon transmission, else -1
         # sensors (simrl.sim.sensor), MuJoCo's sensor_* arrays; opt.magnetic
         nsensor: int
         sensor_type: wp.array(dtype=int)
@@ -303,9 +347,9 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
             kind = int(mjm.eq_type[i])
             ename = _name(mjm, mujoco.mjtObj.mjOBJ_EQUALITY, i)
             if kind not in EQ_ROWS:
-                tag = {int(mujoco.mjtEq.mjEQ_TENDON): "tendon"}.get(kind, mujoco.mjtEq(kind).name)
-                problems.append(f"<equality><{tag}> {ename}: only connect, weld and joint equality constraints "
-                                "are supported " + how.format("equality"))
+                tag = mujoco.mjtEq(kind).name.removeprefix("mjEQ_").lower()
+                problems.append(f"<equality><{tag}> {ename}: only connect, weld, joint and tendon equality "
+                                "constraints are supported " + how.format("equality"))
             elif kind == int(mujoco.mjtEq.mjEQ_JOINT):
                 for j in (int(mjm.eq_obj1id[i]), int(mjm.eq_obj2id[i])):
                     if j >= 0 and int(mjm.jnt_type[j]) not in (JNT_HINGE, JNT_SLIDE):
@@ -341,21 +385,24 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
         if np.any(mjm.dof_dampingpoly[i] != 0):
             problems.append(f"<joint dampingpoly> on joint {jname}: not supported")
 
-    # tendons: accepted only when they have no effect on the dynamics
+    # tendons (mj_tendon): fixed, and spatial through sites and pulleys
     for t in range(mjm.ntendon):
         tname = _name(mjm, mujoco.mjtObj.mjOBJ_TENDON, t)
-        for attr, active in (
-            ("limited", constraints_on and mjm.tendon_limited[t]
-             and not _disabled(mjm, DSBL.mjDSBL_LIMIT)),
-            ("stiffness", mjm.tendon_stiffness[t] != 0 or np.any(mjm.tendon_stiffnesspoly[t] != 0)),
-            ("damping", mjm.tendon_damping[t] != 0 or np.any(mjm.tendon_dampingpoly[t] != 0)),
-            ("frictionloss", constraints_on and mjm.tendon_frictionloss[t] > 0
-             and not _disabled(mjm, DSBL.mjDSBL_FRICTIONLOSS)),
-            ("armature", mjm.tendon_armature[t] != 0),
-        ):
-            if active:
-                problems.append(f"<tendon {attr}> on tendon {tname}: tendons that act on the "
-                                "dynamics are not supported")
+        adr, num = int(mjm.tendon_adr[t]), int(mjm.tendon_num[t])
+        kinds = [int(k) for k in mjm.wrap_type[adr:adr + num]]
+        if any(k not in (WRAP_JOINT, WRAP_PULLEY, WRAP_SITE) for k in kinds):
+            problems.append(f"<spatial><geom> on tendon {tname}: wrapping around spheres and cylinders is not "
+                            "supported (spatial tendons through sites and pulleys are)")
+        if np.any(mjm.tendon_stiffnesspoly[t] != 0) or np.any(mjm.tendon_dampingpoly[t] != 0):
+            problems.append(f"<tendon stiffnesspoly/dampingpoly> on tendon {tname}: polynomial tendon springs "
+                            "and dampers are not supported")
+        if mjm.tendon_armature[t] != 0 and (kinds[0] != WRAP_JOINT or not _is_chain(mjm, tendon_columns(mjm, t))):
+            problems.append(f"<tendon armature> on tendon {tname}: armature is supported on fixed tendons whose "
+                            "joints lie on one chain of the kinematic tree")
+        if opt.integrator == INTEGRATOR_IMPLICITFAST and mjm.tendon_damping[t] != 0 \
+                and not _disabled(mjm, DSBL.mjDSBL_DAMPER):
+            problems.append(f"<tendon damping> on tendon {tname} with <option integrator='implicitfast'>: the "
+                            "tendon's velocity derivative is not supported (use Euler or RK4)")
 
     # actuators
     trn_joint = int(mujoco.mjtTrn.mjTRN_JOINT)
@@ -363,10 +410,16 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
     for a in range(mjm.nu):
         aname = "actuator " + _name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, a)
         trn = int(mjm.actuator_trntype[a])
-        if trn != trn_joint:
+        if trn not in (trn_joint, TRN_TENDON):
             kind = mujoco.mjtTrn(trn).name.removeprefix("mjTRN_").lower()
-            problems.append(f"<actuator> {aname} transmission '{kind}': only joint transmissions "
-                            "(joint=...) are supported")
+            problems.append(f"<actuator> {aname} transmission '{kind}': only joint and tendon transmissions "
+                            "(joint=..., tendon=...) are supported")
+        elif trn == TRN_TENDON:
+            velocity_dependent = (mjm.actuator_biastype[a] == BIAS_AFFINE and mjm.actuator_biasprm[a, 2] != 0) or (
+                mjm.actuator_gaintype[a] == GAIN_AFFINE and mjm.actuator_gainprm[a, 2] != 0)
+            if opt.integrator == INTEGRATOR_IMPLICITFAST and velocity_dependent:
+                problems.append(f"<actuator tendon> {aname} with <option integrator='implicitfast'>: the velocity "
+                                "derivative of an actuator on a tendon is not supported (use Euler or RK4)")
         elif mjm.jnt_type[mjm.actuator_trnid[a, 0]] not in (JNT_HINGE, JNT_SLIDE):
             problems.append(f"<actuator joint> {aname}: actuators on ball or free joints are not "
                             "supported (hinge and slide only)")
@@ -457,6 +510,9 @@ def _dof_chain(mjm, body: int) -> list[int]:
 def _row_columns(mjm, tables, efc_type: int, efc_id: int) -> list[int]:
     """Increasing column indices where a constraint row's Jacobian can be non-zero."""
     if efc_type == 0:  # equality
+        if int(mjm.eq_type[efc_id]) == int(mujoco.mjtEq.mjEQ_TENDON):
+            tens = [t for t in (int(mjm.eq_obj1id[efc_id]), int(mjm.eq_obj2id[efc_id])) if t >= 0]
+            return sorted({c for t in tens for c in tendon_columns(mjm, t)})
         if int(mjm.eq_type[efc_id]) == int(mujoco.mjtEq.mjEQ_JOINT):
             jnts = [j for j in (int(mjm.eq_obj1id[efc_id]), int(mjm.eq_obj2id[efc_id])) if j >= 0]
             return sorted({int(mjm.jnt_dofadr[j]) for j in jnts})
@@ -464,11 +520,27 @@ def _row_columns(mjm, tables, efc_type: int, efc_id: int) -> list[int]:
         return sorted(set(_dof_chain(mjm, bodies[0])) | set(_dof_chain(mjm, bodies[1])))
     if efc_type == 1:  # dof friction loss
         return [efc_id]
+    if efc_type in (2, 4):  # tendon friction loss, tendon limit
+        return tendon_columns(mjm, efc_id)
     if efc_type == 3:  # joint limit
         dof = int(mjm.jnt_dofadr[efc_id])
         return [dof, dof + 1, dof + 2] if mjm.jnt_type[efc_id] == JNT_BALL else [dof]
     g1, g2 = tables["geom"][tables["slot_pair"][efc_id]]
     return sorted(set(_dof_chain(mjm, int(mjm.geom_bodyid[g1]))) | set(_dof_chain(mjm, int(mjm.geom_bodyid[g2]))))
+
+
+def tendon_columns(mjm, t: int) -> list[int]:
+    """Increasing dofs in which tendon t's Jacobian can be non-zero: a fixed tendon's joints' dofs,
+    a spatial tendon's the dof chains that move its sites."""
+    adr, num = int(mjm.tendon_adr[t]), int(mjm.tendon_num[t])
+    cols = set()
+    for k in range(adr, adr + num):
+        kind, obj = int(mjm.wrap_type[k]), int(mjm.wrap_objid[k])
+        if kind == WRAP_JOINT:
+            cols.add(int(mjm.jnt_dofadr[obj]))
+        elif kind == WRAP_SITE:
+            cols |= set(_dof_chain(mjm, int(mjm.site_bodyid[obj])))
+    return sorted(cols)
 
 
 def _eq_bodies(mjm, i: int) -> tuple[int, int]:
@@ -616,7 +688,12 @@ class Model:
         m.dof_armature = shared(mjm.dof_armature, dtype, 1)
 
         nu = mjm.nu
-        trn_jnt = mjm.actuator_trnid[:, 0] if nu else np.zeros(0, np.int32)
+        trn_tendon = [int(mjm.actuator_trnid[a, 0]) if int(mjm.actuator_trntype[a]) == TRN_TENDON else -1
+                      for a in range(nu)]
+        # a tendon actuator's joint fields point at joint 0 (never read)
+        trn_jnt = np.array([0 if trn_tendon[a] >= 0 else int(mjm.actuator_trnid[a, 0]) for a in range(nu)],
+                           dtype=np.int32)
+        m.actuator_tendon = ints(trn_tendon or [-1])
         group = mjm.actuator_group
         disabled = [(0 <= g <= 30) and bool(opt.disableactuator & (1 << int(g))) for g in group]
         m.actuator_enabled = ints([0 if d else 1 for d in disabled])
@@ -631,7 +708,11 @@ class Model:
         m.actuator_ctrlrange = arr(mjm.actuator_ctrlrange, T.vec2, (-1, 2))
         m.actuator_forcelimited = ints(mjm.actuator_forcelimited)
         m.actuator_forcerange = arr(mjm.actuator_forcerange, T.vec2, (-1, 2))
-        dof_act = [[a for a in range(nu) if int(mjm.jnt_dofadr[trn_jnt[a]]) == i] for i in range(mjm.nv)]
+        # the actuators whose moment can be non-zero on dof i: joint transmissions on its joint,
+        # tendon transmissions whose tendon has dof i among its columns
+        acts_cols = [tendon_columns(mjm, trn_tendon[a]) if trn_tendon[a] >= 0 else [int(mjm.jnt_dofadr[trn_jnt[a]])]
+                     for a in range(nu)]
+        dof_act = [[a for a in range(nu) if i in acts_cols[a]] for i in range(mjm.nv)]
         m.dof_actuator_adr = ints(np.cumsum([0] + [len(a) for a in dof_act])[:-1])
         m.dof_actuator_num = ints([len(a) for a in dof_act])
         m.dof_actuator = ints([a for acts in dof_act for a in acts] or [0])
@@ -697,15 +778,21 @@ class Model:
                     efc_type.append(0), efc_id.append(i), efc_sub.append(e)
         ne = len(efc_type)
         self._equality(m, mjm, eq_adr, ints, arr)
+        self._tendons(m, mjm, ints, arr)
         if constraint_on and not flags & DSBL.mjDSBL_FRICTIONLOSS:
             for i in np.flatnonzero(mjm.dof_frictionloss > 0):
                 efc_type.append(1), efc_id.append(int(i)), efc_sub.append(0)
+            for t in np.flatnonzero(mjm.tendon_frictionloss > 0):
+                efc_type.append(2), efc_id.append(int(t)), efc_sub.append(0)
         nf = len(efc_type) - ne
         if constraint_on and not flags & DSBL.mjDSBL_LIMIT:
             for j in np.flatnonzero(mjm.jnt_limited):
                 sides = (0,) if mjm.jnt_type[j] == JNT_BALL else (-1, 1)
                 for side in sides:
                     efc_type.append(3), efc_id.append(int(j)), efc_sub.append(side)
+            for t in np.flatnonzero(mjm.tendon_limited):
+                for side in (-1, 1):
+                    efc_type.append(4), efc_id.append(int(t)), efc_sub.append(side)
         nl = len(efc_type) - ne - nf
         base = len(efc_type)
         m.contact_efc_adr = ints([base + r for r in tables["slot_row"]])
@@ -750,13 +837,18 @@ class Model:
         """The equality constraints' tables (mj_equalityAnchors, mj_instantiateEquality)."""
         T, neq = self.T, mjm.neq
         m.neq = neq
-        b1, b2, a1, a2, q1, q2, ts, j1, j2 = [], [], [], [], [], [], [], [], []
+        b1, b2, a1, a2, q1, q2, ts, j1, j2, t1, t2 = [], [], [], [], [], [], [], [], [], [], []
         for i in range(neq):
             kind, data = int(mjm.eq_type[i]), np.asarray(mjm.eq_data[i], dtype=np.float64)
             ident = np.array([1.0, 0.0, 0.0, 0.0])
+            t1.append(-1), t2.append(-1)
             if kind == int(mujoco.mjtEq.mjEQ_JOINT):
                 bodies, anchors, quats = (0, 0), (np.zeros(3), np.zeros(3)), (ident, ident)
                 j1.append(int(mjm.eq_obj1id[i])), j2.append(int(mjm.eq_obj2id[i]))
+            elif kind == int(mujoco.mjtEq.mjEQ_TENDON):
+                bodies, anchors, quats = (0, 0), (np.zeros(3), np.zeros(3)), (ident, ident)
+                j1.append(-1), j2.append(-1)
+                t1[-1], t2[-1] = int(mjm.eq_obj1id[i]), int(mjm.eq_obj2id[i])
             else:
                 bodies = _eq_bodies(mjm, i)
                 j1.append(-1), j2.append(-1)
@@ -783,6 +875,7 @@ class Model:
         m.eq_torquescale = arr(ts or [1.0], self.dtype)
         m.eq_site = ints([int(int(mjm.eq_objtype[i]) == int(mujoco.mjtObj.mjOBJ_SITE)) for i in range(neq)] or [0])
         m.eq_jnt1, m.eq_jnt2 = ints(j1 or [-1]), ints(j2 or [-1])
+        m.eq_ten1, m.eq_ten2 = ints(t1 or [-1]), ints(t2 or [-1])
         m.eq_polycoef = arr(np.reshape(mjm.eq_data[:, :5] if neq else np.zeros(5), (-1, 5)), T.vec5)
         m.eq_solref = arr(np.reshape(mjm.eq_solref if neq else np.zeros(2), (-1, 2)), T.vec2)
         m.eq_solimp = arr(np.reshape(mjm.eq_solimp if neq else np.zeros(5), (-1, 5)), T.vec5)
@@ -792,6 +885,70 @@ class Model:
             setattr(m, "sensor_" + name, ints(getattr(mjm, "sensor_" + name) if ns else [0]))
         m.sensor_cutoff = arr(mjm.sensor_cutoff if ns else [0.0], self.dtype)
         m.magnetic = T.vec3(*[float(x) for x in mjm.opt.magnetic])
+
+    def _tendons(self, m, mjm, ints, arr):
+        """The tendons' tables (mj_tendon, mj_passive, mj_instantiateFriction/Limit)."""
+        T, nt, nv = self.T, mjm.ntendon, mjm.nv
+        m.ntendon = nt
+        wrapadr, wrapnum, wrap_jnt, wrap_coef = [], [], [], []
+        segadr, segnum, site0, site1, divisor = [], [], [], [], []
+        fixed = []
+        for t in range(nt):
+            adr, num = int(mjm.tendon_adr[t]), int(mjm.tendon_num[t])
+            kinds = [int(k) for k in mjm.wrap_type[adr:adr + num]]
+            objs = [int(o) for o in mjm.wrap_objid[adr:adr + num]]
+            prms = [float(x) for x in mjm.wrap_prm[adr:adr + num]]
+            fixed.append(int(kinds[0] == WRAP_JOINT))
+            wrapadr.append(len(wrap_jnt)), segadr.append(len(site0))
+            if fixed[-1]:
+                wrap_jnt.extend(objs), wrap_coef.extend(prms)
+            else:
+                # mj_tendon's walk: a pulley sets the divisor of the segments after it; a segment
+                # joins two consecutive sites
+                div = 1.0
+                for j in range(num - 1):
+                    if kinds[j] == WRAP_PULLEY:
+                        div = prms[j]
+                    elif kinds[j + 1] != WRAP_PULLEY:
+                        site0.append(objs[j]), site1.append(objs[j + 1]), divisor.append(div)
+            wrapnum.append(len(wrap_jnt) - wrapadr[-1]), segnum.append(len(site0) - segadr[-1])
+        m.tendon_fixed = ints(fixed or [0])
+        m.tendon_wrapadr, m.tendon_wrapnum = ints(wrapadr or [0]), ints(wrapnum or [0])
+        m.wrap_jnt, m.wrap_coef = ints(wrap_jnt or [0]), arr(wrap_coef or [0.0], self.dtype)
+        m.tendon_segadr, m.tendon_segnum = ints(segadr or [0]), ints(segnum or [0])
+        m.seg_site0, m.seg_site1 = ints(site0 or [0]), ints(site1 or [0])
+        m.seg_divisor = arr(divisor or [1.0], self.dtype)
+        cols = [tendon_columns(mjm, t) for t in range(nt)]
+        colind = np.zeros((max(1, nt), max(1, nv)), dtype=np.int32)
+        for t, c in enumerate(cols):
+            colind[t, :len(c)] = c
+        m.tendon_nnz = ints([len(c) for c in cols] or [0])
+        m.tendon_colind = wp.array(colind, dtype=int, device=self.device)
+        dof_ten = [[t for t in range(nt) if i in cols[t]] for i in range(nv)]
+        m.dof_tendon_adr = ints(np.cumsum([0] + [len(x) for x in dof_ten])[:-1])
+        m.dof_tendon_num = ints([len(x) for x in dof_ten])
+        m.dof_tendon = ints([t for x in dof_ten for t in x] or [0])
+
+        def per_tendon(name, width=None, default=0.0):
+            x = getattr(mjm, name)
+            if not nt:
+                x = np.full((1, width) if width else 1, default)
+            dt = {None: self.dtype, 2: T.vec2, 5: T.vec5}[width]
+            return arr(np.reshape(x, (-1, width)) if width else x, dt)
+
+        m.tendon_stiffness = per_tendon("tendon_stiffness")
+        m.tendon_damping = per_tendon("tendon_damping")
+        m.tendon_lengthspring = per_tendon("tendon_lengthspring", 2)
+        m.tendon_armature = per_tendon("tendon_armature")
+        m.tendon_range = per_tendon("tendon_range", 2)
+        m.tendon_margin = per_tendon("tendon_margin")
+        m.tendon_solref_lim = per_tendon("tendon_solref_lim", 2)
+        m.tendon_solimp_lim = per_tendon("tendon_solimp_lim", 5)
+        m.tendon_frictionloss = per_tendon("tendon_frictionloss")
+        m.tendon_solref_fri = per_tendon("tendon_solref_fri", 2)
+        m.tendon_solimp_fri = per_tendon("tendon_solimp_fri", 5)
+        m.tendon_length0 = per_tendon("tendon_length0")
+        m.tendon_invweight0 = per_tendon("tendon_invweight0")
 
     # sizes, for convenience
     @property

@@ -1,6 +1,6 @@
-"""Passive forces: joint springs, dof dampers and gravity compensation (mj_passive,
-mj_springdamper, mj_gravcomp, engine_passive.c). Fluid forces and polynomial springs are
-refused when the model is loaded.
+"""Passive forces: joint springs, dof dampers, the tendons' springs and dampers (simrl.sim.tendon)
+and gravity compensation (mj_passive, mj_springdamper, mj_gravcomp, engine_passive.c). Fluid
+forces and polynomial springs are refused when the model is loaded.
 
 Elements: `spring_joint(m, d, w, j)` (the spring force on joint j's dofs), `dof(m, d, w, i)`
 (the damper of dof i, its gravity compensation and the sum).
@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
+from simrl.sim import tendon
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import JNT_BALL, JNT_FREE, scalar_types
@@ -22,6 +23,7 @@ def build(scalar):
     T = scalar_types(scalar)
     Model, Data = model_struct(scalar), data_struct(scalar)
     f, vec3 = T.f, T.vec3
+    tendon_passive = tendon.build(scalar).passive_dof
 
     @wp.func
     def spring_joint(m: Model, d: Data, w: int, j: int):
@@ -84,8 +86,9 @@ def build(scalar):
         if m.enable_damper:
             damper = -m.dof_damping[w % m.dof_damping.shape[0], i] * d.qvel[w, i]
         d.qfrc_damper[w, i] = damper
+        tendon_passive(m, d, w, i)
         gravcomp_dof(m, d, w, i)
-        passive = d.qfrc_spring[w, i] + damper
+        passive = d.qfrc_spring[w, i] + d.qfrc_damper[w, i]
         if m.enable_gravcomp != 0 and m.jnt_actgravcomp[m.dof_jntid[i]] == 0:
             passive = passive + d.qfrc_gravcomp[w, i]
         d.qfrc_passive[w, i] = passive

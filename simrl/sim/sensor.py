@@ -8,11 +8,11 @@ Element: `sensor(m, d, w, i)` writes sensor i's `sensor_dim` values at `sensor_a
 its cutoff (real values clipped to +-cutoff, positive ones to at most cutoff). Noise is
 metadata MuJoCo does not apply; neither does simrl.
 
-Supported (SUPPORTED below): magnetometer, jointpos, actuatorpos, ballquat, framepos,
+Supported (SUPPORTED below): magnetometer, jointpos, actuatorpos, tendonpos, ballquat, framepos,
 framexaxis/yaxis/zaxis, framequat, subtreecom (position stage); velocimeter, gyro, jointvel,
-actuatorvel, ballangvel, framelinvel, frameangvel, subtreelinvel, subtreeangmom (velocity
-stage); accelerometer,
-framelinacc, frameangacc, actuatorfrc, jointactfrc (acceleration stage). Objects: bodies
+actuatorvel, tendonvel, ballangvel, framelinvel, frameangvel, subtreelinvel, subtreeangmom
+(velocity stage); accelerometer, framelinacc, frameangacc, actuatorfrc, jointactfrc
+(acceleration stage). Objects: bodies
 (inertial and regular frames), geoms, sites. A body's acceleration (MuJoCo's cacc of
 mj_rnePostConstraint: -gravity at the world, cdof_dot qvel + cdof qacc added down the tree) is
 summed over the dof chain that moves it, so no tree pass is needed.
@@ -37,11 +37,12 @@ OBJ_BODY, OBJ_XBODY, OBJ_GEOM, OBJ_SITE = (int(mujoco.mjtObj.mjOBJ_BODY), int(mu
     "FRAMEQUAT", "SUBTREECOM", "VELOCIMETER", "GYRO", "JOINTVEL", "ACTUATORVEL", "BALLANGVEL", "FRAMELINVEL",
     "FRAMEANGVEL", "ACCELEROMETER", "FRAMELINACC", "FRAMEANGACC", "ACTUATORFRC", "JOINTACTFRC"))
 SUBTREELINVEL, SUBTREEANGMOM = int(S.mjSENS_SUBTREELINVEL), int(S.mjSENS_SUBTREEANGMOM)
+TENDONPOS, TENDONVEL = int(S.mjSENS_TENDONPOS), int(S.mjSENS_TENDONVEL)
 #: the sensor types simrl computes (others are refused by name when the model is loaded)
 SUPPORTED = frozenset((MAGNETOMETER, JOINTPOS, ACTUATORPOS, BALLQUAT, FRAMEPOS, FRAMEXAXIS, FRAMEYAXIS, FRAMEZAXIS,
                        FRAMEQUAT, SUBTREECOM, VELOCIMETER, GYRO, JOINTVEL, ACTUATORVEL, BALLANGVEL, FRAMELINVEL,
                        FRAMEANGVEL, ACCELEROMETER, FRAMELINACC, FRAMEANGACC, ACTUATORFRC, JOINTACTFRC,
-                       SUBTREELINVEL, SUBTREEANGMOM))
+                       SUBTREELINVEL, SUBTREEANGMOM, TENDONPOS, TENDONVEL))
 #: object types a frame sensor can read
 FRAME_OBJECTS = frozenset((OBJ_BODY, OBJ_XBODY, OBJ_GEOM, OBJ_SITE))
 _FRAME_TYPES = frozenset((FRAMEPOS, FRAMEXAXIS, FRAMEYAXIS, FRAMEZAXIS, FRAMEQUAT, FRAMELINVEL, FRAMEANGVEL,
@@ -232,6 +233,10 @@ def build(scalar):
             d.sensordata[w, adr] = d.qpos[w, m.jnt_qposadr[objid]]
         elif kind == ACTUATORPOS:
             d.sensordata[w, adr] = d.actuator_length[w, objid]
+        elif kind == TENDONPOS:
+            d.sensordata[w, adr] = d.ten_length[w, objid]
+        elif kind == TENDONVEL:
+            d.sensordata[w, adr] = d.ten_velocity[w, objid]
         elif kind == BALLQUAT:
             write_quat(d, w, adr, f.quat_normalize(f.quat_from_qpos(d.qpos, w, m.jnt_qposadr[objid])))
         elif kind == FRAMEPOS:

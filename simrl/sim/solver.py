@@ -28,7 +28,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim import constraint, factor_m
-from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_EQUALITY, CNSTR_FRICTION_DOF
+from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_EQUALITY, CNSTR_FRICTION_DOF, CNSTR_FRICTION_TENDON
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import MINVAL, block_sync, no_sync
@@ -350,7 +350,7 @@ def build(scalar, lanes: bool = False):
         cost = scalar(0.0)
         ds = scalar(0.0)
         dds = scalar(0.0)
-        if m.efc_type[r] == CNSTR_FRICTION_DOF:
+        if m.efc_type[r] == CNSTR_FRICTION_DOF or m.efc_type[r] == CNSTR_FRICTION_TENDON:
             R = d.efc_R[w, r]
             fl = d.efc_frictionloss[w, r]
             if jar <= -R * fl:

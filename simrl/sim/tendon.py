@@ -1,0 +1,142 @@
+"""Tendons: length, Jacobian and velocity (mj_tendon, engine_core_smooth.c; ten_velocity of
+mj_fwdVelocity, engine_forward.c) and the spring and damper along each tendon (mj_springdamper,
+engine_passive.c).
+
+A fixed tendon is a linear combination of joint positions, L = sum_k coef_k q_k, so its Jacobian
+has the coefficients in the joints' dofs. A spatial tendon is a path through sites: its length is
+the sum of the straight segments between consecutive sites, each divided by the divisor of the
+pulley before it, and its Jacobian the sum over segments whose two sites move with different
+bodies of dir' (J_site1 - J_site0) / divisor, dir the segment's unit direction (mj_jacDifPair's
+point Jacobians of the two sites). Wrapping around spheres and cylinders is refused when the
+model is loaded.
+
+Elements: `length(m, d, w, t)` (ten_length and ten_J of tendon t, after com_pos: it needs
+site_xpos, cdof and subtree_com), `velocity(m, d, w, t)` (ten_velocity = ten_J qvel and the
+tendon's spring and damper forces, ten_spring and ten_damper), and the per-dof gathers that map
+those forces to joint space, `passive_dof(m, d, w, i)`.
+"""
+
+
+import functools
+from types import SimpleNamespace
+
+import warp as wp
+
+from simrl.sim.data import data_struct
+from simrl.sim.model import model_struct
+from simrl.sim.types import MINVAL, scalar_types
+
+
+@functools.cache
+def build(scalar):
+    T = scalar_types(scalar)
+    Model, Data = model_struct(scalar), data_struct(scalar)
+    vec3 = T.vec3
+
+    @wp.func
+    def add_point_jacobian(m: Model, d: Data, w: int, t: int, body: int, point: vec3, direction: vec3,
+                           scale: scalar):
+        """ten_J[t] += scale direction' J(point on body): the point's translation Jacobian over the
+        dofs of the chain that moves the body, cdof_lin + cdof_ang x (point - subtree_com of the
+        root) (mj_jac)."""
+        dof = m.body_dofend[body]
+        if dof >= 0:
+            offset = point - d.subtree_com[w, m.body_rootid[body]]
+            adr = m.dof_ancestor_adr[dof]
+            for k in range(m.dof_ancestor_num[dof] + 1):
+                i = dof
+                if k > 0:
+                    i = m.dof_ancestor[adr + k - 1]
+                cdof = d.cdof[w, i]
+                jp = vec3(cdof[3], cdof[4], cdof[5]) + wp.cross(vec3(cdof[0], cdof[1], cdof[2]), offset)
+                d.ten_J[w, t, i] += scale * wp.dot(jp, direction)
+
+    @wp.func
+    def length(m: Model, d: Data, w: int, t: int):
+        """ten_length[t] and ten_J[t] (mj_tendon)."""
+        for k in range(m.tendon_nnz[t]):
+            d.ten_J[w, t, m.tendon_colind[t, k]] = scalar(0.0)
+        d.ten_length[w, t] = scalar(0.0)
+        if m.tendon_fixed[t] != 0:
+            adr = m.tendon_wrapadr[t]
+            for k in range(adr, adr + m.tendon_wrapnum[t]):
+                j = m.wrap_jnt[k]
+                coef = m.wrap_coef[k]
+                d.ten_length[w, t] += coef * d.qpos[w, m.jnt_qposadr[j]]
+                d.ten_J[w, t, m.jnt_dofadr[j]] += coef
+        else:
+            adr = m.tendon_segadr[t]
+            for k in range(adr, adr + m.tendon_segnum[t]):
+                s0 = m.seg_site0[k]
+                s1 = m.seg_site1[k]
+                p0 = d.site_xpos[w, s0]
+                p1 = d.site_xpos[w, s1]
+                inv = scalar(1.0) / m.seg_divisor[k]
+                dif = p1 - p0
+                norm = wp.length(dif)
+                d.ten_length[w, t] += norm * inv
+                b0 = m.site_bodyid[s0]
+                b1 = m.site_bodyid[s1]
+                if b0 != b1:
+                    # mju_normalize3: a segment shorter than mjMINVAL points along x
+                    direction = vec3(scalar(1.0), scalar(0.0), scalar(0.0))
+                    if norm >= scalar(MINVAL):
+                        direction = dif / norm
+                    add_point_jacobian(m, d, w, t, b1, p1, direction, inv)
+                    add_point_jacobian(m, d, w, t, b0, p0, direction, -inv)
+
+    @wp.func
+    def velocity(m: Model, d: Data, w: int, t: int):
+        """ten_velocity[t] = ten_J[t] qvel; the spring force -k x, x the length's distance from the
+        dead band [lengthspring], and the damper force -b v along the tendon (mj_springdamper)."""
+        d.ten_velocity[w, t] = scalar(0.0)
+        for k in range(m.tendon_nnz[t]):
+            i = m.tendon_colind[t, k]
+            d.ten_velocity[w, t] += d.ten_J[w, t, i] * d.qvel[w, i]
+        spring = scalar(0.0)
+        if m.enable_spring != 0:
+            ln = d.ten_length[w, t]
+            band = m.tendon_lengthspring[t]
+            x = scalar(0.0)
+            if ln > band[1]:
+                x = ln - band[1]
+            elif ln < band[0]:
+                x = ln - band[0]
+            spring = -m.tendon_stiffness[t] * x
+        damper = scalar(0.0)
+        if m.enable_damper != 0:
+            damper = -m.tendon_damping[t] * d.ten_velocity[w, t]
+        d.ten_spring[w, t] = spring
+        d.ten_damper[w, t] = damper
+
+    @wp.func
+    def passive_dof(m: Model, d: Data, w: int, i: int):
+        """qfrc_spring[i] and qfrc_damper[i] += ten_J[t, i] times the tendon forces, over the
+        tendons through dof i in ascending order (after the joints' springs and dampers)."""
+        adr = m.dof_tendon_adr[i]
+        for k in range(adr, adr + m.dof_tendon_num[i]):
+            t = m.dof_tendon[k]
+            jt = d.ten_J[w, t, i]
+            d.qfrc_spring[w, i] += jt * d.ten_spring[w, t]
+            d.qfrc_damper[w, i] += jt * d.ten_damper[w, t]
+
+    @wp.func
+    def armature_dof(m: Model, d: Data, w: int, i: int):
+        """M += armature ten_J' ten_J of fixed tendons (mj_tendonArmature): row i's entries in its
+        own and its ancestors' columns, and their mirror (the model refuses tendon armature
+        outside one chain of dofs, so nothing falls outside M's sparsity)."""
+        adr = m.dof_tendon_adr[i]
+        for k in range(adr, adr + m.dof_tendon_num[i]):
+            t = m.dof_tendon[k]
+            arm = m.tendon_armature[t]
+            if arm != scalar(0.0):
+                ji = d.ten_J[w, t, i] * arm
+                d.qM[w, i, i] += ji * d.ten_J[w, t, i]
+                aadr = m.dof_ancestor_adr[i]
+                for a in range(aadr, aadr + m.dof_ancestor_num[i]):
+                    j = m.dof_ancestor[a]
+                    mij = ji * d.ten_J[w, t, j]
+                    d.qM[w, i, j] += mij
+                    d.qM[w, j, i] += mij
+
+    return SimpleNamespace(length=length, velocity=velocity, passive_dof=passive_dof, armature_dof=armature_dof)
