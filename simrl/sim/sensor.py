@@ -11,8 +11,9 @@ metadata MuJoCo does not apply; neither does simrl.
 Supported (SUPPORTED below): magnetometer, jointpos, actuatorpos, tendonpos, ballquat, framepos,
 framexaxis/yaxis/zaxis, framequat, subtreecom (position stage); velocimeter, gyro, jointvel,
 actuatorvel, tendonvel, ballangvel, framelinvel, frameangvel, subtreelinvel, subtreeangmom
-(velocity stage); accelerometer, framelinacc, frameangacc, actuatorfrc, jointactfrc
-(acceleration stage). Objects: bodies
+(velocity stage); accelerometer, framelinacc, frameangacc, actuatorfrc, jointactfrc,
+tendonactfrc (acceleration stage); jointlimitpos/vel/frc and tendonlimitpos/vel/frc (of the
+first active limit row of the joint or tendon). Objects: bodies
 (inertial and regular frames), geoms, sites. A body's acceleration (MuJoCo's cacc of
 mj_rnePostConstraint: -gravity at the world, cdof_dot qvel + cdof qacc added down the tree) is
 summed over the dof chain that moves it, so no tree pass is needed.
@@ -23,6 +24,7 @@ import functools
 import mujoco
 import warp as wp
 
+from simrl.sim.constraint import CNSTR_LIMIT_JOINT, CNSTR_LIMIT_TENDON
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import MINVAL, scalar_types
@@ -38,11 +40,16 @@ OBJ_BODY, OBJ_XBODY, OBJ_GEOM, OBJ_SITE = (int(mujoco.mjtObj.mjOBJ_BODY), int(mu
     "FRAMEANGVEL", "ACCELEROMETER", "FRAMELINACC", "FRAMEANGACC", "ACTUATORFRC", "JOINTACTFRC"))
 SUBTREELINVEL, SUBTREEANGMOM = int(S.mjSENS_SUBTREELINVEL), int(S.mjSENS_SUBTREEANGMOM)
 TENDONPOS, TENDONVEL = int(S.mjSENS_TENDONPOS), int(S.mjSENS_TENDONVEL)
+(TENDONACTFRC, JOINTLIMITPOS, JOINTLIMITVEL, JOINTLIMITFRC, TENDONLIMITPOS, TENDONLIMITVEL,
+ TENDONLIMITFRC) = (int(getattr(S, "mjSENS_" + n)) for n in (
+    "TENDONACTFRC", "JOINTLIMITPOS", "JOINTLIMITVEL", "JOINTLIMITFRC", "TENDONLIMITPOS", "TENDONLIMITVEL",
+    "TENDONLIMITFRC"))
 #: the sensor types simrl computes (others are refused by name when the model is loaded)
 SUPPORTED = frozenset((MAGNETOMETER, JOINTPOS, ACTUATORPOS, BALLQUAT, FRAMEPOS, FRAMEXAXIS, FRAMEYAXIS, FRAMEZAXIS,
                        FRAMEQUAT, SUBTREECOM, VELOCIMETER, GYRO, JOINTVEL, ACTUATORVEL, BALLANGVEL, FRAMELINVEL,
                        FRAMEANGVEL, ACCELEROMETER, FRAMELINACC, FRAMEANGACC, ACTUATORFRC, JOINTACTFRC,
-                       SUBTREELINVEL, SUBTREEANGMOM, TENDONPOS, TENDONVEL))
+                       SUBTREELINVEL, SUBTREEANGMOM, TENDONPOS, TENDONVEL, TENDONACTFRC, JOINTLIMITPOS,
+                       JOINTLIMITVEL, JOINTLIMITFRC, TENDONLIMITPOS, TENDONLIMITVEL, TENDONLIMITFRC))
 #: object types a frame sensor can read
 FRAME_OBJECTS = frozenset((OBJ_BODY, OBJ_XBODY, OBJ_GEOM, OBJ_SITE))
 _FRAME_TYPES = frozenset((FRAMEPOS, FRAMEXAXIS, FRAMEYAXIS, FRAMEZAXIS, FRAMEQUAT, FRAMELINVEL, FRAMEANGVEL,
@@ -219,6 +226,24 @@ def build(scalar):
             d.sensordata[w, adr + 1 + k] = q[k]
 
     @wp.func
+    def limit_value(m: Model, d: Data, w: int, cnstr: int, objid: int, which: int):
+        """Of the first active limit row of joint or tendon objid (MuJoCo's order: the lower side
+        first): which 0 its distance - margin, 1 its velocity, 2 its force; 0 without one."""
+        value = scalar(0.0)
+        found = int(0)
+        first = m.nefc_eq + m.nefc_friction
+        for r in range(first, first + m.nefc_limit):
+            if found == 0 and d.efc_active[w, r] != 0 and m.efc_type[r] == cnstr and m.efc_id[r] == objid:
+                found = 1
+                if which == 0:
+                    value = d.efc_pos[w, r] - d.efc_margin[w, r]
+                elif which == 1:
+                    value = d.efc_vel[w, r]
+                else:
+                    value = d.efc_force[w, r]
+        return value
+
+    @wp.func
     def sensor(m: Model, d: Data, w: int, i: int):
         """Sensor i (mj_computeSensorPos / Vel / Acc, then apply_cutoff)."""
         kind = m.sensor_type[i]
@@ -300,6 +325,16 @@ def build(scalar):
             d.sensordata[w, adr] = d.actuator_force[w, objid]
         elif kind == JOINTACTFRC:
             d.sensordata[w, adr] = d.qfrc_actuator[w, m.jnt_dofadr[objid]]
+        elif kind == TENDONACTFRC:
+            # the forces of the actuators on the tendon, without their gears
+            d.sensordata[w, adr] = scalar(0.0)
+            for a in range(m.nu):
+                if m.actuator_tendon[a] == objid:
+                    d.sensordata[w, adr] += d.actuator_force[w, a]
+        elif kind == JOINTLIMITPOS or kind == JOINTLIMITVEL or kind == JOINTLIMITFRC:
+            d.sensordata[w, adr] = limit_value(m, d, w, CNSTR_LIMIT_JOINT, objid, kind - JOINTLIMITPOS)
+        elif kind == TENDONLIMITPOS or kind == TENDONLIMITVEL or kind == TENDONLIMITFRC:
+            d.sensordata[w, adr] = limit_value(m, d, w, CNSTR_LIMIT_TENDON, objid, kind - TENDONLIMITPOS)
         # apply_cutoff
         cutoff = m.sensor_cutoff[i]
         if cutoff > scalar(0.0):
