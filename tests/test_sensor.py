@@ -150,7 +150,7 @@ def test_wide_equals_fused_bit_for_bit(dtype):
 
 
 @pytest.mark.parametrize("sensor,message", [
-    ('<touch site="imu"/>', r"<sensor><touch> .*: this sensor type is not computed"),
+    ('<rangefinder site="imu"/>', r"<sensor><rangefinder> .*: this sensor type is not computed"),
     ('<framepos objtype="camera" objname="cam"/>', r"frame sensors of cameras are not supported"),
     ('<jointpos joint="hip" delay="0.01" nsample="2"/>', r"sensor delay, interval and history are not supported"),
 ])
@@ -159,3 +159,107 @@ def test_unsupported_sensors_are_named(sensor, message):
         '<site name="imu"', '<camera name="cam"/><site name="imu"')
     with pytest.raises(UnsupportedFeatureError, match=message):
         Sim.from_model(mujoco.MjModel.from_xml_string(xml))
+
+
+CONTACT_XML = """
+<mujoco>
+  <option timestep="0.002" tolerance="1e-12" iterations="200"/>
+  <worldbody>
+    <geom type="plane" size="3 3 0.1"/>
+    <body name="base" pos="0 0 0.45">
+      <freejoint/>
+      <geom type="box" size="0.2 0.1 0.05"/>
+      <body name="leg1" pos="0.15 0 -0.05">
+        <joint name="hip1" type="hinge" axis="0 1 0" range="-1 1" damping="0.5"/>
+        <geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.03"/>
+        <site name="hip1" pos="0 0 -0.02" euler="10 20 30"/>
+        <body name="foot1" pos="0 0 -0.33">
+          <geom type="sphere" size="0.04"/>
+          <site name="sole1" type="sphere" size="0.05"/>
+        </body>
+      </body>
+      <body name="leg2" pos="-0.15 0 -0.05">
+        <joint name="hip2" type="hinge" axis="0 1 0" range="-1 1" damping="0.5"/>
+        <geom type="capsule" fromto="0 0 0 0 0 -0.33" size="0.03"/>
+        <site name="sole2" type="ellipsoid" pos="0 0 -0.33" size="0.04 0.05 0.04"/>
+      </body>
+    </body>
+    <body name="crate" pos="0.8 0 0.1">
+      <freejoint/>
+      <geom type="box" size="0.1 0.1 0.1"/>
+      <site name="crate_bottom" type="box" pos="0 0 -0.1" size="0.11 0.11 0.02"/>
+      <site name="crate_corner" type="cylinder" pos="0.1 0.1 -0.1" size="0.02 0.02"/>
+      <site name="crate_top" type="box" pos="0 0 0.1" size="0.1 0.1 0.01"/>
+      <site name="crate_side" type="box" pos="0.1 0 0" size="0.01 0.05 0.05"/>
+    </body>
+    <body name="lid" pos="0.8 0 0.25">
+      <freejoint/>
+      <geom type="box" size="0.05 0.05 0.05"/>
+    </body>
+    <body name="rod" pos="-0.8 0 0.05" euler="0 90 0">
+      <freejoint/>
+      <geom type="capsule" size="0.05 0.2" condim="6" friction="0.8 0.01 0.01"/>
+      <site name="rod_skin" type="capsule" size="0.06 0.2"/>
+    </body>
+  </worldbody>
+  <equality>
+    <connect body1="lid" body2="crate" anchor="0 0 -0.15"/>
+  </equality>
+  <actuator>
+    <position joint="hip1" kp="30"/>
+    <position joint="hip2" kp="30"/>
+  </actuator>
+  <sensor>
+    <touch site="sole1"/>
+    <touch site="sole2"/>
+    <touch site="crate_bottom"/>
+    <touch site="crate_corner"/>
+    <touch site="crate_top"/>
+    <touch site="rod_skin"/>
+    <touch site="crate_side"/>
+    <force site="hip1"/>
+    <torque site="hip1"/>
+    <force site="crate_top"/>
+    <torque site="crate_top"/>
+    <force site="rod_skin"/>
+    <torque site="rod_skin"/>
+  </sensor>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("cone", ["pyramidal", "elliptic"])
+def test_touch_force_and_torque_match_mujoco(cone):
+    """States along MuJoCo's trajectory of a two-legged base, a crate with a lid held on by a
+    connect, and a capsule with condim 6, settling on the floor: touch sensors of sphere,
+    ellipsoid, box, cylinder and capsule sites, force and torque sensors (cfrc_int with the
+    contact and connect forces) equal mj_forward's at the same state (float64, within 1e-8 of
+    max(1, |value|); the sensors read the solver's forces). The touch sensor on the crate's bottom
+    reads the crate's and the lid's weight, the one on a corner a quarter of it, the one on a side
+    that no contact meets 0."""
+    mjm = mujoco.MjModel.from_xml_string(CONTACT_XML.replace("<option ", f'<option cone="{cone}" '))
+    md = mujoco.MjData(mjm)
+    states = []
+    for step in range(300):
+        md.ctrl[:] = 0.3 * np.sin(0.02 * step + np.arange(mjm.nu))
+        mujoco.mj_step(mjm, md)
+        if step % 60 == 59:
+            states.append((md.qpos.copy(), md.qvel.copy(), md.ctrl.copy()))
+    sim = Sim.from_model(mjm, num_worlds=len(states), dtype="float64")
+    for name, k in (("qpos", 0), ("qvel", 1), ("ctrl", 2)):
+        setattr(sim, name, torch.as_tensor(np.stack([s[k] for s in states])))
+    sim.forward()
+    for w, (q, v, c) in enumerate(states):
+        ref = mujoco.MjData(mjm)
+        ref.qpos[:], ref.qvel[:], ref.ctrl[:] = q, v, c
+        mujoco.mj_forward(mjm, ref)
+        err = per_sensor_error(mjm, sim.sensordata[w].numpy(), ref.sensordata)
+        worst = int(np.argmax(err))
+        assert err.max() < 1e-8, f"state {w}: sensor {worst} ({mujoco.mjtSensor(mjm.sensor_type[worst]).name}) " \
+                                 f"{err.max():.2e}"
+    last = sim.sensordata[-1].numpy()
+    touch = last[:7]
+    assert touch[0] > 0 and touch[1] > 0 and touch[4] > 0 and touch[5] > 0
+    weight = (mjm.body_mass[mjm.body("crate").id] + mjm.body_mass[mjm.body("lid").id]) * 9.81
+    assert touch[2] == pytest.approx(weight, rel=0.05)
+    assert touch[3] == pytest.approx(touch[2] / 4, rel=0.05), "the corner's site meets one of four contacts"
+    assert touch[6] == 0, "no contact meets the crate's side"

@@ -27,8 +27,8 @@ CASES = {
                                '<body name="box" pos="0 0 0.5"><freejoint/><geom type="box" size="0.1 0.2 0.05"/>'
                                '</body></worldbody></mujoco>', r"standalone free body 'box'"),
     "fluid forces": (body("", '<option density="1.2"><flag contact="disable"/></option>'), r"<option density"),
-    "touch sensor": (body("", extra='<sensor><touch name="t" site="s1"/></sensor>'),
-                     r"<sensor><touch> 't': this sensor type is not computed"),
+    "rangefinder sensor": (body("", extra='<sensor><rangefinder name="r" site="s1"/></sensor>'),
+                           r"<sensor><rangefinder> 'r': this sensor type is not computed"),
     "tendon wrapping": (body("", extra='<tendon><spatial name="t"><site site="s1"/><geom geom="g1"/>'
                                        '<site site="s2"/></spatial></tendon>'),
                         r"<spatial><geom> on tendon 't': wrapping around spheres and cylinders"),

@@ -153,6 +153,8 @@ def model_struct(scalar):
         site_bodyid: wp.array(dtype=int)
         site_pos: wp.array(dtype=T.vec3)
         site_quat: wp.array(dtype=T.quat)
+        site_type: wp.array(dtype=int)  # the touch sensor's volume
+        site_size: wp.array(dtype=T.vec3)
         # geoms: shapes for collision
         geom_type: wp.array(dtype=int)
         geom_size: wp.array(dtype=T.vec3)
@@ -723,6 +725,8 @@ class Model:
         m.site_bodyid = ints(mjm.site_bodyid)
         m.site_pos = arr(mjm.site_pos, T.vec3, (-1, 3))
         m.site_quat = arr(_wxyz_to_xyzw(mjm.site_quat), T.quat)
+        m.site_type = ints(mjm.site_type if mjm.nsite else [0])
+        m.site_size = arr(mjm.site_size if mjm.nsite else np.zeros((1, 3)), T.vec3, (-1, 3))
 
         m.geom_type = ints(mjm.geom_type)
         m.geom_size = arr(mjm.geom_size, T.vec3, (-1, 3))

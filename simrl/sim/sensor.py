@@ -24,7 +24,8 @@ import functools
 import mujoco
 import warp as wp
 
-from simrl.sim.constraint import CNSTR_LIMIT_JOINT, CNSTR_LIMIT_TENDON
+from simrl.sim import ray
+from simrl.sim.constraint import CNSTR_LIMIT_JOINT, CNSTR_LIMIT_TENDON, EQ_CONNECT, EQ_WELD
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import MINVAL, scalar_types
@@ -40,6 +41,7 @@ OBJ_BODY, OBJ_XBODY, OBJ_GEOM, OBJ_SITE = (int(mujoco.mjtObj.mjOBJ_BODY), int(mu
     "FRAMEANGVEL", "ACCELEROMETER", "FRAMELINACC", "FRAMEANGACC", "ACTUATORFRC", "JOINTACTFRC"))
 SUBTREELINVEL, SUBTREEANGMOM = int(S.mjSENS_SUBTREELINVEL), int(S.mjSENS_SUBTREEANGMOM)
 TENDONPOS, TENDONVEL = int(S.mjSENS_TENDONPOS), int(S.mjSENS_TENDONVEL)
+TOUCH, FORCE, TORQUE = int(S.mjSENS_TOUCH), int(S.mjSENS_FORCE), int(S.mjSENS_TORQUE)
 (TENDONACTFRC, JOINTLIMITPOS, JOINTLIMITVEL, JOINTLIMITFRC, TENDONLIMITPOS, TENDONLIMITVEL,
  TENDONLIMITFRC) = (int(getattr(S, "mjSENS_" + n)) for n in (
     "TENDONACTFRC", "JOINTLIMITPOS", "JOINTLIMITVEL", "JOINTLIMITFRC", "TENDONLIMITPOS", "TENDONLIMITVEL",
@@ -49,7 +51,8 @@ SUPPORTED = frozenset((MAGNETOMETER, JOINTPOS, ACTUATORPOS, BALLQUAT, FRAMEPOS, 
                        FRAMEQUAT, SUBTREECOM, VELOCIMETER, GYRO, JOINTVEL, ACTUATORVEL, BALLANGVEL, FRAMELINVEL,
                        FRAMEANGVEL, ACCELEROMETER, FRAMELINACC, FRAMEANGACC, ACTUATORFRC, JOINTACTFRC,
                        SUBTREELINVEL, SUBTREEANGMOM, TENDONPOS, TENDONVEL, TENDONACTFRC, JOINTLIMITPOS,
-                       JOINTLIMITVEL, JOINTLIMITFRC, TENDONLIMITPOS, TENDONLIMITVEL, TENDONLIMITFRC))
+                       JOINTLIMITVEL, JOINTLIMITFRC, TENDONLIMITPOS, TENDONLIMITVEL, TENDONLIMITFRC,
+                       TOUCH, FORCE, TORQUE))
 #: object types a frame sensor can read
 FRAME_OBJECTS = frozenset((OBJ_BODY, OBJ_XBODY, OBJ_GEOM, OBJ_SITE))
 _FRAME_TYPES = frozenset((FRAMEPOS, FRAMEXAXIS, FRAMEYAXIS, FRAMEZAXIS, FRAMEQUAT, FRAMELINVEL, FRAMEANGVEL,
@@ -69,6 +72,7 @@ def build(scalar):
     T = scalar_types(scalar)
     Model, Data = model_struct(scalar), data_struct(scalar)
     f, vec3, vec6 = T.f, T.vec3, T.vec6
+    ray_geom = ray.build(scalar)
     zero3 = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
 
     @wp.func
@@ -244,6 +248,115 @@ def build(scalar):
         return value
 
     @wp.func
+    def contact_force(m: Model, d: Data, w: int, c: int):
+        """mj_contactForce of contact slot c: (force, torque) in the contact frame, (normal,
+        tangent 1, tangent 2) and (torsion, rolling 1, rolling 2); a pyramid's edge forces decoded
+        (mju_decodePyramid: the normal their sum, friction k (f_2k - f_2k+1) mu_k)."""
+        p = m.contact_pair[c]
+        r0 = m.contact_efc_adr[c]
+        condim = m.cpair_condim[p]
+        fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
+        out = vec6()
+        if condim == 1:
+            out[0] = d.efc_force[w, r0]
+        elif m.cone_elliptic != 0:
+            for k in range(condim):
+                out[k] = d.efc_force[w, r0 + k]
+        else:
+            for k in range(2 * (condim - 1)):
+                out[0] = out[0] + d.efc_force[w, r0 + k]
+            for k in range(condim - 1):
+                out[k + 1] = (d.efc_force[w, r0 + 2 * k] - d.efc_force[w, r0 + 2 * k + 1]) * fr[k]
+        return vec3(out[0], out[1], out[2]), vec3(out[3], out[4], out[5])
+
+    @wp.func
+    def body_wrench_ext(m: Model, d: Data, w: int, b: int):
+        """cfrc_ext of body b (mj_rnePostConstraint): the (torque, force) of its contacts (minus for
+        the contact's first body) and of its connect and weld constraints (plus for the first),
+        about the subtree CoM of its tree, world-oriented."""
+        com = d.subtree_com[w, m.body_rootid[b]]
+        torque = zero3
+        force = zero3
+        for c in range(m.ncon):
+            r0 = m.contact_efc_adr[c]
+            if d.efc_active[w, r0] != 0:
+                g = m.cpair_geom[m.contact_pair[c]]
+                b1 = m.geom_bodyid[g[0]]
+                b2 = m.geom_bodyid[g[1]]
+                if b1 == b or b2 == b:
+                    lf, lt = contact_force(m, d, w, c)
+                    frame = d.contact_frame[w, c]
+                    fw = wp.transpose(frame) * lf
+                    tw = wp.transpose(frame) * lt - wp.cross(com - d.contact_pos[w, c], fw)
+                    if b1 == b:
+                        torque = torque - tw
+                        force = force - fw
+                    if b2 == b:
+                        torque = torque + tw
+                        force = force + fw
+        for e in range(m.neq):
+            kind = m.eq_type[e]
+            if m.nefc_eq > 0 and (kind == EQ_CONNECT or kind == EQ_WELD) and d.eq_active[w, e] != 0:
+                r0 = m.eq_efc_adr[e]
+                if d.efc_active[w, r0] != 0:
+                    fw = vec3(d.efc_force[w, r0], d.efc_force[w, r0 + 1], d.efc_force[w, r0 + 2])
+                    tw = zero3
+                    if kind == EQ_WELD:
+                        tw = vec3(d.efc_force[w, r0 + 3], d.efc_force[w, r0 + 4], d.efc_force[w, r0 + 5])
+                    b1 = m.eq_body1[e]
+                    b2 = m.eq_body2[e]
+                    if b1 == b and b1 != 0:
+                        pos = d.xpos[w, b1] + d.xmat[w, b1] * m.eq_anchor1[e]
+                        torque = torque + tw - wp.cross(com - pos, fw)
+                        force = force + fw
+                    if b2 == b and b2 != 0:
+                        pos = d.xpos[w, b2] + d.xmat[w, b2] * m.eq_anchor2[e]
+                        torque = torque - (tw - wp.cross(com - pos, fw))
+                        force = force - fw
+        return torque, force
+
+    @wp.func
+    def subtree_wrench_int(m: Model, d: Data, w: int, root: int):
+        """cfrc_int of body `root` (mj_rnePostConstraint): over the bodies of its subtree,
+        cinert cacc + cvel x* (cinert cvel) - cfrc_ext, as (torque, force) about its tree's CoM."""
+        total = vec6()
+        for i in range(1, m.nbody):
+            if in_subtree(m, i, root):
+                cinert = d.cinert[w, i]
+                cvel = d.cvel[w, i]
+                frc = f.inert_mul(cinert, body_acceleration(m, d, w, i)) + \
+                    f.force_cross(cvel, f.inert_mul(cinert, cvel))
+                t, fo = body_wrench_ext(m, d, w, i)
+                total = total + frc - vec6(t[0], t[1], t[2], fo[0], fo[1], fo[2])
+        return vec3(total[0], total[1], total[2]), vec3(total[3], total[4], total[5])
+
+    @wp.func
+    def touch(m: Model, d: Data, w: int, site: int):
+        """The normal forces of the contacts of the site's body whose normal force, as a ray from
+        the contact point (pointing into the body), meets the site's volume (mju_rayGeom)."""
+        b = m.site_bodyid[site]
+        total = scalar(0.0)
+        for c in range(m.ncon):
+            r0 = m.contact_efc_adr[c]
+            if d.efc_active[w, r0] != 0:
+                g = m.cpair_geom[m.contact_pair[c]]
+                b1 = m.geom_bodyid[g[0]]
+                b2 = m.geom_bodyid[g[1]]
+                if b1 == b or b2 == b:
+                    lf, lt = contact_force(m, d, w, c)
+                    if lf[0] > scalar(0.0):
+                        frame = d.contact_frame[w, c]
+                        # mju_normalize3 of the normal times the force: the unit normal
+                        conray = vec3(frame[0, 0], frame[0, 1], frame[0, 2])
+                        if b == b2:
+                            conray = -conray
+                        x = ray_geom(d.site_xpos[w, site], d.site_xmat[w, site], m.site_size[site], m.site_type[site],
+                                     d.contact_pos[w, c], conray)
+                        if x >= scalar(0.0):
+                            total = total + lf[0]
+        return total
+
+    @wp.func
     def sensor(m: Model, d: Data, w: int, i: int):
         """Sensor i (mj_computeSensorPos / Vel / Acc, then apply_cutoff)."""
         kind = m.sensor_type[i]
@@ -325,6 +438,18 @@ def build(scalar):
             d.sensordata[w, adr] = d.actuator_force[w, objid]
         elif kind == JOINTACTFRC:
             d.sensordata[w, adr] = d.qfrc_actuator[w, m.jnt_dofadr[objid]]
+        elif kind == TOUCH:
+            d.sensordata[w, adr] = touch(m, d, w, objid)
+        elif kind == FORCE or kind == TORQUE:
+            # cfrc_int of the site's body moved to the site, in its frame (mju_transformSpatial)
+            b = m.site_bodyid[objid]
+            t, fo = subtree_wrench_int(m, d, w, b)
+            pos = d.site_xpos[w, objid]
+            rt = wp.transpose(d.site_xmat[w, objid])
+            if kind == FORCE:
+                write3(d, w, adr, rt * fo)
+            else:
+                write3(d, w, adr, rt * (t - wp.cross(pos - d.subtree_com[w, m.body_rootid[b]], fo)))
         elif kind == TENDONACTFRC:
             # the forces of the actuators on the tendon, without their gears
             d.sensordata[w, adr] = scalar(0.0)
