@@ -31,10 +31,21 @@ worlds were reset (differentiable too; a critic bootstraps time-outs from it), a
 start from a state with no gradient. `detach_state()` cuts the gradient path (between two
 SHAC windows). Terminations, time-outs and resets are not differentiated.
 
+Observations read from the simulation's outputs (sensors, `sim.sensordata`): MuJoCo computes
+them inside the step, before integrating, so after the `decimation` physics steps of `step` they
+describe the state the last physics step started from (one physics step old, as after
+`mj_step`). A reset world's outputs would describe its previous episode: a task that lists the
+outputs its observations read in `observed_outputs` gets `sim.forward()` after every reset, so
+the first observation of an episode describes the reset state (as MuJoCo Playground's reset runs
+mj_forward). Only the reset worlds take the forward's values: the others get their rows of those
+outputs and of `qacc` back, and every world its solver warm start (which mj_forward leaves
+alone), so no world's observations or trajectory depend on another world's reset. A step on which
+some world resets costs one more forward pass of all worlds (about one physics step).
+
 `state_dict()` / `load_state_dict()` capture what the next step depends on (the simulation
-state with the mocap bodies' poses when the model has any, per-world model parameters, every
-per-world tensor attribute of the env and its random generator), so that a resumed training
-run continues exactly where it stopped.
+state with the mocap bodies' poses when the model has any, `sensordata` when it has sensors,
+per-world model parameters, every per-world tensor attribute of the env and its random
+generator), so that a resumed training run continues exactly where it stopped.
 """
 
 import math
@@ -83,6 +94,11 @@ class BatchedEnv:
     #: simulation arrays that carry state from one step to the next (everything else in the
     #: simulation's data is recomputed from these by the next step's forward pass)
     SIM_STATE = ("qpos", "qvel", "ctrl", "qfrc_applied", "qacc", "qacc_warmstart", "nan_world")
+
+    #: simulation outputs besides the state that `_observations` reads (e.g. "sensordata",
+    #: "contact_active"): with any listed, a reset runs `sim.forward()` so that they describe the
+    #: reset worlds' new state (see the module docstring); empty: no forward after resets
+    observed_outputs: tuple[str, ...] = ()
 
     def __init__(self, sim: Sim, num_actions: int, decimation: int, episode_length_s: float,
                  reward_weights: dict[str, float], seed: int = 0, nonfinite_actions: str = "error"):
@@ -258,6 +274,8 @@ class BatchedEnv:
     def _reset(self, env_ids: torch.Tensor) -> None:
         self.sim.reset(env_ids)
         self._reset_envs(env_ids)
+        if self.observed_outputs:
+            self._forward_reset_worlds(env_ids)
         self.episode_length_buf[env_ids] = 0
         if self._grad_state is not None and env_ids.numel() == self.num_envs:
             self._grad_state = None  # a full reset: every world starts from the simulation's state
@@ -266,6 +284,22 @@ class BatchedEnv:
         self.actions[env_ids] = 0.0
         for sums in self.episode_sums.values():
             sums[env_ids] = 0.0
+
+    def _forward_reset_worlds(self, env_ids: torch.Tensor) -> None:
+        """`sim.forward()` for the worlds `env_ids` just reset: their `observed_outputs` (and qacc)
+        take the values of their reset state; the other worlds keep theirs, and every world keeps
+        its solver warm start, as mj_forward would (see the module docstring). Without host
+        synchronisation: the rows are chosen with torch.where."""
+        sim = self.sim
+        reset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        reset[env_ids] = True
+        kept = {name: sim.view(name).clone() for name in ("qacc", *self.observed_outputs)}
+        warmstart = sim.view("qacc_warmstart").clone()
+        sim.forward()
+        for name, before in kept.items():
+            view = sim.view(name)
+            view.copy_(torch.where(reset.view(-1, *[1] * (view.dim() - 1)), view, before))
+        sim.view("qacc_warmstart").copy_(warmstart)
 
     def _check_actions(self, actions) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Check type, shape, device and dtype; handle non-finite entries as configured. Returns
@@ -314,6 +348,8 @@ class BatchedEnv:
         from simrl.sim.model import PER_WORLD_FIELDS
 
         out = {f"sim.{name}": self.sim.view(name) for name in self.SIM_STATE}
+        if self.sim.mj_model.nsensordata:  # what the next observation reads of the sensors
+            out["sim.sensordata"] = self.sim.sensordata
         if self.sim.mj_model.nmocap:  # the poses of mocap bodies, which users set between steps
             out.update({f"sim.{name}": self.sim.view(name) for name in ("mocap_pos", "mocap_quat")})
         if not isinstance(self.sim, Sim):  # the MuJoCo backend

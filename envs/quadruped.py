@@ -2,7 +2,26 @@
 of legged_gym / Isaac Lab: commanded (vx, vy, yaw rate) resampled every few seconds, joint
 position targets around the home pose at 50 Hz over 0.005 s physics steps, reward terms for
 tracking and for smooth, efficient, upright motion, termination when the trunk touches the
-ground or the robot falls, per-world friction and random pushes."""
+ground or the robot falls, per-world friction and random pushes.
+
+The policy's base velocities and projected gravity come from the IMU sensors of the MJCF
+(`observation_source="sensors"`, the default) or from the state (`"state"`):
+
+- sensors: angular velocity from the gyro (`imu_gyro`), projected gravity from the IMU's
+  orientation (`imu_quat`, a framequat: world -z rotated into the IMU frame, as Isaac Lab and
+  mjlab compute it; an accelerometer also feels the contacts' shocks), linear velocity from a
+  velocimeter (`imu_linvel`, as MuJoCo Playground's Go1 does: a real robot has no such sensor,
+  it stands for the output of a state estimator). They are MuJoCo's sensordata: after the
+  action's physics steps they describe the state the last physics step started from (one
+  physics step, 5 ms, old), exactly what a MuJoCo deployment reading `sensordata` after
+  `mj_step` sees; after a reset, a forward pass makes them describe the reset state (see
+  envs.base). The simulation backends agree on them (sim-to-sim).
+- state: the same quantities from qpos and qvel of the current state (free-joint quaternion and
+  velocities).
+
+Joint positions and velocities come from the state in both cases. The critic's observations,
+the rewards and the terminations always use the true current state (privileged), as in
+Isaac Lab and mjlab: `observation_source` changes the policy's observations only."""
 
 import math
 
@@ -11,6 +30,10 @@ import torch
 
 from envs import ASSETS_DIR
 from envs.base import BatchedEnv, make_sim, per_world_param
+from simrl.sim.sensor import sensor_columns
+
+#: where the policy's observations come from (`observation_source`)
+OBSERVATION_SOURCES = ("sensors", "state")
 
 DEFAULT_REWARDS = {
     "tracking_lin_vel": 1.0, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
@@ -28,8 +51,19 @@ def quat_rotate_inverse(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 class QuadrupedEnv(BatchedEnv):
     """Observation groups: "policy" (48: base linear and angular velocity in the base frame,
     projected gravity, command, joint positions relative to home, joint velocities, last
-    action; with noise) and "critic" (the same without noise, plus friction and foot contacts).
-    Reward terms are scaled by the policy step dt, as in legged_gym."""
+    action; with noise; the first nine from the IMU sensors or the state, `observation_source`)
+    and "critic" (the same from the current state without noise, plus friction and foot
+    contacts). Reward terms are scaled by the policy step dt, as in legged_gym.
+
+    A subclass can run another robot with the same body, geom and site names by setting `MJCF`
+    (and `IMU_SENSORS`, the names of its IMU sensors)."""
+
+    #: the robot
+    MJCF = ASSETS_DIR / "quadruped.xml"
+    #: the sensors the policy's base observations read with observation_source="sensors":
+    #: quantity -> (sensor name, MuJoCo sensor type it must have)
+    IMU_SENSORS = {"lin_vel": ("imu_linvel", "velocimeter"), "ang_vel": ("imu_gyro", "gyro"),
+                   "orientation": ("imu_quat", "framequat")}
 
     def __init__(self, num_envs: int = 256, device=None, seed: int = 0, decimation: int = 4,
                  episode_length_s: float = 20.0, action_scale: float = 0.25,
@@ -38,8 +72,19 @@ class QuadrupedEnv(BatchedEnv):
                  push_velocity: float = 0.5, obs_noise: float = 1.0, tracking_sigma: float = 0.25,
                  air_time_target: float = 0.5, min_trunk_height: float = 0.15,
                  reward_weights: dict | None = None, dtype: str = "float32", nonfinite_actions: str = "error",
-                 backend: str = "warp"):
-        mjm = mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "quadruped.xml"))
+                 backend: str = "warp", observation_source: str = "sensors"):
+        if observation_source not in OBSERVATION_SOURCES:
+            raise ValueError(f"observation_source must be one of {', '.join(map(repr, OBSERVATION_SOURCES))}, "
+                             f"got {observation_source!r}")
+        mjm = mujoco.MjModel.from_xml_path(str(self.MJCF))
+        #: "sensors" or "state": where the policy's base velocities and gravity come from
+        self.observation_source = observation_source
+        #: columns of sensordata of each IMU quantity (observation_source="sensors")
+        self.imu_columns = self._imu_columns(mjm) if observation_source == "sensors" else None
+        if observation_source == "sensors":
+            # the first observation of an episode reads the sensors (and the critic the contacts)
+            # of the reset state: envs.base runs a forward pass after resets
+            self.observed_outputs = ("sensordata", "contact_active", "contact_dist", "contact_pos", "contact_frame")
         sim = make_sim(mjm, num_envs, device=device, dtype=dtype, backend=backend)
         weights = dict(DEFAULT_REWARDS if reward_weights is None else reward_weights)
         super().__init__(sim, num_actions=mjm.nu, decimation=decimation, episode_length_s=episode_length_s,
@@ -92,7 +137,35 @@ class QuadrupedEnv(BatchedEnv):
     def _state_loaded(self):
         self._base_cache = None
 
+    def _imu_columns(self, mjm: mujoco.MjModel) -> dict[str, slice]:
+        """sensordata columns of each IMU_SENSORS quantity; ValueError naming a sensor the MJCF
+        lacks or that has another type."""
+        columns = {}
+        for quantity, (name, kind) in self.IMU_SENSORS.items():
+            i = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_SENSOR, name)
+            if i < 0:
+                raise ValueError(f"observation_source='sensors' reads the {quantity} from a {kind} sensor named "
+                                 f"{name!r}, which {self.MJCF} does not define (its sensors: "
+                                 f"{[mjm.sensor(k).name for k in range(mjm.nsensor)] or 'none'}); add "
+                                 f"<{kind} name=\"{name}\" .../> to its <sensor> section, or set "
+                                 f"task.env.observation_source=state")
+            found = mujoco.mjtSensor(int(mjm.sensor_type[i])).name.removeprefix("mjSENS_").lower()
+            if found != kind:
+                raise ValueError(f"observation_source='sensors' reads the {quantity} from sensor {name!r} of "
+                                 f"{self.MJCF}, which is a {found}, not a {kind}")
+            columns[quantity] = sensor_columns(mjm, name)
+        return columns
+
     # ------------------------------------------------------------------------ state helpers
+    def _imu(self):
+        """Base linear and angular velocity in the IMU frame and projected gravity, as the IMU
+        sensors read them (sensordata: one physics step old after a step, see the module
+        docstring)."""
+        data = self.sim.sensordata.float()
+        c = self.imu_columns
+        down = torch.tensor([[0.0, 0.0, -1.0]], device=self.device).expand(self.num_envs, 3)
+        return data[:, c["lin_vel"]], data[:, c["ang_vel"]], quat_rotate_inverse(data[:, c["orientation"]], down)
+
     def _base(self):
         """Base linear/angular velocity in the base frame and projected gravity; computed once
         per state (reward terms, observations and terminations share it)."""
@@ -132,17 +205,21 @@ class QuadrupedEnv(BatchedEnv):
         return out
 
     def _observations(self):
-        lin_vel, ang_vel, gravity = self._base()
         q, v = self.sim.qpos.float(), self.sim.qvel.float()
-        clean = torch.cat([lin_vel * 2.0, ang_vel * 0.25, gravity, self.commands * torch.tensor(
-            [2.0, 2.0, 0.25], device=self.device), q[:, 7:] - self.default_joint_pos, v[:, 6:] * 0.05,
-            self.last_actions], dim=1)
+        rest = [self.commands * torch.tensor([2.0, 2.0, 0.25], device=self.device), q[:, 7:] - self.default_joint_pos,
+                v[:, 6:] * 0.05, self.last_actions]
+
+        def group(lin_vel, ang_vel, gravity):
+            return torch.cat([lin_vel * 2.0, ang_vel * 0.25, gravity, *rest], dim=1)
+
+        privileged = group(*self._base())
+        clean = group(*self._imu()) if self.observation_source == "sensors" else privileged
         noise_scale = torch.cat([torch.full((3,), 0.2), torch.full((3,), 0.05), torch.full((3,), 0.05),
                                  torch.zeros(3), torch.full((12,), 0.01), torch.full((12,), 0.075),
                                  torch.zeros(12)]).to(self.device) * self.obs_noise
         policy = clean + (self.rand(*clean.shape) * 2 - 1) * noise_scale
         feet = self._in_contact(self.foot_slots).float()
-        critic = torch.cat([clean, self.env_friction[:, None], feet], dim=1)
+        critic = torch.cat([privileged, self.env_friction[:, None], feet], dim=1)
         return {"policy": policy, "critic": critic}
 
     def _terminated(self):

@@ -24,6 +24,9 @@ What the environments use of `simrl.Sim` is served the same way:
   `step` and `forward` for each name requested once. Like the Warp engine, values computed in
   a step (`qacc`, `actuator_force`, `xpos`, contacts, ...) belong to the state the step started
   from (mj_step's forward pass precedes the integration).
+- Sensors: `sensordata [num_worlds, nsensordata]` and `sensor(name)` (one sensor's columns, a
+  view of it) as the Warp engine's, MuJoCo's own values: after `step`, of the state the last
+  `mj_step` started from; after `forward`, of the current state.
 - `contact`: the Warp engine's fixed slots (`simrl.sim.contact_tables.contact_tables`: one
   range of slots per candidate geom pair). MuJoCo's contacts of one pair come out in the same
   order as the Warp colliders fill that pair's slots (both follow MuJoCo's primitive
@@ -61,6 +64,7 @@ import torch
 
 from simrl.errors import UnsupportedFeatureError
 from simrl.sim.contact_tables import candidate_geom_pairs, contact_tables
+from simrl.sim.sensor import sensor_columns
 
 _DSBL = mujoco.mjtDisableBit
 _INT = mujoco.mjtIntegrator
@@ -76,7 +80,7 @@ _STATE_OUT = ("qpos", "qvel", "qacc_warmstart", "act")
 _VECTORS = {
     1: ("qacc", "qfrc_bias", "qfrc_spring", "qfrc_damper", "qfrc_passive", "actuator_length",
         "actuator_velocity", "actuator_force", "qfrc_actuator", "qfrc_smooth", "qacc_smooth",
-        "qfrc_constraint"),
+        "qfrc_constraint", "sensordata"),
     3: ("xpos", "xipos", "xanchor", "xaxis", "geom_xpos", "site_xpos", "subtree_com"),
     6: ("cvel", "cdof", "cdof_dot", "cacc", "cfrc_bias"),
     10: ("cinert",),
@@ -259,6 +263,14 @@ class MujocoSim:
     qacc = property(lambda self: self.view("qacc"), doc="joint accelerations [num_worlds, nv] of the last step")
     qfrc_constraint = property(lambda self: self.view("qfrc_constraint"),
                                doc="generalized constraint forces [num_worlds, nv] of the last step")
+
+    sensordata = property(lambda self: self.view("sensordata"),
+                          doc="MuJoCo's sensordata [num_worlds, nsensordata] float64 of the last step (of the "
+                              "state it started from) or forward; `sensor(name)` gives one sensor's columns")
+
+    def sensor(self, name: str) -> torch.Tensor:
+        """View of one sensor's values [num_worlds, dim] in `sensordata`, by its MJCF name."""
+        return self.view("sensordata")[:, sensor_columns(self._mjm, name)]
 
     @property
     def nan_worlds(self) -> torch.Tensor:

@@ -69,6 +69,8 @@ def train(run_dir, *overrides, runs_root="runs"):
      "unknown key task.env.max_angel for environment 'cartpole'; did you mean 'max_angle'?"),
     (["+task.env.num_envs=4"], "task.env.num_envs: set the top-level key num_envs=... instead"),
     (["task.env.nonfinite_actions=clamp"], "task.env.nonfinite_actions must be one of 'error', 'zero', got 'clamp'"),
+    (["task=quadruped", "task.env.observation_source=imu"],
+     "task.env.observation_source must be one of 'sensors', 'state', got 'imu'"),
     (["task.ppo.num_steps_per_env=0"], "task.ppo.num_steps_per_env must be a positive integer, got 0"),
     (["task.ppo.algorithm.gamma=1.5"], "task.ppo.algorithm.gamma must be a number in (0, 1], got 1.5"),
     (["task.ppo.algorithm.learning_rate=-0.1"], "task.ppo.algorithm.learning_rate must be a number > 0, got -0.1"),

@@ -211,6 +211,8 @@ def _check_env(c: _Checker, task_name: str, env_cfg) -> None:
         default = params[key]
         if key == "nonfinite_actions":
             c.choice(full, value, ("error", "zero"))
+        elif key == "observation_source":
+            c.choice(full, value, ("sensors", "state"))
         elif key == "dtype":
             c.choice(full, value, ("float32", "float64"))
         elif key == "decimation":

@@ -59,6 +59,17 @@ _FRAME_TYPES = frozenset((FRAMEPOS, FRAMEXAXIS, FRAMEYAXIS, FRAMEZAXIS, FRAMEQUA
                           FRAMELINACC, FRAMEANGACC))
 
 
+def sensor_columns(mjm: mujoco.MjModel, name: str) -> slice:
+    """The columns of sensor `name` (its MJCF name) in `sensordata [W, nsensordata]`; KeyError
+    listing the model's sensors when it has none of that name."""
+    i = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_SENSOR, name)
+    if i < 0:
+        names = [mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_SENSOR, k) for k in range(mjm.nsensor)]
+        raise KeyError(f"no sensor named {name!r}; the model's sensors: {[n for n in names if n] or 'none'}")
+    adr = int(mjm.sensor_adr[i])
+    return slice(adr, adr + int(mjm.sensor_dim[i]))
+
+
 def frame_sensor(kind: int) -> bool:
     """The sensor reads an object's frame (objtype / reftype)."""
     return kind in _FRAME_TYPES

@@ -29,6 +29,7 @@ from simrl.sim import forward
 from simrl.sim import schedule as simrl_schedule
 from simrl.sim.data import data_struct, make_data, mocap_pose0
 from simrl.sim.model import EULER_LIKE, PER_WORLD_FIELDS, Model, copy_struct, model_struct
+from simrl.sim.sensor import sensor_columns
 
 if not os.environ.get("SIMRL_WARP_VERBOSE"):
     # Warp's greeting and per-module load lines; warnings still show (SIMRL_WARP_VERBOSE=1 restores all)
@@ -341,13 +342,7 @@ class Sim:
 
     def sensor(self, name: str) -> torch.Tensor:
         """Zero-copy view of one sensor's values [num_worlds, dim] in `sensordata`, by its MJCF name."""
-        mjm = self.model.mjm
-        i = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_SENSOR, name)
-        if i < 0:
-            names = [mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_SENSOR, k) for k in range(mjm.nsensor)]
-            raise KeyError(f"no sensor named {name!r}; the model's sensors: {[n for n in names if n] or 'none'}")
-        adr, dim = int(mjm.sensor_adr[i]), int(mjm.sensor_dim[i])
-        return self.view("sensordata")[:, adr:adr + dim]
+        return self.view("sensordata")[:, sensor_columns(self.model.mjm, name)]
 
     def _set_eq_active(self, value) -> None:
         view = self.eq_active
@@ -392,7 +387,10 @@ class Sim:
 
     # ---------------------------------------------------------------------------- simulation
     def forward(self) -> None:
-        """Like mj_forward: qacc (and every intermediate) from the current qpos, qvel, ctrl."""
+        """Like mj_forward: qacc (and every intermediate, sensordata too) from the current qpos,
+        qvel, ctrl. One difference: with the Euler and implicitfast integrators it also sets
+        qacc_warmstart to the new qacc (the step's solver saves its warm start itself), which
+        mj_forward leaves alone."""
         self._parallel(lambda run: run(self._forward))
 
     def step(self, n: int = 1) -> None:
