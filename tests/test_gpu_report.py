@@ -414,3 +414,19 @@ def test_report_of_the_quadruped(tmp_path):
     stores, loads = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", block).groups()
     if not main["called_functions"]:
         assert main["spill_bytes"] == int(stores) + int(loads)
+
+
+@pytest.mark.parametrize("scalar", [wp.float32, wp.float64])
+def test_the_kernel_structs_stay_under_cudas_stack_limit(scalar):
+    """A Model or Data struct above 8 KB is copied to every thread's stack by each kernel that
+    passes it to a function (sm_90: 255 registers and KBs of spills in every stage; measured with
+    a bare struct of 8,176 bytes, no stack, and of 8,400 bytes, 21,704 stack bytes). The static
+    size is checked here, on any machine."""
+    import ctypes
+
+    from simrl.sim.data import data_struct
+    from simrl.sim.model import STRUCT_LIMIT, model_struct
+
+    for struct in (model_struct(scalar), data_struct(scalar)):
+        size = ctypes.sizeof(struct.ctype)
+        assert size < STRUCT_LIMIT, f"{struct.key}: {size} bytes; pack new tables into arrays of small structs"

@@ -254,30 +254,30 @@ def build(scalar):
             kk, bb = stiffness_damping(m, m.eq_solref[e], solimp[1])
             if kind == EQ_TENDON:
                 # L_1 - L0_1 - poly(L_2 - L0_2), J = J_1 - poly'(L_2 - L0_2) J_2
-                t1 = m.eq_ten1[e]
-                t2 = m.eq_ten2[e]
+                t1 = m.eq_obj1id[e]
+                t2 = m.eq_obj2id[e]
                 c = m.eq_polycoef[e]
-                pos = d.ten_length[w, t1] - m.tendon_length0[t1] - c[0]
-                diag = m.tendon_invweight0[t1]
+                pos = d.ten_length[w, t1] - m.tendon[t1].length0 - c[0]
+                diag = m.tendon[t1].invweight0
                 deriv = scalar(0.0)
                 if t2 >= 0:
-                    dif = d.ten_length[w, t2] - m.tendon_length0[t2]
+                    dif = d.ten_length[w, t2] - m.tendon[t2].length0
                     pos = pos - (c[1] * dif + c[2] * dif * dif + c[3] * dif * dif * dif + c[4] * dif * dif * dif * dif)
                     deriv = (c[1] + scalar(2.0) * c[2] * dif + scalar(3.0) * c[3] * dif * dif
                              + scalar(4.0) * c[4] * dif * dif * dif)
-                    diag = diag + m.tendon_invweight0[t2]
-                for k in range(m.tendon_nnz[t1]):
+                    diag = diag + m.tendon[t2].invweight0
+                for k in range(m.tendon[t1].nnz):
                     j = m.tendon_colind[t1, k]
                     d.efc_J[w, r0, j] += d.ten_J[w, t1, j]
                 if t2 >= 0:
-                    for k in range(m.tendon_nnz[t2]):
+                    for k in range(m.tendon[t2].nnz):
                         j = m.tendon_colind[t2, k]
                         d.efc_J[w, r0, j] += -deriv * d.ten_J[w, t2, j]
                 imp = impedance(solimp, pos, scalar(0.0))
                 set_row(d, w, r0, pos, scalar(0.0), scalar(0.0), imp, regularizer(imp, diag), kk, bb)
             elif kind == EQ_JOINT:
-                j1 = m.eq_jnt1[e]
-                j2 = m.eq_jnt2[e]
+                j1 = m.eq_obj1id[e]
+                j2 = m.eq_obj2id[e]
                 c = m.eq_polycoef[e]
                 q1 = m.jnt_qposadr[j1]
                 pos = d.qpos[w, q1] - m.qpos0[q1] - c[0]
@@ -407,7 +407,7 @@ def build(scalar):
         tendon = m.efc_type[r] == CNSTR_FRICTION_TENDON
         floss = scalar(0.0)
         if tendon:
-            floss = m.tendon_frictionloss[i]
+            floss = m.tendon[i].frictionloss
         else:
             floss = m.dof_frictionloss[w % m.dof_frictionloss.shape[0], i]
         if m.enable_constraint != 0 and floss > scalar(0.0):
@@ -415,9 +415,10 @@ def build(scalar):
             solref = vec2()
             diag = scalar(0.0)
             if tendon:
-                solimp = clamp_solimp(m.tendon_solimp_fri[i])
-                solref = m.tendon_solref_fri[i]
-                diag = m.tendon_invweight0[i]
+                ten = m.tendon[i]
+                solimp = clamp_solimp(ten.solimp_fri)
+                solref = ten.solref_fri
+                diag = ten.invweight0
             else:
                 solimp = clamp_solimp(m.dof_solimp[i])
                 solref = m.dof_solref[i]
@@ -439,18 +440,19 @@ def build(scalar):
         J = -side ten_J."""
         t = m.efc_id[r]
         side = m.efc_sub[r]
-        rng = m.tendon_range[t]
-        margin = m.tendon_margin[t]
+        ten = m.tendon[t]
+        rng = ten.range
+        margin = ten.margin
         value = d.ten_length[w, t]
         dist = rng[1] - value
         if side < 0:
             dist = value - rng[0]
         if m.enable_constraint != 0 and dist < margin:
             copy_tendon_jacobian(m, d, w, r, t, scalar(-side))
-            solimp = clamp_solimp(m.tendon_solimp_lim[t])
+            solimp = clamp_solimp(ten.solimp_lim)
             imp = impedance(solimp, dist, margin)
-            k, b = stiffness_damping(m, m.tendon_solref_lim[t], solimp[1])
-            set_row(d, w, r, dist, margin, scalar(0.0), imp, regularizer(imp, m.tendon_invweight0[t]), k, b)
+            k, b = stiffness_damping(m, ten.solref_lim, solimp[1])
+            set_row(d, w, r, dist, margin, scalar(0.0), imp, regularizer(imp, ten.invweight0), k, b)
         else:
             clear_row(d, w, r)
 

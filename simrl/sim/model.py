@@ -49,10 +49,65 @@ PER_WORLD_FIELDS = ("body_ipos", "body_iquat", "body_mass", "body_inertia", "jnt
                     "actuator_biasprm", "cpair_friction")
 
 
+#: the largest Warp struct, in bytes, that CUDA keeps out of a thread's stack: a Model or Data
+#: struct above 8 KB is copied to local memory by every kernel that passes it to a function
+#: (sm_90, CUDA 13: a struct of 8,176 bytes costs 0 stack bytes, one of 8,400 bytes 21,704 stack
+#: and 8,460 spill bytes and 255 registers). Tables of new features are packed into arrays of
+#: small structs to stay under it (tests/test_gpu_report.py checks).
+STRUCT_LIMIT = 8192
+
+
+@functools.cache
+def tendon_structs(scalar):
+    """(Tendon, Wrap, Segment): the element types of the Model's tendon tables."""
+    T = scalar_types(scalar)
+
+    @wp.struct
+    class Tendon:
+        """One tendon (mjModel's tendon_* fields): a fixed tendon's joint terms
+        wrap[wrapadr + k], k < wrapnum; a spatial tendon's segments seg[segadr + k], k < segnum;
+        ten_J's columns tendon_colind[t, :nnz]."""
+        fixed: int
+        wrapadr: int
+        wrapnum: int
+        segadr: int
+        segnum: int
+        nnz: int
+        stiffness: scalar
+        damping: scalar
+        armature: scalar
+        margin: scalar
+        frictionloss: scalar
+        length0: scalar
+        invweight0: scalar
+        lengthspring: T.vec2  # the spring's dead band [lower, upper]
+        range: T.vec2
+        solref_lim: T.vec2
+        solimp_lim: T.vec5
+        solref_fri: T.vec2
+        solimp_fri: T.vec5
+
+    @wp.struct
+    class Wrap:
+        """A fixed tendon's term coef * q[jnt]."""
+        jnt: int
+        coef: scalar
+
+    @wp.struct
+    class Segment:
+        """A spatial tendon's straight segment between two sites, divided by its pulley's divisor."""
+        site0: int
+        site1: int
+        divisor: scalar
+
+    return Tendon, Wrap, Segment
+
+
 @functools.cache
 def model_struct(scalar):
     """The Warp struct type that carries a model of precision `scalar` into kernels."""
     T = scalar_types(scalar)
+    Tendon, Wrap, Segment = tendon_structs(scalar)
 
     @wp.struct
     class Model:
@@ -197,48 +252,21 @@ def model_struct(scalar):
         eq_quat2: wp.array(dtype=T.quat)
         eq_torquescale: wp.array(dtype=scalar)
         eq_site: wp.array(dtype=int)  # 1: site semantics
-        eq_jnt1: wp.array(dtype=int)
-        eq_jnt2: wp.array(dtype=int)  # -1: no second joint
+        eq_obj1id: wp.array(dtype=int)  # joint and tendon equalities: the joints or tendons
+        eq_obj2id: wp.array(dtype=int)  # -1: no second
         eq_polycoef: wp.array(dtype=T.vec5)
         eq_solref: wp.array(dtype=T.vec2)
         eq_solimp: wp.array(dtype=T.vec5)
-        eq_ten1: wp.array(dtype=int)  # tendon equality: the tendons (-1: no second)
-        eq_ten2: wp.array(dtype=int)
-        # tendons (simrl.sim.tendon, mj_tendon): a fixed tendon's joints and coefficients
-        # wrap_jnt/wrap_coef[tendon_wrapadr[t] + k], k < tendon_wrapnum[t]; a spatial tendon's straight
-        # segments between two sites, seg_site0/seg_site1/seg_divisor[tendon_segadr[t] + k],
-        # k < tendon_segnum[t] (pulleys only set the divisor)
+        # tendons (simrl.sim.tendon, mj_tendon)
         ntendon: int
-        tendon_fixed: wp.array(dtype=int)
-        tendon_wrapadr: wp.array(dtype=int)
-        tendon_wrapnum: wp.array(dtype=int)
-        wrap_jnt: wp.array(dtype=int)
-        wrap_coef: wp.array(dtype=scalar)
-        tendon_segadr: wp.array(dtype=int)
-        tendon_segnum: wp.array(dtype=int)
-        seg_site0: wp.array(dtype=int)
-        seg_site1: wp.array(dtype=int)
-        seg_divisor: wp.array(dtype=scalar)
-        # the only columns in which ten_J[t] can be non-zero, increasing: tendon_colind[t, :tendon_nnz[t]]
-        tendon_nnz: wp.array(dtype=int)
+        tendon: wp.array(dtype=Tendon)
+        wrap: wp.array(dtype=Wrap)
+        tendon_seg: wp.array(dtype=Segment)
+        # the only columns in which ten_J[t] can be non-zero, increasing: tendon_colind[t, :nnz]
         tendon_colind: wp.array2d(dtype=int)  # [ntendon, nv]
-        # tendons whose columns hold dof i, ascending: dof_tendon[dof_tendon_adr[i] + k], k < num
-        dof_tendon_adr: wp.array(dtype=int)
-        dof_tendon_num: wp.array(dtype=int)
+        # tendons whose columns hold dof i, ascending: dof_tendon[adr + k], (adr, num) = dof_tendon_adr[i]
+        dof_tendon_adr: wp.array(dtype=wp.vec2i)
         dof_tendon: wp.array(dtype=int)
-        tendon_stiffness: wp.array(dtype=scalar)
-        tendon_damping: wp.array(dtype=scalar)
-        tendon_lengthspring: wp.array(dtype=T.vec2)  # the spring's dead band [lower, upper]
-        tendon_armature: wp.array(dtype=scalar)
-        tendon_range: wp.array(dtype=T.vec2)
-        tendon_margin: wp.array(dtype=scalar)
-        tendon_solref_lim: wp.array(dtype=T.vec2)
-        tendon_solimp_lim: wp.array(dtype=T.vec5)
-        tendon_frictionloss: wp.array(dtype=scalar)
-        tendon_solref_fri: wp.array(dtype=T.vec2)
-        tendon_solimp_fri: wp.array(dtype=T.vec5)
-        tendon_length0: wp.array(dtype=scalar)
-        tendon_invweight0: wp.array(dtype=scalar)
         actuator_tendon: wp.array(dtype=int)  # [nu], the tendon of a tendon transmission, else -1
         # sensors (simrl.sim.sensor), MuJoCo's sensor_* arrays; opt.magnetic
         nsensor: int
@@ -841,18 +869,13 @@ class Model:
         """The equality constraints' tables (mj_equalityAnchors, mj_instantiateEquality)."""
         T, neq = self.T, mjm.neq
         m.neq = neq
-        b1, b2, a1, a2, q1, q2, ts, j1, j2, t1, t2 = [], [], [], [], [], [], [], [], [], [], []
+        b1, b2, a1, a2, q1, q2, ts, j1, j2 = [], [], [], [], [], [], [], [], []
         for i in range(neq):
             kind, data = int(mjm.eq_type[i]), np.asarray(mjm.eq_data[i], dtype=np.float64)
             ident = np.array([1.0, 0.0, 0.0, 0.0])
-            t1.append(-1), t2.append(-1)
-            if kind == int(mujoco.mjtEq.mjEQ_JOINT):
+            if kind in (int(mujoco.mjtEq.mjEQ_JOINT), int(mujoco.mjtEq.mjEQ_TENDON)):
                 bodies, anchors, quats = (0, 0), (np.zeros(3), np.zeros(3)), (ident, ident)
                 j1.append(int(mjm.eq_obj1id[i])), j2.append(int(mjm.eq_obj2id[i]))
-            elif kind == int(mujoco.mjtEq.mjEQ_TENDON):
-                bodies, anchors, quats = (0, 0), (np.zeros(3), np.zeros(3)), (ident, ident)
-                j1.append(-1), j2.append(-1)
-                t1[-1], t2[-1] = int(mjm.eq_obj1id[i]), int(mjm.eq_obj2id[i])
             else:
                 bodies = _eq_bodies(mjm, i)
                 j1.append(-1), j2.append(-1)
@@ -878,8 +901,7 @@ class Model:
         m.eq_quat2 = arr(_wxyz_to_xyzw(np.reshape(q2 if not pad else [1.0, 0, 0, 0], (-1, 4))), T.quat)
         m.eq_torquescale = arr(ts or [1.0], self.dtype)
         m.eq_site = ints([int(int(mjm.eq_objtype[i]) == int(mujoco.mjtObj.mjOBJ_SITE)) for i in range(neq)] or [0])
-        m.eq_jnt1, m.eq_jnt2 = ints(j1 or [-1]), ints(j2 or [-1])
-        m.eq_ten1, m.eq_ten2 = ints(t1 or [-1]), ints(t2 or [-1])
+        m.eq_obj1id, m.eq_obj2id = ints(j1 or [-1]), ints(j2 or [-1])
         m.eq_polycoef = arr(np.reshape(mjm.eq_data[:, :5] if neq else np.zeros(5), (-1, 5)), T.vec5)
         m.eq_solref = arr(np.reshape(mjm.eq_solref if neq else np.zeros(2), (-1, 2)), T.vec2)
         m.eq_solimp = arr(np.reshape(mjm.eq_solimp if neq else np.zeros(5), (-1, 5)), T.vec5)
@@ -893,19 +915,23 @@ class Model:
     def _tendons(self, m, mjm, ints, arr):
         """The tendons' tables (mj_tendon, mj_passive, mj_instantiateFriction/Limit)."""
         T, nt, nv = self.T, mjm.ntendon, mjm.nv
+        Tendon, Wrap, Segment = tendon_structs(self.dtype)
         m.ntendon = nt
-        wrapadr, wrapnum, wrap_jnt, wrap_coef = [], [], [], []
-        segadr, segnum, site0, site1, divisor = [], [], [], [], []
-        fixed = []
+        tendons, wraps, segments = [], [], []
+        cols = [tendon_columns(mjm, t) for t in range(nt)]
         for t in range(nt):
             adr, num = int(mjm.tendon_adr[t]), int(mjm.tendon_num[t])
             kinds = [int(k) for k in mjm.wrap_type[adr:adr + num]]
             objs = [int(o) for o in mjm.wrap_objid[adr:adr + num]]
             prms = [float(x) for x in mjm.wrap_prm[adr:adr + num]]
-            fixed.append(int(kinds[0] == WRAP_JOINT))
-            wrapadr.append(len(wrap_jnt)), segadr.append(len(site0))
-            if fixed[-1]:
-                wrap_jnt.extend(objs), wrap_coef.extend(prms)
+            ten = Tendon()
+            ten.fixed = int(kinds[0] == WRAP_JOINT)
+            ten.wrapadr, ten.segadr, ten.nnz = len(wraps), len(segments), len(cols[t])
+            if ten.fixed:
+                for obj, prm in zip(objs, prms, strict=True):
+                    wrap = Wrap()
+                    wrap.jnt, wrap.coef = obj, self.dtype(prm)
+                    wraps.append(wrap)
             else:
                 # mj_tendon's walk: a pulley sets the divisor of the segments after it; a segment
                 # joins two consecutive sites
@@ -914,45 +940,28 @@ class Model:
                     if kinds[j] == WRAP_PULLEY:
                         div = prms[j]
                     elif kinds[j + 1] != WRAP_PULLEY:
-                        site0.append(objs[j]), site1.append(objs[j + 1]), divisor.append(div)
-            wrapnum.append(len(wrap_jnt) - wrapadr[-1]), segnum.append(len(site0) - segadr[-1])
-        m.tendon_fixed = ints(fixed or [0])
-        m.tendon_wrapadr, m.tendon_wrapnum = ints(wrapadr or [0]), ints(wrapnum or [0])
-        m.wrap_jnt, m.wrap_coef = ints(wrap_jnt or [0]), arr(wrap_coef or [0.0], self.dtype)
-        m.tendon_segadr, m.tendon_segnum = ints(segadr or [0]), ints(segnum or [0])
-        m.seg_site0, m.seg_site1 = ints(site0 or [0]), ints(site1 or [0])
-        m.seg_divisor = arr(divisor or [1.0], self.dtype)
-        cols = [tendon_columns(mjm, t) for t in range(nt)]
+                        seg = Segment()
+                        seg.site0, seg.site1, seg.divisor = objs[j], objs[j + 1], self.dtype(div)
+                        segments.append(seg)
+            ten.wrapnum, ten.segnum = len(wraps) - ten.wrapadr, len(segments) - ten.segadr
+            for name in ("stiffness", "damping", "armature", "margin", "frictionloss", "length0", "invweight0"):
+                setattr(ten, name, self.dtype(getattr(mjm, "tendon_" + name)[t]))
+            for name, vec in (("lengthspring", T.vec2), ("range", T.vec2), ("solref_lim", T.vec2),
+                              ("solimp_lim", T.vec5), ("solref_fri", T.vec2), ("solimp_fri", T.vec5)):
+                setattr(ten, name, vec(*[float(x) for x in getattr(mjm, "tendon_" + name)[t]]))
+            tendons.append(ten)
+        m.tendon = wp.array(tendons or [Tendon()], dtype=Tendon, device=self.device)
+        m.wrap = wp.array(wraps or [Wrap()], dtype=Wrap, device=self.device)
+        m.tendon_seg = wp.array(segments or [Segment()], dtype=Segment, device=self.device)
         colind = np.zeros((max(1, nt), max(1, nv)), dtype=np.int32)
         for t, c in enumerate(cols):
             colind[t, :len(c)] = c
-        m.tendon_nnz = ints([len(c) for c in cols] or [0])
         m.tendon_colind = wp.array(colind, dtype=int, device=self.device)
         dof_ten = [[t for t in range(nt) if i in cols[t]] for i in range(nv)]
-        m.dof_tendon_adr = ints(np.cumsum([0] + [len(x) for x in dof_ten])[:-1])
-        m.dof_tendon_num = ints([len(x) for x in dof_ten])
+        adr = np.cumsum([0] + [len(x) for x in dof_ten])[:-1]
+        m.dof_tendon_adr = wp.array(np.array([[a, len(x)] for a, x in zip(adr, dof_ten, strict=True)] or [[0, 0]],
+                                             dtype=np.int32), dtype=wp.vec2i, device=self.device)
         m.dof_tendon = ints([t for x in dof_ten for t in x] or [0])
-
-        def per_tendon(name, width=None, default=0.0):
-            x = getattr(mjm, name)
-            if not nt:
-                x = np.full((1, width) if width else 1, default)
-            dt = {None: self.dtype, 2: T.vec2, 5: T.vec5}[width]
-            return arr(np.reshape(x, (-1, width)) if width else x, dt)
-
-        m.tendon_stiffness = per_tendon("tendon_stiffness")
-        m.tendon_damping = per_tendon("tendon_damping")
-        m.tendon_lengthspring = per_tendon("tendon_lengthspring", 2)
-        m.tendon_armature = per_tendon("tendon_armature")
-        m.tendon_range = per_tendon("tendon_range", 2)
-        m.tendon_margin = per_tendon("tendon_margin")
-        m.tendon_solref_lim = per_tendon("tendon_solref_lim", 2)
-        m.tendon_solimp_lim = per_tendon("tendon_solimp_lim", 5)
-        m.tendon_frictionloss = per_tendon("tendon_frictionloss")
-        m.tendon_solref_fri = per_tendon("tendon_solref_fri", 2)
-        m.tendon_solimp_fri = per_tendon("tendon_solimp_fri", 5)
-        m.tendon_length0 = per_tendon("tendon_length0")
-        m.tendon_invweight0 = per_tendon("tendon_invweight0")
 
     # sizes, for convenience
     @property

@@ -54,24 +54,24 @@ def build(scalar):
     @wp.func
     def length(m: Model, d: Data, w: int, t: int):
         """ten_length[t] and ten_J[t] (mj_tendon)."""
-        for k in range(m.tendon_nnz[t]):
+        ten = m.tendon[t]
+        for k in range(ten.nnz):
             d.ten_J[w, t, m.tendon_colind[t, k]] = scalar(0.0)
         d.ten_length[w, t] = scalar(0.0)
-        if m.tendon_fixed[t] != 0:
-            adr = m.tendon_wrapadr[t]
-            for k in range(adr, adr + m.tendon_wrapnum[t]):
-                j = m.wrap_jnt[k]
-                coef = m.wrap_coef[k]
+        if ten.fixed != 0:
+            for k in range(ten.wrapadr, ten.wrapadr + ten.wrapnum):
+                j = m.wrap[k].jnt
+                coef = m.wrap[k].coef
                 d.ten_length[w, t] += coef * d.qpos[w, m.jnt_qposadr[j]]
                 d.ten_J[w, t, m.jnt_dofadr[j]] += coef
         else:
-            adr = m.tendon_segadr[t]
-            for k in range(adr, adr + m.tendon_segnum[t]):
-                s0 = m.seg_site0[k]
-                s1 = m.seg_site1[k]
+            for k in range(ten.segadr, ten.segadr + ten.segnum):
+                seg = m.tendon_seg[k]
+                s0 = seg.site0
+                s1 = seg.site1
                 p0 = d.site_xpos[w, s0]
                 p1 = d.site_xpos[w, s1]
-                inv = scalar(1.0) / m.seg_divisor[k]
+                inv = scalar(1.0) / seg.divisor
                 dif = p1 - p0
                 norm = wp.length(dif)
                 d.ten_length[w, t] += norm * inv
@@ -89,23 +89,24 @@ def build(scalar):
     def velocity(m: Model, d: Data, w: int, t: int):
         """ten_velocity[t] = ten_J[t] qvel; the spring force -k x, x the length's distance from the
         dead band [lengthspring], and the damper force -b v along the tendon (mj_springdamper)."""
+        ten = m.tendon[t]
         d.ten_velocity[w, t] = scalar(0.0)
-        for k in range(m.tendon_nnz[t]):
+        for k in range(ten.nnz):
             i = m.tendon_colind[t, k]
             d.ten_velocity[w, t] += d.ten_J[w, t, i] * d.qvel[w, i]
         spring = scalar(0.0)
         if m.enable_spring != 0:
             ln = d.ten_length[w, t]
-            band = m.tendon_lengthspring[t]
+            band = ten.lengthspring
             x = scalar(0.0)
             if ln > band[1]:
                 x = ln - band[1]
             elif ln < band[0]:
                 x = ln - band[0]
-            spring = -m.tendon_stiffness[t] * x
+            spring = -ten.stiffness * x
         damper = scalar(0.0)
         if m.enable_damper != 0:
-            damper = -m.tendon_damping[t] * d.ten_velocity[w, t]
+            damper = -ten.damping * d.ten_velocity[w, t]
         d.ten_spring[w, t] = spring
         d.ten_damper[w, t] = damper
 
@@ -113,8 +114,8 @@ def build(scalar):
     def passive_dof(m: Model, d: Data, w: int, i: int):
         """qfrc_spring[i] and qfrc_damper[i] += ten_J[t, i] times the tendon forces, over the
         tendons through dof i in ascending order (after the joints' springs and dampers)."""
-        adr = m.dof_tendon_adr[i]
-        for k in range(adr, adr + m.dof_tendon_num[i]):
+        span = m.dof_tendon_adr[i]
+        for k in range(span[0], span[0] + span[1]):
             t = m.dof_tendon[k]
             jt = d.ten_J[w, t, i]
             d.qfrc_spring[w, i] += jt * d.ten_spring[w, t]
@@ -125,10 +126,10 @@ def build(scalar):
         """M += armature ten_J' ten_J of fixed tendons (mj_tendonArmature): row i's entries in its
         own and its ancestors' columns, and their mirror (the model refuses tendon armature
         outside one chain of dofs, so nothing falls outside M's sparsity)."""
-        adr = m.dof_tendon_adr[i]
-        for k in range(adr, adr + m.dof_tendon_num[i]):
+        span = m.dof_tendon_adr[i]
+        for k in range(span[0], span[0] + span[1]):
             t = m.dof_tendon[k]
-            arm = m.tendon_armature[t]
+            arm = m.tendon[t].armature
             if arm != scalar(0.0):
                 ji = d.ten_J[w, t, i] * arm
                 d.qM[w, i, i] += ji * d.ten_J[w, t, i]
