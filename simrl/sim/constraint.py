@@ -457,52 +457,50 @@ def build(scalar):
             clear_row(d, w, r)
 
     @wp.func
-    def joint_limit_row(m: Model, d: Data, w: int, r: int):
-        """Row r (a joint limit side): residual = distance to the nearer end of the range."""
-        jnt = m.efc_id[r]
-        side = m.efc_sub[r]
-        dof = m.jnt_dofadr[jnt]
-        qadr = m.jnt_qposadr[jnt]
-        rng = m.jnt_range[jnt]
-        margin = m.jnt_margin[jnt]
-        active = int(0)
-        if m.jnt_type[jnt] == JNT_BALL:
-            q = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
-            axis_angle = f.quat_to_vel(q)
-            angle = wp.length(axis_angle)
-            axis = vec3(scalar(1.0), scalar(0.0), scalar(0.0))
-            if angle >= scalar(MINVAL):
-                axis = axis_angle / angle
-            dist = wp.max(rng[0], rng[1]) - angle
-            if m.enable_constraint != 0 and dist < margin:
-                active = 1
-                zero_jacobian(m, d, w, r)
-                for c in range(3):
-                    d.efc_J[w, r, dof + c] = -axis[c]
-        else:
-            value = d.qpos[w, qadr]
-            dist = rng[1] - value
-            if side < 0:
-                dist = value - rng[0]
-            if m.enable_constraint != 0 and dist < margin:
-                active = 1
-                zero_jacobian(m, d, w, r)
-                d.efc_J[w, r, dof] = scalar(-side)
-        if active:
-            solimp = clamp_solimp(m.jnt_solimp[jnt])
-            imp = impedance(solimp, dist, margin)
-            k, b = stiffness_damping(m, m.jnt_solref[jnt], solimp[1])
-            set_row(d, w, r, dist, margin, scalar(0.0), imp, regularizer(imp, m.dof_invweight0[dof]), k, b)
-        else:
-            clear_row(d, w, r)
-
-    @wp.func
     def limit_row(m: Model, d: Data, w: int, r: int):
-        """Row r (< nefc_limit), a joint's or a tendon's limit side."""
+        """Row r (< nefc_limit), a joint's or a tendon's limit side: residual = distance to the
+        nearer end of the range. (The joint's case is written here, not in a function of its own:
+        a Warp function takes the Model and Data structs by value, and a call the compiler does
+        not inline copies them.)"""
         if m.efc_type[r] == CNSTR_LIMIT_TENDON:
             tendon_limit_row(m, d, w, r)
         else:
-            joint_limit_row(m, d, w, r)
+            jnt = m.efc_id[r]
+            side = m.efc_sub[r]
+            dof = m.jnt_dofadr[jnt]
+            qadr = m.jnt_qposadr[jnt]
+            rng = m.jnt_range[jnt]
+            margin = m.jnt_margin[jnt]
+            active = int(0)
+            if m.jnt_type[jnt] == JNT_BALL:
+                q = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
+                axis_angle = f.quat_to_vel(q)
+                angle = wp.length(axis_angle)
+                axis = vec3(scalar(1.0), scalar(0.0), scalar(0.0))
+                if angle >= scalar(MINVAL):
+                    axis = axis_angle / angle
+                dist = wp.max(rng[0], rng[1]) - angle
+                if m.enable_constraint != 0 and dist < margin:
+                    active = 1
+                    zero_jacobian(m, d, w, r)
+                    for c in range(3):
+                        d.efc_J[w, r, dof + c] = -axis[c]
+            else:
+                value = d.qpos[w, qadr]
+                dist = rng[1] - value
+                if side < 0:
+                    dist = value - rng[0]
+                if m.enable_constraint != 0 and dist < margin:
+                    active = 1
+                    zero_jacobian(m, d, w, r)
+                    d.efc_J[w, r, dof] = scalar(-side)
+            if active:
+                solimp = clamp_solimp(m.jnt_solimp[jnt])
+                imp = impedance(solimp, dist, margin)
+                k, b = stiffness_damping(m, m.jnt_solref[jnt], solimp[1])
+                set_row(d, w, r, dist, margin, scalar(0.0), imp, regularizer(imp, m.dof_invweight0[dof]), k, b)
+            else:
+                clear_row(d, w, r)
 
     @wp.func
     def contact_rows(m: Model, d: Data, w: int, c: int):

@@ -43,5 +43,20 @@ def build(scalar):
             mij = wp.dot(d.cdof[w, j], buf)
             d.qM[w, i, j] = mij
             d.qM[w, j, i] = mij
+        # + armature ten_J' ten_J of the fixed tendons through dof i (mj_tendonArmature): row i's
+        # entries in its own and its ancestors' columns, and their mirror (the model refuses tendon
+        # armature outside one chain of dofs, so nothing falls outside M's sparsity)
+        span = m.dof_tendon_adr[i]
+        for k in range(span[0], span[0] + span[1]):
+            t = m.dof_tendon[k]
+            arm = m.tendon[t].armature
+            if arm != scalar(0.0):
+                ji = d.ten_J[w, t, i] * arm
+                d.qM[w, i, i] += ji * d.ten_J[w, t, i]
+                for a in range(adr, adr + m.dof_ancestor_num[i]):
+                    j = m.dof_ancestor[a]
+                    mij = ji * d.ten_J[w, t, j]
+                    d.qM[w, i, j] += mij
+                    d.qM[w, j, i] += mij
 
     return SimpleNamespace(body=body, dof=dof)

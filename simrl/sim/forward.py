@@ -67,7 +67,7 @@ def position(scalar) -> tuple:
         Pass("com_pos_body", BODIES, (cp.body,)),
         Pass("tendon", TENDONS, (ten.length,)),
         Pass("crb_body", BODIES_UP, (cr.body,), skip_world=True),
-        Pass("crb_dof", DOFS, (cr.dof, ten.armature_dof)),
+        Pass("crb_dof", DOFS, (cr.dof,)),
     )
 
 

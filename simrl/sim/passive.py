@@ -12,7 +12,6 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from simrl.sim import tendon
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import JNT_BALL, JNT_FREE, scalar_types
@@ -23,7 +22,6 @@ def build(scalar):
     T = scalar_types(scalar)
     Model, Data = model_struct(scalar), data_struct(scalar)
     f, vec3 = T.f, T.vec3
-    tendon_passive = tendon.build(scalar).passive_dof
 
     @wp.func
     def spring_joint(m: Model, d: Data, w: int, j: int):
@@ -86,7 +84,14 @@ def build(scalar):
         if m.enable_damper:
             damper = -m.dof_damping[w % m.dof_damping.shape[0], i] * d.qvel[w, i]
         d.qfrc_damper[w, i] = damper
-        tendon_passive(m, d, w, i)
+        # the tendons through dof i, ascending: ten_J[t, i] times their spring and damper forces
+        # (mj_springdamper; inline: a function call would copy the Model and Data structs)
+        span = m.dof_tendon_adr[i]
+        for k in range(span[0], span[0] + span[1]):
+            t = m.dof_tendon[k]
+            jt = d.ten_J[w, t, i]
+            d.qfrc_spring[w, i] += jt * d.ten_spring[w, t]
+            d.qfrc_damper[w, i] += jt * d.ten_damper[w, t]
         gravcomp_dof(m, d, w, i)
         passive = d.qfrc_spring[w, i] + d.qfrc_damper[w, i]
         if m.enable_gravcomp != 0 and m.jnt_actgravcomp[m.dof_jntid[i]] == 0:

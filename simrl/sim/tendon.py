@@ -11,9 +11,10 @@ point Jacobians of the two sites). Wrapping around spheres and cylinders is refu
 model is loaded.
 
 Elements: `length(m, d, w, t)` (ten_length and ten_J of tendon t, after com_pos: it needs
-site_xpos, cdof and subtree_com), `velocity(m, d, w, t)` (ten_velocity = ten_J qvel and the
-tendon's spring and damper forces, ten_spring and ten_damper), and the per-dof gathers that map
-those forces to joint space, `passive_dof(m, d, w, i)`.
+site_xpos, cdof and subtree_com) and `velocity(m, d, w, t)` (ten_velocity = ten_J qvel and the
+tendon's spring and damper forces, ten_spring and ten_damper). The dofs gather what the tendons
+give them: simrl.sim.passive (their springs and dampers), simrl.sim.crb (their armature),
+simrl.sim.actuation (their actuators).
 """
 
 
@@ -110,34 +111,4 @@ def build(scalar):
         d.ten_spring[w, t] = spring
         d.ten_damper[w, t] = damper
 
-    @wp.func
-    def passive_dof(m: Model, d: Data, w: int, i: int):
-        """qfrc_spring[i] and qfrc_damper[i] += ten_J[t, i] times the tendon forces, over the
-        tendons through dof i in ascending order (after the joints' springs and dampers)."""
-        span = m.dof_tendon_adr[i]
-        for k in range(span[0], span[0] + span[1]):
-            t = m.dof_tendon[k]
-            jt = d.ten_J[w, t, i]
-            d.qfrc_spring[w, i] += jt * d.ten_spring[w, t]
-            d.qfrc_damper[w, i] += jt * d.ten_damper[w, t]
-
-    @wp.func
-    def armature_dof(m: Model, d: Data, w: int, i: int):
-        """M += armature ten_J' ten_J of fixed tendons (mj_tendonArmature): row i's entries in its
-        own and its ancestors' columns, and their mirror (the model refuses tendon armature
-        outside one chain of dofs, so nothing falls outside M's sparsity)."""
-        span = m.dof_tendon_adr[i]
-        for k in range(span[0], span[0] + span[1]):
-            t = m.dof_tendon[k]
-            arm = m.tendon[t].armature
-            if arm != scalar(0.0):
-                ji = d.ten_J[w, t, i] * arm
-                d.qM[w, i, i] += ji * d.ten_J[w, t, i]
-                aadr = m.dof_ancestor_adr[i]
-                for a in range(aadr, aadr + m.dof_ancestor_num[i]):
-                    j = m.dof_ancestor[a]
-                    mij = ji * d.ten_J[w, t, j]
-                    d.qM[w, i, j] += mij
-                    d.qM[w, j, i] += mij
-
-    return SimpleNamespace(length=length, velocity=velocity, passive_dof=passive_dof, armature_dof=armature_dof)
+    return SimpleNamespace(length=length, velocity=velocity)
