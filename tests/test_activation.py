@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import random_ctrl, random_states
+from test_grad import verify_array_access  # noqa: F401 (a fixture)
 from test_schedule import assert_same_data
 
 from envs.base import BatchedEnv
@@ -432,3 +433,57 @@ def test_unsupported_dynamics_are_refused_by_name(actuator, pattern):
            f'<actuator>{actuator}</actuator></mujoco>')
     with pytest.raises(UnsupportedFeatureError, match=pattern):
         Sim.from_mjcf(xml)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("verify_array_access")
+def test_gradients_float32():
+    """The float32 build's gradients (Euler, with Warp's autograd array-access check) against
+    float64 central differences: < 1e-2 relative (slow: the checked build compiles apart)."""
+    mjm = model()
+    W, eps = 2, 1e-6
+    sim32, sim64 = make_sim(mjm, W, "float32"), make_sim(mjm, W, "float64")
+    values = _grad_inputs(mjm, W, np.random.default_rng(3))
+    inputs = [torch.tensor(v, dtype=torch.float32, requires_grad=True) for v in values]
+    gen = torch.Generator().manual_seed(0)
+    weights = [torch.randn(W, n, generator=gen, dtype=torch.float64) for n in (mjm.nq, mjm.nv, mjm.na)]
+
+    def loss(sim, args):
+        out = diff_step(sim, *args[:3], act0=args[3], substeps=2)
+        return sum((x.double() * w).sum() for x, w in zip(out, weights, strict=True))
+
+    loss(sim32, inputs).backward()
+    for k, name in enumerate(("qpos0", "qvel0", "ctrl", "act0")):
+        fd = np.zeros_like(values[k])
+        for i in range(fd.size):
+            plus = [torch.tensor(x) for x in values]
+            minus = [torch.tensor(x) for x in values]
+            plus[k].view(-1)[i] += eps
+            minus[k].view(-1)[i] -= eps
+            with torch.no_grad():
+                fd.flat[i] = (loss(sim64, plus) - loss(sim64, minus)).item() / (2 * eps)
+        err = float(np.linalg.norm(inputs[k].grad.numpy() - fd) / np.linalg.norm(fd))
+        print(f"float32 {name}: {err:.2e}")
+        assert err < 1e-2, (name, err)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("integrator", ["RK4", "implicitfast"])
+def test_wide_diff_step_equals_fused(integrator):
+    """diff_step in the two schedules: outputs bit for bit, gradients within 1e-12 (generated
+    adjoints accumulate shared reads in another order); slow: the wide adjoints compile apart."""
+    mjm = model(integrator)
+    W = 2
+    values = _grad_inputs(mjm, W, np.random.default_rng(5))
+    results = []
+    for schedule in ("fused", "wide"):
+        sim = make_sim(mjm, W, "float64", schedule)
+        inputs = [torch.tensor(v, requires_grad=True) for v in values]
+        q, v, a = diff_step(sim, *inputs[:3], act0=inputs[3], substeps=3)
+        (q.square().sum() + v.square().sum() + a.square().sum()).backward()
+        results.append(((q.detach(), v.detach(), a.detach()), [x.grad for x in inputs]))
+    (out_f, grad_f), (out_w, grad_w) = results
+    for x, y in zip(out_f, out_w, strict=True):
+        assert torch.equal(x, y)
+    for x, y in zip(grad_f, grad_w, strict=True):
+        assert ((x - y).abs().max() / x.abs().max()).item() <= 1e-12
