@@ -121,7 +121,8 @@ def activation_funcs(scalar):
 
 @functools.cache
 def build(scalar):
-    """The Sim's RK4 steps as elements over joints: `begin`, `stage1`, `stage2`, `end`."""
+    """The Sim's RK4 steps as elements over joints, `begin`, `stage1`, `stage2`, `end`, and over
+    actuators, `begin_actuator`, ... `end_actuator` (the activations, mj_RungeKutta)."""
     Model, Data = model_struct(scalar), data_struct(scalar)
     integrate = integrate_pos.build(scalar)
     stage_derivative, next_stage = stage_funcs(scalar)
@@ -190,6 +191,7 @@ def build(scalar):
     def make_stage_actuator(i):
         @wp.func
         def stage_actuator(m: Model, d: Data, w: int, u: int):
+            """Add the stage's act_dot (weight B_i), move to the next stage (A coefficient a_i)."""
             adr = m.actuator_actadr[u]
             if adr >= 0:
                 d.rk_dact[w, adr] = d.rk_dact[w, adr] + d.act_dot[w, adr] * m.rk4_b[i]
