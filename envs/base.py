@@ -43,7 +43,8 @@ alone), so no world's observations or trajectory depend on another world's reset
 some world resets costs one more forward pass of all worlds (about one physics step).
 
 `state_dict()` / `load_state_dict()` capture what the next step depends on (the simulation
-state with the mocap bodies' poses when the model has any, `sensordata` when it has sensors,
+state with the actuator activations and the mocap bodies' poses when the model has any, `sensordata` when it
+has sensors,
 per-world model parameters, every per-world tensor attribute of the env and its random
 generator), so that a resumed training run continues exactly where it stopped.
 """
@@ -129,7 +130,8 @@ class BatchedEnv:
         self.nonfinite_action_count = torch.zeros((), dtype=torch.long, device=self.device)
         self.world_draws = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)  # rand_worlds
         self.grad_enabled = False
-        self._grad_state: tuple[torch.Tensor, torch.Tensor] | None = None  # (qpos, qvel) on the autograd graph
+        # (qpos, qvel), and act when the model has activations, on the autograd graph
+        self._grad_state: tuple[torch.Tensor, ...] | None = None
 
     @classmethod
     def reward_term_names(cls) -> list[str]:
@@ -183,7 +185,7 @@ class BatchedEnv:
     def detach_state(self) -> None:
         """Cut the gradient path: the next step starts from the current state as a constant."""
         if self._grad_state is not None:
-            self._grad_state = (self._grad_state[0].detach(), self._grad_state[1].detach())
+            self._grad_state = tuple(x.detach() for x in self._grad_state)
 
     # ------------------------------------------------------------------------------------ API
     def reset(self) -> dict[str, torch.Tensor]:
@@ -249,9 +251,9 @@ class BatchedEnv:
                 self.generator.set_state(draws)
             self._reset(done_ids)
             if self._grad_state is not None:  # reset worlds start from a constant
-                q, v = self._grad_state
-                self._grad_state = (torch.where(done[:, None], self.sim.qpos, q),
-                                    torch.where(done[:, None], self.sim.qvel, v))
+                sim_state = (self.sim.qpos, self.sim.qvel, self.sim.act)
+                self._grad_state = tuple(torch.where(done[:, None], s, x)
+                                         for s, x in zip(sim_state, self._grad_state, strict=False))
         return self._observations(), reward, terminated, time_outs, extras
 
     def _physics_grad(self, actions: torch.Tensor) -> torch.Tensor:
@@ -260,16 +262,20 @@ class BatchedEnv:
         from simrl.diff import diff_step
 
         sim = self.sim
-        q, v = self._grad_state if self._grad_state is not None else (sim.qpos.clone(), sim.qvel.clone())
+        views = (sim.qpos, sim.qvel, sim.act) if sim.na else (sim.qpos, sim.qvel)
+        state = self._grad_state if self._grad_state is not None else tuple(x.clone() for x in views)
         for _ in range(self.decimation):
             ctrl = self._ctrl(actions).to(sim.ctrl.dtype)
-            q, v = diff_step(sim, q, v, ctrl, check_finite=False)
+            if sim.na:
+                state = diff_step(sim, state[0], state[1], ctrl, act0=state[2], check_finite=False)
+            else:
+                state = diff_step(sim, state[0], state[1], ctrl, check_finite=False)
         with torch.no_grad():
-            sim.qpos.copy_(q)
-            sim.qvel.copy_(v)
+            for view, x in zip(views, state, strict=True):
+                view.copy_(x)
             sim.ctrl.copy_(ctrl)
-        self._grad_state = (q, v)
-        return ~(torch.isfinite(q).all(dim=1) & torch.isfinite(v).all(dim=1))
+        self._grad_state = state
+        return ~(torch.isfinite(state[0]).all(dim=1) & torch.isfinite(state[1]).all(dim=1))
 
     def _reset(self, env_ids: torch.Tensor) -> None:
         self.sim.reset(env_ids)
@@ -350,6 +356,8 @@ class BatchedEnv:
         out = {f"sim.{name}": self.sim.view(name) for name in self.SIM_STATE}
         if self.sim.mj_model.nsensordata:  # what the next observation reads of the sensors
             out["sim.sensordata"] = self.sim.sensordata
+        if self.sim.mj_model.na:  # actuator activations (dyntype integrator, filter, filterexact)
+            out["sim.act"] = self.sim.view("act")
         if self.sim.mj_model.nmocap:  # the poses of mocap bodies, which users set between steps
             out.update({f"sim.{name}": self.sim.view(name) for name in ("mocap_pos", "mocap_quat")})
         if not isinstance(self.sim, Sim):  # the MuJoCo backend

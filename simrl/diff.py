@@ -4,6 +4,9 @@
     loss = qpos1[:, 0].square().sum()
     loss.backward()          # fills qpos0.grad, qvel0.grad, ctrl.grad, mass.grad
 
+A model with actuator activations (`sim.na > 0`: dyntype integrator, filter, filterexact) has
+them as state too: `qpos1, qvel1, act1 = simrl.diff_step(sim, qpos0, qvel0, ctrl, act0=act0)`.
+
 `diff_step` is a `torch.autograd.Function`: the physics step runs on a `wp.Tape` with fresh
 buffers (simrl.sim.grad); its backward seeds the outputs' gradients, runs the tape backwards
 and hands the input gradients to torch. Chaining calls builds a rollout whose memory grows
@@ -59,30 +62,29 @@ def _wp_array(value: torch.Tensor, dtype) -> wp.array:
 
 class _DiffStep(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, sim, substeps, names, qpos0, qvel0, ctrl, *values):
+    def forward(ctx, sim, substeps, names, qpos0, qvel0, ctrl, act0, *values):
         model = sim.model
         dtype = model.dtype
-        inputs = [_wp_array(t, dtype) for t in (qpos0, qvel0, ctrl)]
+        inputs = [_wp_array(t, dtype) for t in (qpos0, qvel0, ctrl, act0)]
         tape = wp.Tape()
         m = _model_with_params(sim, dict(zip(names, values, strict=True)), tape, ctx)
         applied = wp.clone(sim.data.qfrc_applied)
         mocap = (wp.clone(sim.data.mocap_pos), wp.clone(sim.data.mocap_quat))
-        rollout = grad.Rollout(model, m, *inputs, applied, substeps, tape, sim.schedule, mocap)
+        rollout = grad.Rollout(model, m, *inputs[:3], applied, substeps, tape, sim.schedule, mocap, act0=inputs[3])
         ctx.rollout, ctx.inputs = rollout, inputs
-        qpos1 = wp.to_torch(rollout.qpos1, requires_grad=False).clone()
-        qvel1 = wp.to_torch(rollout.qvel1, requires_grad=False).clone()
-        return qpos1, qvel1
+        outputs = (rollout.qpos1, rollout.qvel1, rollout.act1)
+        return tuple(wp.to_torch(a, requires_grad=False).clone() for a in outputs)
 
     @staticmethod
-    def backward(ctx, g_qpos, g_qvel):
+    def backward(ctx, g_qpos, g_qvel, g_act):
         rollout = ctx.rollout
         if rollout is None:
             raise RuntimeError("diff_step: backward through the same step twice is not supported "
                                "(its tape is released after the first backward)")
-        if g_qpos is not None:
-            wp.to_torch(rollout.qpos1.grad, requires_grad=False).copy_(g_qpos)
-        if g_qvel is not None:
-            wp.to_torch(rollout.qvel1.grad, requires_grad=False).copy_(g_qvel)
+        for output, g in ((rollout.qpos1, g_qpos), (rollout.qvel1, g_qvel), (rollout.act1, g_act)):
+            # act1 is act0's own array when the model has no activations (nothing to seed)
+            if g is not None and output.size and output is not ctx.inputs[3]:
+                wp.to_torch(output.grad, requires_grad=False).copy_(g)
         rollout.tape.backward()
         grads = [wp.to_torch(a.grad, requires_grad=False).clone() for a in ctx.inputs]
         params = [wp.to_torch(a.grad, requires_grad=False).clone() for a in ctx.param_arrays]
@@ -125,10 +127,15 @@ def _model_with_params(sim, params: dict, tape: wp.Tape, ctx):
 
 
 def diff_step(sim, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl: torch.Tensor, params: dict | None = None,
-              *, substeps: int = 1, check_finite: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+              *, act0: torch.Tensor | None = None, substeps: int = 1,
+              check_finite: bool = True) -> tuple[torch.Tensor, ...]:
     """One differentiable call of the simulator: `substeps` physics steps of the model's
     integrator (Euler, implicitfast or RK4), like `sim.step(substeps)`, from state (qpos0 [W, nq], qvel0
     [W, nv]) with controls ctrl [W, nu] held for all of them. Returns (qpos1, qvel1), which carry `grad_fn`.
+
+    `act0` [W, na]: the actuator activations the step starts from (`sim.act`'s layout). A model
+    with activations (sim.na > 0) needs it; with it, diff_step returns (qpos1, qvel1, act1) and
+    act0 receives gradients like qpos0.
 
     `params` optionally maps model parameters to per-world tensors that replace the model's
     values for this call and receive gradients: "body_mass" [W, nbody], "actuator_gain"
@@ -156,10 +163,19 @@ def diff_step(sim, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl: torch.Tensor,
     qpos0 = _check_tensor("qpos0", qpos0, (W, sim.nq), dtype, device, check_finite)
     qvel0 = _check_tensor("qvel0", qvel0, (W, sim.nv), dtype, device, check_finite)
     ctrl = _check_tensor("ctrl", ctrl, (W, sim.nu), dtype, device, check_finite)
+    with_act = act0 is not None
+    if with_act:
+        act0 = _check_tensor("act0", act0, (W, sim.na), dtype, device, check_finite)
+    elif sim.na:
+        raise ValueError(f"the model has {sim.na} actuator activations (dyntype integrator, filter or filterexact): "
+                         f"pass act0 [W, {sim.na}] (e.g. sim.act.clone()); diff_step then returns (qpos1, qvel1, act1)")
+    else:
+        act0 = torch.zeros((W, 0), dtype=dtype, device=device)
     params = dict(params or {})
     values = []
     for name, value in params.items():
         if name not in PARAMS:
             raise KeyError(f"diff_step cannot differentiate parameter {name!r}; supported: {', '.join(PARAMS)}")
         values.append(_check_tensor(f"params[{name!r}]", value, (W, *PARAMS[name](sim.model)), dtype, device))
-    return _DiffStep.apply(sim, substeps, tuple(params), qpos0, qvel0, ctrl, *values)
+    qpos1, qvel1, act1 = _DiffStep.apply(sim, substeps, tuple(params), qpos0, qvel0, ctrl, act0, *values)
+    return (qpos1, qvel1, act1) if with_act else (qpos1, qvel1)

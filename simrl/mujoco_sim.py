@@ -11,7 +11,7 @@ The reference backend of DESIGN.md: a policy trained on the Warp engine is evalu
 
 What the environments use of `simrl.Sim` is served the same way:
 
-- State: `qpos`, `qvel`, `ctrl`, `qfrc_applied` (and `qacc_warmstart`, `act`) are float64
+- State: `qpos`, `qvel`, `ctrl`, `act`, `qfrc_applied` (and `qacc_warmstart`) are float64
   numpy arrays [num_worlds, n], the mocap bodies' `mocap_pos` [num_worlds, nmocap, 3] and
   `mocap_quat` [num_worlds, nmocap, 4] (w, x, y, z), shared with torch (`torch.from_numpy`,
   zero copy): writes such as `sim.qpos[ids] = ...` or `sim.mocap_pos[:, 0, 2] += ...` take
@@ -79,7 +79,7 @@ _STATE_OUT = ("qpos", "qvel", "qacc_warmstart", "act")
 #: data (MjData stores them flat: [n * size])
 _VECTORS = {
     1: ("qacc", "qfrc_bias", "qfrc_spring", "qfrc_damper", "qfrc_passive", "actuator_length",
-        "actuator_velocity", "actuator_force", "qfrc_actuator", "qfrc_smooth", "qacc_smooth",
+        "actuator_velocity", "actuator_force", "act_dot", "qfrc_actuator", "qfrc_smooth", "qacc_smooth",
         "qfrc_constraint", "sensordata"),
     3: ("xpos", "xipos", "xanchor", "xaxis", "geom_xpos", "site_xpos", "subtree_com"),
     6: ("cvel", "cdof", "cdof_dot", "cacc", "cfrc_bias"),
@@ -197,6 +197,10 @@ class MujocoSim:
         return int(self._mjm.nu)
 
     @property
+    def na(self) -> int:
+        return int(self._mjm.na)
+
+    @property
     def nmocap(self) -> int:
         return int(self._mjm.nmocap)
 
@@ -253,6 +257,8 @@ class MujocoSim:
                     doc="joint velocities [num_worlds, nv] float64")
     ctrl = property(lambda self: self.view("ctrl"), lambda self, v: self._assign("ctrl", v),
                     doc="actuator controls [num_worlds, nu] float64, clamped to ctrlrange by MuJoCo")
+    act = property(lambda self: self.view("act"), lambda self, v: self._assign("act", v),
+                   doc="actuator activations [num_worlds, na] float64 (mjData.act), advanced by mj_step")
     qfrc_applied = property(lambda self: self.view("qfrc_applied"),
                             lambda self, v: self._assign("qfrc_applied", v),
                             doc="generalized forces applied by the user [num_worlds, nv] float64")

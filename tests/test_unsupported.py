@@ -45,8 +45,8 @@ CASES = {
                                   r"<actuator tendon> actuator 'm' with <option integrator='implicitfast'>"),
     "site transmission": (body("", extra='<actuator><motor name="m" site="s1" gear="0 0 1 0 0 0"/></actuator>'),
                           r"actuator 'm' transmission 'site'"),
-    "activation dynamics": (body("", extra='<actuator><position name="m" joint="j1" kp="1" timeconst="0.1"/>'
-                                           '</actuator>'), r"<actuator dyntype='filter\w*'> actuator 'm'"),
+    "user activation dynamics": (body("", extra='<actuator><general name="m" joint="j1" dyntype="user"/>'
+                                                '</actuator>'), r"<actuator dyntype='user'> actuator 'm'"),
     "muscle": (body("", extra='<actuator><muscle name="m" joint="j1" lengthrange="-1 1"/></actuator>'),
                r"<actuator gaintype='muscle'> actuator 'm'"),
     "cylinder collisions": ('<mujoco><worldbody><geom name="rod" type="capsule" size="0.05 0.3"/>'

@@ -1,8 +1,15 @@
-"""Actuator forces on joints and tendons: gain * ctrl + bias, clamped, mapped through the gear
-(and a tendon's Jacobian)
+"""Actuator forces on joints and tendons: gain * (ctrl or act) + bias, clamped, mapped through the
+gear (and a tendon's Jacobian)
 (mj_transmission and mj_fwdActuation, engine_core_smooth.c / engine_forward.c).
 
-Elements: `actuator(m, d, w, a)` (length, velocity and force of actuator a), `dof(m, d, w, i)`
+Activation dynamics (mj_fwdActuation's act_dot): an actuator with dyntype integrator, filter or
+filterexact owns one activation act[actadr], whose derivative is ctrl (integrator) or
+(ctrl - act) / tau (both filters, tau = max(mjMINVAL, dynprm[0])), ctrl clamped as for the force.
+Its force uses act in place of ctrl, or with actearly the activation after this step
+(`next_activation`, mj_nextActivation of engine_support.c). The integrators advance act with
+`next_activation` (simrl.sim.euler, simrl.sim.rk4).
+
+Elements: `actuator(m, d, w, a)` (length, velocity, act_dot and force of actuator a), `dof(m, d, w, i)`
 (the gathered force of the actuators on dof i and the joint's actuatorgravcomp, clamped by the
 joint's actuatorfrcrange), and
 `smooth_force_dof` (qfrc_smooth = passive - bias + applied + actuator, the end of the smooth
@@ -17,10 +24,12 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim.data import data_struct
-from simrl.sim.model import BIAS_AFFINE, GAIN_AFFINE, model_struct
+from simrl.sim.model import BIAS_AFFINE, DYN_FILTER, DYN_FILTEREXACT, GAIN_AFFINE, model_struct
 
 # mjMAXVAL: a control beyond it counts as bad (mju_isBad)
 MAXVAL = 1e10
+# mjMINVAL: the smallest time constant of a filter
+MINVAL = 1e-15
 
 
 @functools.cache
@@ -36,6 +45,64 @@ def build(scalar):
             if wp.isnan(c) or c > scalar(MAXVAL) or c < scalar(-MAXVAL):
                 bad = 1
         return bad
+
+    @wp.func
+    def control(m: Model, d: Data, w: int, a: int):
+        """The control actuator a reads: zero when any control of the world is bad, else ctrl
+        clamped to ctrlrange (mj_fwdActuation's local copy)."""
+        ctrl = d.ctrl[w, a]
+        if bad_controls(m, d, w):
+            ctrl = scalar(0.0)
+        if m.enable_clampctrl and m.actuator_ctrllimited[a]:
+            r = m.actuator_ctrlrange[a]
+            ctrl = wp.clamp(ctrl, r[0], r[1])
+        return ctrl
+
+    @wp.func
+    def next_activation(m: Model, act: wp.array2d(dtype=scalar), w: int, a: int, act_dot: scalar):
+        """Actuator a's activation after a step of act_dot from act[w, actadr] (mj_nextActivation,
+        engine_support.c): filterexact integrates its filter exactly,
+        act + act_dot tau (1 - exp(-h / tau)), every other dyntype by Euler, act + act_dot h;
+        then clamped to actrange when actlimited."""
+        h = m.timestep
+        value = act[w, m.actuator_actadr[a]]
+        if m.actuator_dyntype[a] == DYN_FILTEREXACT:
+            tau = wp.max(scalar(MINVAL), m.actuator_dynprm[a])
+            value = value + act_dot * tau * (scalar(1.0) - wp.exp(-h / tau))
+        else:
+            value = value + act_dot * h
+        if m.actuator_actlimited[a]:
+            r = m.actuator_actrange[a]
+            value = wp.clamp(value, r[0], r[1])
+        return value
+
+    @wp.func
+    def advance_activation(m: Model, act0: wp.array2d(dtype=scalar), act_dot: wp.array2d(dtype=scalar),
+                           act1: wp.array2d(dtype=scalar), w: int, a: int):
+        """act1 = actuator a's activation advanced from act0 by act_dot over one step (mj_advance):
+        mj_nextActivation, with act_dot taken as 0 when the actuator's group is disabled;
+        unchanged when actuation is disabled. act1 may alias act0 (read before written)."""
+        adr = m.actuator_actadr[a]
+        if adr >= 0:
+            value = act0[w, adr]
+            if m.enable_actuation:
+                rate = scalar(0.0)
+                if m.actuator_enabled[a]:
+                    rate = act_dot[w, adr]
+                value = next_activation(m, act0, w, a, rate)
+            act1[w, adr] = value
+
+    @wp.func
+    def actuator_input(m: Model, d: Data, w: int, a: int, ctrl: scalar):
+        """What the gain multiplies: ctrl for a stateless actuator, else its activation, or with
+        actearly the next one (mj_fwdActuation, mjd_actuator_vel)."""
+        value = ctrl
+        adr = m.actuator_actadr[a]
+        if adr >= 0:
+            value = d.act[w, adr]
+            if m.actuator_actearly[a]:
+                value = next_activation(m, d.act, w, a, d.act_dot[w, adr])
+        return value
 
     @wp.func
     def actuator(m: Model, d: Data, w: int, a: int):
@@ -54,22 +121,29 @@ def build(scalar):
         d.actuator_length[w, a] = length
         d.actuator_velocity[w, a] = velocity
         force = scalar(0.0)
-        # an actuator in a group listed in opt.disableactuator produces no force
-        if m.enable_actuation and m.actuator_enabled[a]:
-            ctrl = d.ctrl[w, a]
-            if bad_controls(m, d, w):
-                ctrl = scalar(0.0)
-            if m.enable_clampctrl and m.actuator_ctrllimited[a]:
-                r = m.actuator_ctrlrange[a]
-                ctrl = wp.clamp(ctrl, r[0], r[1])
-            gp = m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a]
-            gain = gp[0]
-            if m.actuator_gaintype[a] == GAIN_AFFINE:
-                gain = gp[0] + gp[1] * length + gp[2] * velocity
-            force = gain * ctrl
-            if m.actuator_biastype[a] == BIAS_AFFINE:
-                bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
-                force = force + (bp[0] + bp[1] * length + bp[2] * velocity)
+        adr = m.actuator_actadr[a]
+        if m.enable_actuation:
+            ctrl = control(m, d, w, a)
+            # act_dot of a stateful actuator, also when its group is disabled (as MuJoCo's)
+            if adr >= 0:
+                act_dot = ctrl
+                if m.actuator_dyntype[a] == DYN_FILTER or m.actuator_dyntype[a] == DYN_FILTEREXACT:
+                    tau = wp.max(scalar(MINVAL), m.actuator_dynprm[a])
+                    act_dot = (ctrl - d.act[w, adr]) / tau
+                d.act_dot[w, adr] = act_dot
+            # an actuator in a group listed in opt.disableactuator produces no force
+            if m.actuator_enabled[a]:
+                gp = m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a]
+                gain = gp[0]
+                if m.actuator_gaintype[a] == GAIN_AFFINE:
+                    gain = gp[0] + gp[1] * length + gp[2] * velocity
+                force = gain * actuator_input(m, d, w, a, ctrl)
+                if m.actuator_biastype[a] == BIAS_AFFINE:
+                    bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
+                    force = force + (bp[0] + bp[1] * length + bp[2] * velocity)
+        elif adr >= 0:
+            # mj_fwdActuation returns early: the activation does not move (mj_advance skips it)
+            d.act_dot[w, adr] = scalar(0.0)
         if m.actuator_forcelimited[a]:
             r = m.actuator_forcerange[a]
             force = wp.clamp(force, r[0], r[1])
@@ -77,11 +151,12 @@ def build(scalar):
 
     @wp.func
     def force_vel(m: Model, d: Data, w: int, a: int):
-        """d actuator_force[a] / d actuator_velocity[a] of an actuator without activation
-        (mjd_actuator_vel, engine_derivative.c): the affine bias's kv term biasprm[2] plus the
-        affine gain's gainprm[2] times the control (clamped to ctrlrange, as the installed
-        MuJoCo uses it), zero when actuation or the actuator is disabled or when forcerange
-        clamps the force."""
+        """d actuator_force[a] / d actuator_velocity[a] (mjd_actuator_vel, engine_derivative.c):
+        the affine bias's kv term biasprm[2] plus the affine gain's gainprm[2] times what the
+        gain multiplies (the control clamped to ctrlrange, as the installed MuJoCo uses it; with
+        activation dynamics the activation, with actearly the next one), zero when actuation or
+        the actuator is disabled or when forcerange clamps the force. The activations of the
+        supported dyntypes do not depend on the velocity."""
         deriv = scalar(0.0)
         if m.enable_actuation and m.actuator_enabled[a]:
             clamped = False
@@ -97,7 +172,8 @@ def build(scalar):
                     if m.enable_clampctrl and m.actuator_ctrllimited[a]:
                         r = m.actuator_ctrlrange[a]
                         ctrl = wp.clamp(ctrl, r[0], r[1])
-                    deriv = deriv + m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a][2] * ctrl
+                    deriv = deriv + m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a][2] * \
+                        actuator_input(m, d, w, a, ctrl)
         return deriv
 
     @wp.func
@@ -157,4 +233,5 @@ def build(scalar):
             d.qfrc_actuator[w, i]
 
     return SimpleNamespace(actuator=actuator, dof=dof, smooth_force_dof=smooth_force_dof, force_vel=force_vel,
-                           qderiv_dof=qderiv_dof)
+                           qderiv_dof=qderiv_dof, next_activation=next_activation,
+                           advance_activation=advance_activation)

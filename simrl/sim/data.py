@@ -24,6 +24,7 @@ def data_struct(scalar):
         qpos: wp.array2d(dtype=scalar)  # [W, nq]
         qvel: wp.array2d(dtype=scalar)  # [W, nv]
         ctrl: wp.array2d(dtype=scalar)  # [W, nu]
+        act: wp.array2d(dtype=scalar)  # [W, na], actuator activations (state, like qpos and qvel)
         qfrc_applied: wp.array2d(dtype=scalar)  # [W, nv]
         # poses of the mocap bodies, set by the user (mjData.mocap_pos, mocap_quat: w, x, y, z)
         mocap_pos: wp.array2d(dtype=T.vec3)  # [W, nmocap]
@@ -77,6 +78,7 @@ def data_struct(scalar):
         actuator_length: wp.array2d(dtype=scalar)  # [W, nu]
         actuator_velocity: wp.array2d(dtype=scalar)
         actuator_force: wp.array2d(dtype=scalar)
+        act_dot: wp.array2d(dtype=scalar)  # [W, na], d act / dt (mj_fwdActuation)
         qfrc_actuator_raw: wp.array2d(dtype=scalar)  # [W, nv], before actuatorfrcrange
         qfrc_actuator: wp.array2d(dtype=scalar)  # [W, nv]
         # acceleration
@@ -142,6 +144,8 @@ def data_struct(scalar):
         rk_k: wp.array2d(dtype=scalar)  # [W, nv], position derivative of the last stage
         rk_dqpos: wp.array2d(dtype=scalar)  # [W, nv], sum of B_i * k_i
         rk_dqvel: wp.array2d(dtype=scalar)  # [W, nv], sum of B_i * qacc_i
+        rk_act: wp.array2d(dtype=scalar)  # [W, na], RK4 start activations
+        rk_dact: wp.array2d(dtype=scalar)  # [W, na], sum of B_i * act_dot_i
 
     return Data
 
@@ -156,14 +160,14 @@ def mocap_pose0(model) -> tuple[np.ndarray, np.ndarray]:
 
 
 def make_data(model, num_worlds: int, requires_grad: bool = False):
-    """Allocate a Data struct for `num_worlds` copies of `model`, at qpos0 and rest, the mocap
-    bodies at their model poses.
+    """Allocate a Data struct for `num_worlds` copies of `model`, at qpos0 and rest (activations
+    zero), the mocap bodies at their model poses.
     `requires_grad`: floating-point arrays get gradient buffers (the differentiable step)."""
     T = model.T
     mjm = model.mjm
     device = model.device
     W = num_worlds
-    nq, nv, nu, nbody, njnt = mjm.nq, mjm.nv, mjm.nu, mjm.nbody, mjm.njnt
+    nq, nv, nu, na, nbody, njnt = mjm.nq, mjm.nv, mjm.nu, mjm.na, mjm.nbody, mjm.njnt
 
     def zeros(shape, dtype=T.scalar):
         grad = requires_grad and dtype is not int
@@ -175,6 +179,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
                       dtype=T.scalar, device=device)
     d.qvel = zeros((W, nv))
     d.ctrl = zeros((W, nu))
+    d.act = zeros((W, na))  # mj_resetData: zero (keyframes are not supported)
     d.qfrc_applied = zeros((W, nv))
     mocap_pos, mocap_quat = mocap_pose0(model)
     d.mocap_pos = wp.array(np.tile(mocap_pos.astype(npf), (W, 1, 1)), dtype=T.vec3, device=device,
@@ -221,6 +226,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.actuator_length = zeros((W, nu))
     d.actuator_velocity = zeros((W, nu))
     d.actuator_force = zeros((W, nu))
+    d.act_dot = zeros((W, na))
     d.qfrc_actuator_raw = zeros((W, nv))
     d.qfrc_actuator = zeros((W, nv))
     d.qfrc_smooth = zeros((W, nv))
@@ -262,4 +268,6 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.rk_k = zeros((W, nv))
     d.rk_dqpos = zeros((W, nv))
     d.rk_dqvel = zeros((W, nv))
+    d.rk_act = zeros((W, na))
+    d.rk_dact = zeros((W, na))
     return d

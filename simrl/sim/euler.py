@@ -12,7 +12,8 @@ qDeriv is diagonal, so M - h qDeriv keeps M's sparsity and the same L'DL factori
 
 `damping(m, d, w, lane, nlanes)` (a world function, simrl.sim.types) computes the acceleration
 to integrate, qacc_int (`qderiv_dof(m, d, w, i)` is qDeriv[i, i]); the element
-`joint(m, d, w, j)` then advances joint j's velocity and position and checks them.
+`joint(m, d, w, j)` then advances joint j's velocity and position and checks them, and
+`actuator(m, d, w, a)` advances actuator a's activation (mj_advance).
 """
 
 
@@ -82,4 +83,11 @@ def build(scalar, lanes: bool = False):
         integrate.joint(m, d.qpos, d.qpos, d.qvel, h, w, j)
         integrate.check_joint(m, d, w, j)
 
-    return SimpleNamespace(damping=damping, joint=joint, qderiv_dof=qderiv_dof)
+    advance_activation = actuation.build(scalar).advance_activation
+
+    @wp.func
+    def actuator(m: Model, d: Data, w: int, a: int):
+        """Actuator a's activation advanced by its act_dot (mj_advance)."""
+        advance_activation(m, d.act, d.act_dot, d.act, w, a)
+
+    return SimpleNamespace(damping=damping, joint=joint, qderiv_dof=qderiv_dof, actuator=actuator)

@@ -4,7 +4,7 @@ From (qpos, qvel, ctrl) to qacc, in MuJoCo's order (engine_forward.c): positions
 kinematics, com_pos, crb), velocities and forces (mj_fwdVelocity, mj_fwdActuation: com_vel, rne,
 passive, actuation), constraints (mj_collision, mj_makeConstraint, mj_referenceConstraint), and
 the per-world dense work (factor_m, qacc_smooth, the constraint solver). A step adds Euler's
-(mj_Euler) or RK4's (mj_RungeKutta) passes.
+(mj_Euler) or RK4's (mj_RungeKutta) passes, over joints and actuators (activations).
 """
 
 
@@ -160,13 +160,18 @@ def forward_segment(scalar, schedule: str, sensors: bool = True):
 def euler_segment(scalar, schedule: str):
     """mj_step with the Euler or implicitfast integrator: mj_forward, then velocities and positions
     advanced (simrl.sim.euler)."""
+    e = euler.build(scalar)
     passes = _forward_passes(scalar, schedule == "wide", True) + (
-        Pass("euler_joint", JOINTS, (euler.build(scalar).joint,)),)
+        Pass("euler_joint", JOINTS, (e.joint,)), Pass("euler_actuator", ACTUATORS, (e.actuator,)))
     return segment("step_euler", passes, scalar, schedule)
 
 
 def rk4_segments(scalar, schedule: str) -> tuple:
-    """The parts of an RK4 step between its four forward passes: (begin, stage 1, stage 2, end)."""
+    """The parts of an RK4 step between its four forward passes: (begin, stage 1, stage 2, end),
+    each over the joints and then the actuators' activations."""
     r = rk4.build(scalar)
-    return tuple(segment(f"rk4_{name}", (Pass(f"rk4_{name}", JOINTS, (f,)),), scalar, schedule)
-                 for name, f in (("begin", r.begin), ("stage1", r.stage1), ("stage2", r.stage2), ("end", r.end)))
+    parts = (("begin", r.begin, r.begin_actuator), ("stage1", r.stage1, r.stage1_actuator),
+             ("stage2", r.stage2, r.stage2_actuator), ("end", r.end, r.end_actuator))
+    return tuple(segment(f"rk4_{name}", (Pass(f"rk4_{name}", JOINTS, (joint,)),
+                                         Pass(f"rk4_{name}_actuator", ACTUATORS, (actuator,))), scalar, schedule)
+                 for name, joint, actuator in parts)

@@ -20,7 +20,7 @@ import os
 
 import warp as wp
 
-from simrl.sim import euler, factor_m, forward, integrate_pos, rk4, schedule, solver
+from simrl.sim import actuation, euler, factor_m, forward, integrate_pos, rk4, schedule, solver
 from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_EQUALITY, CNSTR_FRICTION_DOF, CNSTR_FRICTION_TENDON
 from simrl.sim.constraint import build as constraint_functions
 from simrl.sim.contact_tables import MINMU
@@ -397,6 +397,37 @@ def build(scalar, schedule: str = "fused"):
             qvel1[w, i] = qvel0[w, i] + h * qacc[w, i]
         integrate.joint(m, qpos0, qpos1, qvel1, h, w, j)
 
+    advance_activation = actuation.build(scalar).advance_activation
+
+    @wp.kernel(module=module)
+    def advance_act(m: Model, act0: wp.array2d(dtype=scalar), act_dot: wp.array2d(dtype=scalar),
+                    act1: wp.array2d(dtype=scalar)):
+        """Actuator u's activation after the step (mj_advance): act0 advanced by act_dot."""
+        w, u = wp.tid()
+        advance_activation(m, act0, act_dot, act1, w, u)
+
+    next_stage_act_, end_act_ = rk4.activation_funcs(scalar)
+
+    @wp.kernel(module=module)
+    def rk_next_act(m: Model, act0: wp.array2d(dtype=scalar), act_dot: wp.array2d(dtype=scalar), a: scalar,
+                    act: wp.array2d(dtype=scalar)):
+        """Actuator u's activation of the next RK4 stage (simrl.sim.rk4.next_stage_act)."""
+        w, u = wp.tid()
+        next_stage_act_(m, act0, act_dot, a, act, w, u)
+
+    @wp.kernel(module=module)
+    def rk_end_act(m: Model, act0: wp.array2d(dtype=scalar), d1: wp.array2d(dtype=scalar),
+                   d2: wp.array2d(dtype=scalar), d3: wp.array2d(dtype=scalar), d4: wp.array2d(dtype=scalar),
+                   b1: scalar, b2: scalar, b3: scalar, b4: scalar, dact: wp.array2d(dtype=scalar),
+                   act1: wp.array2d(dtype=scalar)):
+        """Actuator u's activation at the end of an RK4 step: act0 advanced by the B-weighted
+        act_dot of the stages (summed in the order of the Sim's rk4, for the same bits)."""
+        w, u = wp.tid()
+        adr = m.actuator_actadr[u]
+        if adr >= 0:
+            dact[w, adr] = d1[w, adr] * b1 + d2[w, adr] * b2 + d3[w, adr] * b3 + d4[w, adr] * b4
+        end_act_(m, act0, dact, act1, w, u)
+
     stage_derivative_, next_stage_ = rk4.stage_funcs(scalar)
 
     @wp.kernel(module=module)
@@ -466,6 +497,7 @@ def build(scalar, schedule: str = "fused"):
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
             "implicit_diagonal": implicit_diagonal, "solve_forward": solve_forward, "solve_adjoint": solve_adjoint,
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
+            "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes,
             "modules": (module, custom, *smooth.modules, *constraint.modules, *constraint_solve.modules)}
 
@@ -571,15 +603,17 @@ _POOL = _Pool()
 
 
 class Rollout:
-    """Physics steps recorded on one tape, from (qpos0, qvel0, ctrl) and model parameters.
+    """Physics steps recorded on one tape, from (qpos0, qvel0, ctrl), the activations act0 and
+    model parameters.
 
     `m` is the Model struct the kernels read (parameters replaced by arrays with gradients);
     `steps` steps of the model's integrator (Euler, implicitfast or RK4) are taken with the same
     ctrl and the mocap bodies at `mocap` = (mocap_pos, mocap_quat), constants (no gradients flow
-    to them; None: the model's poses). Seed `qpos1.grad` / `qvel1.grad`, then run `tape.backward()`."""
+    to them; None: the model's poses). `act0` [W, na] (None: zero activations, without a
+    gradient). Seed `qpos1.grad` / `qvel1.grad` / `act1.grad`, then run `tape.backward()`."""
 
     def __init__(self, model, m, qpos0, qvel0, ctrl, qfrc_applied, steps: int, tape: wp.Tape,
-                 schedule: str = "fused", mocap=None):
+                 schedule: str = "fused", mocap=None, act0=None):
         self.kernels = build(model.dtype, schedule)
         self.tape, self.model, self.m = tape, model, m
         self.ctrl, self.qfrc_applied = ctrl, qfrc_applied
@@ -587,13 +621,15 @@ class Rollout:
         self.datas = []  # one set of buffers per evaluation of the forward dynamics
         self.warmstart = None  # the constraint solver starts from the previous solution, as Sim.step
         self.adjoints = {id(m): tape.get_adjoint(m)}  # adjoint structs, built once per struct
-        qpos, qvel = qpos0, qvel0
+        if act0 is None:
+            act0 = wp.zeros((qpos0.shape[0], model.na), dtype=model.dtype, device=model.device, requires_grad=True)
+        qpos, qvel, act = qpos0, qvel0, act0
         for _ in range(steps):
             if model.integrator in EULER_LIKE:
-                qpos, qvel = self._euler(qpos, qvel)
+                qpos, qvel, act = self._euler(qpos, qvel, act)
             else:
-                qpos, qvel = self._rk4(qpos, qvel)
-        self.qpos1, self.qvel1 = qpos, qvel
+                qpos, qvel, act = self._rk4(qpos, qvel, act)
+        self.qpos1, self.qvel1, self.act1 = qpos, qvel, act
 
     def _launch(self, kernel, dim, inputs):
         """Launch a differentiable kernel and record its adjoint on the tape. Warp's tape would
@@ -633,10 +669,10 @@ class Rollout:
         self.datas = []
         self.adjoints = {}
 
-    def _data(self, qpos, qvel):
-        """Buffers for one evaluation of the dynamics at (qpos, qvel): from the pool, zeroed."""
+    def _data(self, qpos, qvel, act):
+        """Buffers for one evaluation of the dynamics at (qpos, qvel, act): from the pool, zeroed."""
         d, adj = _POOL.take(self.model, qpos.shape[0])
-        d.qpos, d.qvel, d.ctrl, d.qfrc_applied = qpos, qvel, self.ctrl, self.qfrc_applied
+        d.qpos, d.qvel, d.act, d.ctrl, d.qfrc_applied = qpos, qvel, act, self.ctrl, self.qfrc_applied
         if self.model.struct.nmocap:
             # the mocap poses, into the buffers' own arrays (a pooled Data holds old values)
             mocap = self.mocap
@@ -647,7 +683,7 @@ class Rollout:
             wp.copy(d.mocap_quat, mocap[1])
         if adj is None:
             adj = self.tape.get_adjoint(d)
-        adj.qpos, adj.qvel, adj.ctrl, adj.qfrc_applied = qpos.grad, qvel.grad, self.ctrl.grad, \
+        adj.qpos, adj.qvel, adj.act, adj.ctrl, adj.qfrc_applied = qpos.grad, qvel.grad, act.grad, self.ctrl.grad, \
             self.qfrc_applied.grad
         self.adjoints[id(d)] = adj
         self.datas.append(d)
@@ -656,26 +692,32 @@ class Rollout:
     def _fresh(self, like):
         return wp.zeros_like(like, requires_grad=True)
 
-    def _euler(self, qpos, qvel):
+    def _euler(self, qpos, qvel, act):
         """Semi-implicit Euler, with dof damping implicit when the model asks (mj_EulerSkip), or
         implicitfast (mj_implicitSkip): the same step with (M - h qDeriv) in the last solve."""
         struct = self.model.struct
-        qacc = self._acceleration(qpos, qvel, implicit_damping=bool(struct.euler_damp or struct.implicitfast))
+        qacc, d = self._acceleration(qpos, qvel, act, implicit_damping=bool(struct.euler_damp or struct.implicitfast))
         qpos1, qvel1 = self._fresh(qpos), self._fresh(qvel)
         self._launch(self.kernels["advance"], (qpos.shape[0], self.model.struct.njnt),
                      [self.m, qpos, qvel, qacc, qpos1, qvel1])
-        return qpos1, qvel1
+        act1 = act
+        if self.model.na:
+            act1 = self._fresh(act)
+            self._launch(self.kernels["advance_act"], (qpos.shape[0], self.model.nu), [self.m, act, d.act_dot, act1])
+        return qpos1, qvel1, act1
 
-    def _rk4(self, qpos, qvel):
+    def _rk4(self, qpos, qvel, act):
         """MuJoCo 4.0's RK4 (simrl.sim.rk4): four evaluations, each on buffers of its own."""
         k, m, W, scalar = self.kernels, self.m, qpos.shape[0], self.model.dtype
-        njnt = self.model.struct.njnt
+        njnt, nu, na = self.model.struct.njnt, self.model.nu, self.model.na
         A = [scalar(a) for a in rk4.RK4_A]
         B = [scalar(b) for b in rk4.RK4_B]
-        derivatives, accelerations = [], []
-        qpos_i, qvel_i = qpos, qvel
+        derivatives, accelerations, act_dots = [], [], []
+        qpos_i, qvel_i, act_i = qpos, qvel, act
         for i in range(4):
-            accelerations.append(self._acceleration(qpos_i, qvel_i, implicit_damping=False))
+            qacc, d = self._acceleration(qpos_i, qvel_i, act_i, implicit_damping=False)
+            accelerations.append(qacc)
+            act_dots.append(d.act_dot)
             if i == 0:
                 derivatives.append(qvel)
             else:
@@ -687,25 +729,33 @@ class Rollout:
                 self._launch(k["rk_next"], (W, njnt), [m, qpos, qvel, derivatives[-1], accelerations[-1], A[i],
                                                qpos_next, qvel_next])
                 qpos_i, qvel_i = qpos_next, qvel_next
+                if na:
+                    act_i = self._fresh(act)
+                    self._launch(k["rk_next_act"], (W, nu), [m, act, act_dots[-1], A[i], act_i])
         qpos1, qvel1, dq = self._fresh(qpos), self._fresh(qvel), self._fresh(qvel)
         self._launch(k["rk_end"], (W, njnt), [m, qpos, qvel, *derivatives, *accelerations, *B, dq, qpos1, qvel1])
-        return qpos1, qvel1
+        act1 = act
+        if na:
+            act1, dact = self._fresh(act), self._fresh(act)
+            self._launch(k["rk_end_act"], (W, nu), [m, act, *act_dots, *B, dact, act1])
+        return qpos1, qvel1, act1
 
-    def _acceleration(self, qpos, qvel, implicit_damping: bool):
-        """The acceleration the integrator uses at (qpos, qvel): qacc (M^-1 qfrc_smooth, or the
-        constraint solver's), or with implicit damping (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint)."""
+    def _acceleration(self, qpos, qvel, act, implicit_damping: bool):
+        """The acceleration the integrator uses at (qpos, qvel, act), and the evaluation's buffers
+        (act_dot among them): qacc (M^-1 qfrc_smooth, or the constraint solver's), or with implicit
+        damping (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint)."""
         k, tape, model, m = self.kernels, self.tape, self.model, self.m
         device = model.device
         W, nv = qpos.shape[0], model.nv
-        d = self._data(qpos, qvel)
+        d = self._data(qpos, qvel, act)
         self._segment(k["smooth"], m, d, W)
         diag = wp.zeros((W, nv), dtype=model.dtype, device=device, requires_grad=True)
         if implicit_damping:
             self._launch(k["implicit_diagonal"], (W, nv), [m, d, diag])
         if model.struct.nefc == 0:
             _solve(tape, k, m, W, d.qM, diag, d.qfrc_smooth, d.qacc_int, device, d.qLD)
-            return d.qacc_int
-        return self._constrained(m, d, diag if implicit_damping else None)
+            return d.qacc_int, d
+        return self._constrained(m, d, diag if implicit_damping else None), d
 
     def _constrained(self, m, d, diag):
         """qacc with constraints: the solver forward, its implicit adjoint on the tape; with

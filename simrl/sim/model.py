@@ -40,6 +40,12 @@ GAIN_FIXED = int(mujoco.mjtGain.mjGAIN_FIXED)
 GAIN_AFFINE = int(mujoco.mjtGain.mjGAIN_AFFINE)
 BIAS_NONE = int(mujoco.mjtBias.mjBIAS_NONE)
 BIAS_AFFINE = int(mujoco.mjtBias.mjBIAS_AFFINE)
+DYN_NONE = int(mujoco.mjtDyn.mjDYN_NONE)
+DYN_INTEGRATOR = int(mujoco.mjtDyn.mjDYN_INTEGRATOR)
+DYN_FILTER = int(mujoco.mjtDyn.mjDYN_FILTER)
+DYN_FILTEREXACT = int(mujoco.mjtDyn.mjDYN_FILTEREXACT)
+#: activation dynamics the engine implements (mj_fwdActuation); muscle, dcmotor, pid and user are refused
+SUPPORTED_DYN = (DYN_NONE, DYN_INTEGRATOR, DYN_FILTER, DYN_FILTEREXACT)
 
 
 # Model arrays with a leading world axis (size 1: shared, or num_worlds: per world), which
@@ -117,6 +123,7 @@ def model_struct(scalar):
         nq: int
         nv: int
         nu: int
+        na: int  # activations (mjData.act): one per actuator with dyntype integrator, filter or filterexact
         ngeom: int
         nsite: int
         nmocap: int
@@ -197,6 +204,16 @@ def model_struct(scalar):
         actuator_ctrlrange: wp.array(dtype=T.vec2)
         actuator_forcelimited: wp.array(dtype=int)
         actuator_forcerange: wp.array(dtype=T.vec2)
+        # activation dynamics (mj_fwdActuation, mj_nextActivation): the actuator's activation
+        # act[actadr] (-1: stateless, the force uses ctrl), its dyntype, the filters' time
+        # constant dynprm[0], the clamp of the activation to actrange and actearly (the force
+        # uses the next step's activation)
+        actuator_actadr: wp.array(dtype=int)
+        actuator_dyntype: wp.array(dtype=int)
+        actuator_dynprm: wp.array(dtype=scalar)
+        actuator_actlimited: wp.array(dtype=int)
+        actuator_actrange: wp.array(dtype=T.vec2)
+        actuator_actearly: wp.array(dtype=int)
         # actuators that act on dof i, ascending: dof_actuator[dof_actuator_adr[i] + k], k < num
         dof_actuator_adr: wp.array(dtype=int)
         dof_actuator_num: wp.array(dtype=int)
@@ -453,10 +470,16 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
         elif mjm.jnt_type[mjm.actuator_trnid[a, 0]] not in (JNT_HINGE, JNT_SLIDE):
             problems.append(f"<actuator joint> {aname}: actuators on ball or free joints are not "
                             "supported (hinge and slide only)")
-        if mjm.actuator_dyntype[a] != dyn_none:
-            kind = mujoco.mjtDyn(int(mjm.actuator_dyntype[a])).name.removeprefix("mjDYN_").lower()
-            problems.append(f"<actuator dyntype='{kind}'> {aname}: actuator activation dynamics "
-                            "(dyntype, timeconst, ...) are not supported")
+        dyntype = int(mjm.actuator_dyntype[a])
+        if dyntype not in SUPPORTED_DYN:
+            kind = mujoco.mjtDyn(dyntype).name.removeprefix("mjDYN_").lower()
+            problems.append(f"<actuator dyntype='{kind}'> {aname}: only the activation dynamics none, "
+                            "integrator, filter and filterexact are supported")
+        elif int(mjm.actuator_actnum[a]) != (0 if dyntype == dyn_none else 1):
+            kind = mujoco.mjtDyn(dyntype).name.removeprefix("mjDYN_").lower()
+            problems.append(f"<actuator actdim='{int(mjm.actuator_actnum[a])}'> {aname}: dyntype '{kind}' "
+                            f"with {int(mjm.actuator_actnum[a])} activations is not supported (none has 0, "
+                            "integrator, filter and filterexact have 1)")
         if mjm.actuator_gaintype[a] not in (GAIN_FIXED, GAIN_AFFINE):
             kind = mujoco.mjtGain(int(mjm.actuator_gaintype[a])).name.removeprefix("mjGAIN_").lower()
             problems.append(f"<actuator gaintype='{kind}'> {aname}: only fixed and affine gains "
@@ -625,7 +648,7 @@ class Model:
         opt = mjm.opt
         flags = int(opt.disableflags)
         m = model_struct(dtype)()
-        m.nbody, m.njnt, m.nq, m.nv, m.nu = mjm.nbody, mjm.njnt, mjm.nq, mjm.nv, mjm.nu
+        m.nbody, m.njnt, m.nq, m.nv, m.nu, m.na = mjm.nbody, mjm.njnt, mjm.nq, mjm.nv, mjm.nu, mjm.na
         m.ngeom, m.nsite, m.nmocap = mjm.ngeom, mjm.nsite, mjm.nmocap
         m.timestep = dtype(opt.timestep)
         gravity = np.zeros(3) if flags & DSBL.mjDSBL_GRAVITY else np.asarray(opt.gravity)
@@ -738,6 +761,12 @@ class Model:
         m.actuator_ctrlrange = arr(mjm.actuator_ctrlrange, T.vec2, (-1, 2))
         m.actuator_forcelimited = ints(mjm.actuator_forcelimited)
         m.actuator_forcerange = arr(mjm.actuator_forcerange, T.vec2, (-1, 2))
+        m.actuator_actadr = ints(mjm.actuator_actadr)
+        m.actuator_dyntype = ints(mjm.actuator_dyntype)
+        m.actuator_dynprm = arr(mjm.actuator_dynprm[:, 0] if nu else [], dtype)
+        m.actuator_actlimited = ints(mjm.actuator_actlimited)
+        m.actuator_actrange = arr(mjm.actuator_actrange, T.vec2, (-1, 2))
+        m.actuator_actearly = ints(mjm.actuator_actearly)
         # the actuators whose moment can be non-zero on dof i: joint transmissions on its joint,
         # tendon transmissions whose tendon has dof i among its columns
         acts_cols = [tendon_columns(mjm, trn_tendon[a]) if trn_tendon[a] >= 0 else [int(mjm.jnt_dofadr[trn_jnt[a]])]
@@ -975,6 +1004,10 @@ class Model:
     @property
     def nu(self) -> int:
         return self.mjm.nu
+
+    @property
+    def na(self) -> int:
+        return self.mjm.na
 
     @property
     def nbody(self) -> int:

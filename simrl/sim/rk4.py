@@ -14,12 +14,19 @@ Acta Numerica 2000, truncated after the second commutator as fourth order requir
     k_i = w_i + 1/2 theta_i x w_i + 1/12 theta_i x (theta_i x w_i)
 
 The step ends with qpos = X0 moved by h sum_i B_i k_i and qvel = qvel_0 + h sum_i B_i qacc_i.
+
+Activations are part of the state (mj_RungeKutta's X and F): stage i starts from
+act_i = act_0 + h A_i act_dot_{i-1}, neither clamped nor integrated exactly, and the step ends
+with mj_advance's mj_nextActivation from act_0 with the rate sum_i B_i act_dot_i (filterexact's
+exact formula and the actrange clamp apply there only).
+
 The Sim runs
 
     forward(X0) -> begin -> forward -> stage 1 -> forward -> stage 2 -> forward -> end
 
-Every part of it acts on one joint's coordinates and dofs, so each is an element
-`f(m, d, w, j)` over joints; the coefficients come from the model (Model.rk4_a, rk4_b).
+Every part of it acts on one joint's coordinates and dofs, or on one actuator's activation, so
+each is an element `f(m, d, w, j)` over joints and `f(m, d, w, a)` over actuators; the
+coefficients come from the model (Model.rk4_a, rk4_b).
 """
 
 import functools
@@ -27,7 +34,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from simrl.sim import integrate_pos
+from simrl.sim import actuation, integrate_pos
 from simrl.sim.data import data_struct
 from simrl.sim.integrate_pos import jnt_nq, jnt_nv
 from simrl.sim.model import model_struct
@@ -89,8 +96,33 @@ def stage_funcs(scalar):
 
 
 @functools.cache
+def activation_funcs(scalar):
+    """(next_stage_act, end_act), elements over actuators on explicit arrays (as stage_funcs)."""
+    Model = model_struct(scalar)
+    advance_activation = actuation.build(scalar).advance_activation
+
+    @wp.func
+    def next_stage_act(m: Model, act0: wp.array2d(dtype=scalar), act_dot: wp.array2d(dtype=scalar), a: scalar,
+                       act: wp.array2d(dtype=scalar), w: int, u: int):
+        """Actuator u's activation of the next stage: act0 + h a act_dot (mj_RungeKutta: no clamp)."""
+        adr = m.actuator_actadr[u]
+        if adr >= 0:
+            act[w, adr] = act0[w, adr] + (act_dot[w, adr] * a) * m.timestep
+
+    @wp.func
+    def end_act(m: Model, act0: wp.array2d(dtype=scalar), dact: wp.array2d(dtype=scalar),
+                act: wp.array2d(dtype=scalar), w: int, u: int):
+        """Actuator u's activation at the step's end: act0 advanced by the B-weighted rate dact
+        (mj_advance, mj_nextActivation)."""
+        advance_activation(m, act0, dact, act, w, u)
+
+    return next_stage_act, end_act
+
+
+@functools.cache
 def build(scalar):
-    """The Sim's RK4 steps as elements over joints: `begin`, `stage1`, `stage2`, `end`."""
+    """The Sim's RK4 steps as elements over joints, `begin`, `stage1`, `stage2`, `end`, and over
+    actuators, `begin_actuator`, ... `end_actuator` (the activations, mj_RungeKutta)."""
     Model, Data = model_struct(scalar), data_struct(scalar)
     integrate = integrate_pos.build(scalar)
     stage_derivative, next_stage = stage_funcs(scalar)
@@ -145,4 +177,36 @@ def build(scalar):
         integrate.joint(m, d.rk_qpos, d.qpos, d.rk_dqpos, h, w, j)
         integrate.check_joint(m, d, w, j)
 
-    return SimpleNamespace(begin=begin, stage1=make_stage(1), stage2=make_stage(2), end=end)
+    next_stage_act, end_act = activation_funcs(scalar)
+
+    @wp.func
+    def begin_actuator(m: Model, d: Data, w: int, u: int):
+        """Save act_0, start the B-weighted sum of act_dot, move to stage 2."""
+        adr = m.actuator_actadr[u]
+        if adr >= 0:
+            d.rk_act[w, adr] = d.act[w, adr]
+            d.rk_dact[w, adr] = scalar(0.0) + d.act_dot[w, adr] * m.rk4_b[0]
+        next_stage_act(m, d.rk_act, d.act_dot, m.rk4_a[0], d.act, w, u)
+
+    def make_stage_actuator(i):
+        @wp.func
+        def stage_actuator(m: Model, d: Data, w: int, u: int):
+            """Add the stage's act_dot (weight B_i), move to the next stage (A coefficient a_i)."""
+            adr = m.actuator_actadr[u]
+            if adr >= 0:
+                d.rk_dact[w, adr] = d.rk_dact[w, adr] + d.act_dot[w, adr] * m.rk4_b[i]
+            next_stage_act(m, d.rk_act, d.act_dot, m.rk4_a[i], d.act, w, u)
+
+        return stage_actuator
+
+    @wp.func
+    def end_actuator(m: Model, d: Data, w: int, u: int):
+        """Add the last stage's act_dot, then advance act_0 by the B-weighted rate."""
+        adr = m.actuator_actadr[u]
+        if adr >= 0:
+            d.rk_dact[w, adr] = d.rk_dact[w, adr] + d.act_dot[w, adr] * m.rk4_b[3]
+        end_act(m, d.rk_act, d.rk_dact, d.act, w, u)
+
+    return SimpleNamespace(begin=begin, stage1=make_stage(1), stage2=make_stage(2), end=end,
+                           begin_actuator=begin_actuator, stage1_actuator=make_stage_actuator(1),
+                           stage2_actuator=make_stage_actuator(2), end_actuator=end_actuator)

@@ -119,7 +119,7 @@ def assign_view(view: torch.Tensor, name: str, value) -> None:
 class Sim:
     """Batched simulation of `num_worlds` copies of a MuJoCo model.
 
-    State tensors (`qpos [W, nq]`, `qvel [W, nv]`, `ctrl [W, nu]`, `qacc [W, nv]`,
+    State tensors (`qpos [W, nq]`, `qvel [W, nv]`, `ctrl [W, nu]`, `act [W, na]`, `qacc [W, nv]`,
     `qfrc_applied [W, nv]`, and the poses of the mocap bodies `mocap_pos [W, nmocap, 3]`,
     `mocap_quat [W, nmocap, 4]`) are zero-copy torch views of the Warp arrays: writing into them
     changes the simulation. Assigning a whole tensor (`sim.ctrl = x`) copies it in after
@@ -287,6 +287,11 @@ class Sim:
         return self.model.nu
 
     @property
+    def na(self) -> int:
+        """Number of actuator activations (mjModel.na)."""
+        return self.model.na
+
+    @property
     def nmocap(self) -> int:
         return int(self.model.mjm.nmocap)
 
@@ -315,6 +320,12 @@ class Sim:
                     doc="joint velocities [num_worlds, nv]")
     ctrl = property(lambda self: self.view("ctrl"), lambda self, v: self._assign("ctrl", v),
                     doc="actuator controls [num_worlds, nu], clamped to ctrlrange when applied")
+    act = property(lambda self: self.view("act"), lambda self, v: self._assign("act", v),
+                   doc="actuator activations [num_worlds, na] (mjData.act; actuators with dyntype integrator, "
+                       "filter or filterexact, in actuator order): state like qpos and qvel, advanced by the step, "
+                       "zero after `reset`")
+    act_dot = property(lambda self: self.view("act_dot"),
+                       doc="activation derivatives [num_worlds, na] (mjData.act_dot) of the last forward pass")
     qfrc_applied = property(lambda self: self.view("qfrc_applied"),
                             lambda self, v: self._assign("qfrc_applied", v),
                             doc="generalized forces applied by the user [num_worlds, nv]")
@@ -432,7 +443,7 @@ class Sim:
         wp.capture_launch(graph[1])
 
     def reset(self, world_ids=None) -> None:
-        """Set qpos to qpos0, eq_active to eq_active0, qvel, ctrl, qfrc_applied, qacc to zero and
+        """Set qpos to qpos0, eq_active to eq_active0, qvel, ctrl, act, qfrc_applied, qacc to zero and
         the mocap bodies to their model poses (as mj_resetData), in all worlds or in `world_ids`
         (a sequence, an index tensor or a boolean mask over worlds)."""
         qpos0 = torch.as_tensor(np.asarray(self.mj_model.qpos0), dtype=self.torch_dtype,
@@ -454,7 +465,7 @@ class Sim:
         if self.model.struct.nmocap:
             for name, pose in zip(("mocap_pos", "mocap_quat"), mocap_pose0(self.model), strict=True):
                 self.view(name)[index] = torch.as_tensor(pose, dtype=self.torch_dtype, device=self.qpos.device)
-        for name in ("qvel", "ctrl", "qfrc_applied", "qacc", "qacc_warmstart", "nan_world"):
+        for name in ("qvel", "ctrl", "act", "qfrc_applied", "qacc", "qacc_warmstart", "nan_world"):
             self.view(name)[index] = 0
 
     def __repr__(self) -> str:
