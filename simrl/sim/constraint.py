@@ -240,8 +240,8 @@ def build(scalar):
         6 rows, that and torquescale Im(neg(q_2) q_1 relpose); joint, 1 row,
         q_1 - q0_1 - poly(q_2 - q0_2). A connect's and a weld's impedance is of the norm of
         their residual. Inactive (eq_active 0): no rows."""
-        r0 = m.eq_efc_adr[e]
-        kind = m.eq_type[e]
+        r0 = m.eq[e].efc_adr
+        kind = m.eq[e].type
         nrow = 1
         if kind == EQ_CONNECT:
             nrow = 3
@@ -250,13 +250,13 @@ def build(scalar):
         if m.enable_constraint != 0 and d.eq_active[w, e] != 0:
             for k in range(nrow):
                 zero_jacobian(m, d, w, r0 + k)
-            solimp = clamp_solimp(m.eq_solimp[e])
-            kk, bb = stiffness_damping(m, m.eq_solref[e], solimp[1])
+            solimp = clamp_solimp(m.eq[e].solimp)
+            kk, bb = stiffness_damping(m, m.eq[e].solref, solimp[1])
             if kind == EQ_TENDON:
                 # L_1 - L0_1 - poly(L_2 - L0_2), J = J_1 - poly'(L_2 - L0_2) J_2
-                t1 = m.eq_obj1id[e]
-                t2 = m.eq_obj2id[e]
-                c = m.eq_polycoef[e]
+                t1 = m.eq[e].obj1id
+                t2 = m.eq[e].obj2id
+                c = m.eq[e].polycoef
                 pos = d.ten_length[w, t1] - m.tendon[t1].length0 - c[0]
                 diag = m.tendon[t1].invweight0
                 deriv = scalar(0.0)
@@ -276,9 +276,9 @@ def build(scalar):
                 imp = impedance(solimp, pos, scalar(0.0))
                 set_row(d, w, r0, pos, scalar(0.0), scalar(0.0), imp, regularizer(imp, diag), kk, bb)
             elif kind == EQ_JOINT:
-                j1 = m.eq_obj1id[e]
-                j2 = m.eq_obj2id[e]
-                c = m.eq_polycoef[e]
+                j1 = m.eq[e].obj1id
+                j2 = m.eq[e].obj2id
+                c = m.eq[e].polycoef
                 q1 = m.jnt_qposadr[j1]
                 pos = d.qpos[w, q1] - m.qpos0[q1] - c[0]
                 diag = m.dof_invweight0[m.jnt_dofadr[j1]]
@@ -294,13 +294,13 @@ def build(scalar):
                 imp = impedance(solimp, pos, scalar(0.0))
                 set_row(d, w, r0, pos, scalar(0.0), scalar(0.0), imp, regularizer(imp, diag), kk, bb)
             else:
-                b1 = m.eq_body1[e]
-                b2 = m.eq_body2[e]
-                p1 = d.xpos[w, b1] + d.xmat[w, b1] * m.eq_anchor1[e]
-                p2 = d.xpos[w, b2] + d.xmat[w, b2] * m.eq_anchor2[e]
-                ts = m.eq_torquescale[e]
-                qright = d.xquat[w, b1] * m.eq_quat1[e]
-                qleft = wp.quat_inverse(d.xquat[w, b2] * m.eq_quat2[e])
+                b1 = m.eq[e].body1
+                b2 = m.eq[e].body2
+                p1 = d.xpos[w, b1] + d.xmat[w, b1] * m.eq[e].anchor1
+                p2 = d.xpos[w, b2] + d.xmat[w, b2] * m.eq[e].anchor2
+                ts = m.eq[e].torquescale
+                qright = d.xquat[w, b1] * m.eq[e].quat1
+                qleft = wp.quat_inverse(d.xquat[w, b2] * m.eq[e].quat2)
                 cpos = p1 - p2
                 norm2 = wp.dot(cpos, cpos)
                 rot = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
@@ -358,13 +358,13 @@ def build(scalar):
         """aref -= Jdot qvel of a connect's or weld's rows (mj_Jdotv, after
         mj_referenceConstraint): the anchors' Jdot qvel, and for a weld the time derivative of
         0.5 neg(q_2) (J_1 - J_2) qvel q_1 relpose by the product rule."""
-        kind = m.eq_type[e]
+        kind = m.eq[e].type
         if m.enable_constraint != 0 and d.eq_active[w, e] != 0 and kind != EQ_JOINT and kind != EQ_TENDON:
-            r0 = m.eq_efc_adr[e]
-            b1 = m.eq_body1[e]
-            b2 = m.eq_body2[e]
-            p1 = d.xpos[w, b1] + d.xmat[w, b1] * m.eq_anchor1[e]
-            p2 = d.xpos[w, b2] + d.xmat[w, b2] * m.eq_anchor2[e]
+            r0 = m.eq[e].efc_adr
+            b1 = m.eq[e].body1
+            b2 = m.eq[e].body2
+            p1 = d.xpos[w, b1] + d.xmat[w, b1] * m.eq[e].anchor1
+            p2 = d.xpos[w, b2] + d.xmat[w, b2] * m.eq[e].anchor2
             jdv1, jrdv1 = jac_dot_v(m, d, w, b1, p1)
             jdv2, jrdv2 = jac_dot_v(m, d, w, b2, p2)
             for k in range(3):
@@ -378,17 +378,17 @@ def build(scalar):
                 w2 = T.quat(cv2[0], cv2[1], cv2[2], zero)
                 dw = T.quat(cv1[0] - cv2[0], cv1[1] - cv2[1], cv1[2] - cv2[2], zero)
                 djr = jrdv1 - jrdv2
-                q0r = d.xquat[w, b1] * m.eq_quat1[e]
-                negq1 = wp.quat_inverse(d.xquat[w, b2] * m.eq_quat2[e])
+                q0r = d.xquat[w, b1] * m.eq[e].quat1
+                negq1 = wp.quat_inverse(d.xquat[w, b2] * m.eq[e].quat2)
                 # d/dt q_1 relpose: mju_derivQuat, 0.5 (0, omega) q, of the body's quaternion, then
                 # relpose; of a site's whole frame (MuJoCo's two semantics)
-                qdot0r = w1 * d.xquat[w, b1] * m.eq_quat1[e] * half
-                if m.eq_site[e] != 0:
+                qdot0r = w1 * d.xquat[w, b1] * m.eq[e].quat1 * half
+                if m.eq[e].site != 0:
                     qdot0r = w1 * q0r * half
-                negqdot1 = wp.quat_inverse(w2 * d.xquat[w, b2] * m.eq_quat2[e] * half)
+                negqdot1 = wp.quat_inverse(w2 * d.xquat[w, b2] * m.eq[e].quat2 * half)
                 t = (negqdot1 * dw * q0r + negq1 * T.quat(djr[0], djr[1], djr[2], zero) * q0r
                      + negq1 * dw * qdot0r)
-                ts = m.eq_torquescale[e]
+                ts = m.eq[e].torquescale
                 for k in range(3):
                     d.efc_aref[w, r0 + 3 + k] = d.efc_aref[w, r0 + 3 + k] - half * t[k] * ts
 

@@ -110,10 +110,54 @@ def tendon_structs(scalar):
 
 
 @functools.cache
+def element_structs(scalar):
+    """(Equality, Sensor): the element types of the Model's equality and sensor tables."""
+    T = scalar_types(scalar)
+
+    @wp.struct
+    class Equality:
+        """One equality constraint (connect, weld, joint, tendon; mjtEq type): its first row; the
+        bodies (of the sites) and their anchors in the body frames, the frames' orientations
+        relative to the bodies (weld: body 1's relpose), torquescale, site semantics; the joints
+        or tendons and polycoef of joint and tendon equalities (obj2id -1: no second)."""
+        type: int
+        efc_adr: int
+        body1: int
+        body2: int
+        anchor1: T.vec3
+        anchor2: T.vec3
+        quat1: T.quat
+        quat2: T.quat
+        torquescale: scalar
+        site: int
+        obj1id: int
+        obj2id: int
+        polycoef: T.vec5
+        solref: T.vec2
+        solimp: T.vec5
+
+    @wp.struct
+    class Sensor:
+        """One sensor: MuJoCo's sensor_* fields."""
+        type: int
+        objtype: int
+        objid: int
+        reftype: int
+        refid: int
+        adr: int
+        dim: int
+        datatype: int
+        cutoff: scalar
+
+    return Equality, Sensor
+
+
+@functools.cache
 def model_struct(scalar):
     """The Warp struct type that carries a model of precision `scalar` into kernels."""
     T = scalar_types(scalar)
     Tendon, Wrap, Segment = tendon_structs(scalar)
+    Equality, Sensor = element_structs(scalar)
 
     @wp.struct
     class Model:
@@ -259,21 +303,7 @@ def model_struct(scalar):
         # their anchors in the body frames, the frames' orientations relative to the bodies
         # (weld: body 1's relpose), torquescale, the joints and polycoef of joint equalities
         neq: int
-        eq_type: wp.array(dtype=int)
-        eq_efc_adr: wp.array(dtype=int)  # first constraint row
-        eq_body1: wp.array(dtype=int)
-        eq_body2: wp.array(dtype=int)
-        eq_anchor1: wp.array(dtype=T.vec3)
-        eq_anchor2: wp.array(dtype=T.vec3)
-        eq_quat1: wp.array(dtype=T.quat)
-        eq_quat2: wp.array(dtype=T.quat)
-        eq_torquescale: wp.array(dtype=scalar)
-        eq_site: wp.array(dtype=int)  # 1: site semantics
-        eq_obj1id: wp.array(dtype=int)  # joint and tendon equalities: the joints or tendons
-        eq_obj2id: wp.array(dtype=int)  # -1: no second
-        eq_polycoef: wp.array(dtype=T.vec5)
-        eq_solref: wp.array(dtype=T.vec2)
-        eq_solimp: wp.array(dtype=T.vec5)
+        eq: wp.array(dtype=Equality)
         # tendons (simrl.sim.tendon, mj_tendon)
         ntendon: int
         tendon: wp.array(dtype=Tendon)
@@ -287,15 +317,7 @@ def model_struct(scalar):
         actuator_tendon: wp.array(dtype=int)  # [nu], the tendon of a tendon transmission, else -1
         # sensors (simrl.sim.sensor), MuJoCo's sensor_* arrays; opt.magnetic
         nsensor: int
-        sensor_type: wp.array(dtype=int)
-        sensor_objtype: wp.array(dtype=int)
-        sensor_objid: wp.array(dtype=int)
-        sensor_reftype: wp.array(dtype=int)
-        sensor_refid: wp.array(dtype=int)
-        sensor_adr: wp.array(dtype=int)
-        sensor_dim: wp.array(dtype=int)
-        sensor_datatype: wp.array(dtype=int)
-        sensor_cutoff: wp.array(dtype=scalar)
+        sensor: wp.array(dtype=Sensor)
         magnetic: T.vec3
         # constraint rows, fixed at load: equality, friction loss, then limits, then contact rows
         nefc: int
@@ -920,25 +942,33 @@ class Model:
             a1.append(anchors[0]), a2.append(anchors[1])
             q1.append(quats[0]), q2.append(quats[1])
             ts.append(data[10] if kind == int(mujoco.mjtEq.mjEQ_WELD) else 1.0)
-        pad = neq == 0
-        m.eq_type = ints(mjm.eq_type if neq else [0])
-        m.eq_efc_adr = ints(eq_adr or [0])
-        m.eq_body1, m.eq_body2 = ints(b1 or [0]), ints(b2 or [0])
-        m.eq_anchor1 = arr(np.reshape(a1 if not pad else [0.0] * 3, (-1, 3)), T.vec3)
-        m.eq_anchor2 = arr(np.reshape(a2 if not pad else [0.0] * 3, (-1, 3)), T.vec3)
-        m.eq_quat1 = arr(_wxyz_to_xyzw(np.reshape(q1 if not pad else [1.0, 0, 0, 0], (-1, 4))), T.quat)
-        m.eq_quat2 = arr(_wxyz_to_xyzw(np.reshape(q2 if not pad else [1.0, 0, 0, 0], (-1, 4))), T.quat)
-        m.eq_torquescale = arr(ts or [1.0], self.dtype)
-        m.eq_site = ints([int(int(mjm.eq_objtype[i]) == int(mujoco.mjtObj.mjOBJ_SITE)) for i in range(neq)] or [0])
-        m.eq_obj1id, m.eq_obj2id = ints(j1 or [-1]), ints(j2 or [-1])
-        m.eq_polycoef = arr(np.reshape(mjm.eq_data[:, :5] if neq else np.zeros(5), (-1, 5)), T.vec5)
-        m.eq_solref = arr(np.reshape(mjm.eq_solref if neq else np.zeros(2), (-1, 2)), T.vec2)
-        m.eq_solimp = arr(np.reshape(mjm.eq_solimp if neq else np.zeros(5), (-1, 5)), T.vec5)
+        Equality, Sensor = element_structs(self.dtype)
+        eqs = []
+        for i in range(neq):
+            e = Equality()
+            e.type, e.efc_adr, e.body1, e.body2 = int(mjm.eq_type[i]), eq_adr[i], b1[i], b2[i]
+            e.anchor1, e.anchor2 = T.vec3(*[float(x) for x in a1[i]]), T.vec3(*[float(x) for x in a2[i]])
+            # MuJoCo's (w, x, y, z) to Warp's (x, y, z, w)
+            e.quat1 = T.quat(*[float(x) for x in np.asarray(q1[i])[[1, 2, 3, 0]]])
+            e.quat2 = T.quat(*[float(x) for x in np.asarray(q2[i])[[1, 2, 3, 0]]])
+            e.torquescale = self.dtype(ts[i])
+            e.site = int(int(mjm.eq_objtype[i]) == int(mujoco.mjtObj.mjOBJ_SITE))
+            e.obj1id, e.obj2id = j1[i], j2[i]
+            e.polycoef = T.vec5(*[float(x) for x in mjm.eq_data[i, :5]])
+            e.solref = T.vec2(*[float(x) for x in mjm.eq_solref[i]])
+            e.solimp = T.vec5(*[float(x) for x in mjm.eq_solimp[i]])
+            eqs.append(e)
+        m.eq = wp.array(eqs or [Equality()], dtype=Equality, device=self.device)
         ns = mjm.nsensor
         m.nsensor = ns
-        for name in ("type", "objtype", "objid", "reftype", "refid", "adr", "dim", "datatype"):
-            setattr(m, "sensor_" + name, ints(getattr(mjm, "sensor_" + name) if ns else [0]))
-        m.sensor_cutoff = arr(mjm.sensor_cutoff if ns else [0.0], self.dtype)
+        sensors = []
+        for i in range(ns):
+            sen = Sensor()
+            for name in ("type", "objtype", "objid", "reftype", "refid", "adr", "dim", "datatype"):
+                setattr(sen, name, int(getattr(mjm, "sensor_" + name)[i]))
+            sen.cutoff = self.dtype(mjm.sensor_cutoff[i])
+            sensors.append(sen)
+        m.sensor = wp.array(sensors or [Sensor()], dtype=Sensor, device=self.device)
         m.magnetic = T.vec3(*[float(x) for x in mjm.opt.magnetic])
 
     def _tendons(self, m, mjm, ints, arr):

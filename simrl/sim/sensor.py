@@ -306,22 +306,22 @@ def build(scalar):
                         torque = torque + tw
                         force = force + fw
         for e in range(m.neq):
-            kind = m.eq_type[e]
+            kind = m.eq[e].type
             if m.nefc_eq > 0 and (kind == EQ_CONNECT or kind == EQ_WELD) and d.eq_active[w, e] != 0:
-                r0 = m.eq_efc_adr[e]
+                r0 = m.eq[e].efc_adr
                 if d.efc_active[w, r0] != 0:
                     fw = vec3(d.efc_force[w, r0], d.efc_force[w, r0 + 1], d.efc_force[w, r0 + 2])
                     tw = zero3
                     if kind == EQ_WELD:
                         tw = vec3(d.efc_force[w, r0 + 3], d.efc_force[w, r0 + 4], d.efc_force[w, r0 + 5])
-                    b1 = m.eq_body1[e]
-                    b2 = m.eq_body2[e]
+                    b1 = m.eq[e].body1
+                    b2 = m.eq[e].body2
                     if b1 == b and b1 != 0:
-                        pos = d.xpos[w, b1] + d.xmat[w, b1] * m.eq_anchor1[e]
+                        pos = d.xpos[w, b1] + d.xmat[w, b1] * m.eq[e].anchor1
                         torque = torque + tw - wp.cross(com - pos, fw)
                         force = force + fw
                     if b2 == b and b2 != 0:
-                        pos = d.xpos[w, b2] + d.xmat[w, b2] * m.eq_anchor2[e]
+                        pos = d.xpos[w, b2] + d.xmat[w, b2] * m.eq[e].anchor2
                         torque = torque - (tw - wp.cross(com - pos, fw))
                         force = force - fw
         return torque, force
@@ -370,12 +370,12 @@ def build(scalar):
     @wp.func
     def sensor(m: Model, d: Data, w: int, i: int):
         """Sensor i (mj_computeSensorPos / Vel / Acc, then apply_cutoff)."""
-        kind = m.sensor_type[i]
-        objtype = m.sensor_objtype[i]
-        objid = m.sensor_objid[i]
-        reftype = m.sensor_reftype[i]
-        refid = m.sensor_refid[i]
-        adr = m.sensor_adr[i]
+        kind = m.sensor[i].type
+        objtype = m.sensor[i].objtype
+        objid = m.sensor[i].objid
+        reftype = m.sensor[i].reftype
+        refid = m.sensor[i].refid
+        adr = m.sensor[i].adr
         if kind == MAGNETOMETER:
             write3(d, w, adr, wp.transpose(d.site_xmat[w, objid]) * m.magnetic)
         elif kind == JOINTPOS:
@@ -472,13 +472,13 @@ def build(scalar):
         elif kind == TENDONLIMITPOS or kind == TENDONLIMITVEL or kind == TENDONLIMITFRC:
             d.sensordata[w, adr] = limit_value(m, d, w, CNSTR_LIMIT_TENDON, objid, kind - TENDONLIMITPOS)
         # apply_cutoff
-        cutoff = m.sensor_cutoff[i]
+        cutoff = m.sensor[i].cutoff
         if cutoff > scalar(0.0):
-            for k in range(m.sensor_dim[i]):
+            for k in range(m.sensor[i].dim):
                 x = d.sensordata[w, adr + k]
-                if m.sensor_datatype[i] == DATATYPE_REAL:
+                if m.sensor[i].datatype == DATATYPE_REAL:
                     d.sensordata[w, adr + k] = wp.clamp(x, -cutoff, cutoff)
-                elif m.sensor_datatype[i] == DATATYPE_POSITIVE:
+                elif m.sensor[i].datatype == DATATYPE_POSITIVE:
                     d.sensordata[w, adr + k] = wp.min(cutoff, x)
 
     return sensor
