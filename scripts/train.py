@@ -220,8 +220,12 @@ def _train_rank(cfg: DictConfig, run_dir: Path, runs_root, dist, device: str, ba
         if runner.stop_requested:  # a second Ctrl-C: quit now
             raise KeyboardInterrupt
         runner.request_stop()
-        print("\nsimrl: Ctrl-C: saving a checkpoint at the end of this iteration "
-              "(Ctrl-C again to quit without saving)", flush=True)
+        # printed from another thread: the handler can interrupt the main thread inside a write to
+        # the same stream, and a write from the handler itself would then fail as reentrant
+        # ("RuntimeError: reentrant call inside <_io.BufferedWriter>"); the thread waits for it
+        message = ("\nsimrl: Ctrl-C: saving a checkpoint at the end of this iteration "
+                   "(Ctrl-C again to quit without saving)")
+        threading.Thread(target=print, args=(message,), kwargs={"flush": True}, daemon=True).start()
 
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, on_sigint) if in_main_thread else None

@@ -340,6 +340,7 @@ class _ActEnv(BatchedEnv):
         pass
 
 
+@pytest.mark.slow  # 69 s in a cold run on 2 cores (the differentiable env's kernels compile apart)
 def test_differentiable_env_carries_act(rng):
     """An env with enable_grad() steps through diff_step with act as state: the same states as
     Sim.step's (they would differ if act restarted from sim.act), and the first action's
