@@ -174,6 +174,7 @@ def test_gradients_float32_checked_array_access(rng):
     _check_gradients(sim32, mjm, [qpos, qvel, ctrl, *_params(mjm, 2)], tol=1e-2, fd_sim=sim64)
 
 
+@pytest.mark.slow  # 61 s in a cold run on 2 cores; test_schedule compares the two schedules' diff_step
 def test_wide_diff_step_equals_fused():
     """Six chained diff_steps of the arm (gravcomp in qfrc_passive and qfrc_actuator) in both
     schedules: the same outputs bit for bit, gradients (state, controls, body_mass,
