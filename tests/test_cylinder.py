@@ -13,7 +13,7 @@ from test_contact_parity import contact_states, simulate
 from simrl import Sim
 
 # cylinders standing, tilted and lying on a plane, a sphere on a cap and one against a side;
-# cylinders do not collide with each other (a convex pair, not implemented)
+# cylinders do not collide with each other (convex pairs: tests/test_convex.py)
 CYLINDERS = """
 <mujoco>
   <option timestep="0.002" tolerance="1e-10" iterations="1000"/>

@@ -17,13 +17,17 @@ import functools
 
 import warp as wp
 
-from simrl.sim import collision_primitive
+from simrl.sim import collision_convex, collision_primitive
 from simrl.sim.contact_tables import (
+    CONVEX_KINDS,
+    CONVEX_MAX_CONTACTS,
     GEOM_BOX,
     GEOM_CAPSULE,
     GEOM_CYLINDER,
+    GEOM_ELLIPSOID,
     GEOM_PLANE,
     GEOM_SPHERE,
+    MAX_CONTACTS,
     PAIR_KIND,
     PRIMITIVE_MAX_CONTACTS,
 )
@@ -32,11 +36,11 @@ from simrl.sim.model import model_struct
 from simrl.sim.types import scalar_types
 
 #: collider names by kind (contact_tables.PAIR_KIND): collision_primitive's, "<type1>_<type2>"
-_TYPE_NAMES = {GEOM_PLANE: "plane", GEOM_SPHERE: "sphere", GEOM_CAPSULE: "capsule", GEOM_CYLINDER: "cylinder",
-               GEOM_BOX: "box"}
-COLLIDERS = {PAIR_KIND[pair]: f"{_TYPE_NAMES[pair[0]]}_{_TYPE_NAMES[pair[1]]}" for pair in PRIMITIVE_MAX_CONTACTS}
+_TYPE_NAMES = {GEOM_PLANE: "plane", GEOM_SPHERE: "sphere", GEOM_CAPSULE: "capsule", GEOM_ELLIPSOID: "ellipsoid",
+               GEOM_CYLINDER: "cylinder", GEOM_BOX: "box"}
+COLLIDERS = {PAIR_KIND[pair]: f"{_TYPE_NAMES[pair[0]]}_{_TYPE_NAMES[pair[1]]}" for pair in MAX_CONTACTS}
 #: contact slots of one pair of each kind
-KIND_SLOTS = {PAIR_KIND[pair]: n for pair, n in PRIMITIVE_MAX_CONTACTS.items()}
+KIND_SLOTS = {PAIR_KIND[pair]: n for pair, n in MAX_CONTACTS.items()}
 
 
 @functools.cache
@@ -46,6 +50,7 @@ def pair_functions(scalar):
     Model, Data = model_struct(scalar), data_struct(scalar)
     vec3 = T.vec3
     prim = collision_primitive.build(scalar)
+    convex = collision_convex.build(scalar)
 
     @wp.func
     def far_apart(m: Model, d: Data, w: int, g1: int, g2: int, margin: scalar):
@@ -84,14 +89,20 @@ def pair_functions(scalar):
 
         return collide_pair
 
-    return {kind: make(getattr(prim, name), KIND_SLOTS[kind]) for kind, name in COLLIDERS.items()}
+    def collider(name):
+        return getattr(prim, name) if hasattr(prim, name) else getattr(convex, name)
+
+    # the convex pairs rebuild the contacts their detection pass found (simrl.sim.collision_convex)
+    return {kind: convex.contacts(KIND_SLOTS[kind]) if kind in CONVEX_KINDS else make(collider(name), KIND_SLOTS[kind])
+            for kind, name in COLLIDERS.items()}
 
 
 #: kinds launched together in the wide schedule: the pairs of geom1's type, plane or sphere
 #: (consecutive kinds: cpair_by_kind keeps a group's pairs contiguous); the colliders whose kernels
 #: need many registers (capsule-capsule, capsule-box, box-box) alone
 GROUPS = tuple(tuple(PAIR_KIND[p] for p in PRIMITIVE_MAX_CONTACTS if p[0] == t) for t in (GEOM_PLANE, GEOM_SPHERE)) \
-    + tuple((PAIR_KIND[p],) for p in PRIMITIVE_MAX_CONTACTS if p[0] not in (GEOM_PLANE, GEOM_SPHERE))
+    + tuple((PAIR_KIND[p],) for p in PRIMITIVE_MAX_CONTACTS if p[0] not in (GEOM_PLANE, GEOM_SPHERE)) \
+    + (tuple(PAIR_KIND[p] for p in CONVEX_MAX_CONTACTS),)
 assert sorted(k for g in GROUPS for k in g) == sorted(PAIR_KIND.values())
 assert all(list(g) == list(range(g[0], g[0] + len(g))) for g in GROUPS)
 
@@ -120,3 +131,25 @@ def build(scalar):
     """`pair(m, d, w, p)`: the collision of candidate pair p, dispatched on its kind (for the fused
     schedule, which visits every pair in one thread)."""
     return dispatch(scalar, tuple(sorted(COLLIDERS)))
+
+
+@functools.cache
+def detect(scalar):
+    """`f(m, d, w, p)`: the convex collision's first pass (GJK/EPA) for pair p; nothing for the
+    primitive pairs. The wide schedule launches it over the convex kinds (DETECT_KINDS)."""
+    Model, Data = model_struct(scalar), data_struct(scalar)
+    run = collision_convex.build(scalar).detect
+    first, last = CONVEX_KINDS[0], CONVEX_KINDS[-1]
+
+    @wp.func
+    def detect_pair(m: Model, d: Data, w: int, p: int):
+        kind = m.cpair_kind[p]
+        if kind >= first and kind <= last:
+            run(m, d, w, p)
+
+    return detect_pair
+
+
+#: the kinds of the convex pairs, launched together by the detection pass
+DETECT_KINDS = tuple(CONVEX_KINDS)
+assert list(DETECT_KINDS) == list(range(DETECT_KINDS[0], DETECT_KINDS[-1] + 1))

@@ -64,20 +64,40 @@ def candidate_geom_pairs(mjm: mujoco.MjModel) -> list[tuple[int, int, int]]:
 # --------------------------------------------------------------------------------------------
 # Static contact tables: every candidate pair owns fixed contact slots and constraint rows
 
-# mjtGeom values and the contacts each pair of primitive types can produce (mj_maxContact)
-GEOM_PLANE, GEOM_SPHERE, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_BOX = 0, 2, 3, 5, 6
-# in MuJoCo's type order (geom1 <= geom2), so that the pairs of one geom1 type have consecutive
+# mjtGeom values and the contacts each pair of types can produce (mj_maxContact)
+GEOM_PLANE, GEOM_SPHERE, GEOM_CAPSULE, GEOM_ELLIPSOID, GEOM_CYLINDER, GEOM_BOX = 0, 2, 3, 4, 5, 6
+# pairs with a collider of their own (collision_primitive; plane-ellipsoid: mjc_PlaneConvex), in
+# MuJoCo's type order (geom1 <= geom2), so that the pairs of one geom1 type have consecutive
 # kinds (collision_driver.GROUPS launches them together)
 PRIMITIVE_MAX_CONTACTS = {
-    (GEOM_PLANE, GEOM_SPHERE): 1, (GEOM_PLANE, GEOM_CAPSULE): 2, (GEOM_PLANE, GEOM_CYLINDER): 4,
-    (GEOM_PLANE, GEOM_BOX): 4,
+    (GEOM_PLANE, GEOM_SPHERE): 1, (GEOM_PLANE, GEOM_CAPSULE): 2, (GEOM_PLANE, GEOM_ELLIPSOID): 1,
+    (GEOM_PLANE, GEOM_CYLINDER): 4, (GEOM_PLANE, GEOM_BOX): 4,
     (GEOM_SPHERE, GEOM_SPHERE): 1, (GEOM_SPHERE, GEOM_CAPSULE): 1, (GEOM_SPHERE, GEOM_CYLINDER): 1,
     (GEOM_SPHERE, GEOM_BOX): 1,
     (GEOM_CAPSULE, GEOM_CAPSULE): 2, (GEOM_CAPSULE, GEOM_BOX): 4, (GEOM_BOX, GEOM_BOX): 8,
 }
 assert list(PRIMITIVE_MAX_CONTACTS) == sorted(PRIMITIVE_MAX_CONTACTS)
-# index of each supported type pair, used to dispatch in the collision kernel
-PAIR_KIND = {pair: i for i, pair in enumerate(PRIMITIVE_MAX_CONTACTS)}
+# pairs MuJoCo collides with its general convex collision (mjc_Convex: GJK and EPA,
+# simrl.sim.collision_convex); a pair with a capsule or cylinder and no sphere or ellipsoid looks
+# for four more contacts by multiccd (5 slots; 1 used when <flag multiccd="disable"/>)
+CONVEX_MAX_CONTACTS = {
+    (GEOM_SPHERE, GEOM_ELLIPSOID): 1, (GEOM_CAPSULE, GEOM_ELLIPSOID): 1, (GEOM_CAPSULE, GEOM_CYLINDER): 5,
+    (GEOM_ELLIPSOID, GEOM_ELLIPSOID): 1, (GEOM_ELLIPSOID, GEOM_CYLINDER): 1, (GEOM_ELLIPSOID, GEOM_BOX): 1,
+    (GEOM_CYLINDER, GEOM_CYLINDER): 5, (GEOM_CYLINDER, GEOM_BOX): 5,
+}
+assert list(CONVEX_MAX_CONTACTS) == sorted(CONVEX_MAX_CONTACTS)
+#: every implemented pair of geom types and its contact slots
+MAX_CONTACTS = {**PRIMITIVE_MAX_CONTACTS, **CONVEX_MAX_CONTACTS}
+# index of each supported type pair, used to dispatch in the collision kernel: the primitive
+# pairs, then the convex ones (consecutive: one launch detects them all)
+PAIR_KIND = {pair: i for i, pair in enumerate(MAX_CONTACTS)}
+CONVEX_KINDS = tuple(PAIR_KIND[pair] for pair in CONVEX_MAX_CONTACTS)
+
+def polytope_sizes(iterations: int) -> tuple[int, int]:
+    """(vertices, faces) of the EPA polytope of a convex pair for `opt.ccd_iterations`, as
+    mjc_ccdSize sizes MuJoCo's buffer (simrl.sim.collision_gjk)."""
+    return 5 + iterations, 6 * iterations
+
 
 MINMU = 1e-5  # mjMINMU: smallest friction coefficient
 
@@ -163,7 +183,7 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
     need that does not change while simulating (empty tables for None: contacts disabled)."""
     pairs = candidate_geom_pairs(mjm) if mjm is not None else []
     elliptic = mjm is not None and mjm.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
-    t = {name: [] for name in ("geom", "kind", "slot", "nslot", "condim", "solref", "solreffriction", "solimp",
+    t = {name: [] for name in ("geom", "kind", "slot", "nslot", "ccd", "condim", "solref", "solreffriction", "solimp",
                                "friction", "friction_geoms", "margin", "gap")}
     slot_pair, slot_row = [], []
     nslot_total = nrow = 0
@@ -171,14 +191,17 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         if mjm.geom_type[g1] > mjm.geom_type[g2]:
             g1, g2 = g2, g1
         types = (int(mjm.geom_type[g1]), int(mjm.geom_type[g2]))
-        if types not in PRIMITIVE_MAX_CONTACTS:
+        if types not in MAX_CONTACTS:
             continue  # refused by model checks; kept out of the tables
         condim, solref, solreffriction, solimp, friction, margin, gap = contact_parameters(mjm, g1, g2, ipair)
-        nslot = PRIMITIVE_MAX_CONTACTS[types]
+        nslot = MAX_CONTACTS[types]
         t["geom"].append((g1, g2))
         t["kind"].append(PAIR_KIND[types])
         t["slot"].append(nslot_total)
         t["nslot"].append(nslot)
+        # the pair's row of the convex collision's scratch (-1: a primitive pair)
+        t["ccd"].append(sum(1 for k in t["kind"][:-1] if k in CONVEX_KINDS) if PAIR_KIND[types] in CONVEX_KINDS
+                        else -1)
         t["condim"].append(condim)
         t["solref"].append(solref)
         t["solreffriction"].append(solreffriction)

@@ -14,9 +14,51 @@ from simrl.sim.types import scalar_types
 
 
 @functools.cache
+def ccd_structs(scalar):
+    """(Vertex, Face, Obj) of the convex collision (simrl.sim.collision_gjk, after
+    engine_collision_gjk.h), and ConvexContact, what it found for one contact slot."""
+    T = scalar_types(scalar)
+
+    @wp.struct
+    class Vertex:
+        vert: T.vec3  # vert1 - vert2: a point of the Minkowski difference
+        vert1: T.vec3  # its support point on geom 1
+        vert2: T.vec3  # on geom 2
+
+    @wp.struct
+    class Face:
+        verts: wp.vec3i  # vertices of the face in the polytope
+        adj: wp.vec3i  # adjacent faces across edges (v1, v2), (v2, v3), (v3, v1)
+        v: T.vec3  # the origin projected on the face
+        dist2: scalar  # |v|^2
+        index: int  # place in the map; -1 not in it, -2 deleted
+
+    @wp.struct
+    class Obj:
+        type: int  # mjtGeom, or collision_gjk.GEOM_POINT / GEOM_LINE
+        pos: T.vec3
+        mat: T.mat33
+        size: T.vec3
+        margin: scalar
+
+    @wp.struct
+    class ConvexContact:
+        normal: T.vec3  # contact normal, geom 1 -> geom 2
+        x1: T.vec3  # witness point on geom 1, in geom 1's frame
+        x2: T.vec3  # witness point on geom 2, in geom 2's frame
+        pos: T.vec3  # the contact point found (world)
+        perturb: int  # -1: no contact; 0: found at the geoms' poses; 1-4: by multiccd's rotation number
+
+    return Vertex, Face, Obj, ConvexContact
+
+
+@functools.cache
 def data_struct(scalar):
     """The Warp struct type that carries per-world data of precision `scalar` into kernels."""
     T = scalar_types(scalar)
+    # the convex collision's search runs in float64 (simrl.sim.collision_convex)
+    Vertex, Face, _, _ = ccd_structs(wp.float64)
+    ConvexContact = ccd_structs(scalar)[3]
 
     @wp.struct
     class Data:
@@ -89,6 +131,15 @@ def data_struct(scalar):
         contact_dist: wp.array2d(dtype=scalar)
         contact_pos: wp.array2d(dtype=T.vec3)
         contact_frame: wp.array2d(dtype=T.mat33)  # rows: normal (geom1 -> geom2), tangents
+        # convex collision (simrl.sim.collision_convex): what GJK/EPA found per slot [W, ncon], and
+        # their scratch rows [W * nccdpair, ...] (the simplex and the EPA polytope)
+        ccd_contact: wp.array2d(dtype=ConvexContact)
+        ccd_simplex: wp.array2d(dtype=Vertex)
+        ccd_vert: wp.array2d(dtype=Vertex)
+        ccd_face: wp.array2d(dtype=Face)
+        ccd_map: wp.array2d(dtype=int)
+        ccd_horizon: wp.array2d(dtype=wp.vec2i)
+        ccd_stack: wp.array2d(dtype=wp.vec3i)
         sensordata: wp.array2d(dtype=scalar)  # [W, nsensordata] (or [W, 1])
         eq_active: wp.array2d(dtype=int)  # [W, neq] (or [W, 1]): 1 where the equality constraint acts
         # constraint rows [W, nefc]
@@ -236,6 +287,19 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.contact_dist = zeros((W, ncon))
     d.contact_pos = zeros((W, ncon), T.vec3)
     d.contact_frame = zeros((W, ncon), T.mat33)
+    # convex collision: no gradients (it finds which points touch; simrl.sim.collision_convex
+    # rebuilds the contacts from the poses on the tape)
+    Vertex, Face, _, _ = ccd_structs(wp.float64)
+    ConvexContact = ccd_structs(T.scalar)[3]
+    nverts, nfaces = model.ccd_polytope
+    S = W * model.struct.nccdpair
+    d.ccd_contact = wp.zeros((W, ncon), dtype=ConvexContact, device=device)
+    d.ccd_simplex = wp.zeros((S, 8), dtype=Vertex, device=device)
+    d.ccd_vert = wp.zeros((S, nverts), dtype=Vertex, device=device)
+    d.ccd_face = wp.zeros((S, nfaces), dtype=Face, device=device)
+    d.ccd_map = wp.zeros((S, nfaces), dtype=int, device=device)
+    d.ccd_horizon = wp.zeros((S, nfaces), dtype=wp.vec2i, device=device)
+    d.ccd_stack = wp.zeros((S, nfaces), dtype=wp.vec3i, device=device)
     mjm = model.mjm
     d.sensordata = zeros((W, max(1, mjm.nsensordata)))
     d.eq_active = wp.array(np.tile(np.asarray(mjm.eq_active0, dtype=np.int32).reshape(1, -1), (W, 1))

@@ -89,15 +89,25 @@ def velocity(scalar) -> tuple:
 
 
 @functools.cache
-def constraint_rows(scalar, grouped: bool = True) -> tuple:
+def detect_contacts(scalar) -> tuple:
+    """The convex collision's search (GJK/EPA, simrl.sim.collision_convex): before the narrow
+    phase, never differentiated."""
+    f = collision_driver.detect(scalar)
+    return (Pass("convex_detect", PAIRS, (f,), kinds=((collision_driver.DETECT_KINDS, f),)),)
+
+
+@functools.cache
+def constraint_rows(scalar, grouped: bool = True, detect: bool = False) -> tuple:
     """mj_collision, mj_makeConstraint and mj_referenceConstraint: contacts and constraint rows.
     `grouped`: the wide schedule launches collider kinds in groups (collision_driver.GROUPS), else
     one launch per kind (the differentiable step: a group's generated adjoint needs more than a
-    GPU thread's share of registers)."""
+    GPU thread's share of registers). `detect`: with the convex collision's search first (for
+    models with convex pairs: it is a large function the others need not compile; the
+    differentiable step launches it apart, off the tape)."""
     c = constraint.build(scalar)
     groups = collision_driver.GROUPS if grouped else tuple((k,) for group in collision_driver.GROUPS for k in group)
     groups = tuple((kinds, collision_driver.dispatch(scalar, kinds)) for kinds in groups)
-    return (
+    return (detect_contacts(scalar) if detect else ()) + (
         Pass("narrowphase", PAIRS, (collision_driver.build(scalar),), kinds=groups),
         Pass("equality_rows", EQUALITIES, (c.equality_rows,)),
         Pass("friction_rows", FRICTION_ROWS, (c.friction_row,)),
@@ -145,25 +155,34 @@ def _acceleration(scalar, lanes: bool, integrator: bool, sensors: bool = True) -
     return passes + (Pass("constraint_force", WORLD, (f.constraint_force,)),)
 
 
-def _forward_passes(scalar, lanes: bool, euler_step: bool, sensors: bool = True) -> tuple:
-    return (position(scalar) + velocity(scalar) + constraint_rows(scalar)
+def _forward_passes(scalar, lanes: bool, euler_step: bool, sensors: bool = True, convex: bool = False) -> tuple:
+    return (position(scalar) + velocity(scalar) + constraint_rows(scalar, detect=convex)
             + _acceleration(scalar, lanes, euler_step, sensors))
 
 
-def forward_segment(scalar, schedule: str, sensors: bool = True):
+def forward_segment(scalar, schedule: str, sensors: bool = True, convex: bool = False):
     """mj_forward: qacc and every intermediate from qpos, qvel, ctrl (and sensordata, unless
-    `sensors` is False: mj_forwardSkip with skipsensor)."""
-    name = "forward" if sensors else "forward_skipsensor"
-    return segment(name, _forward_passes(scalar, schedule == "wide", False, sensors), scalar, schedule)
+    `sensors` is False: mj_forwardSkip with skipsensor). `convex`: the model has convex pairs
+    (Model.nccdpair), whose search the segment then runs."""
+    name = ("forward" if sensors else "forward_skipsensor") + ("_convex" if convex else "")
+    return segment(name, _forward_passes(scalar, schedule == "wide", False, sensors, convex), scalar, schedule,
+                   _module(convex))
 
 
-def euler_segment(scalar, schedule: str):
+def euler_segment(scalar, schedule: str, convex: bool = False):
     """mj_step with the Euler or implicitfast integrator: mj_forward, then velocities and positions
     advanced (simrl.sim.euler)."""
     e = euler.build(scalar)
-    passes = _forward_passes(scalar, schedule == "wide", True) + (
+    passes = _forward_passes(scalar, schedule == "wide", True, convex=convex) + (
         Pass("euler_joint", JOINTS, (e.joint,)), Pass("euler_actuator", ACTUATORS, (e.actuator,)))
-    return segment("step_euler", passes, scalar, schedule)
+    return segment("step_euler" + ("_convex" if convex else ""), passes, scalar, schedule, _module(convex))
+
+
+def _module(convex: bool) -> str:
+    """The Warp module of a segment: the convex variants in one of their own, so that a process
+    that loads both kinds of model does not rebuild the other module (Warp compiles a module as
+    a whole, and a kernel added to it changes its hash)."""
+    return "sim_convex" if convex else "sim"
 
 
 def rk4_segments(scalar, schedule: str) -> tuple:

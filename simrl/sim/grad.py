@@ -57,7 +57,11 @@ def build(scalar, schedule: str = "fused"):
     # contacts and rows exist), recorded with their generated adjoints
     smooth = segment("smooth", forward.position(scalar) + forward.velocity(scalar), scalar, schedule, "grad",
                      backward=True)
-    constraint = segment("constraint", forward.constraint_rows(scalar, grouped=False), scalar, schedule, "grad",
+    # the convex collision's search (GJK/EPA), off the tape: the constraint segment's narrow phase
+    # rebuilds its contacts from the poses differentiably (simrl.sim.collision_convex)
+    convex_detect = segment("convex_detect", forward.detect_contacts(scalar), scalar, schedule, "grad_detect")
+    constraint = segment("constraint", forward.constraint_rows(scalar, grouped=False), scalar,
+                         schedule, "grad",
                          backward=True)
     # the Newton solver (simrl.sim.solver), run forward only: its result is differentiated
     # implicitly by `constraint_adjoint`
@@ -491,7 +495,8 @@ def build(scalar, schedule: str = "fused"):
                            wp.max(lo, fr[2]))
         out[w, p] = value
 
-    return {"geom_friction_to_cpair": geom_friction_to_cpair, "smooth": smooth, "constraint": constraint,
+    return {"geom_friction_to_cpair": geom_friction_to_cpair, "smooth": smooth, "convex_detect": convex_detect,
+            "constraint": constraint,
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
@@ -499,7 +504,8 @@ def build(scalar, schedule: str = "fused"):
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes,
-            "modules": (module, custom, *smooth.modules, *constraint.modules, *constraint_solve.modules)}
+            "modules": (module, custom, *smooth.modules, *convex_detect.modules, *constraint.modules,
+                        *constraint_solve.modules)}
 
 
 def _custom(kernels, kernel, W, inputs, device):
@@ -766,6 +772,10 @@ class Rollout:
         W, nv, nefc = d.qvel.shape[0], model.nv, model.struct.nefc
         zero = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
         _solve(tape, k, m, W, d.qM, zero, d.qfrc_smooth, d.qacc_smooth, device, d.qLD)
+        if model.struct.nccdpair:
+            for item in k["convex_detect"].launches(model):
+                wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
+                          record_tape=False)
         self._segment(k["constraint"], m, d, W)
         if self.warmstart is not None:
             wp.copy(d.qacc_warmstart, self.warmstart)

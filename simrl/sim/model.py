@@ -15,7 +15,14 @@ import numpy as np
 import warp as wp
 
 from simrl.errors import UnsupportedFeatureError
-from simrl.sim.contact_tables import PRIMITIVE_MAX_CONTACTS, candidate_geom_pairs, contact_rows, contact_tables
+from simrl.sim.contact_tables import (
+    CONVEX_MAX_CONTACTS,
+    MAX_CONTACTS,
+    candidate_geom_pairs,
+    contact_rows,
+    contact_tables,
+    polytope_sizes,
+)
 from simrl.sim.types import JNT_BALL, JNT_HINGE, JNT_SLIDE, scalar_types
 
 # constraint rows of each supported equality type (mjtEq: connect, weld, joint)
@@ -290,6 +297,12 @@ def model_struct(scalar):
         cpair_kind: wp.array(dtype=int)  # collision function (contact_tables.PAIR_KIND)
         cpair_by_kind: wp.array(dtype=int)  # pairs grouped by kind (Model.pair_kinds: where each starts)
         cpair_slot: wp.array(dtype=int)
+        cpair_ccd: wp.array(dtype=int)  # the pair's row in the convex collision's scratch (-1: none)
+        nccdpair: int  # pairs that collide by GJK/EPA (contact_tables.CONVEX_MAX_CONTACTS)
+        ccd_iterations: int  # opt.ccd_iterations: bound of GJK's and EPA's iterations
+        ccd_tolerance: scalar  # opt.ccd_tolerance
+        ccd_maxfaces: int  # faces of the EPA polytope (6 ccd_iterations, mjc_ccdSize)
+        enable_multiccd: int  # not <flag multiccd="disable">: capsule and cylinder pairs look for more contacts
         cpair_condim: wp.array(dtype=int)
         cpair_margin: wp.array(dtype=scalar)
         cpair_gap: wp.array(dtype=scalar)
@@ -530,16 +543,22 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
         if pairs and opt.noslip_iterations > 0:
             problems.append(f"<option noslip_iterations='{opt.noslip_iterations}'>: the noslip "
                             "post-processing is not supported")
+        libccd_named = False
         for g1, g2, ipair in pairs:
             types = tuple(sorted((int(mjm.geom_type[g1]), int(mjm.geom_type[g2]))))
             names = f"geoms {_name(mjm, geom, g1)} and {_name(mjm, geom, g2)}"
-            if types not in PRIMITIVE_MAX_CONTACTS:
+            if types not in MAX_CONTACTS:
                 kinds = "-".join(mujoco.mjtGeom(t).name.removeprefix("mjGEOM_").lower() for t in types)
                 problems.append(f"<geom type> {names} can collide as {kinds}: the implemented pairs are plane "
-                                "and sphere with sphere, capsule, cylinder or box, capsule-capsule, capsule-box "
-                                "and box-box " + how.format("contact")
+                                "with sphere, capsule, ellipsoid, cylinder or box, and any two of sphere, "
+                                "capsule, ellipsoid, cylinder and box (meshes and height fields are not "
+                                "supported) " + how.format("contact")
                                 + " or set contype/conaffinity so they cannot collide")
                 continue
+            if types in CONVEX_MAX_CONTACTS and _disabled(mjm, DSBL.mjDSBL_NATIVECCD) and not libccd_named:
+                libccd_named = True
+                problems.append(f"<option><flag nativeccd='disable'/> with {names}: convex pairs collide by "
+                                "MuJoCo's native GJK/EPA only (libccd's MPR is not implemented)")
             condim = int(mjm.pair_dim[ipair]) if ipair >= 0 else None
             if condim is None:
                 p1, p2 = mjm.geom_priority[g1], mjm.geom_priority[g2]
@@ -840,6 +859,14 @@ class Model:
             else:
                 self.pair_kinds.append((kind, i, 1))
         m.cpair_slot = ints(tables["slot"])
+        m.cpair_ccd = ints(tables["ccd"])
+        m.nccdpair = sum(1 for c in tables["ccd"] if c >= 0)
+        m.ccd_iterations = int(opt.ccd_iterations)
+        m.ccd_tolerance = dtype(opt.ccd_tolerance)
+        #: (vertices, faces) of the EPA polytope per convex pair (collision_gjk.polytope_sizes)
+        self.ccd_polytope = polytope_sizes(int(opt.ccd_iterations))
+        m.ccd_maxfaces = self.ccd_polytope[1]
+        m.enable_multiccd = int(not flags & DSBL.mjDSBL_MULTICCD)
         m.cpair_condim = ints(tables["condim"])
         m.cpair_margin = arr(tables["margin"], dtype)
         m.cpair_gap = arr(tables["gap"], dtype)

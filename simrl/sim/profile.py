@@ -28,10 +28,11 @@ class StageProfiler:
     def __init__(self, sim):
         self.sim = sim
         scalar = sim.model.dtype
+        convex = sim.model.struct.nccdpair > 0
         if sim.model.integrator in EULER_LIKE:
-            self.segments = (forward.euler_segment(scalar, "wide"),)
+            self.segments = (forward.euler_segment(scalar, "wide", convex=convex),)
         else:
-            f = forward.forward_segment(scalar, "wide")
+            f = forward.forward_segment(scalar, "wide", convex=convex)
             begin, stage1, stage2, end = forward.rk4_segments(scalar, "wide")
             self.segments = (f, begin, f, stage1, f, stage2, f, end)
         for seg in self.segments:

@@ -175,13 +175,14 @@ class Sim:
         scalar = self.model.dtype
         #: "fused" or "wide": the schedule the step's kernels run in
         self.schedule = schedule_ = simrl_schedule.resolve(schedule, self.device)
-        self._forward = forward.forward_segment(scalar, schedule_)
+        convex = self.model.struct.nccdpair > 0  # pairs that collide by GJK/EPA
+        self._forward = forward.forward_segment(scalar, schedule_, convex=convex)
         if self.model.integrator in EULER_LIKE:
-            self._step_segments = (forward.euler_segment(scalar, schedule_),)
+            self._step_segments = (forward.euler_segment(scalar, schedule_, convex=convex),)
         else:
             begin, stage1, stage2, end = forward.rk4_segments(scalar, schedule_)
             # sensors at the step's first state only (mj_RungeKutta's mj_forwardSkip, skipsensor)
-            f, f_skip = self._forward, forward.forward_segment(scalar, schedule_, sensors=False)
+            f, f_skip = self._forward, forward.forward_segment(scalar, schedule_, sensors=False, convex=convex)
             self._step_segments = (f, begin, f_skip, stage1, f_skip, stage2, f_skip, end)
         #: whether step(n) replays recorded graphs (see the class docstring)
         self.use_graphs = self.device.is_cuda if use_graphs is None else bool(use_graphs)
