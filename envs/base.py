@@ -454,21 +454,8 @@ def make_sim(mjm, num_worlds: int, device=None, dtype: str = "float32", backend:
 
 def per_world_param(sim: Sim, name: str) -> torch.Tensor:
     """Give the model parameter `name` its own value in every world (domain randomization) and
-    return a writable torch view [num_worlds, ...]. Only parameters that the kernels read at
-    `worldid % shape[0]` qualify (Model fields declared `[1 or W, ...]` in simrl/sim/model.py);
-    the MuJoCo backend supports those of `simrl.mujoco_sim.PER_WORLD_PARAMS`."""
-    import numpy as np
-    import warp as wp
-
-    if not isinstance(sim, Sim):  # the MuJoCo backend keeps its own per-world parameters
-        return sim.per_world_param(name)
-    struct = sim.model.struct
-    array = getattr(struct, name, None)
-    if not isinstance(array, wp.array) or array.ndim < 2:
-        raise ValueError(f"{name!r} is not a per-world model parameter")
-    if array.shape[0] != sim.num_worlds:
-        if array.shape[0] != 1:
-            raise ValueError(f"{name!r} has {array.shape[0]} worlds, the simulation {sim.num_worlds}")
-        expanded = np.repeat(array.numpy(), sim.num_worlds, axis=0)
-        setattr(struct, name, wp.array(expanded, dtype=array.dtype, device=array.device))
-    return wp.to_torch(getattr(struct, name))
+    return a writable torch view [num_worlds, ...]: `Sim.per_world_param` (fields of
+    simrl.sim.model.PER_WORLD_FIELDS) or `MujocoSim.per_world_param` (those of
+    simrl.mujoco_sim.PER_WORLD_PARAMS). Changed masses, inertias or armature need
+    `sim.set_const()` afterwards (envs.randomization calls it)."""
+    return sim.per_world_param(name)
