@@ -17,6 +17,7 @@ import torch
 from task_reference import mujoco_reference
 
 import envs
+from envs.quadruped import DEFAULT_RANDOMIZATION
 from envs import ASSETS_DIR
 from envs.quadruped import QuadrupedEnv
 
@@ -53,10 +54,13 @@ def state_reference(mjm, qpos, qvel):
     return np.stack([np.concatenate([r["lin"], r["ang"], r["R"].T @ [0, 0, -1]]) for r in ref]) * SCALE
 
 
+NO_PUSH = {"friction": DEFAULT_RANDOMIZATION["friction"]}  # the default randomization without pushes
+
+
 def quad_env(num_envs, **kwargs):
     """A quadruped env that never terminates (episodes end by time-out only) and whose
     physics steps record the state they start from in `env.substep_starts`."""
-    kwargs = {"device": "cpu", "seed": 0, "obs_noise": 0.0, "push_interval_s": 100.0, **kwargs}
+    kwargs = {"device": "cpu", "seed": 0, "obs_noise": 0.0, "randomization": NO_PUSH, **kwargs}
     env = envs.make("quadruped", num_envs=num_envs, **kwargs)
     env._terminated = lambda: torch.zeros(num_envs, dtype=torch.bool)
     env.substep_starts = []
