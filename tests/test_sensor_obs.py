@@ -17,9 +17,8 @@ import torch
 from task_reference import mujoco_reference
 
 import envs
-from envs.quadruped import DEFAULT_RANDOMIZATION
 from envs import ASSETS_DIR
-from envs.quadruped import QuadrupedEnv
+from envs.quadruped import DEFAULT_RANDOMIZATION, QuadrupedEnv
 
 #: the policy's first nine columns (2 v_base, 0.25 w_base, projected gravity) and their scales
 IMU = slice(0, 9)

@@ -17,8 +17,8 @@ from conftest import axis_angle_quat, quat_mul
 from task_reference import mujoco_reference
 
 import envs
-from envs.quadruped import DEFAULT_RANDOMIZATION
 from envs import ASSETS_DIR
+from envs.quadruped import DEFAULT_RANDOMIZATION
 
 DT = 0.02  # the quadruped's policy step: 4 x 0.005 s
 NO_PUSH = {"friction": DEFAULT_RANDOMIZATION["friction"]}  # the default randomization without pushes
