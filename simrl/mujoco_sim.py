@@ -44,13 +44,19 @@ What the environments use of `simrl.Sim` is served the same way:
   the friction that the Warp engine would use (with the same values as the model's, the result
   is mj_step's bit for bit). It makes a step 1.5-2 times as expensive. Euler and implicit
   integrators only: RK4's intermediate stages detect contacts again inside MuJoCo, out of reach.
+- Other per-world parameters (PER_WORLD_PARAMS: masses, inertias, centres of mass, damping,
+  armature, frictionloss, gains, biases, force ranges, gravity, ...; the Warp engine's layout):
+  the first one requested gives each world its own MjModel copy, into which the world's values
+  are copied before each of its steps; `set_const(world_ids)` runs mj_setConst on those copies
+  (as `Sim.set_const`), so invweight0 and the rest of what the compiler derives from masses and
+  armature follow each world's values.
 
 Speed: one Python loop over the worlds on one core, each world's `mj_step` plus a few
 microseconds of copying (the quadruped: about 20 us per world and step, measured on the
 project's CPU machine when unloaded). Worlds are not spread over threads.
 
-Anything else of `Sim` (gradients, `data`, constraint rows, solver statistics, other per-world
-parameters) raises an error that names it.
+Anything else of `Sim` (gradients, `data`, constraint rows, solver statistics, the derived
+invweight0 as a parameter) raises an error that names it.
 """
 
 from __future__ import annotations
