@@ -130,8 +130,35 @@ class BatchedEnv:
         self.nonfinite_action_count = torch.zeros((), dtype=torch.long, device=self.device)
         self.world_draws = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)  # rand_worlds
         self.grad_enabled = False
+        #: the configured domain randomization (envs.randomization), once setup_randomization ran
+        self.randomization = None
+        #: per-world action delay in policy steps [num_envs] (an action_delay randomization term)
+        self.action_delay: torch.Tensor | None = None
         # (qpos, qvel), and act when the model has activations, on the autograd graph
         self._grad_state: tuple[torch.Tensor, ...] | None = None
+
+    def setup_randomization(self, cfg: dict | None) -> None:
+        """Build the domain randomization terms of `cfg` (envs.randomization; None: none) and apply
+        the startup terms to every world. A subclass calls it at the end of its constructor."""
+        from envs.randomization import Randomization
+
+        self.randomization = Randomization(self, cfg)
+        self.randomization.startup()
+
+    def _setup_action_delay(self, max_delay: int) -> None:
+        """Per-world action delay of up to max_delay policy steps (the action_delay term)."""
+        if self.action_delay is not None:
+            raise ValueError("only one action_delay randomization term can be configured")
+        self.action_delay = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+        self.action_history = torch.zeros(self.num_envs, max_delay + 1, self.num_actions, device=self.device)
+
+    def _delayed_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """The actions the physics applies: each world's of action_delay policy steps ago."""
+        if self.action_delay is None:
+            return actions
+        h = self.action_history
+        h.copy_(torch.cat([actions[:, None].to(h.dtype), h[:, :-1]], dim=1))
+        return h[torch.arange(self.num_envs, device=self.device), self.action_delay]
 
     @classmethod
     def reward_term_names(cls) -> list[str]:
@@ -178,6 +205,10 @@ class BatchedEnv:
         if enabled and not self.differentiable:
             raise ValueError(f"{type(self).__name__} has no differentiable step (its rewards or observations are "
                              f"not torch functions of the state); SHAC needs one of the differentiable tasks")
+        if enabled and (self.action_delay is not None or getattr(self, "actuator_model", None) is not None
+                        and self.actuator_model.type != "mujoco"):
+            raise ValueError("enable_grad: action delays and the pd / dc_motor actuator models are not "
+                             "differentiated; configure neither for SHAC")
         self.grad_enabled = bool(enabled)
         self._grad_state = None
         self.actions = self.actions.detach().clone()
@@ -217,8 +248,9 @@ class BatchedEnv:
             nan = self._physics_grad(self.actions)
         else:
             self.actions.copy_(actions)  # the env's own buffer: resets below must not zero the caller's tensor
+            applied = self._delayed_actions(actions)
             for _ in range(self.decimation):
-                self._apply_actions(actions)
+                self._apply_actions(applied)
                 self.sim.step()
             nan = self.sim.nan_worlds
         self.episode_length_buf += 1
@@ -254,6 +286,8 @@ class BatchedEnv:
                 sim_state = (self.sim.qpos, self.sim.qvel, self.sim.act)
                 self._grad_state = tuple(torch.where(done[:, None], s, x)
                                          for s, x in zip(sim_state, self._grad_state, strict=False))
+        if self.randomization is not None:
+            self.randomization.interval()  # interval terms (pushes, ...), after resets, before observing
         return self._observations(), reward, terminated, time_outs, extras
 
     def _physics_grad(self, actions: torch.Tensor) -> torch.Tensor:
@@ -280,6 +314,12 @@ class BatchedEnv:
     def _reset(self, env_ids: torch.Tensor) -> None:
         self.sim.reset(env_ids)
         self._reset_envs(env_ids)
+        if self.randomization is not None:  # reset terms before the forward pass: they change the model
+            self.randomization.reset(env_ids)
+        if self.action_delay is not None:
+            self.action_history[env_ids] = 0.0
+        if getattr(self, "actuator_model", None) is not None:
+            self.actuator_model.reset(env_ids)
         if self.observed_outputs:
             self._forward_reset_worlds(env_ids)
         self.episode_length_buf[env_ids] = 0
@@ -404,6 +444,8 @@ class BatchedEnv:
         self.generator.set_state(state["generator"].cpu())  # a generator's state lives on the host
         self._seed = int(state.get("seed", self._seed))  # the per-world streams (rand_worlds)
         self.nonfinite_action_count.copy_(state["nonfinite_action_count"])
+        if not isinstance(self.sim, Sim):  # the MuJoCo backend: per-world MjModels derive from the values
+            self.sim.set_const()
         self._state_loaded()
 
     def _state_loaded(self) -> None:
@@ -454,21 +496,8 @@ def make_sim(mjm, num_worlds: int, device=None, dtype: str = "float32", backend:
 
 def per_world_param(sim: Sim, name: str) -> torch.Tensor:
     """Give the model parameter `name` its own value in every world (domain randomization) and
-    return a writable torch view [num_worlds, ...]. Only parameters that the kernels read at
-    `worldid % shape[0]` qualify (Model fields declared `[1 or W, ...]` in simrl/sim/model.py);
-    the MuJoCo backend supports those of `simrl.mujoco_sim.PER_WORLD_PARAMS`."""
-    import numpy as np
-    import warp as wp
-
-    if not isinstance(sim, Sim):  # the MuJoCo backend keeps its own per-world parameters
-        return sim.per_world_param(name)
-    struct = sim.model.struct
-    array = getattr(struct, name, None)
-    if not isinstance(array, wp.array) or array.ndim < 2:
-        raise ValueError(f"{name!r} is not a per-world model parameter")
-    if array.shape[0] != sim.num_worlds:
-        if array.shape[0] != 1:
-            raise ValueError(f"{name!r} has {array.shape[0]} worlds, the simulation {sim.num_worlds}")
-        expanded = np.repeat(array.numpy(), sim.num_worlds, axis=0)
-        setattr(struct, name, wp.array(expanded, dtype=array.dtype, device=array.device))
-    return wp.to_torch(getattr(struct, name))
+    return a writable torch view [num_worlds, ...]: `Sim.per_world_param` (fields of
+    simrl.sim.model.PER_WORLD_FIELDS) or `MujocoSim.per_world_param` (those of
+    simrl.mujoco_sim.PER_WORLD_PARAMS). Changed masses, inertias or armature need
+    `sim.set_const()` afterwards (envs.randomization calls it)."""
+    return sim.per_world_param(name)

@@ -2,7 +2,9 @@
 of legged_gym / Isaac Lab: commanded (vx, vy, yaw rate) resampled every few seconds, joint
 position targets around the home pose at 50 Hz over 0.005 s physics steps, reward terms for
 tracking and for smooth, efficient, upright motion, termination when the trunk touches the
-ground or the robot falls, per-world friction and random pushes.
+ground or the robot falls. Domain randomization is configured as terms (envs.randomization,
+`randomization=`; by default per-world friction at reset and random pushes), the actuators as an
+actuator model (envs.actuators, `actuator=`; by default the MJCF's own position servos).
 
 The policy's base velocities and projected gravity come from the IMU sensors of the MJCF
 (`observation_source="sensors"`, the default) or from the state (`"state"`):
@@ -29,6 +31,7 @@ import mujoco
 import torch
 
 from envs import ASSETS_DIR
+from envs.actuators import ActuatorModel
 from envs.base import BatchedEnv, make_sim, per_world_param
 from simrl.sim.sensor import sensor_columns
 
@@ -39,6 +42,14 @@ DEFAULT_REWARDS = {
     "tracking_lin_vel": 1.0, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
     "orientation": -1.0, "torques": -1e-4, "dof_acc": -2.5e-7, "action_rate": -0.01,
     "feet_air_time": 1.0, "undesired_contacts": -1.0,
+}
+
+
+#: the default randomization (legged_gym's): one friction coefficient per world at each reset,
+#: the tangential entries of every contact pair; a kick of the base's x, y velocity every 8 s
+DEFAULT_RANDOMIZATION = {
+    "friction": {"mode": "reset", "range": [0.5, 1.25], "operation": "abs", "shared": True},
+    "push": {"mode": "interval", "interval_s": 8.0, "range": [-0.5, 0.5]},
 }
 
 
@@ -60,6 +71,8 @@ class QuadrupedEnv(BatchedEnv):
 
     #: the robot
     MJCF = ASSETS_DIR / "quadruped.xml"
+    #: an encoder_bias randomization term offsets the joint positions the policy observes
+    supports_encoder_bias = True
     #: the sensors the policy's base observations read with observation_source="sensors":
     #: quantity -> (sensor name, MuJoCo sensor type it must have)
     IMU_SENSORS = {"lin_vel": ("imu_linvel", "velocimeter"), "ang_vel": ("imu_gyro", "gyro"),
@@ -68,8 +81,8 @@ class QuadrupedEnv(BatchedEnv):
     def __init__(self, num_envs: int = 256, device=None, seed: int = 0, decimation: int = 4,
                  episode_length_s: float = 20.0, action_scale: float = 0.25,
                  command_resample_s: float = 10.0, lin_vel_x: tuple = (-1.0, 1.0), lin_vel_y: tuple = (-0.5, 0.5),
-                 ang_vel_yaw: tuple = (-1.0, 1.0), friction_range: tuple = (0.5, 1.25), push_interval_s: float = 8.0,
-                 push_velocity: float = 0.5, obs_noise: float = 1.0, tracking_sigma: float = 0.25,
+                 ang_vel_yaw: tuple = (-1.0, 1.0), randomization: dict | None = None, actuator: dict | None = None,
+                 obs_noise: float = 1.0, tracking_sigma: float = 0.25,
                  air_time_target: float = 0.5, min_trunk_height: float = 0.15,
                  reward_weights: dict | None = None, dtype: str = "float32", nonfinite_actions: str = "error",
                  backend: str = "warp", observation_source: str = "sensors"):
@@ -85,6 +98,8 @@ class QuadrupedEnv(BatchedEnv):
             # the first observation of an episode reads the sensors (and the critic the contacts)
             # of the reset state: envs.base runs a forward pass after resets
             self.observed_outputs = ("sensordata", "contact_active", "contact_dist", "contact_pos", "contact_frame")
+        #: targets -> torques (envs.actuators); pd / dc_motor switch the MJCF's servos off in mjm
+        actuator_model = ActuatorModel(actuator, mjm)
         sim = make_sim(mjm, num_envs, device=device, dtype=dtype, backend=backend)
         weights = dict(DEFAULT_REWARDS if reward_weights is None else reward_weights)
         super().__init__(sim, num_actions=mjm.nu, decimation=decimation, episode_length_s=episode_length_s,
@@ -96,9 +111,6 @@ class QuadrupedEnv(BatchedEnv):
         self.action_scale = action_scale
         self.command_ranges = torch.tensor([lin_vel_x, lin_vel_y, ang_vel_yaw], dtype=torch.float32, device=dev)
         self.command_resample_steps = max(1, int(round(command_resample_s / self.step_dt)))
-        self.push_steps = max(1, int(round(push_interval_s / self.step_dt)))
-        self.push_velocity = push_velocity
-        self.friction_range = friction_range
         self.obs_noise = obs_noise
         self.tracking_sigma = tracking_sigma
         self.air_time_target = air_time_target
@@ -127,7 +139,15 @@ class QuadrupedEnv(BatchedEnv):
         self.feet_air_time = torch.zeros(num_envs, 4, device=dev)
         self.last_contacts = torch.zeros(num_envs, 4, dtype=torch.bool, device=dev)
         self.friction = per_world_param(sim, "cpair_friction")  # [W, npair, 5]
-        self.env_friction = torch.ones(num_envs, device=dev)
+        self.actuator_model = actuator_model
+        actuator_model.bind(self)
+        self.setup_randomization(DEFAULT_RANDOMIZATION if randomization is None else randomization)
+
+    @property
+    def env_friction(self) -> torch.Tensor:
+        """[num_envs]: each world's sliding friction, the mean over contact pairs of the first
+        tangential entry (one value with the default friction term); the critic observes it."""
+        return self.friction[:, :, 0].float().mean(dim=1)
 
     def action_bounds(self):
         """Target = home + scale * action, clamped to ctrlrange (gymnasium adapter)."""
@@ -187,7 +207,7 @@ class QuadrupedEnv(BatchedEnv):
     def _apply_actions(self, actions):
         self._base_cache = None  # the state is about to change
         target = self.default_joint_pos + self.action_scale * actions
-        self.sim.ctrl[:] = torch.clamp(target, self.ctrl_low, self.ctrl_high).to(self.sim.ctrl.dtype)
+        self.actuator_model.apply(torch.clamp(target, self.ctrl_low, self.ctrl_high))
 
     def step(self, actions):
         self._prestep_qvel = self.sim.qvel.float().clone()
@@ -197,23 +217,21 @@ class QuadrupedEnv(BatchedEnv):
         resample = (self.episode_length_buf % self.command_resample_steps == 0).nonzero(as_tuple=False).squeeze(-1)
         if resample.numel():
             self._sample_commands(resample)
-        self._base_cache = None  # resets and pushes below change the state
-        push = (self.episode_length_buf % self.push_steps == 0) & (self.episode_length_buf > 0)
-        if push.any():
-            kick = (self.rand(self.num_envs, 2) * 2 - 1) * self.push_velocity
-            self.sim.qvel[:, 0:2] += torch.where(push[:, None], kick, torch.zeros_like(kick)).to(self.sim.qvel.dtype)
+        self._base_cache = None
         return out
 
     def _observations(self):
         q, v = self.sim.qpos.float(), self.sim.qvel.float()
-        rest = [self.commands * torch.tensor([2.0, 2.0, 0.25], device=self.device), q[:, 7:] - self.default_joint_pos,
-                v[:, 6:] * 0.05, self.last_actions]
+        # the policy's joint positions carry the encoder bias of an encoder_bias term; the critic's are true
+        q_seen = q + self.encoder_bias if hasattr(self, "encoder_bias") else q
 
-        def group(lin_vel, ang_vel, gravity):
-            return torch.cat([lin_vel * 2.0, ang_vel * 0.25, gravity, *rest], dim=1)
+        def group(lin_vel, ang_vel, gravity, q):
+            return torch.cat([lin_vel * 2.0, ang_vel * 0.25, gravity,
+                              self.commands * torch.tensor([2.0, 2.0, 0.25], device=self.device),
+                              q[:, 7:] - self.default_joint_pos, v[:, 6:] * 0.05, self.last_actions], dim=1)
 
-        privileged = group(*self._base())
-        clean = group(*self._imu()) if self.observation_source == "sensors" else privileged
+        privileged = group(*self._base(), q)
+        clean = group(*(self._imu() if self.observation_source == "sensors" else self._base()), q_seen)
         noise_scale = torch.cat([torch.full((3,), 0.2), torch.full((3,), 0.05), torch.full((3,), 0.05),
                                  torch.zeros(3), torch.full((12,), 0.01), torch.full((12,), 0.075),
                                  torch.zeros(12)]).to(self.device) * self.obs_noise
@@ -243,11 +261,6 @@ class QuadrupedEnv(BatchedEnv):
         self.sim.qpos[env_ids] = qpos.to(self.sim.qpos.dtype)
         self.sim.qvel[env_ids] = ((self.rand_worlds(env_ids, self.sim.nv) - 0.5) * 0.2).to(self.sim.qvel.dtype)
         self.sim.ctrl[env_ids] = self.default_joint_pos.to(self.sim.ctrl.dtype)
-        lo, hi = self.friction_range
-        mu = lo + (hi - lo) * self.rand_worlds(env_ids, 1)[:, 0]
-        self.env_friction[env_ids] = mu
-        self.friction[env_ids, :, 0] = mu[:, None].to(self.friction.dtype)
-        self.friction[env_ids, :, 1] = mu[:, None].to(self.friction.dtype)
         self._sample_commands(env_ids)
         self.last_actions[env_ids] = 0.0
         self.last_qvel[env_ids] = 0.0
@@ -284,7 +297,7 @@ class QuadrupedEnv(BatchedEnv):
         return (gravity[:, :2] ** 2).sum(dim=1) * self.step_dt
 
     def _reward_torques(self):
-        return (self.sim.view("actuator_force").float() ** 2).sum(dim=1) * self.step_dt
+        return (self.actuator_model.applied_torque() ** 2).sum(dim=1) * self.step_dt
 
     def _reward_dof_acc(self):
         acc = (self.sim.qvel.float()[:, 6:] - self._prestep_qvel[:, 6:]) / self.step_dt

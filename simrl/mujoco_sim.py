@@ -44,13 +44,19 @@ What the environments use of `simrl.Sim` is served the same way:
   the friction that the Warp engine would use (with the same values as the model's, the result
   is mj_step's bit for bit). It makes a step 1.5-2 times as expensive. Euler and implicit
   integrators only: RK4's intermediate stages detect contacts again inside MuJoCo, out of reach.
+- Other per-world parameters (PER_WORLD_PARAMS: masses, inertias, centres of mass, damping,
+  armature, frictionloss, gains, biases, force ranges, gravity, ...; the Warp engine's layout):
+  the first one requested gives each world its own MjModel copy, into which the world's values
+  are copied before each of its steps; `set_const(world_ids)` runs mj_setConst on those copies
+  (as `Sim.set_const`), so invweight0 and the rest of what the compiler derives from masses and
+  armature follow each world's values.
 
 Speed: one Python loop over the worlds on one core, each world's `mj_step` plus a few
 microseconds of copying (the quadruped: about 20 us per world and step, measured on the
 project's CPU machine when unloaded). Worlds are not spread over threads.
 
-Anything else of `Sim` (gradients, `data`, constraint rows, solver statistics, other per-world
-parameters) raises an error that names it.
+Anything else of `Sim` (gradients, `data`, constraint rows, solver statistics, the derived
+invweight0 as a parameter) raises an error that names it.
 """
 
 from __future__ import annotations
@@ -92,8 +98,20 @@ _CONTACT_VIEWS = ("contact_active", "contact_dist", "contact_pos", "contact_fram
 #: attributes a `Sim` sets on itself (its class does not list them), for clear errors here
 _SIM_ATTRIBUTES = ("data", "compile_time", "cpu_threads")
 
-#: per-world model parameters this backend can randomize (envs.base.per_world_param)
-PER_WORLD_PARAMS = ("cpair_friction",)
+#: per-world model parameters this backend can randomize (envs.base.per_world_param): the
+#: contacts' friction, set between collision and constraints, and MjModel fields, set on the
+#: world's own MjModel before each of its steps. Name -> (MjModel field, the columns of it that
+#: the Warp engine's layout holds, or None for all); body_iquat is (x, y, z, w) as in the engine.
+_MODEL_FIELDS = {
+    "body_mass": ("body_mass", None), "body_inertia": ("body_inertia", None), "body_ipos": ("body_ipos", None),
+    "body_iquat": ("body_iquat", None), "jnt_stiffness": ("jnt_stiffness", None),
+    "qpos_spring": ("qpos_spring", None), "dof_damping": ("dof_damping", None),
+    "dof_armature": ("dof_armature", None), "dof_frictionloss": ("dof_frictionloss", None),
+    "actuator_gear": ("actuator_gear", 0), "actuator_gainprm": ("actuator_gainprm", slice(0, 3)),
+    "actuator_biasprm": ("actuator_biasprm", slice(0, 3)), "actuator_forcerange": ("actuator_forcerange", None),
+    "gravity": ("gravity", None),
+}
+PER_WORLD_PARAMS = ("cpair_friction", *_MODEL_FIELDS)
 
 
 def _resolve_cpu(device) -> torch.device:
@@ -178,6 +196,10 @@ class MujocoSim:
         self._slotless = [(g1, g2) for g1, g2, _ in (candidate_geom_pairs(mjm) if contact_on else [])
                           if self._pair_of[g1, g2] < 0]
         self._friction: np.ndarray | None = None  # [W, ncpair, 5] once per_world_param asks for it
+        #: per world, an MjModel of its own once a model field has a value per world (else None:
+        #: every world steps self._mjm), and the per-world values [W, ...] by name
+        self._models: list[mujoco.MjModel] | None = None
+        self._params: dict[str, np.ndarray] = {}
 
     # ---------------------------------------------------------------------------- sizes
     @property
@@ -355,11 +377,72 @@ class MujocoSim:
     # ---------------------------------------------------------------------------- parameters
     def per_world_param(self, name: str) -> torch.Tensor:
         """A writable torch view [num_worlds, ...] of a model parameter with its own value in
-        every world (domain randomization). Only `cpair_friction` [W, ncpair, 5] (the friction
-        of each candidate geom pair, in the order of the contact tables) is supported."""
+        every world (domain randomization), in the Warp engine's layout (`Sim.per_world_param`):
+        `cpair_friction` [W, ncpair, 5] (the friction of each candidate geom pair, in the order
+        of the contact tables) or an MjModel field of PER_WORLD_PARAMS. The first MjModel field
+        gives every world its own copy of the MjModel (mj_copyModel; the quadruped's is a few
+        hundred kB); the values are copied into the world's copy before each of its steps, so
+        writes take effect at the next step. After masses, inertias or armature, `set_const`
+        recomputes what mj_setConst derives from them."""
         if name not in PER_WORLD_PARAMS:
             raise UnsupportedFeatureError(f"the MuJoCo backend cannot give {name!r} a value per world; "
                                           f"supported: {', '.join(PER_WORLD_PARAMS)}")
+        if name == "cpair_friction":
+            return self._friction_param()
+        if name not in self._params:
+            if self._models is None:
+                self._models = [copy.copy(self._mjm) for _ in range(self.num_worlds)]
+            self._params[name] = np.repeat(self._model_field(self._mjm, name)[None], self.num_worlds, axis=0)
+            self._views[f"model.{name}"] = torch.from_numpy(self._params[name])
+        return self._views[f"model.{name}"]
+
+    @staticmethod
+    def _model_field(m: mujoco.MjModel, name: str) -> np.ndarray:
+        """The values of per-world parameter `name` in model m, in the Warp engine's layout."""
+        field, columns = _MODEL_FIELDS[name]
+        if field == "gravity":
+            return np.array(m.opt.gravity)
+        value = np.array(getattr(m, field))
+        if field == "body_iquat":
+            return value[:, [1, 2, 3, 0]]  # w, x, y, z -> x, y, z, w
+        return value if columns is None else value[:, columns]
+
+    def _apply_params(self, i: int) -> mujoco.MjModel:
+        """World i's MjModel with its per-world values (self._mjm when none has one)."""
+        if self._models is None:
+            return self._mjm
+        m = self._models[i]
+        for name, values in self._params.items():
+            field, columns = _MODEL_FIELDS[name]
+            row = values[i]
+            if field == "gravity":
+                m.opt.gravity[:] = row
+            elif field == "body_iquat":
+                m.body_iquat[:] = row[:, [3, 0, 1, 2]]
+            else:
+                dst = getattr(m, field)
+                if columns is None:
+                    dst[:] = row
+                else:
+                    dst[:, columns] = row
+        return m
+
+    def set_const(self, world_ids=None) -> None:
+        """mj_setConst on the MjModel of every world in `world_ids` (None: all) with its
+        per-world values: dof_invweight0, body_invweight0, body_subtreemass, dof_M0,
+        actuator_acc0 follow the world's masses, inertias and armature (as `Sim.set_const`)."""
+        if self._models is None:
+            return
+        if world_ids is None:
+            worlds = np.arange(self.num_worlds)
+        else:
+            ids = torch.as_tensor(world_ids).cpu()
+            worlds = np.arange(self.num_worlds)[ids.numpy()] if ids.dtype == torch.bool else ids.numpy().ravel()
+        scratch = mujoco.MjData(self._mjm)  # mj_setConst resets the data it is given
+        for i in worlds:
+            mujoco.mj_setConst(self._apply_params(int(i)), scratch)
+
+    def _friction_param(self) -> torch.Tensor:
         if self._friction is None:
             if self._mjm.opt.integrator == _INT.mjINT_RK4:
                 raise UnsupportedFeatureError(
@@ -385,11 +468,13 @@ class MujocoSim:
         if iterations is not None:
             if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 0:
                 raise ValueError(f"iterations must be a non-negative integer, got {iterations!r}")
-            self._mjm.opt.iterations = int(iterations)
+            for m in [self._mjm, *(self._models or [])]:
+                m.opt.iterations = int(iterations)
         if tolerance is not None:
             if not np.isfinite(tolerance) or tolerance < 0:
                 raise ValueError(f"tolerance must be a non-negative finite number, got {tolerance!r}")
-            self._mjm.opt.tolerance = float(tolerance)
+            for m in [self._mjm, *(self._models or [])]:
+                m.opt.tolerance = float(tolerance)
 
     # ---------------------------------------------------------------------------- simulation
     def step(self, n: int = 1) -> None:
@@ -406,11 +491,11 @@ class MujocoSim:
         s = self._state
         finite = np.isfinite(s["qpos"]).all(axis=1) & np.isfinite(s["qvel"]).all(axis=1)
         self._nan[~finite] = 1
-        m, friction = self._mjm, self._friction
+        friction = self._friction
         for i in np.flatnonzero(finite):
             for dst, src in self._copy_in[i]:
                 np.copyto(dst, src)
-            advance(m, self._data[i], None if friction is None else friction[i])
+            advance(self._apply_params(int(i)), self._data[i], None if friction is None else friction[i])
             for dst, src in self._copy_out[i]:  # the new state, and the outputs requested so far
                 np.copyto(dst, src)
         self._contacts_stale = True

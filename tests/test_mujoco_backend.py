@@ -232,8 +232,9 @@ def test_errors_name_the_problem():
         envs.make("cartpole", num_envs=2, device="cpu", backend="physx")
     assert BACKENDS == ("warp", "mujoco")
     sim = make_sim(mjm, 2, device="cpu", backend="mujoco")
-    with pytest.raises(UnsupportedFeatureError, match="body_mass"):
-        per_world_param(sim, "body_mass")
+    with pytest.raises(UnsupportedFeatureError, match="cannot give 'dof_invweight0' a value per world; "
+                                                      "supported: cpair_friction, body_mass"):
+        per_world_param(sim, "dof_invweight0")  # derived: set_const recomputes it
     with pytest.raises(AttributeError, match="efc_J"):
         sim.view("efc_J")
     with pytest.raises(AttributeError, match="Sim.efc_force"):

@@ -193,10 +193,16 @@ def test_step_leaves_the_callers_actions_alone_when_worlds_reset():
 
 # -------------------------------------------------------------------- 3, 4. checkpoints, resume
 def test_env_state_round_trip_continues_exactly():
-    """The quadruped (contacts, solver warm start, per-world friction, pushes, command
+    """The quadruped (contacts, solver warm start, per-world friction, masses (and their
+    invweight0), pushes on a random interval, action and actuator delays, an explicit PD, command
     resampling, resets, observation noise): an env restored from another's state_dict steps
     exactly as the original does."""
-    kwargs = dict(num_envs=3, device="cpu", episode_length_s=0.1, push_interval_s=0.06, command_resample_s=0.04)
+    randomization = {"friction": {"mode": "reset", "range": [0.5, 1.25], "operation": "abs", "shared": True},
+                     "push": {"mode": "interval", "interval_s": [0.04, 0.08], "range": [-0.5, 0.5]},
+                     "body_mass": {"mode": "reset", "range": [0.8, 1.2]},
+                     "action_delay": {"mode": "reset", "range": [0, 2]}}
+    kwargs = dict(num_envs=3, device="cpu", episode_length_s=0.1, command_resample_s=0.04,
+                  randomization=randomization, actuator={"type": "pd", "delay": [0, 1]})
     a = envs.make("quadruped", seed=0, **kwargs)
     a.reset()
     actions = torch.randn(20, 3, 12, generator=torch.Generator().manual_seed(0)) * 0.5

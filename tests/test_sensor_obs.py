@@ -18,7 +18,7 @@ from task_reference import mujoco_reference
 
 import envs
 from envs import ASSETS_DIR
-from envs.quadruped import QuadrupedEnv
+from envs.quadruped import DEFAULT_RANDOMIZATION, QuadrupedEnv
 
 #: the policy's first nine columns (2 v_base, 0.25 w_base, projected gravity) and their scales
 IMU = slice(0, 9)
@@ -53,10 +53,13 @@ def state_reference(mjm, qpos, qvel):
     return np.stack([np.concatenate([r["lin"], r["ang"], r["R"].T @ [0, 0, -1]]) for r in ref]) * SCALE
 
 
+NO_PUSH = {"friction": DEFAULT_RANDOMIZATION["friction"]}  # the default randomization without pushes
+
+
 def quad_env(num_envs, **kwargs):
     """A quadruped env that never terminates (episodes end by time-out only) and whose
     physics steps record the state they start from in `env.substep_starts`."""
-    kwargs = {"device": "cpu", "seed": 0, "obs_noise": 0.0, "push_interval_s": 100.0, **kwargs}
+    kwargs = {"device": "cpu", "seed": 0, "obs_noise": 0.0, "randomization": NO_PUSH, **kwargs}
     env = envs.make("quadruped", num_envs=num_envs, **kwargs)
     env._terminated = lambda: torch.zeros(num_envs, dtype=torch.bool)
     env.substep_starts = []

@@ -18,8 +18,10 @@ from task_reference import mujoco_reference
 
 import envs
 from envs import ASSETS_DIR
+from envs.quadruped import DEFAULT_RANDOMIZATION
 
 DT = 0.02  # the quadruped's policy step: 4 x 0.005 s
+NO_PUSH = {"friction": DEFAULT_RANDOMIZATION["friction"]}  # the default randomization without pushes
 LEGS = ("FR", "FL", "RR", "RL")
 HOME_JOINTS = np.array([0, 0.8, -1.5, 0, 0.8, -1.5, 0, 1.0, -1.5, 0, 1.0, -1.5])  # quadruped.xml, key "home"
 KP, KV = 30.0, 1.0  # quadruped.xml: every position actuator
@@ -321,7 +323,7 @@ def test_quadruped_commands_are_resampled_on_schedule_and_uniform():
     ranges = np.array([[-0.7, 1.2], [-0.4, 0.1], [0.3, 0.9]])
     n, every = 512, 5
     env = quad_env(n, command_resample_s=every * DT, lin_vel_x=tuple(ranges[0]), lin_vel_y=tuple(ranges[1]),
-                   ang_vel_yaw=tuple(ranges[2]), episode_length_s=100.0, push_interval_s=100.0,
+                   ang_vel_yaw=tuple(ranges[2]), episode_length_s=100.0, randomization=NO_PUSH,
                    min_trunk_height=0.0)
     draws = [env.commands.numpy().copy()]
     env._terminated = lambda: torch.zeros(n, dtype=torch.bool)  # keep every world on its clock
@@ -349,12 +351,17 @@ def test_quadruped_commands_are_resampled_on_schedule_and_uniform():
 
 
 def test_quadruped_pushes_kick_the_base_velocity_on_schedule():
-    """Every push_interval_s of a world's episode, its base velocity (x, y) gets a kick drawn
-    uniformly from [-push_velocity, push_velocity]; nothing else changes. The reference is the
+    """Every interval_s of a world's episode (the push randomization term), its base velocity
+    (x, y) gets a kick drawn uniformly from the term's range; nothing else changes. The reference is the
     same env with push_velocity = 0 (it makes the same random draws)."""
     n, every, push = 256, 4, 0.7
-    kw = dict(push_interval_s=every * DT, episode_length_s=100.0, min_trunk_height=0.0)
-    pushed, still = quad_env(n, push_velocity=push, **kw), quad_env(n, push_velocity=0.0, **kw)
+    kw = dict(episode_length_s=100.0, min_trunk_height=0.0)
+
+    def pushes(velocity):
+        term = {"mode": "interval", "interval_s": every * DT, "range": [-velocity, velocity]}
+        return {**DEFAULT_RANDOMIZATION, "push": term}
+
+    pushed, still = quad_env(n, randomization=pushes(push), **kw), quad_env(n, randomization=pushes(0.0), **kw)
     for t in range(1, every + 1):
         pushed.step(torch.zeros(n, 12))
         still.step(torch.zeros(n, 12))
@@ -370,11 +377,12 @@ def test_quadruped_pushes_kick_the_base_velocity_on_schedule():
 
 
 def test_quadruped_friction_is_drawn_per_world_into_the_contacts():
-    """Each reset draws one friction coefficient per world, uniform in friction_range: it becomes
+    """Each reset draws one friction coefficient per world, uniform in the friction term's range
+    (shared: one for all pairs): it becomes
     the two tangential entries of every contact pair's friction (the torsional and rolling ones
     keep the model's) and the critic's friction observation."""
     n = 512
-    env = quad_env(n, friction_range=(0.3, 1.7))
+    env = quad_env(n, randomization={"friction": {**DEFAULT_RANDOMIZATION["friction"], "range": [0.3, 1.7]}})
     mu = env.env_friction.numpy().astype(np.float64)
     friction = env.friction.numpy()
     assert np.all((mu >= 0.3) & (mu <= 1.7))

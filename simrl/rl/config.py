@@ -209,7 +209,13 @@ def _check_env(c: _Checker, task_name: str, env_cfg) -> None:
                             f"{_suggest(key, [p for p in params if p not in ENV_TOP_LEVEL])}")
             continue
         default = params[key]
-        if key == "nonfinite_actions":
+        if key in ("randomization", "actuator"):
+            from envs import actuators, randomization
+
+            value = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+            checker = randomization.check_config if key == "randomization" else actuators.check_config
+            c.errors.extend(checker(value))
+        elif key == "nonfinite_actions":
             c.choice(full, value, ("error", "zero"))
         elif key == "observation_source":
             c.choice(full, value, ("sensors", "state"))

@@ -145,7 +145,7 @@ def build(scalar):
             # mj_fwdActuation returns early: the activation does not move (mj_advance skips it)
             d.act_dot[w, adr] = scalar(0.0)
         if m.actuator_forcelimited[a]:
-            r = m.actuator_forcerange[a]
+            r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
             force = wp.clamp(force, r[0], r[1])
         d.actuator_force[w, a] = force
 
@@ -161,7 +161,7 @@ def build(scalar):
         if m.enable_actuation and m.actuator_enabled[a]:
             clamped = False
             if m.actuator_forcelimited[a]:
-                r = m.actuator_forcerange[a]
+                r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
                 force = d.actuator_force[w, a]
                 clamped = force <= r[0] or force >= r[1]
             if not clamped:

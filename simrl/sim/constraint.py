@@ -281,7 +281,7 @@ def build(scalar):
                 c = m.eq[e].polycoef
                 q1 = m.jnt_qposadr[j1]
                 pos = d.qpos[w, q1] - m.qpos0[q1] - c[0]
-                diag = m.dof_invweight0[m.jnt_dofadr[j1]]
+                diag = m.dof_invweight0[w % m.dof_invweight0.shape[0], m.jnt_dofadr[j1]]
                 d.efc_J[w, r0, m.jnt_dofadr[j1]] += scalar(1.0)
                 if j2 >= 0:
                     q2 = m.jnt_qposadr[j2]
@@ -290,7 +290,7 @@ def build(scalar):
                     deriv = (c[1] + scalar(2.0) * c[2] * dif + scalar(3.0) * c[3] * dif * dif
                              + scalar(4.0) * c[4] * dif * dif * dif)
                     d.efc_J[w, r0, m.jnt_dofadr[j2]] += -deriv
-                    diag = diag + m.dof_invweight0[m.jnt_dofadr[j2]]
+                    diag = diag + m.dof_invweight0[w % m.dof_invweight0.shape[0], m.jnt_dofadr[j2]]
                 imp = impedance(solimp, pos, scalar(0.0))
                 set_row(d, w, r0, pos, scalar(0.0), scalar(0.0), imp, regularizer(imp, diag), kk, bb)
             else:
@@ -311,8 +311,8 @@ def build(scalar):
                 add_equality_jacobian(m, d, w, r0, nrow, b1, p1, scalar(1.0), qleft, qright, ts)
                 add_equality_jacobian(m, d, w, r0, nrow, b2, p2, scalar(-1.0), qleft, qright, ts)
                 imp = impedance(solimp, wp.sqrt(norm2), scalar(0.0))
-                iw1 = m.body_invweight0[b1]
-                iw2 = m.body_invweight0[b2]
+                iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], b1]
+                iw2 = m.body_invweight0[w % m.body_invweight0.shape[0], b2]
                 for k in range(3):
                     set_row(d, w, r0 + k, cpos[k], scalar(0.0), scalar(0.0), imp,
                             regularizer(imp, iw1[0] + iw2[0]), kk, bb)
@@ -422,7 +422,7 @@ def build(scalar):
             else:
                 solimp = clamp_solimp(m.dof_solimp[i])
                 solref = m.dof_solref[i]
-                diag = m.dof_invweight0[i]
+                diag = m.dof_invweight0[w % m.dof_invweight0.shape[0], i]
             imp = impedance(solimp, scalar(0.0), scalar(0.0))
             k, b = stiffness_damping(m, solref, solimp[1])
             set_row(d, w, r, scalar(0.0), scalar(0.0), floss, imp, regularizer(imp, diag), scalar(0.0), b)
@@ -498,7 +498,8 @@ def build(scalar):
                 solimp = clamp_solimp(m.jnt_solimp[jnt])
                 imp = impedance(solimp, dist, margin)
                 k, b = stiffness_damping(m, m.jnt_solref[jnt], solimp[1])
-                set_row(d, w, r, dist, margin, scalar(0.0), imp, regularizer(imp, m.dof_invweight0[dof]), k, b)
+                diag = m.dof_invweight0[w % m.dof_invweight0.shape[0], dof]
+                set_row(d, w, r, dist, margin, scalar(0.0), imp, regularizer(imp, diag), k, b)
             else:
                 clear_row(d, w, r)
 
@@ -529,8 +530,8 @@ def build(scalar):
             add_contact_jacobian(m, d, w, r0, nrow, b1, point, frame, fr, scalar(-1.0))
 
             # approximate inverse inertia of the contact (mj_diagApprox): both bodies
-            iw1 = m.body_invweight0[b1]
-            iw2 = m.body_invweight0[b2]
+            iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], b1]
+            iw2 = m.body_invweight0[w % m.body_invweight0.shape[0], b2]
             tran = iw1[0] + iw2[0]
             solimp = clamp_solimp(m.cpair_solimp[p])
             imp = impedance(solimp, dist, margin)

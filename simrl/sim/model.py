@@ -57,9 +57,14 @@ SUPPORTED_DYN = (DYN_NONE, DYN_INTEGRATOR, DYN_FILTER, DYN_FILTEREXACT)
 
 # Model arrays with a leading world axis (size 1: shared, or num_worlds: per world), which
 # kernels read at `worldid % shape[0]`.
+# dof_invweight0 and body_invweight0 are derived from the masses, inertias and armature at
+# qpos0 (mj_setConst): `Sim.set_const` recomputes them per world after those change.
 PER_WORLD_FIELDS = ("body_ipos", "body_iquat", "body_mass", "body_inertia", "jnt_stiffness", "qpos_spring",
                     "dof_damping", "dof_armature", "dof_frictionloss", "actuator_gear", "actuator_gainprm",
-                    "actuator_biasprm", "cpair_friction")
+                    "actuator_biasprm", "actuator_forcerange", "cpair_friction", "gravity", "dof_invweight0",
+                    "body_invweight0")
+#: the per-world fields from which mj_setConst derives dof_invweight0 and body_invweight0
+SET_CONST_INPUTS = ("body_mass", "body_inertia", "body_ipos", "body_iquat", "dof_armature")
 
 
 #: the largest Warp struct, in bytes, that CUDA keeps out of a thread's stack: a Model or Data
@@ -180,7 +185,7 @@ def model_struct(scalar):
         nmocap: int
         # options
         timestep: scalar
-        gravity: T.vec3  # zero when mjDSBL_GRAVITY is set
+        gravity: wp.array(dtype=T.vec3)  # [1 or W]; zero when mjDSBL_GRAVITY is set
         enable_spring: int
         enable_damper: int
         enable_actuation: int
@@ -254,7 +259,7 @@ def model_struct(scalar):
         actuator_ctrllimited: wp.array(dtype=int)
         actuator_ctrlrange: wp.array(dtype=T.vec2)
         actuator_forcelimited: wp.array(dtype=int)
-        actuator_forcerange: wp.array(dtype=T.vec2)
+        actuator_forcerange: wp.array2d(dtype=T.vec2)  # [1 or W, nu]
         # activation dynamics (mj_fwdActuation, mj_nextActivation): the actuator's activation
         # act[actadr] (-1: stateless, the force uses ctrl), its dyntype, the filters' time
         # constant dynprm[0], the clamp of the activation to actrange and actearly (the force
@@ -355,8 +360,8 @@ def model_struct(scalar):
         dof_solref: wp.array(dtype=T.vec2)
         dof_solimp: wp.array(dtype=T.vec5)
         # inverse inertias at qpos0 (mj_setConst) for the diagonal approximation of A
-        dof_invweight0: wp.array(dtype=scalar)
-        body_invweight0: wp.array(dtype=T.vec2)  # translation, rotation
+        dof_invweight0: wp.array2d(dtype=scalar)  # [1 or W, nv]
+        body_invweight0: wp.array2d(dtype=T.vec2)  # [1 or W, nbody]: translation, rotation
         body_dofend: wp.array(dtype=int)  # last dof of the chain that moves the body, or -1
 
     return Model
@@ -693,7 +698,7 @@ class Model:
         m.ngeom, m.nsite, m.nmocap = mjm.ngeom, mjm.nsite, mjm.nmocap
         m.timestep = dtype(opt.timestep)
         gravity = np.zeros(3) if flags & DSBL.mjDSBL_GRAVITY else np.asarray(opt.gravity)
-        m.gravity = T.vec3(*[float(g) for g in gravity])
+        m.gravity = wp.array(np.asarray(gravity, dtype=npf).reshape(1, 3), dtype=T.vec3, device=self.device)
         m.enable_spring = int(not flags & DSBL.mjDSBL_SPRING)
         m.enable_damper = int(not flags & DSBL.mjDSBL_DAMPER)
         m.enable_actuation = int(not flags & DSBL.mjDSBL_ACTUATION)
@@ -801,7 +806,7 @@ class Model:
         m.actuator_ctrllimited = ints(mjm.actuator_ctrllimited)
         m.actuator_ctrlrange = arr(mjm.actuator_ctrlrange, T.vec2, (-1, 2))
         m.actuator_forcelimited = ints(mjm.actuator_forcelimited)
-        m.actuator_forcerange = arr(mjm.actuator_forcerange, T.vec2, (-1, 2))
+        m.actuator_forcerange = shared(mjm.actuator_forcerange, T.vec2, 2)
         m.actuator_actadr = ints(mjm.actuator_actadr)
         m.actuator_dyntype = ints(mjm.actuator_dyntype)
         m.actuator_dynprm = arr(mjm.actuator_dynprm[:, 0] if nu else [], dtype)
@@ -932,8 +937,8 @@ class Model:
         m.dof_frictionloss = shared(mjm.dof_frictionloss, dtype, 1)
         m.dof_solref = arr(mjm.dof_solref, T.vec2, (-1, 2))
         m.dof_solimp = arr(mjm.dof_solimp, T.vec5, (-1, 5))
-        m.dof_invweight0 = arr(mjm.dof_invweight0, dtype)
-        m.body_invweight0 = arr(mjm.body_invweight0, T.vec2, (-1, 2))
+        m.dof_invweight0 = shared(mjm.dof_invweight0, dtype, 1)
+        m.body_invweight0 = shared(mjm.body_invweight0, T.vec2, 2)
         dofend = []
         for b in range(mjm.nbody):
             w = b

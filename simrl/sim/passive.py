@@ -67,7 +67,7 @@ def build(scalar):
             cdof = d.cdof[w, i]
             ang = vec3(cdof[0], cdof[1], cdof[2])
             lin = vec3(cdof[3], cdof[4], cdof[5])
-            g = m.gravity
+            g = m.gravity[w % m.gravity.shape[0]]
             adr = m.dof_gravcomp_adr[i]
             for k in range(adr, adr + m.dof_gravcomp_num[i]):
                 b = m.dof_gravcomp_body[k]

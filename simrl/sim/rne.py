@@ -75,7 +75,7 @@ def build(scalar):
         """Bias acceleration of body b (the world accelerates at -g, then the dofs from the root to
         the body add cdof_dot qvel, in that order) and its own bias force I a + v x* I v, before
         its children's are added."""
-        g = m.gravity
+        g = m.gravity[w % m.gravity.shape[0]]
         d.cacc[w, b] = vec6(scalar(0.0), scalar(0.0), scalar(0.0), -g[0], -g[1], -g[2])
         if b == 0:
             d.cfrc_bias[w, 0] = vec6(scalar(0.0))

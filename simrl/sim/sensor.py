@@ -159,7 +159,8 @@ def build(scalar):
     def body_acceleration(m: Model, d: Data, w: int, b: int):
         """cacc of mj_rnePostConstraint: -gravity, plus cdof_dot qvel + cdof qacc of every dof of
         the chain that moves the body (root first, as the tree recursion adds them)."""
-        acc = vec6(scalar(0.0), scalar(0.0), scalar(0.0), -m.gravity[0], -m.gravity[1], -m.gravity[2])
+        g = m.gravity[w % m.gravity.shape[0]]
+        acc = vec6(scalar(0.0), scalar(0.0), scalar(0.0), -g[0], -g[1], -g[2])
         dof = m.body_dofend[b]
         if dof >= 0:
             adr = m.dof_ancestor_adr[dof]

@@ -28,7 +28,7 @@ from simrl.errors import MJCFError
 from simrl.sim import forward
 from simrl.sim import schedule as simrl_schedule
 from simrl.sim.data import data_struct, make_data, mocap_pose0
-from simrl.sim.model import EULER_LIKE, PER_WORLD_FIELDS, Model, copy_struct, model_struct
+from simrl.sim.model import EULER_LIKE, PER_WORLD_FIELDS, SET_CONST_INPUTS, Model, copy_struct, model_struct
 from simrl.sim.sensor import sensor_columns
 
 if not os.environ.get("SIMRL_WARP_VERBOSE"):
@@ -383,6 +383,93 @@ class Sim:
                                           dtype=np.int64).reshape(-1, 2), device=self.qpos.device)
         return SimpleNamespace(active=self.view("contact_active") != 0, dist=self.view("contact_dist"),
                                pos=self.view("contact_pos"), frame=self.view("contact_frame"), geom=geom)
+
+    def per_world_param(self, name: str) -> torch.Tensor:
+        """Give the model parameter `name` its own value in every world (domain randomization)
+        and return a writable torch view [num_worlds, ...] (the engine's layout: quaternions
+        x, y, z, w; actuator_gainprm and actuator_biasprm their first three entries;
+        actuator_gear the first). Only the fields of `simrl.sim.model.PER_WORLD_FIELDS`
+        qualify (kernels read them at `worldid % shape[0]`). After changing body_mass,
+        body_inertia, body_ipos, body_iquat or dof_armature, call `set_const` (their derived
+        invweight0 would otherwise stay the compiled model's)."""
+        struct = self.model.struct
+        array = getattr(struct, name, None) if name in PER_WORLD_FIELDS else None
+        if not isinstance(array, wp.array):
+            raise ValueError(f"{name!r} is not a per-world model parameter; available: {', '.join(PER_WORLD_FIELDS)}")
+        if array.shape[0] != self.num_worlds:
+            if array.shape[0] != 1:
+                raise ValueError(f"{name!r} has {array.shape[0]} worlds, the simulation {self.num_worlds}")
+            expanded = np.repeat(array.numpy(), self.num_worlds, axis=0)
+            setattr(struct, name, wp.array(expanded, dtype=array.dtype, device=array.device))
+        return wp.to_torch(getattr(struct, name), requires_grad=False)
+
+    def set_const(self, world_ids=None) -> None:
+        """Recompute, per world, what MuJoCo's compiler derives from parameters that domain
+        randomization changes (mj_setConst at qpos0): dof_invweight0 and body_invweight0 (the
+        diagonal approximation of the constraint's inverse inertia, which scales every
+        constraint row's regularizer R) from the world's body_mass, body_inertia, body_ipos,
+        body_iquat and dof_armature. MuJoCo itself computes them: the world's values are set on a
+        host copy of the MjModel and mj_setConst is called (about 20 us per world for the
+        quadruped; on a GPU one device-host round trip). `world_ids` (indices or a boolean
+        mask; None: all worlds) limits the work to the worlds that changed.
+
+        Also turns on the implicit Euler damping of mj_EulerSkip when some world's dof_damping
+        became positive in a model compiled without damping (the engine skips that pass when
+        the compiled damping is all zero).
+
+        Not recomputed (documented in GUIDE.md "Domain randomization"): stat.meaninertia (which
+        MuJoCo 4.0's mj_setConst keeps too; it only scales the solver's stopping test),
+        body_subtreemass and actuator_acc0 (the engine reads neither). Raises
+        UnsupportedFeatureError when a tendon's invweight0 would change (tendon limits,
+        frictionloss and equalities read it; it is not kept per world)."""
+        import copy
+
+        from simrl.errors import UnsupportedFeatureError
+
+        mjm, struct = self.mj_model, self.model.struct
+        W = self.num_worlds
+        if world_ids is None:
+            worlds = np.arange(W)
+        else:
+            ids = torch.as_tensor(world_ids).cpu()
+            worlds = np.arange(W)[ids.numpy()] if ids.dtype == torch.bool else ids.numpy().astype(np.int64).ravel()
+        # damping on where the compiled model had none (mj_EulerSkip, see Model.euler_damp)
+        flags = int(mjm.opt.disableflags)
+        if (not struct.euler_damp and not flags & mujoco.mjtDisableBit.mjDSBL_EULERDAMP
+                and not flags & mujoco.mjtDisableBit.mjDSBL_DAMPER
+                and bool((wp.to_torch(struct.dof_damping, requires_grad=False) > 0).any())):
+            struct.euler_damp = 1
+        if worlds.size == 0:
+            return
+        inputs = {name: getattr(struct, name) for name in SET_CONST_INPUTS}
+        if all(a.shape[0] == 1 for a in inputs.values()):
+            if self.model.struct.dof_invweight0.shape[0] == 1:
+                return  # nothing is per world: the compiled values hold
+        host = {name: a.numpy() for name, a in inputs.items()}
+        scratch = copy.copy(mjm)  # mj_copyModel
+        scratch_data = mujoco.MjData(scratch)
+        dof_iw = self.per_world_param("dof_invweight0")
+        body_iw = self.per_world_param("body_invweight0")
+        dof_out = np.empty((len(worlds), mjm.nv))
+        body_out = np.empty((len(worlds), mjm.nbody, 2))
+        for k, w in enumerate(worlds):
+            row = {name: a[w % a.shape[0]] for name, a in host.items()}
+            scratch.body_mass[:] = row["body_mass"]
+            scratch.body_inertia[:] = row["body_inertia"]
+            scratch.body_ipos[:] = row["body_ipos"]
+            scratch.body_iquat[:] = row["body_iquat"][:, [3, 0, 1, 2]]  # x, y, z, w -> w, x, y, z
+            scratch.dof_armature[:] = row["dof_armature"]
+            mujoco.mj_setConst(scratch, scratch_data)
+            dof_out[k] = scratch.dof_invweight0
+            body_out[k] = scratch.body_invweight0
+            if mjm.ntendon and not np.allclose(scratch.tendon_invweight0, mjm.tendon_invweight0, rtol=1e-9, atol=0):
+                raise UnsupportedFeatureError(
+                    f"world {int(w)}: the randomized masses, inertias or armature change tendon_invweight0 "
+                    f"(tendon {mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_TENDON, 0)!r}, ...), which the engine "
+                    f"keeps for all worlds; randomize bodies that no tendon spans, or no masses")
+        index = torch.as_tensor(worlds, device=dof_iw.device)
+        dof_iw[index] = torch.as_tensor(dof_out, dtype=dof_iw.dtype, device=dof_iw.device)
+        body_iw[index] = torch.as_tensor(body_out, dtype=body_iw.dtype, device=body_iw.device)
 
     def set_solver(self, iterations: int | None = None, tolerance: float | None = None) -> None:
         """Override the constraint solver's maximum iterations and tolerance (defaults: the
