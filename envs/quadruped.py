@@ -76,7 +76,7 @@ class QuadrupedEnv(BatchedEnv):
         if observation_source not in OBSERVATION_SOURCES:
             raise ValueError(f"observation_source must be one of {', '.join(map(repr, OBSERVATION_SOURCES))}, "
                              f"got {observation_source!r}")
-        mjm = mujoco.MjModel.from_xml_path(str(self.MJCF))
+        mjm = self._build_model()
         #: "sensors" or "state": where the policy's base velocities and gravity come from
         self.observation_source = observation_source
         #: columns of sensordata of each IMU quantity (observation_source="sensors")
@@ -106,15 +106,14 @@ class QuadrupedEnv(BatchedEnv):
         self.ctrl_low = torch.as_tensor(mjm.actuator_ctrlrange[:, 0], dtype=torch.float32, device=dev)
         self.ctrl_high = torch.as_tensor(mjm.actuator_ctrlrange[:, 1], dtype=torch.float32, device=dev)
 
-        # contact slots of the floor with each robot part
+        # contact slots of the ground (the floor, and the terrain of subclasses) with each robot part
         contact = sim.contact
-        floor = mjm.geom("floor").id
+        ground = set(self._ground_geoms(mjm))
 
         def slots(geom_names):
             ids = [mjm.geom(n).id for n in geom_names]
-            geom = contact.geom.cpu()
-            return [[s for s in range(geom.shape[0]) if floor in geom[s].tolist() and g in geom[s].tolist()]
-                    for g in ids]
+            geom = contact.geom.cpu().tolist()
+            return [[s for s in range(len(geom)) if g in geom[s] and ground & set(geom[s])] for g in ids]
 
         legs = ["FR", "FL", "RR", "RL"]
         self.foot_slots = slots([f"{leg}_foot" for leg in legs])
@@ -136,6 +135,18 @@ class QuadrupedEnv(BatchedEnv):
 
     def _state_loaded(self):
         self._base_cache = None
+
+    def _build_model(self) -> mujoco.MjModel:
+        """The compiled model the env simulates (a subclass adds terrain)."""
+        return mujoco.MjModel.from_xml_path(str(self.MJCF))
+
+    def _ground_geoms(self, mjm: mujoco.MjModel) -> list[int]:
+        """Geoms that are the ground: contacts with them count as foot, trunk and undesired contacts."""
+        return [mjm.geom("floor").id]
+
+    def _base_height(self) -> torch.Tensor:
+        """Height of the base above the ground under it [num_envs] (the floor is at z = 0)."""
+        return self.sim.qpos[:, 2].float()
 
     def _imu_columns(self, mjm: mujoco.MjModel) -> dict[str, slice]:
         """sensordata columns of each IMU_SENSORS quantity; ValueError naming a sensor the MJCF
@@ -225,7 +236,7 @@ class QuadrupedEnv(BatchedEnv):
     def _terminated(self):
         trunk_contact = self._in_contact([self.trunk_slots]).squeeze(1) if self.trunk_slots else False
         _, _, gravity = self._base()
-        fallen = (self.sim.qpos[:, 2] < self.min_trunk_height) | (gravity[:, 2] > 0.0)
+        fallen = (self._base_height() < self.min_trunk_height) | (gravity[:, 2] > 0.0)
         return trunk_contact | fallen
 
     def _sample_commands(self, env_ids):
