@@ -45,6 +45,7 @@ import dataclasses
 
 import mujoco
 import numpy as np
+import torch
 
 from simrl.errors import UnsupportedFeatureError
 
@@ -194,15 +195,22 @@ class Terrain:
     def height_at(self, x, y):
         """Surface height at points (x, y) (numpy or torch arrays of one shape)."""
         if hasattr(x, "new_tensor"):  # torch: [..., nbox] comparisons, no host copy
-            b = x.new_tensor(self.boxes)
+            b = self._boxes_like(x)
             xe, ye = x[..., None], y[..., None]
             inside = (xe >= b[:, 0]) & (xe <= b[:, 1]) & (ye >= b[:, 2]) & (ye <= b[:, 3])
-            tops = inside * b[:, 4] + (~inside) * self.floor_z
+            tops = torch.where(inside, b[:, 4], b.new_full((), self.floor_z))
             return tops.amax(dim=-1).clamp(min=self.floor_z)
         x, y = np.asarray(x, dtype=float)[..., None], np.asarray(y, dtype=float)[..., None]
         b = self.boxes
         inside = (x >= b[:, 0]) & (x <= b[:, 1]) & (y >= b[:, 2]) & (y <= b[:, 3])
         return np.where(inside, b[:, 4], self.floor_z).max(axis=-1, initial=self.floor_z)
+
+    def _boxes_like(self, x):
+        cache = self.__dict__.setdefault("_tensors", {})
+        key = (x.device, x.dtype)
+        if key not in cache:
+            cache[key] = x.new_tensor(self.boxes)
+        return cache[key]
 
     def patch_bounds(self, row: int, col: int) -> tuple[float, float, float, float]:
         """x0, x1, y0, y1 of patch (row, col); rows run along x, columns along y (legged_gym)."""
