@@ -205,8 +205,9 @@ class QuadrupedEnv(BatchedEnv):
         computed once per state."""
         if getattr(self, "_contact_cache", None) is None:
             active = (self.sim.view("contact_active") != 0) & (self.sim.view("contact_dist") < 0.0)
-            self._contact_cache = torch.cat([active, torch.zeros_like(active[:, :1])], dim=1)
-        return self._contact_cache
+            # in a tuple: a cache, not per-world state for state_dict (envs.base)
+            self._contact_cache = (torch.cat([active, torch.zeros_like(active[:, :1])], dim=1),)
+        return self._contact_cache[0]
 
     def _in_contact(self, slot_index: torch.Tensor) -> torch.Tensor:
         """[num_envs, groups] bool: any slot of each row of `slot_index` (`_slot_index`) in contact."""
