@@ -16,10 +16,12 @@ def _registry():
     from envs.ant import AntEnv
     from envs.cartpole import CartpoleEnv
     from envs.quadruped import QuadrupedEnv
+    from envs.quadruped_rough import QuadrupedRoughEnv
 
     return {
         "ant": (AntEnv, {}),
         "quadruped": (QuadrupedEnv, {}),
+        "quadruped_rough": (QuadrupedRoughEnv, {}),
         "cartpole": (CartpoleEnv, {"swingup": False}),
         "cartpole_swingup": (CartpoleEnv, {"swingup": True, "episode_length_s": 10.0}),
     }

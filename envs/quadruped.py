@@ -89,7 +89,7 @@ class QuadrupedEnv(BatchedEnv):
         if observation_source not in OBSERVATION_SOURCES:
             raise ValueError(f"observation_source must be one of {', '.join(map(repr, OBSERVATION_SOURCES))}, "
                              f"got {observation_source!r}")
-        mjm = mujoco.MjModel.from_xml_path(str(self.MJCF))
+        mjm = self._build_model()
         #: "sensors" or "state": where the policy's base velocities and gravity come from
         self.observation_source = observation_source
         #: columns of sensordata of each IMU quantity (observation_source="sensors")
@@ -118,20 +118,22 @@ class QuadrupedEnv(BatchedEnv):
         self.ctrl_low = torch.as_tensor(mjm.actuator_ctrlrange[:, 0], dtype=torch.float32, device=dev)
         self.ctrl_high = torch.as_tensor(mjm.actuator_ctrlrange[:, 1], dtype=torch.float32, device=dev)
 
-        # contact slots of the floor with each robot part
+        # contact slots of the ground (the floor, and the terrain of subclasses) with each robot part
         contact = sim.contact
-        floor = mjm.geom("floor").id
+        ground = set(self._ground_geoms(mjm))
 
         def slots(geom_names):
             ids = [mjm.geom(n).id for n in geom_names]
-            geom = contact.geom.cpu()
-            return [[s for s in range(geom.shape[0]) if floor in geom[s].tolist() and g in geom[s].tolist()]
-                    for g in ids]
+            geom = contact.geom.cpu().tolist()
+            return [[s for s in range(len(geom)) if g in geom[s] and ground & set(geom[s])] for g in ids]
 
         legs = ["FR", "FL", "RR", "RL"]
         self.foot_slots = slots([f"{leg}_foot" for leg in legs])
         self.trunk_slots = sum(slots(["trunk"] + [f"{leg}_hip" for leg in legs]), [])
         self.undesired_slots = sum(slots([f"{leg}_{part}" for leg in legs for part in ("thigh", "calf")]), [])
+        self._undesired_index = torch.tensor(self.undesired_slots, dtype=torch.long, device=self.device)
+        self._foot_index = self._slot_index(self.foot_slots)
+        self._trunk_index = self._slot_index([self.trunk_slots])
 
         self.commands = torch.zeros(num_envs, 3, device=dev)
         self.last_actions = torch.zeros(num_envs, self.num_actions, device=dev)
@@ -155,7 +157,19 @@ class QuadrupedEnv(BatchedEnv):
                 (self.ctrl_high - self.default_joint_pos) / self.action_scale)
 
     def _state_loaded(self):
-        self._base_cache = None
+        self._base_cache = self._contact_cache = None
+
+    def _build_model(self) -> mujoco.MjModel:
+        """The compiled model the env simulates (a subclass adds terrain)."""
+        return mujoco.MjModel.from_xml_path(str(self.MJCF))
+
+    def _ground_geoms(self, mjm: mujoco.MjModel) -> list[int]:
+        """Geoms that are the ground: contacts with them count as foot, trunk and undesired contacts."""
+        return [mjm.geom("floor").id]
+
+    def _base_height(self) -> torch.Tensor:
+        """Height of the base above the ground under it [num_envs] (the floor is at z = 0)."""
+        return self.sim.qpos[:, 2].float()
 
     def _imu_columns(self, mjm: mujoco.MjModel) -> dict[str, slice]:
         """sensordata columns of each IMU_SENSORS quantity; ValueError naming a sensor the MJCF
@@ -199,13 +213,29 @@ class QuadrupedEnv(BatchedEnv):
         self._base_cache = (lin_vel, ang_vel, gravity)
         return self._base_cache
 
-    def _in_contact(self, slot_lists):
-        active = self.sim.contact.active & (self.sim.contact.dist < 0.0)
-        return torch.stack([active[:, s].any(dim=1) for s in slot_lists], dim=1)
+    def _slot_index(self, slot_lists) -> torch.Tensor:
+        """[len(slot_lists), longest] slot indices, padded with the index of an always-false column."""
+        pad = self.sim.view("contact_active").shape[1]
+        longest = max((len(s) for s in slot_lists), default=0)
+        return torch.tensor([s + [pad] * (longest - len(s)) for s in slot_lists], dtype=torch.long,
+                            device=self.device).reshape(len(slot_lists), longest)
+
+    def _touching(self) -> torch.Tensor:
+        """[num_envs, ncon + 1] bool: slots in contact (dist < 0), and a false column for padding;
+        computed once per state."""
+        if getattr(self, "_contact_cache", None) is None:
+            active = (self.sim.view("contact_active") != 0) & (self.sim.view("contact_dist") < 0.0)
+            # in a tuple: a cache, not per-world state for state_dict (envs.base)
+            self._contact_cache = (torch.cat([active, torch.zeros_like(active[:, :1])], dim=1),)
+        return self._contact_cache[0]
+
+    def _in_contact(self, slot_index: torch.Tensor) -> torch.Tensor:
+        """[num_envs, groups] bool: any slot of each row of `slot_index` (`_slot_index`) in contact."""
+        return self._touching()[:, slot_index].any(dim=2)
 
     # ------------------------------------------------------------------------------ the task
     def _apply_actions(self, actions):
-        self._base_cache = None  # the state is about to change
+        self._base_cache = self._contact_cache = None  # the state is about to change
         target = self.default_joint_pos + self.action_scale * actions
         self.actuator_model.apply(torch.clamp(target, self.ctrl_low, self.ctrl_high))
 
@@ -217,7 +247,7 @@ class QuadrupedEnv(BatchedEnv):
         resample = (self.episode_length_buf % self.command_resample_steps == 0).nonzero(as_tuple=False).squeeze(-1)
         if resample.numel():
             self._sample_commands(resample)
-        self._base_cache = None
+        self._base_cache = self._contact_cache = None  # resets and interval terms changed the state
         return out
 
     def _observations(self):
@@ -236,14 +266,14 @@ class QuadrupedEnv(BatchedEnv):
                                  torch.zeros(3), torch.full((12,), 0.01), torch.full((12,), 0.075),
                                  torch.zeros(12)]).to(self.device) * self.obs_noise
         policy = clean + (self.rand(*clean.shape) * 2 - 1) * noise_scale
-        feet = self._in_contact(self.foot_slots).float()
+        feet = self._in_contact(self._foot_index).float()
         critic = torch.cat([privileged, self.env_friction[:, None], feet], dim=1)
         return {"policy": policy, "critic": critic}
 
     def _terminated(self):
-        trunk_contact = self._in_contact([self.trunk_slots]).squeeze(1) if self.trunk_slots else False
+        trunk_contact = self._in_contact(self._trunk_index).squeeze(1) if self.trunk_slots else False
         _, _, gravity = self._base()
-        fallen = (self.sim.qpos[:, 2] < self.min_trunk_height) | (gravity[:, 2] > 0.0)
+        fallen = (self._base_height() < self.min_trunk_height) | (gravity[:, 2] > 0.0)
         return trunk_contact | fallen
 
     def _sample_commands(self, env_ids):
@@ -251,7 +281,7 @@ class QuadrupedEnv(BatchedEnv):
         self.commands[env_ids] = lo + (hi - lo) * self.rand_worlds(env_ids, 3)
 
     def _reset_envs(self, env_ids):
-        self._base_cache = None
+        self._base_cache = self._contact_cache = None
         n = env_ids.numel()
         qpos = self.home_qpos.expand(n, -1).clone()
         yaw = (self.rand_worlds(env_ids, 1)[:, 0] * 2 - 1) * math.pi
@@ -307,7 +337,7 @@ class QuadrupedEnv(BatchedEnv):
         return ((self.actions - self.last_actions) ** 2).sum(dim=1) * self.step_dt
 
     def _reward_feet_air_time(self):
-        contact = self._in_contact(self.foot_slots)
+        contact = self._in_contact(self._foot_index)
         first_contact = contact & ~self.last_contacts & (self.feet_air_time > 0)
         self.feet_air_time += self.step_dt
         reward = ((self.feet_air_time - self.air_time_target) * first_contact).sum(dim=1)
@@ -319,4 +349,6 @@ class QuadrupedEnv(BatchedEnv):
     def _reward_undesired_contacts(self):
         if not self.undesired_slots:
             return torch.zeros(self.num_envs, device=self.device)
-        return self._in_contact([[s] for s in self.undesired_slots]).float().sum(dim=1) * self.step_dt
+        # the number of slots in contact, gathered at once (one index per slot costs a launch
+        # each, thousands on terrain)
+        return self._touching()[:, self._undesired_index].float().sum(dim=1) * self.step_dt

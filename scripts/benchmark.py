@@ -911,6 +911,7 @@ def train_benchmark(task_name: str, worlds: list[int], args) -> list[dict]:
     import envs
     import tasks
     from envs.rsl_rl import RslRlVecEnv
+    from simrl.rl.config import env_kwargs
     from simrl.rl.ppo import Runner, rsl_rl_config
 
     if task_name not in tasks.available():
@@ -925,7 +926,7 @@ def train_benchmark(task_name: str, worlds: list[int], args) -> list[dict]:
     for w in worlds:
         for engine, backend in backends:
             torch.manual_seed(0)
-            env = envs.make(task_name, num_envs=w, device=args.device, seed=0, backend=backend, **task["env"])
+            env = envs.make(task_name, num_envs=w, device=args.device, seed=0, backend=backend, **env_kwargs(task))
             cfg = rsl_rl_config(task["ppo"])
             with contextlib.redirect_stdout(io.StringIO()):
                 runner = Runner(RslRlVecEnv(env), cfg, log_dir=None, device=args.device, key_terms=[],

@@ -45,7 +45,7 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simrl.errors import CheckpointError, ConfigError  # noqa: E402
-from simrl.rl.config import SIM_DEFAULTS, check_overrides, register, resolve_device, validate  # noqa: E402
+from simrl.rl.config import SIM_DEFAULTS, check_overrides, env_kwargs, register, resolve_device, validate  # noqa: E402
 from simrl.rl.runlog import tee_output  # noqa: E402
 
 register("play", {"checkpoint": None, "num_envs": 100, "num_episodes": None, "device": "auto", "seed": 1,
@@ -197,7 +197,7 @@ def play(cfg: DictConfig, run_dir: Path) -> None:
     num_envs = int(cfg.num_episodes or cfg.num_envs)
     task = cfg.task
     env = envs.make(task.name, num_envs=num_envs, device=device, seed=int(cfg.seed), backend=backend,
-                    **OmegaConf.to_container(task.env, resolve=True))
+                    **env_kwargs(task))
     try:
         algo = checkpoint_algo(checkpoint, map_location=device)  # the algorithm that trained it
         if algo == "shac":

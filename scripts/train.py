@@ -56,7 +56,7 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simrl.errors import CheckpointError, ConfigError  # noqa: E402
-from simrl.rl.config import SIM_DEFAULTS, check_overrides, register, resolve_device, validate  # noqa: E402
+from simrl.rl.config import SIM_DEFAULTS, check_overrides, env_kwargs, register, resolve_device, validate  # noqa: E402
 from simrl.rl.runlog import mean_text, tee_output  # noqa: E402
 
 register("train", {"num_envs": None, "device": "auto", "seed": 42, "max_iterations": None, "algo": "ppo",
@@ -182,7 +182,7 @@ def _train_rank(cfg: DictConfig, run_dir: Path, runs_root, dist, device: str, ba
               f"device {device}, seed {seed}", flush=True)
     try:
         env = envs.make(task.name, num_envs=num_envs, device=device, seed=seed, backend=backend,
-                        **OmegaConf.to_container(task.env, resolve=True))
+                        **env_kwargs(task))
     except ValueError as e:  # MJCFError, UnsupportedFeatureError, bad reward terms, ...
         raise SystemExit(f"simrl: task {task.name}: {type(e).__name__}: {e}") from None
     torch.manual_seed(seed)

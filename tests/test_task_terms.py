@@ -45,7 +45,7 @@ def set_state(env, qpos, qvel):
     env.sim.qpos[:] = torch.as_tensor(np.asarray(qpos), dtype=env.sim.qpos.dtype)
     env.sim.qvel[:] = torch.as_tensor(np.asarray(qvel), dtype=env.sim.qvel.dtype)
     env.sim.forward()  # contacts and actuator forces of this state
-    env._base_cache = None
+    env._base_cache = env._contact_cache = None  # the env caches both per state
 
 
 def random_quadruped_states(rng, n, z=0.6, tilt=0.6):

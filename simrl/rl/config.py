@@ -21,7 +21,7 @@ _KEYS: dict[str, set[str]] = {}
 _NODES: dict[str, dict] = {}
 
 #: keys of a task file and of its `ppo` section that simrl reads (simrl.rl.ppo.rsl_rl_config)
-TASK_KEYS = {"name", "env", "num_envs", "num_envs_gpu", "max_iterations", "ppo", "shac"}
+TASK_KEYS = {"name", "env", "terrain", "num_envs", "num_envs_gpu", "max_iterations", "ppo", "shac"}
 PPO_KEYS = {"num_steps_per_env", "save_interval", "actor_hidden_dims", "critic_hidden_dims", "activation",
             "init_noise_std", "obs_normalization", "algorithm"}
 #: env keyword arguments that come from top-level keys instead (`backend` from sim.backend)
@@ -181,11 +181,48 @@ def _env_parameters(task_name: str):
         return None
     cls, defaults = registry[task_name]
     params = {}
-    for name, p in inspect.signature(cls.__init__).parameters.items():
-        if name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+    for klass in cls.__mro__:  # a constructor that takes **kwargs passes them to its base class's
+        init = klass.__dict__.get("__init__")
+        if init is None:
             continue
-        params[name] = defaults.get(name, p.default)
+        parameters = inspect.signature(init).parameters
+        for name, p in parameters.items():
+            if name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or name in params:
+                continue
+            params[name] = defaults.get(name, p.default)
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+            break
     return params
+
+
+def env_kwargs(task) -> dict:
+    """The keyword arguments of `envs.make` that a task's file gives: its `env` section, and
+    its `terrain` section as `terrain=` where it has one."""
+    if not isinstance(task, dict):
+        task = OmegaConf.to_container(task, resolve=True)
+    kwargs = dict(task.get("env") or {})
+    if task.get("terrain") is not None:
+        kwargs["terrain"] = task["terrain"]
+    return kwargs
+
+
+def _check_terrain(c: _Checker, task_name: str, terrain) -> None:
+    from envs.terrain import TerrainCfg
+
+    if "terrain" not in (_env_parameters(task_name) or {}):
+        c.errors.append(f"task.terrain: environment {task_name!r} has no terrain (quadruped_rough has)")
+        return
+    if not isinstance(terrain, Mapping):
+        c.fail("task.terrain", terrain, "a mapping of terrain keys (envs/terrain.py TerrainCfg)")
+        return
+    import dataclasses
+
+    known = {f.name for f in dataclasses.fields(TerrainCfg)}
+    c.unknown("task.terrain.", terrain.keys(), known)
+    try:
+        TerrainCfg.from_dict({k: v for k, v in terrain.items() if k in known})
+    except (ValueError, TypeError) as e:
+        c.errors.append(f"task.terrain: {e}")
 
 
 def _check_env(c: _Checker, task_name: str, env_cfg) -> None:
@@ -203,6 +240,9 @@ def _check_env(c: _Checker, task_name: str, env_cfg) -> None:
         if key in ENV_TOP_LEVEL:
             top = "sim.backend" if key == "backend" else key
             c.errors.append(f"{full}: set the top-level key {top}=... instead")
+            continue
+        if key == "terrain" and "terrain" in params:
+            c.errors.append(f"{full}: set the task's terrain section, task.terrain.*, instead")
             continue
         if key not in params:
             c.errors.append(f"unknown key {full} for environment {task_name!r}"
@@ -395,6 +435,8 @@ def validate(cfg, config_name: str = "train") -> None:
             c.fail("task.name", task.get("name"), "an environment name")
         else:
             _check_env(c, task["name"], task.get("env", {}))
+        if "terrain" in task and isinstance(task.get("name"), str):
+            _check_terrain(c, task["name"], task["terrain"])
         if "ppo" in task:
             _check_ppo(c, task["ppo"])
         if "shac" in task:

@@ -1,0 +1,161 @@
+"""Height scan: a grid of vertical rays around a robot's base, cast in Warp against the terrain
+geoms (planes and boxes), as Isaac Lab's RayCaster with a GridPatternCfg and yaw-only attachment
+(`isaaclab/sensors/ray_caster`; legged_gym's measured_heights, `legged_gym/envs/base/
+legged_robot.py`, samples its heightfield at the same kind of grid).
+
+The grid has `size` = (length along the base's heading, width) and `resolution` spacing, centred
+on the base, rotated by the base's yaw only; every ray starts `start_height` above the highest
+terrain point and points down (-z). One Warp kernel runs over (worlds x rays); each ray tests
+every terrain geom with MuJoCo's ray functions (mju_rayGeom for boxes, simrl.sim.ray; ray_plane
+here, engine_ray.c) and keeps the nearest hit. The observation is Isaac Lab's `height_scan`:
+base z - hit z - offset, clipped to `clip`.
+"""
+
+import mujoco
+import numpy as np
+import torch
+import warp as wp
+
+from simrl.sim import ray as simrl_ray
+
+GEOM_PLANE = 0
+#: MINVAL of engine_ray.c (mjMINVAL)
+_MINVAL = 1e-15
+
+_ray_geom = simrl_ray.build(wp.float32)
+
+
+@wp.func
+def ray_plane(pos: wp.vec3, mat: wp.mat33, size: wp.vec3, pnt: wp.vec3, vec: wp.vec3):
+    """mju_rayGeom for a plane (engine_ray.c ray_plane): the ray must meet the front face, within
+    the plane's size where that is positive (size 0: infinite)."""
+    lpnt = wp.transpose(mat) * (pnt - pos)
+    lvec = wp.transpose(mat) * vec
+    x = float(-1.0)
+    if lvec[2] <= -_MINVAL:
+        sol = -lpnt[2] / lvec[2]
+        if sol >= 0.0:
+            p0 = lpnt[0] + sol * lvec[0]
+            p1 = lpnt[1] + sol * lvec[1]
+            if (size[0] <= 0.0 or wp.abs(p0) <= size[0]) and (size[1] <= 0.0 or wp.abs(p1) <= size[1]):
+                x = sol
+    return x
+
+
+@wp.kernel
+def height_scan_kernel(
+    # Model:
+    geom_type: wp.array(dtype=int), geom_pos: wp.array(dtype=wp.vec3), geom_mat: wp.array(dtype=wp.mat33),
+    geom_size: wp.array(dtype=wp.vec3), pattern: wp.array(dtype=wp.vec2), start_z: float,
+    # Data in:
+    base_pose: wp.array2d(dtype=float),
+    # Data out:
+    hit_z: wp.array2d(dtype=float),
+):
+    w, r = wp.tid()
+    qw = base_pose[w, 3]
+    qx = base_pose[w, 4]
+    qy = base_pose[w, 5]
+    qz = base_pose[w, 6]
+    yaw = wp.atan2(2.0 * (qw * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
+    c = wp.cos(yaw)
+    s = wp.sin(yaw)
+    p = pattern[r]
+    pnt = wp.vec3(base_pose[w, 0] + c * p[0] - s * p[1], base_pose[w, 1] + s * p[0] + c * p[1], start_z)
+    vec = wp.vec3(0.0, 0.0, -1.0)
+    best = float(-1.0)
+    for g in range(geom_type.shape[0]):
+        x = float(-1.0)
+        if geom_type[g] == GEOM_PLANE:
+            x = ray_plane(geom_pos[g], geom_mat[g], geom_size[g], pnt, vec)
+        else:
+            x = _ray_geom(geom_pos[g], geom_mat[g], geom_size[g], geom_type[g], pnt, vec)
+        if x >= 0.0 and (best < 0.0 or x < best):
+            best = x
+    if best >= 0.0:
+        hit_z[w, r] = start_z - best
+    else:
+        hit_z[w, r] = -1.0e6  # nothing below: the clipped height says "far down"
+
+
+def grid_pattern(size=(1.6, 1.0), resolution: float = 0.1) -> np.ndarray:
+    """Ray offsets [n, 2] in the base's yaw frame: x from -size[0]/2 to size[0]/2 (the base's
+    heading), y likewise, `resolution` apart, x varying fastest within each y (Isaac Lab
+    GridPatternCfg, ordering "xy")."""
+    nx = int(round(size[0] / resolution)) + 1
+    ny = int(round(size[1] / resolution)) + 1
+    xs = np.linspace(-size[0] / 2, size[0] / 2, nx)
+    ys = np.linspace(-size[1] / 2, size[1] / 2, ny)
+    gx, gy = np.meshgrid(xs, ys, indexing="xy")
+    return np.stack([gx.ravel(), gy.ravel()], axis=1)
+
+
+class HeightScan:
+    """Rays down onto the static geoms `geom_ids` (planes and boxes of the world body) of `mjm`.
+
+    Args:
+        mjm: the compiled model.
+        geom_ids: the geoms the rays can hit (the terrain and the floor).
+        device: torch device of the poses and results.
+        size, resolution: the grid (metres).
+        start_height: rays start this far above the highest of the geoms' tops.
+        offset: subtracted from the heights (Isaac Lab: 0.5).
+        clip: (low, high) of the heights (Isaac Lab: -1, 1).
+    """
+
+    def __init__(self, mjm: mujoco.MjModel, geom_ids, device, size=(1.6, 1.0), resolution: float = 0.1,
+                 start_height: float = 1.0, offset: float = 0.5, clip=(-1.0, 1.0)):
+        geom_ids = [int(g) for g in geom_ids]
+        for g in geom_ids:
+            if int(mjm.geom_bodyid[g]) != 0:
+                raise ValueError(f"height scan: geom {mjm.geom(g).name!r} is not on the world body (the scan casts "
+                                 f"against static geoms only)")
+            if int(mjm.geom_type[g]) not in (GEOM_PLANE, simrl_ray.GEOM_BOX):
+                raise ValueError(f"height scan: geom {mjm.geom(g).name!r} is a "
+                                 f"{mujoco.mjtGeom(int(mjm.geom_type[g])).name}; the scan hits planes and boxes")
+        if not resolution > 0 or not all(s >= 0 for s in size):
+            raise ValueError(f"height scan: size must be >= 0 and resolution > 0, got {size}, {resolution}")
+        wp.init()
+        self.device = torch.device(device)
+        self.wp_device = wp.device_from_torch(self.device)
+        self.offset, self.clip = float(offset), (float(clip[0]), float(clip[1]))
+        self.pattern = grid_pattern(size, resolution)
+        mats = np.zeros((len(geom_ids), 9))
+        for k, g in enumerate(geom_ids):
+            mujoco.mju_quat2Mat(mats[k], mjm.geom_quat[g])
+        tops = [mjm.geom_pos[g][2] + (mjm.geom_size[g][2] if mjm.geom_type[g] == simrl_ray.GEOM_BOX else 0.0)
+                for g in geom_ids]
+        self.start_z = float(max(tops, default=0.0) + start_height)
+
+        def array(values, dtype):
+            return wp.array(np.asarray(values, dtype=np.float32 if dtype is not int else np.int32), dtype=dtype,
+                            device=self.wp_device)
+
+        self._geom_type = array(mjm.geom_type[geom_ids], int)
+        self._geom_pos = array(mjm.geom_pos[geom_ids], wp.vec3)
+        self._geom_mat = array(mats.reshape(-1, 3, 3), wp.mat33)
+        self._geom_size = array(mjm.geom_size[geom_ids], wp.vec3)
+        self._pattern = array(self.pattern, wp.vec2)
+
+    @property
+    def num_rays(self) -> int:
+        return len(self.pattern)
+
+    def hit_z(self, base_pose: torch.Tensor) -> torch.Tensor:
+        """World z [W, num_rays] where each ray meets the geoms, for base poses [W, 7] (position,
+        quaternion w x y z: a free joint's qpos)."""
+        pose = base_pose.detach().to(device=self.device, dtype=torch.float32).contiguous()
+        out = torch.empty(pose.shape[0], self.num_rays, dtype=torch.float32, device=self.device)
+        wp.launch(height_scan_kernel, dim=(pose.shape[0], self.num_rays),
+                  inputs=[self._geom_type, self._geom_pos, self._geom_mat, self._geom_size, self._pattern,
+                          self.start_z, wp.from_torch(pose)],
+                  outputs=[wp.from_torch(out)], device=self.wp_device)
+        return out
+
+    def heights(self, base_pose: torch.Tensor) -> torch.Tensor:
+        """Isaac Lab's height_scan [W, num_rays]: base z - hit z - offset, clipped."""
+        z = base_pose[:, 2:3].to(device=self.device, dtype=torch.float32)
+        return (z - self.hit_z(base_pose) - self.offset).clamp(*self.clip)
+
+
+__all__ = ["HeightScan", "grid_pattern", "height_scan_kernel", "ray_plane"]

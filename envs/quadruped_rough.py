@@ -1,0 +1,150 @@
+"""Velocity tracking for the quadruped on rough terrain (envs/terrain.py), with a terrain
+curriculum and a height scan, as legged_gym's rough-terrain tasks (`legged_robot.py`:
+_update_terrain_curriculum, _get_heights) and Isaac Lab's velocity tasks (`terrain_levels_vel`,
+the height_scanner RayCaster) do.
+
+- Terrain: a grid of patches, rows = difficulty, columns = types (`terrain=`, `task.terrain.*`);
+  it is part of the MJCF, so the MuJoCo backend runs the same scene.
+- Spawn: each world has a terrain column (type, fixed: worlds are spread evenly over the columns)
+  and a row (level); a reset puts its base at the centre of its patch (the free joint's x, y, z =
+  the home keyframe's plus the patch centre and its surface height), with a random yaw.
+- Curriculum (`terrain.curriculum`): worlds start on rows 0..max_init_level; when an episode
+  ends, a world moves up a row when it walked farther than half a patch from its spawn point,
+  down a row when it walked less than half of what its command asked (|cmd_xy| x episode length
+  x 0.5) and did not move up; past the top row it goes to a random row. The mean row is logged
+  as `Curriculum/terrain_level`. Without the curriculum rows are drawn uniformly once.
+- Height scan: `HeightScan` rays under the base (Isaac Lab's 1.6 x 1.0 m grid at 0.1 m, 187
+  rays), base z - hit z - 0.5 clipped to [-1, 1], appended to the critic's observations and with
+  `height_scan_in_policy` to the policy's (with uniform noise 0.1 x obs_noise, legged_gym's
+  height_measurements noise).
+- The trunk-height termination measures the base above the terrain surface under it.
+- Command curriculum (`command_curriculum`, legged_gym's update_command_curriculum): at the end
+  of each episode length of steps, when the worlds that ended their episode earned more than 80%
+  of the maximum lin-vel tracking reward, the lin_vel_x range widens by 0.5 m/s on each side, up
+  to +-max_lin_vel_x; logged as `Curriculum/max_lin_vel_x`.
+"""
+
+import torch
+
+from envs.height_scan import HeightScan
+from envs.quadruped import QuadrupedEnv
+from envs.terrain import TerrainCfg, terrain_model
+
+
+def update_terrain_levels(levels: torch.Tensor, distance: torch.Tensor, command_xy: torch.Tensor,
+                          patch_size: float, episode_length_s: float, num_rows: int,
+                          random_rows: torch.Tensor) -> torch.Tensor:
+    """legged_gym's terrain curriculum rule (`_update_terrain_curriculum`, Isaac Lab
+    `terrain_levels_vel`) for worlds whose episodes ended: level [n] (long), distance walked [n]
+    (m), command [n, 2] (m/s), random_rows [n] (long, in 0..num_rows-1, taken where a world passes
+    the top row). Returns the new levels."""
+    move_up = distance > patch_size / 2
+    move_down = (distance < command_xy.norm(dim=1) * episode_length_s * 0.5) & ~move_up
+    levels = levels + move_up.long() - move_down.long()
+    return torch.where(levels >= num_rows, random_rows, levels.clamp(min=0))
+
+
+class QuadrupedRoughEnv(QuadrupedEnv):
+    """QuadrupedEnv on the terrain grid of `terrain` (a TerrainCfg or a dict of its fields), with
+    the height scan; observation groups: "policy" (48, + the scan with height_scan_in_policy) and
+    "critic" (53 + the scan)."""
+
+    def __init__(self, num_envs: int = 256, terrain: dict | TerrainCfg | None = None,
+                 height_scan_size: tuple = (1.6, 1.0), height_scan_resolution: float = 0.1,
+                 height_scan_in_policy: bool = False, command_curriculum: bool = False,
+                 max_lin_vel_x: float = 2.0, **kwargs):
+        self.terrain_cfg = terrain if isinstance(terrain, TerrainCfg) else TerrainCfg.from_dict(terrain)
+        super().__init__(num_envs=num_envs, **kwargs)
+        cfg, dev = self.terrain_cfg, self.device
+        mjm = self.sim.mj_model
+        self.terrain_geom_ids = [mjm.geom("floor").id] + self.terrain.geom_ids
+        self.height_scanner = HeightScan(mjm, self.terrain_geom_ids, dev, size=height_scan_size,
+                                         resolution=height_scan_resolution)
+        self.height_scan_in_policy = height_scan_in_policy
+        #: patch centres [rows, cols, 3] (legged_gym terrain_origins)
+        self.terrain_origins = torch.as_tensor(self.terrain.origins, dtype=torch.float32, device=dev)
+        # legged_gym: types spread evenly over the worlds, levels random up to max_init_level
+        self.terrain_types = torch.div(torch.arange(num_envs, device=dev) * cfg.cols, num_envs,
+                                       rounding_mode="floor")
+        all_worlds = torch.arange(num_envs, device=dev)
+        top = min(cfg.max_init_level, cfg.rows - 1) if cfg.curriculum else cfg.rows - 1
+        self.terrain_levels = (self.rand_worlds(all_worlds, 1)[:, 0] * (top + 1)).long().clamp(max=top)
+        #: where each world spawned this episode [num_envs, 3] (legged_gym env_origins)
+        self.env_origins = self.terrain_origins[self.terrain_levels, self.terrain_types].clone()
+        self.command_curriculum = command_curriculum
+        self.max_lin_vel_x = max_lin_vel_x
+        self._steps = 0
+
+    def _build_model(self):
+        mjm, self.terrain = terrain_model(self.MJCF, self.terrain_cfg)
+        return mjm
+
+    def _ground_geoms(self, mjm):
+        return [mjm.geom("floor").id] + self.terrain.geom_ids
+
+    def _base_height(self):
+        q = self.sim.qpos.float()
+        return q[:, 2] - self.terrain.height_at(q[:, 0], q[:, 1])
+
+    # ----------------------------------------------------------------------------- curriculum
+    def _reset(self, env_ids):
+        # the distance walked is read before the reset moves the worlds back
+        if self.terrain_cfg.curriculum and hasattr(self, "terrain_levels"):
+            self._update_terrain_curriculum(env_ids)
+        if self.command_curriculum and hasattr(self, "terrain_levels"):
+            self._update_command_curriculum(env_ids)
+        super()._reset(env_ids)
+
+    def _update_terrain_curriculum(self, env_ids):
+        ended = env_ids[self.episode_length_buf[env_ids] > 0]  # not the first reset
+        if ended.numel() == 0:
+            return
+        distance = (self.sim.qpos[ended, :2].float() - self.env_origins[ended, :2]).norm(dim=1)
+        random_rows = (self.rand_worlds(ended, 1)[:, 0] * self.terrain_cfg.rows).long()
+        random_rows = random_rows.clamp(max=self.terrain_cfg.rows - 1)
+        self.terrain_levels[ended] = update_terrain_levels(
+            self.terrain_levels[ended], distance, self.commands[ended, :2], self.terrain_cfg.patch_size,
+            self.max_episode_length * self.step_dt, self.terrain_cfg.rows, random_rows)
+        self.env_origins[ended] = self.terrain_origins[self.terrain_levels[ended], self.terrain_types[ended]]
+
+    def _update_command_curriculum(self, env_ids):
+        # legged_gym: once per episode length of steps, from the worlds that end then
+        if self._steps % self.max_episode_length != 0 or "tracking_lin_vel" not in self.reward_weights:
+            return
+        ended = env_ids[self.episode_length_buf[env_ids] > 0]
+        if ended.numel() == 0:
+            return
+        per_step = self.episode_sums["tracking_lin_vel"][ended].mean() / self.max_episode_length
+        if per_step > 0.8 * self.reward_weights["tracking_lin_vel"] * self.step_dt:
+            lo = max(float(self.command_ranges[0, 0]) - 0.5, -self.max_lin_vel_x)
+            hi = min(float(self.command_ranges[0, 1]) + 0.5, self.max_lin_vel_x)
+            self.command_ranges[0, 0], self.command_ranges[0, 1] = min(lo, 0.0), max(hi, 0.0)
+
+    def _reset_envs(self, env_ids):
+        super()._reset_envs(env_ids)
+        if not hasattr(self, "env_origins"):  # the first reset, from QuadrupedEnv.__init__'s callers
+            return
+        origin = self.env_origins[env_ids].to(self.sim.qpos.dtype)
+        self.sim.qpos[env_ids, 0:3] = self.home_qpos[0:3].to(self.sim.qpos.dtype) + origin
+
+    def step(self, actions):
+        self._steps += 1
+        obs, reward, terminated, time_outs, extras = super().step(actions)
+        extras["log"]["Curriculum/terrain_level"] = self.terrain_levels.float().mean()
+        if self.command_curriculum:
+            extras["log"]["Curriculum/max_lin_vel_x"] = self.command_ranges[0, 1].clone()
+        return obs, reward, terminated, time_outs, extras
+
+    # ---------------------------------------------------------------------------- observations
+    def height_scan(self) -> torch.Tensor:
+        """Isaac Lab's height_scan [num_envs, num_rays] of the current base poses."""
+        return self.height_scanner.heights(self.sim.qpos[:, 0:7])
+
+    def _observations(self):
+        obs = super()._observations()
+        scan = self.height_scan()
+        obs["critic"] = torch.cat([obs["critic"], scan], dim=1)
+        if self.height_scan_in_policy:
+            noise = (self.rand(*scan.shape) * 2 - 1) * 0.1 * self.obs_noise
+            obs["policy"] = torch.cat([obs["policy"], scan + noise], dim=1)
+        return obs

@@ -1,0 +1,425 @@
+"""Terrain for legged robots: a rows x cols grid of square patches built from boxes, in the manner
+of legged_gym (`legged_gym/utils/terrain.py`, Rudin et al., CoRL 2021) and Isaac Lab
+(`isaaclab/terrains`): rows are difficulty levels (row i has difficulty i / (rows - 1), from 0 to
+1), columns are terrain types, drawn from the configured proportions as legged_gym's curriculum
+layout does (column j takes the type whose cumulative proportion first exceeds j / cols + 0.001).
+
+Box types (simulated with today's box collisions):
+
+- `flat`: level ground.
+- `pyramid_stairs`: square steps rising toward a central platform (legged_gym's
+  pyramid_stairs_terrain: from the patch edge inwards, each step `step_width` narrower on every
+  side and `step_height` higher, while the remaining square is wider than `platform_size`).
+- `pyramid_stairs_inv`: the same steps going down toward the centre.
+- `discrete_obstacles`: `num_obstacles` random rectangular blocks raised above the ground around a
+  clear central platform (legged_gym's discrete_obstacles_terrain also sinks some below the
+  ground; here they are all raised, a pit needs four more boxes each).
+- `stepping_stones`: square stones at ground level with gaps over a pit, around a central platform
+  (legged_gym's stepping_stones_terrain, stones at one height).
+
+Heightfield types (`random_rough`, `pyramid_slope`, `pyramid_slope_inv`) need heightfield
+collisions, which the engine does not have yet: naming one is an `UnsupportedFeatureError`.
+
+Geometry. Every terrain element is a box standing on the floor plane, which is lowered to
+z = -pit_depth; ground level is z = 0. The terrain's surface is then the maximum of its boxes'
+tops (a 2.5D height function, `Terrain.height_at`): stairs up are boxes stacked on one another
+(one box per step, the union gives the steps), stairs down are rings of four boxes per step, pits
+are where no box stands. The ground at level 0 (flat patches, the floor under stairs up and
+obstacles, the border around the grid) is merged into as few rectangles as the grid allows.
+The robot collides with every terrain box: boxes have contype 0 and the floor's conaffinity, so
+every robot geom that collides with the floor collides with them, or with `robot_geoms` given,
+boxes have conaffinity bit 30 only and those robot geoms get contype bit 30 too. Terrain boxes
+and the floor all belong to the world body, so MuJoCo never pairs them with one another
+(filterBodyPair).
+
+Cost. Each box is a candidate pair with every robot geom that can touch it, tested every
+physics step (simrl.sim.collision_driver) and owning fixed contact slots; see docs/GUIDE.md
+"Terrain" for the measured cost per box. Keep boxes few: `Terrain.num_boxes`.
+
+    spec = mujoco.MjSpec.from_file("envs/assets/quadruped.xml")
+    terrain = add_terrain(spec, TerrainCfg(rows=5, cols=4, seed=0))
+    mjm = spec.compile()          # Sim.from_model(mjm, ...) or MujocoSim(mjm, ...)
+"""
+
+import dataclasses
+
+import mujoco
+import numpy as np
+import torch
+
+from simrl.errors import UnsupportedFeatureError
+
+#: terrain types made of boxes
+BOX_TYPES = ("flat", "pyramid_stairs", "pyramid_stairs_inv", "discrete_obstacles", "stepping_stones")
+#: terrain types that need heightfield collisions (refused until the engine has them)
+HEIGHTFIELD_TYPES = ("random_rough", "pyramid_slope", "pyramid_slope_inv")
+#: geom group of the terrain geoms and the floor (the height scan and mj_ray filters select it)
+TERRAIN_GROUP = 2
+#: contype/conaffinity bit of the terrain boxes when only some robot geoms touch them (robot_geoms)
+TERRAIN_BIT = 1 << 30
+#: name prefix of the terrain geoms
+GEOM_PREFIX = "terrain_"
+
+
+@dataclasses.dataclass(frozen=True)
+class TerrainCfg:
+    """The terrain grid (`task.terrain.*`). Ranges `(a, b)` are the value at difficulty 0 and at
+    difficulty 1, linearly interpolated in between. Lengths in metres."""
+
+    #: difficulty levels (legged_gym num_rows)
+    rows: int = 5
+    #: terrain columns (legged_gym num_cols); their types follow `types`
+    cols: int = 4
+    #: side of one square patch (legged_gym terrain_length / terrain_width: 8 m for ANYmal)
+    patch_size: float = 4.0
+    #: width of the level ground around the grid (legged_gym border_size)
+    border: float = 3.0
+    #: {type: proportion} of the columns; types from BOX_TYPES (HEIGHTFIELD_TYPES are refused)
+    types: dict = dataclasses.field(default_factory=lambda: {
+        "flat": 0.25, "pyramid_stairs": 0.25, "pyramid_stairs_inv": 0.25, "discrete_obstacles": 0.25})
+    #: seed of the random patches (obstacles, stones)
+    seed: int = 0
+    #: depth of the floor plane (the bottom of pits) below ground level
+    pit_depth: float = 1.0
+    #: side of the level square at the centre of stairs, obstacles and stepping stones
+    platform_size: float = 2.0
+    #: stairs: step height (legged_gym: 0.05 + 0.18 difficulty)
+    step_height: tuple = (0.05, 0.23)
+    #: stairs: step width (legged_gym 0.31)
+    step_width: float = 0.31
+    #: discrete obstacles: height of the highest (legged_gym: 0.05 + 0.2 difficulty); each block
+    #: is at half or full height
+    obstacle_height: tuple = (0.05, 0.25)
+    #: discrete obstacles: range of the blocks' sides (legged_gym 1 to 2 m on 8 m patches)
+    obstacle_size: tuple = (0.4, 1.0)
+    #: discrete obstacles: blocks per patch (legged_gym 20 on 8 m patches)
+    num_obstacles: int = 4
+    #: stepping stones: side of a stone (legged_gym: 1.5 - 1.2 difficulty on 8 m patches)
+    stone_size: tuple = (0.8, 0.4)
+    #: stepping stones: gap between stones (legged_gym 0.05, then 0.1)
+    stone_distance: tuple = (0.05, 0.25)
+    #: names of the robot geoms that collide with the terrain boxes; None: every geom that
+    #: collides with the floor. Each box is a candidate pair with each of them, so fewer is cheaper
+    robot_geoms: tuple | None = None
+    #: terrain curriculum (envs.quadruped_rough.QuadrupedRoughEnv): worlds move between rows
+    curriculum: bool = True
+    #: curriculum: worlds start on a row in 0..max_init_level (legged_gym max_init_terrain_level)
+    max_init_level: int = 1
+
+    @classmethod
+    def from_dict(cls, values: dict | None) -> "TerrainCfg":
+        """A TerrainCfg from `task.terrain` (lists become tuples); ValueError naming unknown keys."""
+        values = dict(values or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown terrain keys {unknown}; known: {sorted(known)}")
+        return cls(**{k: tuple(v) if isinstance(v, (list, tuple)) else dict(v) if k == "types" else v
+                      for k, v in values.items()})
+
+    def __post_init__(self):
+        check_types(self.types)
+        problems = []
+        for name in ("rows", "cols", "num_obstacles"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name != "num_obstacles" else 0):
+                problems.append(f"{name} must be a positive integer, got {value!r}")
+        for name in ("patch_size", "pit_depth", "step_width"):
+            if not getattr(self, name) > 0:
+                problems.append(f"{name} must be positive, got {getattr(self, name)!r}")
+        if not 0 <= self.border:
+            problems.append(f"border must be >= 0, got {self.border!r}")
+        if not 0 < self.platform_size <= self.patch_size:
+            problems.append(f"platform_size must be in (0, patch_size={self.patch_size}], got {self.platform_size!r}")
+        for name in ("step_height", "obstacle_height", "obstacle_size", "stone_size", "stone_distance"):
+            value = getattr(self, name)
+            if not (isinstance(value, tuple) and len(value) == 2 and all(v >= 0 for v in value)):
+                problems.append(f"{name} must be two non-negative numbers (difficulty 0, difficulty 1), got {value!r}")
+        if not (min(self.obstacle_size) > 0 and min(self.stone_size) > 0):
+            problems.append("obstacle_size and stone_size must be positive")
+        if self.robot_geoms is not None and not (isinstance(self.robot_geoms, tuple) and self.robot_geoms
+                                                 and all(isinstance(n, str) for n in self.robot_geoms)):
+            problems.append(f"robot_geoms must be null or a non-empty list of geom names, got {self.robot_geoms!r}")
+        if not (isinstance(self.max_init_level, int) and 0 <= self.max_init_level):
+            problems.append(f"max_init_level must be an integer >= 0, got {self.max_init_level!r}")
+        if problems:
+            raise ValueError("invalid terrain configuration: " + "; ".join(problems))
+
+
+def check_types(types: dict) -> None:
+    """Refuse heightfield types by name (UnsupportedFeatureError) and unknown ones (ValueError)."""
+    if not isinstance(types, dict) or not types:
+        raise ValueError(f"terrain types must be a mapping {{type: proportion}}, got {types!r}")
+    for name, share in types.items():
+        if name in HEIGHTFIELD_TYPES:
+            raise UnsupportedFeatureError(
+                f"terrain type {name!r} is a heightfield terrain, and simrl has no heightfield collisions yet "
+                f"(they come with the geometry issue); use the box types: {', '.join(BOX_TYPES)}")
+        if name not in BOX_TYPES:
+            raise ValueError(f"unknown terrain type {name!r}; available: {', '.join(BOX_TYPES)} "
+                             f"(heightfield types, not yet supported: {', '.join(HEIGHTFIELD_TYPES)})")
+        if not (isinstance(share, (int, float)) and share >= 0):
+            raise ValueError(f"terrain type {name!r}: proportion must be a number >= 0, got {share!r}")
+    if sum(types.values()) <= 0:
+        raise ValueError(f"terrain type proportions must not all be 0, got {types!r}")
+
+
+@dataclasses.dataclass
+class Terrain:
+    """A generated grid. Boxes are rectangles [x0, x1] x [y0, y1] standing on the floor (z =
+    floor_z) up to `top`; the surface at (x, y) is the highest top over it, or floor_z."""
+
+    cfg: TerrainCfg
+    #: [rows, cols] terrain type of each patch (names of BOX_TYPES)
+    patch_types: list
+    #: [nbox, 5]: x0, x1, y0, y1, top
+    boxes: np.ndarray
+    #: [nbox] (row, col) of the patch each box belongs to; (-1, -1) for merged ground
+    box_patch: np.ndarray
+    #: [rows, cols, 3] patch centres (legged_gym env_origins), z the surface height there
+    origins: np.ndarray
+    #: height of the floor plane (the bottom of pits)
+    floor_z: float
+    #: geom ids of the boxes in the compiled model (terrain_model), else None
+    geom_ids: list | None = None
+
+    @property
+    def num_boxes(self) -> int:
+        return len(self.boxes)
+
+    @property
+    def top(self) -> float:
+        """The highest point of the terrain."""
+        return float(max(self.boxes[:, 4].max(initial=self.floor_z), 0.0))
+
+    def height_at(self, x, y):
+        """Surface height at points (x, y) (numpy or torch arrays of one shape)."""
+        if hasattr(x, "new_tensor"):  # torch: [..., nbox] comparisons, no host copy
+            b = self._boxes_like(x)
+            xe, ye = x[..., None], y[..., None]
+            inside = (xe >= b[:, 0]) & (xe <= b[:, 1]) & (ye >= b[:, 2]) & (ye <= b[:, 3])
+            tops = torch.where(inside, b[:, 4], b.new_full((), self.floor_z))
+            return tops.amax(dim=-1).clamp(min=self.floor_z)
+        x, y = np.asarray(x, dtype=float)[..., None], np.asarray(y, dtype=float)[..., None]
+        b = self.boxes
+        inside = (x >= b[:, 0]) & (x <= b[:, 1]) & (y >= b[:, 2]) & (y <= b[:, 3])
+        return np.where(inside, b[:, 4], self.floor_z).max(axis=-1, initial=self.floor_z)
+
+    def _boxes_like(self, x):
+        cache = self.__dict__.setdefault("_tensors", {})
+        key = (x.device, x.dtype)
+        if key not in cache:
+            cache[key] = x.new_tensor(self.boxes)
+        return cache[key]
+
+    def patch_bounds(self, row: int, col: int) -> tuple[float, float, float, float]:
+        """x0, x1, y0, y1 of patch (row, col); rows run along x, columns along y (legged_gym)."""
+        s = self.cfg.patch_size
+        return row * s, (row + 1) * s, col * s, (col + 1) * s
+
+
+def _lerp(pair: tuple, difficulty: float) -> float:
+    return float(pair[0] + (pair[1] - pair[0]) * difficulty)
+
+
+def column_types(cfg: TerrainCfg) -> list[str]:
+    """The type of each column (legged_gym curriculum layout: choice = j / cols + 0.001 against
+    the cumulative proportions)."""
+    names = list(cfg.types)
+    shares = np.array([cfg.types[n] for n in names], dtype=float)
+    cumulative = np.cumsum(shares / shares.sum())
+    out = []
+    for j in range(cfg.cols):
+        choice = j / cfg.cols + 0.001
+        out.append(names[min(int(np.searchsorted(cumulative, choice, side="right")), len(names) - 1)])
+    return out
+
+
+# ---------------------------------------------------------------------------------- patches
+# Each function returns (rects, ground): rects [x0, x1, y0, y1, top] in patch coordinates
+# (centred on the patch, -s/2..s/2), and whether the patch stands on level ground (its
+# ground then merges with the neighbouring ground into a few large boxes).
+
+def _stair_levels(cfg: TerrainCfg) -> int:
+    """Steps of pyramid stairs: inward steps while the remaining square is wider than the
+    platform (legged_gym pyramid_stairs_terrain's loop)."""
+    n, side = 0, cfg.patch_size
+    while side > cfg.platform_size + 1e-9 and side - 2 * cfg.step_width > 0:
+        side -= 2 * cfg.step_width
+        n += 1
+    return n
+
+
+def _pyramid_stairs(cfg, difficulty, rng, inverted: bool):
+    h = _lerp(cfg.step_height, difficulty)
+    half = cfg.patch_size / 2
+    n = _stair_levels(cfg)
+    if not inverted:  # stacked squares: square k (k = 1..n) of half side half - k w, top k h
+        return [[-(half - k * cfg.step_width), half - k * cfg.step_width,
+                 -(half - k * cfg.step_width), half - k * cfg.step_width, k * h] for k in range(1, n + 1)], True
+    rects = []
+    for k in range(n):  # ring k between squares k and k + 1, top -k h: four boxes
+        a, b = half - k * cfg.step_width, half - (k + 1) * cfg.step_width
+        top = -k * h
+        rects += [[-a, a, b, a, top], [-a, a, -a, -b, top], [b, a, -b, b, top], [-a, -b, -b, b, top]]
+    c = half - n * cfg.step_width
+    rects.append([-c, c, -c, c, -n * h])  # the platform at the bottom
+    return rects, False
+
+
+def _discrete_obstacles(cfg, difficulty, rng):
+    h = _lerp(cfg.obstacle_height, difficulty)
+    half, p = cfg.patch_size / 2, cfg.platform_size / 2
+    rects = []
+    lo, hi = cfg.obstacle_size
+    while len(rects) < cfg.num_obstacles:
+        sx, sy = rng.uniform(lo, hi, size=2)
+        cx = rng.uniform(-half + sx / 2, half - sx / 2)
+        cy = rng.uniform(-half + sy / 2, half - sy / 2)
+        if abs(cx) < p + sx / 2 and abs(cy) < p + sy / 2:
+            continue  # keep the central platform clear (redraw)
+        rects.append([cx - sx / 2, cx + sx / 2, cy - sy / 2, cy + sy / 2, h * rng.choice([0.5, 1.0])])
+    return rects, True
+
+
+def _stepping_stones(cfg, difficulty, rng):
+    size, gap = _lerp(cfg.stone_size, difficulty), _lerp(cfg.stone_distance, difficulty)
+    half, p = cfg.patch_size / 2, cfg.platform_size / 2
+    rects = [[-p, p, -p, p, 0.0]]
+    pitch = size + gap
+    n = int(cfg.patch_size // pitch)
+    for i in range(n):
+        x0 = -half + gap / 2 + i * pitch
+        # every line of stones starts at a random offset (legged_gym draws the stones' positions)
+        shift = rng.uniform(0.0, cfg.patch_size - n * pitch) if cfg.patch_size > n * pitch else 0.0
+        for j in range(n):
+            y0 = -half + gap / 2 + j * pitch + shift
+            x1, y1 = x0 + size, min(y0 + size, half)
+            if y1 <= y0 + 0.5 * size:
+                continue
+            if x0 < p and x1 > -p and y0 < p and y1 > -p:  # covered by the platform
+                continue
+            rects.append([x0, x1, y0, y1, 0.0])
+    return rects, False
+
+
+def _flat(cfg, difficulty, rng):
+    return [], True
+
+
+PATCHES = {"flat": _flat, "pyramid_stairs": lambda c, d, r: _pyramid_stairs(c, d, r, False),
+           "pyramid_stairs_inv": lambda c, d, r: _pyramid_stairs(c, d, r, True),
+           "discrete_obstacles": _discrete_obstacles, "stepping_stones": _stepping_stones}
+
+
+def _merge_ground(xs: np.ndarray, ys: np.ndarray, filled: np.ndarray) -> list[list[float]]:
+    """Cover the filled cells of a grid with cell edges xs [n+1], ys [m+1] by few rectangles
+    (greedy: grow along y, then along x while the whole span is filled)."""
+    filled = filled.copy()
+    rects = []
+    for i in range(filled.shape[0]):
+        for j in range(filled.shape[1]):
+            if not filled[i, j]:
+                continue
+            j1 = j
+            while j1 + 1 < filled.shape[1] and filled[i, j1 + 1]:
+                j1 += 1
+            i1 = i
+            while i1 + 1 < filled.shape[0] and filled[i1 + 1, j:j1 + 1].all():
+                i1 += 1
+            filled[i:i1 + 1, j:j1 + 1] = False
+            rects.append([xs[i], xs[i1 + 1], ys[j], ys[j1 + 1], 0.0])
+    return rects
+
+
+def generate(cfg: TerrainCfg) -> Terrain:
+    """The grid of `cfg`: deterministic in cfg (each patch draws from its own generator, seeded
+    by (seed, row, col))."""
+    types = column_types(cfg)
+    s, rows, cols = cfg.patch_size, cfg.rows, cfg.cols
+    ground = np.zeros((rows + 2, cols + 2), dtype=bool)  # cells: border, patches, border
+    ground[0, :] = ground[-1, :] = ground[:, 0] = ground[:, -1] = cfg.border > 0
+    boxes, owner = [], []
+    origins = np.zeros((rows, cols, 3))
+    for i in range(rows):
+        difficulty = i / (rows - 1) if rows > 1 else 0.0
+        for j in range(cols):
+            rng = np.random.default_rng([cfg.seed, i, j])
+            rects, on_ground = PATCHES[types[j]](cfg, difficulty, rng)
+            ground[i + 1, j + 1] = on_ground
+            cx, cy = (i + 0.5) * s, (j + 0.5) * s
+            for x0, x1, y0, y1, top in rects:
+                boxes.append([cx + x0, cx + x1, cy + y0, cy + y1, top])
+                owner.append((i, j))
+            origins[i, j, :2] = cx, cy
+    xs = np.concatenate([[-cfg.border], np.arange(rows + 1) * s, [rows * s + cfg.border]])
+    ys = np.concatenate([[-cfg.border], np.arange(cols + 1) * s, [cols * s + cfg.border]])
+    merged = _merge_ground(xs, ys, ground)
+    terrain = Terrain(cfg=cfg, patch_types=[list(types) for _ in range(rows)],
+                      boxes=np.array(merged + boxes, dtype=float).reshape(-1, 5),
+                      box_patch=np.array([(-1, -1)] * len(merged) + owner, dtype=int).reshape(-1, 2),
+                      origins=origins, floor_z=-cfg.pit_depth)
+    deepest = terrain.boxes[:, 4].min(initial=0.0)
+    if deepest <= terrain.floor_z:
+        raise ValueError(f"the terrain goes down to z={deepest:.3f}, at or below its floor "
+                         f"(pit_depth={cfg.pit_depth}); raise terrain.pit_depth or lower step_height")
+    origins[:, :, 2] = terrain.height_at(origins[:, :, 0], origins[:, :, 1])
+    return terrain
+
+
+def add_terrain(spec: mujoco.MjSpec, cfg: TerrainCfg, floor: str = "floor") -> Terrain:
+    """Generate `cfg`'s grid and add it to `spec`'s world body as boxes (in place): the plane
+    geom named `floor` (added when the spec has none) is lowered to the bottom of the pits;
+    boxes, named GEOM_PREFIX + their index in Terrain.boxes, take its friction, condim, solref
+    and solimp, contype 0 and its conaffinity, and the geom group TERRAIN_GROUP (the floor too).
+    Returns the Terrain (`terrain_model` also sets its geom ids)."""
+    terrain = generate(cfg)
+    plane = next((g for g in spec.geoms if g.name == floor), None)
+    if plane is None:
+        plane = spec.worldbody.add_geom(name=floor, type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05])
+    elif plane.type != mujoco.mjtGeom.mjGEOM_PLANE:
+        raise ValueError(f"terrain: geom {floor!r} must be a plane, it is a {mujoco.mjtGeom(plane.type).name}")
+    plane.pos = [plane.pos[0], plane.pos[1], terrain.floor_z]
+    plane.group = TERRAIN_GROUP
+    conaffinity = plane.conaffinity or 1
+    if cfg.robot_geoms is not None:
+        by_name = {g.name: g for g in spec.geoms if g.name}
+        missing = [n for n in cfg.robot_geoms if n not in by_name]
+        if missing:
+            raise ValueError(f"terrain.robot_geoms: the model has no geoms {missing}; its named geoms: "
+                             f"{sorted(by_name)}")
+        conaffinity = TERRAIN_BIT
+        for name in cfg.robot_geoms:
+            by_name[name].contype = by_name[name].contype | TERRAIN_BIT
+    top = max(terrain.top, 1e-3)
+    for k, (x0, x1, y0, y1, z1) in enumerate(terrain.boxes):
+        z0 = terrain.floor_z
+        shade = 0.35 + 0.5 * (z1 - z0) / (top - z0)
+        spec.worldbody.add_geom(
+            name=f"{GEOM_PREFIX}{k}", type=mujoco.mjtGeom.mjGEOM_BOX,
+            pos=[(x0 + x1) / 2, (y0 + y1) / 2, (z0 + z1) / 2], size=[(x1 - x0) / 2, (y1 - y0) / 2, (z1 - z0) / 2],
+            contype=0, conaffinity=conaffinity, condim=plane.condim, friction=plane.friction,
+            solref=plane.solref, solimp=plane.solimp, group=TERRAIN_GROUP,
+            rgba=[shade * 0.8, shade * 0.85, shade, 1.0])
+    return terrain
+
+
+def terrain_model(mjcf_path, cfg: TerrainCfg, floor: str = "floor") -> tuple[mujoco.MjModel, Terrain]:
+    """The robot of `mjcf_path` on `cfg`'s terrain: (compiled MjModel, Terrain)."""
+    spec = mujoco.MjSpec.from_file(str(mjcf_path))
+    terrain = add_terrain(spec, cfg, floor)
+    mjm = spec.compile()
+    terrain.geom_ids = [mjm.geom(f"{GEOM_PREFIX}{k}").id for k in range(terrain.num_boxes)]
+    return mjm, terrain
+
+
+def mjcf_with_terrain(mjcf_path, cfg: TerrainCfg, floor: str = "floor") -> str:
+    """The robot of `mjcf_path` on `cfg`'s terrain as an MJCF string (for Sim.from_mjcf)."""
+    spec = mujoco.MjSpec.from_file(str(mjcf_path))
+    add_terrain(spec, cfg, floor)
+    spec.compile()
+    return spec.to_xml()
+
+
+__all__ = ["BOX_TYPES", "HEIGHTFIELD_TYPES", "TERRAIN_GROUP", "Terrain", "TerrainCfg", "add_terrain",
+           "check_types", "column_types", "generate", "mjcf_with_terrain", "terrain_model"]

@@ -1,0 +1,63 @@
+#!/usr/bin/env python
+"""What rough terrain costs: environment steps per second of `quadruped` (flat) and
+`quadruped_rough` (with the given terrain) on the same machine, in the same run, with the number
+of terrain boxes and contact slots per world.
+
+    python scripts/terrain_cost.py --worlds 256 --steps 20
+    python scripts/terrain_cost.py --terrain '{"rows": 3, "robot_geoms": ["FR_foot", "FL_foot"]}'
+
+Each environment runs `--steps` policy steps of random actions after 3 warm-up steps (which
+compile); resets included, as in training.
+"""
+
+import argparse
+import json
+import time
+
+import torch
+
+import envs
+
+
+def measure(name: str, worlds: int, steps: int, **kwargs) -> dict:
+    env = envs.make(name, num_envs=worlds, device="cpu", seed=0, **kwargs)
+    env.reset()
+    generator = torch.Generator().manual_seed(0)
+
+    def actions():
+        return torch.rand(worlds, env.num_actions, generator=generator) * 2 - 1
+
+    for _ in range(3):
+        env.step(actions())
+    start = time.perf_counter()
+    for _ in range(steps):
+        env.step(actions())
+    seconds = time.perf_counter() - start
+    terrain = getattr(env, "terrain", None)
+    return {"task": name, "worlds": worlds, "env_steps_per_s": worlds * steps / seconds,
+            "boxes": terrain.num_boxes if terrain is not None else 0, "ngeom": env.sim.mj_model.ngeom,
+            "contact_slots": int(env.sim.contact.geom.shape[0])}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worlds", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--terrain", default="{}", help="task.terrain fields as JSON (default: the task's)")
+    args = parser.parse_args()
+    from omegaconf import OmegaConf
+
+    import tasks
+
+    task = OmegaConf.to_container(OmegaConf.load(tasks.TASKS_DIR / "quadruped_rough.yaml"), resolve=True)
+    terrain = {**task.get("terrain", {}), **json.loads(args.terrain)}
+    flat = measure("quadruped", args.worlds, args.steps)
+    rough = measure("quadruped_rough", args.worlds, args.steps, terrain=terrain)
+    for r in (flat, rough):
+        print(f"{r['task']:16s} worlds={r['worlds']} boxes={r['boxes']:4d} ngeom={r['ngeom']:4d} "
+              f"contact slots={r['contact_slots']:6d}  {r['env_steps_per_s']:9,.0f} env steps/s")
+    print(f"rough / flat: {rough['env_steps_per_s'] / flat['env_steps_per_s']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Box terrain (envs/terrain.py), the height scan (envs/height_scan.py) and the rough-terrain task
+(envs/quadruped_rough.py): generator determinism and geometry, heightfield types refused by name,
+the curriculum rule, ray casts against mujoco.mj_ray, spawning at patch centres, both backends."""
+
+import dataclasses
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+
+import envs
+from envs import ASSETS_DIR
+from envs.height_scan import HeightScan
+from envs.quadruped_rough import update_terrain_levels
+from envs.terrain import BOX_TYPES, TERRAIN_GROUP, TerrainCfg, generate, terrain_model
+from simrl.errors import ConfigError, UnsupportedFeatureError
+
+ALL_TYPES = {name: 1.0 for name in BOX_TYPES}
+SMALL = {"rows": 2, "cols": 2, "types": {"pyramid_stairs": 1.0, "pyramid_stairs_inv": 1.0}, "border": 1.0}
+
+
+def test_generator_is_deterministic_in_its_seed():
+    cfg = TerrainCfg(rows=3, cols=5, types=ALL_TYPES, seed=3)
+    a, b = generate(cfg), generate(cfg)
+    assert np.array_equal(a.boxes, b.boxes) and np.array_equal(a.origins, b.origins)
+    c = generate(dataclasses.replace(cfg, seed=4))
+    assert a.boxes.shape != c.boxes.shape or not np.array_equal(a.boxes, c.boxes)
+    # the random types differ, the deterministic ones (stairs) do not
+    stairs = [k for k, (_, j) in enumerate(a.box_patch) if a.patch_types[0][j] == "pyramid_stairs"]
+    stairs_c = [k for k, (_, j) in enumerate(c.box_patch) if c.patch_types[0][j] == "pyramid_stairs"]
+    assert np.array_equal(a.boxes[stairs], c.boxes[stairs_c])
+
+
+def test_columns_follow_the_proportions():
+    assert generate(TerrainCfg(cols=5, types=ALL_TYPES)).patch_types[0] == list(BOX_TYPES)
+    cfg = TerrainCfg(cols=4, types={"flat": 0.5, "pyramid_stairs": 0.5})
+    assert generate(cfg).patch_types[0] == ["flat", "flat", "pyramid_stairs", "pyramid_stairs"]
+
+
+def test_stairs_rise_and_fall_toward_the_centre_and_patches_stay_in_bounds():
+    cfg = TerrainCfg(rows=3, cols=5, types=ALL_TYPES, seed=1)
+    t = generate(cfg)
+    s, h1 = cfg.patch_size, cfg.step_height[1]
+    row = cfg.rows - 1  # difficulty 1
+    steps = 4  # (4 m - 2 m platform) / 2 / 0.31 m, rounded up
+    for j, kind in enumerate(t.patch_types[0]):
+        x0, x1, y0, y1 = t.patch_bounds(row, j)
+        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+        line = t.height_at(np.linspace(x0 + 1e-3, cx, 200), np.full(200, cy))
+        if kind == "pyramid_stairs":
+            assert np.all(np.diff(line) >= 0) and line[0] == 0.0
+            assert line[-1] == pytest.approx(steps * h1) and len(np.unique(line)) == steps + 1
+        if kind == "pyramid_stairs_inv":
+            assert np.all(np.diff(line) <= 0) and line[-1] == pytest.approx(-steps * h1)
+        if kind == "stepping_stones":
+            assert line.min() == t.floor_z and line.max() == 0.0  # stones at ground level over the pit
+        assert t.origins[row, j, 2] == pytest.approx(t.height_at(cx, cy))
+    for (i, j), (bx0, bx1, by0, by1, _) in zip(t.box_patch, t.boxes, strict=True):
+        if i >= 0:
+            x0, x1, y0, y1 = t.patch_bounds(i, j)
+            assert x0 - 1e-9 <= bx0 < bx1 <= x1 + 1e-9 and y0 - 1e-9 <= by0 < by1 <= y1 + 1e-9
+    # obstacles leave the central platform clear; ground, border included, is level
+    assert t.height_at(*t.origins[row, 3, :2]) == 0.0
+    assert t.height_at(-0.5 * cfg.border, 1.0) == 0.0 and t.height_at(1.0, 5 * s + 0.5 * cfg.border) == 0.0
+
+
+def test_heightfield_types_are_refused_by_name():
+    for name in ("random_rough", "pyramid_slope", "pyramid_slope_inv"):
+        with pytest.raises(UnsupportedFeatureError, match=f"'{name}' is a heightfield terrain"):
+            TerrainCfg(types={"flat": 1.0, name: 1.0})
+    with pytest.raises(ValueError, match="unknown terrain type 'stairs'"):
+        TerrainCfg(types={"stairs": 1.0})
+    with pytest.raises(ValueError, match="unknown terrain keys"):
+        TerrainCfg.from_dict({"row": 3})
+
+
+def test_terrain_boxes_collide_with_the_robot_only():
+    mjm, t = terrain_model(ASSETS_DIR / "quadruped.xml", TerrainCfg(**SMALL))
+    assert mjm.geom("floor").pos[2] == t.floor_z == -1.0
+    from simrl.sim.contact_tables import candidate_geom_pairs
+
+    terrain = set(t.geom_ids) | {mjm.geom("floor").id}
+    pairs = candidate_geom_pairs(mjm)
+    assert all(not (g1 in terrain and g2 in terrain) for g1, g2, _ in pairs)
+    robot = [g for g in range(mjm.ngeom) if mjm.geom_bodyid[g] != 0]
+    assert len(pairs) == (len(t.geom_ids) + 1) * len(robot)
+    only = dataclasses.replace(TerrainCfg(**SMALL), robot_geoms=("FR_foot", "trunk"))
+    mjm2, t2 = terrain_model(ASSETS_DIR / "quadruped.xml", only)
+    assert len(candidate_geom_pairs(mjm2)) == len(t2.geom_ids) * 2 + len(robot)
+    with pytest.raises(ValueError, match="no geoms \\['FR_toe'\\]"):
+        terrain_model(ASSETS_DIR / "quadruped.xml", dataclasses.replace(only, robot_geoms=("FR_toe",)))
+
+
+def test_curriculum_rule():
+    # patch 4 m: up beyond 2 m; down below |cmd| * 20 s * 0.5; past the top: the random row
+    levels = torch.tensor([0, 2, 2, 2, 4, 0])
+    distance = torch.tensor([2.5, 1.0, 3.0, 1.0, 2.1, 0.0])
+    command = torch.tensor([[0.0, 0.0], [0.3, 0.4], [1.0, 0.0], [0.05, 0.0], [1.0, 0.0], [1.0, 0.0]])
+    new = update_terrain_levels(levels, distance, command, 4.0, 20.0, 5, torch.full((6,), 3))
+    assert new.tolist() == [1, 1, 3, 2, 3, 0]
+
+
+def test_height_scan_matches_mj_ray():
+    mjm, t = terrain_model(ASSETS_DIR / "quadruped.xml", TerrainCfg(rows=3, cols=5, types=ALL_TYPES, seed=2))
+    scan = HeightScan(mjm, [mjm.geom("floor").id] + t.geom_ids, "cpu")
+    assert scan.num_rays == 17 * 11
+    rng = np.random.default_rng(0)
+    n = 16
+    pose = np.zeros((n, 7))
+    pose[:, 0] = rng.uniform(-2, 3 * 4 + 2, n)
+    pose[:, 1] = rng.uniform(-2, 5 * 4 + 2, n)
+    pose[:, 2] = rng.uniform(-0.6, 1.2, n)
+    q = rng.normal(size=(n, 4))
+    pose[:, 3:] = q / np.linalg.norm(q, axis=1, keepdims=True)
+    hit = scan.hit_z(torch.tensor(pose)).numpy()
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:7] = pose[0]
+    mujoco.mj_forward(mjm, mjd)
+    group = np.zeros(6, np.uint8)
+    group[TERRAIN_GROUP] = 1  # the terrain and the floor, not the robot
+    geomid = np.zeros(1, np.int32)
+    reference = np.zeros_like(hit)
+    for w in range(n):
+        qw, qx, qy, qz = pose[w, 3:]
+        yaw = np.arctan2(2 * (qw * qz + qx * qy), 1 - 2 * (qy * qy + qz * qz))
+        c, s = np.cos(yaw), np.sin(yaw)
+        for r, (px, py) in enumerate(scan.pattern):
+            pnt = np.array([pose[w, 0] + c * px - s * py, pose[w, 1] + s * px + c * py, scan.start_z])
+            reference[w, r] = scan.start_z - mujoco.mj_ray(mjm, mjd, pnt, np.array([0.0, 0.0, -1.0]), group, 1, -1,
+                                                           geomid)
+    assert np.abs(hit - reference).max() < 2e-6
+    assert len(np.unique(np.round(reference, 3))) > 5  # the rays met boxes at several heights and the pit floor
+    heights = scan.heights(torch.tensor(pose)).numpy()
+    assert np.allclose(heights, np.clip(pose[:, 2:3] - reference - 0.5, -1, 1), atol=2e-6)
+
+
+def _rough(backend="warp", num_envs=4, **kwargs):
+    return envs.make("quadruped_rough", num_envs=num_envs, device="cpu", seed=0, backend=backend,
+                     terrain={**SMALL, "max_init_level": 1}, **kwargs)
+
+
+def test_env_spawns_at_patch_centres_and_moves_up_the_curriculum():
+    env = _rough()
+    obs = env.reset()
+    assert obs["critic"].shape == (4, 53 + 187) and obs["policy"].shape == (4, 48)
+    assert env.terrain_types.tolist() == [0, 0, 1, 1]
+    origins = env.terrain_origins[env.terrain_levels, env.terrain_types]
+    assert torch.allclose(env.sim.qpos[:, :3], env.home_qpos[:3] + origins)
+    assert torch.equal(env.env_origins, origins)
+    # world 0 walked 3 m (> half of the 4 m patch): next row; world 1 stood still on a 1 m/s command: down
+    env.episode_length_buf[:] = 10
+    env.sim.qpos[0, 0] += 3.0
+    env.commands[1] = torch.tensor([1.0, 0.0, 0.0])
+    env.terrain_levels[:] = torch.tensor([0, 1, 0, 0])
+    env.env_origins[:] = env.terrain_origins[env.terrain_levels, env.terrain_types]
+    env.commands[2:] = 0.0
+    env._reset(torch.tensor([0, 1]))
+    assert env.terrain_levels.tolist() == [1, 0, 0, 0]
+    assert torch.allclose(env.sim.qpos[:2, :3], env.home_qpos[:3] + env.terrain_origins[[1, 0], [0, 0]])
+    _, _, _, _, extras = env.step(torch.zeros(4, 12))
+    assert extras["log"]["Curriculum/terrain_level"] == pytest.approx(0.25)
+
+
+def test_the_mujoco_backend_runs_the_same_scene():
+    warp_env, mj_env = _rough("warp", 2), _rough("mujoco", 2)
+    a, b = warp_env.reset(), mj_env.reset()
+    assert torch.allclose(a["critic"], b["critic"].float(), atol=1e-4)
+    for _ in range(2):
+        a = warp_env.step(torch.zeros(2, 12))[0]
+        b = mj_env.step(torch.zeros(2, 12))[0]
+    assert torch.allclose(a["critic"], b["critic"].float(), atol=1e-2)
+
+
+def test_task_terrain_keys_are_checked():
+    from omegaconf import OmegaConf
+
+    import tasks
+    from simrl.rl.config import env_kwargs, validate
+
+    task = OmegaConf.to_container(OmegaConf.load(tasks.TASKS_DIR / "quadruped_rough.yaml"))
+    validate({"task": task})
+    assert env_kwargs(task)["terrain"] == task["terrain"]
+    bad = {**task, "terrain": {**task["terrain"], "rowz": 3, "types": {"random_rough": 1.0}}}
+    with pytest.raises(ConfigError) as info:
+        validate({"task": bad})
+    assert "unknown key task.terrain.rowz; did you mean 'rows'?" in str(info.value)
+    assert "'random_rough' is a heightfield terrain" in str(info.value)
+    with pytest.raises(ConfigError, match="task.env.terrain: set the task's terrain section"):
+        validate({"task": {**task, "env": {**task["env"], "terrain": {}}}})
