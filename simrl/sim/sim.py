@@ -27,7 +27,7 @@ import warp as wp
 from simrl.errors import MJCFError
 from simrl.sim import forward
 from simrl.sim import schedule as simrl_schedule
-from simrl.sim.data import data_struct, make_data, mocap_pose0
+from simrl.sim.data import CCD_SCRATCH, data_struct, make_data, mocap_pose0
 from simrl.sim.model import EULER_LIKE, PER_WORLD_FIELDS, SET_CONST_INPUTS, Model, copy_struct, model_struct
 from simrl.sim.sensor import sensor_columns
 
@@ -219,8 +219,10 @@ class Sim:
             d = data_type()
             for name in data_type.vars:
                 array = getattr(self.data, name)
+                # the convex collision's scratch has nccdpair rows per world
+                rows = self.model.struct.nccdpair if name in CCD_SCRATCH else 1
                 # an empty array (e.g. site poses of a model without sites) is never read
-                setattr(d, name, array[lo:hi] if array.size else array)
+                setattr(d, name, array[lo * rows:hi * rows] if array.size else array)
             self._blocks.append((lo, hi, d))
         self._pool = _cpu_pool(threads - 1)
 
