@@ -12,7 +12,6 @@ import warp as wp
 
 from simrl.sim.types import scalar_types
 
-
 #: the convex collision's scratch arrays: [W * nccdpair, ...], rows w * nccdpair + the pair's ccd index
 CCD_SCRATCH = ("ccd_simplex", "ccd_vert", "ccd_face", "ccd_map", "ccd_horizon", "ccd_stack")
 
