@@ -251,7 +251,8 @@ def test_benchmark_training_throughput(tmp_path):
 
 
 MESH_SCENE = """<mujoco><asset><mesh name="m" vertex="0 0 0  .2 0 0  0 .2 0  0 0 .2"/></asset><worldbody>
-  <geom type="plane" size="1 1 1"/><body pos="0 0 1"><freejoint/><geom type="mesh" mesh="m"/></body></worldbody></mujoco>"""
+  <geom type="plane" size="1 1 1"/><body pos="0 0 1"><freejoint/><geom type="mesh" mesh="m"/></body>
+  </worldbody></mujoco>"""
 
 
 @pytest.mark.parametrize("model", ["no_such_robot", "mesh"])
