@@ -426,7 +426,7 @@ class BatchedEnv:
             raise ValueError(f"env state is for {state.get('num_envs')} envs with {state.get('num_actions')} "
                              f"actions, this env has {self.num_envs} with {self.num_actions}")
         mine = {**self._sim_tensors(), **self._per_world_tensors()}
-        saved = state["tensors"]
+        saved = self._upgraded(state["tensors"], mine)
         # attributes a subclass creates on the first step (not yet here) are set from the state
         lazy = {k for k in set(saved) - set(mine) if "." not in k and not hasattr(self, k)}
         missing = sorted((set(mine) ^ set(saved)) - lazy)
@@ -447,6 +447,27 @@ class BatchedEnv:
         if not isinstance(self.sim, Sim):  # the MuJoCo backend: per-world MjModels derive from the values
             self.sim.set_const()
         self._state_loaded()
+
+    #: per-world state added since earlier versions saved env states (kept at this env's values
+    #: when a saved state lacks them) and state they saved that is no longer kept (dropped)
+    STATE_ADDED = ("actuator_state.", "randomization_timers.")
+    STATE_REMOVED = ("env_friction",)  # the quadruped's friction: now the model's per-world cpair_friction
+
+    def _upgraded(self, saved: dict, mine: dict) -> dict:
+        """`saved` made loadable when it comes from an earlier version of the env (a checkpoint
+        written before the randomization terms and actuator models): with a warning."""
+        added = [k for k in mine if k not in saved and k.startswith(self.STATE_ADDED)]
+        removed = [k for k in saved if k not in mine and k in self.STATE_REMOVED]
+        if not added and not removed:
+            return saved
+        import warnings
+
+        warnings.warn(f"env state from an earlier version of {type(self).__name__}: "
+                      f"{', '.join(added) or 'nothing'} kept at this env's values, {', '.join(removed) or 'nothing'} "
+                      "dropped (interval randomization terms such as pushes restart their timers)", stacklevel=3)
+        upgraded = {k: v for k, v in saved.items() if k not in removed}
+        upgraded.update({k: mine[k].detach().clone() for k in added})
+        return upgraded
 
     def _state_loaded(self) -> None:
         """Called after `load_state_dict`: a subclass drops anything cached from the old state."""

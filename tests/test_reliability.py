@@ -192,6 +192,28 @@ def test_step_leaves_the_callers_actions_alone_when_worlds_reset():
 
 
 # -------------------------------------------------------------------- 3, 4. checkpoints, resume
+def test_env_state_of_an_earlier_version_loads_with_a_warning():
+    """A quadruped state saved before the randomization terms and actuator models (it has
+    env_friction and lacks their per-world state) loads, warns, and steps; any other
+    difference is still refused."""
+    a = envs.make("quadruped", num_envs=2, device="cpu", seed=0)
+    a.reset()
+    state = a.state_dict()
+    old = dict(state, tensors={k: v for k, v in state["tensors"].items()
+                               if not k.startswith(("actuator_state.", "randomization_timers."))})
+    old["tensors"]["env_friction"] = torch.ones(2)
+    b = envs.make("quadruped", num_envs=2, device="cpu", seed=1)
+    b.reset()
+    with pytest.warns(UserWarning, match="earlier version of QuadrupedEnv"):
+        b.load_state_dict(old)
+    torch.testing.assert_close(b.sim.qpos, a.sim.qpos)
+    b.step(torch.zeros(2, b.num_actions))
+    state = b.state_dict()
+    bad = dict(state, tensors={**state["tensors"], "episode_sums.not_a_term": torch.ones(2)})
+    with pytest.raises(ValueError, match="episode_sums.not_a_term"):
+        b.load_state_dict(bad)
+
+
 def test_env_state_round_trip_continues_exactly():
     """The quadruped (contacts, solver warm start, per-world friction, masses (and their
     invweight0), pushes on a random interval, action and actuator delays, an explicit PD, command
