@@ -33,6 +33,7 @@ import torch
 from envs import ASSETS_DIR
 from envs.actuators import ActuatorModel
 from envs.base import BatchedEnv, make_sim, per_world_param
+from envs.observations import ObservationPipeline, merge
 from simrl.sim.sensor import sensor_columns
 
 #: where the policy's observations come from (`observation_source`)
@@ -53,6 +54,19 @@ DEFAULT_RANDOMIZATION = {
 }
 
 
+#: the policy group's observation terms and their default pipeline (envs.observations): legged_gym's
+#: scales and uniform noise amplitudes (times obs_noise); the critic sees the same scales, clean
+DEFAULT_POLICY_OBSERVATIONS = {
+    "base_lin_vel": {"scale": 2.0, "noise": {"type": "uniform", "scale": 0.2}},
+    "base_ang_vel": {"scale": 0.25, "noise": {"type": "uniform", "scale": 0.05}},
+    "projected_gravity": {"noise": {"type": "uniform", "scale": 0.05}},
+    "commands": {"scale": [2.0, 2.0, 0.25]},
+    "joint_pos": {"noise": {"type": "uniform", "scale": 0.01}},
+    "joint_vel": {"scale": 0.05, "noise": {"type": "uniform", "scale": 0.075}},
+    "last_action": {},
+}
+
+
 def quat_rotate_inverse(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Rotate world vectors v [N, 3] into the frame of unit quaternions q [N, 4] (w, x, y, z)."""
     w, u = q[:, :1], q[:, 1:]
@@ -62,13 +76,16 @@ def quat_rotate_inverse(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 class QuadrupedEnv(BatchedEnv):
     """Observation groups: "policy" (48: base linear and angular velocity in the base frame,
     projected gravity, command, joint positions relative to home, joint velocities, last
-    action; with noise; the first nine from the IMU sensors or the state, `observation_source`)
-    and "critic" (the same from the current state without noise, plus friction and foot
-    contacts). Reward terms are scaled by the policy step dt, as in legged_gym.
+    action; with noise; the first nine from the IMU sensors or the state, `observation_source`;
+    each a named term of the observation pipeline, `observations=`, envs.observations: noise,
+    clip, scale, delay, history) and "critic" (the same from the current state without noise,
+    plus friction and foot contacts). Reward terms are scaled by the policy step dt, as in legged_gym.
 
     A subclass can run another robot with the same body, geom and site names by setting `MJCF`
     (and `IMU_SENSORS`, the names of its IMU sensors)."""
 
+    #: the policy group's observation terms, in the order of its frame (envs.observations)
+    POLICY_TERMS = tuple(DEFAULT_POLICY_OBSERVATIONS)
     #: the robot
     MJCF = ASSETS_DIR / "quadruped.xml"
     #: an encoder_bias randomization term offsets the joint positions the policy observes
@@ -82,7 +99,7 @@ class QuadrupedEnv(BatchedEnv):
                  episode_length_s: float = 20.0, action_scale: float = 0.25,
                  command_resample_s: float = 10.0, lin_vel_x: tuple = (-1.0, 1.0), lin_vel_y: tuple = (-0.5, 0.5),
                  ang_vel_yaw: tuple = (-1.0, 1.0), randomization: dict | None = None, actuator: dict | None = None,
-                 obs_noise: float = 1.0, tracking_sigma: float = 0.25,
+                 obs_noise: float = 1.0, observations: dict | None = None, tracking_sigma: float = 0.25,
                  air_time_target: float = 0.5, min_trunk_height: float = 0.15,
                  reward_weights: dict | None = None, dtype: str = "float32", nonfinite_actions: str = "error",
                  backend: str = "warp", observation_source: str = "sensors"):
@@ -144,6 +161,10 @@ class QuadrupedEnv(BatchedEnv):
         self.actuator_model = actuator_model
         actuator_model.bind(self)
         self.setup_randomization(DEFAULT_RANDOMIZATION if randomization is None else randomization)
+        sizes = dict(zip(self.POLICY_TERMS, (3, 3, 3, 3, mjm.nq - 7, mjm.nv - 6, self.num_actions), strict=True))
+        #: the policy group's pipeline (envs.observations); obs_noise multiplies every noise amplitude
+        self.policy_observations = ObservationPipeline(
+            self, "policy", sizes, merge(DEFAULT_POLICY_OBSERVATIONS, (observations or {}).get("policy")), obs_noise)
 
     @property
     def env_friction(self) -> torch.Tensor:
@@ -239,9 +260,15 @@ class QuadrupedEnv(BatchedEnv):
         target = self.default_joint_pos + self.action_scale * actions
         self.actuator_model.apply(torch.clamp(target, self.ctrl_low, self.ctrl_high))
 
+    def reset(self):
+        obs = super().reset()
+        self.policy_observations.commit()
+        return obs
+
     def step(self, actions):
         self._prestep_qvel = self.sim.qvel.float().clone()
         out = super().step(actions)
+        self.policy_observations.commit()  # the frame of the observations step returns
         self.last_actions[:] = self.actions  # as applied (non-finite entries repaired), zero where reset
         # command resampling and pushes on each world's own schedule
         resample = (self.episode_length_buf % self.command_resample_steps == 0).nonzero(as_tuple=False).squeeze(-1)
@@ -255,17 +282,14 @@ class QuadrupedEnv(BatchedEnv):
         # the policy's joint positions carry the encoder bias of an encoder_bias term; the critic's are true
         q_seen = q + self.encoder_bias if hasattr(self, "encoder_bias") else q
 
-        def group(lin_vel, ang_vel, gravity, q):
-            return torch.cat([lin_vel * 2.0, ang_vel * 0.25, gravity,
-                              self.commands * torch.tensor([2.0, 2.0, 0.25], device=self.device),
-                              q[:, 7:] - self.default_joint_pos, v[:, 6:] * 0.05, self.last_actions], dim=1)
-
-        privileged = group(*self._base(), q)
-        clean = group(*(self._imu() if self.observation_source == "sensors" else self._base()), q_seen)
-        noise_scale = torch.cat([torch.full((3,), 0.2), torch.full((3,), 0.05), torch.full((3,), 0.05),
-                                 torch.zeros(3), torch.full((12,), 0.01), torch.full((12,), 0.075),
-                                 torch.zeros(12)]).to(self.device) * self.obs_noise
-        policy = clean + (self.rand(*clean.shape) * 2 - 1) * noise_scale
+        commands_scale = torch.tensor([2.0, 2.0, 0.25], device=self.device)
+        lin_vel, ang_vel, gravity = self._base()
+        privileged = torch.cat([lin_vel * 2.0, ang_vel * 0.25, gravity, self.commands * commands_scale,
+                                q[:, 7:] - self.default_joint_pos, v[:, 6:] * 0.05, self.last_actions], dim=1)
+        seen = self._imu() if self.observation_source == "sensors" else (lin_vel, ang_vel, gravity)
+        # the terms in POLICY_TERMS order, unscaled: the pipeline scales them
+        policy = self.policy_observations([*seen, self.commands, q_seen[:, 7:] - self.default_joint_pos, v[:, 6:],
+                                           self.last_actions])
         feet = self._in_contact(self._foot_index).float()
         critic = torch.cat([privileged, self.env_friction[:, None], feet], dim=1)
         return {"policy": policy, "critic": critic}
@@ -296,6 +320,8 @@ class QuadrupedEnv(BatchedEnv):
         self.last_qvel[env_ids] = 0.0
         self.feet_air_time[env_ids] = 0.0
         self.last_contacts[env_ids] = False
+        if hasattr(self, "policy_observations"):  # not yet during the constructor's randomization
+            self.policy_observations.reset(env_ids)
 
     def step_metrics(self) -> dict[str, torch.Tensor]:
         """Velocity tracking errors [num_envs]: |command_xy - v_xy| (m/s), |command_yaw - w_z| (rad/s)."""

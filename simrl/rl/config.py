@@ -255,6 +255,13 @@ def _check_env(c: _Checker, task_name: str, env_cfg) -> None:
             value = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
             checker = randomization.check_config if key == "randomization" else actuators.check_config
             c.errors.extend(checker(value))
+        elif key == "observations":
+            from envs import observations
+
+            value = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+            cls = envs._registry()[task_name][0]
+            groups = {"policy": list(cls.POLICY_TERMS)} if hasattr(cls, "POLICY_TERMS") else {}
+            c.errors.extend(observations.check_config(value, groups))
         elif key == "nonfinite_actions":
             c.choice(full, value, ("error", "zero"))
         elif key == "observation_source":
