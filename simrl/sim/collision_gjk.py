@@ -4,7 +4,7 @@ or the intersection of two convex shapes, then EPA for the penetration depth, as
 Ported operation by operation from MuJoCo 4.0 so that the witness points agree where the
 answer is not unique (a flat face on a flat face: which point of the face EPA stops at depends
 on the polytope it grew): the same initial simplex (the geoms' centres), the same subdistance
-algorithm (Montanari et al., ToG 2017: S1D, S2D, S3D), gjkIntersect once a tetrahedron exists,
+algorithm (Montanari et al., ToG 2017: S1D, S2D, S3D) run on until the simplex holds the origin (as MuJoCo 4.0),
 the same initial polytopes (polytope2/3/4) and the same expansion (the horizon walked in the
 recursive order of horizonRec, with an explicit stack: Warp functions cannot recurse).
 
@@ -31,9 +31,6 @@ from simrl.sim.types import MINVAL, scalar_types
 GEOM_POINT = -2
 GEOM_LINE = -3
 
-#: mjMAXVAL (mjmodel.h), for the face-normal test of gjkIntersect
-MAXVAL = 1e10
-
 
 @functools.cache
 def build(scalar):
@@ -42,12 +39,11 @@ def build(scalar):
     Vertex, Face, Obj, _ = ccd_structs(scalar)
     is64 = scalar == wp.float64
     # numerical limits as in engine_collision_gjk.c (mjUSESINGLE for float32)
-    minval, minval2, maxval2 = scalar(MINVAL), scalar(MINVAL * MINVAL), scalar(MAXVAL * MAXVAL)
+    minval, minval2 = scalar(MINVAL), scalar(MINVAL * MINVAL)
     max_limit = scalar(1.7976931348623157e308 if is64 else 3.4028234663852886e38)  # DBL_MAX / FLT_MAX
     mindist2 = scalar(MINVAL * MINVAL if is64 else 1e-10)
     mindist3 = mindist2
     mindist4 = scalar(MINVAL * MINVAL if is64 else 1e-17)
-    minepatol = scalar(MINVAL if is64 else 1e-7)
     zero, one, half = scalar(0.0), scalar(1.0), scalar(0.5)
 
     # ------------------------------------------------------------------ support functions
@@ -323,119 +319,17 @@ def build(scalar):
     # ------------------------------------------------------------------ GJK
 
     @wp.func
-    def signed_distance(v1: vec3, v2: vec3, v3: vec3):
-        """signedDistance: (distance of the origin to face v1 v2 v3 along its normal, normal)."""
-        normal = cross3(v3 - v1, v2 - v1)
-        norm2 = wp.dot(normal, normal)
-        if norm2 > minval2 and norm2 < maxval2:
-            normal = normal * (one / wp.sqrt(norm2))
-            return wp.dot(normal, v1), normal
-        return max_limit, normal
-
-    @wp.func
-    def gjk_intersect(simplex: wp.array2d(dtype=Vertex), s: int, o1: Obj, o2: Obj, k0: int, kmax: int):
-        """gjkIntersect on the tetrahedron simplex[s, 0:4], worked on a copy in simplex[s, 4:8]:
-        (1 in contact, 0 separated, -1 inconclusive; the iteration count). On contact the
-        tetrahedron that contains the origin replaces simplex[s, 0:4]."""
-        for i in range(4):
-            simplex[s, 4 + i] = simplex[s, i]
-        i0, i1, i2, i3 = int(0), int(1), int(2), int(3)
-        k = k0
-        while k < kmax:
-            a0 = simplex[s, 4 + i0].vert
-            a1 = simplex[s, 4 + i1].vert
-            a2 = simplex[s, 4 + i2].vert
-            a3 = simplex[s, 4 + i3].vert
-            dist0, n0 = signed_distance(a2, a1, a3)
-            dist1, n1 = signed_distance(a0, a2, a3)
-            dist2, n2 = signed_distance(a1, a0, a3)
-            dist3, n3 = signed_distance(a0, a1, a2)
-            if dist3 == zero or dist2 == zero or dist1 == zero or dist0 == zero:
-                return -1, k
-            i = int(1)
-            di = dist1
-            if dist0 < dist1:
-                i = 0
-                di = dist0
-            j = int(3)
-            dj = dist3
-            if dist2 < dist3:
-                j = 2
-                dj = dist2
-            index = j
-            dmin = dj
-            if di < dj:
-                index = i
-                dmin = di
-            if dmin > zero:
-                # origin inside: the tetrahedron, in its current order, for EPA
-                simplex[s, 0] = simplex[s, 4 + i0]
-                simplex[s, 1] = simplex[s, 4 + i1]
-                simplex[s, 2] = simplex[s, 4 + i2]
-                simplex[s, 3] = simplex[s, 4 + i3]
-                return 1, k
-            normal = n0
-            slot = i0
-            if index == 1:
-                normal = n1
-                slot = i1
-            elif index == 2:
-                normal = n2
-                slot = i2
-            elif index == 3:
-                normal = n3
-                slot = i3
-            v = minkowski(o1, o2, normal, -normal)
-            simplex[s, 4 + slot] = v
-            if wp.dot(normal, v.vert) < zero:
-                return 0, k
-            # swap the next two vertices to keep the orientation
-            ia = (index + 1) & 3
-            ja = (index + 2) & 3
-            ta = i0
-            if ia == 1:
-                ta = i1
-            elif ia == 2:
-                ta = i2
-            elif ia == 3:
-                ta = i3
-            tb = i0
-            if ja == 1:
-                tb = i1
-            elif ja == 2:
-                tb = i2
-            elif ja == 3:
-                tb = i3
-            if ia == 0:
-                i0 = tb
-            elif ia == 1:
-                i1 = tb
-            elif ia == 2:
-                i2 = tb
-            else:
-                i3 = tb
-            if ja == 0:
-                i0 = ta
-            elif ja == 1:
-                i1 = ta
-            elif ja == 2:
-                i2 = ta
-            else:
-                i3 = ta
-            k += 1
-        return -1, k
-
-    @wp.func
     def gjk(simplex: wp.array2d(dtype=Vertex), s: int, o1: Obj, o2: Obj, x1_0: vec3, x2_0: vec3, tol: scalar,
-            kmax: int, dist_cutoff: scalar, discrete: int):
+            kmax: int, dist_cutoff: scalar):
         """gjk: (separated, dist, x1, x2, nsimplex, nx) from the initial points x1_0, x2_0; the
-        simplex in simplex[s, 0:nsimplex]. With dist_cutoff 0 it only decides contact (the
-        tetrahedron then goes to gjkIntersect)."""
+        simplex in simplex[s, 0:nsimplex]. With dist_cutoff 0 it only decides contact.
+
+        MuJoCo's sources hand a tetrahedron to gjkIntersect when no distance is needed; the
+        MuJoCo 4.0 library does not (its contacts are reproduced exactly only without it:
+        tests/test_convex.py), so GJK runs on until the simplex holds the origin. The pairs
+        here are never both discrete (boxes or meshes without margin: box-box has its own
+        collider), so GJK's and EPA's finite-convergence tolerances do not apply."""
         get_dist = dist_cutoff > zero
-        # MuJoCo's sources hand a tetrahedron to gjkIntersect when no distance is needed; the
-        # MuJoCo 4.0 library does not (its contacts are reproduced exactly only without it:
-        # tests/test_convex.py), so GJK runs on until the simplex holds the origin
-        backup = bool(False)
         n = int(0)
         k = int(0)
         x1k = x1_0
@@ -444,9 +338,6 @@ def build(scalar):
         tol2 = tol * tol
         epsilon = half * tol2
         min_norm = tol
-        if discrete != 0:
-            epsilon = zero
-            min_norm = minval
         xk = x1k - x2k
         x_norm = wp.length(xk)
         x_norm_prev = zero
@@ -466,14 +357,6 @@ def build(scalar):
             elif dist_cutoff < max_limit:
                 if lower > zero and lower >= dist_cutoff * x_norm:
                     return 1, max_limit, x1k, x2k, 0, 0
-            if n == 3 and backup:
-                ret, k2 = gjk_intersect(simplex, s, o1, o2, k, kmax)
-                if ret != -1:
-                    if ret > 0:
-                        return 0, zero, x1k, x2k, 4, 0
-                    return 1, max_limit, x1k, x2k, 0, 0
-                k = k2
-                backup = False
             # subdistance on the n + 1 vertices
             p0 = simplex[s, 0].vert
             p1 = simplex[s, 1].vert
@@ -871,16 +754,13 @@ def build(scalar):
     @wp.func
     def epa(verts: wp.array2d(dtype=Vertex), faces: wp.array2d(dtype=Face), fmap: wp.array2d(dtype=int),
             hz: wp.array2d(dtype=wp.vec2i), stack: wp.array2d(dtype=wp.vec3i), s: int, o1: Obj, o2: Obj,
-            nverts: int, nfaces: int, nmap: int, center: vec3, tol: scalar, max_iterations: int, maxfaces: int,
-            discrete: int):
+            nverts: int, nfaces: int, nmap: int, center: vec3, tol: scalar, max_iterations: int, maxfaces: int):
         """epa: expand the polytope toward the boundary of A-B nearest the origin; (nx, dist, x1,
         x2): one pair of witness points and their signed distance (-depth), or nx = 0."""
         upper = max_limit
         upper2 = max_limit
         face = int(-1)
         tolerance = tol
-        if discrete != 0:
-            tolerance = minepatol
         kmax = wp.min(max_iterations, 1000)
         k = int(0)
         while k < kmax:
@@ -999,14 +879,11 @@ def build(scalar):
         half the margin each)."""
         x1 = o1.pos
         x2 = o2.pos
-        discrete = int(0)
-        if o1.margin == zero and o2.margin == zero and o1.type == GEOM_BOX and o2.type == GEOM_BOX:
-            discrete = 1  # (box-box collides by its own function; meshes are not supported)
         if o1.type == GEOM_SPHERE or o2.type == GEOM_SPHERE or o1.type == GEOM_CAPSULE or o2.type == GEOM_CAPSULE:
             m1 = full_margin(o1)
             m2 = full_margin(o2)
             separated, dist, x1, x2, nsimplex, nx = gjk(simplex, s, shrink(o1), shrink(o2), x1, x2, tol,
-                                                        max_iterations, m1 + m2, 0)
+                                                        max_iterations, m1 + m2)
             if dist > tol:
                 # shallow penetration: the distance of the cores, inflated (`inflate`)
                 n = normalize(x2 - x1)
@@ -1021,8 +898,7 @@ def build(scalar):
             # deep penetration: GJK and EPA on the full shapes
             x1 = o1.pos
             x2 = o2.pos
-        separated, dist, x1, x2, nsimplex, nx = gjk(simplex, s, o1, o2, x1, x2, tol, max_iterations, zero,
-                                                    discrete)
+        separated, dist, x1, x2, nsimplex, nx = gjk(simplex, s, o1, o2, x1, x2, tol, max_iterations, zero)
         if dist <= tol and nsimplex > 1 and separated == 0:
             dist = zero
             status = int(0)
@@ -1041,7 +917,7 @@ def build(scalar):
             nx = 0
             if status == 0:
                 nx, dist, x1, x2 = epa(verts, faces, fmap, hz, stack, s, o1, o2, nverts, nfaces, nmap, center, tol,
-                                       max_iterations, maxfaces, discrete)
+                                       max_iterations, maxfaces)
         return nx, dist, x1, x2
 
     return types.SimpleNamespace(ccd=ccd, support=support, normalize=normalize)
