@@ -30,7 +30,18 @@ import types
 import warp as wp
 
 from simrl.sim import collision_gjk
-from simrl.sim.contact_tables import CONVEX_KINDS, GEOM_ELLIPSOID, GEOM_PLANE, GEOM_SPHERE, MAX_CONTACTS, PAIR_KIND
+from simrl.sim.contact_tables import (
+    CONVEX_KINDS,
+    GEOM_CAPSULE,
+    GEOM_CYLINDER,
+    GEOM_ELLIPSOID,
+    GEOM_MESH,
+    GEOM_PLANE,
+    GEOM_SPHERE,
+    KIND_PLANE_MESH,
+    MAX_CONTACTS,
+    PAIR_KIND,
+)
 from simrl.sim.data import ccd_structs, data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import scalar_types
@@ -42,15 +53,16 @@ MULTICCD_ANGLE = 1e-3
 #: contact slots of each convex kind
 CONVEX_SLOTS = {PAIR_KIND[pair]: n for pair, n in MAX_CONTACTS.items() if PAIR_KIND[pair] in CONVEX_KINDS}
 # the kinds with multiccd's extra slots (capsule-cylinder, cylinder-cylinder, cylinder-box)
-_MULTI = sorted(k for k, n in CONVEX_SLOTS.items() if n > 1)
+_MULTI = sorted(k for k, n in CONVEX_SLOTS.items() if n > 1 and k != KIND_PLANE_MESH)
 assert len(_MULTI) == 3 and all(CONVEX_SLOTS[k] == 5 for k in _MULTI)
 KIND_MULTI0, KIND_MULTI1, KIND_MULTI2 = _MULTI
 
 
 @functools.cache
 def frames(scalar):
-    """(make_frame, turn) in precision `scalar`: the contact frame of a normal and multiccd's
-    rotations, for the detection (float64) and the contacts (the model's precision)."""
+    """make_frame, turn, smooth, track in precision `scalar`: the contact frame of a normal,
+    multiccd's rotations and the witness points' motion, for the detection (float64) and the
+    contacts (the model's precision)."""
     T = scalar_types(scalar)
     vec3, mat33 = T.vec3, T.mat33
     gjk = collision_gjk.build(scalar)
@@ -82,7 +94,59 @@ def frames(scalar):
         q = T.quat(axis[0] * sn, axis[1] * sn, axis[2] * sn, wp.cos(angle * half))
         return wp.quat_to_matrix(q)
 
-    return make_frame, turn
+    _, _, Obj, _ = ccd_structs(scalar)
+    eps = scalar(1e-6)
+
+    @wp.func
+    def smooth(gtype: int, R: mat33, n: vec3) -> int:
+        """1 when a geom's support point along n is unique and moves smoothly with its pose (a
+        sphere's or ellipsoid's always, a capsule's off its side, a cylinder's on its rim)."""
+        if gtype == GEOM_SPHERE or gtype == GEOM_ELLIPSOID:
+            return 1
+        ld = wp.transpose(R) * n
+        if gtype == GEOM_CAPSULE and wp.abs(ld[2]) > eps:
+            return 1
+        if gtype == GEOM_CYLINDER and wp.abs(ld[2]) > eps and ld[0] * ld[0] + ld[1] * ld[1] > eps * eps:
+            return 1
+        return 0
+
+    @wp.func
+    def support(gtype: int, p: vec3, R: mat33, size: vec3, margin: scalar, d: vec3) -> vec3:
+        o = Obj()
+        o.type = gtype
+        o.pos = p
+        o.mat = R
+        o.size = size
+        o.margin = margin
+        return gjk.support(o, d)
+
+    @wp.func
+    def track(t1: int, p1: vec3, R1: mat33, s1: vec3, x1: vec3, t2: int, p2: vec3, R2: mat33, s2: vec3, x2: vec3,
+              margin: scalar, n: vec3, feature: int):
+        """Where a contact's two witness points are for the given poses, the normal n held fixed:
+        a smooth shape's support point along n (feature bits 0, 1), else the material point
+        x1, x2 (each geom's frame); when only one side is such a point (smooth or a polytope's
+        vertex, bits 2, 3) the other is that point's projection on the other's tangent plane (a
+        sphere on a face: the face's witness slides with the sphere). The contacts are rebuilt
+        as witness = track(...) + the offset recorded at detection, so that their values are
+        MuJoCo's and their derivatives these points' motion."""
+        M1 = R1 * x1 + p1
+        M2 = R2 * x2 + p2
+        F1 = M1
+        F2 = M2
+        if feature & 1 != 0:
+            F1 = support(t1, p1, R1, s1, margin, n)
+        if feature & 2 != 0:
+            F2 = support(t2, p2, R2, s2, margin, -n)
+        point1 = (feature & 5) != 0
+        point2 = (feature & 10) != 0
+        if point1 and not point2:
+            F2 = F1 - n * wp.dot(n, F1 - M2)
+        elif point2 and not point1:
+            F1 = F2 - n * wp.dot(n, F2 - M1)
+        return F1, F2
+
+    return types.SimpleNamespace(make_frame=make_frame, turn=turn, smooth=smooth, track=track)
 
 
 @functools.cache
@@ -100,29 +164,42 @@ def build(scalar):
     _, _, Obj, _ = ccd_structs(f64)
     gjk = collision_gjk.build(f64)
     gjk_s = collision_gjk.build(scalar)
-    make_frame, turn = frames(scalar)
-    make_frame64, turn64 = frames(f64)
+    fr, fr64 = frames(scalar), frames(f64)
+    make_frame, turn = fr.make_frame, fr.turn
+    make_frame64, turn64 = fr64.make_frame, fr64.turn
     _, _, ObjS, _ = ccd_structs(scalar)
     zero, half = scalar(0.0), scalar(0.5)
     zero64, half64 = f64(0.0), f64(0.5)
 
     @wp.func
-    def obj(m: Model, d: Data, w: int, g: int, margin: scalar) -> Obj:
+    def obj(m: Model, d: Data, w: int, g: int, margin: scalar, s: int, col: int) -> Obj:
+        """mjc_initCCDObj of geom g (a mesh's support cache in row s, columns col, col + 1)."""
         o = Obj()
         o.type = m.geom_type[g]
         o.pos = vec3d(d.geom_xpos[w, g])
         o.mat = mat33d(d.geom_xmat[w, g])
         o.size = vec3d(m.geom_size[g])
         o.margin = f64(margin)
+        o.vec = m.mesh_vec
+        o.ints = m.mesh_int
+        o.cache = d.ccd_index
+        o.row = s
+        o.col = col
+        o.graphadr = -1
+        if o.type == GEOM_MESH:
+            mesh = m.mesh_info[m.geom_dataid[g]]
+            o.vertadr = mesh.vertadr
+            o.vertnum = mesh.vertnum
+            o.graphadr = mesh.graphadr
+            o.extadr = mesh.extadr
+            o.cache[s, col] = -1
+            o.cache[s, col + 1] = -1
         return o
 
     @wp.func
     def rotated(o: Obj, origin: vec3d, rot: mat33d) -> Obj:
         """mju_rotateFrame: o turned by rot about origin."""
-        r = Obj()
-        r.type = o.type
-        r.size = o.size
-        r.margin = o.margin
+        r = gjk.copy_obj(o)
         r.mat = rot * o.mat
         rel = origin - o.pos
         r.pos = o.pos - (rot * rel - rel)
@@ -131,21 +208,154 @@ def build(scalar):
     @wp.func
     def penetration(d: Data, s: int, o1: Obj, o2: Obj, m: Model):
         """mjc_penetration: (found, normal, x1, x2, pos) of the contact of o1 and o2."""
-        nx, dist, x1, x2 = gjk.ccd(d.ccd_simplex, d.ccd_vert, d.ccd_face, d.ccd_map, d.ccd_horizon, d.ccd_stack,
-                                   s, o1, o2, f64(m.ccd_tolerance), m.ccd_iterations, m.ccd_maxfaces)
+        nx, dist, x1, x2, vertex = gjk.ccd(d.ccd_simplex, d.ccd_vert, d.ccd_face, d.ccd_map, d.ccd_horizon,
+                                           d.ccd_stack, s, o1, o2, f64(m.ccd_tolerance), m.ccd_iterations,
+                                           m.ccd_maxfaces)
         found = nx > 0 and dist < zero64
-        return found, gjk.normalize(x1 - x2), x1, x2, (x1 + x2) * half64
+        return found, gjk.normalize(x1 - x2), x1, x2, (x1 + x2) * half64, vertex
 
     @wp.func
     def record(d: Data, w: int, i: int, o1: Obj, o2: Obj, normal: vec3d, x1: vec3d, x2: vec3d, pos: vec3d,
-               perturb: int):
+               perturb: int, vertex: int):
         c = ConvexContact()
         c.normal = vec3(normal)
         c.x1 = vec3(wp.transpose(o1.mat) * (x1 - o1.pos))
         c.x2 = vec3(wp.transpose(o2.mat) * (x2 - o2.pos))
         c.pos = vec3(pos)
         c.perturb = perturb
+        if perturb == 0:
+            # how the witness points follow the poses (the contacts pass: track)
+            feature = fr64.smooth(o1.type, o1.mat, normal) + 2 * fr64.smooth(o2.type, o2.mat, normal) + 4 * vertex
+            F1, F2 = fr64.track(o1.type, o1.pos, o1.mat, o1.size, vec3d(c.x1), o2.type, o2.pos, o2.mat, o2.size,
+                                vec3d(c.x2), o1.margin, vec3d(c.normal), feature)
+            c.feature = feature
+            c.offset1 = vec3(x1 - F1)
+            c.offset2 = vec3(x2 - F2)
         d.ccd_contact[w, i] = c
+
+    @wp.func
+    def face_area(m: Model, vertadr: int, fa: int, a: int, b: int, c: int, e: int) -> f64:
+        """Area of the quadrilateral of face vertices a, b, c, e (hull4's measure)."""
+        va = vec3d(m.mesh_vec[vertadr + m.mesh_int[fa + a]])
+        vb = vec3d(m.mesh_vec[vertadr + m.mesh_int[fa + b]])
+        vc = vec3d(m.mesh_vec[vertadr + m.mesh_int[fa + c]])
+        ve = vec3d(m.mesh_vec[vertadr + m.mesh_int[fa + e]])
+        return half64 * wp.length(wp.cross(va - vc, vb - ve))
+
+    @wp.func
+    def hull4(m: Model, vertadr: int, fa: int, nhull: int, a: int):
+        """At most four vertices of a convex face polygon of nhull vertices, keeping vertex a, that
+        span the largest area (hull4f: each of d, c, b advanced while the area grows)."""
+        b = (a + 1) % nhull
+        c = (a + 2) % nhull
+        e = (a + 3) % nhull
+        if nhull <= 4:
+            return nhull, wp.vec4i(a, b, c, e)
+        area = face_area(m, vertadr, fa, a, b, c, e)
+        while True:
+            e_next = (e + 1) % nhull
+            area_next = face_area(m, vertadr, fa, a, b, c, e_next)
+            if area_next <= area:
+                break
+            e = e_next
+            area = area_next
+            while True:
+                c_next = (c + 1) % nhull
+                area_next = face_area(m, vertadr, fa, a, b, c_next, e)
+                if area_next <= area:
+                    break
+                c = c_next
+                area = area_next
+            while True:
+                b_next = (b + 1) % nhull
+                area_next = face_area(m, vertadr, fa, a, b_next, c, e)
+                if area_next <= area:
+                    break
+                b = b_next
+                area = area_next
+        return 4, wp.vec4i(a, b, c, e)
+
+    @wp.func
+    def plane_mesh_vertex(m: Model, d: Data, w: int, i: int, mesh_vertadr: int, v: int, normal: vec3d,
+                          p1: vec3d, margin: f64, p2: vec3d, R2: mat33d):
+        """Record mesh vertex v as the contact in slot i (its distance to the plane within margin)."""
+        local = vec3d(m.mesh_vec[mesh_vertadr + v])
+        pnt = R2 * local + p2
+        dist = wp.dot(normal, pnt - p1)
+        if dist > margin:
+            return 0
+        c = ConvexContact()
+        c.normal = vec3(normal)
+        c.x2 = vec3(local)
+        c.pos = vec3(pnt - normal * (half64 * dist))
+        c.perturb = 0
+        d.ccd_contact[w, i] = c
+        return 1
+
+    @wp.func
+    def plane_mesh(m: Model, d: Data, w: int, g1: int, g2: int, margin: scalar, slot: int):
+        """mjc_PlaneConvex for a mesh, as MuJoCo 4.0: the hull vertex deepest below the plane, then
+        up to three more vertices of the hull polygon through it whose normal is most opposed to
+        the plane's (hull4 of that polygon), skipping those above the mesh's centre along the
+        normal; contacts farther than the margin are dropped. Writes d.ccd_contact's slots."""
+        p1 = vec3d(d.geom_xpos[w, g1])
+        R1 = mat33d(d.geom_xmat[w, g1])
+        p2 = vec3d(d.geom_xpos[w, g2])
+        R2 = mat33d(d.geom_xmat[w, g2])
+        normal = vec3d(R1[0, 2], R1[1, 2], R1[2, 2])
+        rbound = f64(m.geom_rbound[g2])
+        if wp.dot(p2 - p1, normal) > f64(margin) + rbound:
+            return  # mj_filterSphere (plane)
+        mesh = m.mesh_info[m.geom_dataid[g2]]
+        local_normal = wp.transpose(R2) * normal
+        ld = -local_normal
+        # the support vertex along -normal (exhaustive, or a hill climb from the direction's seed)
+        vi = int(-1)
+        if mesh.graphadr < 0 or mesh.vertnum < collision_gjk.HILLCLIMB_MIN:
+            mx = f64(-3.4028234663852886e38)
+            for i in range(mesh.vertnum):
+                vd = gjk.vdot(ld, m.mesh_vec[mesh.vertadr + i])
+                if vd > mx:
+                    mx = vd
+                    vi = i
+        else:
+            seed = m.mesh_int[mesh.extadr + gjk.grid(ld[0]) * 9 + gjk.grid(ld[1]) * 3 + gjk.grid(ld[2])]
+            imax = gjk.hill_climb(m.mesh_vec, m.mesh_int, mesh.vertadr, mesh.graphadr, seed, ld)
+            vi = m.mesh_int[mesh.graphadr + 2 + m.mesh_int[mesh.graphadr] + imax]
+        if vi < 0:
+            return
+        if plane_mesh_vertex(m, d, w, slot, mesh.vertadr, vi, normal, p1, f64(margin), p2, R2) == 0:
+            return
+        if mesh.polynum <= 0:
+            return
+        # the polygon through the vertex most opposed to the plane's normal
+        best = int(-1)
+        best_dot = f64(1.0)
+        mapadr = m.mesh_int[mesh.vert_mapadr + vi]
+        mapnum = m.mesh_int[mesh.vert_mapnum + vi]
+        for i in range(mapnum):
+            poly = m.mesh_int[mapadr + i]
+            nd = wp.dot(vec3d(m.mesh_vec[mesh.poly_normal + poly]), local_normal)
+            if nd < best_dot:
+                best_dot = nd
+                best = poly
+        if best < 0:
+            return
+        fa = m.mesh_int[mesh.poly_vertadr + best]
+        fn = m.mesh_int[mesh.poly_vertnum + best]
+        a = int(0)
+        for i in range(fn):
+            if m.mesh_int[fa + i] == vi:
+                a = i
+                break
+        n, idx = hull4(m, mesh.vertadr, fa, fn, a)
+        ncon = int(1)
+        for i in range(1, n):
+            v = m.mesh_int[fa + idx[i]]
+            pnt = R2 * vec3d(m.mesh_vec[mesh.vertadr + v]) + p2
+            if wp.dot(normal, pnt - p2) > zero64:
+                continue
+            ncon += plane_mesh_vertex(m, d, w, slot + ncon, mesh.vertadr, v, normal, p1, f64(margin), p2, R2)
 
     @wp.func
     def detect(m: Model, d: Data, w: int, p: int):
@@ -154,6 +364,8 @@ def build(scalar):
         nslot = int(1)
         if kind == KIND_MULTI0 or kind == KIND_MULTI1 or kind == KIND_MULTI2:
             nslot = 5
+        elif kind == KIND_PLANE_MESH:
+            nslot = 4
         slot = m.cpair_slot[p]
         for i in range(nslot):
             c = ConvexContact()
@@ -163,17 +375,20 @@ def build(scalar):
         g1 = g[0]
         g2 = g[1]
         margin = m.cpair_margin[p] + m.cpair_gap[p]
+        if kind == KIND_PLANE_MESH:
+            plane_mesh(m, d, w, g1, g2, margin, slot)
+            return
         r1 = m.geom_rbound[g1]
         r2 = m.geom_rbound[g2]
         if wp.length(d.geom_xpos[w, g1] - d.geom_xpos[w, g2]) > r1 + r2 + margin:
             return  # mj_filterSphere
         s = w * m.nccdpair + m.cpair_ccd[p]
-        o1 = obj(m, d, w, g1, margin)
-        o2 = obj(m, d, w, g2, margin)
-        found, normal, x1, x2, pos0 = penetration(d, s, o1, o2, m)
+        o1 = obj(m, d, w, g1, margin, s, 0)
+        o2 = obj(m, d, w, g2, margin, s, 2)
+        found, normal, x1, x2, pos0, vertex = penetration(d, s, o1, o2, m)
         if not found:
             return
-        record(d, w, slot, o1, o2, normal, x1, x2, pos0, 0)
+        record(d, w, slot, o1, o2, normal, x1, x2, pos0, 0, vertex)
         if nslot == 1 or m.enable_multiccd == 0:
             return
         frame = make_frame64(normal)
@@ -183,20 +398,20 @@ def build(scalar):
             rot = turn64(frame, perturb)
             q1 = rotated(o1, pos0, rot)
             q2 = rotated(o2, pos0, wp.transpose(rot))
-            found_k, normal_k, x1k, x2k, pos_k = penetration(d, s, q1, q2, m)
+            found_k, normal_k, x1k, x2k, pos_k, vertex_k = penetration(d, s, q1, q2, m)
             if found_k:
                 distinct = bool(True)
                 for j in range(ncon):
                     if wp.length(d.ccd_contact[w, slot + j].pos - vec3(pos_k)) <= tolerance:
                         distinct = False
                 if distinct:
-                    record(d, w, slot + ncon, q1, q2, normal_k, x1k, x2k, pos_k, perturb)
+                    record(d, w, slot + ncon, q1, q2, normal_k, x1k, x2k, pos_k, perturb, vertex_k)
                     ncon += 1
 
     @wp.func
-    def collide(p1: vec3, R1: mat33, p2: vec3, R2: mat33, margin: scalar, cc: wp.array2d(dtype=ConvexContact),
-                dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
-                active: wp.array2d(dtype=int), w: int, slot: int, nslot: int):
+    def collide(t1: int, p1: vec3, R1: mat33, s1: vec3, t2: int, p2: vec3, R2: mat33, s2: vec3, margin: scalar,
+                cc: wp.array2d(dtype=ConvexContact), dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
+                frame: wp.array2d(dtype=mat33), active: wp.array2d(dtype=int), w: int, slot: int, nslot: int):
         """Pass 2: the contacts of one convex pair rebuilt from the poses (differentiable)."""
         c0 = cc[w, slot]
         n = int(0)
@@ -204,8 +419,9 @@ def build(scalar):
         pos0 = vec3(zero, zero, zero)
         frame0 = mat33()
         if c0.perturb == 0:
-            X1 = R1 * c0.x1 + p1
-            X2 = R2 * c0.x2 + p2
+            F1, F2 = fr.track(t1, p1, R1, s1, c0.x1, t2, p2, R2, s2, c0.x2, margin, c0.normal, c0.feature)
+            X1 = F1 + c0.offset1
+            X2 = F2 + c0.offset2
             dist0 = margin - wp.dot(c0.normal, X1 - X2)
             pos0 = (X1 + X2) * half
             frame0 = make_frame(c0.normal)
@@ -227,13 +443,39 @@ def build(scalar):
                 on = 1
             active[w, slot + i] = on
 
+    @wp.func
+    def plane_mesh_contacts(m: Model, d: Data, w: int, p: int):
+        """Pass 2 for plane-mesh: each found vertex moved with the mesh, its distance along the
+        plane's normal (differentiable in both poses)."""
+        g = m.cpair_geom[p]
+        p1 = d.geom_xpos[w, g[0]]
+        R1 = d.geom_xmat[w, g[0]]
+        p2 = d.geom_xpos[w, g[1]]
+        R2 = d.geom_xmat[w, g[1]]
+        slot = m.cpair_slot[p]
+        normal = vec3(R1[0, 2], R1[1, 2], R1[2, 2])
+        for i in range(4):
+            c = d.ccd_contact[w, slot + i]
+            on = int(0)
+            if c.perturb >= 0:
+                X2 = R2 * c.x2 + p2
+                dd = wp.dot(normal, X2 - p1)
+                d.contact_dist[w, slot + i] = dd
+                d.contact_pos[w, slot + i] = X2 - normal * (half * dd)
+                d.contact_frame[w, slot + i] = make_frame(normal)
+                on = 1
+            d.contact_active[w, slot + i] = on
+
     def contacts(nslot: int):
         @wp.func
         def collide_pair(m: Model, d: Data, w: int, p: int):
             g = m.cpair_geom[p]
-            collide(d.geom_xpos[w, g[0]], d.geom_xmat[w, g[0]], d.geom_xpos[w, g[1]], d.geom_xmat[w, g[1]],
-                    m.cpair_margin[p] + m.cpair_gap[p], d.ccd_contact, d.contact_dist, d.contact_pos,
-                    d.contact_frame, d.contact_active, w, m.cpair_slot[p], nslot)
+            g1 = g[0]
+            g2 = g[1]
+            collide(m.geom_type[g1], d.geom_xpos[w, g1], d.geom_xmat[w, g1], m.geom_size[g1], m.geom_type[g2],
+                    d.geom_xpos[w, g2], d.geom_xmat[w, g2], m.geom_size[g2], m.cpair_margin[p] + m.cpair_gap[p],
+                    d.ccd_contact, d.contact_dist, d.contact_pos, d.contact_frame, d.contact_active, w,
+                    m.cpair_slot[p], nslot)
 
         return collide_pair
 
@@ -258,7 +500,8 @@ def build(scalar):
         frame[w, slot] = make_frame(normal)
         return 1
 
-    return types.SimpleNamespace(detect=detect, contacts=contacts, plane_ellipsoid=plane_ellipsoid)
+    return types.SimpleNamespace(detect=detect, contacts=contacts, plane_mesh_contacts=plane_mesh_contacts,
+                                 plane_ellipsoid=plane_ellipsoid)
 
 
 # the sphere's type is the lower one of a sphere pair: sphere-ellipsoid has no multiccd

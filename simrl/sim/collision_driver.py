@@ -25,8 +25,10 @@ from simrl.sim.contact_tables import (
     GEOM_CAPSULE,
     GEOM_CYLINDER,
     GEOM_ELLIPSOID,
+    GEOM_MESH,
     GEOM_PLANE,
     GEOM_SPHERE,
+    KIND_PLANE_MESH,
     MAX_CONTACTS,
     PAIR_KIND,
     PRIMITIVE_MAX_CONTACTS,
@@ -37,7 +39,7 @@ from simrl.sim.types import scalar_types
 
 #: collider names by kind (contact_tables.PAIR_KIND): collision_primitive's, "<type1>_<type2>"
 _TYPE_NAMES = {GEOM_PLANE: "plane", GEOM_SPHERE: "sphere", GEOM_CAPSULE: "capsule", GEOM_ELLIPSOID: "ellipsoid",
-               GEOM_CYLINDER: "cylinder", GEOM_BOX: "box"}
+               GEOM_CYLINDER: "cylinder", GEOM_BOX: "box", GEOM_MESH: "mesh"}
 COLLIDERS = {PAIR_KIND[pair]: f"{_TYPE_NAMES[pair[0]]}_{_TYPE_NAMES[pair[1]]}" for pair in MAX_CONTACTS}
 #: contact slots of one pair of each kind
 KIND_SLOTS = {PAIR_KIND[pair]: n for pair, n in MAX_CONTACTS.items()}
@@ -93,8 +95,14 @@ def pair_functions(scalar):
         return getattr(prim, name) if hasattr(prim, name) else getattr(convex, name)
 
     # the convex pairs rebuild the contacts their detection pass found (simrl.sim.collision_convex)
-    return {kind: convex.contacts(KIND_SLOTS[kind]) if kind in CONVEX_KINDS else make(collider(name), KIND_SLOTS[kind])
-            for kind, name in COLLIDERS.items()}
+    def pair(kind, name):
+        if kind == KIND_PLANE_MESH:
+            return convex.plane_mesh_contacts
+        if kind in CONVEX_KINDS:
+            return convex.contacts(KIND_SLOTS[kind])
+        return make(collider(name), KIND_SLOTS[kind])
+
+    return {kind: pair(kind, name) for kind, name in COLLIDERS.items()}
 
 
 #: kinds launched together in the wide schedule: the pairs of geom1's type, plane or sphere

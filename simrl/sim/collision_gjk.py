@@ -23,13 +23,17 @@ import types
 
 import warp as wp
 
-from simrl.sim.contact_tables import GEOM_BOX, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_ELLIPSOID, GEOM_SPHERE
+from simrl.sim.contact_tables import GEOM_BOX, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_ELLIPSOID, GEOM_MESH, GEOM_SPHERE
 from simrl.sim.data import ccd_structs
 from simrl.sim.types import MINVAL, scalar_types
 
 # shrunk forms of a sphere (its centre) and a capsule (its segment) for mjc_ccd's first GJK pass
 GEOM_POINT = -2
 GEOM_LINE = -3
+
+#: meshes with fewer vertices are searched exhaustively, others by hill climbing their hull graph
+#: (mjMESH_HILLCLIMB_MIN, engine_collision_convex.h)
+HILLCLIMB_MIN = 10
 
 
 @functools.cache
@@ -40,6 +44,8 @@ def build(scalar):
     is64 = scalar == wp.float64
     # numerical limits as in engine_collision_gjk.c (mjUSESINGLE for float32)
     minval, minval2 = scalar(MINVAL), scalar(MINVAL * MINVAL)
+    minepatol = scalar(MINVAL if is64 else 1e-7)  # mjMINEPATOL: EPA's tolerance for discrete shapes
+    flt_max = scalar(3.4028234663852886e38)
     max_limit = scalar(1.7976931348623157e308 if is64 else 3.4028234663852886e38)  # DBL_MAX / FLT_MAX
     mindist2 = scalar(MINVAL * MINVAL if is64 else 1e-10)
     mindist3 = mindist2
@@ -49,10 +55,92 @@ def build(scalar):
     # ------------------------------------------------------------------ support functions
 
     @wp.func
+    def vdot(ld: vec3, v: wp.vec3f) -> scalar:
+        """dot3f: a direction with a mesh vertex (float) in the model's precision."""
+        return ld[0] * scalar(v[0]) + ld[1] * scalar(v[1]) + ld[2] * scalar(v[2])
+
+    @wp.func
+    def grid(x: scalar) -> int:
+        """A direction's component on the 3 x 3 x 3 grid of the hill climb's seeds (-1, 0, 1) + 1."""
+        if x > scalar(0.4):
+            return 2
+        if x < scalar(-0.4):
+            return 0
+        return 1
+
+    @wp.func
+    def hill_climb(vec: wp.array(dtype=wp.vec3f), ints: wp.array(dtype=int), vertadr: int, graphadr: int,
+                   start: int, ld: vec3) -> int:
+        """From hull vertex `start` (a local id of the graph at graphadr, mesh_graph's layout: numvert,
+        numface, vert_edgeadr, vert_globalid, edge_localid), climb to the neighbour farther along
+        ld until none is: the local id of the vertex of the hull farthest along ld."""
+        numvert = ints[graphadr]
+        edgeadr = graphadr + 2
+        globalid = graphadr + 2 + numvert
+        localid = graphadr + 2 + 2 * numvert
+        imax = start
+        mx = vdot(ld, vec[vertadr + ints[globalid + imax]])
+        prev = int(-1)
+        while imax != prev:
+            prev = imax
+            i = ints[edgeadr + imax]
+            sub = ints[localid + i]
+            while sub >= 0:
+                vd = vdot(ld, vec[vertadr + ints[globalid + sub]])
+                if vd > mx:
+                    mx = vd
+                    imax = sub
+                i += 1
+                sub = ints[localid + i]
+        return imax
+
+    @wp.func
+    def mesh_support(o: Obj, ld: vec3) -> int:
+        """The mesh vertex farthest along ld (the geom's frame): mjc_meshSupport's exhaustive
+        search below HILLCLIMB_MIN vertices or without a hull graph, else mjc_hillclimbSupport's
+        climb of the hull graph from the better of the cached vertex and the direction's seed
+        (mesh_extrema); both keep the cached vertex on ties, as MuJoCo's mjCCDObj does."""
+        imax = int(0)
+        if o.graphadr < 0 or o.vertnum < HILLCLIMB_MIN:
+            mx = -flt_max
+            cached = o.cache[o.row, o.col]
+            if cached >= 0:
+                imax = cached
+                mx = vdot(ld, o.vec[o.vertadr + imax])
+            for i in range(o.vertnum):
+                vd = vdot(ld, o.vec[o.vertadr + i])
+                if vd > mx:
+                    mx = vd
+                    imax = i
+            o.cache[o.row, o.col] = imax
+            return imax
+        globalid = o.graphadr + 2 + o.ints[o.graphadr]
+        seed = o.ints[o.extadr + grid(ld[0]) * 9 + grid(ld[1]) * 3 + grid(ld[2])]
+        cached = o.cache[o.row, o.col + 1]
+        imax = seed
+        if cached >= 0:
+            cached_dot = vdot(ld, o.vec[o.vertadr + o.ints[globalid + cached]])
+            seed_dot = vdot(ld, o.vec[o.vertadr + o.ints[globalid + seed]])
+            if not (seed_dot > cached_dot):
+                imax = cached
+        imax = hill_climb(o.vec, o.ints, o.vertadr, o.graphadr, imax, ld)
+        o.cache[o.row, o.col + 1] = imax
+        idx = o.ints[globalid + imax]
+        o.cache[o.row, o.col] = idx
+        return idx
+
+    @wp.func
     def support(o: Obj, d: vec3) -> vec3:
+        p, _i = support_idx(o, d)
+        return p
+
+    @wp.func
+    def support_idx(o: Obj, d: vec3):
         """The point of object o farthest along the unit direction d (mjc_*Support), pushed out
-        by half its margin (`support` of engine_collision_gjk.c)."""
+        by half its margin (`support` of engine_collision_gjk.c), and which vertex it is for a
+        box (the corner's sign bits) or a mesh (-1 for smooth shapes)."""
         pos, mat, size = o.pos, o.mat, o.size
+        index = int(-1)
         # d in the geom's frame (mulMatTVec3)
         ld = vec3(mat[0, 0] * d[0] + mat[1, 0] * d[1] + mat[2, 0] * d[2],
                   mat[0, 1] * d[0] + mat[1, 1] * d[1] + mat[2, 1] * d[2],
@@ -104,20 +192,34 @@ def build(scalar):
                 if ld[2] < zero:
                     lz = -size[2]
                 local = vec3(lx, ly, lz)
+                index = int(0)
+                if lx > zero:
+                    index = 1
+                if ly > zero:
+                    index += 2
+                if lz > zero:
+                    index += 4
+            elif o.type == GEOM_MESH:
+                index = mesh_support(o, ld)
+                local = vec3(o.vec[o.vertadr + index])
             # localToGlobal
             res = vec3(mat[0, 0] * local[0] + mat[0, 1] * local[1] + mat[0, 2] * local[2] + pos[0],
                        mat[1, 0] * local[0] + mat[1, 1] * local[1] + mat[1, 2] * local[2] + pos[1],
                        mat[2, 0] * local[0] + mat[2, 1] * local[1] + mat[2, 2] * local[2] + pos[2])
         if o.margin > zero:
             res = res + d * (half * o.margin)
-        return res
+        return res, index
 
     @wp.func
     def minkowski(o1: Obj, o2: Obj, d: vec3, d_neg: vec3) -> Vertex:
-        """S_{A-B}(d) = S_A(d) - S_B(-d), with both support points."""
+        """S_{A-B}(d) = S_A(d) - S_B(-d), with both support points (and their vertices)."""
         v = Vertex()
-        v.vert1 = support(o1, d)
-        v.vert2 = support(o2, d_neg)
+        p1, i1 = support_idx(o1, d)
+        p2, i2 = support_idx(o2, d_neg)
+        v.vert1 = p1
+        v.index1 = i1
+        v.vert2 = p2
+        v.index2 = i2
         v.vert = v.vert1 - v.vert2
         return v
 
@@ -320,15 +422,15 @@ def build(scalar):
 
     @wp.func
     def gjk(simplex: wp.array2d(dtype=Vertex), s: int, o1: Obj, o2: Obj, x1_0: vec3, x2_0: vec3, tol: scalar,
-            kmax: int, dist_cutoff: scalar):
+            kmax: int, dist_cutoff: scalar, discrete: int):
         """gjk: (separated, dist, x1, x2, nsimplex, nx) from the initial points x1_0, x2_0; the
         simplex in simplex[s, 0:nsimplex]. With dist_cutoff 0 it only decides contact.
 
         MuJoCo's sources hand a tetrahedron to gjkIntersect when no distance is needed; the
         MuJoCo 4.0 library does not (its contacts are reproduced exactly only without it:
-        tests/test_convex.py), so GJK runs on until the simplex holds the origin. The pairs
-        here are never both discrete (boxes or meshes without margin: box-box has its own
-        collider), so GJK's and EPA's finite-convergence tolerances do not apply."""
+        tests/test_convex.py), so GJK runs on until the simplex holds the origin. `discrete`:
+        both shapes are boxes or meshes without margin (discreteGeoms), whose search ends in
+        finitely many steps: no duality-gap tolerance."""
         get_dist = dist_cutoff > zero
         n = int(0)
         k = int(0)
@@ -338,6 +440,9 @@ def build(scalar):
         tol2 = tol * tol
         epsilon = half * tol2
         min_norm = tol
+        if discrete != 0:
+            epsilon = zero
+            min_norm = minval
         xk = x1k - x2k
         x_norm = wp.length(xk)
         x_norm_prev = zero
@@ -754,13 +859,16 @@ def build(scalar):
     @wp.func
     def epa(verts: wp.array2d(dtype=Vertex), faces: wp.array2d(dtype=Face), fmap: wp.array2d(dtype=int),
             hz: wp.array2d(dtype=wp.vec2i), stack: wp.array2d(dtype=wp.vec3i), s: int, o1: Obj, o2: Obj,
-            nverts: int, nfaces: int, nmap: int, center: vec3, tol: scalar, max_iterations: int, maxfaces: int):
+            nverts: int, nfaces: int, nmap: int, center: vec3, tol: scalar, max_iterations: int, maxfaces: int,
+            discrete: int):
         """epa: expand the polytope toward the boundary of A-B nearest the origin; (nx, dist, x1,
         x2): one pair of witness points and their signed distance (-depth), or nx = 0."""
         upper = max_limit
         upper2 = max_limit
         face = int(-1)
         tolerance = tol
+        if discrete != 0:
+            tolerance = minepatol
         kmax = wp.min(max_iterations, 1000)
         k = int(0)
         while k < kmax:
@@ -789,6 +897,16 @@ def build(scalar):
                 if k == 0 and upper < lower - scalar(1e-10):
                     face = -1
                 break
+            if discrete != 0:
+                # a support point found before: the polytope cannot grow
+                wnew = verts[s, wi]
+                repeated = bool(False)
+                for i in range(nverts - 1):
+                    if verts[s, i].index1 == wnew.index1 and verts[s, i].index2 == wnew.index2:
+                        repeated = True
+                        break
+                if repeated:
+                    break
             nmap, nedges = horizon(faces, fmap, hz, stack, s, face, wv, nmap)
             if nedges < 3:
                 face = -1
@@ -822,7 +940,7 @@ def build(scalar):
                 break
             k += 1
         if face < 0:
-            return 0, zero, center, center
+            return 0, zero, center, center, 0
         fc = faces[s, face]
         a = verts[s, fc.verts[0]]
         b = verts[s, fc.verts[1]]
@@ -834,19 +952,45 @@ def build(scalar):
         x2 = vec3(lam[0] * a.vert2[0] + lam[1] * b.vert2[0] + lam[2] * c.vert2[0],
                   lam[0] * a.vert2[1] + lam[1] * b.vert2[1] + lam[2] * c.vert2[1],
                   lam[0] * a.vert2[2] + lam[1] * b.vert2[2] + lam[2] * c.vert2[2])
-        return 1, -wp.sqrt(fc.dist2), x1, x2
+        # which witness is one vertex of its polytope (the final face's three points share it)
+        vertex = int(0)
+        if a.index1 >= 0 and a.index1 == b.index1 and b.index1 == c.index1:
+            vertex = 1
+        if a.index2 >= 0 and a.index2 == b.index2 and b.index2 == c.index2:
+            vertex += 2
+        return 1, -wp.sqrt(fc.dist2), x1, x2, vertex
 
     # ------------------------------------------------------------------ mjc_ccd
 
     @wp.func
-    def shrink(o: Obj) -> Obj:
-        """A sphere as its centre, a capsule as its segment, without margin (mjc_ccd)."""
+    def copy_obj(o: Obj) -> Obj:
         r = Obj()
         r.type = o.type
         r.pos = o.pos
         r.mat = o.mat
         r.size = o.size
         r.margin = o.margin
+        r.vec = o.vec
+        r.ints = o.ints
+        r.vertadr = o.vertadr
+        r.vertnum = o.vertnum
+        r.graphadr = o.graphadr
+        r.extadr = o.extadr
+        r.cache = o.cache
+        r.row = o.row
+        r.col = o.col
+        return r
+
+    @wp.func
+    def is_discrete(o: Obj) -> int:
+        if o.margin == zero and (o.type == GEOM_BOX or o.type == GEOM_MESH):
+            return 1
+        return 0
+
+    @wp.func
+    def shrink(o: Obj) -> Obj:
+        """A sphere as its centre, a capsule as its segment, without margin (mjc_ccd)."""
+        r = copy_obj(o)
         if o.type == GEOM_SPHERE:
             r.type = GEOM_POINT
             r.margin = zero
@@ -875,15 +1019,16 @@ def build(scalar):
             fmap: wp.array2d(dtype=int), hz: wp.array2d(dtype=wp.vec2i), stack: wp.array2d(dtype=wp.vec3i), s: int,
             o1: Obj, o2: Obj, tol: scalar, max_iterations: int, maxfaces: int):
         """mjc_ccd with max_contacts 1 and dist_cutoff 0 (as mjc_penetration calls it): (nx,
-        dist, x1, x2); a contact when nx = 1 and dist < 0 (the depth of the shapes inflated by
-        half the margin each)."""
+        dist, x1, x2, vertex); a contact when nx = 1 and dist < 0 (the depth of the shapes
+        inflated by half the margin each); vertex: bit 0 (1) when x1 is one vertex of a box or
+        mesh, bit 1 (2) when x2 is (EPA's final face has it three times)."""
         x1 = o1.pos
         x2 = o2.pos
         if o1.type == GEOM_SPHERE or o2.type == GEOM_SPHERE or o1.type == GEOM_CAPSULE or o2.type == GEOM_CAPSULE:
             m1 = full_margin(o1)
             m2 = full_margin(o2)
             separated, dist, x1, x2, nsimplex, nx = gjk(simplex, s, shrink(o1), shrink(o2), x1, x2, tol,
-                                                        max_iterations, m1 + m2)
+                                                        max_iterations, m1 + m2, 0)
             if dist > tol:
                 # shallow penetration: the distance of the cores, inflated (`inflate`)
                 n = normalize(x2 - x1)
@@ -894,11 +1039,13 @@ def build(scalar):
                 dist = dist - (m1 + m2)
                 if dist > zero:
                     dist = max_limit
-                return nx, dist, x1, x2
+                return nx, dist, x1, x2, 0
             # deep penetration: GJK and EPA on the full shapes
             x1 = o1.pos
             x2 = o2.pos
-        separated, dist, x1, x2, nsimplex, nx = gjk(simplex, s, o1, o2, x1, x2, tol, max_iterations, zero)
+        discrete = is_discrete(o1) * is_discrete(o2)
+        separated, dist, x1, x2, nsimplex, nx = gjk(simplex, s, o1, o2, x1, x2, tol, max_iterations, zero, discrete)
+        vertex = int(0)
         if dist <= tol and nsimplex > 1 and separated == 0:
             dist = zero
             status = int(0)
@@ -916,8 +1063,10 @@ def build(scalar):
                 status, nverts, nfaces, nmap, center = polytope3(simplex, verts, faces, fmap, s, o1, o2, dist)
             nx = 0
             if status == 0:
-                nx, dist, x1, x2 = epa(verts, faces, fmap, hz, stack, s, o1, o2, nverts, nfaces, nmap, center, tol,
-                                       max_iterations, maxfaces)
-        return nx, dist, x1, x2
+                nx, dist, x1, x2, vertex = epa(verts, faces, fmap, hz, stack, s, o1, o2, nverts, nfaces, nmap,
+                                               center, tol, max_iterations, maxfaces, discrete)
+        return nx, dist, x1, x2, vertex
 
-    return types.SimpleNamespace(ccd=ccd, support=support, normalize=normalize)
+    return types.SimpleNamespace(ccd=ccd, support=support, support_idx=support_idx, mesh_support=mesh_support,
+                                 grid=grid, hill_climb=hill_climb,
+                                 copy_obj=copy_obj, vdot=vdot, normalize=normalize)

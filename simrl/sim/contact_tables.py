@@ -65,7 +65,7 @@ def candidate_geom_pairs(mjm: mujoco.MjModel) -> list[tuple[int, int, int]]:
 # Static contact tables: every candidate pair owns fixed contact slots and constraint rows
 
 # mjtGeom values and the contacts each pair of types can produce (mj_maxContact)
-GEOM_PLANE, GEOM_SPHERE, GEOM_CAPSULE, GEOM_ELLIPSOID, GEOM_CYLINDER, GEOM_BOX = 0, 2, 3, 4, 5, 6
+GEOM_PLANE, GEOM_SPHERE, GEOM_CAPSULE, GEOM_ELLIPSOID, GEOM_CYLINDER, GEOM_BOX, GEOM_MESH = 0, 2, 3, 4, 5, 6, 7
 # pairs with a collider of their own (collision_primitive; plane-ellipsoid: mjc_PlaneConvex), in
 # MuJoCo's type order (geom1 <= geom2), so that the pairs of one geom1 type have consecutive
 # kinds (collision_driver.GROUPS launches them together)
@@ -80,11 +80,23 @@ assert list(PRIMITIVE_MAX_CONTACTS) == sorted(PRIMITIVE_MAX_CONTACTS)
 # pairs MuJoCo collides with its general convex collision (mjc_Convex: GJK and EPA,
 # simrl.sim.collision_convex); a pair with a capsule or cylinder and no sphere or ellipsoid looks
 # for four more contacts by multiccd (5 slots; 1 used when <flag multiccd="disable"/>)
+#
+# meshes (their convex hulls) collide by GJK/EPA too, one contact per pair (pairs that MuJoCo 4.0
+# gives several contacts by its face clipping are refused unless multiccd is disabled:
+# MESH_MULTICCD); plane-mesh by MuJoCo 4.0's mjc_PlaneConvex: the deepest vertex and up to three
+# more of the hull face most opposed to the plane's normal, found in the same detection pass
 CONVEX_MAX_CONTACTS = {
-    (GEOM_SPHERE, GEOM_ELLIPSOID): 1, (GEOM_CAPSULE, GEOM_ELLIPSOID): 1, (GEOM_CAPSULE, GEOM_CYLINDER): 5,
+    (GEOM_PLANE, GEOM_MESH): 4,
+    (GEOM_SPHERE, GEOM_ELLIPSOID): 1, (GEOM_SPHERE, GEOM_MESH): 1,
+    (GEOM_CAPSULE, GEOM_ELLIPSOID): 1, (GEOM_CAPSULE, GEOM_CYLINDER): 5, (GEOM_CAPSULE, GEOM_MESH): 1,
     (GEOM_ELLIPSOID, GEOM_ELLIPSOID): 1, (GEOM_ELLIPSOID, GEOM_CYLINDER): 1, (GEOM_ELLIPSOID, GEOM_BOX): 1,
-    (GEOM_CYLINDER, GEOM_CYLINDER): 5, (GEOM_CYLINDER, GEOM_BOX): 5,
+    (GEOM_ELLIPSOID, GEOM_MESH): 1,
+    (GEOM_CYLINDER, GEOM_CYLINDER): 5, (GEOM_CYLINDER, GEOM_BOX): 5, (GEOM_CYLINDER, GEOM_MESH): 1,
+    (GEOM_BOX, GEOM_MESH): 1, (GEOM_MESH, GEOM_MESH): 1,
 }
+#: mesh pairs for which MuJoCo 4.0's multiccd clips faces for more contacts (not implemented)
+MESH_MULTICCD = ((GEOM_CAPSULE, GEOM_MESH), (GEOM_CYLINDER, GEOM_MESH), (GEOM_BOX, GEOM_MESH),
+                 (GEOM_MESH, GEOM_MESH))
 assert list(CONVEX_MAX_CONTACTS) == sorted(CONVEX_MAX_CONTACTS)
 #: every implemented pair of geom types and its contact slots
 MAX_CONTACTS = {**PRIMITIVE_MAX_CONTACTS, **CONVEX_MAX_CONTACTS}
@@ -92,6 +104,9 @@ MAX_CONTACTS = {**PRIMITIVE_MAX_CONTACTS, **CONVEX_MAX_CONTACTS}
 # pairs, then the convex ones (consecutive: one launch detects them all)
 PAIR_KIND = {pair: i for i, pair in enumerate(MAX_CONTACTS)}
 CONVEX_KINDS = tuple(PAIR_KIND[pair] for pair in CONVEX_MAX_CONTACTS)
+#: plane-mesh: found by the detection pass without GJK (no scratch rows); the others search by GJK
+KIND_PLANE_MESH = PAIR_KIND[(GEOM_PLANE, GEOM_MESH)]
+GJK_KINDS = tuple(k for k in CONVEX_KINDS if k != KIND_PLANE_MESH)
 
 def polytope_sizes(iterations: int) -> tuple[int, int]:
     """(vertices, faces) of the EPA polytope of a convex pair for `opt.ccd_iterations`, as
@@ -200,7 +215,7 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         t["slot"].append(nslot_total)
         t["nslot"].append(nslot)
         # the pair's row of the convex collision's scratch (-1: a primitive pair)
-        t["ccd"].append(sum(1 for k in t["kind"][:-1] if k in CONVEX_KINDS) if PAIR_KIND[types] in CONVEX_KINDS
+        t["ccd"].append(sum(1 for k in t["kind"][:-1] if k in GJK_KINDS) if PAIR_KIND[types] in GJK_KINDS
                         else -1)
         t["condim"].append(condim)
         t["solref"].append(solref)

@@ -13,7 +13,7 @@ import warp as wp
 from simrl.sim.types import scalar_types
 
 #: the convex collision's scratch arrays: [W * nccdpair, ...], rows w * nccdpair + the pair's ccd index
-CCD_SCRATCH = ("ccd_simplex", "ccd_vert", "ccd_face", "ccd_map", "ccd_horizon", "ccd_stack")
+CCD_SCRATCH = ("ccd_simplex", "ccd_vert", "ccd_face", "ccd_map", "ccd_horizon", "ccd_stack", "ccd_index")
 
 
 @functools.cache
@@ -27,6 +27,8 @@ def ccd_structs(scalar):
         vert: T.vec3  # vert1 - vert2: a point of the Minkowski difference
         vert1: T.vec3  # its support point on geom 1
         vert2: T.vec3  # on geom 2
+        index1: int  # the vertex of a box or mesh that vert1 is (-1 for smooth shapes)
+        index2: int
 
     @wp.struct
     class Face:
@@ -43,6 +45,18 @@ def ccd_structs(scalar):
         mat: T.mat33
         size: T.vec3
         margin: scalar
+        # a mesh (its convex hull): Model.mesh_vec and mesh_int with this mesh's addresses in them,
+        # and the row of Data.ccd_index that caches its last support vertex (mjCCDObj's vertindex
+        # and meshindex, which decide ties as MuJoCo does)
+        vec: wp.array(dtype=wp.vec3f)
+        ints: wp.array(dtype=int)
+        vertadr: int
+        vertnum: int
+        graphadr: int  # -1: no hull graph (exhaustive search)
+        extadr: int  # mesh_extrema: 27 seeds of the hill climb
+        cache: wp.array2d(dtype=int)
+        row: int
+        col: int  # 0 for geom 1, 2 for geom 2: (vertindex, meshindex)
 
     @wp.struct
     class ConvexContact:
@@ -51,6 +65,11 @@ def ccd_structs(scalar):
         x2: T.vec3  # witness point on geom 2, in geom 2's frame
         pos: T.vec3  # the contact point found (world)
         perturb: int  # -1: no contact; 0: found at the geoms' poses; 1-4: by multiccd's rotation number
+        # how each witness point moves with the poses (simrl.sim.collision_convex.frames: track):
+        # bits 0, 1: geom 1's, geom 2's is a smooth support point; bits 2, 3: a polytope's vertex
+        feature: int
+        offset1: T.vec3  # witness - track(...) at the poses of detection (world)
+        offset2: T.vec3
 
     return Vertex, Face, Obj, ConvexContact
 
@@ -143,6 +162,7 @@ def data_struct(scalar):
         ccd_map: wp.array2d(dtype=int)
         ccd_horizon: wp.array2d(dtype=wp.vec2i)
         ccd_stack: wp.array2d(dtype=wp.vec3i)
+        ccd_index: wp.array2d(dtype=int)  # [W * nccdpair, 4]: each mesh's last support vertex
         sensordata: wp.array2d(dtype=scalar)  # [W, nsensordata] (or [W, 1])
         eq_active: wp.array2d(dtype=int)  # [W, neq] (or [W, 1]): 1 where the equality constraint acts
         # constraint rows [W, nefc]
@@ -303,6 +323,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.ccd_map = wp.zeros((S, nfaces), dtype=int, device=device)
     d.ccd_horizon = wp.zeros((S, nfaces), dtype=wp.vec2i, device=device)
     d.ccd_stack = wp.zeros((S, nfaces), dtype=wp.vec3i, device=device)
+    d.ccd_index = wp.zeros((S, 4), dtype=int, device=device)
     mjm = model.mjm
     d.sensordata = zeros((W, max(1, mjm.nsensordata)))
     d.eq_active = wp.array(np.tile(np.asarray(mjm.eq_active0, dtype=np.int32).reshape(1, -1), (W, 1))

@@ -772,7 +772,7 @@ class Rollout:
         W, nv, nefc = d.qvel.shape[0], model.nv, model.struct.nefc
         zero = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
         _solve(tape, k, m, W, d.qM, zero, d.qfrc_smooth, d.qacc_smooth, device, d.qLD)
-        if model.struct.nccdpair:
+        if model.struct.ndetect:
             for item in k["convex_detect"].launches(model):
                 wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
                           record_tape=False)

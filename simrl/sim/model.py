@@ -16,8 +16,10 @@ import warp as wp
 
 from simrl.errors import UnsupportedFeatureError
 from simrl.sim.contact_tables import (
+    CONVEX_KINDS,
     CONVEX_MAX_CONTACTS,
     MAX_CONTACTS,
+    MESH_MULTICCD,
     candidate_geom_pairs,
     contact_rows,
     contact_tables,
@@ -164,6 +166,63 @@ def element_structs(scalar):
     return Equality, Sensor
 
 
+@wp.struct
+class MeshInfo:
+    """One mesh's convex hull for collisions (mjModel's mesh_* fields of mesh i): vertices
+    Model.mesh_vec[vertadr + k], k < vertnum (the geom's frame, float32 as MuJoCo keeps them);
+    in Model.mesh_int its hull graph at graphadr (-1: none; mesh_graph's layout), the 27 seeds of
+    the hill climb at extadr (mesh_extrema), per hull polygon k < polynum its first vertex's
+    address poly_vertadr + k and vertex count poly_vertnum + k (local vertex ids in mesh_int),
+    its normal mesh_vec[poly_normal + k]; per vertex v the polygons it is on: count
+    mesh_int[vert_mapnum + v] from mesh_int[vert_mapadr + v] (local polygon ids)."""
+    vertadr: int
+    vertnum: int
+    graphadr: int
+    extadr: int
+    polynum: int
+    poly_vertadr: int
+    poly_vertnum: int
+    poly_normal: int
+    vert_mapadr: int
+    vert_mapnum: int
+
+
+def mesh_tables(mjm: mujoco.MjModel):
+    """(info rows, mesh_vec [n, 3] float32, mesh_int) of the model's meshes (MeshInfo)."""
+    nv_all = int(mjm.nmeshvert)
+    vec = [np.asarray(mjm.mesh_vert, np.float32).reshape(-1, 3),
+           np.asarray(mjm.mesh_polynormal, np.float32).reshape(-1, 3)]
+    graph = np.asarray(mjm.mesh_graph, np.int64).ravel()
+    extrema = np.asarray(mjm.mesh_extrema, np.int64).ravel()
+    npoly = int(mjm.nmeshpoly)
+    polyvert = np.asarray(mjm.mesh_polyvert, np.int64).ravel()
+    polymap = np.asarray(mjm.mesh_polymap, np.int64).ravel()
+    # mesh_int: graph | extrema | poly vertex addresses | poly vertex counts | polyvert |
+    # vertex map addresses | vertex map counts | polymap
+    G = 0
+    E = G + graph.size
+    PA = E + extrema.size
+    PN = PA + npoly
+    PV = PN + npoly
+    MA = PV + polyvert.size
+    MN = MA + nv_all
+    PM = MN + nv_all
+    ints = np.concatenate([graph, extrema, PV + np.asarray(mjm.mesh_polyvertadr, np.int64).ravel()[:npoly],
+                           np.asarray(mjm.mesh_polyvertnum, np.int64).ravel()[:npoly], polyvert,
+                           PM + np.asarray(mjm.mesh_polymapadr, np.int64).ravel()[:nv_all],
+                           np.asarray(mjm.mesh_polymapnum, np.int64).ravel()[:nv_all], polymap])
+    rows = []
+    for i in range(mjm.nmesh):
+        polyadr = int(mjm.mesh_polyadr[i])
+        vertadr = int(mjm.mesh_vertadr[i])
+        rows.append(dict(vertadr=vertadr, vertnum=int(mjm.mesh_vertnum[i]),
+                         graphadr=G + int(mjm.mesh_graphadr[i]) if mjm.mesh_graphadr[i] >= 0 else -1,
+                         extadr=E + 27 * i, polynum=int(mjm.mesh_polynum[i]), poly_vertadr=PA + polyadr,
+                         poly_vertnum=PN + polyadr, poly_normal=nv_all + polyadr, vert_mapadr=MA + vertadr,
+                         vert_mapnum=MN + vertadr))
+    return rows, np.concatenate(vec), ints
+
+
 @functools.cache
 def model_struct(scalar):
     """The Warp struct type that carries a model of precision `scalar` into kernels."""
@@ -287,6 +346,10 @@ def model_struct(scalar):
         geom_type: wp.array(dtype=int)
         geom_size: wp.array(dtype=T.vec3)
         geom_rbound: wp.array(dtype=scalar)
+        geom_dataid: wp.array(dtype=int)  # a mesh geom's mesh (-1: none)
+        mesh_info: wp.array(dtype=MeshInfo)  # [nmesh]
+        mesh_vec: wp.array(dtype=wp.vec3f)  # the meshes' vertices, then their hull polygons' normals
+        mesh_int: wp.array(dtype=int)  # the meshes' hull graphs and polygon tables (MeshInfo)
         # constraint options
         enable_constraint: int  # any constraint row can exist
         enable_refsafe: int  # solref time constants kept >= 2 timesteps
@@ -303,7 +366,8 @@ def model_struct(scalar):
         cpair_by_kind: wp.array(dtype=int)  # pairs grouped by kind (Model.pair_kinds: where each starts)
         cpair_slot: wp.array(dtype=int)
         cpair_ccd: wp.array(dtype=int)  # the pair's row in the convex collision's scratch (-1: none)
-        nccdpair: int  # pairs that collide by GJK/EPA (contact_tables.CONVEX_MAX_CONTACTS)
+        nccdpair: int  # pairs that collide by GJK/EPA (contact_tables.CONVEX_MAX_CONTACTS but plane-mesh)
+        ndetect: int  # pairs of the convex kinds (plane-mesh included): the detection pass runs
         ccd_iterations: int  # opt.ccd_iterations: bound of GJK's and EPA's iterations
         ccd_tolerance: scalar  # opt.ccd_tolerance
         ccd_maxfaces: int  # faces of the EPA polytope (6 ccd_iterations, mjc_ccdSize)
@@ -555,10 +619,17 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
             if types not in MAX_CONTACTS:
                 kinds = "-".join(mujoco.mjtGeom(t).name.removeprefix("mjGEOM_").lower() for t in types)
                 problems.append(f"<geom type> {names} can collide as {kinds}: the implemented pairs are plane "
-                                "with sphere, capsule, ellipsoid, cylinder or box, and any two of sphere, "
-                                "capsule, ellipsoid, cylinder and box (meshes and height fields are not "
-                                "supported) " + how.format("contact")
+                                "with sphere, capsule, ellipsoid, cylinder, box or mesh, and any two of sphere, "
+                                "capsule, ellipsoid, cylinder, box and mesh (height fields, SDFs and flexes are "
+                                "not supported) " + how.format("contact")
                                 + " or set contype/conaffinity so they cannot collide")
+                continue
+            if types in MESH_MULTICCD and not _disabled(mjm, DSBL.mjDSBL_MULTICCD):
+                kinds = "-".join(mujoco.mjtGeom(t).name.removeprefix("mjGEOM_").lower() for t in types)
+                problems.append(f"<geom type='mesh'> {names} collide as {kinds}, for which MuJoCo 4.0's multiccd "
+                                "clips the touching faces for up to 4 contacts: not implemented; add "
+                                "<option><flag multiccd='disable'/></option> (one contact per pair, as MuJoCo "
+                                "then computes) or make one of them a primitive shape")
                 continue
             if types in CONVEX_MAX_CONTACTS and _disabled(mjm, DSBL.mjDSBL_NATIVECCD) and not libccd_named:
                 libccd_named = True
@@ -834,6 +905,18 @@ class Model:
         m.geom_type = ints(mjm.geom_type)
         m.geom_size = arr(mjm.geom_size, T.vec3, (-1, 3))
         m.geom_rbound = arr(mjm.geom_rbound, dtype)
+        m.geom_dataid = ints(np.where(mjm.geom_type == mujoco.mjtGeom.mjGEOM_MESH, mjm.geom_dataid, -1))
+        rows, mesh_vec, mesh_int = mesh_tables(mjm)
+        info = []
+        for r in rows:
+            mi = MeshInfo()
+            for k, v in r.items():
+                setattr(mi, k, v)
+            info.append(mi)
+        m.mesh_info = wp.array(info or [MeshInfo()], dtype=MeshInfo, device=self.device)
+        m.mesh_vec = wp.array(mesh_vec if len(mesh_vec) else np.zeros((1, 3), np.float32), dtype=wp.vec3f,
+                              device=self.device)
+        m.mesh_int = ints(mesh_int if len(mesh_int) else [0])
 
         # constraints
         constraint_on = not flags & DSBL.mjDSBL_CONSTRAINT
@@ -866,6 +949,7 @@ class Model:
         m.cpair_slot = ints(tables["slot"])
         m.cpair_ccd = ints(tables["ccd"])
         m.nccdpair = sum(1 for c in tables["ccd"] if c >= 0)
+        m.ndetect = sum(1 for k in tables["kind"] if k in CONVEX_KINDS)
         m.ccd_iterations = int(opt.ccd_iterations)
         m.ccd_tolerance = dtype(opt.ccd_tolerance)
         #: (vertices, faces) of the EPA polytope per convex pair (collision_gjk.polytope_sizes)

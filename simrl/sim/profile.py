@@ -28,7 +28,7 @@ class StageProfiler:
     def __init__(self, sim):
         self.sim = sim
         scalar = sim.model.dtype
-        convex = sim.model.struct.nccdpair > 0
+        convex = sim.model.struct.ndetect > 0
         if sim.model.integrator in EULER_LIKE:
             self.segments = (forward.euler_segment(scalar, "wide", convex=convex),)
         else:

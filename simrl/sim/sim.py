@@ -175,7 +175,7 @@ class Sim:
         scalar = self.model.dtype
         #: "fused" or "wide": the schedule the step's kernels run in
         self.schedule = schedule_ = simrl_schedule.resolve(schedule, self.device)
-        convex = self.model.struct.nccdpair > 0  # pairs that collide by GJK/EPA
+        convex = self.model.struct.ndetect > 0  # pairs found by the convex detection pass (GJK/EPA, plane-mesh)
         self._forward = forward.forward_segment(scalar, schedule_, convex=convex)
         if self.model.integrator in EULER_LIKE:
             self._step_segments = (forward.euler_segment(scalar, schedule_, convex=convex),)
