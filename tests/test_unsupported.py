@@ -49,11 +49,6 @@ CASES = {
                                                 '</actuator>'), r"<actuator dyntype='user'> actuator 'm'"),
     "muscle": (body("", extra='<actuator><muscle name="m" joint="j1" lengthrange="-1 1"/></actuator>'),
                r"<actuator gaintype='muscle'> actuator 'm'"),
-    "height field collisions": ('<mujoco><asset><hfield name="h" nrow="3" ncol="3" size="1 1 0.1 0.1"/></asset>'
-                                '<worldbody><geom name="terrain" type="hfield" hfield="h"/><body pos="0 0 1">'
-                                '<freejoint/><geom name="rod" type="capsule" size="0.05 0.3"/></body></worldbody>'
-                                '</mujoco>',
-                                r"<geom type> geoms 'terrain' and 'rod' can collide as hfield-capsule"),
     "multiccd mesh pairs": ('<mujoco><asset><mesh name="m" vertex="0 0 0  .2 0 0  0 .2 0  0 0 .2"/></asset>'
                             '<worldbody><geom name="rod" type="capsule" size="0.05 0.3"/><body pos="0 0 1">'
                             '<freejoint/><geom name="shell" type="mesh" mesh="m"/></body></worldbody></mujoco>',
@@ -73,7 +68,7 @@ def test_unsupported_feature_is_named(case):
 
 
 def test_disabling_contacts_makes_the_model_loadable():
-    xml, _ = CASES["height field collisions"]
+    xml, _ = CASES["multiccd mesh pairs"]
     mjm = mujoco.MjModel.from_xml_string(xml)
     mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
     Sim.from_model(mjm, num_worlds=1)

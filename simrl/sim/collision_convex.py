@@ -35,9 +35,11 @@ from simrl.sim.contact_tables import (
     GEOM_CAPSULE,
     GEOM_CYLINDER,
     GEOM_ELLIPSOID,
+    GEOM_HFIELD,
     GEOM_MESH,
     GEOM_PLANE,
     GEOM_SPHERE,
+    HFIELD_KINDS,
     KIND_PLANE_MESH,
     MAX_CONTACTS,
     PAIR_KIND,
@@ -53,7 +55,8 @@ MULTICCD_ANGLE = 1e-3
 #: contact slots of each convex kind
 CONVEX_SLOTS = {PAIR_KIND[pair]: n for pair, n in MAX_CONTACTS.items() if PAIR_KIND[pair] in CONVEX_KINDS}
 # the kinds with multiccd's extra slots (capsule-cylinder, cylinder-cylinder, cylinder-box)
-_MULTI = sorted(k for k, n in CONVEX_SLOTS.items() if n > 1 and k != KIND_PLANE_MESH)
+_MULTI = sorted(k for k, n in CONVEX_SLOTS.items() if n > 1 and k != KIND_PLANE_MESH and k not in HFIELD_KINDS)
+KIND_HFIELD0, KIND_HFIELD1 = HFIELD_KINDS[0], HFIELD_KINDS[-1]
 assert len(_MULTI) == 3 and all(CONVEX_SLOTS[k] == 5 for k in _MULTI)
 KIND_MULTI0, KIND_MULTI1, KIND_MULTI2 = _MULTI
 
@@ -227,7 +230,7 @@ def build(scalar):
             # how the witness points follow the poses (the contacts pass: track)
             feature = fr64.smooth(o1.type, o1.mat, normal) + 2 * fr64.smooth(o2.type, o2.mat, normal) + 4 * vertex
             F1, F2 = fr64.track(o1.type, o1.pos, o1.mat, o1.size, vec3d(c.x1), o2.type, o2.pos, o2.mat, o2.size,
-                                vec3d(c.x2), o1.margin, vec3d(c.normal), feature)
+                                vec3d(c.x2), o2.margin, vec3d(c.normal), feature)
             c.feature = feature
             c.offset1 = vec3(x1 - F1)
             c.offset2 = vec3(x2 - F2)
@@ -358,6 +361,104 @@ def build(scalar):
             ncon += plane_mesh_vertex(m, d, w, slot + ncon, mesh.vertadr, v, normal, p1, f64(margin), p2, R2)
 
     @wp.func
+    def prism_vert(o: Obj, hf: wp.array(dtype=wp.float32), adr: int, ncol: int, r: int, c: int, i: int, dx: f64,
+                   dy: f64, size: wp.vec4d, margin: f64) -> Obj:
+        """addPrismVert: the prism's vertices shifted by one, the new one the field's point
+        (r + 1 - i, c), its top raised by the margin."""
+        q = gjk.copy_obj(o)
+        lo = o.prism_lo
+        hi = o.prism_hi
+        dr = 1 - i
+        x = dx * f64(c) - size[0]
+        y = dy * f64(r + dr) - size[1]
+        z = f64(hf[adr + (r + dr) * ncol + c]) * size[2] + margin
+        q.prism_lo = mat33d(lo[1, 0], lo[1, 1], lo[1, 2], lo[2, 0], lo[2, 1], lo[2, 2], x, y, lo[2, 2])
+        q.prism_hi = mat33d(hi[1, 0], hi[1, 1], hi[1, 2], hi[2, 0], hi[2, 1], hi[2, 2], x, y, z)
+        return q
+
+    @wp.func
+    def hfield_pair(m: Model, d: Data, w: int, g1: int, g2: int, margin: scalar, slot: int, nslot: int, s: int):
+        """mjc_ConvexHField: the geom in the field's frame, its bounding box by its support
+        points, then GJK/EPA against each prism of the cells under it (two per cell, those whose
+        top is above the geom's lowest point), one contact each, until the pair's slots (at most
+        MAXCONPAIR) are full."""
+        p1 = vec3d(d.geom_xpos[w, g1])
+        R1 = mat33d(d.geom_xmat[w, g1])
+        p2 = vec3d(d.geom_xpos[w, g2])
+        R2 = mat33d(d.geom_xmat[w, g2])
+        info = m.hfield_info[m.geom_dataid[g1]]
+        size = info.size
+        mg = f64(margin)
+        local_pos = wp.transpose(R1) * (p2 - p1)
+        radius = f64(m.geom_rbound[g2]) + mg
+        # box-sphere test
+        if (size[0] < local_pos[0] - radius or -size[0] > local_pos[0] + radius
+                or size[1] < local_pos[1] - radius or -size[1] > local_pos[1] + radius
+                or size[2] < local_pos[2] - radius or -size[3] > local_pos[2] + radius):
+            return
+        o2 = obj(m, d, w, g2, scalar(0.0), s, 2)
+        o2.pos = local_pos
+        o2.mat = wp.transpose(R1) * R2
+        # the geom's bounding box in the field's frame
+        xmax = gjk.support(o2, vec3d(f64(1.0), zero64, zero64))[0]
+        xmin = gjk.support(o2, vec3d(f64(-1.0), zero64, zero64))[0]
+        ymax = gjk.support(o2, vec3d(zero64, f64(1.0), zero64))[1]
+        ymin = gjk.support(o2, vec3d(zero64, f64(-1.0), zero64))[1]
+        zmax = gjk.support(o2, vec3d(zero64, zero64, f64(1.0)))[2]
+        zmin = gjk.support(o2, vec3d(zero64, zero64, f64(-1.0)))[2]
+        if (xmin - mg > size[0] or xmax + mg < -size[0] or ymin - mg > size[1] or ymax + mg < -size[1]
+                or zmin - mg > size[2] or zmax + mg < -size[3]):
+            return
+        nrow = info.nrow
+        ncol = info.ncol
+        cmin = wp.max(0, int(wp.floor((xmin + size[0]) / (f64(2.0) * size[0]) * f64(ncol - 1))))
+        cmax = wp.min(ncol - 1, int(wp.ceil((xmax + size[0]) / (f64(2.0) * size[0]) * f64(ncol - 1))))
+        rmin = wp.max(0, int(wp.floor((ymin + size[1]) / (f64(2.0) * size[1]) * f64(nrow - 1))))
+        rmax = wp.min(nrow - 1, int(wp.ceil((ymax + size[1]) / (f64(2.0) * size[1]) * f64(nrow - 1))))
+        o2.margin = mg
+        dx = (f64(2.0) * size[0]) / f64(ncol - 1)
+        dy = (f64(2.0) * size[1]) / f64(nrow - 1)
+        o1 = Obj()
+        o1.type = GEOM_HFIELD
+        o1.pos = vec3d(zero64, zero64, zero64)
+        o1.mat = wp.identity(3, dtype=f64)
+        o1.margin = zero64
+        o1.graphadr = -1
+        bottom = -size[3]
+        o1.prism_lo = mat33d(zero64, zero64, bottom, zero64, zero64, bottom, zero64, zero64, bottom)
+        o1.prism_hi = mat33d(zero64, zero64, zero64, zero64, zero64, zero64, zero64, zero64, zero64)
+        # the geom's world pose and the field's, to record the contacts in
+        w1 = Obj()
+        w1.type = GEOM_HFIELD
+        w1.pos = p1
+        w1.mat = R1
+        w1.margin = zero64
+        w2 = gjk.copy_obj(o2)
+        w2.pos = p2
+        w2.mat = R2
+        ncon = int(0)
+        for r in range(rmin, rmax):
+            if ncon >= nslot:
+                break
+            o1 = prism_vert(o1, m.hfield_data, info.adr, ncol, r, cmin, 0, dx, dy, size, mg)
+            o1 = prism_vert(o1, m.hfield_data, info.adr, ncol, r, cmin, 1, dx, dy, size, mg)
+            for c in range(cmin + 1, cmax + 1):
+                if ncon >= nslot:
+                    break
+                for i in range(2):
+                    if ncon >= nslot:
+                        break
+                    o1 = prism_vert(o1, m.hfield_data, info.adr, ncol, r, c, i, dx, dy, size, mg)
+                    top = o1.prism_hi
+                    if top[0, 2] < zmin and top[1, 2] < zmin and top[2, 2] < zmin:
+                        continue
+                    found, normal, x1, x2, pos, vertex = penetration(d, s, o1, o2, m)
+                    if found:
+                        record(d, w, slot + ncon, w1, w2, R1 * normal, R1 * x1 + p1, R1 * x2 + p1,
+                               R1 * pos + p1, 0, vertex)
+                        ncon += 1
+
+    @wp.func
     def detect(m: Model, d: Data, w: int, p: int):
         """Pass 1 for convex pair p: GJK/EPA (and multiccd) into d.ccd_contact."""
         kind = m.cpair_kind[p]
@@ -366,6 +467,8 @@ def build(scalar):
             nslot = 5
         elif kind == KIND_PLANE_MESH:
             nslot = 4
+        elif kind >= KIND_HFIELD0 and kind <= KIND_HFIELD1:
+            nslot = m.cpair_nslot[p]
         slot = m.cpair_slot[p]
         for i in range(nslot):
             c = ConvexContact()
@@ -377,6 +480,9 @@ def build(scalar):
         margin = m.cpair_margin[p] + m.cpair_gap[p]
         if kind == KIND_PLANE_MESH:
             plane_mesh(m, d, w, g1, g2, margin, slot)
+            return
+        if kind >= KIND_HFIELD0 and kind <= KIND_HFIELD1:
+            hfield_pair(m, d, w, g1, g2, margin, slot, nslot, w * m.nccdpair + m.cpair_ccd[p])
             return
         r1 = m.geom_rbound[g1]
         r2 = m.geom_rbound[g2]
@@ -409,6 +515,43 @@ def build(scalar):
                     ncon += 1
 
     @wp.func
+    def rebuild(c: ConvexContact, t1: int, p1: vec3, R1: mat33, s1: vec3, t2: int, p2: vec3, R2: mat33, s2: vec3,
+                margin: scalar, dist_margin: scalar):
+        """(dist, pos) of a contact found at detection, from the poses: its witness points tracked
+        (frames: track) plus their offsets, dist = dist_margin - n . (x1 - x2)."""
+        F1, F2 = fr.track(t1, p1, R1, s1, c.x1, t2, p2, R2, s2, c.x2, margin, c.normal, c.feature)
+        X1 = F1 + c.offset1
+        X2 = F2 + c.offset2
+        return dist_margin - wp.dot(c.normal, X1 - X2), (X1 + X2) * half
+
+    @wp.func
+    def hfield_contacts(m: Model, d: Data, w: int, p: int):
+        """Pass 2 for a height field pair: each prism's contact rebuilt (mjc_penetration is called
+        with no margin: dist is the depth of the geom inflated by half the margin against prisms
+        raised by it)."""
+        g = m.cpair_geom[p]
+        g1 = g[0]
+        g2 = g[1]
+        p1 = d.geom_xpos[w, g1]
+        R1 = d.geom_xmat[w, g1]
+        p2 = d.geom_xpos[w, g2]
+        R2 = d.geom_xmat[w, g2]
+        t2 = m.geom_type[g2]
+        s2 = m.geom_size[g2]
+        margin = m.cpair_margin[p] + m.cpair_gap[p]
+        slot = m.cpair_slot[p]
+        for i in range(m.cpair_nslot[p]):
+            c = d.ccd_contact[w, slot + i]
+            on = int(0)
+            if c.perturb == 0:
+                dd, pp = rebuild(c, GEOM_HFIELD, p1, R1, s2, t2, p2, R2, s2, margin, zero)
+                d.contact_dist[w, slot + i] = dd
+                d.contact_pos[w, slot + i] = pp
+                d.contact_frame[w, slot + i] = make_frame(c.normal)
+                on = 1
+            d.contact_active[w, slot + i] = on
+
+    @wp.func
     def collide(t1: int, p1: vec3, R1: mat33, s1: vec3, t2: int, p2: vec3, R2: mat33, s2: vec3, margin: scalar,
                 cc: wp.array2d(dtype=ConvexContact), dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
                 frame: wp.array2d(dtype=mat33), active: wp.array2d(dtype=int), w: int, slot: int, nslot: int):
@@ -419,11 +562,7 @@ def build(scalar):
         pos0 = vec3(zero, zero, zero)
         frame0 = mat33()
         if c0.perturb == 0:
-            F1, F2 = fr.track(t1, p1, R1, s1, c0.x1, t2, p2, R2, s2, c0.x2, margin, c0.normal, c0.feature)
-            X1 = F1 + c0.offset1
-            X2 = F2 + c0.offset2
-            dist0 = margin - wp.dot(c0.normal, X1 - X2)
-            pos0 = (X1 + X2) * half
+            dist0, pos0 = rebuild(c0, t1, p1, R1, s1, t2, p2, R2, s2, margin, margin)
             frame0 = make_frame(c0.normal)
             dist[w, slot] = dist0
             pos[w, slot] = pos0
@@ -501,6 +640,7 @@ def build(scalar):
         return 1
 
     return types.SimpleNamespace(detect=detect, contacts=contacts, plane_mesh_contacts=plane_mesh_contacts,
+                                 hfield_contacts=hfield_contacts,
                                  plane_ellipsoid=plane_ellipsoid)
 
 

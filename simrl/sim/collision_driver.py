@@ -25,9 +25,11 @@ from simrl.sim.contact_tables import (
     GEOM_CAPSULE,
     GEOM_CYLINDER,
     GEOM_ELLIPSOID,
+    GEOM_HFIELD,
     GEOM_MESH,
     GEOM_PLANE,
     GEOM_SPHERE,
+    HFIELD_KINDS,
     KIND_PLANE_MESH,
     MAX_CONTACTS,
     PAIR_KIND,
@@ -38,8 +40,8 @@ from simrl.sim.model import model_struct
 from simrl.sim.types import scalar_types
 
 #: collider names by kind (contact_tables.PAIR_KIND): collision_primitive's, "<type1>_<type2>"
-_TYPE_NAMES = {GEOM_PLANE: "plane", GEOM_SPHERE: "sphere", GEOM_CAPSULE: "capsule", GEOM_ELLIPSOID: "ellipsoid",
-               GEOM_CYLINDER: "cylinder", GEOM_BOX: "box", GEOM_MESH: "mesh"}
+_TYPE_NAMES = {GEOM_PLANE: "plane", GEOM_HFIELD: "hfield", GEOM_SPHERE: "sphere", GEOM_CAPSULE: "capsule",
+               GEOM_ELLIPSOID: "ellipsoid", GEOM_CYLINDER: "cylinder", GEOM_BOX: "box", GEOM_MESH: "mesh"}
 COLLIDERS = {PAIR_KIND[pair]: f"{_TYPE_NAMES[pair[0]]}_{_TYPE_NAMES[pair[1]]}" for pair in MAX_CONTACTS}
 #: contact slots of one pair of each kind
 KIND_SLOTS = {PAIR_KIND[pair]: n for pair, n in MAX_CONTACTS.items()}
@@ -98,6 +100,8 @@ def pair_functions(scalar):
     def pair(kind, name):
         if kind == KIND_PLANE_MESH:
             return convex.plane_mesh_contacts
+        if kind in HFIELD_KINDS:
+            return convex.hfield_contacts
         if kind in CONVEX_KINDS:
             return convex.contacts(KIND_SLOTS[kind])
         return make(collider(name), KIND_SLOTS[kind])

@@ -23,7 +23,15 @@ import types
 
 import warp as wp
 
-from simrl.sim.contact_tables import GEOM_BOX, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_ELLIPSOID, GEOM_MESH, GEOM_SPHERE
+from simrl.sim.contact_tables import (
+    GEOM_BOX,
+    GEOM_CAPSULE,
+    GEOM_CYLINDER,
+    GEOM_ELLIPSOID,
+    GEOM_HFIELD,
+    GEOM_MESH,
+    GEOM_SPHERE,
+)
 from simrl.sim.data import ccd_structs
 from simrl.sim.types import MINVAL, scalar_types
 
@@ -202,6 +210,20 @@ def build(scalar):
             elif o.type == GEOM_MESH:
                 index = mesh_support(o, ld)
                 local = vec3(o.vec[o.vertadr + index])
+            elif o.type == GEOM_HFIELD:
+                # mjc_prism_support: the best of the top or (d down) the bottom three vertices;
+                # the prism's pose is the identity (its vertices are in the field's frame)
+                tri = o.prism_hi
+                if d[2] < zero:
+                    tri = o.prism_lo
+                best = int(0)
+                bd = tri[0, 0] * d[0] + tri[0, 1] * d[1] + tri[0, 2] * d[2]
+                for k in range(1, 3):
+                    kd = tri[k, 0] * d[0] + tri[k, 1] * d[1] + tri[k, 2] * d[2]
+                    if kd > bd:
+                        best = k
+                        bd = kd
+                local = vec3(tri[best, 0], tri[best, 1], tri[best, 2])
             # localToGlobal
             res = vec3(mat[0, 0] * local[0] + mat[0, 1] * local[1] + mat[0, 2] * local[2] + pos[0],
                        mat[1, 0] * local[0] + mat[1, 1] * local[1] + mat[1, 2] * local[2] + pos[1],
@@ -979,11 +1001,27 @@ def build(scalar):
         r.cache = o.cache
         r.row = o.row
         r.col = o.col
+        r.prism_lo = o.prism_lo
+        r.prism_hi = o.prism_hi
         return r
 
     @wp.func
+    def obj_center(o: Obj) -> vec3:
+        """mjc_center: GJK's first point of a shape, its position, or a prism's vertex mean."""
+        if o.type == GEOM_HFIELD:
+            lo = o.prism_lo
+            hi = o.prism_hi
+            c = vec3(zero, zero, zero)
+            for i in range(3):
+                c = c + vec3(lo[i, 0], lo[i, 1], lo[i, 2])
+            for i in range(3):
+                c = c + vec3(hi[i, 0], hi[i, 1], hi[i, 2])
+            return c * (one / scalar(6.0))
+        return o.pos
+
+    @wp.func
     def is_discrete(o: Obj) -> int:
-        if o.margin == zero and (o.type == GEOM_BOX or o.type == GEOM_MESH):
+        if o.margin == zero and (o.type == GEOM_BOX or o.type == GEOM_MESH or o.type == GEOM_HFIELD):
             return 1
         return 0
 
@@ -1022,8 +1060,8 @@ def build(scalar):
         dist, x1, x2, vertex); a contact when nx = 1 and dist < 0 (the depth of the shapes
         inflated by half the margin each); vertex: bit 0 (1) when x1 is one vertex of a box or
         mesh, bit 1 (2) when x2 is (EPA's final face has it three times)."""
-        x1 = o1.pos
-        x2 = o2.pos
+        x1 = obj_center(o1)
+        x2 = obj_center(o2)
         if o1.type == GEOM_SPHERE or o2.type == GEOM_SPHERE or o1.type == GEOM_CAPSULE or o2.type == GEOM_CAPSULE:
             m1 = full_margin(o1)
             m2 = full_margin(o2)
@@ -1041,8 +1079,8 @@ def build(scalar):
                     dist = max_limit
                 return nx, dist, x1, x2, 0
             # deep penetration: GJK and EPA on the full shapes
-            x1 = o1.pos
-            x2 = o2.pos
+            x1 = obj_center(o1)
+            x2 = obj_center(o2)
         discrete = is_discrete(o1) * is_discrete(o2)
         separated, dist, x1, x2, nsimplex, nx = gjk(simplex, s, o1, o2, x1, x2, tol, max_iterations, zero, discrete)
         vertex = int(0)

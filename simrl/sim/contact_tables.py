@@ -65,7 +65,10 @@ def candidate_geom_pairs(mjm: mujoco.MjModel) -> list[tuple[int, int, int]]:
 # Static contact tables: every candidate pair owns fixed contact slots and constraint rows
 
 # mjtGeom values and the contacts each pair of types can produce (mj_maxContact)
-GEOM_PLANE, GEOM_SPHERE, GEOM_CAPSULE, GEOM_ELLIPSOID, GEOM_CYLINDER, GEOM_BOX, GEOM_MESH = 0, 2, 3, 4, 5, 6, 7
+GEOM_PLANE, GEOM_HFIELD, GEOM_SPHERE, GEOM_CAPSULE, GEOM_ELLIPSOID, GEOM_CYLINDER, GEOM_BOX, GEOM_MESH = \
+    0, 1, 2, 3, 4, 5, 6, 7
+#: contacts of one geom pair at most (mjMAXCONPAIR): a height field's prisms stop there
+MAXCONPAIR = 50
 # pairs with a collider of their own (collision_primitive; plane-ellipsoid: mjc_PlaneConvex), in
 # MuJoCo's type order (geom1 <= geom2), so that the pairs of one geom1 type have consecutive
 # kinds (collision_driver.GROUPS launches them together)
@@ -85,8 +88,15 @@ assert list(PRIMITIVE_MAX_CONTACTS) == sorted(PRIMITIVE_MAX_CONTACTS)
 # gives several contacts by its face clipping are refused unless multiccd is disabled:
 # MESH_MULTICCD); plane-mesh by MuJoCo 4.0's mjc_PlaneConvex: the deepest vertex and up to three
 # more of the hull face most opposed to the plane's normal, found in the same detection pass
+#
+# height fields (mjc_ConvexHField): GJK/EPA on each prism of the cells under the geom, one
+# contact per prism, up to MAXCONPAIR; each pair owns as many slots as it has prisms under it
+# at most (hfield_slots); one contact per prism with multiccd on or off
 CONVEX_MAX_CONTACTS = {
     (GEOM_PLANE, GEOM_MESH): 4,
+    (GEOM_HFIELD, GEOM_SPHERE): MAXCONPAIR, (GEOM_HFIELD, GEOM_CAPSULE): MAXCONPAIR,
+    (GEOM_HFIELD, GEOM_ELLIPSOID): MAXCONPAIR, (GEOM_HFIELD, GEOM_CYLINDER): MAXCONPAIR,
+    (GEOM_HFIELD, GEOM_BOX): MAXCONPAIR, (GEOM_HFIELD, GEOM_MESH): MAXCONPAIR,
     (GEOM_SPHERE, GEOM_ELLIPSOID): 1, (GEOM_SPHERE, GEOM_MESH): 1,
     (GEOM_CAPSULE, GEOM_ELLIPSOID): 1, (GEOM_CAPSULE, GEOM_CYLINDER): 5, (GEOM_CAPSULE, GEOM_MESH): 1,
     (GEOM_ELLIPSOID, GEOM_ELLIPSOID): 1, (GEOM_ELLIPSOID, GEOM_CYLINDER): 1, (GEOM_ELLIPSOID, GEOM_BOX): 1,
@@ -107,6 +117,23 @@ CONVEX_KINDS = tuple(PAIR_KIND[pair] for pair in CONVEX_MAX_CONTACTS)
 #: plane-mesh: found by the detection pass without GJK (no scratch rows); the others search by GJK
 KIND_PLANE_MESH = PAIR_KIND[(GEOM_PLANE, GEOM_MESH)]
 GJK_KINDS = tuple(k for k in CONVEX_KINDS if k != KIND_PLANE_MESH)
+#: the height-field kinds (consecutive)
+HFIELD_KINDS = tuple(PAIR_KIND[pair] for pair in CONVEX_MAX_CONTACTS if pair[0] == GEOM_HFIELD)
+assert list(HFIELD_KINDS) == list(range(HFIELD_KINDS[0], HFIELD_KINDS[-1] + 1))
+
+
+def hfield_slots(mjm: mujoco.MjModel, hfield_geom: int, geom: int) -> int:
+    """The contacts a geom can have with a height field: one per prism of the sub-grid under its
+    bounding sphere (mjc_ConvexHField spans cells floor(xmin) to ceil(xmax), two prisms each), at
+    most MAXCONPAIR."""
+    h = int(mjm.geom_dataid[hfield_geom])
+    nrow, ncol = int(mjm.hfield_nrow[h]), int(mjm.hfield_ncol[h])
+    dx = 2 * mjm.hfield_size[h][0] / (ncol - 1)
+    dy = 2 * mjm.hfield_size[h][1] / (nrow - 1)
+    extent = 2 * float(mjm.geom_rbound[geom])
+    ncells_x = min(ncol - 1, int(np.floor(extent / dx)) + 2)
+    ncells_y = min(nrow - 1, int(np.floor(extent / dy)) + 2)
+    return min(MAXCONPAIR, 2 * ncells_x * ncells_y)
 
 def polytope_sizes(iterations: int) -> tuple[int, int]:
     """(vertices, faces) of the EPA polytope of a convex pair for `opt.ccd_iterations`, as
@@ -209,7 +236,7 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         if types not in MAX_CONTACTS:
             continue  # refused by model checks; kept out of the tables
         condim, solref, solreffriction, solimp, friction, margin, gap = contact_parameters(mjm, g1, g2, ipair)
-        nslot = MAX_CONTACTS[types]
+        nslot = MAX_CONTACTS[types] if types[0] != GEOM_HFIELD else hfield_slots(mjm, g1, g2)
         t["geom"].append((g1, g2))
         t["kind"].append(PAIR_KIND[types])
         t["slot"].append(nslot_total)

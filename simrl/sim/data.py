@@ -57,6 +57,10 @@ def ccd_structs(scalar):
         cache: wp.array2d(dtype=int)
         row: int
         col: int  # 0 for geom 1, 2 for geom 2: (vertindex, meshindex)
+        # a height field's prism (mjc_ConvexHField): its bottom and top vertices (rows), in the
+        # height field's frame
+        prism_lo: T.mat33
+        prism_hi: T.mat33
 
     @wp.struct
     class ConvexContact:

@@ -187,6 +187,16 @@ class MeshInfo:
     vert_mapnum: int
 
 
+@wp.struct
+class HFieldInfo:
+    """One height field (mjModel's hfield_* fields): nrow x ncol elevations in [0, 1],
+    Model.hfield_data[adr + r * ncol + c]; size: radius_x, radius_y, elevation_z, base_z."""
+    nrow: int
+    ncol: int
+    adr: int
+    size: wp.vec4d
+
+
 def mesh_tables(mjm: mujoco.MjModel):
     """(info rows, mesh_vec [n, 3] float32, mesh_int) of the model's meshes (MeshInfo)."""
     nv_all = int(mjm.nmeshvert)
@@ -346,7 +356,9 @@ def model_struct(scalar):
         geom_type: wp.array(dtype=int)
         geom_size: wp.array(dtype=T.vec3)
         geom_rbound: wp.array(dtype=scalar)
-        geom_dataid: wp.array(dtype=int)  # a mesh geom's mesh (-1: none)
+        geom_dataid: wp.array(dtype=int)  # a mesh geom's mesh, a height field geom's field (-1: none)
+        hfield_info: wp.array(dtype=HFieldInfo)  # [nhfield]
+        hfield_data: wp.array(dtype=wp.float32)  # the fields' elevations (HFieldInfo)
         mesh_info: wp.array(dtype=MeshInfo)  # [nmesh]
         mesh_vec: wp.array(dtype=wp.vec3f)  # the meshes' vertices, then their hull polygons' normals
         mesh_int: wp.array(dtype=int)  # the meshes' hull graphs and polygon tables (MeshInfo)
@@ -365,6 +377,7 @@ def model_struct(scalar):
         cpair_kind: wp.array(dtype=int)  # collision function (contact_tables.PAIR_KIND)
         cpair_by_kind: wp.array(dtype=int)  # pairs grouped by kind (Model.pair_kinds: where each starts)
         cpair_slot: wp.array(dtype=int)
+        cpair_nslot: wp.array(dtype=int)  # slots of each pair (a height field pair: its prisms, hfield_slots)
         cpair_ccd: wp.array(dtype=int)  # the pair's row in the convex collision's scratch (-1: none)
         nccdpair: int  # pairs that collide by GJK/EPA (contact_tables.CONVEX_MAX_CONTACTS but plane-mesh)
         ndetect: int  # pairs of the convex kinds (plane-mesh included): the detection pass runs
@@ -619,8 +632,8 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
             if types not in MAX_CONTACTS:
                 kinds = "-".join(mujoco.mjtGeom(t).name.removeprefix("mjGEOM_").lower() for t in types)
                 problems.append(f"<geom type> {names} can collide as {kinds}: the implemented pairs are plane "
-                                "with sphere, capsule, ellipsoid, cylinder, box or mesh, and any two of sphere, "
-                                "capsule, ellipsoid, cylinder, box and mesh (height fields, SDFs and flexes are "
+                                "or height field with sphere, capsule, ellipsoid, cylinder, box or mesh, and any "
+                                "two of sphere, capsule, ellipsoid, cylinder, box and mesh (SDFs and flexes are "
                                 "not supported) " + how.format("contact")
                                 + " or set contype/conaffinity so they cannot collide")
                 continue
@@ -905,7 +918,17 @@ class Model:
         m.geom_type = ints(mjm.geom_type)
         m.geom_size = arr(mjm.geom_size, T.vec3, (-1, 3))
         m.geom_rbound = arr(mjm.geom_rbound, dtype)
-        m.geom_dataid = ints(np.where(mjm.geom_type == mujoco.mjtGeom.mjGEOM_MESH, mjm.geom_dataid, -1))
+        m.geom_dataid = ints(np.where((mjm.geom_type == mujoco.mjtGeom.mjGEOM_MESH)
+                                      | (mjm.geom_type == mujoco.mjtGeom.mjGEOM_HFIELD), mjm.geom_dataid, -1))
+        fields = []
+        for h in range(mjm.nhfield):
+            hi = HFieldInfo()
+            hi.nrow, hi.ncol, hi.adr = int(mjm.hfield_nrow[h]), int(mjm.hfield_ncol[h]), int(mjm.hfield_adr[h])
+            hi.size = wp.vec4d(*[float(x) for x in mjm.hfield_size[h]])
+            fields.append(hi)
+        m.hfield_info = wp.array(fields or [HFieldInfo()], dtype=HFieldInfo, device=self.device)
+        elevation = np.asarray(mjm.hfield_data, np.float32) if mjm.nhfielddata else np.zeros(1, np.float32)
+        m.hfield_data = wp.array(elevation, dtype=wp.float32, device=self.device)
         rows, mesh_vec, mesh_int = mesh_tables(mjm)
         info = []
         for r in rows:
@@ -947,6 +970,7 @@ class Model:
             else:
                 self.pair_kinds.append((kind, i, 1))
         m.cpair_slot = ints(tables["slot"])
+        m.cpair_nslot = ints(tables["nslot"])
         m.cpair_ccd = ints(tables["ccd"])
         m.nccdpair = sum(1 for c in tables["ccd"] if c >= 0)
         m.ndetect = sum(1 for k in tables["kind"] if k in CONVEX_KINDS)
