@@ -37,6 +37,7 @@ from simrl.sim.schedule import (
     BODIES,
     BODIES_DOWN,
     BODIES_UP,
+    CONTACT_SENSORS,
     CONTACTS,
     DOFS,
     EQUALITIES,
@@ -149,7 +150,10 @@ def _acceleration(scalar, lanes: bool, integrator: bool, sensors: bool = True) -
     passes = (Pass("fwd_acceleration", WORLD, (f.constraint_list, f.fwd_acceleration)),
               Pass("solve", WORLD, (f.solve,)))
     if sensors:
-        passes = passes + (Pass("sensor", SENSORS, (sensor.build(scalar),)),)
+        s = sensor.build(scalar)
+        passes = passes + (Pass("sensor", SENSORS, (s.sensor,)),
+                           Pass("contact_sensor", CONTACT_SENSORS, (s.contact_sensor,)),
+                           Pass("contact_sensor_sorted", CONTACT_SENSORS, (s.contact_sensor_sorted,)))
     if integrator:
         return passes + (Pass("constraint_force_euler", WORLD, (f.constraint_force, f.euler_damping)),)
     return passes + (Pass("constraint_force", WORLD, (f.constraint_force,)),)

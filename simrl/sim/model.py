@@ -234,6 +234,27 @@ def mesh_tables(mjm: mujoco.MjModel):
 
 
 @functools.cache
+def contact_sensor_struct():
+    """The element type of the Model's contact sensor table (simrl.sim.sensor)."""
+
+    @wp.struct
+    class ContactSensor:
+        """One contact sensor: its sensordata range, data fields and reduction (sensor_intprm[0:2]),
+        its site (objtype mjOBJ_SITE) and its candidate slots Model.contact_sensor_slot[slot_adr:
+        slot_adr + slot_num]."""
+        adr: int
+        dim: int
+        dataspec: int
+        reduce: int
+        objtype: int
+        objid: int
+        slot_adr: int
+        slot_num: int
+
+    return ContactSensor
+
+
+@functools.cache
 def model_struct(scalar):
     """The Warp struct type that carries a model of precision `scalar` into kernels."""
     T = scalar_types(scalar)
@@ -413,6 +434,11 @@ def model_struct(scalar):
         # sensors (simrl.sim.sensor), MuJoCo's sensor_* arrays; opt.magnetic
         nsensor: int
         sensor: wp.array(dtype=Sensor)
+        # the contact sensors and their candidate slots (contact slot, 1: flip the normal), in
+        # mjData.contact's order
+        ncontact_sensor: int
+        contact_sensor: wp.array(dtype=contact_sensor_struct())
+        contact_sensor_slot: wp.array(dtype=wp.vec2i)
         magnetic: T.vec3
         # constraint rows, fixed at load: equality, friction loss, then limits, then contact rows
         nefc: int
@@ -1109,6 +1135,22 @@ class Model:
             sen.cutoff = self.dtype(mjm.sensor_cutoff[i])
             sensors.append(sen)
         m.sensor = wp.array(sensors or [Sensor()], dtype=Sensor, device=self.device)
+        from simrl.sim.sensor import contact_sensor_tables
+
+        ContactSensor = contact_sensor_struct()
+        table, slots = contact_sensor_tables(mjm, self.contact_tables)
+        contact_sensors = []
+        for i, slot_adr, slot_num in table:
+            sen = ContactSensor()
+            sen.adr, sen.dim = int(mjm.sensor_adr[i]), int(mjm.sensor_dim[i])
+            sen.dataspec, sen.reduce = int(mjm.sensor_intprm[i, 0]), int(mjm.sensor_intprm[i, 1])
+            sen.objtype, sen.objid = int(mjm.sensor_objtype[i]), int(mjm.sensor_objid[i])
+            sen.slot_adr, sen.slot_num = slot_adr, slot_num
+            contact_sensors.append(sen)
+        m.ncontact_sensor = len(contact_sensors)
+        m.contact_sensor = wp.array(contact_sensors or [ContactSensor()], dtype=ContactSensor, device=self.device)
+        m.contact_sensor_slot = wp.array(np.asarray(slots or [(0, 0)], dtype=np.int32).reshape(-1, 2),
+                                         dtype=wp.vec2i, device=self.device)
         m.magnetic = T.vec3(*[float(x) for x in mjm.opt.magnetic])
 
     def _tendons(self, m, mjm, ints, arr):

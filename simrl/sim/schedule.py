@@ -59,6 +59,7 @@ ACTUATORS = "actuators"
 CONTACTS = "contacts"  # contact slots
 EQUALITIES = "equalities"  # equality constraints that have rows
 SENSORS = "sensors"
+CONTACT_SENSORS = "contact_sensors"  # the contact sensors (Model.contact_sensor)
 TENDONS = "tendons"
 FRICTION_ROWS = "friction_rows"  # the constraint rows of dof friction loss
 LIMIT_ROWS = "limit_rows"  # the constraint rows of joint limits
@@ -71,7 +72,7 @@ _RANGES = {BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.nge
            DOFS: lambda m: (0, m.nv), JOINTS: lambda m: (0, m.njnt), GEOMS: lambda m: (0, m.ngeom),
            SITES: lambda m: (0, m.nsite), ACTUATORS: lambda m: (0, m.nu), CONTACTS: lambda m: (0, m.ncon),
            EQUALITIES: lambda m: (0, m.neq if m.nefc_eq > 0 else 0), SENSORS: lambda m: (0, m.nsensor),
-           TENDONS: lambda m: (0, m.ntendon),
+           CONTACT_SENSORS: lambda m: (0, m.ncontact_sensor), TENDONS: lambda m: (0, m.ntendon),
            FRICTION_ROWS: lambda m: (m.nefc_eq, m.nefc_friction),
            LIMIT_ROWS: lambda m: (m.nefc_eq + m.nefc_friction, m.nefc_limit)}
 
@@ -189,6 +190,10 @@ def _range_funcs(scalar):
         return 0, m.nsensor
 
     @wp.func
+    def contact_sensors(m: Model):
+        return 0, m.ncontact_sensor
+
+    @wp.func
     def tendons(m: Model):
         return 0, m.ntendon
 
@@ -208,7 +213,8 @@ def _range_funcs(scalar):
         return m.nefc_eq + m.nefc_friction, m.nefc_limit
 
     out = {BODIES: bodies, FRAMES: frames, DOFS: dofs, JOINTS: joints, GEOMS: geoms, SITES: sites, ACTUATORS: actuators,
-           CONTACTS: contacts, SENSORS: sensors, TENDONS: tendons, EQUALITIES: equalities, FRICTION_ROWS: friction_rows,
+           CONTACTS: contacts, SENSORS: sensors, CONTACT_SENSORS: contact_sensors, TENDONS: tendons,
+           EQUALITIES: equalities, FRICTION_ROWS: friction_rows,
            LIMIT_ROWS: limit_rows}
     assert set(out) == set(_RANGES)
     return out

@@ -4,28 +4,37 @@ mj_objectAcceleration in engine_core_util.c; the accelerations of mj_rnePostCons
 engine_core_smooth.c), after the constraint solver, so the values are those of the state the
 step started from, as after mj_step.
 
-Element: `sensor(m, d, w, i)` writes sensor i's `sensor_dim` values at `sensor_adr` and applies
-its cutoff (real values clipped to +-cutoff, positive ones to at most cutoff). Noise is
-metadata MuJoCo does not apply; neither does simrl.
+Elements (`build(scalar)`): `sensor(m, d, w, i)` writes sensor i's `sensor_dim` values at
+`sensor_adr` and applies its cutoff (real values clipped to +-cutoff, positive ones to at most
+cutoff), except for contact sensors, which `contact_sensor(m, d, w, k)` and
+`contact_sensor_sorted` write (k indexing Model.contact_sensor), in passes of their own (their
+loops over contacts would double the registers of every sensor's kernel on a GPU), without
+cutoff as MuJoCo. Noise is metadata MuJoCo does not apply; neither does simrl.
 
 Supported (SUPPORTED below): magnetometer, jointpos, actuatorpos, tendonpos, ballquat, framepos,
 framexaxis/yaxis/zaxis, framequat, subtreecom (position stage); velocimeter, gyro, jointvel,
 actuatorvel, tendonvel, ballangvel, framelinvel, frameangvel, subtreelinvel, subtreeangmom
 (velocity stage); accelerometer, framelinacc, frameangacc, actuatorfrc, jointactfrc,
 tendonactfrc (acceleration stage); jointlimitpos/vel/frc and tendonlimitpos/vel/frc (of the
-first active limit row of the joint or tendon). Objects: bodies
+first active limit row of the joint or tendon); touch, force, torque and contact (MuJoCo 4.0's
+mjSENS_CONTACT: matching, reduction and extraction as mj_computeSensorAcc and its helpers
+matchContact, checkMatch, copySensorData, total_wrench; its matching geom pairs fixed at load
+in mjData.contact's order, `contact_sensor_tables`). Objects: bodies
 (inertial and regular frames), geoms, sites. A body's acceleration (MuJoCo's cacc of
 mj_rnePostConstraint: -gravity at the world, cdof_dot qvel + cdof qacc added down the tree) is
 summed over the dof chain that moves it, so no tree pass is needed.
 """
 
 import functools
+from types import SimpleNamespace
 
 import mujoco
+import numpy as np
 import warp as wp
 
 from simrl.sim import ray
 from simrl.sim.constraint import CNSTR_LIMIT_JOINT, CNSTR_LIMIT_TENDON, EQ_CONNECT, EQ_WELD
+from simrl.sim.contact_tables import GEOM_BOX, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_ELLIPSOID, GEOM_SPHERE
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import MINVAL, scalar_types
@@ -42,6 +51,7 @@ OBJ_BODY, OBJ_XBODY, OBJ_GEOM, OBJ_SITE = (int(mujoco.mjtObj.mjOBJ_BODY), int(mu
 SUBTREELINVEL, SUBTREEANGMOM = int(S.mjSENS_SUBTREELINVEL), int(S.mjSENS_SUBTREEANGMOM)
 TENDONPOS, TENDONVEL = int(S.mjSENS_TENDONPOS), int(S.mjSENS_TENDONVEL)
 TOUCH, FORCE, TORQUE = int(S.mjSENS_TOUCH), int(S.mjSENS_FORCE), int(S.mjSENS_TORQUE)
+CONTACT = int(S.mjSENS_CONTACT)
 (TENDONACTFRC, JOINTLIMITPOS, JOINTLIMITVEL, JOINTLIMITFRC, TENDONLIMITPOS, TENDONLIMITVEL,
  TENDONLIMITFRC) = (int(getattr(S, "mjSENS_" + n)) for n in (
     "TENDONACTFRC", "JOINTLIMITPOS", "JOINTLIMITVEL", "JOINTLIMITFRC", "TENDONLIMITPOS", "TENDONLIMITVEL",
@@ -52,7 +62,7 @@ SUPPORTED = frozenset((MAGNETOMETER, JOINTPOS, ACTUATORPOS, BALLQUAT, FRAMEPOS, 
                        FRAMEANGVEL, ACCELEROMETER, FRAMELINACC, FRAMEANGACC, ACTUATORFRC, JOINTACTFRC,
                        SUBTREELINVEL, SUBTREEANGMOM, TENDONPOS, TENDONVEL, TENDONACTFRC, JOINTLIMITPOS,
                        JOINTLIMITVEL, JOINTLIMITFRC, TENDONLIMITPOS, TENDONLIMITVEL, TENDONLIMITFRC,
-                       TOUCH, FORCE, TORQUE))
+                       TOUCH, FORCE, TORQUE, CONTACT))
 #: object types a frame sensor can read
 FRAME_OBJECTS = frozenset((OBJ_BODY, OBJ_XBODY, OBJ_GEOM, OBJ_SITE))
 _FRAME_TYPES = frozenset((FRAMEPOS, FRAMEXAXIS, FRAMEYAXIS, FRAMEZAXIS, FRAMEQUAT, FRAMELINVEL, FRAMEANGVEL,
@@ -73,6 +83,109 @@ def sensor_columns(mjm: mujoco.MjModel, name: str) -> slice:
 def frame_sensor(kind: int) -> bool:
     """The sensor reads an object's frame (objtype / reftype)."""
     return kind in _FRAME_TYPES
+
+
+# --------------------------------------------------------------------------------------------
+# The contact sensor's tables (host side)
+
+OBJ_UNKNOWN = int(mujoco.mjtObj.mjOBJ_UNKNOWN)
+_CONDATA = mujoco.mjtConDataField
+# the fields of a contact sensor's slot (mjtConDataField: bit k of sensor_intprm[0]), their sizes
+# (mjCONDATA_SIZE, engine_support.c), in the slot's order
+(CONDATA_FOUND, CONDATA_FORCE, CONDATA_TORQUE, CONDATA_DIST, CONDATA_POS, CONDATA_NORMAL, CONDATA_TANGENT,
+ CONDATA_LINVEL, CONDATA_ANGVEL) = (int(getattr(_CONDATA, "mjCONDATA_" + n)) for n in (
+    "FOUND", "FORCE", "TORQUE", "DIST", "POS", "NORMAL", "TANGENT", "LINVEL", "ANGVEL"))
+NCONDATA = int(_CONDATA.mjNCONDATA)
+assert NCONDATA == 9
+# sensor_intprm[1] of a contact sensor (mj_computeSensorAcc's local enum)
+REDUCE_NONE, REDUCE_MINDIST, REDUCE_MAXFORCE, REDUCE_NETFORCE = 0, 1, 2, 3
+
+
+def contact_order(mjm: mujoco.MjModel, tables: dict) -> list[int]:
+    """The candidate pairs of `tables` (simrl.sim.contact_tables) in the order in which mj_collision
+    (engine_collision_driver.c) appends their contacts to mjData.contact: body pairs by signature
+    (body1 << 16) + body2 (mj_broadphase sorts them), and within one signature first the explicit
+    <pair>s (merged in pair_signature order), then the default pairs, one geom pair after another:
+    two single-geom bodies have one; the midphase (mj_collideTree, both bodies with a BVH, unless
+    mjDSBL_MIDPHASE) sorts its contacts by their geom ids (geom1 the lower geom type, as stored in
+    the contact), stably; otherwise all-to-all, the first body's geoms in the outer loop. A geom
+    pair's own contacts keep its collider's order, which its slots follow."""
+    explicit = {frozenset((int(mjm.pair_geom1[p]), int(mjm.pair_geom2[p]))): p for p in range(mjm.npair)}
+    midphase = not mjm.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_MIDPHASE
+
+    def key(p):
+        g1, g2 = (int(g) for g in tables["geom"][p])
+        b1, b2 = int(mjm.geom_bodyid[g1]), int(mjm.geom_bodyid[g2])
+        lo, hi = min(b1, b2), max(b1, b2)
+        ipair = explicit.get(frozenset((g1, g2)), -1)
+        if ipair >= 0:
+            return int(mjm.pair_signature[ipair]), 0, ipair, 0
+        if midphase and mjm.body_bvhadr[lo] >= 0 and mjm.body_bvhadr[hi] >= 0:
+            return (lo << 16) + hi, 1, g1, g2
+        return (lo << 16) + hi, 1, *((g1, g2) if b1 == lo else (g2, g1))
+
+    return sorted(range(len(tables["geom"])), key=key)
+
+
+def _contact_match(mjm, geoms, kind, objid) -> tuple[bool, bool]:
+    """checkMatch (engine_sensor.c) of a sensor object against the contact's two geoms and their
+    bodies: (matches the first, matches the second). A site matches both here (its volume is
+    tested while simulating); a subtree (mjOBJ_XBODY) holds the body or one of its ancestors."""
+    out = []
+    for g in geoms:
+        body = int(mjm.geom_bodyid[g])
+        if kind in (OBJ_UNKNOWN, OBJ_SITE):
+            out.append(True)
+        elif kind == OBJ_GEOM:
+            out.append(objid == g)
+        elif kind == OBJ_BODY:
+            out.append(objid == body)
+        elif kind == OBJ_XBODY:
+            while body > objid:
+                body = int(mjm.body_parentid[body])
+            out.append(body == objid)
+        else:
+            out.append(False)
+    return out[0], out[1]
+
+
+def contact_direction(mjm: mujoco.MjModel, i: int, geoms) -> int:
+    """matchContact (engine_sensor.c) of contact sensor i and a contact between `geoms` (geom1,
+    geom2 as mjData.contact stores them), apart from the site's volume: 0 no match, 1 a match
+    that keeps the contact's normal, -1 a match that flips it (the sensor's first object is the
+    contact's second)."""
+    type1, id1 = int(mjm.sensor_objtype[i]), int(mjm.sensor_objid[i])
+    type2, id2 = int(mjm.sensor_reftype[i]), int(mjm.sensor_refid[i])
+    if type1 == OBJ_UNKNOWN and type2 == OBJ_UNKNOWN:
+        return 1
+    m11, m12 = _contact_match(mjm, geoms, type1, id1)
+    m21, m22 = _contact_match(mjm, geoms, type2, id2)
+    if not (m11 or m12) or not (m21 or m22):
+        return 0
+    if type1 != OBJ_UNKNOWN and type2 != OBJ_UNKNOWN:
+        regular, reverse = m11 and m22, m12 and m21
+        return 1 if regular else -1 if reverse else 0
+    if type1 != OBJ_UNKNOWN:
+        return 1 if m11 else -1
+    return 1 if m22 else -1
+
+
+def contact_sensor_tables(mjm: mujoco.MjModel, tables: dict) -> tuple[list[tuple[int, int, int]],
+                                                                        list[tuple[int, int]]]:
+    """The contact sensors, as (sensor id, first candidate, number of candidates), and their
+    candidates: (contact slot, flip) of every slot whose geom pair the sensor matches (flip 1: the
+    normal is reversed), in mjData.contact's order (`contact_order`, then a pair's slots in turn)."""
+    order = contact_order(mjm, tables)
+    sensors, slots = [], []
+    for i in np.flatnonzero(mjm.sensor_type == CONTACT):
+        start = len(slots)
+        for p in order:
+            direction = contact_direction(mjm, int(i), tables["geom"][p])
+            if direction != 0:
+                first, nslot = tables["slot"][p], tables["nslot"][p]
+                slots.extend((s, int(direction < 0)) for s in range(first, first + nslot))
+        sensors.append((int(i), start, len(slots) - start))
+    return sensors, slots
 
 
 DATATYPE_REAL, DATATYPE_POSITIVE = int(mujoco.mjtDataType.mjDATATYPE_REAL), int(mujoco.mjtDataType.mjDATATYPE_POSITIVE)
@@ -369,6 +482,271 @@ def build(scalar):
         return total
 
     @wp.func
+    def inside_site(m: Model, d: Data, w: int, site: int, point: vec3):
+        """mju_insideGeom (engine_util_misc.c): the point lies strictly inside the site's volume."""
+        size = m.site_size[site]
+        kind = m.site_type[site]
+        v = point - d.site_xpos[w, site]
+        p = wp.transpose(d.site_xmat[w, site]) * v
+        inside = False
+        if kind == GEOM_SPHERE:
+            inside = wp.dot(v, v) < size[0] * size[0]
+        elif kind == GEOM_CAPSULE:
+            dz = p[2] - wp.clamp(p[2], -size[1], size[1])
+            inside = p[0] * p[0] + p[1] * p[1] + dz * dz < size[0] * size[0]
+        elif kind == GEOM_ELLIPSOID:
+            inside = (p[0] * p[0] / (size[0] * size[0]) + p[1] * p[1] / (size[1] * size[1])
+                      + p[2] * p[2] / (size[2] * size[2])) < scalar(1.0)
+        elif kind == GEOM_CYLINDER:
+            inside = wp.abs(p[2]) < size[1] and p[0] * p[0] + p[1] * p[1] < size[0] * size[0]
+        elif kind == GEOM_BOX:
+            inside = wp.abs(p[0]) < size[0] and wp.abs(p[1]) < size[1] and wp.abs(p[2]) < size[2]
+        return inside
+
+    @wp.func
+    def contact_matches(m: Model, d: Data, w: int, i: int, c: int):
+        """Contact slot c holds a contact (mjData.contact) that contact sensor i matches: its geom
+        pair matched at load (Model.contact_sensor_slot); a site's volume holds its position."""
+        found = d.contact_active[w, c] != 0
+        if found and m.contact_sensor[i].objtype == OBJ_SITE:
+            found = inside_site(m, d, w, m.contact_sensor[i].objid, d.contact_pos[w, c])
+        return found
+
+    @wp.func
+    def contact_wrench(m: Model, d: Data, w: int, c: int):
+        """mj_contactForce: (force, torque) in the contact frame; zero for a contact without
+        constraint rows (one in the gap, dist >= margin - gap)."""
+        force = zero3
+        torque = zero3
+        if d.efc_active[w, m.contact_efc_adr[c]] != 0:
+            force, torque = contact_force(m, d, w, c)
+        return force, torque
+
+    @wp.func
+    def contact_criterion(m: Model, d: Data, w: int, c: int, reduce: int):
+        """The sorted reductions' key, smallest first: dist (mindist), -|force|^2 (maxforce)."""
+        key = d.contact_dist[w, c]
+        if reduce == REDUCE_MAXFORCE:
+            force, torque = contact_wrench(m, d, w, c)
+            key = -wp.dot(force, force)
+        return key
+
+    @wp.func
+    def point_velocity(m: Model, d: Data, w: int, b: int, point: vec3):
+        """(angular, linear) velocity of body b's frame moved to `point`, world-oriented."""
+        ang = zero3
+        lin = zero3
+        if m.body_dofend[b] >= 0:
+            ang, lin = transform_motion(d.cvel[w, b], point - d.subtree_com[w, m.body_rootid[b]])
+        return ang, lin
+
+    @wp.func
+    def write_flipped(d: Data, w: int, adr: int, v: vec3, flip: int):
+        """A vector in the contact frame; flip negates its last component (the frame turned half
+        a turn about its second tangent, so the other body's equal and opposite value reads alike)."""
+        d.sensordata[w, adr] = v[0]
+        d.sensordata[w, adr + 1] = v[1]
+        if flip != 0:
+            d.sensordata[w, adr + 2] = -v[2]
+        else:
+            d.sensordata[w, adr + 2] = v[2]
+
+    @wp.func
+    def write_contact(m: Model, d: Data, w: int, adr: int, dataspec: int, c: int, flip: int, nmatch: int):
+        """copySensorData (engine_sensor.c): the fields of `dataspec` of the contact in slot c at
+        sensordata[adr:], in mjtConDataField order; flip reverses the normal and the tangent
+        and the last component of force, torque and (4.0) the relative velocities."""
+        a = adr
+        sign = scalar(1.0)
+        if flip != 0:
+            sign = scalar(-1.0)
+        if (dataspec & (1 << CONDATA_FOUND)) != 0:
+            d.sensordata[w, a] = scalar(nmatch)
+            a = a + 1
+        force = zero3
+        torque = zero3
+        if (dataspec & ((1 << CONDATA_FORCE) | (1 << CONDATA_TORQUE))) != 0:
+            force, torque = contact_wrench(m, d, w, c)
+        if (dataspec & (1 << CONDATA_FORCE)) != 0:
+            write_flipped(d, w, a, force, flip)
+            a = a + 3
+        if (dataspec & (1 << CONDATA_TORQUE)) != 0:
+            write_flipped(d, w, a, torque, flip)
+            a = a + 3
+        if (dataspec & (1 << CONDATA_DIST)) != 0:
+            d.sensordata[w, a] = d.contact_dist[w, c]
+            a = a + 1
+        pos = d.contact_pos[w, c]
+        if (dataspec & (1 << CONDATA_POS)) != 0:
+            write3(d, w, a, pos)
+            a = a + 3
+        frame = d.contact_frame[w, c]
+        if (dataspec & (1 << CONDATA_NORMAL)) != 0:
+            write3(d, w, a, sign * vec3(frame[0, 0], frame[0, 1], frame[0, 2]))
+            a = a + 3
+        if (dataspec & (1 << CONDATA_TANGENT)) != 0:
+            write3(d, w, a, sign * vec3(frame[1, 0], frame[1, 1], frame[1, 2]))
+            a = a + 3
+        if (dataspec & ((1 << CONDATA_LINVEL) | (1 << CONDATA_ANGVEL))) != 0:
+            # the velocity of the second geom's body relative to the first's at the contact point,
+            # in the contact frame
+            g = m.cpair_geom[m.contact_pair[c]]
+            ang1, lin1 = point_velocity(m, d, w, m.geom_bodyid[g[0]], pos)
+            ang2, lin2 = point_velocity(m, d, w, m.geom_bodyid[g[1]], pos)
+            if (dataspec & (1 << CONDATA_LINVEL)) != 0:
+                write_flipped(d, w, a, frame * (lin2 - lin1), flip)
+                a = a + 3
+            if (dataspec & (1 << CONDATA_ANGVEL)) != 0:
+                write_flipped(d, w, a, frame * (ang2 - ang1), flip)
+
+    def contact_sensor_of(sorted_reductions: bool):
+        """The contact sensor, of the sensors whose reduction sorts (mindist, maxforce) or of the
+        others (none, netforce): two kernels in the wide schedule (as one it needs 168 registers
+        a thread on sm_90 in float32, as two 128 and 96: scripts/gpu_report.py), each leaving
+        the other's sensors alone."""
+
+        @wp.func
+        def contact_sensor(m: Model, d: Data, w: int, i: int):
+            """The contact sensor (mj_computeSensorAcc's mjSENS_CONTACT) i of Model.contact_sensor:
+            of the contacts that match (its candidate slots, in mjData.contact's order), `num`
+            slots of the fields of `dataspec` (found: the number of matches), by reduction none
+            (the first num), mindist or maxforce (the num smallest keys, ascending; ties by order,
+            as ContactSelect's partial sort), or netforce (one synthetic contact at the
+            force-weighted centroid: the total world-frame wrench about it, normal and tangent the
+            world's x and y; all zero without a match, as MuJoCo 4.0 gives); empty slots zero.
+            Every value is written once."""
+            reduce = m.contact_sensor[i].reduce
+            if (reduce == REDUCE_MINDIST or reduce == REDUCE_MAXFORCE) == wp.static(sorted_reductions):
+                adr = m.contact_sensor[i].adr
+                dim = m.contact_sensor[i].dim
+                dataspec = m.contact_sensor[i].dataspec
+                first = m.contact_sensor[i].slot_adr
+                n = m.contact_sensor[i].slot_num
+                size = int(0)  # mju_condataSize: found and dist one value, the other fields three
+                for k in range(NCONDATA):
+                    if (dataspec & (1 << k)) != 0:
+                        if k == CONDATA_FOUND or k == CONDATA_DIST:
+                            size = size + 1
+                        else:
+                            size = size + 3
+                num = dim // size
+                nmatch = int(0)
+                for k in range(n):
+                    if contact_matches(m, d, w, i, m.contact_sensor_slot[first + k][0]):
+                        nmatch = nmatch + 1
+                written = int(0)  # the leading values of the sensor written
+                if wp.static(sorted_reductions):
+                    written = sorted_slots(m, d, w, i, adr, dataspec, size, num, nmatch)
+                elif reduce == REDUCE_NETFORCE:
+                    if nmatch > 0:
+                        net_force_slot(m, d, w, i, adr, dataspec, nmatch)
+                        written = size
+                else:
+                    written = first_slots(m, d, w, i, adr, dataspec, size, num, nmatch)
+                for k in range(adr + written, adr + dim):
+                    d.sensordata[w, k] = scalar(0.0)
+
+        return contact_sensor
+
+    @wp.func
+    def first_slots(m: Model, d: Data, w: int, i: int, adr: int, dataspec: int, size: int, num: int, nmatch: int):
+        """Reduction none: the first num matches, in order; the values written."""
+        first = m.contact_sensor[i].slot_adr
+        j = int(0)
+        for k in range(m.contact_sensor[i].slot_num):
+            e = m.contact_sensor_slot[first + k]
+            if j < num and contact_matches(m, d, w, i, e[0]):
+                write_contact(m, d, w, adr + j * size, dataspec, e[0], e[1], nmatch)
+                j = j + 1
+        return j * size
+
+    @wp.func
+    def sorted_slots(m: Model, d: Data, w: int, i: int, adr: int, dataspec: int, size: int, num: int, nmatch: int):
+        """Reductions mindist and maxforce: slot j holds the j-th smallest (key, order) of the
+        matches, as ContactSelect (a partial heap sort, then an insertion sort) orders them; the
+        values written."""
+        first = m.contact_sensor[i].slot_adr
+        n = m.contact_sensor[i].slot_num
+        reduce = m.contact_sensor[i].reduce
+        written = int(0)
+        last_key = scalar(0.0)
+        last = int(-1)
+        for _slot in range(wp.min(num, nmatch)):
+            best_key = scalar(0.0)
+            best = int(-1)
+            for k in range(n):
+                c = m.contact_sensor_slot[first + k][0]
+                if contact_matches(m, d, w, i, c):
+                    key = contact_criterion(m, d, w, c, reduce)
+                    later = last < 0 or key > last_key or (key == last_key and k > last)
+                    if later and (best < 0 or key < best_key):
+                        best_key = key
+                        best = k
+            if best >= 0:  # (none left only if a key is NaN)
+                e = m.contact_sensor_slot[first + best]
+                write_contact(m, d, w, adr + written, dataspec, e[0], e[1], nmatch)
+                last_key = best_key
+                last = best
+                written = written + size
+        return written
+
+    @wp.func
+    def net_force_slot(m: Model, d: Data, w: int, i: int, adr: int, dataspec: int, nmatch: int):
+        """Reduction netforce: the force-weighted centroid of the matches and their total wrench
+        about it in the world frame (total_wrench), as one slot; MuJoCo's compiler refuses linvel
+        and angvel with it."""
+        first = m.contact_sensor[i].slot_adr
+        n = m.contact_sensor[i].slot_num
+        # the centroid, weighted by the norms of the contact forces
+        point = zero3
+        total = scalar(0.0)
+        for k in range(n):
+            c = m.contact_sensor_slot[first + k][0]
+            if contact_matches(m, d, w, i, c):
+                force, torque = contact_wrench(m, d, w, c)
+                weight = wp.length(force)
+                point = point + d.contact_pos[w, c] * weight
+                total = total + weight
+        point = point * (scalar(1.0) / wp.max(total, scalar(MINVAL)))
+        # each wrench (negated when flipped) in the world frame, about the point
+        net_force = zero3
+        net_torque = zero3
+        for k in range(n):
+            e = m.contact_sensor_slot[first + k]
+            c = e[0]
+            if contact_matches(m, d, w, i, c):
+                force, torque = contact_wrench(m, d, w, c)
+                if e[1] != 0:
+                    force = -force
+                    torque = -torque
+                frame_t = wp.transpose(d.contact_frame[w, c])
+                fw = frame_t * force
+                net_force = net_force + fw
+                net_torque = net_torque + frame_t * torque
+                net_torque = net_torque + wp.cross(d.contact_pos[w, c] - point, fw)
+        a = adr
+        if (dataspec & (1 << CONDATA_FOUND)) != 0:
+            d.sensordata[w, a] = scalar(nmatch)
+            a = a + 1
+        if (dataspec & (1 << CONDATA_FORCE)) != 0:
+            write3(d, w, a, net_force)
+            a = a + 3
+        if (dataspec & (1 << CONDATA_TORQUE)) != 0:
+            write3(d, w, a, net_torque)
+            a = a + 3
+        if (dataspec & (1 << CONDATA_DIST)) != 0:
+            d.sensordata[w, a] = scalar(0.0)
+            a = a + 1
+        if (dataspec & (1 << CONDATA_POS)) != 0:
+            write3(d, w, a, point)
+            a = a + 3
+        if (dataspec & (1 << CONDATA_NORMAL)) != 0:
+            write3(d, w, a, vec3(scalar(1.0), scalar(0.0), scalar(0.0)))
+            a = a + 3
+        if (dataspec & (1 << CONDATA_TANGENT)) != 0:
+            write3(d, w, a, vec3(scalar(0.0), scalar(1.0), scalar(0.0)))
+
+    @wp.func
     def sensor(m: Model, d: Data, w: int, i: int):
         """Sensor i (mj_computeSensorPos / Vel / Acc, then apply_cutoff)."""
         kind = m.sensor[i].type
@@ -472,9 +850,9 @@ def build(scalar):
             d.sensordata[w, adr] = limit_value(m, d, w, CNSTR_LIMIT_JOINT, objid, kind - JOINTLIMITPOS)
         elif kind == TENDONLIMITPOS or kind == TENDONLIMITVEL or kind == TENDONLIMITFRC:
             d.sensordata[w, adr] = limit_value(m, d, w, CNSTR_LIMIT_TENDON, objid, kind - TENDONLIMITPOS)
-        # apply_cutoff
+        # apply_cutoff (which ignores contact sensors, computed by `contact_sensor`)
         cutoff = m.sensor[i].cutoff
-        if cutoff > scalar(0.0):
+        if cutoff > scalar(0.0) and kind != CONTACT:
             for k in range(m.sensor[i].dim):
                 x = d.sensordata[w, adr + k]
                 if m.sensor[i].datatype == DATATYPE_REAL:
@@ -482,4 +860,5 @@ def build(scalar):
                 elif m.sensor[i].datatype == DATATYPE_POSITIVE:
                     d.sensordata[w, adr + k] = wp.min(cutoff, x)
 
-    return sensor
+    return SimpleNamespace(sensor=sensor, contact_sensor=contact_sensor_of(False),
+                           contact_sensor_sorted=contact_sensor_of(True))
