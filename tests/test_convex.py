@@ -142,12 +142,7 @@ def test_multiccd_finds_the_contacts_along_a_lying_cylinder():
         np.testing.assert_allclose(con.frame[0, s, 0].numpy(), [0, 0, -1], atol=2e-3)
 
 
-def test_hfield_and_libccd_are_refused_by_name():
-    hfield = """<mujoco><asset><hfield name='h' nrow='3' ncol='3' size='1 1 0.1 0.1'/></asset><worldbody>
-      <geom type='hfield' hfield='h'/><body pos='0 0 0.3'><freejoint/><geom type='sphere' size='0.1'/></body>
-      </worldbody></mujoco>"""
-    with pytest.raises(simrl.UnsupportedFeatureError, match="sphere-hfield|hfield-sphere"):
-        Sim.from_mjcf(hfield, num_worlds=1)
+def test_libccd_is_refused_by_name():
     libccd = scene().replace("<flag multiccd='disable'/>", "<flag nativeccd='disable'/>")
     with pytest.raises(simrl.UnsupportedFeatureError, match="nativeccd"):
         Sim.from_mjcf(libccd, num_worlds=1)
