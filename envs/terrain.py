@@ -17,8 +17,9 @@ Box types (simulated with today's box collisions):
 - `stepping_stones`: square stones at ground level with gaps over a pit, around a central platform
   (legged_gym's stepping_stones_terrain, stones at one height).
 
-Heightfield types (`random_rough`, `pyramid_slope`, `pyramid_slope_inv`) need heightfield
-collisions, which the engine does not have yet: naming one is an `UnsupportedFeatureError`.
+Heightfield types (`random_rough`, `pyramid_slope`, `pyramid_slope_inv`): the engine collides
+`<hfield>` geoms, but this generator does not build them yet and the height scan casts no rays
+against them, so naming one is an `UnsupportedFeatureError`.
 
 Geometry. Every terrain element is a box standing on the floor plane, which is lowered to
 z = -pit_depth; ground level is z = 0. The terrain's surface is then the maximum of its boxes'
@@ -51,7 +52,8 @@ from simrl.errors import UnsupportedFeatureError
 
 #: terrain types made of boxes
 BOX_TYPES = ("flat", "pyramid_stairs", "pyramid_stairs_inv", "discrete_obstacles", "stepping_stones")
-#: terrain types that need heightfield collisions (refused until the engine has them)
+#: heightfield terrain types: the engine collides <hfield> geoms, but this generator does not build
+#: them yet, nor does the height scan cast rays against them (refused by name)
 HEIGHTFIELD_TYPES = ("random_rough", "pyramid_slope", "pyramid_slope_inv")
 #: geom group of the terrain geoms and the floor (the height scan and mj_ray filters select it)
 TERRAIN_GROUP = 2
@@ -153,8 +155,9 @@ def check_types(types: dict) -> None:
     for name, share in types.items():
         if name in HEIGHTFIELD_TYPES:
             raise UnsupportedFeatureError(
-                f"terrain type {name!r} is a heightfield terrain, and simrl has no heightfield collisions yet "
-                f"(they come with the geometry issue); use the box types: {', '.join(BOX_TYPES)}")
+                f"terrain type {name!r} is a heightfield terrain, which this generator does not build yet (the "
+                f"engine collides <hfield> geoms, the height scan does not cast rays against them); use the box "
+                f"types: {', '.join(BOX_TYPES)}, or put your own <hfield> in the robot's MJCF")
         if name not in BOX_TYPES:
             raise ValueError(f"unknown terrain type {name!r}; available: {', '.join(BOX_TYPES)} "
                              f"(heightfield types, not yet supported: {', '.join(HEIGHTFIELD_TYPES)})")
