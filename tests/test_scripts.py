@@ -250,14 +250,16 @@ def test_benchmark_training_throughput(tmp_path):
     assert refused.returncode != 0 and "--train needs a task name" in refused.stderr
 
 
-MESH_SCENE = """<mujoco><asset><mesh name="m" vertex="0 0 0  .2 0 0  0 .2 0  0 0 .2"/></asset><worldbody>
-  <geom type="plane" size="1 1 1"/><body pos="0 0 1"><freejoint/><geom type="mesh" mesh="m"/></body>
+# A box on a mesh with multiccd on (MuJoCo's default): MuJoCo 4.0 clips faces there; simrl refuses the pair.
+MESH_SCENE = """<mujoco><option><flag multiccd="enable"/></option>
+  <asset><mesh name="m" vertex="0 0 0  .2 0 0  0 .2 0  0 0 .2"/></asset><worldbody>
+  <geom type="mesh" mesh="m"/><body pos="0 0 .3"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
   </worldbody></mujoco>"""
 
 
 @pytest.mark.parametrize("model", ["no_such_robot", "mesh"])
 def test_benchmark_refuses_with_a_reason(model, tmp_path):
-    if model == "mesh":  # a colliding mesh: not supported with contacts
+    if model == "mesh":  # a box-mesh pair with multiccd: not supported with contacts
         model = tmp_path / "mesh.xml"
         model.write_text(MESH_SCENE)
     result = run("scripts/benchmark.py", "--model", str(model), "--worlds", "1", "--seconds", "0.01", "--engines",
