@@ -15,11 +15,14 @@ ASSETS_DIR = Path(__file__).resolve().parent / "assets"
 def _registry():
     from envs.ant import AntEnv
     from envs.cartpole import CartpoleEnv
+    from envs.humanoid import HumanoidEnv
     from envs.quadruped import QuadrupedEnv
-    from envs.quadruped_rough import QuadrupedRoughEnv
+    from envs.quadruped_rough import HumanoidRoughEnv, QuadrupedRoughEnv
 
     return {
         "ant": (AntEnv, {}),
+        "humanoid": (HumanoidEnv, {}),
+        "humanoid_rough": (HumanoidRoughEnv, {}),
         "quadruped": (QuadrupedEnv, {}),
         "quadruped_rough": (QuadrupedRoughEnv, {}),
         "cartpole": (CartpoleEnv, {"swingup": False}),

@@ -1,5 +1,6 @@
-"""Velocity tracking for the quadruped on rough terrain (envs/terrain.py), with a terrain
-curriculum and a height scan, as legged_gym's rough-terrain tasks (`legged_robot.py`:
+"""Velocity tracking for legged robots on rough terrain (envs/terrain.py), with a terrain
+curriculum and a height scan (`RoughTerrainEnv`, on any robot of envs.legged; `QuadrupedRoughEnv`
+and `HumanoidRoughEnv` on the project's quadruped and humanoid), as legged_gym's rough-terrain tasks (`legged_robot.py`:
 _update_terrain_curriculum, _get_heights) and Isaac Lab's velocity tasks (`terrain_levels_vel`,
 the height_scanner RayCaster) do.
 
@@ -27,6 +28,8 @@ the height_scanner RayCaster) do.
 import torch
 
 from envs.height_scan import HeightScan
+from envs.humanoid import HumanoidEnv
+from envs.legged import LeggedEnv
 from envs.quadruped import QuadrupedEnv
 from envs.terrain import TerrainCfg, terrain_model
 
@@ -44,10 +47,11 @@ def update_terrain_levels(levels: torch.Tensor, distance: torch.Tensor, command_
     return torch.where(levels >= num_rows, random_rows, levels.clamp(min=0))
 
 
-class QuadrupedRoughEnv(QuadrupedEnv):
-    """QuadrupedEnv on the terrain grid of `terrain` (a TerrainCfg or a dict of its fields), with
-    the height scan; observation groups: "policy" (48, + the scan with height_scan_in_policy) and
-    "critic" (53 + the scan)."""
+class RoughTerrainEnv(LeggedEnv):
+    """A LeggedEnv on the terrain grid of `terrain` (a TerrainCfg or a dict of its fields), with
+    the height scan; observation groups: the flat task's "policy" (+ the scan with
+    height_scan_in_policy) and "critic" (+ the scan). Combine it with a robot's env class:
+    `class MyRoughEnv(RoughTerrainEnv, MyEnv)`, as the two below do."""
 
     def __init__(self, num_envs: int = 256, terrain: dict | TerrainCfg | None = None,
                  height_scan_size: tuple = (1.6, 1.0), height_scan_resolution: float = 0.1,
@@ -57,7 +61,7 @@ class QuadrupedRoughEnv(QuadrupedEnv):
         super().__init__(num_envs=num_envs, **kwargs)
         cfg, dev = self.terrain_cfg, self.device
         mjm = self.sim.mj_model
-        self.terrain_geom_ids = [mjm.geom("floor").id] + self.terrain.geom_ids
+        self.terrain_geom_ids = [mjm.geom(self.robot_cfg.floor_geom).id] + self.terrain.geom_ids
         self.height_scanner = HeightScan(mjm, self.terrain_geom_ids, dev, size=height_scan_size,
                                          resolution=height_scan_resolution)
         self.height_scan_in_policy = height_scan_in_policy
@@ -76,11 +80,11 @@ class QuadrupedRoughEnv(QuadrupedEnv):
         self._steps = 0
 
     def _build_model(self):
-        mjm, self.terrain = terrain_model(self.MJCF, self.terrain_cfg)
+        mjm, self.terrain = terrain_model(self._model_spec(), self.terrain_cfg, floor=self.robot_cfg.floor_geom)
         return mjm
 
     def _ground_geoms(self, mjm):
-        return [mjm.geom("floor").id] + self.terrain.geom_ids
+        return [mjm.geom(self.robot_cfg.floor_geom).id] + self.terrain.geom_ids
 
     def _base_height(self):
         q = self.sim.qpos.float()
@@ -122,7 +126,7 @@ class QuadrupedRoughEnv(QuadrupedEnv):
 
     def _reset_envs(self, env_ids):
         super()._reset_envs(env_ids)
-        if not hasattr(self, "env_origins"):  # the first reset, from QuadrupedEnv.__init__'s callers
+        if not hasattr(self, "env_origins"):  # the first reset, from LeggedEnv.__init__'s callers
             return
         origin = self.env_origins[env_ids].to(self.sim.qpos.dtype)
         self.sim.qpos[env_ids, 0:3] = self.home_qpos[0:3].to(self.sim.qpos.dtype) + origin
@@ -148,3 +152,13 @@ class QuadrupedRoughEnv(QuadrupedEnv):
             noise = (self.rand(*scan.shape) * 2 - 1) * 0.1 * self.obs_noise
             obs["policy"] = torch.cat([obs["policy"], scan + noise], dim=1)
         return obs
+
+
+class QuadrupedRoughEnv(RoughTerrainEnv, QuadrupedEnv):
+    """The quadruped on the terrain grid; observation groups "policy" (48, + the scan with
+    height_scan_in_policy) and "critic" (53 + the scan)."""
+
+
+class HumanoidRoughEnv(RoughTerrainEnv, HumanoidEnv):
+    """The humanoid on the terrain grid; observation groups "policy" (81, + the scan with
+    height_scan_in_policy) and "critic" (84 + the scan)."""

@@ -408,8 +408,9 @@ def add_terrain(spec: mujoco.MjSpec, cfg: TerrainCfg, floor: str = "floor") -> T
 
 
 def terrain_model(mjcf_path, cfg: TerrainCfg, floor: str = "floor") -> tuple[mujoco.MjModel, Terrain]:
-    """The robot of `mjcf_path` on `cfg`'s terrain: (compiled MjModel, Terrain)."""
-    spec = mujoco.MjSpec.from_file(str(mjcf_path))
+    """The robot of `mjcf_path` (a file, or an MjSpec, which gets the terrain) on `cfg`'s
+    terrain: (compiled MjModel, Terrain)."""
+    spec = mjcf_path if isinstance(mjcf_path, mujoco.MjSpec) else mujoco.MjSpec.from_file(str(mjcf_path))
     terrain = add_terrain(spec, cfg, floor)
     mjm = spec.compile()
     terrain.geom_ids = [mjm.geom(f"{GEOM_PREFIX}{k}").id for k in range(terrain.num_boxes)]

@@ -68,10 +68,10 @@ def test_quadruped_tracking_errors_are_episode_means_by_hand():
     """lin_vel_tracking_error = mean over episodes of the episode mean of |command_xy - v_xy|
     (trunk frame, MuJoCo's trunk velocity), taken in the state each action is applied in; yaw
     the same with |command_yaw - w_z|. Half the worlds fold their legs and fall (below
-    min_trunk_height 0.28 m) after 3 or 4 steps: their episodes count only those steps."""
+    min_base_height 0.28 m) after 3 or 4 steps: their episodes count only those steps."""
     n = 8
     mjm = mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "quadruped.xml"))
-    kwargs = dict(num_envs=n, device="cpu", seed=0, episode_length_s=0.2, min_trunk_height=0.28)
+    kwargs = dict(num_envs=n, device="cpu", seed=0, episode_length_s=0.2, min_base_height=0.28)
     fold = torch.zeros(n, 12)
     fold[: n // 2] = torch.tensor([0.0, 4.0, -4.0] * 4)  # targets beyond the hip and knee limits
     policy = lambda obs: fold

@@ -195,7 +195,7 @@ def test_quadruped_feet_air_time_and_undesired_contacts_by_hand(quad_mjm):
 
 
 def test_quadruped_terminations_by_hand(quad_mjm):
-    """Terminated = trunk or hip touches the floor, or the trunk is below min_trunk_height, or
+    """Terminated = trunk or hip touches the floor, or the trunk is below min_base_height, or
     its z axis points down (projected gravity z > 0). Contacts from MuJoCo."""
     standing = feet_on_ground_state()
     standing[2] = foot_height_to_touch(quad_mjm, standing)
@@ -207,7 +207,7 @@ def test_quadruped_terminations_by_hand(quad_mjm):
             q[7:] = joints
         return q
 
-    cases = [  # (state, terminated with the default min_trunk_height 0.15)
+    cases = [  # (state, terminated with the default min_base_height 0.15)
         ("standing", standing, False),
         ("tilted 80 deg in the air", posed(1.0, (1, 1, 0), 80), False),
         ("tilted 100 deg in the air", posed(1.0, (1, 1, 0), 100), True),
@@ -221,7 +221,7 @@ def test_quadruped_terminations_by_hand(quad_mjm):
     assert "trunk" not in ref[5]["touching"] and {"FR_hip", "RR_hip"} <= set(ref[5]["touching"])
     trunk_geoms = {"trunk", *(f"{leg}_hip" for leg in LEGS)}
     for min_height in (0.15, 0.5, 0.0):  # 0: only contacts and orientation end an episode
-        env = quad_env(len(qpos), min_trunk_height=min_height)
+        env = quad_env(len(qpos), min_base_height=min_height)
         set_state(env, qpos, np.zeros((len(qpos), 18)))
         expected = [bool(trunk_geoms & set(r["touching"])) or q[2] < min_height or r["R"][2, 2] < 0
                     for q, r in zip(qpos, ref, strict=True)]
@@ -324,7 +324,7 @@ def test_quadruped_commands_are_resampled_on_schedule_and_uniform():
     n, every = 512, 5
     env = quad_env(n, command_resample_s=every * DT, lin_vel_x=tuple(ranges[0]), lin_vel_y=tuple(ranges[1]),
                    ang_vel_yaw=tuple(ranges[2]), episode_length_s=100.0, randomization=NO_PUSH,
-                   min_trunk_height=0.0)
+                   min_base_height=0.0)
     draws = [env.commands.numpy().copy()]
     env._terminated = lambda: torch.zeros(n, dtype=torch.bool)  # keep every world on its clock
     restarted = 3  # world 0 restarts after 3 steps: its schedule moves by 3
@@ -355,7 +355,7 @@ def test_quadruped_pushes_kick_the_base_velocity_on_schedule():
     (x, y) gets a kick drawn uniformly from the term's range; nothing else changes. The reference is the
     same env with push_velocity = 0 (it makes the same random draws)."""
     n, every, push = 256, 4, 0.7
-    kw = dict(episode_length_s=100.0, min_trunk_height=0.0)
+    kw = dict(episode_length_s=100.0, min_base_height=0.0)
 
     def pushes(velocity):
         term = {"mode": "interval", "interval_s": every * DT, "range": [-velocity, velocity]}

@@ -21,7 +21,7 @@ _KEYS: dict[str, set[str]] = {}
 _NODES: dict[str, dict] = {}
 
 #: keys of a task file and of its `ppo` section that simrl reads (simrl.rl.ppo.rsl_rl_config)
-TASK_KEYS = {"name", "env", "terrain", "num_envs", "num_envs_gpu", "max_iterations", "ppo", "shac"}
+TASK_KEYS = {"name", "env", "terrain", "robot", "num_envs", "num_envs_gpu", "max_iterations", "ppo", "shac"}
 PPO_KEYS = {"num_steps_per_env", "save_interval", "actor_hidden_dims", "critic_hidden_dims", "activation",
             "init_noise_std", "obs_normalization", "algorithm"}
 #: env keyword arguments that come from top-level keys instead (`backend` from sim.backend)
@@ -197,13 +197,54 @@ def _env_parameters(task_name: str):
 
 def env_kwargs(task) -> dict:
     """The keyword arguments of `envs.make` that a task's file gives: its `env` section, and
-    its `terrain` section as `terrain=` where it has one."""
+    its `terrain` and `robot` sections as `terrain=` and `robot=` where it has them."""
     if not isinstance(task, dict):
         task = OmegaConf.to_container(task, resolve=True)
     kwargs = dict(task.get("env") or {})
-    if task.get("terrain") is not None:
-        kwargs["terrain"] = task["terrain"]
+    for section in ("terrain", "robot"):
+        if task.get(section) is not None:
+            kwargs[section] = task[section]
     return kwargs
+
+
+def _check_robot(c: _Checker, task_name: str, robot) -> None:
+    """The robot section's keys and value types (the names are checked against the MJCF when
+    the environment loads it, envs.robot.Robot)."""
+    from envs.robot import RobotCfg
+
+    if "robot" not in (_env_parameters(task_name) or {}):
+        c.errors.append(f"task.robot: environment {task_name!r} has no robot section (the legged tasks have: "
+                        f"quadruped, quadruped_rough, humanoid, humanoid_rough)")
+        return
+    if robot is None:
+        return
+    if not isinstance(robot, Mapping):
+        c.fail("task.robot", robot, "a mapping of robot keys (envs/robot.py RobotCfg)")
+        return
+    import dataclasses
+
+    known = {f.name for f in dataclasses.fields(RobotCfg)}
+    c.unknown("task.robot.", robot.keys(), known)
+    for key in ("mjcf", "base_body", "keyframe", "floor_geom", "lin_vel_sensor", "ang_vel_sensor",
+                "orientation_sensor"):
+        value = robot.get(key)
+        if value is not None and not isinstance(value, str):
+            c.fail(f"task.robot.{key}", value, "a string" + (" or null" if key in ("mjcf", "keyframe") else ""))
+    for key in ("foot_geoms", "foot_bodies", "termination_geoms", "termination_bodies", "undesired_geoms",
+                "undesired_bodies"):
+        value = robot.get(key)
+        if value is not None and not (isinstance(value, str) or (isinstance(value, (list, tuple))
+                                                                 and all(isinstance(v, str) for v in value))):
+            c.fail(f"task.robot.{key}", value, "a name or a list of names (regular expressions)")
+    scale = robot.get("action_scale")
+    if scale is not None:
+        values = scale if isinstance(scale, (list, tuple)) else [scale]
+        if not values or not all(_is_number(v) and math.isfinite(v) and v > 0 for v in values):
+            c.fail("task.robot.action_scale", scale, "a number > 0 or a list of them (one per actuator)")
+    try:
+        RobotCfg.from_dict({k: v for k, v in robot.items() if k in known})
+    except (ValueError, TypeError) as e:
+        c.errors.append(f"task.robot: {e}")
 
 
 def _check_terrain(c: _Checker, task_name: str, terrain) -> None:
@@ -241,8 +282,8 @@ def _check_env(c: _Checker, task_name: str, env_cfg) -> None:
             top = "sim.backend" if key == "backend" else key
             c.errors.append(f"{full}: set the top-level key {top}=... instead")
             continue
-        if key == "terrain" and "terrain" in params:
-            c.errors.append(f"{full}: set the task's terrain section, task.terrain.*, instead")
+        if key in ("terrain", "robot") and key in params:
+            c.errors.append(f"{full}: set the task's {key} section, task.{key}.*, instead")
             continue
         if key not in params:
             c.errors.append(f"unknown key {full} for environment {task_name!r}"
@@ -281,6 +322,14 @@ def _check_env(c: _Checker, task_name: str, env_cfg) -> None:
             c.number(full, value)
         elif isinstance(default, str) and not isinstance(value, str):
             c.fail(full, value, "a string")
+        elif key == "deviation_joints":
+            if not (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):
+                c.fail(full, value, "a list of joint names (regular expressions)")
+        elif key == "action_scale" and default is None:  # the legged tasks': else the robot section's
+            values = value if isinstance(value, (list, tuple)) else [value]
+            if value is not None and not (values and all(_is_number(v) and math.isfinite(v) and v > 0
+                                                         for v in values)):
+                c.fail(full, value, "a number > 0, a list of them (one per actuator) or null (task.robot.action_scale)")
         elif isinstance(default, (tuple, list)):
             if not (isinstance(value, (list, tuple)) and len(value) == len(default)
                     and all(_is_number(v) and math.isfinite(v) for v in value)):
@@ -444,6 +493,10 @@ def validate(cfg, config_name: str = "train") -> None:
             _check_env(c, task["name"], task.get("env", {}))
         if "terrain" in task and isinstance(task.get("name"), str):
             _check_terrain(c, task["name"], task["terrain"])
+        if "robot" in task and isinstance(task.get("name"), str):
+            robot = task["robot"]
+            _check_robot(c, task["name"], OmegaConf.to_container(robot, resolve=True)
+                         if OmegaConf.is_config(robot) else robot)
         if "ppo" in task:
             _check_ppo(c, task["ppo"])
         if "shac" in task:
