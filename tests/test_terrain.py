@@ -235,9 +235,12 @@ def test_height_scan_matches_mj_ray_on_height_fields():
         HeightScan(tilted, [tilted.geom("extra").id], "cpu")
 
 
-def _rough(backend="warp", num_envs=4, **kwargs):
+HFIELD_SMALL = {**SMALL, "types": {"random_rough": 1.0, "pyramid_slope": 1.0}}
+
+
+def _rough(backend="warp", num_envs=4, terrain=SMALL, **kwargs):
     return envs.make("quadruped_rough", num_envs=num_envs, device="cpu", seed=0, backend=backend,
-                     terrain={**SMALL, "max_init_level": 1}, **kwargs)
+                     terrain={**terrain, "max_init_level": 1}, **kwargs)
 
 
 def test_env_spawns_at_patch_centres_and_moves_up_the_curriculum():
@@ -262,8 +265,34 @@ def test_env_spawns_at_patch_centres_and_moves_up_the_curriculum():
     assert extras["log"]["Curriculum/terrain_level"] == pytest.approx(0.25)
 
 
-def test_the_mujoco_backend_runs_the_same_scene():
-    warp_env, mj_env = _rough("warp", 2), _rough("mujoco", 2)
+def test_quadruped_steps_on_height_fields():
+    env = _rough(terrain=HFIELD_SMALL)
+    env.reset()
+    t = env.terrain
+    assert (t.num_hfields, t.num_boxes) == (1, 4)  # one field for both columns, the border's boxes
+    # spawn: the home height above the highest sample within 1 m of the patch centre
+    origins = env.terrain_origins[env.terrain_levels, env.terrain_types]
+    assert torch.allclose(env.sim.qpos[:, 2].float(), env.home_qpos[2].float() + origins[:, 2])
+    assert float(origins[env.terrain_types == 0, 2].min()) > 0.0  # row 1 of random_rough is not flat
+    for _ in range(10):
+        obs, _, terminated, _, _ = env.step(torch.zeros(4, 12))
+    assert torch.isfinite(obs["critic"]).all() and not terminated.any()
+    # every foot of every world stands on the height field, not deep in it
+    mjm, contact = env.sim.mj_model, env.sim.contact
+    field = set(t.geom_ids[t.num_boxes:])
+    geom = contact.geom.cpu().tolist()
+    for leg in ("FR", "FL", "RR", "RL"):
+        foot = mjm.geom(f"{leg}_foot").id
+        slots = [k for k, pair in enumerate(geom) if foot in pair and field & set(pair)]
+        assert len(slots) == 8  # 2 x 2 cells of 0.1 m under a 2 cm sphere, two prisms each
+        assert contact.active[:, slots].any(dim=1).all()
+        assert float(contact.dist[:, slots][contact.active[:, slots]].min()) > -0.01
+    assert ((env._base_height() > 0.2) & (env._base_height() < 0.4)).all()
+
+
+@pytest.mark.parametrize("terrain", [SMALL, HFIELD_SMALL], ids=["boxes", "height_fields"])
+def test_the_mujoco_backend_runs_the_same_scene(terrain):
+    warp_env, mj_env = _rough("warp", 2, terrain), _rough("mujoco", 2, terrain)
     a, b = warp_env.reset(), mj_env.reset()
     assert torch.allclose(a["critic"], b["critic"].float(), atol=1e-4)
     for _ in range(2):
