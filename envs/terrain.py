@@ -1,10 +1,11 @@
-"""Terrain for legged robots: a rows x cols grid of square patches built from boxes, in the manner
-of legged_gym (`legged_gym/utils/terrain.py`, Rudin et al., CoRL 2021) and Isaac Lab
-(`isaaclab/terrains`): rows are difficulty levels (row i has difficulty i / (rows - 1), from 0 to
-1), columns are terrain types, drawn from the configured proportions as legged_gym's curriculum
-layout does (column j takes the type whose cumulative proportion first exceeds j / cols + 0.001).
+"""Terrain for legged robots: a rows x cols grid of square patches built from boxes and height
+fields, in the manner of legged_gym (`legged_gym/utils/terrain.py` and `terrain_utils.py`, Rudin
+et al., CoRL 2021) and Isaac Lab (`isaaclab/terrains`): rows are difficulty levels (row i has
+difficulty i / (rows - 1), from 0 to 1), columns are terrain types, drawn from the configured
+proportions as legged_gym's curriculum layout does (column j takes the type whose cumulative
+proportion first exceeds j / cols + 0.001).
 
-Box types (simulated with today's box collisions):
+Box types:
 
 - `flat`: level ground.
 - `pyramid_stairs`: square steps rising toward a central platform (legged_gym's
@@ -17,25 +18,41 @@ Box types (simulated with today's box collisions):
 - `stepping_stones`: square stones at ground level with gaps over a pit, around a central platform
   (legged_gym's stepping_stones_terrain, stones at one height).
 
-Heightfield types (`random_rough`, `pyramid_slope`, `pyramid_slope_inv`): the engine collides
-`<hfield>` geoms, but this generator does not build them yet and the height scan casts no rays
-against them, so naming one is an `UnsupportedFeatureError`.
+Heightfield types (`<hfield>` geoms, samples `hfield_resolution` apart, 0.1 m as legged_gym's
+horizontal_scale):
 
-Geometry. Every terrain element is a box standing on the floor plane, which is lowered to
-z = -pit_depth; ground level is z = 0. The terrain's surface is then the maximum of its boxes'
-tops (a 2.5D height function, `Terrain.height_at`): stairs up are boxes stacked on one another
-(one box per step, the union gives the steps), stairs down are rings of four boxes per step, pits
-are where no box stands. The ground at level 0 (flat patches, the floor under stairs up and
-obstacles, the border around the grid) is merged into as few rectangles as the grid allows.
-The robot collides with every terrain box: boxes have contype 0 and the floor's conaffinity, so
-every robot geom that collides with the floor collides with them, or with `robot_geoms` given,
-boxes have conaffinity bit 30 only and those robot geoms get contype bit 30 too. Terrain boxes
-and the floor all belong to the world body, so MuJoCo never pairs them with one another
-(filterBodyPair).
+- `random_rough`: legged_gym's random_uniform_terrain: heights uniform over the multiples of
+  `rough_step` in [-h, h] (h = `rough_height`), drawn `rough_downsample` apart and interpolated
+  bilinearly.
+- `pyramid_slope`: legged_gym's pyramid_sloped_terrain: the ground rises at `slope` from the patch
+  edge toward a flat central platform (`platform_size`); the height is slope x half-side x the
+  product of two tents, so the rise is `slope` along the patch's centre lines.
+- `pyramid_slope_inv`: the same, falling toward the centre.
 
-Cost. Each box is a candidate pair with every robot geom that can touch it, tested every
-physics step (simrl.sim.collision_driver) and owning fixed contact slots; see docs/GUIDE.md
-"Terrain" for the measured cost per box. Keep boxes few: `Terrain.num_boxes`.
+Geometry. Every box stands on the floor plane, which is lowered to z = -pit_depth; ground level is
+z = 0. The terrain's surface is the maximum of its boxes' tops and height fields' surfaces (a 2.5D
+height function, `Terrain.height_at`): stairs up are boxes stacked on one another (one box per
+step, the union gives the steps), stairs down are rings of four boxes per step, pits are where no
+box stands. The ground at level 0 (flat patches, the floor under stairs up and obstacles, the
+border around the grid) is merged into as few rectangles as the grid allows. Adjacent
+heightfield columns share one `<hfield>` geom spanning all rows (`Terrain.hfields`), its base
+reaching down to the floor plane; between samples its surface is MuJoCo's, each cell split into
+two triangles along the diagonal from sample (r, c) to (r + 1, c + 1) (engine_ray.c ray_hfield,
+engine_collision_convex.c mjc_ConvexHField), which `height_at` and the height scan follow.
+The robot collides with every terrain geom: boxes and height fields have contype 0 and the
+floor's conaffinity, so every robot geom that collides with the floor collides with them, or with
+`robot_geoms` given, they have conaffinity bit 30 only and those robot geoms get contype bit 30
+too. Terrain geoms and the floor all belong to the world body, so MuJoCo never pairs them with
+one another (filterBodyPair).
+
+Cost. Each terrain geom is a candidate pair with every robot geom that can touch it, tested every
+physics step (simrl.sim.collision_driver) and owning fixed contact slots: a box-robot pair 1 to 8,
+a height field-robot pair one per prism under the robot geom's bounding sphere, up to 50
+(contact_tables.hfield_slots; at 0.1 m the quadruped's trunk 50, a thigh 32, a calf 18, a foot 8),
+whatever the field's size, since the pair visits only the cells under the geom. Hence one field
+per run of adjacent heightfield columns, not one per patch: list the heightfield types next to
+one another in `types`. See docs/GUIDE.md "Terrain" for the measured cost. Keep geoms few:
+`Terrain.num_boxes`, `Terrain.num_hfields`.
 
     spec = mujoco.MjSpec.from_file("envs/assets/quadruped.xml")
     terrain = add_terrain(spec, TerrainCfg(rows=5, cols=4, seed=0))
