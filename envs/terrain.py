@@ -97,7 +97,7 @@ class TerrainCfg:
     border: float = 3.0
     #: {type: proportion} of the columns; types from BOX_TYPES and HEIGHTFIELD_TYPES
     types: dict = dataclasses.field(default_factory=lambda: {
-        "flat": 0.25, "pyramid_stairs": 0.25, "pyramid_stairs_inv": 0.25, "discrete_obstacles": 0.25})
+        "random_rough": 0.25, "pyramid_stairs": 0.25, "pyramid_stairs_inv": 0.25, "discrete_obstacles": 0.25})
     #: seed of the random patches (obstacles, stones)
     seed: int = 0
     #: depth of the floor plane (the bottom of pits) below ground level
