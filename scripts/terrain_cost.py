@@ -34,12 +34,15 @@ def measure(name: str, worlds: int, steps: int, **kwargs) -> dict:
 
     for _ in range(3):
         env.step(actions())
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(steps):
         env.step(actions())
     seconds = time.perf_counter() - start
+    # this process's CPU time: less sensitive than the wall clock to other processes on a shared machine
+    cpu_seconds = time.process_time() - cpu_start
     terrain = getattr(env, "terrain", None)
     return {"task": name, "worlds": worlds, "env_steps_per_s": worlds * steps / seconds,
+            "cpu_ms_per_step": 1e3 * cpu_seconds / steps,
             "boxes": terrain.num_boxes if terrain is not None else 0,
             "hfields": terrain.num_hfields if terrain is not None else 0, "ngeom": env.sim.mj_model.ngeom,
             "contact_slots": int(env.sim.contact.geom.shape[0])}
@@ -66,9 +69,11 @@ def main():
         print(f"{r['task']:16s} worlds={r['worlds']} boxes={r['boxes']:4d} hfields={r['hfields']} "
               f"ngeom={r['ngeom']:4d} contact slots={r['contact_slots']:6d}  {r['env_steps_per_s']:9,.0f} env steps/s"
               f"  {1e3 * r['worlds'] / r['env_steps_per_s']:7.1f} ms per step of all worlds"
+              f" ({r['cpu_ms_per_step']:7.1f} ms CPU time)"
               + (f"  terrain {r['terrain']}" if "terrain" in r else ""))
     for r in results[1:]:
-        print(f"rough / flat: {r['env_steps_per_s'] / flat['env_steps_per_s']:.2f}  ({r['terrain']})")
+        print(f"rough / flat: {r['env_steps_per_s'] / flat['env_steps_per_s']:.2f}, CPU time "
+              f"{r['cpu_ms_per_step'] / flat['cpu_ms_per_step']:.1f}x  ({r['terrain']})")
 
 
 if __name__ == "__main__":
