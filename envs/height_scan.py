@@ -1,14 +1,20 @@
 """Height scan: a grid of vertical rays around a robot's base, cast in Warp against the terrain
-geoms (planes and boxes), as Isaac Lab's RayCaster with a GridPatternCfg and yaw-only attachment
+geoms (planes, boxes and height fields), as Isaac Lab's RayCaster with a GridPatternCfg and yaw-only attachment
 (`isaaclab/sensors/ray_caster`; legged_gym's measured_heights, `legged_gym/envs/base/
 legged_robot.py`, samples its heightfield at the same kind of grid).
 
 The grid has `size` = (length along the base's heading, width) and `resolution` spacing, centred
 on the base, rotated by the base's yaw only; every ray starts `start_height` above the highest
-terrain point and points down (-z). One Warp kernel runs over (worlds x rays); each ray tests
-every terrain geom with MuJoCo's ray functions (mju_rayGeom for boxes, simrl.sim.ray; ray_plane
-here, engine_ray.c) and keeps the nearest hit. The observation is Isaac Lab's `height_scan`:
-base z - hit z - offset, clipped to `clip`.
+terrain point and points down (-z). One Warp kernel runs over (worlds x rays), each thread on
+its own ray (no shared state, the same on the GPU and Warp's CPU backend); each ray tests every
+terrain geom with MuJoCo's ray functions (mju_rayGeom for boxes, simrl.sim.ray; ray_plane and
+ray_hfield_down here, engine_ray.c) and keeps the nearest hit. The observation is Isaac Lab's
+`height_scan`: base z - hit z - offset, clipped to `clip`.
+
+Height fields: the rays are always vertical, so against a field whose z axis is vertical (any
+yaw) a ray meets the triangle of the one cell under it; a field tilted otherwise would need
+mj_ray's general case (ray-box on the field's bounds, its sides and base, every triangle the
+ray's shadow crosses) and is refused by HeightScan.
 """
 
 import mujoco
@@ -19,6 +25,7 @@ import warp as wp
 from simrl.sim import ray as simrl_ray
 
 GEOM_PLANE = 0
+GEOM_HFIELD = 1
 #: MINVAL of engine_ray.c (mjMINVAL)
 _MINVAL = 1e-15
 
@@ -42,11 +49,45 @@ def ray_plane(pos: wp.vec3, mat: wp.mat33, size: wp.vec3, pnt: wp.vec3, vec: wp.
     return x
 
 
+@wp.func
+def ray_hfield_down(pos: wp.vec3, mat: wp.mat33, size: wp.vec4, nrow: int, ncol: int, adr: int,
+                    data: wp.array(dtype=float), pnt: wp.vec3):
+    """mju_rayGeom for a height field (engine_ray.c ray_hfield) and a ray straight down (-z) from
+    above the field's top (HeightScan's start_z), the field's z axis vertical: the distance to the
+    surface of the cell under the ray, -1 outside the field. Cell (r, c) is MuJoCo's two triangles
+    (r, c), (r + 1, c + 1), (r, c + 1) and (r, c), (r + 1, c + 1), (r + 1, c) (ray_hfield, and
+    mjc_ConvexHField's prisms); elevation x size[2] above the geom's origin. A vertical ray from
+    above inside the footprint meets the top first, outside it meets neither sides nor base."""
+    lpnt = wp.transpose(mat) * (pnt - pos)
+    x = float(-1.0)
+    if wp.abs(lpnt[0]) <= size[0] and wp.abs(lpnt[1]) <= size[1]:
+        u = (lpnt[0] + size[0]) / (2.0 * size[0]) * float(ncol - 1)
+        v = (lpnt[1] + size[1]) / (2.0 * size[1]) * float(nrow - 1)
+        c = wp.clamp(int(wp.floor(u)), 0, ncol - 2)
+        r = wp.clamp(int(wp.floor(v)), 0, nrow - 2)
+        fu = u - float(c)
+        fv = v - float(r)
+        k = adr + r * ncol + c
+        h00 = data[k]
+        h01 = data[k + 1]  # (r, c + 1)
+        h10 = data[k + ncol]  # (r + 1, c)
+        h11 = data[k + ncol + 1]
+        h = float(0.0)
+        if fu >= fv:  # the triangle (r, c), (r, c + 1), (r + 1, c + 1)
+            h = h00 + (h01 - h00) * fu + (h11 - h01) * fv
+        else:  # the triangle (r, c), (r + 1, c), (r + 1, c + 1)
+            h = h00 + (h10 - h00) * fv + (h11 - h10) * fu
+        x = lpnt[2] - h * size[2]
+    return x
+
+
 @wp.kernel
 def height_scan_kernel(
     # Model:
     geom_type: wp.array(dtype=int), geom_pos: wp.array(dtype=wp.vec3), geom_mat: wp.array(dtype=wp.mat33),
-    geom_size: wp.array(dtype=wp.vec3), pattern: wp.array(dtype=wp.vec2), start_z: float,
+    geom_size: wp.array(dtype=wp.vec3), geom_hfield: wp.array(dtype=int), hfield_size: wp.array(dtype=wp.vec4),
+    hfield_nrow: wp.array(dtype=int), hfield_ncol: wp.array(dtype=int), hfield_adr: wp.array(dtype=int),
+    hfield_data: wp.array(dtype=float), pattern: wp.array(dtype=wp.vec2), start_z: float,
     # Data in:
     base_pose: wp.array2d(dtype=float),
     # Data out:
@@ -68,6 +109,10 @@ def height_scan_kernel(
         x = float(-1.0)
         if geom_type[g] == GEOM_PLANE:
             x = ray_plane(geom_pos[g], geom_mat[g], geom_size[g], pnt, vec)
+        elif geom_type[g] == GEOM_HFIELD:
+            h = geom_hfield[g]
+            x = ray_hfield_down(geom_pos[g], geom_mat[g], hfield_size[h], hfield_nrow[h], hfield_ncol[h],
+                                hfield_adr[h], hfield_data, pnt)
         else:
             x = _ray_geom(geom_pos[g], geom_mat[g], geom_size[g], geom_type[g], pnt, vec)
         if x >= 0.0 and (best < 0.0 or x < best):
@@ -91,7 +136,8 @@ def grid_pattern(size=(1.6, 1.0), resolution: float = 0.1) -> np.ndarray:
 
 
 class HeightScan:
-    """Rays down onto the static geoms `geom_ids` (planes and boxes of the world body) of `mjm`.
+    """Rays down onto the static geoms `geom_ids` (planes, boxes and height fields of the world
+    body; height fields with a vertical z axis) of `mjm`.
 
     Args:
         mjm: the compiled model.
@@ -110,9 +156,10 @@ class HeightScan:
             if int(mjm.geom_bodyid[g]) != 0:
                 raise ValueError(f"height scan: geom {mjm.geom(g).name!r} is not on the world body (the scan casts "
                                  f"against static geoms only)")
-            if int(mjm.geom_type[g]) not in (GEOM_PLANE, simrl_ray.GEOM_BOX):
+            if int(mjm.geom_type[g]) not in (GEOM_PLANE, GEOM_HFIELD, simrl_ray.GEOM_BOX):
                 raise ValueError(f"height scan: geom {mjm.geom(g).name!r} is a "
-                                 f"{mujoco.mjtGeom(int(mjm.geom_type[g])).name}; the scan hits planes and boxes")
+                                 f"{mujoco.mjtGeom(int(mjm.geom_type[g])).name}; the scan hits planes, boxes and "
+                                 f"height fields")
         if not resolution > 0 or not all(s >= 0 for s in size):
             raise ValueError(f"height scan: size must be >= 0 and resolution > 0, got {size}, {resolution}")
         wp.init()
@@ -123,9 +170,20 @@ class HeightScan:
         mats = np.zeros((len(geom_ids), 9))
         for k, g in enumerate(geom_ids):
             mujoco.mju_quat2Mat(mats[k], mjm.geom_quat[g])
-        tops = [mjm.geom_pos[g][2] + (mjm.geom_size[g][2] if mjm.geom_type[g] == simrl_ray.GEOM_BOX else 0.0)
-                for g in geom_ids]
-        self.start_z = float(max(tops, default=0.0) + start_height)
+            if int(mjm.geom_type[g]) == GEOM_HFIELD and abs(mats[k, 6]) + abs(mats[k, 7]) > 1e-9:
+                raise ValueError(f"height scan: height field geom {mjm.geom(g).name!r} is tilted (its z axis is "
+                                 f"not vertical); the scan's vertical rays handle height fields turned about z "
+                                 f"only (mj_ray's general hfield case is not implemented)")
+        hfield = [int(mjm.geom_dataid[g]) if mjm.geom_type[g] == GEOM_HFIELD else -1 for g in geom_ids]
+
+        def top(k, g):
+            if mjm.geom_type[g] == simrl_ray.GEOM_BOX:
+                return mjm.geom_pos[g][2] + mjm.geom_size[g][2]
+            if mjm.geom_type[g] == GEOM_HFIELD:
+                return mjm.geom_pos[g][2] + mjm.hfield_size[hfield[k]][2]
+            return mjm.geom_pos[g][2]
+
+        self.start_z = float(max((top(k, g) for k, g in enumerate(geom_ids)), default=0.0) + start_height)
 
         def array(values, dtype):
             return wp.array(np.asarray(values, dtype=np.float32 if dtype is not int else np.int32), dtype=dtype,
@@ -135,6 +193,14 @@ class HeightScan:
         self._geom_pos = array(mjm.geom_pos[geom_ids], wp.vec3)
         self._geom_mat = array(mats.reshape(-1, 3, 3), wp.mat33)
         self._geom_size = array(mjm.geom_size[geom_ids], wp.vec3)
+        self._geom_hfield = array(hfield, int)
+        # the model's height fields (one dummy when it has none: Warp arrays of length 0 are avoided)
+        nh = max(mjm.nhfield, 1)
+        self._hfield_size = array(mjm.hfield_size if mjm.nhfield else np.ones((1, 4)), wp.vec4)
+        self._hfield_nrow = array(mjm.hfield_nrow if mjm.nhfield else np.full(nh, 2), int)
+        self._hfield_ncol = array(mjm.hfield_ncol if mjm.nhfield else np.full(nh, 2), int)
+        self._hfield_adr = array(mjm.hfield_adr if mjm.nhfield else np.zeros(nh), int)
+        self._hfield_data = array(mjm.hfield_data if mjm.nhfielddata else np.zeros(4), float)
         self._pattern = array(self.pattern, wp.vec2)
 
     @property
@@ -147,8 +213,9 @@ class HeightScan:
         pose = base_pose.detach().to(device=self.device, dtype=torch.float32).contiguous()
         out = torch.empty(pose.shape[0], self.num_rays, dtype=torch.float32, device=self.device)
         wp.launch(height_scan_kernel, dim=(pose.shape[0], self.num_rays),
-                  inputs=[self._geom_type, self._geom_pos, self._geom_mat, self._geom_size, self._pattern,
-                          self.start_z, wp.from_torch(pose)],
+                  inputs=[self._geom_type, self._geom_pos, self._geom_mat, self._geom_size, self._geom_hfield,
+                          self._hfield_size, self._hfield_nrow, self._hfield_ncol, self._hfield_adr,
+                          self._hfield_data, self._pattern, self.start_z, wp.from_torch(pose)],
                   outputs=[wp.from_torch(out)], device=self.wp_device)
         return out
 
@@ -158,4 +225,4 @@ class HeightScan:
         return (z - self.hit_z(base_pose) - self.offset).clamp(*self.clip)
 
 
-__all__ = ["HeightScan", "grid_pattern", "height_scan_kernel", "ray_plane"]
+__all__ = ["HeightScan", "grid_pattern", "height_scan_kernel", "ray_hfield_down", "ray_plane"]

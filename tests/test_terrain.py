@@ -1,6 +1,7 @@
-"""Box terrain (envs/terrain.py), the height scan (envs/height_scan.py) and the rough-terrain task
-(envs/quadruped_rough.py): generator determinism and geometry, heightfield types refused by name,
-the curriculum rule, ray casts against mujoco.mj_ray, spawning at patch centres, both backends."""
+"""Terrain (envs/terrain.py: boxes and height fields), the height scan (envs/height_scan.py) and the
+rough-terrain task (envs/quadruped_rough.py): generator determinism and geometry, difficulty
+scaling of the heightfield types, the curriculum rule, the surface and the ray casts against
+mujoco.mj_ray, spawning at patch centres, stepping on height fields, both backends."""
 
 import dataclasses
 
@@ -13,10 +14,13 @@ import envs
 from envs import ASSETS_DIR
 from envs.height_scan import HeightScan
 from envs.quadruped_rough import update_terrain_levels
-from envs.terrain import BOX_TYPES, TERRAIN_GROUP, TerrainCfg, generate, terrain_model
-from simrl.errors import ConfigError, UnsupportedFeatureError
+from envs.terrain import BOX_TYPES, HEIGHTFIELD_TYPES, TERRAIN_GROUP, TerrainCfg, add_terrain, generate, terrain_model
+from simrl.errors import ConfigError
 
 ALL_TYPES = {name: 1.0 for name in BOX_TYPES}
+HFIELD_TYPES = {name: 1.0 for name in HEIGHTFIELD_TYPES}
+# height field runs split by box columns: random_rough | stairs | slope, slope_inv
+MIXED = {"random_rough": 1.0, "pyramid_stairs_inv": 1.0, "pyramid_slope": 1.0, "pyramid_slope_inv": 1.0}
 SMALL = {"rows": 2, "cols": 2, "types": {"pyramid_stairs": 1.0, "pyramid_stairs_inv": 1.0}, "border": 1.0}
 
 
@@ -65,14 +69,84 @@ def test_stairs_rise_and_fall_toward_the_centre_and_patches_stay_in_bounds():
     assert t.height_at(-0.5 * cfg.border, 1.0) == 0.0 and t.height_at(1.0, 5 * s + 0.5 * cfg.border) == 0.0
 
 
-def test_heightfield_types_are_refused_by_name():
-    for name in ("random_rough", "pyramid_slope", "pyramid_slope_inv"):
-        with pytest.raises(UnsupportedFeatureError, match=f"'{name}' is a heightfield terrain"):
-            TerrainCfg(types={"flat": 1.0, name: 1.0})
+def test_unknown_types_and_keys_are_refused():
     with pytest.raises(ValueError, match="unknown terrain type 'stairs'"):
         TerrainCfg(types={"stairs": 1.0})
     with pytest.raises(ValueError, match="unknown terrain keys"):
         TerrainCfg.from_dict({"row": 3})
+    with pytest.raises(ValueError, match="hfield_resolution=0.3 must divide patch_size=4.0"):
+        TerrainCfg(types=HFIELD_TYPES, hfield_resolution=0.3)
+
+
+def test_heightfield_generator_is_deterministic_in_its_seed():
+    cfg = TerrainCfg(rows=3, cols=3, types=HFIELD_TYPES, seed=3)
+    a, b = generate(cfg), generate(cfg)
+    assert a.num_hfields == 1 and a.num_boxes == 4  # one field for the three adjacent columns; the border
+    assert np.array_equal(a.hfields[0].heights, b.hfields[0].heights) and np.array_equal(a.origins, b.origins)
+    c = generate(dataclasses.replace(cfg, seed=4)).hfields[0].heights
+    n = 40  # samples per patch side: 4 m / 0.1 m
+    rough = np.s_[: n, :]  # column 0: random_rough (rows of samples along y)
+    slopes = np.s_[n + 1:, :]
+    assert not np.array_equal(a.hfields[0].heights[rough], c[rough])
+    assert np.array_equal(a.hfields[0].heights[slopes], c[slopes])  # the slopes are not random
+    # the field covers the three columns and every row, at 0.1 m
+    field = a.hfields[0]
+    assert field.heights.shape == (3 * n + 1, 3 * n + 1) and (field.x0, field.y0, field.dx) == (0.0, 0.0, 0.1)
+    assert (field.x1, field.y1, field.columns) == (12.0, 12.0, (0, 2))
+
+
+def test_heightfield_difficulty_scaling():
+    cfg = TerrainCfg(rows=5, cols=3, types=HFIELD_TYPES, seed=0, pit_depth=1.0)
+    t = generate(cfg)
+    field, n, step = t.hfields[0], 40, cfg.rough_step
+    rough_max, slopes = [], []
+    for i in range(cfg.rows):
+        d = i / (cfg.rows - 1)
+        h = cfg.rough_height[0] + (cfg.rough_height[1] - cfg.rough_height[0]) * d
+        patch = field.heights[0:n, i * n:(i + 1) * n]  # the shared edges hold the next patch's samples
+        rough_max.append(np.abs(patch).max())
+        # heights are multiples of rough_step within [-h, h], the extremes drawn on 21 x 21 coarse points
+        assert np.allclose(patch / step, np.round(patch / step), atol=1e-4)
+        assert rough_max[-1] == pytest.approx(np.floor(h / step + 1e-9) * step, abs=1e-6)
+        slope = cfg.slope[0] + (cfg.slope[1] - cfg.slope[0]) * d
+        slopes.append(slope)
+        x0, x1, _, _ = t.patch_bounds(i, 1)
+        xs = np.linspace(x0, x0 + 0.5, 6)
+        for col, sign in ((1, 1.0), (2, -1.0)):  # pyramid_slope, pyramid_slope_inv
+            cy = (col + 0.5) * cfg.patch_size
+            line = t.height_at(xs, np.full(6, cy))
+            # along the centre line the slope rises (falls) at `slope` from the edge (legged_gym)
+            assert np.allclose(np.diff(line) / 0.1, sign * slope, atol=1e-5)
+            # the platform: slope x half x (1 - platform / patch)^2 = 0.5 slope with the defaults
+            assert t.origins[i, col, 2] == pytest.approx(sign * 0.5 * slope, abs=1e-6)
+            assert t.height_at((x0 + x1) / 2 + 0.7, cy) == pytest.approx(sign * 0.5 * slope, abs=1e-6)
+    assert all(np.diff(rough_max) > 0) and rough_max[0] <= 0.01 + 1e-6  # near flat at difficulty 0
+    assert np.abs(field.heights[n + 1:, 0:n + 1]).max() == 0.0  # the slopes are flat at difficulty 0
+
+
+def _mj_ray_down(mjm, points, start_z):
+    """Hit z of mujoco.mj_ray straight down from (x, y, start_z) onto the terrain group's geoms."""
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    group = np.zeros(6, np.uint8)
+    group[TERRAIN_GROUP] = 1  # the terrain and the floor, not the robot
+    geomid = np.zeros(1, np.int32)
+    down = np.array([0.0, 0.0, -1.0])
+    return np.array([start_z - mujoco.mj_ray(mjm, mjd, np.array([x, y, start_z]), down, group, 1, -1, geomid)
+                     for x, y in points])
+
+
+def test_height_at_matches_mj_ray_on_height_fields():
+    mjm, t = terrain_model(ASSETS_DIR / "quadruped.xml", TerrainCfg(rows=3, cols=4, types=MIXED, seed=5))
+    assert t.num_hfields == 2 and [f.columns for f in t.hfields] == [(0, 0), (2, 3)]
+    rng = np.random.default_rng(1)
+    points = np.stack([rng.uniform(-1, 13, 4000), rng.uniform(-1, 17, 4000)], axis=1)
+    reference = _mj_ray_down(mjm, points, 3.0)
+    assert np.abs(t.height_at(points[:, 0], points[:, 1]) - reference).max() < 1e-9
+    as_torch = t.height_at(torch.tensor(points[:, 0], dtype=torch.float32), torch.tensor(points[:, 1],
+                                                                                       dtype=torch.float32))
+    assert np.abs(as_torch.numpy() - reference).max() < 2e-5
+    assert len(np.unique(np.round(reference, 3))) > 100  # rough and sloped surfaces, not a few levels
 
 
 def test_terrain_boxes_collide_with_the_robot_only():
@@ -101,43 +175,72 @@ def test_curriculum_rule():
     assert new.tolist() == [1, 1, 3, 2, 3, 0]
 
 
+def _random_poses(rng, n, x_range, y_range):
+    pose = np.zeros((n, 7))
+    pose[:, 0] = rng.uniform(*x_range, n)
+    pose[:, 1] = rng.uniform(*y_range, n)
+    pose[:, 2] = rng.uniform(-0.6, 1.2, n)
+    q = rng.normal(size=(n, 4))
+    pose[:, 3:] = q / np.linalg.norm(q, axis=1, keepdims=True)
+    return pose
+
+
+def _scan_reference(mjm, scan, pose):
+    """mj_ray's hit z for every ray of `scan` at base poses [n, 7] (the pattern turned by the yaw)."""
+    points = []
+    for qw, qx, qy, qz in pose[:, 3:]:
+        yaw = np.arctan2(2 * (qw * qz + qx * qy), 1 - 2 * (qy * qy + qz * qz))
+        c, s = np.cos(yaw), np.sin(yaw)
+        points.append(np.stack([c * scan.pattern[:, 0] - s * scan.pattern[:, 1],
+                                s * scan.pattern[:, 0] + c * scan.pattern[:, 1]], axis=1))
+    points = np.stack(points) + pose[:, None, :2]
+    return _mj_ray_down(mjm, points.reshape(-1, 2), scan.start_z).reshape(len(pose), -1)
+
+
 def test_height_scan_matches_mj_ray():
     mjm, t = terrain_model(ASSETS_DIR / "quadruped.xml", TerrainCfg(rows=3, cols=5, types=ALL_TYPES, seed=2))
     scan = HeightScan(mjm, [mjm.geom("floor").id] + t.geom_ids, "cpu")
     assert scan.num_rays == 17 * 11
-    rng = np.random.default_rng(0)
-    n = 16
-    pose = np.zeros((n, 7))
-    pose[:, 0] = rng.uniform(-2, 3 * 4 + 2, n)
-    pose[:, 1] = rng.uniform(-2, 5 * 4 + 2, n)
-    pose[:, 2] = rng.uniform(-0.6, 1.2, n)
-    q = rng.normal(size=(n, 4))
-    pose[:, 3:] = q / np.linalg.norm(q, axis=1, keepdims=True)
+    pose = _random_poses(np.random.default_rng(0), 16, (-2, 3 * 4 + 2), (-2, 5 * 4 + 2))
     hit = scan.hit_z(torch.tensor(pose)).numpy()
-    mjd = mujoco.MjData(mjm)
-    mjd.qpos[:7] = pose[0]
-    mujoco.mj_forward(mjm, mjd)
-    group = np.zeros(6, np.uint8)
-    group[TERRAIN_GROUP] = 1  # the terrain and the floor, not the robot
-    geomid = np.zeros(1, np.int32)
-    reference = np.zeros_like(hit)
-    for w in range(n):
-        qw, qx, qy, qz = pose[w, 3:]
-        yaw = np.arctan2(2 * (qw * qz + qx * qy), 1 - 2 * (qy * qy + qz * qz))
-        c, s = np.cos(yaw), np.sin(yaw)
-        for r, (px, py) in enumerate(scan.pattern):
-            pnt = np.array([pose[w, 0] + c * px - s * py, pose[w, 1] + s * px + c * py, scan.start_z])
-            reference[w, r] = scan.start_z - mujoco.mj_ray(mjm, mjd, pnt, np.array([0.0, 0.0, -1.0]), group, 1, -1,
-                                                           geomid)
+    reference = _scan_reference(mjm, scan, pose)
     assert np.abs(hit - reference).max() < 2e-6
     assert len(np.unique(np.round(reference, 3))) > 5  # the rays met boxes at several heights and the pit floor
     heights = scan.heights(torch.tensor(pose)).numpy()
     assert np.allclose(heights, np.clip(pose[:, 2:3] - reference - 0.5, -1, 1), atol=2e-6)
 
 
-def _rough(backend="warp", num_envs=4, **kwargs):
+def test_height_scan_matches_mj_ray_on_height_fields():
+    spec = mujoco.MjSpec.from_file(str(ASSETS_DIR / "quadruped.xml"))
+    t = add_terrain(spec, TerrainCfg(rows=3, cols=4, types=MIXED, seed=5))
+    # one more field beyond the grid, turned about z by 0.5 rad, raised, with a coarse odd grid
+    spec.add_hfield(name="extra", nrow=7, ncol=5, size=[1.5, 1.0, 0.4, 0.2],
+                    userdata=np.random.default_rng(2).uniform(0, 1, 35).tolist())
+    spec.worldbody.add_geom(name="extra", type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname="extra", pos=[6, -4, 0.3],
+                            quat=[np.cos(0.25), 0, 0, np.sin(0.25)], group=TERRAIN_GROUP, contype=0, conaffinity=0)
+    mjm = spec.compile()
+    geoms = [mjm.geom(n).id for n in ["floor", "extra"] + [g.name for g in spec.geoms if g.name.startswith("terrain_")]]
+    scan = HeightScan(mjm, geoms, "cpu")
+    assert scan.start_z == pytest.approx(max(t.top, 0.7) + 1.0)
+    rng = np.random.default_rng(3)
+    pose = np.concatenate([_random_poses(rng, 12, (-1, 13), (-1, 17)), _random_poses(rng, 4, (4.5, 7.5), (-5, -3))])
+    hit = scan.hit_z(torch.tensor(pose)).numpy()
+    reference = _scan_reference(mjm, scan, pose)
+    assert np.abs(hit - reference).max() < 2e-6  # measured: 4.8e-7 (float32 kernel)
+    assert len(np.unique(np.round(reference[-4:], 3))) > 50  # the rays of the last poses met the turned field
+    # a field tilted off the vertical is refused by name
+    next(g for g in spec.geoms if g.name == "extra").quat = [np.cos(0.1), np.sin(0.1), 0, 0]
+    tilted = spec.compile()
+    with pytest.raises(ValueError, match="height field geom 'extra' is tilted"):
+        HeightScan(tilted, [tilted.geom("extra").id], "cpu")
+
+
+HFIELD_SMALL = {**SMALL, "types": {"random_rough": 1.0, "pyramid_slope": 1.0}}
+
+
+def _rough(backend="warp", num_envs=4, terrain=SMALL, **kwargs):
     return envs.make("quadruped_rough", num_envs=num_envs, device="cpu", seed=0, backend=backend,
-                     terrain={**SMALL, "max_init_level": 1}, **kwargs)
+                     terrain={**terrain, "max_init_level": 1}, **kwargs)
 
 
 def test_env_spawns_at_patch_centres_and_moves_up_the_curriculum():
@@ -162,8 +265,34 @@ def test_env_spawns_at_patch_centres_and_moves_up_the_curriculum():
     assert extras["log"]["Curriculum/terrain_level"] == pytest.approx(0.25)
 
 
-def test_the_mujoco_backend_runs_the_same_scene():
-    warp_env, mj_env = _rough("warp", 2), _rough("mujoco", 2)
+def test_quadruped_steps_on_height_fields():
+    env = _rough(terrain=HFIELD_SMALL)
+    env.reset()
+    t = env.terrain
+    assert (t.num_hfields, t.num_boxes) == (1, 4)  # one field for both columns, the border's boxes
+    # spawn: the home height above the highest sample within 1 m of the patch centre
+    origins = env.terrain_origins[env.terrain_levels, env.terrain_types]
+    assert torch.allclose(env.sim.qpos[:, 2].float(), env.home_qpos[2].float() + origins[:, 2])
+    assert float(origins[env.terrain_types == 0, 2].min()) > 0.0  # row 1 of random_rough is not flat
+    for _ in range(10):
+        obs, _, terminated, _, _ = env.step(torch.zeros(4, 12))
+    assert torch.isfinite(obs["critic"]).all() and not terminated.any()
+    # every foot of every world stands on the height field, not deep in it
+    mjm, contact = env.sim.mj_model, env.sim.contact
+    field = set(t.geom_ids[t.num_boxes:])
+    geom = contact.geom.cpu().tolist()
+    for leg in ("FR", "FL", "RR", "RL"):
+        foot = mjm.geom(f"{leg}_foot").id
+        slots = [k for k, pair in enumerate(geom) if foot in pair and field & set(pair)]
+        assert len(slots) == 8  # 2 x 2 cells of 0.1 m under a 2 cm sphere, two prisms each
+        assert contact.active[:, slots].any(dim=1).all()
+        assert float(contact.dist[:, slots][contact.active[:, slots]].min()) > -0.01
+    assert ((env._base_height() > 0.2) & (env._base_height() < 0.4)).all()
+
+
+@pytest.mark.parametrize("terrain", [SMALL, HFIELD_SMALL], ids=["boxes", "height_fields"])
+def test_the_mujoco_backend_runs_the_same_scene(terrain):
+    warp_env, mj_env = _rough("warp", 2, terrain), _rough("mujoco", 2, terrain)
     a, b = warp_env.reset(), mj_env.reset()
     assert torch.allclose(a["critic"], b["critic"].float(), atol=1e-4)
     for _ in range(2):
@@ -181,10 +310,11 @@ def test_task_terrain_keys_are_checked():
     task = OmegaConf.to_container(OmegaConf.load(tasks.TASKS_DIR / "quadruped_rough.yaml"))
     validate({"task": task})
     assert env_kwargs(task)["terrain"] == task["terrain"]
-    bad = {**task, "terrain": {**task["terrain"], "rowz": 3, "types": {"random_rough": 1.0}}}
+    bad = {**task, "terrain": {**task["terrain"], "rowz": 3, "types": {"random_rugged": 1.0}}}
     with pytest.raises(ConfigError) as info:
         validate({"task": bad})
     assert "unknown key task.terrain.rowz; did you mean 'rows'?" in str(info.value)
-    assert "'random_rough' is a heightfield terrain" in str(info.value)
+    assert "unknown terrain type 'random_rugged'" in str(info.value)
+    validate({"task": {**task, "terrain": {**task["terrain"], "types": {"random_rough": 1.0, "pyramid_slope": 1.0}}}})
     with pytest.raises(ConfigError, match="task.env.terrain: set the task's terrain section"):
         validate({"task": {**task, "env": {**task["env"], "terrain": {}}}})
