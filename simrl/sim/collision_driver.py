@@ -56,7 +56,7 @@ def pair_functions(scalar):
     prim = collision_primitive.build(scalar)
     convex = collision_convex.build(scalar)
 
-    @wp.func
+    @wp.func(inline=True)
     def far_apart(m: Model, d: Data, w: int, g1: int, g2: int, margin: scalar):
         """mj_filterSphere: bounding spheres (or plane and sphere) farther apart than margin."""
         r1 = m.geom_rbound[g1]
@@ -72,7 +72,8 @@ def pair_functions(scalar):
         return False
 
     def make(collider, nslot):
-        @wp.func
+        # inlined into the loop over pairs (a call copies the Model and Data structs on the CPU)
+        @wp.func(inline=True)
         def collide_pair(m: Model, d: Data, w: int, p: int):
             g = m.cpair_geom[p]
             g1 = g[0]

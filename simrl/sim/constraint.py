@@ -503,7 +503,8 @@ def build(scalar):
             else:
                 clear_row(d, w, r)
 
-    @wp.func
+    # inlined into the loop over slots: a call copies the Model and Data structs (13 KB) on the CPU
+    @wp.func(inline=True)
     def contact_rows(m: Model, d: Data, w: int, c: int):
         """The rows of contact slot c: active when the slot holds a contact within its margin
         (contacts in the gap get no rows)."""
@@ -563,9 +564,14 @@ def build(scalar):
                 r_py = scalar(2.0) * mu * mu * r_0
                 for e in range(nrow):
                     set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, r_py, k, b)
-        else:
+        elif d.efc_active[w, r0] != 0:
+            # deactivate the rows (clear_row's writes, inline: a call copies the Data struct on the
+            # CPU); rows that were inactive already are left alone, so that a far slot, the common
+            # case on terrain, costs a few loads (an inactive row has D = 0 and force 0 by then)
             for e in range(nrow):
-                clear_row(d, w, r0 + e)
+                d.efc_active[w, r0 + e] = 0
+                d.efc_D[w, r0 + e] = scalar(0.0)
+                d.efc_force[w, r0 + e] = scalar(0.0)
 
     @wp.func
     def constraint_list(m: Model, d: Data, w: int):
