@@ -288,6 +288,11 @@ def test_quadruped_steps_on_height_fields():
         assert contact.active[:, slots].any(dim=1).all()
         assert float(contact.dist[:, slots][contact.active[:, slots]].min()) > -0.01
     assert ((env._base_height() > 0.2) & (env._base_height() < 0.4)).all()
+    # the base height the termination reads (one ray under the base) is Terrain.height_at's
+    q = env.sim.qpos.float()
+    reference = q[:, 2] - torch.as_tensor(t.height_at(q[:, 0].numpy().astype(np.float64),
+                                                      q[:, 1].numpy().astype(np.float64)), dtype=torch.float32)
+    assert torch.allclose(env._base_height(), reference, atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("terrain", [SMALL, HFIELD_SMALL], ids=["boxes", "height_fields"])
