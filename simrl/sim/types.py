@@ -255,4 +255,7 @@ def kernel_module(scalar, name: str = "sim", backward: bool = False):
     # more compile time (once, then cached)
     module.options["optimization_level"] = 3
     module.options["enable_backward"] = backward
+    # not a Warp option: it makes the module's hash (and its cache entry) differ from a build
+    # that passed the Model and Data by value (simrl.sim.by_reference)
+    module.options["simrl_struct_arguments"] = "by_reference_restrict"
     return module

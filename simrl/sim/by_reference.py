@@ -1,0 +1,61 @@
+"""The Model and Data structs go to Warp functions by reference in the CPU build.
+
+Warp's generated C++ passes a struct argument of a `@wp.func` by value: every call of a
+function that takes the Model and the Data copies about 13 KB in float32 (Model 7,064 bytes,
+Data 6,328) onto the stack before the call. The fused schedule calls its element functions
+once per body, dof, pair, slot and row, so on the CPU these copies were a large share of a
+step (docs/BENCHMARKS.md, "Struct copies on the CPU"). Warp's own pass-by-reference
+annotation, `wp.ref[T]`, is refused in kernels that have a backward pass, and every stage of
+this engine has one.
+
+The engine never assigns a field of `m` or `d` inside a kernel function (the arrays they hold
+are written through, never replaced), so passing them by reference gives the same results as
+passing copies. `pass_by_reference(struct)` registers a struct type; the CPU source Warp
+generates for every function then takes arguments of that type as `Type&` (forward and
+adjoint functions alike; the adjoint arguments already are references). CUDA code is left as
+Warp writes it: the CUDA compiler inlines device functions, and the static GPU report
+(scripts/gpu_report.py) reads that code.
+
+A Warp version whose generated headers no longer look as this expects gets its source as it
+is (correct, only slower); tests/test_by_reference.py checks that the headers change.
+"""
+
+
+import re
+
+# native names (Warp's C++ type names) of the structs passed by reference
+_NATIVE_NAMES: set[str] = set()
+_installed = False
+
+
+def pass_by_reference(struct) -> None:
+    """Pass arguments of the Warp struct type `struct` by reference in CPU functions."""
+    _NATIVE_NAMES.add(struct.native_name)
+    _install()
+
+
+def _by_reference(source: str) -> str:
+    """`source` (Warp's C++ of one function and its adjoint) with the registered structs'
+    parameters declared as references. A parameter is a header line `    Type var_name,` or
+    `    Type var_name)`; lines of a function's body end in `;`, `{` or `}`."""
+    names = "|".join(re.escape(n) for n in sorted(_NATIVE_NAMES))
+    pattern = re.compile(rf"^(\s+)({names}) (var_\w+)([,)])$", re.MULTILINE)
+    return pattern.sub(r"\1\2& __restrict__ \3\4", source)
+
+
+def _install() -> None:
+    global _installed
+    if _installed:
+        return
+    import warp._src.codegen as codegen
+
+    original = codegen.codegen_func
+
+    def codegen_func(adj, *args, device="cpu", **kwargs):
+        source = original(adj, *args, device=device, **kwargs)
+        if device == "cpu" and _NATIVE_NAMES:
+            source = _by_reference(source)
+        return source
+
+    codegen.codegen_func = codegen_func
+    _installed = True
