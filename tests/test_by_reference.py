@@ -10,7 +10,7 @@ import re
 
 import warp as wp
 
-from simrl.sim.by_reference import _by_reference
+from simrl.sim.by_reference import _by_reference, _kernel_by_reference
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.sim import Sim
@@ -34,6 +34,16 @@ def test_only_the_headers_of_registered_structs_change():
     assert "    Other_1234 var_s)" in out  # a struct that is not registered
 
 
+def test_kernels_bind_the_launch_arguments_by_reference():
+    model = model_struct(wp.float64).native_name
+    source = (f"    {model} var_m = _wp_args->m;\n    wp::int32 var_n = _wp_args->n;\n"
+              f"    {model} adj_m = _wp_adj_args->m;\n")
+    out = _kernel_by_reference(source)
+    assert f"    {model}& var_m = _wp_args->m;" in out
+    assert "    wp::int32 var_n = _wp_args->n;" in out
+    assert f"    {model} adj_m = _wp_adj_args->m;" in out  # a backward kernel accumulates into its own
+
+
 def test_the_engine_module_takes_model_and_data_by_reference():
     sim = Sim.from_mjcf(SLIDE_HINGE, num_worlds=2, device="cpu", dtype="float64", schedule="fused")
     sim.step()
@@ -50,3 +60,5 @@ def test_the_engine_module_takes_model_and_data_by_reference():
         assert headers, f"no function takes {struct.native_name}: the header form of Warp's C++ changed"
         by_value = headers.count(None)
         assert by_value == 0, f"{by_value} of {len(headers)} functions take {struct.native_name} by value"
+        bound = re.findall(rf"^\s+{struct.native_name}(&?) var_\w+ = _wp_args->", text, re.MULTILINE)
+        assert bound and all(bound), f"a kernel copies its {struct.native_name} argument ({bound})"

@@ -11,8 +11,12 @@ this engine has one.
 The engine never assigns a field of `m` or `d` inside a kernel function (the arrays they hold
 are written through, never replaced), so passing them by reference gives the same results as
 passing copies. `pass_by_reference(struct)` registers a struct type; the CPU source Warp
-generates for every function then takes arguments of that type as `Type&` (forward and
-adjoint functions alike; the adjoint arguments already are references). CUDA code is left as
+generates for every function then takes arguments of that type as `Type& __restrict__`
+(forward and adjoint functions alike; the adjoint arguments already are references), and every
+kernel binds its argument of that type to the launch's argument block instead of copying it
+into each thread (the wide schedule runs a CPU thread per world and element). `__restrict__`
+matters: with a plain reference the compiler reloads the struct's fields after every store to
+an array, and the step got slower than with copies. CUDA code is left as
 Warp writes it: the CUDA compiler inlines device functions, and the static GPU report
 (scripts/gpu_report.py) reads that code.
 
@@ -43,19 +47,36 @@ def _by_reference(source: str) -> str:
     return pattern.sub(r"\1\2& __restrict__ \3\4", source)
 
 
+def _kernel_by_reference(source: str) -> str:
+    """`source` (Warp's C++ of one kernel) with the registered structs' arguments bound by
+    reference to the launch's argument block (`Type& var_m = _wp_args->m;`) instead of copied
+    into each thread. The adjoint arguments (`_wp_adj_args`) stay per-thread copies: a backward
+    kernel accumulates into them."""
+    names = "|".join(re.escape(n) for n in sorted(_NATIVE_NAMES))
+    pattern = re.compile(rf"^(\s*)({names}) (var_\w+) = _wp_args->(\w+);$", re.MULTILINE)
+    return pattern.sub(r"\1\2& \3 = _wp_args->\4;", source)
+
+
 def _install() -> None:
     global _installed
     if _installed:
         return
     import warp._src.codegen as codegen
 
-    original = codegen.codegen_func
+    original_func, original_kernel = codegen.codegen_func, codegen.codegen_kernel
 
     def codegen_func(adj, *args, device="cpu", **kwargs):
-        source = original(adj, *args, device=device, **kwargs)
+        source = original_func(adj, *args, device=device, **kwargs)
         if device == "cpu" and _NATIVE_NAMES:
             source = _by_reference(source)
         return source
 
+    def codegen_kernel(kernel, device, options):
+        source = original_kernel(kernel, device, options)
+        if device == "cpu" and _NATIVE_NAMES:
+            source = _kernel_by_reference(source)
+        return source
+
     codegen.codegen_func = codegen_func
+    codegen.codegen_kernel = codegen_kernel
     _installed = True
