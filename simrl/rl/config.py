@@ -207,24 +207,43 @@ def env_kwargs(task) -> dict:
     return kwargs
 
 
+def _section_keys(c: _Checker, task_name: str, key: str, value, cfg_class, missing: str) -> set | None:
+    """The keys of the dataclass `cfg_class` when `value` can be the task's `key` section
+    (task.robot, task.terrain), after reporting its unknown keys; None, with the error recorded,
+    when the environment has no such section (`missing` says which have) or `value` is not a
+    mapping."""
+    import dataclasses
+
+    if key not in (_env_parameters(task_name) or {}):
+        c.errors.append(f"task.{key}: environment {task_name!r} has no {missing}")
+        return None
+    if not isinstance(value, Mapping):
+        c.fail(f"task.{key}", value, f"a mapping of {key} keys (envs/{key}.py {cfg_class.__name__})")
+        return None
+    known = {f.name for f in dataclasses.fields(cfg_class)}
+    c.unknown(f"task.{key}.", value.keys(), known)
+    return known
+
+
+def _check_from_dict(c: _Checker, key: str, value: Mapping, cfg_class, known: set) -> None:
+    """Whatever else `cfg_class.from_dict` refuses in the section."""
+    try:
+        cfg_class.from_dict({k: v for k, v in value.items() if k in known})
+    except (ValueError, TypeError) as e:
+        c.errors.append(f"task.{key}: {e}")
+
+
 def _check_robot(c: _Checker, task_name: str, robot) -> None:
     """The robot section's keys and value types (the names are checked against the MJCF when
     the environment loads it, envs.robot.Robot)."""
     from envs.robot import RobotCfg
 
-    if "robot" not in (_env_parameters(task_name) or {}):
-        c.errors.append(f"task.robot: environment {task_name!r} has no robot section (the legged tasks have: "
-                        f"quadruped, quadruped_rough, humanoid, humanoid_rough)")
+    if robot is None and "robot" in (_env_parameters(task_name) or {}):
         return
-    if robot is None:
+    known = _section_keys(c, task_name, "robot", robot, RobotCfg, "robot section (the legged tasks have: "
+                          "quadruped, quadruped_rough, humanoid, humanoid_rough)")
+    if known is None:
         return
-    if not isinstance(robot, Mapping):
-        c.fail("task.robot", robot, "a mapping of robot keys (envs/robot.py RobotCfg)")
-        return
-    import dataclasses
-
-    known = {f.name for f in dataclasses.fields(RobotCfg)}
-    c.unknown("task.robot.", robot.keys(), known)
     for key in ("mjcf", "base_body", "keyframe", "floor_geom", "lin_vel_sensor", "ang_vel_sensor",
                 "orientation_sensor"):
         value = robot.get(key)
@@ -241,29 +260,15 @@ def _check_robot(c: _Checker, task_name: str, robot) -> None:
         values = scale if isinstance(scale, (list, tuple)) else [scale]
         if not values or not all(_is_number(v) and math.isfinite(v) and v > 0 for v in values):
             c.fail("task.robot.action_scale", scale, "a number > 0 or a list of them (one per actuator)")
-    try:
-        RobotCfg.from_dict({k: v for k, v in robot.items() if k in known})
-    except (ValueError, TypeError) as e:
-        c.errors.append(f"task.robot: {e}")
+    _check_from_dict(c, "robot", robot, RobotCfg, known)
 
 
 def _check_terrain(c: _Checker, task_name: str, terrain) -> None:
     from envs.terrain import TerrainCfg
 
-    if "terrain" not in (_env_parameters(task_name) or {}):
-        c.errors.append(f"task.terrain: environment {task_name!r} has no terrain (quadruped_rough has)")
-        return
-    if not isinstance(terrain, Mapping):
-        c.fail("task.terrain", terrain, "a mapping of terrain keys (envs/terrain.py TerrainCfg)")
-        return
-    import dataclasses
-
-    known = {f.name for f in dataclasses.fields(TerrainCfg)}
-    c.unknown("task.terrain.", terrain.keys(), known)
-    try:
-        TerrainCfg.from_dict({k: v for k, v in terrain.items() if k in known})
-    except (ValueError, TypeError) as e:
-        c.errors.append(f"task.terrain: {e}")
+    known = _section_keys(c, task_name, "terrain", terrain, TerrainCfg, "terrain (quadruped_rough has)")
+    if known is not None:
+        _check_from_dict(c, "terrain", terrain, TerrainCfg, known)
 
 
 def _check_env(c: _Checker, task_name: str, env_cfg) -> None:
