@@ -60,5 +60,8 @@ def test_the_engine_module_takes_model_and_data_by_reference():
         assert headers, f"no function takes {struct.native_name}: the header form of Warp's C++ changed"
         by_value = headers.count(None)
         assert by_value == 0, f"{by_value} of {len(headers)} functions take {struct.native_name} by value"
+        # what makes a reference safe: no function assigns a field of the engine's structs
+        assigned = re.findall(r"^\s*var_[md]\.\w+ = .*$", text, re.MULTILINE)
+        assert not assigned, f"a kernel function assigns a field of m or d: {assigned[:3]}"
         bound = re.findall(rf"^\s+{struct.native_name}(&?) var_\w+ = _wp_args->", text, re.MULTILINE)
         assert bound and all(bound), f"a kernel copies its {struct.native_name} argument ({bound})"

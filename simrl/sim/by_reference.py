@@ -21,7 +21,8 @@ Warp writes it: the CUDA compiler inlines device functions, and the static GPU r
 (scripts/gpu_report.py) reads that code.
 
 A Warp version whose generated headers no longer look as this expects gets its source as it
-is (correct, only slower); tests/test_by_reference.py checks that the headers change.
+is (correct, only slower); tests/test_by_reference.py checks that the headers change, and
+that no function of the engine assigns a field of `m` or `d` (what makes the references safe).
 """
 
 
