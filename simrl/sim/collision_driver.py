@@ -72,7 +72,8 @@ def pair_functions(scalar):
         return False
 
     def make(collider, nslot):
-        # inlined into the loop over pairs (a call copies the Model and Data structs on the CPU)
+        # inlined into the loop over pairs (chosen when a call copied the Model and Data structs on
+        # the CPU; simrl.sim.by_reference now passes them by reference, the inlining is kept)
         @wp.func(inline=True)
         def collide_pair(m: Model, d: Data, w: int, p: int):
             g = m.cpair_geom[p]
@@ -129,7 +130,8 @@ def dispatch(scalar, kinds: tuple):
         return funcs[kinds[0]]
     first, f_first, rest = kinds[0], funcs[kinds[0]], dispatch(scalar, kinds[1:])
 
-    # inlined: a call would copy the Model and Data structs (5 KB each) once per pair
+    # inlined (chosen when a call copied the Model and Data structs once per pair; see
+    # simrl.sim.by_reference, which now passes them by reference)
     @wp.func(inline=True)
     def collide(m: Model, d: Data, w: int, p: int):
         if m.cpair_kind[p] == first:

@@ -503,7 +503,8 @@ def build(scalar):
             else:
                 clear_row(d, w, r)
 
-    # inlined into the loop over slots: a call copies the Model and Data structs (13 KB) on the CPU
+    # inlined into the loop over slots (chosen when a call copied the Model and Data structs on the
+    # CPU; simrl.sim.by_reference now passes them by reference, the inlining is kept)
     @wp.func(inline=True)
     def contact_rows(m: Model, d: Data, w: int, c: int):
         """The rows of contact slot c: active when the slot holds a contact within its margin
@@ -565,7 +566,7 @@ def build(scalar):
                 for e in range(nrow):
                     set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, r_py, k, b)
         elif d.efc_active[w, r0] != 0:
-            # deactivate the rows (clear_row's writes, inline: a call copies the Data struct on the
+            # deactivate the rows (clear_row's writes, inline: a call copied the Data struct on the
             # CPU); rows that were inactive already are left alone, so that a far slot, the common
             # case on terrain, costs a few loads (an inactive row has D = 0 and force 0 by then)
             for e in range(nrow):

@@ -85,7 +85,7 @@ def build(scalar):
             damper = -m.dof_damping[w % m.dof_damping.shape[0], i] * d.qvel[w, i]
         d.qfrc_damper[w, i] = damper
         # the tendons through dof i, ascending: ten_J[t, i] times their spring and damper forces
-        # (mj_springdamper; inline: a function call would copy the Model and Data structs)
+        # (mj_springdamper; inline: a function call copied the Model and Data structs before simrl.sim.by_reference)
         span = m.dof_tendon_adr[i]
         for k in range(span[0], span[0] + span[1]):
             t = m.dof_tendon[k]
