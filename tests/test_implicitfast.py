@@ -17,15 +17,22 @@ sum; the constraint forces are the solver's, found with M.
 - fused == wide bit for bit (also with blocks of 8 threads per world, and diff_step's outputs);
   diff_step's gradients against central finite differences (float64; float32 within 1e-2,
   with Warp's autograd array-access check), ctrl's through qDeriv included;
-- `implicit` and standalone free bodies (whose 6x6 gyroscopic block MuJoCo solves apart,
-  mjd_freeMhat) are refused by name.
+- tendons: the tendon dampers and the velocity-dependent actuators on tendons put
+  ten_qderiv ten_J' ten_J into qDeriv, which MuJoCo gathers onto M's sparsity (a tendon
+  coupling two sibling fingers loses that coupling): one step from random states and a
+  200-step trajectory equal MuJoCo's; negative controls: the ungathered qDeriv and the
+  diagonal-only one miss;
+- standalone free bodies, whose 6x6 block MuJoCo solves apart with the gyroscopic derivative
+  (mjd_freeMhat): one step from random states and a 200-step trajectory with contacts equal
+  MuJoCo's; negative control: Euler misses;
+- `implicit` is refused by name.
 """
 
 import mujoco
 import numpy as np
 import pytest
 import torch
-from conftest import qpos_distance, random_states
+from conftest import qpos_distance, random_ctrl, random_states
 from test_grad import _check_gradients, _inputs, _params, verify_array_access  # noqa: F401 (a fixture)
 from test_schedule import _diff_rollout, assert_same_data, cpu_blocks  # noqa: F401 (a fixture)
 
@@ -78,10 +85,92 @@ CHAIN = """
 </mujoco>"""
 
 
+# A gripper on a slide: the fixed tendon "split" couples the sibling fingers' joints (and the
+# slide), with damping and an actuator whose bias has a kv term and whose affine gain makes
+# the derivative depend on ctrl, clamped by forcerange in some states; the spatial tendon
+# through three sites on one chain has damping and a position actuator with kv.
+TENDON = """
+<mujoco model="implicitfast_tendon">
+  <option timestep="0.01" integrator="implicitfast"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="base" pos="0 0 1">
+      <joint name="slide" type="slide" axis="1 0 0" damping="0.3"/>
+      <geom type="box" size="0.1 0.1 0.05" mass="2"/>
+      <site name="s0" pos="0 0.1 0"/>
+      <body name="left">
+        <joint name="left" axis="0 1 0" damping="0.1"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+        <site name="s1" pos="0.2 0 0.02"/>
+        <body name="left_tip" pos="0.3 0 0">
+          <joint name="left_tip" axis="0 0 1"/>
+          <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02"/>
+          <site name="s2" pos="0.15 0.01 0"/>
+        </body>
+      </body>
+      <body name="right">
+        <joint name="right" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 -0.3 0 0" size="0.03"/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="split" damping="0.7">
+      <joint joint="left" coef="0.5"/><joint joint="right" coef="-0.5"/><joint joint="slide" coef="0.2"/>
+    </fixed>
+    <spatial name="cord" damping="0.4"><site site="s0"/><site site="s1"/><site site="s2"/></spatial>
+  </tendon>
+  <actuator>
+    <general name="grip" tendon="split" gaintype="affine" gainprm="0.3 0 0.05" biastype="affine"
+             biasprm="0 -10 -2" ctrlrange="0 1" forcerange="-1.5 1.5"/>
+    <position name="cord" tendon="cord" kp="5" kv="0.5"/>
+    <position name="tip" joint="left_tip" kp="1" kv="0.1"/>
+  </actuator>
+</mujoco>"""
+
+# A box with a free joint (dof damping; its centre of mass off the joint's origin) on a plane,
+# held by a damped spatial tendon from a world site, beside a damped, actuated hinge.
+FREE = """
+<mujoco model="implicitfast_free">
+  <option timestep="0.005" integrator="implicitfast"/>
+  <worldbody>
+    <geom type="plane" size="2 2 0.1"/>
+    <site name="anchor" pos="0 0 1.2"/>
+    <body name="box" pos="0 0 0.3" quat="0.9 0.1 0.3 0.2">
+      <joint name="box" type="free" damping="0.02"/>
+      <geom type="box" size="0.1 0.2 0.05" pos="0.05 0.02 -0.03" quat="0.8 0.3 0.1 0.4"/>
+      <geom type="sphere" size="0.04" pos="0.2 0 0"/>
+      <site name="hook" pos="0.1 0.1 0.05"/>
+    </body>
+    <body name="arm" pos="1 0 0.5">
+      <joint name="hinge" axis="0 1 0" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+    </body>
+  </worldbody>
+  <tendon><spatial name="cord" damping="0.5"><site site="anchor"/><site site="hook"/></spatial></tendon>
+  <actuator><position joint="hinge" kp="5" kv="0.5"/></actuator>
+</mujoco>"""
+
+
 def chain(integrator=IMPLICITFAST) -> mujoco.MjModel:
     mjm = mujoco.MjModel.from_xml_string(CHAIN)
     mjm.opt.integrator = integrator
     return mjm
+
+
+def tendon_model(integrator=IMPLICITFAST) -> mujoco.MjModel:
+    mjm = mujoco.MjModel.from_xml_string(TENDON)
+    mjm.opt.integrator = integrator
+    return mjm
+
+
+def free_model(integrator=IMPLICITFAST) -> mujoco.MjModel:
+    mjm = mujoco.MjModel.from_xml_string(FREE)
+    mjm.opt.integrator = integrator
+    mjm.opt.tolerance, mjm.opt.iterations = 1e-10, 1000
+    return mjm
+
+
+MODELS = {"chain": lambda: chain(), "tendon": lambda: tendon_model(), "free": lambda: free_model()}
 
 
 def quadruped(integrator=IMPLICITFAST) -> mujoco.MjModel:
@@ -219,11 +308,11 @@ def test_quadruped_trajectory_matches_mujoco(rng):
     assert miss > max(tol.values()), f"Euler's trajectory is only {miss:.2e} from implicitfast's"
 
 
-@pytest.mark.parametrize("model", ["chain", "quadruped"])
+@pytest.mark.parametrize("model", ["chain", "tendon", "free", "quadruped"])
 def test_wide_equals_fused_bit_for_bit(model, rng):
-    mjm = chain() if model == "chain" else quadruped()
+    mjm = MODELS[model]() if model in MODELS else quadruped()
     W = 4
-    if model == "chain":
+    if model != "quadruped":
         qpos, qvel, ctrl = random_states(mjm, W, rng)
     else:
         qpos, qvel, ctrl = _inputs(mjm, W, rng, "quadruped")
@@ -371,20 +460,135 @@ def test_implicit_is_refused_naming_implicitfast():
         Sim.from_model(mjm)
 
 
-def test_standalone_free_body_is_refused():
-    xml = """<mujoco><option integrator="implicitfast"/><worldbody><geom type="plane" size="1 1 1"/>
-      <body name="box" pos="0 0 0.5"><freejoint/><geom type="box" size="0.1 0.2 0.05"/></body>
-      </worldbody></mujoco>"""
-    with pytest.raises(UnsupportedFeatureError, match=r"implicitfast'> with the standalone free body 'box'"):
-        Sim.from_mjcf(xml)
-    # why: without damping or actuators qDeriv is zero, yet MuJoCo's implicitfast step of the
-    # spinning box differs from Euler's, by its gyroscopic derivative
-    steps = {}
-    for integrator in (IMPLICITFAST, EULER):
-        mjm = mujoco.MjModel.from_xml_string(xml)
-        mjm.opt.integrator = integrator
-        mjd = mujoco.MjData(mjm)
-        mjd.qvel[3:] = [3.0, 1.0, 2.0]
+def _dense_tendon_j(mjm, mjd):
+    """ten_J [ntendon, nv] from MuJoCo's sparse rows."""
+    J = np.zeros((mjm.ntendon, mjm.nv))
+    for t in range(mjm.ntendon):
+        adr, nnz = mjm.ten_J_rowadr[t], mjm.ten_J_rownnz[t]
+        J[t, mjm.ten_J_colind[adr:adr + nnz]] = mjd.ten_J[adr:adr + nnz]
+    return J
+
+
+def _tree_pattern(mjm):
+    """[nv, nv] True where M can be non-zero: a dof and its ancestors (both triangles)."""
+    pattern = np.zeros((mjm.nv, mjm.nv), bool)
+    for i in range(mjm.nv):
+        j = i
+        while j >= 0:
+            pattern[i, j] = pattern[j, i] = True
+            j = mjm.dof_parentid[j]
+    return pattern
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_tendon_step_matches_mujoco(dtype, rng):
+    """Tendon dampers and velocity-dependent tendon actuators: qDeriv's tendon terms, gathered
+    onto M's sparsity as mj_implicitSkip does."""
+    mjm = tendon_model()
+    h, W = mjm.opt.timestep, 48
+    qpos, qvel, ctrl = random_states(mjm, W, rng)
+    ref_q, ref_v = mujoco_step(mjm, qpos, qvel, ctrl)
+    ref_acc = (ref_v - qvel) / h
+    sim = simrl_step(mjm, qpos, qvel, ctrl, dtype)
+    err = relative(sim.view("qacc_int").numpy().astype(np.float64), ref_acc)
+    err_q = qpos_distance(mjm, sim.qpos.numpy().astype(np.float64), ref_q)
+    print(f"{dtype}: acceleration {err:.2e} (relative), qpos {err_q:.2e}")
+    assert err < TOL[dtype] and err_q < TOL[dtype]
+
+    # what the test covers: the split tendon couples two dofs outside M's sparsity, and the
+    # grip actuator's force is clamped (no derivative) in some worlds only
+    pattern = _tree_pattern(mjm)
+    mjd = mujoco.MjData(mjm)
+    grip = mjm.actuator("grip").id
+    ungathered, diagonal, clamped = [], [], 0
+    for w in range(W):
+        mjd.qpos[:], mjd.qvel[:], mjd.ctrl[:] = qpos[w], qvel[w], ctrl[w]
+        mujoco.mj_forward(mjm, mjd)
+        J = _dense_tendon_j(mjm, mjd)
+        assert w or np.any(~pattern & (np.outer(J[0], J[0]) != 0)), "split should couple sibling dofs"
+        force = mjd.actuator_force[grip]
+        clamped += int(abs(force) >= 1.5)
+        # negative controls: qDeriv with its tendon terms kept whole, and without them
+        coef = -mjm.tendon_damping.copy()
+        for a, t in ((grip, 0), (mjm.actuator("cord").id, 1)):
+            if abs(mjd.actuator_force[a]) < 1.5 or not mjm.actuator_forcelimited[a]:
+                u = np.clip(mjd.ctrl[a], *mjm.actuator_ctrlrange[a]) if mjm.actuator_ctrllimited[a] else mjd.ctrl[a]
+                coef[t] += mjm.actuator_biasprm[a, 2] + mjm.actuator_gainprm[a, 2] * u
+        tip = mjm.jnt_dofadr[mjm.joint("left_tip").id]
+        diag = -mjm.dof_damping.copy()
+        diag[tip] += -0.1  # the tip's position actuator (kv)
+        M = np.zeros((mjm.nv, mjm.nv))
+        mujoco.mj_fullM(mjm, mjd, M)
+        rhs = mjd.qfrc_smooth + mjd.qfrc_constraint
+        full = np.diag(diag) + (J.T * coef) @ J
+        ungathered.append(np.linalg.solve(M - h * full, rhs))
+        diagonal.append(np.linalg.solve(M - h * np.diag(diag), rhs))
+    assert 3 < clamped < W - 3, clamped
+    for name, acc in (("ungathered qDeriv", ungathered), ("diagonal qDeriv", diagonal)):
+        miss = relative(np.stack(acc), ref_acc)
+        print(f"negative control ({name}): {miss:.2e}")
+        assert miss > TOL["float32"], f"the {name} is only {miss:.2e} from MuJoCo's step"
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_free_body_step_matches_mujoco(dtype, rng):
+    """A standalone free body: its 6x6 block with the gyroscopic derivative (mjd_freeMhat),
+    with dof damping and a tendon damper in the block, contacts in some worlds."""
+    mjm = free_model()
+    h, W = mjm.opt.timestep, 32
+    qpos, qvel, ctrl = random_states(mjm, W, rng)
+    qvel[:, 3:6] *= 4.0  # spinning: a large gyroscopic term
+    ref_q, ref_v = mujoco_step(mjm, qpos, qvel, ctrl)
+    ref_acc = (ref_v - qvel) / h
+    sim = simrl_step(mjm, qpos, qvel, ctrl, dtype)
+    assert (sim.view("efc_nactive").numpy() > 0).any(), "some worlds should have contacts"
+    err = relative(sim.view("qacc_int").numpy().astype(np.float64), ref_acc)
+    err_q = qpos_distance(mjm, sim.qpos.numpy().astype(np.float64), ref_q)
+    print(f"{dtype}: acceleration {err:.2e} (relative), qpos {err_q:.2e}")
+    assert err < TOL[dtype] and err_q < TOL[dtype]
+    euler = simrl_step(free_model(EULER), qpos, qvel, ctrl, dtype)
+    miss = relative(euler.view("qacc_int").numpy().astype(np.float64), ref_acc)
+    print(f"negative control (Euler): {miss:.2e}")
+    assert miss > TOL["float32"]
+
+
+@pytest.mark.parametrize("model", ["tendon", "free"])
+def test_trajectory_matches_mujoco(model, rng):
+    """200 steps from one random state, random controls: the tendon gripper, and the free box
+    tumbling onto the plane."""
+    mjm = MODELS[model]()
+    steps = 200
+    qpos, qvel, _ = random_states(mjm, 1, rng)
+    if model == "free":
+        qpos[0, 2], qvel[0, 3:6] = 0.4, [6.0, -3.0, 4.0]
+    ctrl = random_ctrl(mjm, steps, rng)
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:], mjd.qvel[:] = qpos[0], qvel[0]
+    sim = Sim.from_model(mjm, device="cpu", num_worlds=1, dtype="float64")
+    sim.qpos, sim.qvel = torch.tensor(qpos), torch.tensor(qvel)
+    err, contacts = 0.0, 0
+    for t in range(steps):
+        mjd.ctrl[:] = ctrl[t]
         mujoco.mj_step(mjm, mjd)
-        steps[integrator] = mjd.qvel.copy()
-    assert np.abs(steps[IMPLICITFAST] - steps[EULER]).max() > 1e-6
+        sim.ctrl = torch.tensor(ctrl[t][None])
+        sim.step()
+        contacts += int(sim.view("efc_nactive").max() > 0)
+        err = max(err, qpos_distance(mjm, sim.qpos.numpy(), mjd.qpos[None]))
+    print(f"{model}: trajectory error {err:.2e}, steps with contacts {contacts}")
+    assert not sim.nan_worlds.any()
+    assert model == "tendon" or contacts > 10
+    assert err < 1e-6, f"trajectory differs from mj_step's by {err:.3e}"
+
+
+@pytest.mark.parametrize("model", ["tendon", "free"])
+def test_tendon_and_free_body_gradients_float64(model, rng):
+    """diff_step through the tendon terms of qDeriv (ctrl in them through the affine gain) and
+    through a free body's block (its gyroscopic derivative depends on qpos and qvel)."""
+    mjm = MODELS[model]()
+    sim = Sim.from_model(mjm, device="cpu", num_worlds=2, dtype="float64")
+    qpos, qvel, ctrl = _inputs(mjm, 2, rng, "random")
+    if model == "free":
+        qpos[:, 2], qvel[:, 3:6] = 0.6, qvel[:, 3:6] * 3.0  # above the plane: smooth
+    values = [qpos, qvel, ctrl, *_params(mjm, 2)]
+    errors = _check_gradients(sim, mjm, values, substeps=2, tol=1e-6)
+    print("relative gradient errors:", {k: f"{v:.1e}" for k, v in errors.items()})

@@ -23,9 +23,6 @@ def body(inner: str, option: str = '<option><flag contact="disable"/></option>',
 CASES = {
     "implicit integrator": (body("", '<option integrator="implicit"><flag contact="disable"/></option>'),
                             r"<option integrator='implicit'>: only Euler, RK4 and implicitfast"),
-    "implicitfast free body": ('<mujoco><option integrator="implicitfast"/><worldbody><geom type="plane" size="1 1 1"/>'
-                               '<body name="box" pos="0 0 0.5"><freejoint/><geom type="box" size="0.1 0.2 0.05"/>'
-                               '</body></worldbody></mujoco>', r"standalone free body 'box'"),
     "fluid forces": (body("", '<option density="1.2"><flag contact="disable"/></option>'), r"<option density"),
     "rangefinder sensor": (body("", extra='<sensor><rangefinder name="r" site="s1"/></sensor>'),
                            r"<sensor><rangefinder> 'r': this sensor type is not computed"),
@@ -35,14 +32,6 @@ CASES = {
     "spatial tendon armature": (body("", extra='<tendon><spatial name="t" armature="0.1"><site site="s1"/>'
                                                '<site site="s2"/></spatial></tendon>'),
                                 r"<tendon armature> on tendon 't'"),
-    "tendon damping implicitfast": (body("", '<option integrator="implicitfast"><flag contact="disable"/></option>',
-                                         extra='<tendon><fixed name="t" damping="1"><joint joint="j1" coef="1"/>'
-                                               '</fixed></tendon>'),
-                                    r"<tendon damping> on tendon 't' with <option integrator='implicitfast'>"),
-    "tendon servo implicitfast": (body("", '<option integrator="implicitfast"><flag contact="disable"/></option>',
-                                       extra='<tendon><fixed name="t"><joint joint="j1" coef="1"/></fixed></tendon>'
-                                             '<actuator><velocity name="m" tendon="t" kv="1"/></actuator>'),
-                                  r"<actuator tendon> actuator 'm' with <option integrator='implicitfast'>"),
     "site transmission": (body("", extra='<actuator><motor name="m" site="s1" gear="0 0 1 0 0 0"/></actuator>'),
                           r"actuator 'm' transmission 'site'"),
     "user activation dynamics": (body("", extra='<actuator><general name="m" joint="j1" dyntype="user"/>'

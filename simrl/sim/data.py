@@ -135,6 +135,9 @@ def data_struct(scalar):
         ten_J: wp.array3d(dtype=scalar)  # [W, ntendon, nv]
         ten_spring: wp.array2d(dtype=scalar)
         ten_damper: wp.array2d(dtype=scalar)
+        # implicitfast: d (force along tendon t) / d (its velocity), the tendon damping's and the
+        # tendon actuators' (qDeriv's tendon terms are this times ten_J[t]' ten_J[t])
+        ten_qderiv: wp.array2d(dtype=scalar)  # [W, ntendon]
         dof_cvel: wp.array2d(dtype=T.vec6)  # [W, nv], body velocity with dofs up to i added
         cacc: wp.array2d(dtype=T.vec6)  # [W, nbody], bias acceleration (no qacc term)
         cfrc_bias: wp.array2d(dtype=T.vec6)  # [W, nbody]
@@ -300,7 +303,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.qfrc_gravcomp = zeros((W, nv))
     d.qfrc_passive = zeros((W, nv))
     nten = max(1, mjm.ntendon)
-    for name in ("ten_length", "ten_velocity", "ten_spring", "ten_damper"):
+    for name in ("ten_length", "ten_velocity", "ten_spring", "ten_damper", "ten_qderiv"):
         setattr(d, name, zeros((W, nten)))
     d.ten_J = zeros((W, nten, nv))
     d.actuator_length = zeros((W, nu))

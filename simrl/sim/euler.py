@@ -7,11 +7,21 @@ qacc = (M + h D)^-1 (qfrc_smooth + qfrc_constraint). The implicitfast integrator
 integrates qacc = (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint), qDeriv the derivative of
 qfrc_smooth with respect to qvel without RNE's part (mjd_smooth_vel with flg_bias = 0): the
 actuators' (mjd_actuator_vel) minus the dof damping (mjd_passive_vel). The constraint forces
-are those the solver found with M, as in MuJoCo. With joint transmissions on hinges and slides
-qDeriv is diagonal, so M - h qDeriv keeps M's sparsity and the same L'DL factorization.
+are those the solver found with M, as in MuJoCo. Joint transmissions on hinges and slides and
+the dof damping put qDeriv on the diagonal; tendons couple their dofs: the tendon's damping and
+the velocity derivative of the actuators on it add ten_qderiv[t] ten_J[t]' ten_J[t]. MuJoCo keeps
+qDeriv in the dof-dof sparsity of the tree and then gathers M - h qDeriv onto M's (mjd_passive_vel,
+mjd_actuator_vel and mj_implicitSkip's mapD2M): a tendon's coupling of two dofs on different
+branches is dropped, and M - h qDeriv keeps M's sparsity and its L'DL factorization.
+
+A standalone free body (one free joint, no children: mj_isFreeBody) is solved apart, as
+mj_implicitSkip does after the global solve: its 6x6 block A = M - h qDeriv + h B with B = d
+qfrc_bias / d qvel, the gyroscopic derivative the global solve leaves out (mjd_freeMhat,
+engine_derivative.c).
 
 `damping(m, d, w, lane, nlanes)` (a world function, simrl.sim.types) computes the acceleration
-to integrate, qacc_int (`qderiv_dof(m, d, w, i)` is qDeriv[i, i]); the element
+to integrate, qacc_int (`qderiv(m, d, w, i, j)` is qDeriv[i, j] for j = i or an ancestor dof of
+i, after `tendon_qderiv` has filled ten_qderiv; `free_body_solve` is a free body's block); the element
 `joint(m, d, w, j)` then advances joint j's velocity and position and checks them, and
 `actuator(m, d, w, a)` advances actuator a's activation (mj_advance).
 """
@@ -26,7 +36,7 @@ from simrl.sim import actuation, factor_m, integrate_pos
 from simrl.sim.data import data_struct
 from simrl.sim.integrate_pos import jnt_nv
 from simrl.sim.model import model_struct
-from simrl.sim.types import block_sync, no_sync
+from simrl.sim.types import block_sync, no_sync, scalar_types
 
 
 @functools.cache
@@ -36,12 +46,14 @@ def build(scalar, lanes: bool = False):
     factor_ld, solve_ld = ld.factor_ld, ld.solve_ld
     integrate = integrate_pos.build(scalar)
     sync = block_sync if lanes else no_sync
-    actuator_qderiv = actuation.build(scalar).qderiv_dof
+    act = actuation.build(scalar)
+    actuator_qderiv, force_vel = act.qderiv_dof, act.force_vel
+    T = scalar_types(scalar)
 
     @wp.func
     def qderiv_dof(m: Model, d: Data, w: int, i: int):
-        """qDeriv[i, i]: with implicitfast the actuators' derivative, then minus the dof damping
-        (mjd_smooth_vel's order); for Euler only the damping (mj_EulerSkip)."""
+        """qDeriv[i, i] without the tendons: with implicitfast the actuators' derivative, then
+        minus the dof damping (mjd_smooth_vel's order); for Euler only the damping (mj_EulerSkip)."""
         deriv = scalar(0.0)
         if m.implicitfast:
             deriv = actuator_qderiv(m, d, w, i)
@@ -50,23 +62,113 @@ def build(scalar, lanes: bool = False):
         return deriv
 
     @wp.func
+    def tendon_qderiv(m: Model, d: Data, w: int, t: int):
+        """d (force along tendon t) / d ten_velocity[t] with implicitfast: minus its damping
+        (mjd_passive_vel) plus gear^2 force_vel of each actuator on it (mjd_actuator_vel; the
+        joints' actuatorfrcrange does not drop these, as in MuJoCo 4.0)."""
+        deriv = scalar(0.0)
+        if m.enable_damper:
+            deriv = -m.tendon[t].damping
+        wg = w % m.actuator_gear.shape[0]
+        for a in range(m.nu):
+            if m.actuator_tendon[a] == t:
+                gear = m.actuator_gear[wg, a]
+                deriv = deriv + gear * (gear * force_vel(m, d, w, a))
+        return deriv
+
+    @wp.func
+    def qderiv(m: Model, d: Data, w: int, i: int, j: int):
+        """qDeriv[i, j] for j = i or a dof of the same chain: the diagonal terms, and with
+        implicitfast the tendons through dof i, ten_qderiv[t] ten_J[t, i] ten_J[t, j]."""
+        deriv = scalar(0.0)
+        if i == j:
+            deriv = qderiv_dof(m, d, w, i)
+        if m.implicitfast:
+            span = m.dof_tendon_adr[i]
+            for k in range(span[0], span[0] + span[1]):
+                t = m.dof_tendon[k]
+                deriv = deriv + d.ten_qderiv[w, t] * (d.ten_J[w, t, i] * d.ten_J[w, t, j])
+        return deriv
+
+    @wp.func
+    def free_body_solve(m: Model, d: Data, w: int, jnt: int, f1: wp.array2d(dtype=scalar),
+                        f2: wp.array2d(dtype=scalar)):
+        """The accelerations (linear, angular) of the standalone free body of joint `jnt` with
+        implicitfast: A^-1 (f1 + f2) over its 6 dofs, A = M - h qDeriv + h B (mjd_freeMhat, its 3x3
+        blocks solved by the Schur complement of the linear one). B = d qfrc_bias / d qvel has
+        only angular columns: with w = R qvel_rot (R = xmat), s = xipos - xpos, the bias is the
+        force f = m w x (w x s) and the torque R' (s x f + w x I w), so d f / d w = -m K with
+        K = [w x s]x + [w]x [s]x and d tau / d w = [w]x I - [I w]x."""
+        h = m.timestep
+        adr = m.jnt_dofadr[jnt]
+        body = m.dof_bodyid[adr]
+        A11 = T.mat33()
+        A12 = T.mat33()
+        A21 = T.mat33()
+        A22 = T.mat33()
+        for r in range(3):
+            for c in range(3):
+                A11[r, c] = d.qM[w, adr + r, adr + c] - h * qderiv(m, d, w, adr + r, adr + c)
+                A12[r, c] = d.qM[w, adr + r, adr + 3 + c] - h * qderiv(m, d, w, adr + r, adr + 3 + c)
+                A21[r, c] = d.qM[w, adr + 3 + r, adr + c] - h * qderiv(m, d, w, adr + 3 + r, adr + c)
+                A22[r, c] = d.qM[w, adr + 3 + r, adr + 3 + c] - h * qderiv(m, d, w, adr + 3 + r, adr + 3 + c)
+        R = d.xmat[w, body]
+        Xi = d.ximat[w, body]
+        mass = m.body_mass[w % m.body_mass.shape[0], body]
+        inertia = m.body_inertia[w % m.body_inertia.shape[0], body]
+        Iw = Xi * wp.diag(inertia) * wp.transpose(Xi)
+        s = d.xipos[w, body] - d.xpos[w, body]
+        omega = R * T.vec3(d.qvel[w, adr + 3], d.qvel[w, adr + 4], d.qvel[w, adr + 5])
+        K = wp.skew(wp.cross(omega, s)) + wp.skew(omega) * wp.skew(s)
+        A12 = A12 - (h * mass) * (K * R)
+        A22 = A22 + h * (wp.transpose(R) * ((-mass) * (wp.skew(s) * K) + wp.skew(omega) * Iw
+                                            - wp.skew(Iw * omega)) * R)
+        b1 = T.vec3(f1[w, adr] + f2[w, adr], f1[w, adr + 1] + f2[w, adr + 1], f1[w, adr + 2] + f2[w, adr + 2])
+        b2 = T.vec3(f1[w, adr + 3] + f2[w, adr + 3], f1[w, adr + 4] + f2[w, adr + 4],
+                    f1[w, adr + 5] + f2[w, adr + 5])
+        inv11 = wp.inverse(A11)
+        schur = A22 - A21 * (inv11 * A12)
+        x2 = wp.inverse(schur) * (b2 - A21 * (inv11 * b1))
+        x1 = inv11 * (b1 - A12 * x2)
+        return x1, x2
+
+    @wp.func
     def damping(m: Model, d: Data, w: int, lane: int, nlanes: int):
-        """qacc_int: (M - h diag(qDeriv))^-1 (qfrc_smooth + qfrc_constraint), or qacc."""
+        """qacc_int: (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint), or qacc."""
         h = m.timestep
         if m.euler_damp or m.implicitfast:
-            # qH = M - h qDeriv (Euler: M + h diag(damping)), factorized like M
+            if m.implicitfast:
+                t = int(lane)
+                while t < m.ntendon:
+                    d.ten_qderiv[w, t] = tendon_qderiv(m, d, w, t)
+                    t = t + nlanes
+                sync()
+            # qH = M - h qDeriv on M's sparsity (Euler: M + h diag(damping)), factorized like M
             i = int(lane)
             while i < m.nv:
-                d.qH[w, i, i] = d.qM[w, i, i] - h * qderiv_dof(m, d, w, i)
+                d.qH[w, i, i] = d.qM[w, i, i] - h * qderiv(m, d, w, i, i)
                 j = m.dof_parentid[i]
                 while j >= 0:
-                    d.qH[w, i, j] = d.qM[w, i, j]
+                    d.qH[w, i, j] = d.qM[w, i, j] - h * qderiv(m, d, w, i, j)
                     j = m.dof_parentid[j]
                 d.qacc_int[w, i] = d.qfrc_smooth[w, i] + d.qfrc_constraint[w, i]
                 i = i + nlanes
             sync()
             factor_ld(m, d.qH, w, lane, nlanes)
             solve_ld(m, d.qH, d.qacc_int, w, lane, nlanes)
+            # the standalone free bodies' blocks: their rows of M - h qDeriv are decoupled from
+            # the others', so the global solve's other rows stand (mj_implicitSkip)
+            if m.free_body_num:
+                jnt = int(lane)
+                while jnt < m.njnt:
+                    if m.jnt_free_body[jnt]:
+                        adr = m.jnt_dofadr[jnt]
+                        x1, x2 = free_body_solve(m, d, w, jnt, d.qfrc_smooth, d.qfrc_constraint)
+                        for r in range(3):
+                            d.qacc_int[w, adr + r] = x1[r]
+                            d.qacc_int[w, adr + 3 + r] = x2[r]
+                    jnt = jnt + nlanes
+                sync()
         else:
             i = int(lane)
             while i < m.nv:
@@ -90,4 +192,5 @@ def build(scalar, lanes: bool = False):
         """Actuator a's activation advanced by its act_dot (mj_advance)."""
         advance_activation(m, d.act, d.act_dot, d.act, w, a)
 
-    return SimpleNamespace(damping=damping, joint=joint, qderiv_dof=qderiv_dof, actuator=actuator)
+    return SimpleNamespace(damping=damping, joint=joint, qderiv_dof=qderiv_dof, qderiv=qderiv,
+                           tendon_qderiv=tendon_qderiv, free_body_solve=free_body_solve, actuator=actuator)

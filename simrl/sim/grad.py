@@ -17,6 +17,7 @@ is overwritten); `simrl.diff` chains them and bridges to torch.autograd.
 
 import functools
 import os
+import weakref
 
 import warp as wp
 
@@ -332,31 +333,62 @@ def build(scalar, schedule: str = "fused"):
         w, i = wp.tid()
         out[w, i] = a[w, i] + b[w, i]
 
-    qderiv_dof = euler.build(scalar).qderiv_dof
+    integrator = euler.build(scalar)
+    qderiv, tendon_qderiv, free_body_solve = integrator.qderiv, integrator.tendon_qderiv, integrator.free_body_solve
 
     @wp.kernel(module=module)
-    def implicit_diagonal(m: Model, d: Data, out: wp.array2d(dtype=scalar)):
-        """-h qDeriv[i, i] (simrl.sim.euler): h * dof_damping when Euler integrates damping
-        implicitly (mj_EulerSkip); with implicitfast also minus h times the actuators' velocity
-        derivative, whose gain term carries ctrl's gradient (mj_implicitSkip); else 0."""
+    def implicit_tendons(m: Model, d: Data):
+        """ten_qderiv (simrl.sim.euler.tendon_qderiv) with implicitfast."""
+        w, t = wp.tid()
+        d.ten_qderiv[w, t] = tendon_qderiv(m, d, w, t)
+
+    @wp.kernel(module=module)
+    def implicit_matrix(m: Model, d: Data, out: wp.array3d(dtype=scalar)):
+        """-h qDeriv on M's lower sparsity (simrl.sim.euler): h * dof_damping on the diagonal when
+        Euler integrates damping implicitly (mj_EulerSkip); with implicitfast also minus h times
+        the actuators' and tendons' velocity derivative, whose gain term carries ctrl's gradient
+        (mj_implicitSkip); else 0."""
         w, i = wp.tid()
-        value = scalar(0.0)
+        h = m.timestep
         if m.euler_damp or m.implicitfast:
-            value = -(m.timestep * qderiv_dof(m, d, w, i))
-        out[w, i] = value
+            out[w, i, i] = -(h * qderiv(m, d, w, i, i))
+            if m.implicitfast:
+                adr = m.dof_ancestor_adr[i]
+                for k in range(adr, adr + m.dof_ancestor_num[i]):
+                    j = m.dof_ancestor[k]
+                    out[w, i, j] = -(h * qderiv(m, d, w, i, j))
+
+    @wp.kernel(module=module)
+    def free_body_rows(m: Model, d: Data, f1: wp.array2d(dtype=scalar), f2: wp.array2d(dtype=scalar),
+                       qacc: wp.array2d(dtype=scalar), out: wp.array2d(dtype=scalar)):
+        """out = qacc, but for implicitfast's standalone free bodies, whose dofs get A^-1 (f1 + f2)
+        over their block (simrl.sim.euler.free_body_solve, mj_implicitSkip)."""
+        w, jnt = wp.tid()
+        adr = m.jnt_dofadr[jnt]
+        # (a flag found by a loop here would lose the branch's adjoint: Warp's backward pass
+        # does not replay a dynamic loop's assignments)
+        if m.jnt_free_body[jnt]:
+            x1, x2 = free_body_solve(m, d, w, jnt, f1, f2)
+            for r in range(3):
+                out[w, adr + r] = x1[r]
+                out[w, adr + 3 + r] = x2[r]
+        else:
+            for k in range(jnt_nv(m.jnt_type[jnt])):
+                out[w, adr + k] = qacc[w, adr + k]
 
     @wp.kernel(module=custom)
-    def solve_forward(m: Model, A: wp.array3d(dtype=scalar), diag: wp.array2d(dtype=scalar),
+    def solve_forward(m: Model, A: wp.array3d(dtype=scalar), dA: wp.array3d(dtype=scalar),
                       b: wp.array2d(dtype=scalar), LD: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar)):
-        """x = (A + diag(diag))^-1 b for a matrix with the sparsity of qM; LD keeps the factor."""
+        """x = (A + dA)^-1 b for a matrix with the sparsity of qM, dA given by its lower triangle
+        (-h qDeriv); LD keeps the factor."""
         w, lane = wp.tid()
         nlanes = lanes_of_block()
         for i in range(lane, m.nv, nlanes):
-            LD[w, i, i] = A[w, i, i] + diag[w, i]
+            LD[w, i, i] = A[w, i, i] + dA[w, i, i]
             adr = m.dof_ancestor_adr[i]
             for k in range(adr, adr + m.dof_ancestor_num[i]):
                 j = m.dof_ancestor[k]
-                LD[w, i, j] = A[w, i, j]
+                LD[w, i, j] = A[w, i, j] + dA[w, i, j]
             x[w, i] = b[w, i]
         sync()
         factor_ld(m, LD, w, lane, nlanes)
@@ -366,9 +398,10 @@ def build(scalar, schedule: str = "fused"):
     def solve_adjoint(m: Model, LD: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar),
                       x_bar: wp.array2d(dtype=scalar), y: wp.array2d(dtype=scalar),
                       b_bar: wp.array2d(dtype=scalar), A_bar: wp.array3d(dtype=scalar),
-                      diag_bar: wp.array2d(dtype=scalar)):
-        """Adjoint of `solve_forward`: y = A^-1 x_bar; b_bar += y; A_bar -= y x^T on the
-        sparsity pattern (both triangles, as qM stores both); diag_bar -= y * x."""
+                      dA_bar: wp.array3d(dtype=scalar)):
+        """Adjoint of `solve_forward`: y = (A + dA)^-1 x_bar; b_bar += y; A_bar -= y x^T on the
+        sparsity pattern (both triangles, as qM stores both); dA_bar -= y x^T + x y^T on its lower
+        triangle (the one entry stands for both)."""
         w, lane = wp.tid()
         nlanes = lanes_of_block()
         for i in range(lane, m.nv, nlanes):
@@ -380,12 +413,13 @@ def build(scalar, schedule: str = "fused"):
             xi = x[w, i]
             b_bar[w, i] = b_bar[w, i] + yi
             A_bar[w, i, i] = A_bar[w, i, i] - yi * xi
-            diag_bar[w, i] = diag_bar[w, i] - yi * xi
+            dA_bar[w, i, i] = dA_bar[w, i, i] - yi * xi
             adr = m.dof_ancestor_adr[i]
             for k in range(adr, adr + m.dof_ancestor_num[i]):
                 j = m.dof_ancestor[k]
                 A_bar[w, i, j] = A_bar[w, i, j] - yi * x[w, j]
                 A_bar[w, j, i] = A_bar[w, j, i] - y[w, j] * xi
+                dA_bar[w, i, j] = dA_bar[w, i, j] - (yi * x[w, j] + y[w, j] * xi)
 
     @wp.kernel(module=module)
     def advance(m: Model, qpos0: wp.array2d(dtype=scalar), qvel0: wp.array2d(dtype=scalar),
@@ -500,7 +534,8 @@ def build(scalar, schedule: str = "fused"):
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
-            "implicit_diagonal": implicit_diagonal, "solve_forward": solve_forward, "solve_adjoint": solve_adjoint,
+            "implicit_tendons": implicit_tendons, "implicit_matrix": implicit_matrix,
+            "free_body_rows": free_body_rows, "solve_forward": solve_forward, "solve_adjoint": solve_adjoint,
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes,
@@ -517,17 +552,17 @@ def _custom(kernels, kernel, W, inputs, device):
         wp.launch(kernel, dim=(W, 1), inputs=inputs, device=device, record_tape=False)
 
 
-def _solve(tape, kernels, m, W, A, diag, b, x, device, LD):
-    """x = (A + diag)^-1 b, launched outside the tape, with its hand-written adjoint recorded;
-    LD receives the factor."""
+def _solve(tape, kernels, m, W, A, dA, b, x, device, LD):
+    """x = (A + dA)^-1 b (dA by its lower triangle), launched outside the tape, with its
+    hand-written adjoint recorded; LD receives the factor."""
     nv = A.shape[1]
-    _custom(kernels, kernels["solve_forward"], W, [m, A, diag, b, LD, x], device)
+    _custom(kernels, kernels["solve_forward"], W, [m, A, dA, b, LD, x], device)
 
     def backward():
         y = wp.zeros((W, nv), dtype=x.dtype, device=device)
-        _custom(kernels, kernels["solve_adjoint"], W, [m, LD, x, x.grad, y, b.grad, A.grad, diag.grad], device)
+        _custom(kernels, kernels["solve_adjoint"], W, [m, LD, x, x.grad, y, b.grad, A.grad, dA.grad], device)
 
-    tape.record_func(backward, arrays=[A, diag, b, x])
+    tape.record_func(backward, arrays=[A, dA, b, x])
 
 
 #: bytes of step buffers kept for reuse after backward (per process); SIMRL_GRAD_POOL_BYTES
@@ -601,8 +636,17 @@ class _Pool:
         size = sum(slab.capacity for slab in _slabs(d))
         if self.bytes + size > POOL_BYTES:
             return
-        self.free.setdefault((id(model), d.qM.shape[0]), []).append((d, adj))
+        key = (id(model), d.qM.shape[0])
+        if key not in self.free:
+            # a model's id is reused after it is freed: its buffers go with it (a later model
+            # with the same id would get Data of the wrong sizes)
+            weakref.finalize(model, self._forget, key)
+        self.free.setdefault(key, []).append((d, adj))
         self.bytes += size
+
+    def _forget(self, key):
+        for d, _ in self.free.pop(key, []):
+            self.bytes -= sum(slab.capacity for slab in _slabs(d))
 
 
 _POOL = _Pool()
@@ -755,22 +799,34 @@ class Rollout:
         W, nv = qpos.shape[0], model.nv
         d = self._data(qpos, qvel, act)
         self._segment(k["smooth"], m, d, W)
-        diag = wp.zeros((W, nv), dtype=model.dtype, device=device, requires_grad=True)
+        dA = wp.zeros((W, nv, nv), dtype=model.dtype, device=device, requires_grad=True)
         if implicit_damping:
-            self._launch(k["implicit_diagonal"], (W, nv), [m, d, diag])
+            if model.struct.implicitfast and model.struct.ntendon:
+                self._launch(k["implicit_tendons"], (W, model.struct.ntendon), [m, d])
+            self._launch(k["implicit_matrix"], (W, nv), [m, d, dA])
         if model.struct.nefc == 0:
-            _solve(tape, k, m, W, d.qM, diag, d.qfrc_smooth, d.qacc_int, device, d.qLD)
-            return d.qacc_int, d
-        return self._constrained(m, d, diag if implicit_damping else None), d
+            _solve(tape, k, m, W, d.qM, dA, d.qfrc_smooth, d.qacc_int, device, d.qLD)
+            if not implicit_damping:
+                return d.qacc_int, d
+            return self._free_bodies(m, d, d.qfrc_smooth, self._fresh(d.qfrc_smooth), d.qacc_int), d
+        return self._constrained(m, d, dA if implicit_damping else None), d
 
-    def _constrained(self, m, d, diag):
+    def _free_bodies(self, m, d, f1, f2, qacc):
+        """qacc with implicitfast's standalone free bodies' rows solved apart (mj_implicitSkip)."""
+        if not self.model.struct.free_body_num:
+            return qacc
+        out = self._fresh(qacc)
+        self._launch(self.kernels["free_body_rows"], (qacc.shape[0], self.model.struct.njnt), [m, d, f1, f2, qacc, out])
+        return out
+
+    def _constrained(self, m, d, dA):
         """qacc with constraints: the solver forward, its implicit adjoint on the tape; with
-        `diag` (-h qDeriv: Euler's implicit damping, implicitfast) then (M + diag)^-1 (qfrc_smooth +
+        `dA` (-h qDeriv: Euler's implicit damping, implicitfast) then (M + dA)^-1 (qfrc_smooth +
         qfrc_constraint). Returns the acceleration to integrate."""
         k, tape, model = self.kernels, self.tape, self.model
         device, dtype = model.device, model.dtype
         W, nv, nefc = d.qvel.shape[0], model.nv, model.struct.nefc
-        zero = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
+        zero = wp.zeros((W, nv, nv), dtype=dtype, device=device, requires_grad=True)
         _solve(tape, k, m, W, d.qM, zero, d.qfrc_smooth, d.qacc_smooth, device, d.qLD)
         if model.struct.ndetect:
             for item in k["convex_detect"].launches(model):
@@ -795,7 +851,7 @@ class Rollout:
         tape.record_func(backward, arrays=[qacc, d.qM, d.qfrc_smooth, d.efc_J, d.efc_D, d.efc_aref,
                                            d.efc_frictionloss, d.efc_mu])
         self.warmstart = d.qacc
-        if diag is None:
+        if dA is None:
             return qacc
         jar = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)
         force = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)
@@ -805,5 +861,5 @@ class Rollout:
         self._launch(k["constraint_force_dof"], (W, nv), [m, d, force, qfrc])
         rhs = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
         self._launch(k["add"], (W, nv), [d.qfrc_smooth, qfrc, rhs])
-        _solve(tape, k, m, W, d.qM, diag, rhs, d.qacc_int, device, d.qH)
-        return d.qacc_int
+        _solve(tape, k, m, W, d.qM, dA, rhs, d.qacc_int, device, d.qH)
+        return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)

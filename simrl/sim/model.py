@@ -286,6 +286,11 @@ def model_struct(scalar):
         # mj_advance), not after each constraint solve
         warmstart_at_end: int
         implicitfast: int  # integrator implicitfast: (M - h qDeriv) without RNE's derivative (mj_implicitSkip)
+        # implicitfast's standalone free bodies (mj_isFreeBody: one free joint, no children), whose
+        # 6x6 block is solved apart with the gyroscopic derivative (mjd_freeMhat): how many, and
+        # per joint 1 for their free joints
+        free_body_num: int
+        jnt_free_body: wp.array(dtype=int)  # [njnt]
         rk4_a: T.vec3  # RK4 tableau (simrl.sim.rk4): A's diagonal and the weights B
         rk4_b: wp.types.vector(4, dtype=scalar)
         # bodies
@@ -495,6 +500,19 @@ def _disabled(mjm, flag) -> bool:
     return bool(mjm.opt.disableflags & flag)
 
 
+def standalone_free_bodies(mjm: mujoco.MjModel) -> list[int]:
+    """Bodies whose only joint is free and that have no children with dofs or mass (MuJoCo's
+    mj_isFreeBody, engine_derivative.c): implicitfast solves their 6x6 block apart."""
+    bodies = []
+    for b in range(1, mjm.nbody):
+        jnt = int(mjm.body_jntadr[b])
+        if (mjm.body_jntnum[b] == 1 and mjm.jnt_type[jnt] == mujoco.mjtJoint.mjJNT_FREE
+                and mjm.tree_dofnum[mjm.dof_treeid[mjm.jnt_dofadr[jnt]]] == 6
+                and mjm.body_subtreemass[b] == mjm.body_mass[b]):
+            bodies.append(b)
+    return bodies
+
+
 def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
     """Everything in `mjm` that changes the dynamics and that this engine does not implement.
 
@@ -507,17 +525,6 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
         name = mujoco.mjtIntegrator(opt.integrator).name.removeprefix("mjINT_")
         problems.append(f"<option integrator='{name.lower()}'>: only Euler, RK4 and implicitfast are supported "
                         "(implicitfast is implicit without the derivative of the Coriolis and centrifugal forces)")
-    if opt.integrator == INTEGRATOR_IMPLICITFAST:
-        # mj_implicitSkip solves the 6x6 block of a standalone free body (one free joint, no
-        # children) with the gyroscopic derivative (mjd_freeMhat): not implemented
-        for b in range(1, mjm.nbody):
-            jnt = mjm.body_jntadr[b]
-            if (mjm.body_jntnum[b] == 1 and mjm.jnt_type[jnt] == mujoco.mjtJoint.mjJNT_FREE
-                    and mjm.tree_dofnum[mjm.dof_treeid[mjm.jnt_dofadr[jnt]]] == 6
-                    and mjm.body_subtreemass[b] == mjm.body_mass[b]):
-                problems.append(f"<option integrator='implicitfast'> with the standalone free body "
-                                f"{_name(mjm, mujoco.mjtObj.mjOBJ_BODY, b)}: its gyroscopic derivative "
-                                "(mjd_freeMhat) is not supported (use Euler or RK4, or give the body a child)")
     if opt.density != 0 or opt.viscosity != 0:
         problems.append(f"<option density='{opt.density:g}' viscosity='{opt.viscosity:g}'>: "
                         "fluid forces are not supported (set both to 0)")
@@ -591,10 +598,6 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
         if mjm.tendon_armature[t] != 0 and (kinds[0] != WRAP_JOINT or not _is_chain(mjm, tendon_columns(mjm, t))):
             problems.append(f"<tendon armature> on tendon {tname}: armature is supported on fixed tendons whose "
                             "joints lie on one chain of the kinematic tree")
-        if opt.integrator == INTEGRATOR_IMPLICITFAST and mjm.tendon_damping[t] != 0 \
-                and not _disabled(mjm, DSBL.mjDSBL_DAMPER):
-            problems.append(f"<tendon damping> on tendon {tname} with <option integrator='implicitfast'>: the "
-                            "tendon's velocity derivative is not supported (use Euler or RK4)")
 
     # actuators
     trn_joint = int(mujoco.mjtTrn.mjTRN_JOINT)
@@ -606,13 +609,7 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
             kind = mujoco.mjtTrn(trn).name.removeprefix("mjTRN_").lower()
             problems.append(f"<actuator> {aname} transmission '{kind}': only joint and tendon transmissions "
                             "(joint=..., tendon=...) are supported")
-        elif trn == TRN_TENDON:
-            velocity_dependent = (mjm.actuator_biastype[a] == BIAS_AFFINE and mjm.actuator_biasprm[a, 2] != 0) or (
-                mjm.actuator_gaintype[a] == GAIN_AFFINE and mjm.actuator_gainprm[a, 2] != 0)
-            if opt.integrator == INTEGRATOR_IMPLICITFAST and velocity_dependent:
-                problems.append(f"<actuator tendon> {aname} with <option integrator='implicitfast'>: the velocity "
-                                "derivative of an actuator on a tendon is not supported (use Euler or RK4)")
-        elif mjm.jnt_type[mjm.actuator_trnid[a, 0]] not in (JNT_HINGE, JNT_SLIDE):
+        elif trn == trn_joint and mjm.jnt_type[mjm.actuator_trnid[a, 0]] not in (JNT_HINGE, JNT_SLIDE):
             problems.append(f"<actuator joint> {aname}: actuators on ball or free joints are not "
                             "supported (hinge and slide only)")
         dyntype = int(mjm.actuator_dyntype[a])
@@ -820,6 +817,9 @@ class Model:
         m.euler_damp = int(not flags & DSBL.mjDSBL_EULERDAMP and not flags & DSBL.mjDSBL_DAMPER
                            and bool(np.any(mjm.dof_damping > 0)))
         m.implicitfast = int(opt.integrator == INTEGRATOR_IMPLICITFAST)
+        free_bodies = [int(mjm.body_jntadr[b]) for b in standalone_free_bodies(mjm)] if m.implicitfast else []
+        m.free_body_num = len(free_bodies)
+        m.jnt_free_body = ints([int(j in free_bodies) for j in range(mjm.njnt)] or [0])
 
         from simrl.sim.rk4 import RK4_A, RK4_B  # (rk4 builds on this module's Model struct)
 
