@@ -14,9 +14,9 @@ linearly with its length and is released when backward has run (or the graph is 
 after backward, up to simrl.sim.grad.POOL_BYTES (256 MiB) of step buffers are kept and reused
 by the next rollout of the same model and batch size, as allocating them costs more than a
 small step.
-The `Sim`'s own state is neither read nor changed, except `qfrc_applied` and the mocap bodies'
-poses (`mocap_pos`, `mocap_quat`), which are used as constants (no gradients with respect to
-them are provided).
+The `Sim`'s own state is neither read nor changed, except `qfrc_applied`, the mocap bodies'
+poses (`mocap_pos`, `mocap_quat`) and which equality constraints act (`eq_active`), which are
+used as constants (no gradients with respect to them are provided).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _wp_array(value: torch.Tensor, dtype) -> wp.array:
 
 class _DiffStep(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, sim, substeps, names, qpos0, qvel0, ctrl, act0, *values):
+    def forward(ctx, sim, substeps, sensors, names, qpos0, qvel0, ctrl, act0, *values):
         model = sim.model
         dtype = model.dtype
         inputs = [_wp_array(t, dtype) for t in (qpos0, qvel0, ctrl, act0)]
@@ -70,13 +70,17 @@ class _DiffStep(torch.autograd.Function):
         m = _model_with_params(sim, dict(zip(names, values, strict=True)), tape, ctx)
         applied = wp.clone(sim.data.qfrc_applied)
         mocap = (wp.clone(sim.data.mocap_pos), wp.clone(sim.data.mocap_quat))
-        rollout = grad.Rollout(model, m, *inputs[:3], applied, substeps, tape, sim.schedule, mocap, act0=inputs[3])
+        rollout = grad.Rollout(model, m, *inputs[:3], applied, substeps, tape, sim.schedule, mocap, act0=inputs[3],
+                               sensors=sensors, eq_active=wp.clone(sim.data.eq_active))
         ctx.rollout, ctx.inputs = rollout, inputs
-        outputs = (rollout.qpos1, rollout.qvel1, rollout.act1)
-        return tuple(wp.to_torch(a, requires_grad=False).clone() for a in outputs)
+        outputs = [rollout.qpos1, rollout.qvel1, rollout.act1]
+        out = [wp.to_torch(a, requires_grad=False).clone() for a in outputs]
+        if sensors:
+            out.append(wp.to_torch(rollout.sensordata, requires_grad=False)[:, :model.mjm.nsensordata].clone())
+        return tuple(out)
 
     @staticmethod
-    def backward(ctx, g_qpos, g_qvel, g_act):
+    def backward(ctx, g_qpos, g_qvel, g_act, g_sensordata=None):
         rollout = ctx.rollout
         if rollout is None:
             raise RuntimeError("diff_step: backward through the same step twice is not supported "
@@ -85,6 +89,8 @@ class _DiffStep(torch.autograd.Function):
             # act1 is act0's own array when the model has no activations (nothing to seed)
             if g is not None and output.size and output is not ctx.inputs[3]:
                 wp.to_torch(output.grad, requires_grad=False).copy_(g)
+        if g_sensordata is not None and g_sensordata.numel():
+            wp.to_torch(rollout.sensordata.grad, requires_grad=False)[:, :g_sensordata.shape[1]].copy_(g_sensordata)
         rollout.tape.backward()
         grads = [wp.to_torch(a.grad, requires_grad=False).clone() for a in ctx.inputs]
         params = [wp.to_torch(a.grad, requires_grad=False).clone() for a in ctx.param_arrays]
@@ -92,7 +98,7 @@ class _DiffStep(torch.autograd.Function):
         rollout.tape.reset()
         rollout.release()
         ctx.rollout = ctx.inputs = ctx.param_arrays = None
-        return None, None, None, *grads, *params
+        return None, None, None, None, *grads, *params
 
 
 def _model_with_params(sim, params: dict, tape: wp.Tape, ctx):
@@ -127,7 +133,7 @@ def _model_with_params(sim, params: dict, tape: wp.Tape, ctx):
 
 
 def diff_step(sim, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl: torch.Tensor, params: dict | None = None,
-              *, act0: torch.Tensor | None = None, substeps: int = 1,
+              *, act0: torch.Tensor | None = None, substeps: int = 1, sensors: bool = False,
               check_finite: bool = True) -> tuple[torch.Tensor, ...]:
     """One differentiable call of the simulator: `substeps` physics steps of the model's
     integrator (Euler, implicitfast or RK4), like `sim.step(substeps)`, from state (qpos0 [W, nq], qvel0
@@ -143,9 +149,22 @@ def diff_step(sim, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl: torch.Tensor,
     (sliding, torsional, rolling; mixed into each contact pair as MuJoCo does). Tensors are converted to the
     simulation's precision; gradients come back in the caller's dtype.
 
+    `sensors=True` appends `sensordata` [W, nsensordata] to the outputs: MuJoCo's sensors as
+    `sim.sensordata` holds them after `sim.step(substeps)` from this state (those of the state the
+    last substep started from, computed inside the step before integrating, as mj_step does),
+    differentiable like the state: position and velocity sensors through the kinematics,
+    acceleration, force, torque, touch and limit-force sensors also through the constraint
+    solver's acceleration and forces, contact sensors through the contacts' positions, frames,
+    distances and forces. The values equal `sim.sensordata`'s to rounding (the forces are
+    recomputed from the solver's acceleration). Where a sensor is not smooth its gradient is
+    that of the branch taken: which contacts exist and match, which limit row is active, a
+    clamping cutoff, and the `found` count have zero gradient, as has a contact sensor's
+    choice and order of contacts.
+
     The mocap bodies stay at the Sim's `mocap_pos` / `mocap_quat` (read when diff_step is
     called) for all substeps; gradients flow through contacts with them to qpos0, qvel0, ctrl
-    and params, but not to the mocap poses themselves.
+    and params, but not to the mocap poses themselves. The equality constraints that act are
+    the Sim's `eq_active` (read when diff_step is called).
 
     Inputs with NaN or inf raise ValueError; with `check_finite=False` (batched environments,
     where one diverged world must not stop the others) they are not checked (one host
@@ -177,5 +196,11 @@ def diff_step(sim, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl: torch.Tensor,
         if name not in PARAMS:
             raise KeyError(f"diff_step cannot differentiate parameter {name!r}; supported: {', '.join(PARAMS)}")
         values.append(_check_tensor(f"params[{name!r}]", value, (W, *PARAMS[name](sim.model)), dtype, device))
-    qpos1, qvel1, act1 = _DiffStep.apply(sim, substeps, tuple(params), qpos0, qvel0, ctrl, act0, *values)
-    return (qpos1, qvel1, act1) if with_act else (qpos1, qvel1)
+    if not isinstance(sensors, bool):
+        raise TypeError(f"sensors must be True or False, got {sensors!r}")
+    if sensors and not sim.model.mjm.nsensordata:
+        raise ValueError("diff_step(sensors=True): the model defines no sensors (its MJCF has no <sensor> section "
+                         "entries)")
+    out = _DiffStep.apply(sim, substeps, sensors, tuple(params), qpos0, qvel0, ctrl, act0, *values)
+    state = out[:3] if with_act else out[:2]
+    return (*state, out[3]) if sensors else state

@@ -154,6 +154,27 @@ def test_eq_active_per_world(rng):
     assert bool((sim.eq_active == 1).all())
 
 
+def test_diff_step_honours_eq_active(rng):
+    """diff_step steps with the Sim's eq_active: per world, the same qpos and qvel as Sim.step
+    (float64, measured equal to 1e-16). Its step buffers come from a pool whose arrays start
+    zeroed; before they took the Sim's eq_active, every equality constraint was off in diff_step
+    (a world with all on then misses Sim.step's by far more than the tolerance: checked below)."""
+    mjm = model()
+    states = random_states(mjm, 1, rng) * 3
+    sim = Sim.from_model(mjm, num_worlds=3, dtype="float64")
+    masks = np.array([[1, 1, 1, 1, 1, 1], [0, 1, 0, 1, 0, 1], [0, 0, 0, 0, 0, 0]], dtype=np.int32)
+    sim.eq_active = torch.as_tensor(masks)
+    qpos = torch.as_tensor(np.stack([q for q, _ in states]))
+    qvel = torch.as_tensor(np.stack([v for _, v in states]))
+    with torch.no_grad():
+        qpos1, qvel1 = diff_step(sim, qpos, qvel, sim.ctrl.clone(), substeps=2)
+    sim.qpos, sim.qvel = qpos, qvel
+    sim.step(2)
+    for ours, ref in ((qpos1, sim.qpos), (qvel1, sim.qvel)):
+        assert (ours - ref).abs().max() < 1e-12 * max(1.0, float(ref.abs().max()))
+    assert float((qvel1[0] - qvel1[2]).abs().max()) > 1e-3, "the constraints change the step"
+
+
 def test_trajectory_matches_mujoco():
     """200 steps of the whole model from rest (chains pulled together, the ball-jointed pendulum
     hanging from its connect): every step's qpos in float64 (measured 1.9e-14)."""

@@ -140,6 +140,15 @@ def world_functions(scalar, lanes: bool) -> SimpleNamespace:
                            euler_damping=euler.build(scalar, lanes).damping)
 
 
+@functools.cache
+def sensor_passes(scalar) -> tuple:
+    """mj_sensorPos, mj_sensorVel and mj_sensorAcc: every sensor but the contact sensors, then those."""
+    s = sensor.build(scalar)
+    return (Pass("sensor", SENSORS, (s.sensor,)),
+            Pass("contact_sensor", CONTACT_SENSORS, (s.contact_sensor,)),
+            Pass("contact_sensor_sorted", CONTACT_SENSORS, (s.contact_sensor_sorted,)))
+
+
 def _acceleration(scalar, lanes: bool, integrator: bool, sensors: bool = True) -> tuple:
     """mj_fwdAcceleration and mj_fwdConstraint, the sensors (mj_sensorPos/Vel/Acc, unless
     `sensors` is False: RK4's later stages skip them as mj_forwardSkip does), and with
@@ -150,10 +159,7 @@ def _acceleration(scalar, lanes: bool, integrator: bool, sensors: bool = True) -
     passes = (Pass("fwd_acceleration", WORLD, (f.constraint_list, f.fwd_acceleration)),
               Pass("solve", WORLD, (f.solve,)))
     if sensors:
-        s = sensor.build(scalar)
-        passes = passes + (Pass("sensor", SENSORS, (s.sensor,)),
-                           Pass("contact_sensor", CONTACT_SENSORS, (s.contact_sensor,)),
-                           Pass("contact_sensor_sorted", CONTACT_SENSORS, (s.contact_sensor_sorted,)))
+        passes = passes + sensor_passes(scalar)
     if integrator:
         return passes + (Pass("constraint_force_euler", WORLD, (f.constraint_force, f.euler_damping)),)
     return passes + (Pass("constraint_force", WORLD, (f.constraint_force,)),)

@@ -66,6 +66,9 @@ def build(scalar, schedule: str = "fused"):
                          backward=True)
     # the Newton solver (simrl.sim.solver), run forward only: its result is differentiated
     # implicitly by `constraint_adjoint`
+    # the sensors (mj_sensorPos/Vel/Acc), with generated adjoints, in a module of their own (only a
+    # call that asks for sensordata compiles them)
+    sensors = segment("sensors", forward.sensor_passes(scalar), scalar, schedule, "grad_sensor", backward=True)
     constraint_solve = segment("constraint_solve", (Pass("constraint_solve", WORLD, (world.constraint_list,
                                                                                      world.solve)),),
                                scalar, schedule, "grad_custom")
@@ -538,9 +541,9 @@ def build(scalar, schedule: str = "fused"):
             "free_body_rows": free_body_rows, "solve_forward": solve_forward, "solve_adjoint": solve_adjoint,
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
-            "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes,
+            "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors,
             "modules": (module, custom, *smooth.modules, *convex_detect.modules, *constraint.modules,
-                        *constraint_solve.modules)}
+                        *constraint_solve.modules, *sensors.modules)}
 
 
 def _custom(kernels, kernel, W, inputs, device):
@@ -660,25 +663,34 @@ class Rollout:
     `steps` steps of the model's integrator (Euler, implicitfast or RK4) are taken with the same
     ctrl and the mocap bodies at `mocap` = (mocap_pos, mocap_quat), constants (no gradients flow
     to them; None: the model's poses). `act0` [W, na] (None: zero activations, without a
-    gradient). Seed `qpos1.grad` / `qvel1.grad` / `act1.grad`, then run `tape.backward()`."""
+    gradient), the equality constraints acting where `eq_active` [W, neq] (None: eq_active0).
+    Seed `qpos1.grad` / `qvel1.grad` / `act1.grad`, then run `tape.backward()`.
+
+    With `sensors`, `sensordata` [W, >= nsensordata] holds the sensors of the state the last step
+    started from, as `Sim.step` leaves them (mj_forward's, before the integrator: the
+    accelerations and forces of the constraint solver's qacc and efc_force); seed its gradient
+    too. Its values are the plain step's to rounding (efc_force recomputed from qacc)."""
 
     def __init__(self, model, m, qpos0, qvel0, ctrl, qfrc_applied, steps: int, tape: wp.Tape,
-                 schedule: str = "fused", mocap=None, act0=None):
+                 schedule: str = "fused", mocap=None, act0=None, sensors: bool = False, eq_active=None):
         self.kernels = build(model.dtype, schedule)
         self.tape, self.model, self.m = tape, model, m
         self.ctrl, self.qfrc_applied = ctrl, qfrc_applied
         self.mocap = mocap
+        self.eq_active = eq_active
         self.datas = []  # one set of buffers per evaluation of the forward dynamics
         self.warmstart = None  # the constraint solver starts from the previous solution, as Sim.step
         self.adjoints = {id(m): tape.get_adjoint(m)}  # adjoint structs, built once per struct
         if act0 is None:
             act0 = wp.zeros((qpos0.shape[0], model.na), dtype=model.dtype, device=model.device, requires_grad=True)
+        self.sensordata = None
         qpos, qvel, act = qpos0, qvel0, act0
-        for _ in range(steps):
+        for step in range(steps):
+            last = sensors and step == steps - 1
             if model.integrator in EULER_LIKE:
-                qpos, qvel, act = self._euler(qpos, qvel, act)
+                qpos, qvel, act = self._euler(qpos, qvel, act, last)
             else:
-                qpos, qvel, act = self._rk4(qpos, qvel, act)
+                qpos, qvel, act = self._rk4(qpos, qvel, act, last)
         self.qpos1, self.qvel1, self.act1 = qpos, qvel, act
 
     def _launch(self, kernel, dim, inputs):
@@ -731,6 +743,12 @@ class Rollout:
                 mocap = self.mocap = (fresh.mocap_pos, fresh.mocap_quat)
             wp.copy(d.mocap_pos, mocap[0])
             wp.copy(d.mocap_quat, mocap[1])
+        if self.model.mjm.neq:
+            # which equality constraints act, into the buffers' own array (a pooled Data's slab
+            # starts zeroed: every constraint off)
+            if self.eq_active is None:
+                self.eq_active = make_data(self.model, qpos.shape[0]).eq_active
+            wp.copy(d.eq_active, self.eq_active)
         if adj is None:
             adj = self.tape.get_adjoint(d)
         adj.qpos, adj.qvel, adj.act, adj.ctrl, adj.qfrc_applied = qpos.grad, qvel.grad, act.grad, self.ctrl.grad, \
@@ -742,11 +760,12 @@ class Rollout:
     def _fresh(self, like):
         return wp.zeros_like(like, requires_grad=True)
 
-    def _euler(self, qpos, qvel, act):
+    def _euler(self, qpos, qvel, act, sensors: bool = False):
         """Semi-implicit Euler, with dof damping implicit when the model asks (mj_EulerSkip), or
         implicitfast (mj_implicitSkip): the same step with (M - h qDeriv) in the last solve."""
         struct = self.model.struct
-        qacc, d = self._acceleration(qpos, qvel, act, implicit_damping=bool(struct.euler_damp or struct.implicitfast))
+        qacc, d = self._acceleration(qpos, qvel, act, implicit_damping=bool(struct.euler_damp or struct.implicitfast),
+                                     sensors=sensors)
         qpos1, qvel1 = self._fresh(qpos), self._fresh(qvel)
         self._launch(self.kernels["advance"], (qpos.shape[0], self.model.struct.njnt),
                      [self.m, qpos, qvel, qacc, qpos1, qvel1])
@@ -756,7 +775,7 @@ class Rollout:
             self._launch(self.kernels["advance_act"], (qpos.shape[0], self.model.nu), [self.m, act, d.act_dot, act1])
         return qpos1, qvel1, act1
 
-    def _rk4(self, qpos, qvel, act):
+    def _rk4(self, qpos, qvel, act, sensors: bool = False):
         """MuJoCo 4.0's RK4 (simrl.sim.rk4): four evaluations, each on buffers of its own."""
         k, m, W, scalar = self.kernels, self.m, qpos.shape[0], self.model.dtype
         njnt, nu, na = self.model.struct.njnt, self.model.nu, self.model.na
@@ -765,7 +784,8 @@ class Rollout:
         derivatives, accelerations, act_dots = [], [], []
         qpos_i, qvel_i, act_i = qpos, qvel, act
         for i in range(4):
-            qacc, d = self._acceleration(qpos_i, qvel_i, act_i, implicit_damping=False)
+            # sensors at the first stage only (mj_RungeKutta's later mj_forwardSkip skip them)
+            qacc, d = self._acceleration(qpos_i, qvel_i, act_i, implicit_damping=False, sensors=sensors and i == 0)
             accelerations.append(qacc)
             act_dots.append(d.act_dot)
             if i == 0:
@@ -790,10 +810,11 @@ class Rollout:
             self._launch(k["rk_end_act"], (W, nu), [m, act, *act_dots, *B, dact, act1])
         return qpos1, qvel1, act1
 
-    def _acceleration(self, qpos, qvel, act, implicit_damping: bool):
+    def _acceleration(self, qpos, qvel, act, implicit_damping: bool, sensors: bool = False):
         """The acceleration the integrator uses at (qpos, qvel, act), and the evaluation's buffers
         (act_dot among them): qacc (M^-1 qfrc_smooth, or the constraint solver's), or with implicit
-        damping (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint)."""
+        damping (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint). With `sensors`, the sensors
+        (self.sensordata) of mj_forward's qacc and efc_force."""
         k, tape, model, m = self.kernels, self.tape, self.model, self.m
         device = model.device
         W, nv = qpos.shape[0], model.nv
@@ -807,9 +828,28 @@ class Rollout:
         if model.struct.nefc == 0:
             _solve(tape, k, m, W, d.qM, dA, d.qfrc_smooth, d.qacc_int, device, d.qLD)
             if not implicit_damping:
+                if sensors:
+                    self._sensors(m, d, d.qacc_int, None)
                 return d.qacc_int, d
+            if sensors:  # mj_forward's qacc, M^-1 qfrc_smooth (qH is free without constraints)
+                zero = wp.zeros((W, nv, nv), dtype=model.dtype, device=device, requires_grad=True)
+                _solve(tape, k, m, W, d.qM, zero, d.qfrc_smooth, d.qacc_smooth, device, d.qH)
+                self._sensors(m, d, d.qacc_smooth, None)
             return self._free_bodies(m, d, d.qfrc_smooth, self._fresh(d.qfrc_smooth), d.qacc_int), d
-        return self._constrained(m, d, dA if implicit_damping else None), d
+        return self._constrained(m, d, dA if implicit_damping else None, sensors), d
+
+    def _sensors(self, m, d, qacc, efc_force):
+        """Launch the sensors on `d` reading the differentiable `qacc` and `efc_force` (None:
+        the model has no constraint rows) in place of the Data's own (the solver's, which have
+        no adjoint); its sensordata becomes self.sensordata."""
+        replace = {"qacc": qacc}
+        if efc_force is not None:
+            replace["efc_force"] = efc_force
+        ds = _replace_fields(d, self.model.dtype, replace)
+        self.adjoints[id(ds)] = _replace_fields(self.adjoints[id(d)], self.model.dtype,
+                                                {name: a.grad for name, a in replace.items()})
+        self._segment(self.kernels["sensors"], m, ds, qacc.shape[0])
+        self.sensordata = d.sensordata
 
     def _free_bodies(self, m, d, f1, f2, qacc):
         """qacc with implicitfast's standalone free bodies' rows solved apart (mj_implicitSkip)."""
@@ -819,10 +859,11 @@ class Rollout:
         self._launch(self.kernels["free_body_rows"], (qacc.shape[0], self.model.struct.njnt), [m, d, f1, f2, qacc, out])
         return out
 
-    def _constrained(self, m, d, dA):
+    def _constrained(self, m, d, dA, sensors: bool = False):
         """qacc with constraints: the solver forward, its implicit adjoint on the tape; with
         `dA` (-h qDeriv: Euler's implicit damping, implicitfast) then (M + dA)^-1 (qfrc_smooth +
-        qfrc_constraint). Returns the acceleration to integrate."""
+        qfrc_constraint). Returns the acceleration to integrate. With `sensors`, the sensors of
+        the solver's qacc and of efc_force recomputed from it (differentiably)."""
         k, tape, model = self.kernels, self.tape, self.model
         device, dtype = model.device, model.dtype
         W, nv, nefc = d.qvel.shape[0], model.nv, model.struct.nefc
@@ -851,15 +892,30 @@ class Rollout:
         tape.record_func(backward, arrays=[qacc, d.qM, d.qfrc_smooth, d.efc_J, d.efc_D, d.efc_aref,
                                            d.efc_frictionloss, d.efc_mu])
         self.warmstart = d.qacc
-        if dA is None:
+        if dA is None and not sensors:
             return qacc
+        # efc_force of the solution, differentiably (the solver's own has no adjoint)
         jar = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)
         force = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)
-        qfrc = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
         self._launch(k["constraint_jar"], (W, nefc), [m, d, qacc, jar])
         self._launch(k["constraint_force_row"], (W, nefc), [m, d, jar, force])
+        if sensors:
+            self._sensors(m, d, qacc, force)
+        if dA is None:
+            return qacc
+        qfrc = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
         self._launch(k["constraint_force_dof"], (W, nv), [m, d, force, qfrc])
         rhs = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
         self._launch(k["add"], (W, nv), [d.qfrc_smooth, qfrc, rhs])
         _solve(tape, k, m, W, d.qM, dA, rhs, d.qacc_int, device, d.qH)
         return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
+
+
+def _replace_fields(struct, scalar, replace: dict):
+    """A shallow copy of a Data struct (or of its adjoint) with the fields in `replace` set to
+    other arrays."""
+    struct_type = data_struct(scalar)
+    copy = struct_type()
+    for name in struct_type.vars:
+        setattr(copy, name, replace.get(name, getattr(struct, name)))
+    return copy

@@ -198,6 +198,7 @@ def build(scalar):
     f, vec3, vec6 = T.f, T.vec3, T.vec6
     ray_geom = ray.build(scalar)
     zero3 = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
+    vec4 = wp.types.vector(4, scalar)
 
     @wp.func
     def frame_body(m: Model, objtype: int, objid: int):
@@ -316,30 +317,46 @@ def build(scalar):
         return x == root
 
     @wp.func
-    def subtree_momentum(m: Model, d: Data, w: int, root: int, angular: int):
-        """mj_subtreeVel for one subtree: its center of mass's linear velocity (sum of m_i v_i
-        over its bodies / its mass), or (angular) its angular momentum about its center of mass,
-        sum of R_i I_i R_i' w_i + m_i (x_i - c) x (v_i - v_c), which MuJoCo's recursion adds up
-        by the parallel-axis theorem."""
+    def subtree_linear_momentum(m: Model, d: Data, w: int, root: int):
+        """Sum of m_i v_i over the bodies of root's subtree (v_i: the CoM's linear velocity)."""
         p = zero3
         for i in range(1, m.nbody):
             if in_subtree(m, i, root):
                 ang, lin = object_velocity(m, d, w, OBJ_BODY, i, 0)
                 p = p + lin * m.body_mass[w % m.body_mass.shape[0], i]
-        vc = p / wp.max(scalar(MINVAL), d.subtree_mass[w, root])
+        return p
+
+    @wp.func
+    def subtree_angular_momentum(m: Model, d: Data, w: int, root: int, vc: vec3):
+        """Sum of R_i I_i R_i' w_i + m_i (x_i - c) x (v_i - vc) over root's subtree, c its CoM."""
+        out = zero3
+        c = d.subtree_com[w, root]
+        for i in range(1, m.nbody):
+            if in_subtree(m, i, root):
+                ang, lin = object_velocity(m, d, w, OBJ_BODY, i, 0)
+                r = d.ximat[w, i]
+                local = wp.transpose(r) * ang
+                inertia = m.body_inertia[w % m.body_inertia.shape[0], i]
+                spin = r * vec3(local[0] * inertia[0], local[1] * inertia[1], local[2] * inertia[2])
+                mass = m.body_mass[w % m.body_mass.shape[0], i]
+                out = out + spin + wp.cross(d.xipos[w, i] - c, (lin - vc) * mass)
+        return out
+
+    @wp.func
+    def subtree_momentum(m: Model, d: Data, w: int, root: int, angular: int):
+        """mj_subtreeVel for one subtree: its center of mass's linear velocity (sum of m_i v_i
+        over its bodies / its mass), or (angular) its angular momentum about its center of mass,
+        sum of R_i I_i R_i' w_i + m_i (x_i - c) x (v_i - v_c), which MuJoCo's recursion adds up
+        by the parallel-axis theorem.
+
+        Each loop is a function of its own whose result the caller uses: the generated adjoint
+        of a kernel replays a dynamic loop's iterations in reverse but not the values the loop
+        leaves behind, so a loop's result used later in the same function reads its initial
+        value in the backward pass (a called function's forward, though, is rerun whole)."""
+        vc = subtree_linear_momentum(m, d, w, root) / wp.max(scalar(MINVAL), d.subtree_mass[w, root])
         out = vc
         if angular != 0:
-            out = zero3
-            c = d.subtree_com[w, root]
-            for i in range(1, m.nbody):
-                if in_subtree(m, i, root):
-                    ang, lin = object_velocity(m, d, w, OBJ_BODY, i, 0)
-                    r = d.ximat[w, i]
-                    local = wp.transpose(r) * ang
-                    inertia = m.body_inertia[w % m.body_inertia.shape[0], i]
-                    spin = r * vec3(local[0] * inertia[0], local[1] * inertia[1], local[2] * inertia[2])
-                    mass = m.body_mass[w % m.body_mass.shape[0], i]
-                    out = out + spin + wp.cross(d.xipos[w, i] - c, (lin - vc) * mass)
+            out = subtree_angular_momentum(m, d, w, root, vc)
         return out
 
     @wp.func
@@ -348,28 +365,30 @@ def build(scalar):
             d.sensordata[w, adr + k] = v[k]
 
     @wp.func
-    def write_quat(d: Data, w: int, adr: int, q: T.quat):
-        """A quaternion in MuJoCo's order (w, x, y, z)."""
-        d.sensordata[w, adr] = q[3]
-        for k in range(3):
-            d.sensordata[w, adr + 1 + k] = q[k]
+    def limit_row(m: Model, d: Data, w: int, cnstr: int, objid: int):
+        """The first active limit row of joint or tendon objid (MuJoCo's order: the lower side
+        first), -1 without one."""
+        row = int(-1)
+        first = m.nefc_eq + m.nefc_friction
+        for r in range(first, first + m.nefc_limit):
+            if row < 0 and d.efc_active[w, r] != 0 and m.efc_type[r] == cnstr and m.efc_id[r] == objid:
+                row = r
+        return row
 
     @wp.func
     def limit_value(m: Model, d: Data, w: int, cnstr: int, objid: int, which: int):
-        """Of the first active limit row of joint or tendon objid (MuJoCo's order: the lower side
-        first): which 0 its distance - margin, 1 its velocity, 2 its force; 0 without one."""
+        """Of the first active limit row of joint or tendon objid: which 0 its distance - margin,
+        1 its velocity, 2 its force; 0 without one. (The row from a function of its own: see
+        `subtree_momentum`.)"""
         value = scalar(0.0)
-        found = int(0)
-        first = m.nefc_eq + m.nefc_friction
-        for r in range(first, first + m.nefc_limit):
-            if found == 0 and d.efc_active[w, r] != 0 and m.efc_type[r] == cnstr and m.efc_id[r] == objid:
-                found = 1
-                if which == 0:
-                    value = d.efc_pos[w, r] - d.efc_margin[w, r]
-                elif which == 1:
-                    value = d.efc_vel[w, r]
-                else:
-                    value = d.efc_force[w, r]
+        r = limit_row(m, d, w, cnstr, objid)
+        if r >= 0:
+            if which == 0:
+                value = d.efc_pos[w, r] - d.efc_margin[w, r]
+            elif which == 1:
+                value = d.efc_vel[w, r]
+            else:
+                value = d.efc_force[w, r]
         return value
 
     @wp.func
@@ -381,17 +400,24 @@ def build(scalar):
         r0 = m.contact_efc_adr[c]
         condim = m.cpair_condim[p]
         fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
+        # loops of constant length (unrolled): the generated adjoint of a vector's component
+        # updated in a dynamic loop is wrong (see subtree_momentum)
         out = vec6()
         if condim == 1:
             out[0] = d.efc_force[w, r0]
         elif m.cone_elliptic != 0:
-            for k in range(condim):
-                out[k] = d.efc_force[w, r0 + k]
+            for k in range(6):
+                if k < condim:
+                    out[k] = d.efc_force[w, r0 + k]
         else:
-            for k in range(2 * (condim - 1)):
-                out[0] = out[0] + d.efc_force[w, r0 + k]
-            for k in range(condim - 1):
-                out[k + 1] = (d.efc_force[w, r0 + 2 * k] - d.efc_force[w, r0 + 2 * k + 1]) * fr[k]
+            normal = scalar(0.0)
+            for k in range(10):
+                if k < 2 * (condim - 1):
+                    normal = normal + d.efc_force[w, r0 + k]
+            out[0] = normal
+            for k in range(5):
+                if k < condim - 1:
+                    out[k + 1] = (d.efc_force[w, r0 + 2 * k] - d.efc_force[w, r0 + 2 * k + 1]) * fr[k]
         return vec3(out[0], out[1], out[2]), vec3(out[3], out[4], out[5])
 
     @wp.func
@@ -614,64 +640,94 @@ def build(scalar):
             as ContactSelect's partial sort), or netforce (one synthetic contact at the
             force-weighted centroid: the total world-frame wrench about it, normal and tangent the
             world's x and y; all zero without a match, as MuJoCo 4.0 gives); empty slots zero.
-            Every value is written once."""
+            Every value is written once, and which contact fills a slot comes from a function
+            (`nth_match`, `nth_sorted`), not from a counter carried through a loop: the generated
+            adjoint does not replay a loop's carried values (see `subtree_momentum`)."""
             reduce = m.contact_sensor[i].reduce
             if (reduce == REDUCE_MINDIST or reduce == REDUCE_MAXFORCE) == wp.static(sorted_reductions):
                 adr = m.contact_sensor[i].adr
                 dim = m.contact_sensor[i].dim
                 dataspec = m.contact_sensor[i].dataspec
                 first = m.contact_sensor[i].slot_adr
-                n = m.contact_sensor[i].slot_num
-                size = int(0)  # mju_condataSize: found and dist one value, the other fields three
-                for k in range(NCONDATA):
-                    if (dataspec & (1 << k)) != 0:
-                        if k == CONDATA_FOUND or k == CONDATA_DIST:
-                            size = size + 1
-                        else:
-                            size = size + 3
+                size = condata_size(dataspec)
                 num = dim // size
-                nmatch = int(0)
-                for k in range(n):
-                    if contact_matches(m, d, w, i, m.contact_sensor_slot[first + k][0]):
-                        nmatch = nmatch + 1
-                written = int(0)  # the leading values of the sensor written
-                if wp.static(sorted_reductions):
-                    written = sorted_slots(m, d, w, i, adr, dataspec, size, num, nmatch)
-                elif reduce == REDUCE_NETFORCE:
+                nmatch = match_count(m, d, w, i)
+                if reduce == REDUCE_NETFORCE:
                     if nmatch > 0:
                         net_force_slot(m, d, w, i, adr, dataspec, nmatch)
-                        written = size
+                    else:
+                        zero_values(d, w, adr, size)
+                    for j in range(1, num):
+                        zero_values(d, w, adr + j * size, size)
                 else:
-                    written = first_slots(m, d, w, i, adr, dataspec, size, num, nmatch)
-                for k in range(adr + written, adr + dim):
-                    d.sensordata[w, k] = scalar(0.0)
+                    for j in range(num):
+                        k = int(-1)
+                        if j < nmatch:
+                            if wp.static(sorted_reductions):
+                                k = nth_sorted(m, d, w, i, j)
+                            else:
+                                k = nth_match(m, d, w, i, j)
+                        if k >= 0:
+                            e = m.contact_sensor_slot[first + k]
+                            write_contact(m, d, w, adr + j * size, dataspec, e[0], e[1], nmatch)
+                        else:
+                            zero_values(d, w, adr + j * size, size)
+                zero_values(d, w, adr + num * size, dim - num * size)
 
         return contact_sensor
 
     @wp.func
-    def first_slots(m: Model, d: Data, w: int, i: int, adr: int, dataspec: int, size: int, num: int, nmatch: int):
-        """Reduction none: the first num matches, in order; the values written."""
-        first = m.contact_sensor[i].slot_adr
-        j = int(0)
-        for k in range(m.contact_sensor[i].slot_num):
-            e = m.contact_sensor_slot[first + k]
-            if j < num and contact_matches(m, d, w, i, e[0]):
-                write_contact(m, d, w, adr + j * size, dataspec, e[0], e[1], nmatch)
-                j = j + 1
-        return j * size
+    def condata_size(dataspec: int):
+        """mju_condataSize: found and dist one value, the other fields three."""
+        size = int(0)
+        for k in range(NCONDATA):
+            if (dataspec & (1 << k)) != 0:
+                if k == CONDATA_FOUND or k == CONDATA_DIST:
+                    size = size + 1
+                else:
+                    size = size + 3
+        return size
 
     @wp.func
-    def sorted_slots(m: Model, d: Data, w: int, i: int, adr: int, dataspec: int, size: int, num: int, nmatch: int):
-        """Reductions mindist and maxforce: slot j holds the j-th smallest (key, order) of the
-        matches, as ContactSelect (a partial heap sort, then an insertion sort) orders them; the
-        values written."""
+    def zero_values(d: Data, w: int, adr: int, n: int):
+        for k in range(n):
+            d.sensordata[w, adr + k] = scalar(0.0)
+
+    @wp.func
+    def match_count(m: Model, d: Data, w: int, i: int):
+        """The number of contacts contact sensor i matches."""
+        first = m.contact_sensor[i].slot_adr
+        n = int(0)
+        for k in range(m.contact_sensor[i].slot_num):
+            if contact_matches(m, d, w, i, m.contact_sensor_slot[first + k][0]):
+                n = n + 1
+        return n
+
+    @wp.func
+    def nth_match(m: Model, d: Data, w: int, i: int, j: int):
+        """Reduction none: the candidate (index into the sensor's slots) of its j-th match in
+        order, -1 if it has fewer."""
+        first = m.contact_sensor[i].slot_adr
+        count = int(0)
+        found = int(-1)
+        for k in range(m.contact_sensor[i].slot_num):
+            if found < 0 and contact_matches(m, d, w, i, m.contact_sensor_slot[first + k][0]):
+                if count == j:
+                    found = k
+                count = count + 1
+        return found
+
+    @wp.func
+    def nth_sorted(m: Model, d: Data, w: int, i: int, j: int):
+        """Reductions mindist and maxforce: the candidate of the j-th smallest (key, order) of the
+        matches, as ContactSelect (a partial heap sort, then an insertion sort) orders them; -1
+        if there is none (fewer matches, or a NaN key)."""
         first = m.contact_sensor[i].slot_adr
         n = m.contact_sensor[i].slot_num
         reduce = m.contact_sensor[i].reduce
-        written = int(0)
         last_key = scalar(0.0)
         last = int(-1)
-        for _slot in range(wp.min(num, nmatch)):
+        for _rank in range(j + 1):
             best_key = scalar(0.0)
             best = int(-1)
             for k in range(n):
@@ -682,36 +738,35 @@ def build(scalar):
                     if later and (best < 0 or key < best_key):
                         best_key = key
                         best = k
-            if best >= 0:  # (none left only if a key is NaN)
-                e = m.contact_sensor_slot[first + best]
-                write_contact(m, d, w, adr + written, dataspec, e[0], e[1], nmatch)
-                last_key = best_key
-                last = best
-                written = written + size
-        return written
+            last_key = best_key
+            last = best
+            if best < 0:
+                break
+        return last
 
     @wp.func
-    def net_force_slot(m: Model, d: Data, w: int, i: int, adr: int, dataspec: int, nmatch: int):
-        """Reduction netforce: the force-weighted centroid of the matches and their total wrench
-        about it in the world frame (total_wrench), as one slot; MuJoCo's compiler refuses linvel
-        and angvel with it."""
+    def weighted_positions(m: Model, d: Data, w: int, i: int):
+        """Over the matches of contact sensor i: the sum of the contact positions weighted by the
+        norms of their forces, and the sum of the weights."""
         first = m.contact_sensor[i].slot_adr
-        n = m.contact_sensor[i].slot_num
-        # the centroid, weighted by the norms of the contact forces
         point = zero3
         total = scalar(0.0)
-        for k in range(n):
+        for k in range(m.contact_sensor[i].slot_num):
             c = m.contact_sensor_slot[first + k][0]
             if contact_matches(m, d, w, i, c):
                 force, torque = contact_wrench(m, d, w, c)
                 weight = wp.length(force)
                 point = point + d.contact_pos[w, c] * weight
                 total = total + weight
-        point = point * (scalar(1.0) / wp.max(total, scalar(MINVAL)))
-        # each wrench (negated when flipped) in the world frame, about the point
+        return point, total
+
+    @wp.func
+    def net_wrench(m: Model, d: Data, w: int, i: int, point: vec3):
+        """The matches' wrenches (negated when flipped) in the world frame, summed about `point`."""
+        first = m.contact_sensor[i].slot_adr
         net_force = zero3
         net_torque = zero3
-        for k in range(n):
+        for k in range(m.contact_sensor[i].slot_num):
             e = m.contact_sensor_slot[first + k]
             c = e[0]
             if contact_matches(m, d, w, i, c):
@@ -724,6 +779,16 @@ def build(scalar):
                 net_force = net_force + fw
                 net_torque = net_torque + frame_t * torque
                 net_torque = net_torque + wp.cross(d.contact_pos[w, c] - point, fw)
+        return net_force, net_torque
+
+    @wp.func
+    def net_force_slot(m: Model, d: Data, w: int, i: int, adr: int, dataspec: int, nmatch: int):
+        """Reduction netforce: the force-weighted centroid of the matches and their total wrench
+        about it in the world frame (total_wrench), as one slot; MuJoCo's compiler refuses linvel
+        and angvel with it."""
+        weighted, total = weighted_positions(m, d, w, i)
+        point = weighted * (scalar(1.0) / wp.max(total, scalar(MINVAL)))
+        net_force, net_torque = net_wrench(m, d, w, i, point)
         a = adr
         if (dataspec & (1 << CONDATA_FOUND)) != 0:
             d.sensordata[w, a] = scalar(nmatch)
@@ -747,58 +812,72 @@ def build(scalar):
             write3(d, w, a, vec3(scalar(0.0), scalar(1.0), scalar(0.0)))
 
     @wp.func
-    def sensor(m: Model, d: Data, w: int, i: int):
-        """Sensor i (mj_computeSensorPos / Vel / Acc, then apply_cutoff)."""
+    def value3(v: vec3):
+        return vec4(v[0], v[1], v[2], scalar(0.0))
+
+    @wp.func
+    def value_quat(q: T.quat):
+        """A quaternion in MuJoCo's order (w, x, y, z)."""
+        return vec4(q[3], q[0], q[1], q[2])
+
+    @wp.func
+    def value1(x: scalar):
+        return vec4(x, scalar(0.0), scalar(0.0), scalar(0.0))
+
+    @wp.func
+    def sensor_value(m: Model, d: Data, w: int, i: int):
+        """The (at most 4) values of sensor i, not a contact sensor (mj_computeSensorPos / Vel /
+        Acc)."""
         kind = m.sensor[i].type
         objtype = m.sensor[i].objtype
         objid = m.sensor[i].objid
         reftype = m.sensor[i].reftype
         refid = m.sensor[i].refid
-        adr = m.sensor[i].adr
+        v = vec4()
         if kind == MAGNETOMETER:
-            write3(d, w, adr, wp.transpose(d.site_xmat[w, objid]) * m.magnetic)
+            v = value3(wp.transpose(d.site_xmat[w, objid]) * m.magnetic)
         elif kind == JOINTPOS:
-            d.sensordata[w, adr] = d.qpos[w, m.jnt_qposadr[objid]]
+            v = value1(d.qpos[w, m.jnt_qposadr[objid]])
         elif kind == ACTUATORPOS:
-            d.sensordata[w, adr] = d.actuator_length[w, objid]
+            v = value1(d.actuator_length[w, objid])
         elif kind == TENDONPOS:
-            d.sensordata[w, adr] = d.ten_length[w, objid]
+            v = value1(d.ten_length[w, objid])
         elif kind == TENDONVEL:
-            d.sensordata[w, adr] = d.ten_velocity[w, objid]
+            v = value1(d.ten_velocity[w, objid])
         elif kind == BALLQUAT:
-            write_quat(d, w, adr, f.quat_normalize(f.quat_from_qpos(d.qpos, w, m.jnt_qposadr[objid])))
+            v = value_quat(f.quat_normalize(f.quat_from_qpos(d.qpos, w, m.jnt_qposadr[objid])))
         elif kind == FRAMEPOS:
             p = frame_pos(d, w, objtype, objid)
             if refid >= 0:
                 p = wp.transpose(frame_mat(d, w, reftype, refid)) * (p - frame_pos(d, w, reftype, refid))
-            write3(d, w, adr, p)
+            v = value3(p)
         elif kind == FRAMEXAXIS or kind == FRAMEYAXIS or kind == FRAMEZAXIS:
             r = frame_mat(d, w, objtype, objid)
             c = kind - FRAMEXAXIS
             axis = vec3(r[0, c], r[1, c], r[2, c])
             if refid >= 0:
                 axis = wp.transpose(frame_mat(d, w, reftype, refid)) * axis
-            write3(d, w, adr, axis)
+            v = value3(axis)
         elif kind == FRAMEQUAT:
             q = frame_quat(m, d, w, objtype, objid)
             if refid >= 0:
                 q = wp.quat_inverse(frame_quat(m, d, w, reftype, refid)) * q
-            write_quat(d, w, adr, q)
+            v = value_quat(q)
         elif kind == SUBTREECOM:
-            write3(d, w, adr, d.subtree_com[w, objid])
+            v = value3(d.subtree_com[w, objid])
         elif kind == VELOCIMETER:
             ang, lin = object_velocity(m, d, w, OBJ_SITE, objid, 1)
-            write3(d, w, adr, lin)
+            v = value3(lin)
         elif kind == GYRO:
             ang, lin = object_velocity(m, d, w, OBJ_SITE, objid, 1)
-            write3(d, w, adr, ang)
+            v = value3(ang)
         elif kind == JOINTVEL:
-            d.sensordata[w, adr] = d.qvel[w, m.jnt_dofadr[objid]]
+            v = value1(d.qvel[w, m.jnt_dofadr[objid]])
         elif kind == ACTUATORVEL:
-            d.sensordata[w, adr] = d.actuator_velocity[w, objid]
+            v = value1(d.actuator_velocity[w, objid])
         elif kind == BALLANGVEL:
-            for k in range(3):
-                d.sensordata[w, adr + k] = d.qvel[w, m.jnt_dofadr[objid] + k]
+            a = m.jnt_dofadr[objid]
+            v = vec4(d.qvel[w, a], d.qvel[w, a + 1], d.qvel[w, a + 2], scalar(0.0))
         elif kind == FRAMELINVEL or kind == FRAMEANGVEL:
             ang, lin = object_velocity(m, d, w, objtype, objid, 0)
             if refid >= 0:
@@ -808,28 +887,28 @@ def build(scalar):
                 lin = rt * (lin - rlin + wp.cross(rvec, rang))
                 ang = rt * (ang - rang)
             if kind == FRAMELINVEL:
-                write3(d, w, adr, lin)
+                v = value3(lin)
             else:
-                write3(d, w, adr, ang)
+                v = value3(ang)
         elif kind == ACCELEROMETER:
             ang, lin = object_acceleration(m, d, w, OBJ_SITE, objid, 1)
-            write3(d, w, adr, lin)
+            v = value3(lin)
         elif kind == FRAMELINACC or kind == FRAMEANGACC:
             ang, lin = object_acceleration(m, d, w, objtype, objid, 0)
             if kind == FRAMELINACC:
-                write3(d, w, adr, lin)
+                v = value3(lin)
             else:
-                write3(d, w, adr, ang)
+                v = value3(ang)
         elif kind == SUBTREELINVEL:
-            write3(d, w, adr, subtree_momentum(m, d, w, objid, 0))
+            v = value3(subtree_momentum(m, d, w, objid, 0))
         elif kind == SUBTREEANGMOM:
-            write3(d, w, adr, subtree_momentum(m, d, w, objid, 1))
+            v = value3(subtree_momentum(m, d, w, objid, 1))
         elif kind == ACTUATORFRC:
-            d.sensordata[w, adr] = d.actuator_force[w, objid]
+            v = value1(d.actuator_force[w, objid])
         elif kind == JOINTACTFRC:
-            d.sensordata[w, adr] = d.qfrc_actuator[w, m.jnt_dofadr[objid]]
+            v = value1(d.qfrc_actuator[w, m.jnt_dofadr[objid]])
         elif kind == TOUCH:
-            d.sensordata[w, adr] = touch(m, d, w, objid)
+            v = value1(touch(m, d, w, objid))
         elif kind == FORCE or kind == TORQUE:
             # cfrc_int of the site's body moved to the site, in its frame (mju_transformSpatial)
             b = m.site_bodyid[objid]
@@ -837,28 +916,42 @@ def build(scalar):
             pos = d.site_xpos[w, objid]
             rt = wp.transpose(d.site_xmat[w, objid])
             if kind == FORCE:
-                write3(d, w, adr, rt * fo)
+                v = value3(rt * fo)
             else:
-                write3(d, w, adr, rt * (t - wp.cross(pos - d.subtree_com[w, m.body_rootid[b]], fo)))
+                v = value3(rt * (t - wp.cross(pos - d.subtree_com[w, m.body_rootid[b]], fo)))
         elif kind == TENDONACTFRC:
             # the forces of the actuators on the tendon, without their gears
-            d.sensordata[w, adr] = scalar(0.0)
+            total = scalar(0.0)
             for a in range(m.nu):
                 if m.actuator_tendon[a] == objid:
-                    d.sensordata[w, adr] += d.actuator_force[w, a]
+                    total = total + d.actuator_force[w, a]
+            v = value1(total)
         elif kind == JOINTLIMITPOS or kind == JOINTLIMITVEL or kind == JOINTLIMITFRC:
-            d.sensordata[w, adr] = limit_value(m, d, w, CNSTR_LIMIT_JOINT, objid, kind - JOINTLIMITPOS)
+            v = value1(limit_value(m, d, w, CNSTR_LIMIT_JOINT, objid, kind - JOINTLIMITPOS))
         elif kind == TENDONLIMITPOS or kind == TENDONLIMITVEL or kind == TENDONLIMITFRC:
-            d.sensordata[w, adr] = limit_value(m, d, w, CNSTR_LIMIT_TENDON, objid, kind - TENDONLIMITPOS)
-        # apply_cutoff (which ignores contact sensors, computed by `contact_sensor`)
-        cutoff = m.sensor[i].cutoff
-        if cutoff > scalar(0.0) and kind != CONTACT:
-            for k in range(m.sensor[i].dim):
-                x = d.sensordata[w, adr + k]
-                if m.sensor[i].datatype == DATATYPE_REAL:
-                    d.sensordata[w, adr + k] = wp.clamp(x, -cutoff, cutoff)
-                elif m.sensor[i].datatype == DATATYPE_POSITIVE:
-                    d.sensordata[w, adr + k] = wp.min(cutoff, x)
+            v = value1(limit_value(m, d, w, CNSTR_LIMIT_TENDON, objid, kind - TENDONLIMITPOS))
+        return v
+
+    @wp.func
+    def sensor(m: Model, d: Data, w: int, i: int):
+        """Sensor i (mj_computeSensorPos / Vel / Acc, then apply_cutoff), each value written
+        once (the generated adjoint of the differentiable step needs it); contact sensors are
+        `contact_sensor`'s, which apply no cutoff, as MuJoCo."""
+        if m.sensor[i].type != CONTACT:
+            v = sensor_value(m, d, w, i)
+            adr = m.sensor[i].adr
+            dim = m.sensor[i].dim
+            cutoff = m.sensor[i].cutoff
+            datatype = m.sensor[i].datatype
+            for k in range(4):  # unrolled
+                if k < dim:
+                    x = v[k]
+                    if cutoff > scalar(0.0):
+                        if datatype == DATATYPE_REAL:
+                            x = wp.clamp(x, -cutoff, cutoff)
+                        elif datatype == DATATYPE_POSITIVE:
+                            x = wp.min(cutoff, x)
+                    d.sensordata[w, adr + k] = x
 
     return SimpleNamespace(sensor=sensor, contact_sensor=contact_sensor_of(False),
                            contact_sensor_sorted=contact_sensor_of(True))
