@@ -32,8 +32,9 @@ CASES = {
     "spatial tendon armature": (body("", extra='<tendon><spatial name="t" armature="0.1"><site site="s1"/>'
                                                '<site site="s2"/></spatial></tendon>'),
                                 r"<tendon armature> on tendon 't'"),
-    "site transmission": (body("", extra='<actuator><motor name="m" site="s1" gear="0 0 1 0 0 0"/></actuator>'),
-                          r"actuator 'm' transmission 'site'"),
+    "slider-crank transmission": (body("", extra='<actuator><general name="m" cranksite="s1" slidersite="s2" '
+                                                 'cranklength="0.2"/></actuator>'),
+                                  r"actuator 'm' transmission 'slidercrank': only joint, tendon and site"),
     "user activation dynamics": (body("", extra='<actuator><general name="m" joint="j1" dyntype="user"/>'
                                                 '</actuator>'), r"<actuator dyntype='user'> actuator 'm'"),
     "muscle": (body("", extra='<actuator><muscle name="m" joint="j1" lengthrange="-1 1"/></actuator>'),

@@ -1,6 +1,16 @@
-"""Actuator forces on joints and tendons: gain * (ctrl or act) + bias, clamped, mapped through the
-gear (and a tendon's Jacobian)
-(mj_transmission and mj_fwdActuation, engine_core_smooth.c / engine_forward.c).
+"""Actuator forces on joints, tendons and sites: gain * (ctrl or act) + bias, clamped, mapped
+through the transmission's moment (mj_transmission and mj_fwdActuation, engine_core_smooth.c /
+engine_forward.c).
+
+Transmissions (mj_transmission): a joint's is the gear, a tendon's the gear times the tendon's
+Jacobian. A site transmission without a reference site has length 0 and applies the wrench
+gear (force, torque) in the site's frame: its moment is J_site' R_site gear, J_site the site's
+translation and rotation Jacobians. With a reference site its length is gear . (the site's
+position in the reference frame, R_ref' (x_site - x_ref); the rotation vector from the reference
+frame to the site's, mju_subQuat), and its moment (J_site - J_ref)' R_ref gear without the
+columns of the dofs the two sites' chains share (MuJoCo's moment, not the exact derivative of
+the rotational length). Joint and tendon moments are applied inline; a site's row is kept in
+actuator_moment.
 
 Activation dynamics (mj_fwdActuation's act_dot): an actuator with dyntype integrator, filter or
 filterexact owns one activation act[actadr], whose derivative is ctrl (integrator) or
@@ -9,12 +19,13 @@ Its force uses act in place of ctrl, or with actearly the activation after this 
 (`next_activation`, mj_nextActivation of engine_support.c). The integrators advance act with
 `next_activation` (simrl.sim.euler, simrl.sim.rk4).
 
-Elements: `actuator(m, d, w, a)` (length, velocity, act_dot and force of actuator a), `dof(m, d, w, i)`
+Elements: `transmission(m, d, w, a)` (actuator a's length, and a site transmission's moment
+row, after the tendons), `actuator(m, d, w, a)` (velocity, act_dot and force of actuator a), `dof(m, d, w, i)`
 (the gathered force of the actuators on dof i and the joint's actuatorgravcomp, clamped by the
 joint's actuatorfrcrange), and
 `smooth_force_dof` (qfrc_smooth = passive - bias + applied + actuator, the end of the smooth
-dynamics, mj_fwdAcceleration's right-hand side). For the implicitfast integrator, `force_vel`
-and `qderiv_dof` give the actuators' velocity derivative (mjd_actuator_vel).
+dynamics, mj_fwdAcceleration's right-hand side). For the implicitfast integrator, `force_vel`,
+`qderiv_dof` and `site_qderiv` give the actuators' velocity derivative (mjd_actuator_vel).
 """
 
 
@@ -25,6 +36,7 @@ import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import BIAS_AFFINE, DYN_FILTER, DYN_FILTEREXACT, GAIN_AFFINE, model_struct
+from simrl.sim.types import scalar_types
 
 # mjMAXVAL: a control beyond it counts as bad (mju_isBad)
 MAXVAL = 1e10
@@ -35,6 +47,89 @@ MINVAL = 1e-15
 @functools.cache
 def build(scalar):
     Model, Data = model_struct(scalar), data_struct(scalar)
+    T = scalar_types(scalar)
+    vec3 = T.vec3
+    sub_quat = T.f.sub_quat
+
+    @wp.func
+    def chain_size(m: Model, dof: int):
+        """The number of dofs of the chain that ends at `dof` (0 for -1)."""
+        n = int(0)
+        if dof >= 0:
+            n = m.dof_ancestor_num[dof] + 1
+        return n
+
+    @wp.func
+    def site_moment_chain(m: Model, d: Data, w: int, a: int, body: int, point: vec3, force: vec3, torque: vec3,
+                          stop: int, sign: scalar):
+        """actuator_moment[a, i] = sign (J_point[:, i]' force + J_rot[:, i]' torque) for the dofs i
+        of the chain that moves `body`, from its last dof up to (not including) dof `stop`; the
+        point's translation Jacobian column is cdof_lin + cdof_ang x (point - subtree_com of the
+        root), its rotation column cdof_ang (mj_jac)."""
+        dof = m.body_dofend[body]
+        offset = point - d.subtree_com[w, m.body_rootid[body]]
+        adr = m.dof_ancestor_adr[wp.max(dof, 0)]
+        for k in range(chain_size(m, dof) - chain_size(m, stop)):
+            i = dof
+            if k > 0:
+                i = m.dof_ancestor[adr + k - 1]
+            cdof = d.cdof[w, i]
+            ang = vec3(cdof[0], cdof[1], cdof[2])
+            jp = vec3(cdof[3], cdof[4], cdof[5]) + wp.cross(ang, offset)
+            d.actuator_moment[w, a, i] = sign * (wp.dot(jp, force) + wp.dot(ang, torque))
+
+    @wp.func
+    def site_transmission(m: Model, d: Data, w: int, a: int, gear0: scalar):
+        """Actuator a's site transmission (mj_transmission, mjTRN_SITE): its moment row into
+        actuator_moment[a]; returns its length."""
+        trn = m.actuator_trnsite[a]
+        g = trn.gear
+        gear_t = vec3(gear0, g[1], g[2])
+        gear_r = vec3(g[3], g[4], g[5])
+        for i in range(m.nv):
+            d.actuator_moment[w, a, i] = scalar(0.0)
+        s = trn.site
+        body = m.site_bodyid[s]
+        length = scalar(0.0)
+        if trn.refsite < 0:
+            # the wrench gear in the site's frame, expressed in the world frame
+            rot = d.site_xmat[w, s]
+            site_moment_chain(m, d, w, a, body, d.site_xpos[w, s], rot * gear_t, rot * gear_r, -1, scalar(1.0))
+        else:
+            r = trn.refsite
+            ref_body = m.site_bodyid[r]
+            rot = d.site_xmat[w, r]
+            force = rot * gear_t
+            torque = rot * gear_r
+            site_moment_chain(m, d, w, a, body, d.site_xpos[w, s], force, torque, trn.common, scalar(1.0))
+            site_moment_chain(m, d, w, a, ref_body, d.site_xpos[w, r], force, torque, trn.common, scalar(-1.0))
+            offset = wp.transpose(rot) * (d.site_xpos[w, s] - d.site_xpos[w, r])
+            quat = d.xquat[w, body] * m.site_quat[s]
+            ref_quat = d.xquat[w, ref_body] * m.site_quat[r]
+            length = wp.dot(offset, gear_t) + wp.dot(sub_quat(quat, ref_quat), gear_r)
+        return length
+
+    @wp.func
+    def transmission(m: Model, d: Data, w: int, a: int):
+        """actuator_length[a], and a site transmission's moment row (mj_transmission)."""
+        gear = m.actuator_gear[w % m.actuator_gear.shape[0], a]
+        t = m.actuator_tendon[a]
+        length = scalar(0.0)
+        if m.actuator_trnsite[a].site >= 0:
+            length = site_transmission(m, d, w, a, gear)
+        elif t >= 0:
+            length = d.ten_length[w, t] * gear
+        else:
+            length = d.qpos[w, m.actuator_qposadr[a]] * gear
+        d.actuator_length[w, a] = length
+
+    @wp.func
+    def site_velocity(m: Model, d: Data, w: int, a: int):
+        """actuator_moment[a] qvel (mj_fwdVelocity's actuator_velocity of a site transmission)."""
+        velocity = scalar(0.0)
+        for i in range(m.nv):
+            velocity = velocity + d.actuator_moment[w, a, i] * d.qvel[w, i]
+        return velocity
 
     @wp.func
     def bad_controls(m: Model, d: Data, w: int):
@@ -106,19 +201,17 @@ def build(scalar):
 
     @wp.func
     def actuator(m: Model, d: Data, w: int, a: int):
-        # transmission (mj_transmission): length and velocity along the joint or the tendon,
-        # scaled by the gear
+        # the velocity along the transmission (mj_fwdVelocity: moment qvel)
         gear = m.actuator_gear[w % m.actuator_gear.shape[0], a]
         t = m.actuator_tendon[a]
-        length = scalar(0.0)
+        length = d.actuator_length[w, a]
         velocity = scalar(0.0)
-        if t >= 0:
-            length = d.ten_length[w, t] * gear
+        if m.actuator_trnsite[a].site >= 0:
+            velocity = site_velocity(m, d, w, a)
+        elif t >= 0:
             velocity = d.ten_velocity[w, t] * gear
         else:
-            length = d.qpos[w, m.actuator_qposadr[a]] * gear
             velocity = d.qvel[w, m.actuator_dofadr[a]] * gear
-        d.actuator_length[w, a] = length
         d.actuator_velocity[w, a] = velocity
         force = scalar(0.0)
         adr = m.actuator_actadr[a]
@@ -187,8 +280,8 @@ def build(scalar):
         adr = m.dof_actuator_adr[i]
         for k in range(adr, adr + m.dof_actuator_num[i]):
             a = m.dof_actuator[k]
-            # actuators on tendons whose force depends on velocity are refused with implicitfast
-            if m.actuator_tendon[a] < 0:
+            # tendon and site transmissions couple dofs: simrl.sim.euler adds their terms
+            if m.actuator_tendon[a] < 0 and m.actuator_trnsite[a].site < 0:
                 gear = m.actuator_gear[wg, a]
                 deriv = deriv + gear * (gear * force_vel(m, d, w, a))
         j = m.dof_jntid[i]
@@ -197,6 +290,18 @@ def build(scalar):
             raw = d.qfrc_actuator_raw[w, i]
             if raw <= r[0] or raw >= r[1]:
                 deriv = scalar(0.0)
+        return deriv
+
+    @wp.func
+    def site_qderiv(m: Model, d: Data, w: int, i: int, j: int):
+        """The site transmissions' part of qDeriv[i, j]: force_vel moment[i] moment[j] summed over
+        the site actuators on dof i (mjd_actuator_vel's moment' force_vel moment)."""
+        deriv = scalar(0.0)
+        adr = m.dof_actuator_adr[i]
+        for k in range(adr, adr + m.dof_actuator_num[i]):
+            a = m.dof_actuator[k]
+            if m.actuator_trnsite[a].site >= 0:
+                deriv = deriv + force_vel(m, d, w, a) * (d.actuator_moment[w, a, i] * d.actuator_moment[w, a, j])
         return deriv
 
     @wp.func
@@ -209,10 +314,12 @@ def build(scalar):
         adr = m.dof_actuator_adr[i]
         for k in range(adr, adr + m.dof_actuator_num[i]):
             a = m.dof_actuator[k]
-            # the moment: the gear, times ten_J[t, i] for a tendon transmission
+            # the moment: the gear, times ten_J[t, i] for a tendon transmission; a site's row
             moment = m.actuator_gear[wg, a]
             t = m.actuator_tendon[a]
-            if t >= 0:
+            if m.actuator_trnsite[a].site >= 0:
+                moment = d.actuator_moment[w, a, i]
+            elif t >= 0:
                 moment = moment * d.ten_J[w, t, i]
             d.qfrc_actuator_raw[w, i] += moment * d.actuator_force[w, a]
         frc = d.qfrc_actuator_raw[w, i]
@@ -232,6 +339,7 @@ def build(scalar):
         d.qfrc_smooth[w, i] = d.qfrc_passive[w, i] - d.qfrc_bias[w, i] + d.qfrc_applied[w, i] + \
             d.qfrc_actuator[w, i]
 
-    return SimpleNamespace(actuator=actuator, dof=dof, smooth_force_dof=smooth_force_dof, force_vel=force_vel,
-                           qderiv_dof=qderiv_dof, next_activation=next_activation,
+    return SimpleNamespace(transmission=transmission, actuator=actuator, dof=dof, smooth_force_dof=smooth_force_dof,
+                           force_vel=force_vel, qderiv_dof=qderiv_dof, site_qderiv=site_qderiv,
+                           next_activation=next_activation,
                            advance_activation=advance_activation)

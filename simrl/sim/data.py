@@ -148,6 +148,9 @@ def data_struct(scalar):
         qfrc_gravcomp: wp.array2d(dtype=scalar)
         qfrc_passive: wp.array2d(dtype=scalar)
         actuator_length: wp.array2d(dtype=scalar)  # [W, nu]
+        # the site transmissions' moments (mj_transmission): row a is d actuator_length[a] / d qpos
+        # for a site actuator a ([W, 1, 1] when the model has none)
+        actuator_moment: wp.array3d(dtype=scalar)  # [W, nu, nv]
         actuator_velocity: wp.array2d(dtype=scalar)
         actuator_force: wp.array2d(dtype=scalar)
         act_dot: wp.array2d(dtype=scalar)  # [W, na], d act / dt (mj_fwdActuation)
@@ -307,6 +310,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
         setattr(d, name, zeros((W, nten)))
     d.ten_J = zeros((W, nten, nv))
     d.actuator_length = zeros((W, nu))
+    d.actuator_moment = zeros((W, nu, nv) if model.struct.nsite_trn else (W, 1, 1))
     d.actuator_velocity = zeros((W, nu))
     d.actuator_force = zeros((W, nu))
     d.act_dot = zeros((W, na))

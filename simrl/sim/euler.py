@@ -9,7 +9,8 @@ qfrc_smooth with respect to qvel without RNE's part (mjd_smooth_vel with flg_bia
 actuators' (mjd_actuator_vel) minus the dof damping (mjd_passive_vel). The constraint forces
 are those the solver found with M, as in MuJoCo. Joint transmissions on hinges and slides and
 the dof damping put qDeriv on the diagonal; tendons couple their dofs: the tendon's damping and
-the velocity derivative of the actuators on it add ten_qderiv[t] ten_J[t]' ten_J[t]. MuJoCo keeps
+the velocity derivative of the actuators on it add ten_qderiv[t] ten_J[t]' ten_J[t], and a site
+transmission's actuator its force_vel moment' moment. MuJoCo keeps
 qDeriv in the dof-dof sparsity of the tree and then gathers M - h qDeriv onto M's (mjd_passive_vel,
 mjd_actuator_vel and mj_implicitSkip's mapD2M): a tendon's coupling of two dofs on different
 branches is dropped, and M - h qDeriv keeps M's sparsity and its L'DL factorization.
@@ -47,7 +48,7 @@ def build(scalar, lanes: bool = False):
     integrate = integrate_pos.build(scalar)
     sync = block_sync if lanes else no_sync
     act = actuation.build(scalar)
-    actuator_qderiv, force_vel = act.qderiv_dof, act.force_vel
+    actuator_qderiv, force_vel, site_qderiv = act.qderiv_dof, act.force_vel, act.site_qderiv
     T = scalar_types(scalar)
 
     @wp.func
@@ -79,10 +80,13 @@ def build(scalar, lanes: bool = False):
     @wp.func
     def qderiv(m: Model, d: Data, w: int, i: int, j: int):
         """qDeriv[i, j] for j = i or a dof of the same chain: the diagonal terms, and with
-        implicitfast the tendons through dof i, ten_qderiv[t] ten_J[t, i] ten_J[t, j]."""
+        implicitfast the site transmissions on dof i (simrl.sim.actuation.site_qderiv) and the
+        tendons through dof i, ten_qderiv[t] ten_J[t, i] ten_J[t, j]."""
         deriv = scalar(0.0)
         if i == j:
             deriv = qderiv_dof(m, d, w, i)
+        if m.implicitfast and m.nsite_trn > 0:
+            deriv = deriv + site_qderiv(m, d, w, i, j)
         if m.implicitfast:
             span = m.dof_tendon_adr[i]
             for k in range(span[0], span[0] + span[1]):

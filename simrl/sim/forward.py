@@ -57,8 +57,8 @@ from simrl.sim.types import block_sync, no_sync
 
 @functools.cache
 def position(scalar) -> tuple:
-    """mj_fwdPosition without factor_m: poses, subtree CoMs, cinert, cdof, tendons, qM (with the
-    tendons' armature)."""
+    """mj_fwdPosition without factor_m: poses, subtree CoMs, cinert, cdof, tendons, the actuators'
+    transmissions, qM (with the tendons' armature)."""
     kin, cp, cr, ten = kinematics.build(scalar), com_pos.build(scalar), crb.build(scalar), tendon.build(scalar)
     return (
         Pass("kinematics_joint", JOINTS, (kin.joint,)),
@@ -67,6 +67,7 @@ def position(scalar) -> tuple:
         Pass("com_pos_subtree", BODIES_UP, (cp.subtree_body,)),
         Pass("com_pos_body", BODIES, (cp.body,)),
         Pass("tendon", TENDONS, (ten.length,)),
+        Pass("transmission", ACTUATORS, (actuation.build(scalar).transmission,)),
         Pass("crb_body", BODIES_UP, (cr.body,), skip_world=True),
         Pass("crb_dof", DOFS, (cr.dof,)),
     )

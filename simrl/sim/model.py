@@ -36,6 +36,7 @@ WRAP_PULLEY = int(mujoco.mjtWrap.mjWRAP_PULLEY)
 WRAP_SITE = int(mujoco.mjtWrap.mjWRAP_SITE)
 TRN_JOINT = int(mujoco.mjtTrn.mjTRN_JOINT)
 TRN_TENDON = int(mujoco.mjtTrn.mjTRN_TENDON)
+TRN_SITE = int(mujoco.mjtTrn.mjTRN_SITE)
 
 DSBL = mujoco.mjtDisableBit
 ENBL = mujoco.mjtEnableBit
@@ -235,6 +236,26 @@ def mesh_tables(mjm: mujoco.MjModel):
 
 
 @functools.cache
+def transmission_struct(scalar):
+    """The element type of the Model's site transmission table (simrl.sim.actuation)."""
+    T = scalar_types(scalar)
+
+    @wp.struct
+    class SiteTransmission:
+        """An actuator's site transmission (mjTRN_SITE; site -1: another transmission): its site,
+        its reference site (-1: none), the last dof the two sites' chains share (-1: none; its
+        column and its ancestors' are left out of the moment, as mj_transmission does), and the
+        gear [translation, rotation] (gear[0] is read from Model.actuator_gear, which a world may
+        change)."""
+        site: int
+        refsite: int
+        common: int
+        gear: T.vec6
+
+    return SiteTransmission
+
+
+@functools.cache
 def contact_sensor_struct():
     """The element type of the Model's contact sensor table (simrl.sim.sensor)."""
 
@@ -261,6 +282,7 @@ def model_struct(scalar):
     T = scalar_types(scalar)
     Tendon, Wrap, Segment = tendon_structs(scalar)
     Equality, Sensor = element_structs(scalar)
+    SiteTransmission = transmission_struct(scalar)
 
     @wp.struct
     class Model:
@@ -437,6 +459,8 @@ def model_struct(scalar):
         dof_tendon_adr: wp.array(dtype=wp.vec2i)
         dof_tendon: wp.array(dtype=int)
         actuator_tendon: wp.array(dtype=int)  # [nu], the tendon of a tendon transmission, else -1
+        actuator_trnsite: wp.array(dtype=SiteTransmission)  # [nu], site -1 unless a site transmission
+        nsite_trn: int  # actuators with a site transmission (Data.actuator_moment is [W, nu, nv] if any)
         # sensors (simrl.sim.sensor), MuJoCo's sensor_* arrays; opt.magnetic
         nsensor: int
         sensor: wp.array(dtype=Sensor)
@@ -605,10 +629,10 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
     for a in range(mjm.nu):
         aname = "actuator " + _name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, a)
         trn = int(mjm.actuator_trntype[a])
-        if trn not in (trn_joint, TRN_TENDON):
+        if trn not in (trn_joint, TRN_TENDON, TRN_SITE):
             kind = mujoco.mjtTrn(trn).name.removeprefix("mjTRN_").lower()
-            problems.append(f"<actuator> {aname} transmission '{kind}': only joint and tendon transmissions "
-                            "(joint=..., tendon=...) are supported")
+            problems.append(f"<actuator> {aname} transmission '{kind}': only joint, tendon and site transmissions "
+                            "(joint=..., tendon=..., site=... with or without refsite=...) are supported")
         elif trn == trn_joint and mjm.jnt_type[mjm.actuator_trnid[a, 0]] not in (JNT_HINGE, JNT_SLIDE):
             problems.append(f"<actuator joint> {aname}: actuators on ball or free joints are not "
                             "supported (hinge and slide only)")
@@ -901,10 +925,13 @@ class Model:
         nu = mjm.nu
         trn_tendon = [int(mjm.actuator_trnid[a, 0]) if int(mjm.actuator_trntype[a]) == TRN_TENDON else -1
                       for a in range(nu)]
-        # a tendon actuator's joint fields point at joint 0 (never read)
-        trn_jnt = np.array([0 if trn_tendon[a] >= 0 else int(mjm.actuator_trnid[a, 0]) for a in range(nu)],
-                           dtype=np.int32)
+        trn_site = [int(mjm.actuator_trntype[a]) == TRN_SITE for a in range(nu)]
+        # a tendon or site actuator's joint fields point at joint 0 (never read)
+        trn_jnt = np.array([0 if trn_tendon[a] >= 0 or trn_site[a] else int(mjm.actuator_trnid[a, 0])
+                            for a in range(nu)], dtype=np.int32)
         m.actuator_tendon = ints(trn_tendon or [-1])
+        m.actuator_trnsite, site_cols = self._site_transmissions(mjm, trn_site)
+        m.nsite_trn = sum(trn_site)
         group = mjm.actuator_group
         disabled = [(0 <= g <= 30) and bool(opt.disableactuator & (1 << int(g))) for g in group]
         m.actuator_enabled = ints([0 if d else 1 for d in disabled])
@@ -927,8 +954,8 @@ class Model:
         m.actuator_actearly = ints(mjm.actuator_actearly)
         # the actuators whose moment can be non-zero on dof i: joint transmissions on its joint,
         # tendon transmissions whose tendon has dof i among its columns
-        acts_cols = [tendon_columns(mjm, trn_tendon[a]) if trn_tendon[a] >= 0 else [int(mjm.jnt_dofadr[trn_jnt[a]])]
-                     for a in range(nu)]
+        acts_cols = [tendon_columns(mjm, trn_tendon[a]) if trn_tendon[a] >= 0 else site_cols[a] if trn_site[a]
+                     else [int(mjm.jnt_dofadr[trn_jnt[a]])] for a in range(nu)]
         dof_act = [[a for a in range(nu) if i in acts_cols[a]] for i in range(mjm.nv)]
         m.dof_actuator_adr = ints(np.cumsum([0] + [len(a) for a in dof_act])[:-1])
         m.dof_actuator_num = ints([len(a) for a in dof_act])
@@ -1083,6 +1110,31 @@ class Model:
             dofend.append(int(mjm.body_dofadr[w] + mjm.body_dofnum[w] - 1) if mjm.body_dofnum[w] else -1)
         m.body_dofend = ints(dofend)
         self.struct = m
+
+    def _site_transmissions(self, mjm, trn_site):
+        """The site transmission table (mj_transmission's mjTRN_SITE) and, per actuator, the dofs
+        its moment can be non-zero on: the chain of the site's body, or with a reference site the
+        dofs of either chain that are not in both."""
+        SiteTransmission = transmission_struct(self.dtype)
+        rows, cols = [], []
+        for a in range(mjm.nu):
+            row = SiteTransmission()
+            row.site = row.refsite = row.common = -1
+            cols.append([])
+            if trn_site[a]:
+                site, ref = (int(x) for x in mjm.actuator_trnid[a])
+                row.site, row.refsite = site, ref
+                row.gear = self.T.vec6(*(float(g) for g in mjm.actuator_gear[a]))
+                chain = _dof_chain(mjm, int(mjm.site_bodyid[site]))
+                if ref >= 0:
+                    other = _dof_chain(mjm, int(mjm.site_bodyid[ref]))
+                    shared = [i for i in chain if i in other]
+                    row.common = shared[0] if shared else -1  # chains list the nearest dof first
+                    cols[a] = sorted(set(chain) ^ set(other))
+                else:
+                    cols[a] = sorted(chain)
+            rows.append(row)
+        return wp.array(rows or [SiteTransmission()], dtype=SiteTransmission, device=self.device), cols
 
     def _equality(self, m, mjm, eq_adr, ints, arr):
         """The equality constraints' tables (mj_equalityAnchors, mj_instantiateEquality)."""

@@ -390,7 +390,8 @@ class Sim:
         """Give the model parameter `name` its own value in every world (domain randomization)
         and return a writable torch view [num_worlds, ...] (the engine's layout: quaternions
         x, y, z, w; actuator_gainprm and actuator_biasprm their first three entries;
-        actuator_gear the first). Only the fields of `simrl.sim.model.PER_WORLD_FIELDS`
+        actuator_gear the first, for a site transmission the translational x of its wrench or
+        offset). Only the fields of `simrl.sim.model.PER_WORLD_FIELDS`
         qualify (kernels read them at `worldid % shape[0]`). After changing body_mass,
         body_inertia, body_ipos, body_iquat or dof_armature, call `set_const` (their derived
         invweight0 would otherwise stay the compiled model's)."""
