@@ -29,9 +29,6 @@ CASES = {
     "tendon wrapping": (body("", extra='<tendon><spatial name="t"><site site="s1"/><geom geom="g1"/>'
                                        '<site site="s2"/></spatial></tendon>'),
                         r"<spatial><geom> on tendon 't': wrapping around spheres and cylinders"),
-    "spatial tendon armature": (body("", extra='<tendon><spatial name="t" armature="0.1"><site site="s1"/>'
-                                               '<site site="s2"/></spatial></tendon>'),
-                                r"<tendon armature> on tendon 't'"),
     "slider-crank transmission": (body("", extra='<actuator><general name="m" cranksite="s1" slidersite="s2" '
                                                  'cranklength="0.2"/></actuator>'),
                                   r"actuator 'm' transmission 'slidercrank': only joint, tendon and site"),

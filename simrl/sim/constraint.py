@@ -600,4 +600,5 @@ def build(scalar):
     return SimpleNamespace(equality_rows=equality_rows, equality_reference=equality_reference,
                            friction_row=friction_row, limit_row=limit_row,
                            contact_rows=contact_rows,
-                           constraint_list=constraint_list, reference_row=reference_row, row_dot=row_dot)
+                           constraint_list=constraint_list, reference_row=reference_row, row_dot=row_dot,
+                           jac_dot_v=jac_dot_v)

@@ -1,5 +1,5 @@
 """Joint-space inertia matrix by the composite rigid body algorithm (mj_crb / mj_makeM,
-engine_core_smooth.c), with dof armature on the diagonal.
+engine_core_smooth.c), with dof armature on the diagonal and the tendons' armature.
 
 Elements: `body(m, d, w, b)` sums body b's composite inertia from its children's (a tree pass
 from the leaves; bodies of the world are not merged into it); `dof(m, d, w, i)` fills row i
@@ -43,9 +43,9 @@ def build(scalar):
             mij = wp.dot(d.cdof[w, j], buf)
             d.qM[w, i, j] = mij
             d.qM[w, j, i] = mij
-        # + armature ten_J' ten_J of the fixed tendons through dof i (mj_tendonArmature): row i's
-        # entries in its own and its ancestors' columns, and their mirror (the model refuses tendon
-        # armature outside one chain of dofs, so nothing falls outside M's sparsity)
+        # + armature ten_J' ten_J of the tendons through dof i (mj_tendonArmature): row i's entries
+        # in its own and its ancestors' columns, and their mirror; as in MuJoCo, which adds the
+        # product on M's sparsity only, a tendon's coupling of dofs on different branches is dropped
         span = m.dof_tendon_adr[i]
         for k in range(span[0], span[0] + span[1]):
             t = m.dof_tendon[k]

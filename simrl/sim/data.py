@@ -138,6 +138,8 @@ def data_struct(scalar):
         # implicitfast: d (force along tendon t) / d (its velocity), the tendon damping's and the
         # tendon actuators' (qDeriv's tendon terms are this times ten_J[t]' ten_J[t])
         ten_qderiv: wp.array2d(dtype=scalar)  # [W, ntendon]
+        # armature ten_Jdot qvel of each spatial tendon (mj_tendonBias; qfrc_bias gains it times ten_J)
+        ten_bias: wp.array2d(dtype=scalar)  # [W, ntendon]
         dof_cvel: wp.array2d(dtype=T.vec6)  # [W, nv], body velocity with dofs up to i added
         cacc: wp.array2d(dtype=T.vec6)  # [W, nbody], bias acceleration (no qacc term)
         cfrc_bias: wp.array2d(dtype=T.vec6)  # [W, nbody]
@@ -306,7 +308,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.qfrc_gravcomp = zeros((W, nv))
     d.qfrc_passive = zeros((W, nv))
     nten = max(1, mjm.ntendon)
-    for name in ("ten_length", "ten_velocity", "ten_spring", "ten_damper", "ten_qderiv"):
+    for name in ("ten_length", "ten_velocity", "ten_spring", "ten_damper", "ten_qderiv", "ten_bias"):
         setattr(d, name, zeros((W, nten)))
     d.ten_J = zeros((W, nten, nv))
     d.actuator_length = zeros((W, nu))

@@ -75,13 +75,14 @@ def position(scalar) -> tuple:
 
 @functools.cache
 def velocity(scalar) -> tuple:
-    """mj_fwdVelocity and mj_fwdActuation up to qfrc_smooth: com_vel, tendon velocities, rne,
-    passive, actuation."""
+    """mj_fwdVelocity and mj_fwdActuation up to qfrc_smooth: com_vel, tendon velocities, rne (with
+    the tendons' armature bias), passive, actuation."""
     rn, pa, ac, ten = rne.build(scalar), passive.build(scalar), actuation.build(scalar), tendon.build(scalar)
     return (
         Pass("com_vel_body", BODIES_DOWN, (rn.com_vel_body,)),
         Pass("tendon_velocity", TENDONS, (ten.velocity,)),
         Pass("cdof_dot", DOFS, (rn.cdof_dot_dof,)),
+        Pass("tendon_bias", TENDONS, (ten.bias,)),
         Pass("rne_body", BODIES, (rn.rne_body,)),
         Pass("rne_subtree", BODIES_UP, (rn.rne_subtree_body,), skip_world=True),
         Pass("passive_spring", JOINTS, (pa.spring_joint,)),

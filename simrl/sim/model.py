@@ -450,6 +450,7 @@ def model_struct(scalar):
         eq: wp.array(dtype=Equality)
         # tendons (simrl.sim.tendon, mj_tendon)
         ntendon: int
+        tendon_armature_bias: int  # 1: some spatial tendon has armature (mj_tendonBias adds to qfrc_bias)
         tendon: wp.array(dtype=Tendon)
         wrap: wp.array(dtype=Wrap)
         tendon_seg: wp.array(dtype=Segment)
@@ -619,9 +620,6 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
         if np.any(mjm.tendon_stiffnesspoly[t] != 0) or np.any(mjm.tendon_dampingpoly[t] != 0):
             problems.append(f"<tendon stiffnesspoly/dampingpoly> on tendon {tname}: polynomial tendon springs "
                             "and dampers are not supported")
-        if mjm.tendon_armature[t] != 0 and (kinds[0] != WRAP_JOINT or not _is_chain(mjm, tendon_columns(mjm, t))):
-            problems.append(f"<tendon armature> on tendon {tname}: armature is supported on fixed tendons whose "
-                            "joints lie on one chain of the kinematic tree")
 
     # actuators
     trn_joint = int(mujoco.mjtTrn.mjTRN_JOINT)
@@ -1212,6 +1210,8 @@ class Model:
         T, nt, nv = self.T, mjm.ntendon, mjm.nv
         Tendon, Wrap, Segment = tendon_structs(self.dtype)
         m.ntendon = nt
+        m.tendon_armature_bias = int(any(mjm.tendon_armature[t] != 0 and mjm.wrap_type[mjm.tendon_adr[t]] != WRAP_JOINT
+                                         for t in range(nt)))
         tendons, wraps, segments = [], [], []
         cols = [tendon_columns(mjm, t) for t in range(nt)]
         for t in range(nt):

@@ -101,8 +101,14 @@ def build(scalar):
 
     @wp.func
     def rne_dof(m: Model, d: Data, w: int, i: int):
-        """qfrc_bias[i]: the subtree force of dof i's body along its motion axis."""
+        """qfrc_bias[i]: the subtree force of dof i's body along its motion axis, plus the spatial
+        tendons' armature bias ten_J[t, i] ten_bias[t] (mj_tendonBias, after mj_rne)."""
         d.qfrc_bias[w, i] = wp.dot(d.cdof[w, i], d.cfrc_bias[w, m.dof_bodyid[i]])
+        if m.tendon_armature_bias != 0:
+            span = m.dof_tendon_adr[i]
+            for k in range(span[0], span[0] + span[1]):
+                t = m.dof_tendon[k]
+                d.qfrc_bias[w, i] += d.ten_bias[w, t] * d.ten_J[w, t, i]
 
     return SimpleNamespace(com_vel_body=com_vel_body, cdof_dot_dof=cdof_dot_dof, rne_body=rne_body,
                            rne_subtree_body=rne_subtree_body, rne_dof=rne_dof)

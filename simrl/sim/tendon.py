@@ -10,11 +10,17 @@ bodies of dir' (J_site1 - J_site0) / divisor, dir the segment's unit direction (
 point Jacobians of the two sites). Wrapping around spheres and cylinders is refused when the
 model is loaded.
 
+A tendon's armature adds armature ten_J' ten_J to M on M's sparsity (simrl.sim.crb, as
+mj_tendonArmature: the coupling of dofs on different branches is dropped) and, for a spatial
+tendon, the bias force armature (ten_Jdot qvel) ten_J' (mj_tendonBias; a fixed tendon's Jacobian
+is constant).
+
 Elements: `length(m, d, w, t)` (ten_length and ten_J of tendon t, after com_pos: it needs
-site_xpos, cdof and subtree_com) and `velocity(m, d, w, t)` (ten_velocity = ten_J qvel and the
-tendon's spring and damper forces, ten_spring and ten_damper). The dofs gather what the tendons
+site_xpos, cdof and subtree_com), `velocity(m, d, w, t)` (ten_velocity = ten_J qvel and the
+tendon's spring and damper forces, ten_spring and ten_damper) and `bias(m, d, w, t)` (the
+armature's bias along the tendon, ten_bias, after cdof_dot). The dofs gather what the tendons
 give them: simrl.sim.passive (their springs and dampers), simrl.sim.crb (their armature),
-simrl.sim.actuation (their actuators).
+simrl.sim.rne (their armature's bias), simrl.sim.actuation (their actuators).
 """
 
 
@@ -23,6 +29,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
+from simrl.sim import constraint
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import MINVAL, scalar_types
@@ -111,4 +118,61 @@ def build(scalar):
         d.ten_spring[w, t] = spring
         d.ten_damper[w, t] = damper
 
-    return SimpleNamespace(length=length, velocity=velocity)
+    jac_dot_v = constraint.build(scalar).jac_dot_v
+
+    @wp.func
+    def point_velocity(m: Model, d: Data, w: int, body: int, point: vec3):
+        """The velocity of `point` moving with `body` (mj_objectVelocity's linear part): cvel
+        moved from the root's subtree CoM to the point."""
+        cv = d.cvel[w, body]
+        offset = point - d.subtree_com[w, m.body_rootid[body]]
+        return vec3(cv[3], cv[4], cv[5]) + wp.cross(vec3(cv[0], cv[1], cv[2]), offset)
+
+    @wp.func
+    def segment_jdot(m: Model, d: Data, w: int, seg_id: int):
+        """ten_Jdot qvel of one straight segment (mj_tendonDot): with u the unit direction and L
+        the length, d/dt (u' (J_1 - J_0)) qvel = u' (Jdot_1 - Jdot_0) qvel + (v_1 - v_0)' (v_1 - v_0
+        - u u' (v_1 - v_0)) / L, divided by the pulley's divisor; 0 when both sites move with one
+        body."""
+        seg = m.tendon_seg[seg_id]
+        b0 = m.site_bodyid[seg.site0]
+        b1 = m.site_bodyid[seg.site1]
+        out = scalar(0.0)
+        if b0 != b1:
+            p0 = d.site_xpos[w, seg.site0]
+            p1 = d.site_xpos[w, seg.site1]
+            dif = p1 - p0
+            norm = wp.length(dif)
+            # mju_normalize3: a segment shorter than mjMINVAL points along x and bends nothing
+            direction = vec3(scalar(1.0), scalar(0.0), scalar(0.0))
+            inv_norm = scalar(0.0)
+            if norm >= scalar(MINVAL):
+                direction = dif / norm
+                inv_norm = scalar(1.0) / norm
+            rel = point_velocity(m, d, w, b1, p1) - point_velocity(m, d, w, b0, p0)
+            bend = (rel - direction * wp.dot(direction, rel)) * inv_norm
+            jdv1, jr1 = jac_dot_v(m, d, w, b1, p1)
+            jdv0, jr0 = jac_dot_v(m, d, w, b0, p0)
+            out = (wp.dot(jdv1 - jdv0, direction) + wp.dot(rel, bend)) / seg.divisor
+        return out
+
+    @wp.func
+    def tendon_jdot(m: Model, d: Data, w: int, t: int):
+        """ten_Jdot[t] qvel of a spatial tendon: the sum over its segments."""
+        ten = m.tendon[t]
+        out = scalar(0.0)
+        for k in range(ten.segadr, ten.segadr + ten.segnum):
+            out = out + segment_jdot(m, d, w, k)
+        return out
+
+    @wp.func
+    def bias(m: Model, d: Data, w: int, t: int):
+        """ten_bias[t] = armature ten_Jdot qvel, the force along tendon t that the dofs' bias
+        forces gain through ten_J (mj_tendonBias); 0 for a fixed tendon or without armature."""
+        ten = m.tendon[t]
+        value = scalar(0.0)
+        if ten.fixed == 0 and ten.armature != scalar(0.0):
+            value = ten.armature * tendon_jdot(m, d, w, t)
+        d.ten_bias[w, t] = value
+
+    return SimpleNamespace(length=length, velocity=velocity, bias=bias)
