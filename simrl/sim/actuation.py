@@ -25,7 +25,8 @@ row, after the tendons), `actuator(m, d, w, a)` (velocity, act_dot and force of 
 joint's actuatorfrcrange), and
 `smooth_force_dof` (qfrc_smooth = passive - bias + applied + actuator, the end of the smooth
 dynamics, mj_fwdAcceleration's right-hand side). For the implicitfast integrator, `force_vel`,
-`qderiv_dof` and `site_qderiv` give the actuators' velocity derivative (mjd_actuator_vel).
+`qderiv_dof`, `site_force_vel` and `site_qderiv` give the actuators' velocity derivative
+(mjd_actuator_vel).
 """
 
 
@@ -293,15 +294,24 @@ def build(scalar):
         return deriv
 
     @wp.func
+    def site_force_vel(m: Model, d: Data, w: int, a: int):
+        """actuator_qderiv[a]: force_vel of a site transmission's actuator, else 0."""
+        deriv = scalar(0.0)
+        if m.actuator_trnsite[a].site >= 0:
+            deriv = force_vel(m, d, w, a)
+        d.actuator_qderiv[w, a] = deriv
+
+    @wp.func
     def site_qderiv(m: Model, d: Data, w: int, i: int, j: int):
-        """The site transmissions' part of qDeriv[i, j]: force_vel moment[i] moment[j] summed over
-        the site actuators on dof i (mjd_actuator_vel's moment' force_vel moment)."""
+        """The site transmissions' part of qDeriv[i, j]: actuator_qderiv moment[i] moment[j]
+        summed over the site actuators on dof i (mjd_actuator_vel's moment' force_vel moment),
+        after `site_force_vel` (a table read keeps this small: it is inlined into every entry
+        of a free body's 6x6 block)."""
         deriv = scalar(0.0)
         adr = m.dof_actuator_adr[i]
         for k in range(adr, adr + m.dof_actuator_num[i]):
             a = m.dof_actuator[k]
-            if m.actuator_trnsite[a].site >= 0:
-                deriv = deriv + force_vel(m, d, w, a) * (d.actuator_moment[w, a, i] * d.actuator_moment[w, a, j])
+            deriv = deriv + d.actuator_qderiv[w, a] * (d.actuator_moment[w, a, i] * d.actuator_moment[w, a, j])
         return deriv
 
     @wp.func
@@ -340,6 +350,7 @@ def build(scalar):
             d.qfrc_actuator[w, i]
 
     return SimpleNamespace(transmission=transmission, actuator=actuator, dof=dof, smooth_force_dof=smooth_force_dof,
-                           force_vel=force_vel, qderiv_dof=qderiv_dof, site_qderiv=site_qderiv,
+                           force_vel=force_vel, qderiv_dof=qderiv_dof, site_force_vel=site_force_vel,
+                           site_qderiv=site_qderiv,
                            next_activation=next_activation,
                            advance_activation=advance_activation)

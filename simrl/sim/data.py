@@ -138,6 +138,11 @@ def data_struct(scalar):
         # implicitfast: d (force along tendon t) / d (its velocity), the tendon damping's and the
         # tendon actuators' (qDeriv's tendon terms are this times ten_J[t]' ten_J[t])
         ten_qderiv: wp.array2d(dtype=scalar)  # [W, ntendon]
+        # implicitfast: d actuator_force / d actuator_velocity of the site transmissions' actuators
+        # (qDeriv's site terms are this times actuator_moment[a]' actuator_moment[a]; [W, 1] without)
+        actuator_qderiv: wp.array2d(dtype=scalar)  # [W, nu]
+        # Euler's implicit damping and implicitfast: qDeriv's diagonal terms (simrl.sim.euler.qderiv_dof)
+        dof_qderiv: wp.array2d(dtype=scalar)  # [W, nv]
         # armature ten_Jdot qvel of each spatial tendon (mj_tendonBias; qfrc_bias gains it times ten_J)
         ten_bias: wp.array2d(dtype=scalar)  # [W, ntendon]
         dof_cvel: wp.array2d(dtype=T.vec6)  # [W, nv], body velocity with dofs up to i added
@@ -313,6 +318,8 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.ten_J = zeros((W, nten, nv))
     d.actuator_length = zeros((W, nu))
     d.actuator_moment = zeros((W, nu, nv) if model.struct.nsite_trn else (W, 1, 1))
+    d.actuator_qderiv = zeros((W, nu if model.struct.nsite_trn else 1))
+    d.dof_qderiv = zeros((W, nv))
     d.actuator_velocity = zeros((W, nu))
     d.actuator_force = zeros((W, nu))
     d.act_dot = zeros((W, na))

@@ -22,7 +22,9 @@ engine_derivative.c).
 
 `damping(m, d, w, lane, nlanes)` (a world function, simrl.sim.types) computes the acceleration
 to integrate, qacc_int (`qderiv(m, d, w, i, j)` is qDeriv[i, j] for j = i or an ancestor dof of
-i, after `tendon_qderiv` has filled ten_qderiv; `free_body_solve` is a free body's block); the element
+i, after `qderiv_dof` has filled dof_qderiv, `tendon_qderiv` ten_qderiv and actuation's
+`site_force_vel` actuator_qderiv;
+`free_body_solve` is a free body's block); the element
 `joint(m, d, w, j)` then advances joint j's velocity and position and checks them, and
 `actuator(m, d, w, a)` advances actuator a's activation (mj_advance).
 """
@@ -48,7 +50,8 @@ def build(scalar, lanes: bool = False):
     integrate = integrate_pos.build(scalar)
     sync = block_sync if lanes else no_sync
     act = actuation.build(scalar)
-    actuator_qderiv, force_vel, site_qderiv = act.qderiv_dof, act.force_vel, act.site_qderiv
+    actuator_qderiv, force_vel = act.qderiv_dof, act.force_vel
+    site_force_vel, site_qderiv = act.site_force_vel, act.site_qderiv
     T = scalar_types(scalar)
 
     @wp.func
@@ -79,12 +82,13 @@ def build(scalar, lanes: bool = False):
 
     @wp.func
     def qderiv(m: Model, d: Data, w: int, i: int, j: int):
-        """qDeriv[i, j] for j = i or a dof of the same chain: the diagonal terms, and with
-        implicitfast the site transmissions on dof i (simrl.sim.actuation.site_qderiv) and the
-        tendons through dof i, ten_qderiv[t] ten_J[t, i] ten_J[t, j]."""
+        """qDeriv[i, j] for j = i or a dof of the same chain: the diagonal terms (dof_qderiv), and
+        with implicitfast the site transmissions on dof i (simrl.sim.actuation.site_qderiv) and the
+        tendons through dof i, ten_qderiv[t] ten_J[t, i] ten_J[t, j]. Tables filled beforehand keep
+        it small: it is inlined into each of the 36 entries of a free body's block."""
         deriv = scalar(0.0)
         if i == j:
-            deriv = qderiv_dof(m, d, w, i)
+            deriv = d.dof_qderiv[w, i]
         if m.implicitfast and m.nsite_trn > 0:
             deriv = deriv + site_qderiv(m, d, w, i, j)
         if m.implicitfast:
@@ -141,12 +145,21 @@ def build(scalar, lanes: bool = False):
         """qacc_int: (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint), or qacc."""
         h = m.timestep
         if m.euler_damp or m.implicitfast:
+            i = int(lane)
+            while i < m.nv:
+                d.dof_qderiv[w, i] = qderiv_dof(m, d, w, i)
+                i = i + nlanes
             if m.implicitfast:
                 t = int(lane)
                 while t < m.ntendon:
                     d.ten_qderiv[w, t] = tendon_qderiv(m, d, w, t)
                     t = t + nlanes
-                sync()
+                if m.nsite_trn > 0:
+                    a = int(lane)
+                    while a < m.nu:
+                        site_force_vel(m, d, w, a)
+                        a = a + nlanes
+            sync()
             # qH = M - h qDeriv on M's sparsity (Euler: M + h diag(damping)), factorized like M
             i = int(lane)
             while i < m.nv:

@@ -345,6 +345,21 @@ def build(scalar, schedule: str = "fused"):
         w, t = wp.tid()
         d.ten_qderiv[w, t] = tendon_qderiv(m, d, w, t)
 
+    site_force_vel = actuation.build(scalar).site_force_vel
+    qderiv_dof = integrator.qderiv_dof
+
+    @wp.kernel(module=module)
+    def implicit_dofs(m: Model, d: Data):
+        """dof_qderiv (simrl.sim.euler.qderiv_dof): Euler's implicit damping, implicitfast."""
+        w, i = wp.tid()
+        d.dof_qderiv[w, i] = qderiv_dof(m, d, w, i)
+
+    @wp.kernel(module=module)
+    def implicit_site_actuators(m: Model, d: Data):
+        """actuator_qderiv (simrl.sim.actuation.site_force_vel) with implicitfast."""
+        w, a = wp.tid()
+        site_force_vel(m, d, w, a)
+
     @wp.kernel(module=module)
     def implicit_matrix(m: Model, d: Data, out: wp.array3d(dtype=scalar)):
         """-h qDeriv on M's lower sparsity (simrl.sim.euler): h * dof_damping on the diagonal when
@@ -537,7 +552,9 @@ def build(scalar, schedule: str = "fused"):
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
-            "implicit_tendons": implicit_tendons, "implicit_matrix": implicit_matrix,
+            "implicit_dofs": implicit_dofs, "implicit_tendons": implicit_tendons,
+            "implicit_site_actuators": implicit_site_actuators,
+            "implicit_matrix": implicit_matrix,
             "free_body_rows": free_body_rows, "solve_forward": solve_forward, "solve_adjoint": solve_adjoint,
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
@@ -822,8 +839,11 @@ class Rollout:
         self._segment(k["smooth"], m, d, W)
         dA = wp.zeros((W, nv, nv), dtype=model.dtype, device=device, requires_grad=True)
         if implicit_damping:
+            self._launch(k["implicit_dofs"], (W, nv), [m, d])
             if model.struct.implicitfast and model.struct.ntendon:
                 self._launch(k["implicit_tendons"], (W, model.struct.ntendon), [m, d])
+            if model.struct.implicitfast and model.struct.nsite_trn:
+                self._launch(k["implicit_site_actuators"], (W, model.nu), [m, d])
             self._launch(k["implicit_matrix"], (W, nv), [m, d, dA])
         if model.struct.nefc == 0:
             _solve(tape, k, m, W, d.qM, dA, d.qfrc_smooth, d.qacc_int, device, d.qLD)
