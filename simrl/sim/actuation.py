@@ -19,8 +19,8 @@ Its force uses act in place of ctrl, or with actearly the activation after this 
 (`next_activation`, mj_nextActivation of engine_support.c). The integrators advance act with
 `next_activation` (simrl.sim.euler, simrl.sim.rk4).
 
-Elements: `transmission(m, d, w, a)` (actuator a's length, and a site transmission's moment
-row, after the tendons), `actuator(m, d, w, a)` (velocity, act_dot and force of actuator a), `dof(m, d, w, i)`
+Elements: `transmission_site(m, d, w, k)` (the k-th site transmission's length and moment row,
+after com_pos), `actuator(m, d, w, a)` (length, velocity, act_dot and force of actuator a), `dof(m, d, w, i)`
 (the gathered force of the actuators on dof i and the joint's actuatorgravcomp, clamped by the
 joint's actuatorfrcrange), and
 `smooth_force_dof` (qfrc_smooth = passive - bias + applied + actuator, the end of the smooth
@@ -36,7 +36,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim.data import data_struct
-from simrl.sim.model import BIAS_AFFINE, DYN_FILTER, DYN_FILTEREXACT, GAIN_AFFINE, model_struct
+from simrl.sim.model import BIAS_AFFINE, DYN_FILTER, DYN_FILTEREXACT, GAIN_AFFINE, TRN_SITE, model_struct
 from simrl.sim.types import scalar_types
 
 # mjMAXVAL: a control beyond it counts as bad (mju_isBad)
@@ -80,12 +80,13 @@ def build(scalar):
             d.actuator_moment[w, a, i] = sign * (wp.dot(jp, force) + wp.dot(ang, torque))
 
     @wp.func
-    def site_transmission(m: Model, d: Data, w: int, a: int, gear0: scalar):
-        """Actuator a's site transmission (mj_transmission, mjTRN_SITE): its moment row into
-        actuator_moment[a]; returns its length."""
-        trn = m.actuator_trnsite[a]
+    def transmission_site(m: Model, d: Data, w: int, k: int):
+        """The k-th site transmission (mj_transmission, mjTRN_SITE): its actuator's length and
+        moment row (actuator_moment[a]). Its gear's first component is the world's actuator_gear."""
+        trn = m.actuator_trnsite[k]
+        a = trn.actuator
         g = trn.gear
-        gear_t = vec3(gear0, g[1], g[2])
+        gear_t = vec3(m.actuator_gear[w % m.actuator_gear.shape[0], a], g[1], g[2])
         gear_r = vec3(g[3], g[4], g[5])
         for i in range(m.nv):
             d.actuator_moment[w, a, i] = scalar(0.0)
@@ -108,20 +109,6 @@ def build(scalar):
             quat = d.xquat[w, body] * m.site_quat[s]
             ref_quat = d.xquat[w, ref_body] * m.site_quat[r]
             length = wp.dot(offset, gear_t) + wp.dot(sub_quat(quat, ref_quat), gear_r)
-        return length
-
-    @wp.func
-    def transmission(m: Model, d: Data, w: int, a: int):
-        """actuator_length[a], and a site transmission's moment row (mj_transmission)."""
-        gear = m.actuator_gear[w % m.actuator_gear.shape[0], a]
-        t = m.actuator_tendon[a]
-        length = scalar(0.0)
-        if m.actuator_trnsite[a].site >= 0:
-            length = site_transmission(m, d, w, a, gear)
-        elif t >= 0:
-            length = d.ten_length[w, t] * gear
-        else:
-            length = d.qpos[w, m.actuator_qposadr[a]] * gear
         d.actuator_length[w, a] = length
 
     @wp.func
@@ -202,17 +189,24 @@ def build(scalar):
 
     @wp.func
     def actuator(m: Model, d: Data, w: int, a: int):
-        # the velocity along the transmission (mj_fwdVelocity: moment qvel)
+        # transmission (mj_transmission, mj_fwdVelocity): length and velocity along the joint or
+        # the tendon, scaled by the gear; a site transmission's length is its pass's
+        # (transmission_site), its velocity moment qvel
         gear = m.actuator_gear[w % m.actuator_gear.shape[0], a]
         t = m.actuator_tendon[a]
-        length = d.actuator_length[w, a]
+        length = scalar(0.0)
         velocity = scalar(0.0)
-        if m.actuator_trnsite[a].site >= 0:
+        if m.actuator_trntype[a] == TRN_SITE:
+            length = d.actuator_length[w, a]
             velocity = site_velocity(m, d, w, a)
-        elif t >= 0:
-            velocity = d.ten_velocity[w, t] * gear
         else:
-            velocity = d.qvel[w, m.actuator_dofadr[a]] * gear
+            if t >= 0:
+                length = d.ten_length[w, t] * gear
+                velocity = d.ten_velocity[w, t] * gear
+            else:
+                length = d.qpos[w, m.actuator_qposadr[a]] * gear
+                velocity = d.qvel[w, m.actuator_dofadr[a]] * gear
+            d.actuator_length[w, a] = length
         d.actuator_velocity[w, a] = velocity
         force = scalar(0.0)
         adr = m.actuator_actadr[a]
@@ -282,7 +276,7 @@ def build(scalar):
         for k in range(adr, adr + m.dof_actuator_num[i]):
             a = m.dof_actuator[k]
             # tendon and site transmissions couple dofs: simrl.sim.euler adds their terms
-            if m.actuator_tendon[a] < 0 and m.actuator_trnsite[a].site < 0:
+            if m.actuator_tendon[a] < 0 and m.actuator_trntype[a] != TRN_SITE:
                 gear = m.actuator_gear[wg, a]
                 deriv = deriv + gear * (gear * force_vel(m, d, w, a))
         j = m.dof_jntid[i]
@@ -297,7 +291,7 @@ def build(scalar):
     def site_force_vel(m: Model, d: Data, w: int, a: int):
         """actuator_qderiv[a]: force_vel of a site transmission's actuator, else 0."""
         deriv = scalar(0.0)
-        if m.actuator_trnsite[a].site >= 0:
+        if m.actuator_trntype[a] == TRN_SITE:
             deriv = force_vel(m, d, w, a)
         d.actuator_qderiv[w, a] = deriv
 
@@ -327,7 +321,7 @@ def build(scalar):
             # the moment: the gear, times ten_J[t, i] for a tendon transmission; a site's row
             moment = m.actuator_gear[wg, a]
             t = m.actuator_tendon[a]
-            if m.actuator_trnsite[a].site >= 0:
+            if m.actuator_trntype[a] == TRN_SITE:
                 moment = d.actuator_moment[w, a, i]
             elif t >= 0:
                 moment = moment * d.ten_J[w, t, i]
@@ -349,8 +343,7 @@ def build(scalar):
         d.qfrc_smooth[w, i] = d.qfrc_passive[w, i] - d.qfrc_bias[w, i] + d.qfrc_applied[w, i] + \
             d.qfrc_actuator[w, i]
 
-    return SimpleNamespace(transmission=transmission, actuator=actuator, dof=dof, smooth_force_dof=smooth_force_dof,
-                           force_vel=force_vel, qderiv_dof=qderiv_dof, site_force_vel=site_force_vel,
-                           site_qderiv=site_qderiv,
-                           next_activation=next_activation,
+    return SimpleNamespace(transmission_site=transmission_site, actuator=actuator, dof=dof,
+                           smooth_force_dof=smooth_force_dof, force_vel=force_vel, qderiv_dof=qderiv_dof,
+                           site_force_vel=site_force_vel, site_qderiv=site_qderiv, next_activation=next_activation,
                            advance_activation=advance_activation)

@@ -47,6 +47,7 @@ from simrl.sim.schedule import (
     LIMIT_ROWS,
     PAIRS,
     SENSORS,
+    SITE_TRANSMISSIONS,
     TENDONS,
     WORLD,
     Pass,
@@ -57,7 +58,7 @@ from simrl.sim.types import block_sync, no_sync
 
 @functools.cache
 def position(scalar) -> tuple:
-    """mj_fwdPosition without factor_m: poses, subtree CoMs, cinert, cdof, tendons, the actuators'
+    """mj_fwdPosition without factor_m: poses, subtree CoMs, cinert, cdof, tendons, the site
     transmissions, qM (with the tendons' armature)."""
     kin, cp, cr, ten = kinematics.build(scalar), com_pos.build(scalar), crb.build(scalar), tendon.build(scalar)
     return (
@@ -67,7 +68,7 @@ def position(scalar) -> tuple:
         Pass("com_pos_subtree", BODIES_UP, (cp.subtree_body,)),
         Pass("com_pos_body", BODIES, (cp.body,)),
         Pass("tendon", TENDONS, (ten.length,)),
-        Pass("transmission", ACTUATORS, (actuation.build(scalar).transmission,)),
+        Pass("transmission_site", SITE_TRANSMISSIONS, (actuation.build(scalar).transmission_site,)),
         Pass("crb_body", BODIES_UP, (cr.body,), skip_world=True),
         Pass("crb_dof", DOFS, (cr.dof,)),
     )

@@ -242,11 +242,11 @@ def transmission_struct(scalar):
 
     @wp.struct
     class SiteTransmission:
-        """An actuator's site transmission (mjTRN_SITE; site -1: another transmission): its site,
-        its reference site (-1: none), the last dof the two sites' chains share (-1: none; its
-        column and its ancestors' are left out of the moment, as mj_transmission does), and the
-        gear [translation, rotation] (gear[0] is read from Model.actuator_gear, which a world may
-        change)."""
+        """A site transmission (mjTRN_SITE): its actuator, its site, its reference site (-1:
+        none), the last dof the two sites' chains share (-1: none; its column and its ancestors'
+        are left out of the moment, as mj_transmission does), and the gear [translation,
+        rotation] (gear[0] is read from Model.actuator_gear, which a world may change)."""
+        actuator: int
         site: int
         refsite: int
         common: int
@@ -460,7 +460,8 @@ def model_struct(scalar):
         dof_tendon_adr: wp.array(dtype=wp.vec2i)
         dof_tendon: wp.array(dtype=int)
         actuator_tendon: wp.array(dtype=int)  # [nu], the tendon of a tendon transmission, else -1
-        actuator_trnsite: wp.array(dtype=SiteTransmission)  # [nu], site -1 unless a site transmission
+        actuator_trntype: wp.array(dtype=int)  # [nu], mjtTrn: joint, tendon or site
+        actuator_trnsite: wp.array(dtype=SiteTransmission)  # [nsite_trn], in actuator order
         nsite_trn: int  # actuators with a site transmission (Data.actuator_moment is [W, nu, nv] if any)
         # sensors (simrl.sim.sensor), MuJoCo's sensor_* arrays; opt.magnetic
         nsensor: int
@@ -928,6 +929,7 @@ class Model:
         trn_jnt = np.array([0 if trn_tendon[a] >= 0 or trn_site[a] else int(mjm.actuator_trnid[a, 0])
                             for a in range(nu)], dtype=np.int32)
         m.actuator_tendon = ints(trn_tendon or [-1])
+        m.actuator_trntype = ints(mjm.actuator_trntype)
         m.actuator_trnsite, site_cols = self._site_transmissions(mjm, trn_site)
         m.nsite_trn = sum(trn_site)
         group = mjm.actuator_group
@@ -1116,12 +1118,11 @@ class Model:
         SiteTransmission = transmission_struct(self.dtype)
         rows, cols = [], []
         for a in range(mjm.nu):
-            row = SiteTransmission()
-            row.site = row.refsite = row.common = -1
             cols.append([])
             if trn_site[a]:
+                row = SiteTransmission()
                 site, ref = (int(x) for x in mjm.actuator_trnid[a])
-                row.site, row.refsite = site, ref
+                row.actuator, row.site, row.refsite, row.common = a, site, ref, -1
                 row.gear = self.T.vec6(*(float(g) for g in mjm.actuator_gear[a]))
                 chain = _dof_chain(mjm, int(mjm.site_bodyid[site]))
                 if ref >= 0:
@@ -1131,7 +1132,7 @@ class Model:
                     cols[a] = sorted(set(chain) ^ set(other))
                 else:
                     cols[a] = sorted(chain)
-            rows.append(row)
+                rows.append(row)
         return wp.array(rows or [SiteTransmission()], dtype=SiteTransmission, device=self.device), cols
 
     def _equality(self, m, mjm, eq_adr, ints, arr):

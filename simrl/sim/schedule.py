@@ -56,6 +56,7 @@ JOINTS = "joints"
 GEOMS = "geoms"
 SITES = "sites"
 ACTUATORS = "actuators"
+SITE_TRANSMISSIONS = "site_transmissions"  # the actuators' site transmissions (Model.actuator_trnsite)
 CONTACTS = "contacts"  # contact slots
 EQUALITIES = "equalities"  # equality constraints that have rows
 SENSORS = "sensors"
@@ -70,7 +71,8 @@ PAIRS = "pairs"  # candidate geom pairs: a launch per collider kind
 # kernels' versions are in _range_funcs)
 _RANGES = {BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.ngeom + m.nsite),
            DOFS: lambda m: (0, m.nv), JOINTS: lambda m: (0, m.njnt), GEOMS: lambda m: (0, m.ngeom),
-           SITES: lambda m: (0, m.nsite), ACTUATORS: lambda m: (0, m.nu), CONTACTS: lambda m: (0, m.ncon),
+           SITES: lambda m: (0, m.nsite), ACTUATORS: lambda m: (0, m.nu),
+           SITE_TRANSMISSIONS: lambda m: (0, m.nsite_trn), CONTACTS: lambda m: (0, m.ncon),
            EQUALITIES: lambda m: (0, m.neq if m.nefc_eq > 0 else 0), SENSORS: lambda m: (0, m.nsensor),
            CONTACT_SENSORS: lambda m: (0, m.ncontact_sensor), TENDONS: lambda m: (0, m.ntendon),
            FRICTION_ROWS: lambda m: (m.nefc_eq, m.nefc_friction),
@@ -182,6 +184,10 @@ def _range_funcs(scalar):
         return 0, m.nu
 
     @wp.func
+    def site_transmissions(m: Model):
+        return 0, m.nsite_trn
+
+    @wp.func
     def contacts(m: Model):
         return 0, m.ncon
 
@@ -213,7 +219,8 @@ def _range_funcs(scalar):
         return m.nefc_eq + m.nefc_friction, m.nefc_limit
 
     out = {BODIES: bodies, FRAMES: frames, DOFS: dofs, JOINTS: joints, GEOMS: geoms, SITES: sites, ACTUATORS: actuators,
-           CONTACTS: contacts, SENSORS: sensors, CONTACT_SENSORS: contact_sensors, TENDONS: tendons,
+           SITE_TRANSMISSIONS: site_transmissions, CONTACTS: contacts, SENSORS: sensors,
+           CONTACT_SENSORS: contact_sensors, TENDONS: tendons,
            EQUALITIES: equalities, FRICTION_ROWS: friction_rows,
            LIMIT_ROWS: limit_rows}
     assert set(out) == set(_RANGES)
