@@ -32,6 +32,10 @@ CASES = {
     "slider-crank transmission": (body("", extra='<actuator><general name="m" cranksite="s1" slidersite="s2" '
                                                  'cranklength="0.2"/></actuator>'),
                                   r"actuator 'm' transmission 'slidercrank': only joint, tendon and site"),
+    "actuator on a ball joint": (body('<body name="b3" pos="0.3 0 0"><joint name="jb" type="ball"/>'
+                                      '<geom size="0.1" mass="1"/></body>',
+                                      extra='<actuator><motor name="m" joint="jb"/></actuator>'),
+                                 r"<actuator joint> actuator 'm': actuators on ball or free joints"),
     "user activation dynamics": (body("", extra='<actuator><general name="m" joint="j1" dyntype="user"/>'
                                                 '</actuator>'), r"<actuator dyntype='user'> actuator 'm'"),
     "muscle": (body("", extra='<actuator><muscle name="m" joint="j1" lengthrange="-1 1"/></actuator>'),
