@@ -60,6 +60,22 @@ def random_states(mjm: mujoco.MjModel, n: int, rng: np.random.Generator):
     return qpos, qvel, ctrl
 
 
+def assert_qacc_matches_mujoco(sim, mjm: mujoco.MjModel, control: mujoco.MjModel, states, tol: float):
+    """sim.qacc of world w within `tol` (relative to max(1, |qacc|)) of mj_forward's for states
+    (qpos, qvel, ctrl)[w], and more than 100 tol from the `control` model's (the feature under test
+    removed from it), so that the comparison could fail."""
+    for w in range(len(states[0])):
+        qacc = []
+        for m in (mjm, control):
+            md = mujoco.MjData(m)
+            md.qpos[:], md.qvel[:], md.ctrl[:] = (x[w] for x in states)
+            mujoco.mj_forward(m, md)
+            qacc.append(md.qacc.copy())
+        scale = max(1.0, np.abs(qacc[0]).max())
+        assert np.abs(sim.qacc[w].numpy() - qacc[0]).max() / scale < tol
+        assert np.abs(sim.qacc[w].numpy() - qacc[1]).max() / scale > 100 * tol
+
+
 def random_ctrl(mjm: mujoco.MjModel, n: int, rng: np.random.Generator):
     lo = np.where(mjm.actuator_ctrllimited, mjm.actuator_ctrlrange[:, 0], -1.0)
     hi = np.where(mjm.actuator_ctrllimited, mjm.actuator_ctrlrange[:, 1], 1.0)

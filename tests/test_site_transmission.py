@@ -14,6 +14,7 @@ import mujoco
 import numpy as np
 import pytest
 import torch
+from conftest import assert_qacc_matches_mujoco
 from test_schedule import assert_same_data, run
 
 from simrl import Sim, diff_step
@@ -140,12 +141,7 @@ def test_qacc_matches_mujoco(dtype, tol):
     sim = simrl_forward(mjm, states, dtype)
     inert = model()
     inert.actuator_gear[inert.actuator_trntype == SITE] = 0
-    for w in range(8):
-        ref = mujoco_forward(mjm, *(x[w] for x in states)).qacc
-        scale = max(1.0, np.abs(ref).max())
-        assert np.abs(sim.qacc[w].numpy() - ref).max() / scale < tol
-        other = mujoco_forward(inert, *(x[w] for x in states)).qacc
-        assert np.abs(sim.qacc[w].numpy() - other).max() / scale > 100 * tol
+    assert_qacc_matches_mujoco(sim, mjm, inert, states, tol)
 
 
 def trajectory(mjm, dtype, steps=200, seed=2):

@@ -9,6 +9,7 @@ import mujoco
 import numpy as np
 import pytest
 import torch
+from conftest import assert_qacc_matches_mujoco
 from test_schedule import assert_same_data, run
 
 from simrl import Sim, diff_step
@@ -202,12 +203,7 @@ def test_qacc_matches_mujoco(mjm, dtype, tol):
     for name in ("tendon_stiffness", "tendon_damping", "tendon_frictionloss", "tendon_limited", "tendon_armature",
                  "eq_active0"):
         getattr(slack, name)[:] = 0
-    for w in range(8):
-        ref = mujoco_forward(mjm, *(x[w] for x in states)).qacc
-        scale = max(1.0, np.abs(ref).max())
-        assert np.abs(sim.qacc[w].numpy() - ref).max() / scale < tol
-        other = mujoco_forward(slack, *(x[w] for x in states)).qacc
-        assert np.abs(sim.qacc[w].numpy() - other).max() / scale > 100 * tol
+    assert_qacc_matches_mujoco(sim, mjm, slack, states, tol)
 
 
 def trajectory(mjm, dtype, steps, seed=2):
