@@ -416,7 +416,9 @@ class BatchedEnv:
         return {"num_envs": self.num_envs, "num_actions": self.num_actions,
                 "tensors": {k: v.detach().clone() for k, v in tensors.items()},
                 "generator": self.generator.get_state(), "seed": self._seed,
-                "nonfinite_action_count": self.nonfinite_action_count.clone()}
+                "nonfinite_action_count": self.nonfinite_action_count.clone(),
+                "shared": {k: v.detach().clone() if isinstance(v, torch.Tensor) else v
+                           for k, v in self._shared_state().items()}}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a `state_dict()` of an env of the same task, num_envs and configuration, in
@@ -436,6 +438,8 @@ class BatchedEnv:
             if saved[key].shape != mine[key].shape or saved[key].dtype != mine[key].dtype:
                 raise ValueError(f"env state {key}: saved {tuple(saved[key].shape)} {saved[key].dtype}, "
                                  f"this env {tuple(mine[key].shape)} {mine[key].dtype}")
+        shared = state.get("shared", {})  # absent from env states saved before it was kept
+        self._check_shared_state(shared)
         for key, value in saved.items():
             if key in lazy:
                 setattr(self, key, value.to(self.device).clone())
@@ -444,6 +448,8 @@ class BatchedEnv:
         self.generator.set_state(state["generator"].cpu())  # a generator's state lives on the host
         self._seed = int(state.get("seed", self._seed))  # the per-world streams (rand_worlds)
         self.nonfinite_action_count.copy_(state["nonfinite_action_count"])
+        for key, value in shared.items():
+            self._load_shared_state(key, value)
         if not isinstance(self.sim, Sim):  # the MuJoCo backend: per-world MjModels derive from the values
             self.sim.set_const()
         self._state_loaded()
@@ -471,6 +477,33 @@ class BatchedEnv:
 
     def _state_loaded(self) -> None:
         """Called after `load_state_dict`: a subclass drops anything cached from the old state."""
+
+    def _shared_state(self) -> dict:
+        """State shared by every world that the next steps depend on (e.g. a command
+        curriculum's velocity ranges and step counter), by name: tensors, ints or floats.
+        `state_dict` saves it, `load_state_dict` gives each entry to `_load_shared_state`."""
+        return {}
+
+    def _check_shared_state(self, shared: dict) -> None:
+        """ValueError naming the first entry of a saved `_shared_state` this env cannot take."""
+        mine = self._shared_state()
+        for key, value in shared.items():
+            if key not in mine:
+                raise ValueError(f"env state holds shared state {key!r}, which {type(self).__name__} does not keep "
+                                 f"(it keeps: {', '.join(mine) or 'none'})")
+            if isinstance(mine[key], torch.Tensor) and (not isinstance(value, torch.Tensor)
+                                                        or tuple(value.shape) != tuple(mine[key].shape)):
+                raise ValueError(f"env state {key}: saved {tuple(getattr(value, 'shape', ()))}, "
+                                 f"this env {tuple(mine[key].shape)}")
+
+    def _load_shared_state(self, key: str, value) -> None:
+        """Restore one entry of `_shared_state` (checked by `_check_shared_state`): a tensor is
+        copied into the attribute of that name, anything else set."""
+        mine = getattr(self, key)
+        if isinstance(mine, torch.Tensor):
+            mine.copy_(value)
+        else:
+            setattr(self, key, type(mine)(value))
 
     # ------------------------------------------------------------------------ for subclasses
     def _apply_actions(self, actions: torch.Tensor) -> None:

@@ -130,6 +130,11 @@ class RoughTerrainEnv(LeggedEnv):
             hi = min(float(self.command_ranges[0, 1]) + 0.5, self.max_lin_vel_x)
             self.command_ranges[0, 0], self.command_ranges[0, 1] = min(lo, 0.0), max(hi, 0.0)
 
+    def _shared_state(self) -> dict:
+        # the command curriculum's state: the velocity ranges it widened, and the step counter
+        # that says when it next looks (a resumed run widens them as the uninterrupted one would)
+        return {**super()._shared_state(), "command_ranges": self.command_ranges, "_steps": self._steps}
+
     def _reset_envs(self, env_ids):
         super()._reset_envs(env_ids)
         if not hasattr(self, "env_origins"):  # the first reset, from LeggedEnv.__init__'s callers

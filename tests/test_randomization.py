@@ -107,6 +107,31 @@ def test_per_world_gravity_and_forcerange_reach_the_engine():
     np.testing.assert_allclose(sim.view("actuator_force")[:, 0].numpy(), [1.0, 0.5, 0.3])
 
 
+def test_thread_blocks_see_per_world_parameters_set_between_steps():
+    """With CPU threads, each block of worlds steps with a Model whose per-world arrays are
+    slices of the Sim's (kept from step to step): a parameter made per-world after steps began
+    (a new array) and values written in place into an existing one both reach every block,
+    exactly as on one thread."""
+    xml = """<mujoco><worldbody><body><freejoint/><geom size="0.1" mass="2"/></body>
+      <body pos="1 0 0"><joint name="j" type="hinge" damping="0.1"/><geom size="0.1" mass="1"/></body>
+      </worldbody><actuator><motor joint="j"/></actuator></mujoco>"""
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    one, two = (Sim.from_model(mjm, num_worlds=4, dtype="float64", cpu_threads=t) for t in (1, 2))
+    assert two.cpu_threads == 2
+    for sim in (one, two):
+        sim.per_world_param("gravity")[:] = torch.tensor([[0.0, 0.0, -9.81], [1.0, 0.0, -3.0],
+                                                          [0.0, -2.0, 0.0], [0.0, 0.0, -1.0]], dtype=torch.float64)
+        sim.ctrl[:] = 1.0
+        sim.step(3)
+        sim.per_world_param("dof_damping")[:, 6] = torch.tensor([0.0, 1.0, 2.0, 3.0])  # a new [W, nv] array
+        sim.step(3)
+        sim.per_world_param("gravity")[:, 2] = torch.tensor([-1.0, -2.0, -3.0, -4.0])  # in place
+        sim.step(3)
+    assert torch.equal(one.qpos, two.qpos) and torch.equal(one.qvel, two.qvel)
+    # the damping and the gravity written last did act: worlds with the same start differ
+    assert len({float(v) for v in two.qvel[:, 6]}) == 4 and len({float(v) for v in two.qvel[:, 2]}) == 4
+
+
 # ----------------------------------------------------------------- terms through the env
 def test_terms_reach_both_backends_identically_and_trajectories_agree():
     """The same terms and seed in the Warp engine (float64) and in MuJoCo: every randomized

@@ -265,6 +265,46 @@ def test_env_spawns_at_patch_centres_and_moves_up_the_curriculum():
     assert extras["log"]["Curriculum/terrain_level"] == pytest.approx(0.25)
 
 
+def test_command_curriculum_widens_the_ranges_and_a_saved_env_keeps_them():
+    """legged_gym's update_command_curriculum: at a step that is a multiple of the episode
+    length, when the worlds ending then earned more than 80% of the largest tracking reward,
+    lin_vel_x's range widens by 0.5 m/s each way (up to max_lin_vel_x); state_dict keeps the
+    widened ranges and the step counter, so a resumed run goes on as the uninterrupted one."""
+    def ending_env(tracking_share):
+        env = _rough(command_curriculum=True)
+        env.reset()
+        n = env.max_episode_length
+        env._steps = n - 1  # the next step is the curriculum's
+        env.episode_length_buf[:] = n - 1  # every world times out on it
+        best = env.reward_weights["tracking_lin_vel"] * env.step_dt * n
+        env.episode_sums["tracking_lin_vel"][:] = tracking_share * best
+        return env
+
+    env = ending_env(0.5)  # tracked poorly: the ranges stay
+    env.step(torch.zeros(4, 12))
+    assert env.command_ranges[0].tolist() == [-1.0, 1.0]
+    env = ending_env(0.9)
+    _, _, _, time_outs, extras = env.step(torch.zeros(4, 12))
+    assert time_outs.all()
+    assert env.command_ranges[0].tolist() == [-1.5, 1.5]
+    assert env.command_ranges[1:].tolist() == [[-0.5, 0.5], [-1.0, 1.0]]
+    assert float(extras["log"]["Curriculum/max_lin_vel_x"]) == 1.5
+    for _ in range(3):
+        env.step(torch.zeros(4, 12))
+    state = env.state_dict()
+    resumed = _rough(command_curriculum=True)
+    resumed.reset()
+    resumed.load_state_dict(state)
+    assert resumed.command_ranges.tolist() == env.command_ranges.tolist() and resumed._steps == env._steps
+    for _ in range(2):
+        a, b = env.step(torch.full((4, 12), 0.1)), resumed.step(torch.full((4, 12), 0.1))
+        assert torch.equal(a[0]["critic"], b[0]["critic"]) and torch.equal(a[1], b[1])
+    # a state naming shared state this env does not keep is refused by name
+    state["shared"]["lin_vel_range"] = 3.0
+    with pytest.raises(ValueError, match="shared state 'lin_vel_range'"):
+        resumed.load_state_dict(state)
+
+
 def test_quadruped_steps_on_height_fields():
     env = _rough(terrain=HFIELD_SMALL)
     env.reset()

@@ -210,6 +210,7 @@ class Sim:
         #: number of threads that step the worlds (CPU); 1 on a GPU
         self.cpu_threads = threads
         self._blocks = None
+        self._block_models = {}  # (lo, hi) -> (_graph_key, the block's Model struct)
         if threads == 1:
             return
         bounds = [W * i // threads for i in range(threads + 1)]
@@ -226,15 +227,22 @@ class Sim:
             self._blocks.append((lo, hi, d))
         self._pool = _cpu_pool(threads - 1)
 
-    def _block_model(self, lo: int, hi: int):
+    def _block_model(self, lo: int, hi: int, key: tuple):
         """The model for worlds [lo, hi): the Sim's own, or a copy whose per-world parameter
-        arrays are sliced to those worlds when some have one entry per world."""
+        arrays are sliced to those worlds when some have one entry per world. The copy (about
+        1.6 ms of Python per block for the quadruped) is kept until `key` (`_graph_key`: every
+        Model field, arrays by address and shape) changes."""
         m = self.model.struct
         if not any(getattr(m, f).size and getattr(m, f).shape[0] > 1 for f in PER_WORLD_FIELDS):
             return m
+        cached = self._block_models.get((lo, hi))
+        if cached is not None and cached[0] == key:
+            return cached[1]
         sliced = {f: getattr(m, f)[lo:hi] for f in PER_WORLD_FIELDS
                   if getattr(m, f).size and getattr(m, f).shape[0] > 1}
-        return copy_struct(m, self.model.dtype, **sliced)
+        block = copy_struct(m, self.model.dtype, **sliced)
+        self._block_models[(lo, hi)] = (key, block)
+        return block
 
     def _run(self, segment, m, d, num_worlds: int) -> None:
         """Launch a segment's kernels on the worlds of (m, d)."""
@@ -248,8 +256,10 @@ class Sim:
             body(lambda segment: self._run(segment, self.model.struct, self.data, self.num_worlds))
             return
 
+        key = self._graph_key()  # once per call: the Model's fields cannot change during it
+
         def run(lo, hi, d):
-            m = self._block_model(lo, hi)
+            m = self._block_model(lo, hi, key)
             body(lambda segment: self._run(segment, m, d, hi - lo))
 
         futures = [self._pool.submit(run, *block) for block in self._blocks[1:]]
