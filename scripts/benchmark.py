@@ -59,6 +59,17 @@ builds them in its own process first, so that the child only loads them from War
 table gives each engine's instructions per world-step, the ratio to mj_step's, and the solver
 iterations of the counted steps.
 
+`--per-stage` (with `--count-instructions` and callgrind) also splits the counts by stage.
+simrl: its wide schedule, every pass a kernel of its own (the per-element functions the fused
+step calls in loops: the same arithmetic), stepped launch by launch with callgrind collecting
+during each launch only and dumping one profile part per launch (step_worlds.py --by-launch);
+a part holds the launch's Python overhead too, the same at any world count, so each kernel's
+instructions per world-step come from two world counts, W and 2W: (count(2W) - count(W)) /
+(W x steps). MuJoCo: every function of libmujoco over 1% of mj_step's count (mj_fwdPosition,
+mj_collision, mj_crb, mj_factorM, the solver's, ...), each inclusive of what it calls, from
+`callgrind_annotate --inclusive=yes` on the two counted runs (the difference again). Two more tables, appended to
+--markdown too.
+
 `--png PATH` draws steps/s against the world count, one line per engine, on log-log axes.
 
 `--grad H` measures the differentiable step instead (simrl.diff_step chained for H steps, then
@@ -83,6 +94,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -542,6 +554,9 @@ def main(argv=None):
     parser.add_argument("--counter", default="auto", choices=["auto", "perf", "callgrind"],
                         help="with --count-instructions: the instruction counter (auto: perf where it counts "
                              "instructions here, else callgrind)")
+    parser.add_argument("--per-stage", action="store_true",
+                        help="with --count-instructions (callgrind): instructions per world-step of every pass of "
+                             "simrl's wide schedule and of MuJoCo's stage functions")
     parser.add_argument("--train", type=int, metavar="N",
                         help="end-to-end training throughput: N PPO iterations of the task named by --model, "
                              "on this engine and on MuJoCo (sim.backend=mujoco, CPU) in the same run")
@@ -828,6 +843,10 @@ def count_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]:
     if args.device != "cpu":
         raise SystemExit("--count-instructions counts CPU instructions: use --device cpu")
     counter = instruction_counter(args.counter)
+    if args.per_stage and counter != "callgrind":
+        raise SystemExit("--per-stage attributes instructions with callgrind: add --counter callgrind")
+    if args.per_stage and shutil.which("callgrind_annotate") is None:
+        raise SystemExit("--per-stage needs callgrind_annotate (valgrind's tools), which is not on PATH")
     unknown = set(engines) - {"simrl", "mujoco"}
     if unknown:
         print(f"--count-instructions counts simrl and mujoco; leaving out {', '.join(sorted(unknown))}")
@@ -878,24 +897,117 @@ def count_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]:
                        "instructions": counts, "instructions_per_world_step": per_step,
                        "final_state": outputs[1], "count_seconds": time.perf_counter() - start,
                        **({"cpu_target": "x86-64-v3"} if portable and key.startswith("simrl") else {}), **stats}
+                if args.per_stage and key == "mujoco":
+                    rec["per_stage"] = mujoco_stage_counts([tmp / f"{key}_{w}_{n}.out" for n in (0, args.steps)],
+                                                           w * args.steps)
                 records.append(rec)
                 print(f"  {key:12s} worlds={w:5d}  {per_step:12,.0f} instructions per world-step  "
                       f"({rec['count_seconds']:.0f} s; {outputs[1]})")
-    for r in records:
+            if args.per_stage and "simrl" in engines:
+                records.append(simrl_stage_counts(name, mjm, w, args, portable, tmp, model_path))
+    counted_records = [r for r in records if r["mode"] == "instructions"]
+    for r in counted_records:
         base = next((b for b in records if b["engine"] == "mujoco" and b["num_worlds"] == r["num_worlds"]), None)
         if base is not None:
             r["vs_mujoco"] = base["instructions_per_world_step"] / r["instructions_per_world_step"]
     lines = ["| engine | dtype | worlds | steps counted | instructions per world-step | vs mj_step (its instructions "
              "/ these) | solver iters mean/max | contacts/world |", "|---|---|---:|---:|---:|---:|---:|---:|"]
-    for r in records:
+    for r in counted_records:
         ratio = f"{r['vs_mujoco']:.2f}x" if "vs_mujoco" in r else "-"
         lines.append(f"| {r['engine']} | {r['dtype']} | {r['num_worlds']} | {r['steps']} | "
                      f"{r['instructions_per_world_step']:,.0f} | {ratio} | {r['solver_niter_mean']:.2f}/"
                      f"{r['solver_niter_max']} | {r['contacts_per_world']:.1f} |")
     table = "\n".join(lines)
     title = f"Instructions per world-step: {name}, {counter}"
-    write_results(args, records, table, title)
+    write_results(args, counted_records, table, title)
+    for r in records:
+        if "per_stage" in r:
+            total = sum(count for _, count in r["per_stage"]) if r["engine"] != "mujoco" else \
+                r["instructions_per_world_step"]
+            rows = [f"| {stage} | {count:,.0f} | {100 * count / total:.1f}% |" for stage, count in r["per_stage"]]
+            what = ("simrl's wide schedule: each pass's kernel, worlds 2W minus W" if r["engine"] != "mujoco"
+                    else "mj_step's stage functions, each with its callees")
+            write_results(args, records, "\n".join(["| stage | instructions per world-step | share |",
+                                                    "|---|---:|---:|", *rows]),
+                          f"Instructions per stage: {name}, {r['engine']}, {r['num_worlds']} worlds ({what})")
     return records
+
+
+def annotate_inclusive(path: Path) -> dict[str, int]:
+    """Instructions of every function in a callgrind output file with its callees'
+    (`callgrind_annotate --inclusive=yes`), by function name."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    counts = {}
+    for line in out.splitlines():
+        # "1,234,567 (12.34%)  file.c:function [library]"
+        match = re.match(r"^\s*([\d,]+)\s+(?:\(\s*[\d.]+%\)\s+)?\S*?:(\S+)", line)
+        if match:
+            counts[match.group(2)] = counts.get(match.group(2), 0) + int(match.group(1).replace(",", ""))
+    return counts
+
+
+def mujoco_stage_counts(paths: list[Path], world_steps: int) -> list[tuple[str, float]]:
+    """(MuJoCo function, instructions per world-step with its callees') of the functions of
+    libmujoco (mj_* and mju_*) over 1% of mj_step's: the 0-step and the N-step runs' inclusive
+    counts subtracted, largest first (mj_step, mj_forwardSkip, mj_fwdPosition, mj_collision, ...:
+    the shares overlap)."""
+    def mujoco_functions(path):
+        counts = {}
+        for function, count in annotate_inclusive(path).items():
+            function = function.split(".llvm.")[0]  # LTO's local copies
+            if function.startswith(("mj_", "mju_", "mjc_")):
+                counts[function] = counts.get(function, 0) + count
+        return counts
+
+    before, after = (mujoco_functions(p) for p in paths)
+    per_step = {f: (n - before.get(f, 0)) / world_steps for f, n in after.items()}
+    step = per_step.get("mj_step", 0.0)
+    return sorted(((f, n) for f, n in per_step.items() if n >= 0.01 * step), key=lambda kv: -kv[1])
+
+
+def launch_parts(prefix: Path) -> dict[str, int]:
+    """Instructions per kernel name, summed over the profile parts step_worlds.py --by-launch
+    dumped (`<prefix>.<n>`, each with "desc: Trigger: Client Request: <kernel>" and its totals)."""
+    counts = {}
+    for part in prefix.parent.glob(prefix.name + ".*"):
+        name = total = None
+        for line in part.read_text().splitlines():
+            if line.startswith("desc: Trigger: Client Request: "):
+                name = line.removeprefix("desc: Trigger: Client Request: ").strip()
+            elif line.startswith("totals:"):
+                total = int(line.split()[1])
+        if name is not None and total is not None:
+            counts[name] = counts.get(name, 0) + total
+    return counts
+
+
+def simrl_stage_counts(name, mjm, w, args, portable, tmp: Path, model_path: Path) -> dict:
+    """Instructions per world-step of each kernel of simrl's wide schedule (see --per-stage)."""
+    start = time.perf_counter()
+    simrl_runner(mjm, 2 * w, "cpu", args.dtype, "wide", 1, 2)  # compiled outside the count
+    counts = []
+    for worlds in (w, 2 * w):
+        start_path = tmp / f"start_{worlds}_stages.npz"
+        np.savez(start_path, **start_arrays(mjm, worlds))
+        prefix = tmp / f"stages_{worlds}.out"
+        child = [sys.executable, str(Path(__file__).resolve().parent / "step_worlds.py"), "simrl", str(model_path),
+                 str(start_path), str(args.steps), "--by-launch", "--dtype", args.dtype,
+                 *(["--portable-cpu"] if portable else [])]
+        command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
+                   f"--callgrind-out-file={prefix}", *child]
+        env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
+        result = subprocess.run(command, capture_output=True, text=True, env=env)
+        if result.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+        counts.append(launch_parts(prefix))
+    stages = sorted(((k, (counts[1][k] - counts[0].get(k, 0)) / (w * args.steps)) for k in counts[1]),
+                    key=lambda kv: -kv[1])
+    total = sum(v for _, v in stages)
+    print(f"  simrl-wide per stage (worlds {2 * w} minus {w}): {total:,.0f} instructions per world-step in its "
+          f"kernels ({time.perf_counter() - start:.0f} s)")
+    return {"engine": "simrl-wide-stages", "model": name, "mode": "per_stage", "num_worlds": w,
+            "steps": args.steps, "dtype": args.dtype, "per_stage": stages, "kernel_instructions_per_world_step": total}
 
 
 def train_benchmark(task_name: str, worlds: list[int], args) -> list[dict]:

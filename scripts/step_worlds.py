@@ -56,6 +56,8 @@ _REQUEST_CODE = bytes([
     0xC3,                    # ret
 ])
 RUNNING_ON_VALGRIND = 0x1001
+# callgrind.h: VG_USERREQ_TOOL_BASE('C', 'T') + 2 (TOGGLE_COLLECT) and + 3 (DUMP_STATS_AT, arg1: a string)
+CALLGRIND_TOGGLE_COLLECT, CALLGRIND_DUMP_STATS_AT = 0x43540002, 0x43540003
 # callgrind.h: VG_USERREQ_TOOL_BASE('C', 'T') + 4 and + 5
 CALLGRIND_START_INSTRUMENTATION, CALLGRIND_STOP_INSTRUMENTATION = 0x43540004, 0x43540005
 
@@ -71,8 +73,8 @@ class ValgrindRequests:
         address = ctypes.addressof(ctypes.c_char.from_buffer(self._page))
         self._call = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64))(address)
 
-    def __call__(self, request: int) -> int:
-        return self._call((ctypes.c_uint64 * 6)(request, 0, 0, 0, 0, 0))
+    def __call__(self, request: int, arg1: int = 0) -> int:
+        return self._call((ctypes.c_uint64 * 6)(request, arg1, 0, 0, 0, 0))
 
 
 def counted(callgrind: bool):
@@ -112,6 +114,58 @@ def step_simrl(mjm, start, steps: int, schedule: str, dtype: str, portable: bool
     return sim.qpos.double().numpy()
 
 
+def step_simrl_by_launch(mjm, start, steps: int, dtype: str, portable: bool) -> np.ndarray:
+    """--by-launch: the wide schedule's step launch by launch (what Sim.step does on one thread),
+    under `valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no`: after a first
+    uncounted step, callgrind collects during each launch only and dumps the count with the
+    kernel's name (CALLGRIND_DUMP_STATS_AT), one profile part per launch. The launches are
+    recorded commands (arguments packed once), yet a part still holds a little Python, the same
+    at any world count: benchmark.py --per-stage runs two world counts and takes the difference."""
+    import torch
+    import warp as wp
+
+    if portable:
+        wp.config.cpu_compiler_flags = PORTABLE_CPU_FLAGS
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from simrl import Sim
+
+    W = start["qpos"].shape[0]
+    sim = Sim.from_model(mjm, num_worlds=W, device="cpu", dtype=dtype, cpu_threads=1, schedule="wide")
+    for name in ("qpos", "qvel", "ctrl"):
+        setattr(sim, name, torch.as_tensor(start[name], dtype=sim.torch_dtype))
+    sim.step(1)
+    request = ValgrindRequests()
+    if not request(RUNNING_ON_VALGRIND):
+        raise SystemExit("--by-launch: not running under valgrind")
+    # every launch of a step recorded once (wp.launch(record_cmd=True): the arguments packed
+    # here), so that a counted launch is little more than the kernel's own call
+    m, d = sim.model.struct, sim.data
+    commands = []
+    for segment in sim._step_segments:
+        for item in segment.launches(sim.model):
+            inputs = [m, d, *item.inputs]
+            if item.block_dim is not None:
+                command = wp.launch_tiled(item.kernel, dim=[W], inputs=inputs, block_dim=item.block_dim,
+                                          device=sim.device, record_cmd=True)
+            else:
+                command = wp.launch(item.kernel, dim=(W, *item.dims), inputs=inputs, device=sim.device,
+                                    record_cmd=True)
+            # the kernel's name as a NUL-terminated buffer that stays alive for the requests
+            commands.append((command, ctypes.create_string_buffer(item.kernel.key.encode())))
+    import gc
+
+    gc.disable()  # a collection would land in whichever launch's part allocates when it is due
+    request(CALLGRIND_START_INSTRUMENTATION)
+    for _ in range(steps):
+        for command, name in commands:
+            request(CALLGRIND_TOGGLE_COLLECT)
+            command.launch()
+            request(CALLGRIND_TOGGLE_COLLECT)
+            request(CALLGRIND_DUMP_STATS_AT, ctypes.addressof(name))
+    request(CALLGRIND_STOP_INSTRUMENTATION)
+    return sim.qpos.double().numpy()
+
+
 def step_mujoco(mjm, start, steps: int, callgrind: bool) -> np.ndarray:
     from mujoco import rollout
 
@@ -137,11 +191,17 @@ def main(argv=None) -> int:
                         help="build simrl's kernels for x86-64-v3 instead of the host's CPU")
     parser.add_argument("--callgrind", action="store_true",
                         help="running under valgrind --tool=callgrind --instr-atstart=no: instrument the steps only")
+    parser.add_argument("--by-launch", action="store_true",
+                        help="simrl, wide schedule, under callgrind: one profile part per launch (see "
+                             "step_simrl_by_launch)")
     args = parser.parse_args(argv)
     mjm = mujoco.MjModel.from_binary_path(args.model)
     start = dict(np.load(args.start))
     if args.engine == "simrl":
-        qpos = step_simrl(mjm, start, args.steps, args.schedule, args.dtype, args.portable_cpu, args.callgrind)
+        if args.by_launch:
+            qpos = step_simrl_by_launch(mjm, start, args.steps, args.dtype, args.portable_cpu)
+        else:
+            qpos = step_simrl(mjm, start, args.steps, args.schedule, args.dtype, args.portable_cpu, args.callgrind)
     else:
         qpos = step_mujoco(mjm, start, args.steps, args.callgrind)
     # a checksum of the final state, so the steps cannot be optimised away and a run can be

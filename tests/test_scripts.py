@@ -221,6 +221,30 @@ def test_benchmark_counts_instructions_of_both_engines(tmp_path):
             > records["simrl-fused"]["instructions_per_world_step"])
 
 
+@pytest.mark.slow
+@valgrind
+def test_benchmark_counts_instructions_per_stage(tmp_path):
+    """--per-stage: simrl's wide-schedule kernels from two world counts (the launches' Python
+    overhead cancels) and MuJoCo's stage functions inclusive of their callees."""
+    out = tmp_path / "count.json"
+    result = run("scripts/benchmark.py", "--model", "inverted_pendulum", "--worlds", "2", "--count-instructions",
+                 "--steps", "3", "--counter", "callgrind", "--schedule", "wide", "--per-stage", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = {r["engine"]: r for r in json.loads(out.read_text())}
+    assert set(records) == {"simrl", "mujoco", "simrl-wide-stages"}
+    stages = dict(records["simrl-wide-stages"]["per_stage"])
+    assert {"kinematics_body", "crb_dof", "solve"} <= set(stages) and min(stages.values()) > 0
+    total = records["simrl-wide-stages"]["kernel_instructions_per_world_step"]
+    assert total == pytest.approx(sum(stages.values()))
+    # the kernels' own work (thousands of instructions for a two-dof RK4 step) is a part of the
+    # wide step's count, which adds each launch's Python overhead (millions at two worlds)
+    assert 1_000 < total < 0.1 * records["simrl"]["instructions_per_world_step"]
+    mujoco_stages = dict(records["mujoco"]["per_stage"])
+    assert mujoco_stages["mj_step"] == pytest.approx(records["mujoco"]["instructions_per_world_step"], rel=0.05)
+    assert 0 < mujoco_stages["mj_fwdPosition"] < mujoco_stages["mj_step"]
+    assert result.stdout.count("| stage | instructions per world-step | share |") == 2  # both tables printed
+
+
 def test_script_help_says_what_the_scripts_do():
     """Docstrings that went stale: benchmark.py's --help said mj_step was measured once (it is
     measured beside every world count), train.py's listed cartpole as a SHAC task (refused)."""
