@@ -245,6 +245,23 @@ def test_benchmark_counts_instructions_per_stage(tmp_path):
     assert result.stdout.count("| stage | instructions per world-step | share |") == 2  # both tables printed
 
 
+def test_render_terrain_draws_the_grid_with_a_robot_per_patch(tmp_path):
+    """scripts/render_terrain.py: a PNG of the asked size, not one flat colour, whose printed
+    columns are the eight types in the task's order."""
+    out = tmp_path / "terrain.png"
+    result = run("scripts/render_terrain.py", "--all-types", "--out", str(out), "--width", "320", "--height", "180")
+    if result.returncode != 0 and "gl" in result.stderr.lower() and "render" not in result.stdout:
+        pytest.skip(f"no OpenGL backend for MuJoCo's renderer here: {result.stderr.strip().splitlines()[-1]}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    import numpy as np
+    from PIL import Image
+
+    image = np.asarray(Image.open(out))
+    assert image.shape == (180, 320, 3) and image.reshape(-1, 3).std(axis=0).min() > 5.0
+    assert ("5 rows x 8 columns of 4.0 m patches (columns: flat, pyramid_stairs, pyramid_stairs_inv, "
+            "discrete_obstacles, stepping_stones, random_rough, pyramid_slope, pyramid_slope_inv)") in result.stdout
+
+
 def test_script_help_says_what_the_scripts_do():
     """Docstrings that went stale: benchmark.py's --help said mj_step was measured once (it is
     measured beside every world count), train.py's listed cartpole as a SHAC task (refused)."""
