@@ -227,13 +227,18 @@ class Sim:
             self._blocks.append((lo, hi, d))
         self._pool = _cpu_pool(threads - 1)
 
-    def _block_model(self, lo: int, hi: int, key: tuple):
-        """The model for worlds [lo, hi): the Sim's own, or a copy whose per-world parameter
-        arrays are sliced to those worlds when some have one entry per world. The copy (about
-        1.6 ms of Python per block for the quadruped) is kept until `key` (`_graph_key`: every
-        Model field, arrays by address and shape) changes."""
+    def _per_world_fields(self) -> bool:
+        """Some per-world parameter array has one entry per world (not one shared)."""
         m = self.model.struct
-        if not any(getattr(m, f).size and getattr(m, f).shape[0] > 1 for f in PER_WORLD_FIELDS):
+        return any(getattr(m, f).size and getattr(m, f).shape[0] > 1 for f in PER_WORLD_FIELDS)
+
+    def _block_model(self, lo: int, hi: int, key: tuple | None):
+        """The model for worlds [lo, hi): the Sim's own (key None: no per-world arrays), or a
+        copy whose per-world parameter arrays are sliced to those worlds. The copy (about 1.6 ms
+        of Python per block for the quadruped) is kept until `key` (`_graph_key`: every Model
+        field, arrays by address and shape) changes."""
+        m = self.model.struct
+        if key is None:
             return m
         cached = self._block_models.get((lo, hi))
         if cached is not None and cached[0] == key:
@@ -256,7 +261,8 @@ class Sim:
             body(lambda segment: self._run(segment, self.model.struct, self.data, self.num_worlds))
             return
 
-        key = self._graph_key()  # once per call: the Model's fields cannot change during it
+        # once per call (the Model's fields cannot change during it), and only when needed
+        key = self._graph_key() if self._per_world_fields() else None
 
         def run(lo, hi, d):
             m = self._block_model(lo, hi, key)
