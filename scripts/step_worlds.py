@@ -128,6 +128,7 @@ def step_simrl_by_launch(mjm, start, steps: int, dtype: str, portable: bool) -> 
         wp.config.cpu_compiler_flags = PORTABLE_CPU_FLAGS
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from simrl import Sim
+    from simrl.sim import schedule as simrl_schedule
 
     W = start["qpos"].shape[0]
     sim = Sim.from_model(mjm, num_worlds=W, device="cpu", dtype=dtype, cpu_threads=1, schedule="wide")
@@ -143,13 +144,7 @@ def step_simrl_by_launch(mjm, start, steps: int, dtype: str, portable: bool) -> 
     commands = []
     for segment in sim._step_segments:
         for item in segment.launches(sim.model):
-            inputs = [m, d, *item.inputs]
-            if item.block_dim is not None:
-                command = wp.launch_tiled(item.kernel, dim=[W], inputs=inputs, block_dim=item.block_dim,
-                                          device=sim.device, record_cmd=True)
-            else:
-                command = wp.launch(item.kernel, dim=(W, *item.dims), inputs=inputs, device=sim.device,
-                                    record_cmd=True)
+            command = simrl_schedule.launch(item, m, d, W, sim.device, record=True)
             # the kernel's name as a NUL-terminated buffer that stays alive for the requests
             commands.append((command, ctypes.create_string_buffer(item.kernel.key.encode())))
     import gc

@@ -115,13 +115,14 @@ def resolve(schedule: str, device) -> str:
     return schedule
 
 
-def launch(item: Launch, m, d, num_worlds: int, device) -> None:
-    """Run one Launch on the worlds of (m, d)."""
+def launch(item: Launch, m, d, num_worlds: int, device, record: bool = False):
+    """Run one Launch on the worlds of (m, d); with `record`, return it as a recorded command
+    (Warp's `record_cmd`: the arguments packed once, run by its `launch()`) instead."""
     inputs = [m, d, *item.inputs]
     if item.block_dim is not None:
-        wp.launch_tiled(item.kernel, dim=[num_worlds], inputs=inputs, block_dim=item.block_dim, device=device)
-    else:
-        wp.launch(item.kernel, dim=(num_worlds, *item.dims), inputs=inputs, device=device)
+        return wp.launch_tiled(item.kernel, dim=[num_worlds], inputs=inputs, block_dim=item.block_dim,
+                               device=device, record_cmd=record)
+    return wp.launch(item.kernel, dim=(num_worlds, *item.dims), inputs=inputs, device=device, record_cmd=record)
 
 
 # --------------------------------------------------------------------------------------------
