@@ -7,13 +7,15 @@ actuator models as for the quadruped) with a humanoid's robot section and reward
   below `min_base_height` (0.4 m; it stands at 0.77 m) or tilting past horizontal; thighs,
   shins, arms and hands touching it are undesired contacts; the `home` keyframe is the default
   pose; action scale 0.25 rad (unitree_rl_gym's for its G1).
-- Rewards: Isaac Lab's G1/H1 velocity terms (`isaaclab_tasks/.../velocity/config/g1`): tracking
-  of (vx, vy) and yaw rate (exp(-err^2 / 0.25), std 0.5), a flat-orientation and angular-velocity
-  penalty, torque, joint-acceleration and action-rate penalties, the biped air-time reward
-  (`feet_air_time_biped`: single stance rewarded up to 0.4 s), joint deviation of the hip yaw and
-  roll, waist and arm joints from the default pose (`deviation_joints`), joint-limit violations,
-  undesired contacts and a termination penalty of -200. Every term is in envs.legged; weights in
-  tasks/humanoid.yaml.
+- Rewards: Isaac Lab's G1 flat-ground velocity terms (`isaaclab_tasks/.../velocity/config/g1`,
+  rough_env_cfg.py and flat_env_cfg.py): tracking of (vx, vy) and yaw rate (exp(-err^2 / 0.25),
+  std 0.5; the yaw rate weighted 2, as its G1 rough task), a flat-orientation and angular-velocity
+  penalty, torque and joint-acceleration penalties on the hip and knee joints only (`torque_joints`,
+  `acc_joints`: the light arms and ankles would dominate them), the action-rate penalty, the biped
+  air-time reward (`feet_air_time_biped`: single stance rewarded up to 0.4 s), the feet's sliding
+  speed while on the ground (`feet_slide`), joint deviation of the hip yaw and roll, waist and arm
+  joints from the default pose (`deviation_joints`), joint-limit violations, undesired contacts
+  and a termination penalty of -200. Every term is in envs.legged; weights in tasks/humanoid.yaml.
 - Commands: vx in [-0.5, 1.0] m/s, vy in [-0.3, 0.3] m/s, yaw rate in [-1, 1] rad/s.
 """
 
@@ -30,11 +32,14 @@ HUMANOID = RobotCfg(base_body="pelvis", keyframe="home", foot_bodies=("left_ankl
 #: joints held near the default pose by joint_deviation (Isaac Lab's G1: hips' yaw and roll, torso, arms)
 DEVIATION_JOINTS = (".*_hip_yaw", ".*_hip_roll", "waist_yaw", ".*_shoulder_.*", ".*_elbow", ".*_wrist_roll")
 
+#: joints whose accelerations and torques are penalised (Isaac Lab's G1 flat task: hips and knees)
+LEG_JOINTS = (".*_hip_.*", ".*_knee")
+
 DEFAULT_REWARDS = {
-    "tracking_lin_vel": 1.0, "tracking_ang_vel": 1.0, "lin_vel_z": -0.2, "ang_vel_xy": -0.05,
-    "orientation": -1.0, "torques": -1.5e-7, "dof_acc": -1.25e-7, "action_rate": -0.005,
-    "feet_air_time_biped": 0.25, "joint_deviation": -0.1, "dof_pos_limits": -1.0, "undesired_contacts": -1.0,
-    "termination": -200.0,
+    "tracking_lin_vel": 1.0, "tracking_ang_vel": 2.0, "lin_vel_z": -0.2, "ang_vel_xy": -0.05,
+    "orientation": -1.0, "torques": -2e-6, "dof_acc": -1e-7, "action_rate": -0.005,
+    "feet_air_time_biped": 0.75, "feet_slide": -0.1, "joint_deviation": -0.1, "dof_pos_limits": -1.0,
+    "undesired_contacts": -1.0, "termination": -200.0,
 }
 
 
@@ -47,7 +52,9 @@ class HumanoidEnv(LeggedEnv):
 
     def __init__(self, num_envs: int = 256, lin_vel_x: tuple = (-0.5, 1.0), lin_vel_y: tuple = (-0.3, 0.3),
                  ang_vel_yaw: tuple = (-1.0, 1.0), air_time_target: float = 0.4, min_base_height: float = 0.4,
-                 deviation_joints: tuple = DEVIATION_JOINTS, **kwargs):
+                 deviation_joints: tuple = DEVIATION_JOINTS, acc_joints: tuple = LEG_JOINTS,
+                 torque_joints: tuple = LEG_JOINTS, **kwargs):
         super().__init__(num_envs=num_envs, lin_vel_x=lin_vel_x, lin_vel_y=lin_vel_y, ang_vel_yaw=ang_vel_yaw,
                          air_time_target=air_time_target, min_base_height=min_base_height,
-                         deviation_joints=deviation_joints, **kwargs)
+                         deviation_joints=deviation_joints, acc_joints=acc_joints, torque_joints=torque_joints,
+                         **kwargs)

@@ -79,6 +79,23 @@ def quat_rotate_inverse(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return v * (2.0 * w * w - 1.0) - torch.cross(u, v, dim=1) * w * 2.0 + u * (u * v).sum(1, keepdim=True) * 2.0
 
 
+def _match_joints(mjm: mujoco.MjModel, patterns, option: str, source) -> list[int]:
+    """Ids of the hinge and slide joints whose whole name matches one of `patterns` (names or
+    regular expressions), in the model's order; ValueError naming a pattern that matches none,
+    with the joints the model has."""
+    names = [mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_JOINT, j) or "" for j in range(mjm.njnt)]
+    hinge_slide = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+    movable = [j for j in range(mjm.njnt) if int(mjm.jnt_type[j]) in hinge_slide]
+    chosen = set()
+    for pattern in patterns:
+        ids = [j for j in movable if re.fullmatch(pattern, names[j])]
+        if not ids:
+            raise ValueError(f"{option}: no hinge or slide joint of {source} is named {pattern!r} (a name or a "
+                             f"regular expression); its joints: {', '.join(names[j] for j in movable)}")
+        chosen.update(ids)
+    return sorted(chosen)
+
+
 class LeggedEnv(BatchedEnv):
     """Observation groups: "policy" (9 + 3 + (nq - 7) + (nv - 6) + nu: base linear and angular
     velocity in the base frame, projected gravity, command, joint positions relative to the
@@ -89,7 +106,10 @@ class LeggedEnv(BatchedEnv):
     scaled by the policy step dt, as in legged_gym.
 
     `robot` (a RobotCfg or the mapping of a task's `robot:` section, over the class's `ROBOT`)
-    names the MJCF and its parts (envs.robot); `action_scale`, when given, overrides the robot's."""
+    names the MJCF and its parts (envs.robot); `action_scale`, when given, overrides the robot's.
+    Reward terms that name joints take lists of names or regular expressions: `deviation_joints`
+    (joint_deviation), `acc_joints` (dof_acc; empty: every joint) and `torque_joints` (torques:
+    the actuators of those joints; empty: every actuator), as Isaac Lab's asset_cfg joint_names."""
 
     #: the policy group's observation terms, in the order of its frame (envs.observations)
     POLICY_TERMS = tuple(DEFAULT_POLICY_OBSERVATIONS)
@@ -109,7 +129,7 @@ class LeggedEnv(BatchedEnv):
                  ang_vel_yaw: tuple = (-1.0, 1.0), randomization: dict | None = None, actuator: dict | None = None,
                  obs_noise: float = 1.0, observations: dict | None = None, tracking_sigma: float = 0.25,
                  air_time_target: float = 0.5, min_base_height: float = 0.15, joint_pos_noise: float = 0.1,
-                 deviation_joints: tuple = (),
+                 deviation_joints: tuple = (), acc_joints: tuple = (), torque_joints: tuple = (),
                  reward_weights: dict | None = None, dtype: str = "float32", nonfinite_actions: str = "error",
                  backend: str = "warp", observation_source: str = "sensors"):
         if observation_source not in OBSERVATION_SOURCES:
@@ -158,22 +178,27 @@ class LeggedEnv(BatchedEnv):
         self.air_time_target = air_time_target
         self.min_base_height = min_base_height
         self.joint_pos_noise = joint_pos_noise
-        # joint_deviation: the joints it holds near the default pose (regular expressions)
-        joint_names = [mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_JOINT, j) or "" for j in range(mjm.njnt)]
-        hinge_slide = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
-        chosen = []
-        for pattern in deviation_joints:
-            movable = [j for j in range(mjm.njnt) if int(mjm.jnt_type[j]) in hinge_slide]
-            ids = [j for j in movable if re.fullmatch(pattern, joint_names[j])]
-            if not ids:
-                raise ValueError(f"deviation_joints: no hinge or slide joint of {self.mjcf_path} is named {pattern!r} "
-                                 f"(a name or a regular expression); its joints: "
-                                 f"{', '.join(joint_names[j] for j in movable)}")
-            chosen += [j for j in ids if j not in chosen]
+        # joint_deviation, dof_acc and torques: the joints each reaches (regular expressions; none: all)
+        deviation = _match_joints(mjm, deviation_joints, "deviation_joints", self.mjcf_path)
         #: columns of qpos[7:] that joint_deviation penalises
-        self._deviation_columns = torch.tensor([int(mjm.jnt_qposadr[j]) - 7 for j in sorted(chosen)],
+        self._deviation_columns = torch.tensor([int(mjm.jnt_qposadr[j]) - 7 for j in deviation],
                                                dtype=torch.long, device=dev)
+        acc = _match_joints(mjm, acc_joints, "acc_joints", self.mjcf_path) if acc_joints else None
+        #: columns of qvel[6:] that dof_acc penalises (None: all)
+        self._acc_columns = None if acc is None else torch.tensor(
+            [int(mjm.jnt_dofadr[j]) - 6 for j in acc], dtype=torch.long, device=dev)
+        self._torque_columns = None
+        if torque_joints:
+            chosen = set(_match_joints(mjm, torque_joints, "torque_joints", self.mjcf_path))
+            columns = [a for a in range(mjm.nu) if int(mjm.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_JOINT)
+                       and int(mjm.actuator_trnid[a, 0]) in chosen]
+            if not columns:
+                raise ValueError(f"torque_joints {list(torque_joints)}: no actuator of {self.mjcf_path} drives "
+                                 f"those joints")
+            #: actuators whose torques the torques term penalises (None: all)
+            self._torque_columns = torch.tensor(columns, dtype=torch.long, device=dev)
         # dof_pos_limits: the limited hinge and slide joints' columns of qpos[7:] and their ranges
+        hinge_slide = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
         limited = [j for j in range(mjm.njnt) if mjm.jnt_limited[j] and int(mjm.jnt_type[j]) in hinge_slide]
         self._limit_columns = torch.tensor([int(mjm.jnt_qposadr[j]) - 7 for j in limited], dtype=torch.long,
                                            device=dev)
@@ -209,6 +234,10 @@ class LeggedEnv(BatchedEnv):
         self._foot_index = self._slot_index(self.foot_slots)
         self._trunk_index = self._slot_index([self.trunk_slots])
         self.num_feet = len(self.foot_slots)
+        #: each foot's body (the body of its first geom) and that body's root (feet_slide)
+        self._foot_bodies = torch.tensor([int(mjm.geom_bodyid[ids[0]]) for ids in self.robot.feet], dtype=torch.long,
+                                         device=dev)
+        self._foot_roots = torch.tensor(mjm.body_rootid[self._foot_bodies.cpu().numpy()], dtype=torch.long, device=dev)
 
         self.commands = torch.zeros(num_envs, 3, device=dev)
         self.last_actions = torch.zeros(num_envs, self.num_actions, device=dev)
@@ -420,11 +449,27 @@ class LeggedEnv(BatchedEnv):
         return (gravity[:, :2] ** 2).sum(dim=1) * self.step_dt
 
     def _reward_torques(self):
-        return (self.actuator_model.applied_torque() ** 2).sum(dim=1) * self.step_dt
+        torque = self.actuator_model.applied_torque()
+        if self._torque_columns is not None:
+            torque = torque[:, self._torque_columns]
+        return (torque ** 2).sum(dim=1) * self.step_dt
 
     def _reward_dof_acc(self):
         acc = (self.sim.qvel.float()[:, 6:] - self._prestep_qvel[:, 6:]) / self.step_dt
+        if self._acc_columns is not None:
+            acc = acc[:, self._acc_columns]
         return (acc ** 2).sum(dim=1) * self.step_dt
+
+    def _reward_feet_slide(self):
+        """Isaac Lab's feet_slide: the horizontal speed (m/s) of each foot body's centre of mass,
+        summed over the feet on the ground. From cvel (MuJoCo's: angular and linear velocity
+        about subtree_com of the body's root) moved to xipos: v = lin + ang x (xipos - com);
+        like the contacts, of the state the last physics step started from."""
+        bodies = self._foot_bodies
+        cvel = self.sim.view("cvel")[:, bodies].float()
+        offset = self.sim.view("xipos")[:, bodies].float() - self.sim.view("subtree_com")[:, self._foot_roots].float()
+        speed = (cvel[..., 3:5] + torch.linalg.cross(cvel[..., :3], offset)[..., :2]).norm(dim=-1)
+        return (speed * self._in_contact(self._foot_index)).sum(dim=1) * self.step_dt
 
     def _reward_action_rate(self):
         return ((self.actions - self.last_actions) ** 2).sum(dim=1) * self.step_dt

@@ -158,6 +158,56 @@ def test_joint_deviation_and_limit_terms_by_hand(mjm):
     np.testing.assert_allclose(env._reward_dof_pos_limits().numpy(), np.array([0.0, 0.0, 0.07]) * DT, atol=1e-7)
 
 
+def test_feet_slide_against_mj_object_velocity(mjm):
+    """feet_slide: the horizontal speed of each foot body's centre of mass, summed over the feet
+    in contact, against MuJoCo's mj_objectVelocity (world frame, at xipos) on the same moving
+    state; a foot off the ground adds nothing."""
+    env = humanoid_env(3, dtype="float64")
+    rng = np.random.default_rng(3)
+    q = np.tile(mjm.key_qpos[0], (3, 1))
+    q[:, 7:] += rng.uniform(-0.2, 0.2, (3, mjm.nq - 7))
+    v = rng.normal(0.0, 1.0, (3, mjm.nv))
+    set_state(env, q, v)
+    contact = torch.tensor([[True, True], [True, False], [False, False]])
+    env._in_contact = lambda index: contact
+    got = env._reward_feet_slide().numpy() / DT
+    d = mujoco.MjData(mjm)
+    expected = []
+    for w in range(3):
+        d.qpos[:], d.qvel[:] = q[w], v[w]
+        mujoco.mj_forward(mjm, d)
+        speed = []
+        for side in ("left", "right"):
+            res = np.zeros(6)
+            mujoco.mj_objectVelocity(mjm, d, mujoco.mjtObj.mjOBJ_BODY, mjm.body(f"{side}_ankle_roll_link").id, res, 0)
+            speed.append(np.linalg.norm(res[3:5]))
+        expected.append(float(np.dot(speed, contact[w].numpy())))
+    assert expected[1] > 0.1  # the state moves the feet
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)  # rewards are float32
+
+
+def test_acc_and_torque_joints_restrict_their_terms(mjm):
+    """dof_acc and torques over the task's joints only (hips and knees): a joint acceleration or
+    torque of an arm changes nothing, one of a knee counts; a pattern that names no joint is an
+    error that lists the model's joints."""
+    env = humanoid_env(1)
+    env._prestep_qvel = torch.zeros(1, mjm.nv)
+    dof = {name: mjm.joint(name).dofadr[0] for name in JOINTS}
+    env.sim.qvel[:] = 0.0
+    env.sim.qvel[0, dof["right_elbow"]] = 1.0
+    assert env._reward_dof_acc().item() == 0.0
+    env.sim.qvel[0, dof["left_knee"]] = 0.5
+    np.testing.assert_allclose(env._reward_dof_acc().item(), (0.5 / DT) ** 2 * DT, rtol=1e-6)
+    torque = torch.zeros(1, mjm.nu)
+    env.actuator_model.applied_torque = lambda: torque
+    torque[0, mjm.actuator("left_shoulder_pitch").id] = 10.0
+    assert env._reward_torques().item() == 0.0
+    torque[0, mjm.actuator("right_hip_roll").id] = 3.0
+    np.testing.assert_allclose(env._reward_torques().item(), 9.0 * DT, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"acc_joints: no hinge or slide joint .* 'ankle'.*left_hip_pitch"):
+        envs.make("humanoid", num_envs=1, device="cpu", acc_joints=["ankle"])
+
+
 def test_biped_air_time_by_hand():
     """Isaac Lab's feet_air_time_positive_biped on a sequence of contacts: while exactly one foot
     is down, the shorter of the two feet's times in their modes, capped at 0.4 s; nothing when

@@ -327,7 +327,7 @@ def _check_env(c: _Checker, task_name: str, env_cfg) -> None:
             c.number(full, value)
         elif isinstance(default, str) and not isinstance(value, str):
             c.fail(full, value, "a string")
-        elif key == "deviation_joints":
+        elif key in ("deviation_joints", "acc_joints", "torque_joints"):
             if not (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):
                 c.fail(full, value, "a list of joint names (regular expressions)")
         elif key == "action_scale" and default is None:  # the legged tasks': else the robot section's
