@@ -6,9 +6,11 @@ legged_robot.py`, samples its heightfield at the same kind of grid).
 The grid has `size` = (length along the base's heading, width) and `resolution` spacing, centred
 on the base, rotated by the base's yaw only; every ray starts `start_height` above the highest
 terrain point and points down (-z). One Warp kernel runs over (worlds x rays), each thread on
-its own ray (no shared state, the same on the GPU and Warp's CPU backend); each ray tests every
-terrain geom with MuJoCo's ray functions (mju_rayGeom for boxes, simrl.sim.ray; ray_plane and
-ray_hfield_down here, engine_ray.c) and keeps the nearest hit. The observation is Isaac Lab's
+its own ray (no shared state, the same on the GPU and Warp's CPU backend); each ray tests the
+terrain geoms whose footprint holds its (x, y) (a grid of square cells lists them; infinite
+planes everywhere: the same hits as testing every geom, at a few geoms per ray) with MuJoCo's
+ray functions (mju_rayGeom for boxes, simrl.sim.ray; ray_plane and ray_hfield_down here,
+engine_ray.c) and keeps the nearest hit. The observation is Isaac Lab's
 `height_scan`: base z - hit z - offset, clipped to `clip`.
 
 Height fields: the rays are always vertical, so against a field whose z axis is vertical (any
@@ -81,6 +83,24 @@ def ray_hfield_down(pos: wp.vec3, mat: wp.mat33, size: wp.vec4, nrow: int, ncol:
     return x
 
 
+@wp.func
+def _ray_one(g: int, geom_type: wp.array(dtype=int), geom_pos: wp.array(dtype=wp.vec3),
+             geom_mat: wp.array(dtype=wp.mat33), geom_size: wp.array(dtype=wp.vec3), geom_hfield: wp.array(dtype=int),
+             hfield_size: wp.array(dtype=wp.vec4), hfield_nrow: wp.array(dtype=int), hfield_ncol: wp.array(dtype=int),
+             hfield_adr: wp.array(dtype=int), hfield_data: wp.array(dtype=float), pnt: wp.vec3, vec: wp.vec3):
+    """Distance along the ray to geom g (mju_rayGeom), -1 for none."""
+    x = float(-1.0)
+    if geom_type[g] == GEOM_PLANE:
+        x = ray_plane(geom_pos[g], geom_mat[g], geom_size[g], pnt, vec)
+    elif geom_type[g] == GEOM_HFIELD:
+        h = geom_hfield[g]
+        x = ray_hfield_down(geom_pos[g], geom_mat[g], hfield_size[h], hfield_nrow[h], hfield_ncol[h],
+                            hfield_adr[h], hfield_data, pnt)
+    else:
+        x = _ray_geom(geom_pos[g], geom_mat[g], geom_size[g], geom_type[g], pnt, vec)
+    return x
+
+
 @wp.kernel
 def height_scan_kernel(
     # Model:
@@ -88,6 +108,10 @@ def height_scan_kernel(
     geom_size: wp.array(dtype=wp.vec3), geom_hfield: wp.array(dtype=int), hfield_size: wp.array(dtype=wp.vec4),
     hfield_nrow: wp.array(dtype=int), hfield_ncol: wp.array(dtype=int), hfield_adr: wp.array(dtype=int),
     hfield_data: wp.array(dtype=float), pattern: wp.array(dtype=wp.vec2), start_z: float,
+    # the grid of cells (HeightScan): geoms whose footprint meets cell k are
+    # cell_geoms[cell_start[k]:cell_start[k + 1]]; unbounded ones (infinite planes) are `everywhere`
+    grid_origin: wp.vec2, cell_size: float, grid_shape: wp.vec2i, cell_start: wp.array(dtype=int),
+    cell_geoms: wp.array(dtype=int), everywhere: wp.array(dtype=int), n_everywhere: int,
     # Data in:
     base_pose: wp.array2d(dtype=float),
     # Data out:
@@ -105,16 +129,24 @@ def height_scan_kernel(
     pnt = wp.vec3(base_pose[w, 0] + c * p[0] - s * p[1], base_pose[w, 1] + s * p[0] + c * p[1], start_z)
     vec = wp.vec3(0.0, 0.0, -1.0)
     best = float(-1.0)
-    for g in range(geom_type.shape[0]):
-        x = float(-1.0)
-        if geom_type[g] == GEOM_PLANE:
-            x = ray_plane(geom_pos[g], geom_mat[g], geom_size[g], pnt, vec)
-        elif geom_type[g] == GEOM_HFIELD:
-            h = geom_hfield[g]
-            x = ray_hfield_down(geom_pos[g], geom_mat[g], hfield_size[h], hfield_nrow[h], hfield_ncol[h],
-                                hfield_adr[h], hfield_data, pnt)
+    # a vertical ray can meet only the geoms whose footprint holds its (x, y): those listed for
+    # its cell, and the unbounded ones
+    ix = int(wp.floor((pnt[0] - grid_origin[0]) / cell_size))
+    iy = int(wp.floor((pnt[1] - grid_origin[1]) / cell_size))
+    first = int(0)
+    last = int(0)
+    if ix >= 0 and ix < grid_shape[0] and iy >= 0 and iy < grid_shape[1]:
+        k = ix * grid_shape[1] + iy
+        first = cell_start[k]
+        last = cell_start[k + 1]
+    for i in range(first, last + n_everywhere):
+        g = int(0)
+        if i < last:
+            g = cell_geoms[i]
         else:
-            x = _ray_geom(geom_pos[g], geom_mat[g], geom_size[g], geom_type[g], pnt, vec)
+            g = everywhere[i - last]
+        x = _ray_one(g, geom_type, geom_pos, geom_mat, geom_size, geom_hfield, hfield_size, hfield_nrow,
+                     hfield_ncol, hfield_adr, hfield_data, pnt, vec)
         if x >= 0.0 and (best < 0.0 or x < best):
             best = x
     if best >= 0.0:
@@ -147,10 +179,12 @@ class HeightScan:
         start_height: rays start this far above the highest of the geoms' tops.
         offset: subtracted from the heights (Isaac Lab: 0.5).
         clip: (low, high) of the heights (Isaac Lab: -1, 1).
+        cell_size: side of the grid's cells that list the geoms under them (metres); None: one
+            cell holding every geom (each ray tests them all).
     """
 
     def __init__(self, mjm: mujoco.MjModel, geom_ids, device, size=(1.6, 1.0), resolution: float = 0.1,
-                 start_height: float = 1.0, offset: float = 0.5, clip=(-1.0, 1.0)):
+                 start_height: float = 1.0, offset: float = 0.5, clip=(-1.0, 1.0), cell_size: float | None = 0.5):
         geom_ids = [int(g) for g in geom_ids]
         for g in geom_ids:
             if int(mjm.geom_bodyid[g]) != 0:
@@ -202,6 +236,46 @@ class HeightScan:
         self._hfield_adr = array(mjm.hfield_adr if mjm.nhfield else np.zeros(nh), int)
         self._hfield_data = array(mjm.hfield_data if mjm.nhfielddata else np.zeros(4), float)
         self._pattern = array(self.pattern, wp.vec2)
+        self._grid(mjm, geom_ids, mats.reshape(-1, 3, 3), hfield, cell_size, array)
+
+    def _grid(self, mjm, geom_ids, mats, hfield, cell_size, array):
+        """The cells' geom lists: each bounded geom in every cell its footprint's (x, y) bounding
+        box (padded by 0.1 mm) meets; planes of infinite size in `everywhere`."""
+        lo, hi, bounded, everywhere = [], [], [], []
+        for k, g in enumerate(geom_ids):
+            kind, size, rot = int(mjm.geom_type[g]), mjm.geom_size[g], np.abs(mats[k][:2])
+            if kind == GEOM_PLANE and (size[0] <= 0 or size[1] <= 0):
+                everywhere.append(k)
+                continue
+            if kind == GEOM_PLANE:
+                half = rot[:, :2] @ size[:2]
+            elif kind == GEOM_HFIELD:
+                half = rot[:, :2] @ mjm.hfield_size[hfield[k]][:2]
+            else:
+                half = rot @ size
+            centre = mjm.geom_pos[g][:2]
+            lo.append(centre - half - 1e-4)
+            hi.append(centre + half + 1e-4)
+            bounded.append(k)
+        if bounded and cell_size:
+            origin = np.min(lo, axis=0)
+            shape = np.maximum(np.ceil((np.max(hi, axis=0) - origin) / cell_size).astype(int), 1)
+        else:  # one cell holding every bounded geom
+            origin = np.min(lo, axis=0) if bounded else np.zeros(2)
+            cell_size = float(max(np.max(np.array(hi) - origin), 1.0)) if bounded else 1.0
+            shape = np.array([1, 1])
+        cells = [[] for _ in range(int(shape[0] * shape[1]))]
+        for k, a, b in zip(bounded, lo, hi, strict=True):
+            i0, j0 = np.clip(np.floor((a - origin) / cell_size).astype(int), 0, shape - 1)
+            i1, j1 = np.clip(np.floor((b - origin) / cell_size).astype(int), 0, shape - 1)
+            for i in range(i0, i1 + 1):
+                for j in range(j0, j1 + 1):
+                    cells[i * shape[1] + j].append(k)
+        self.grid_origin, self.cell_size, self.grid_shape = origin.astype(float), float(cell_size), shape
+        self._cell_start = array(np.cumsum([0] + [len(c) for c in cells]), int)
+        self._cell_geoms = array([k for c in cells for k in c] or [0], int)
+        self._everywhere = array(everywhere or [0], int)
+        self._n_everywhere = len(everywhere)
 
     @property
     def num_rays(self) -> int:
@@ -215,7 +289,10 @@ class HeightScan:
         wp.launch(height_scan_kernel, dim=(pose.shape[0], self.num_rays),
                   inputs=[self._geom_type, self._geom_pos, self._geom_mat, self._geom_size, self._geom_hfield,
                           self._hfield_size, self._hfield_nrow, self._hfield_ncol, self._hfield_adr,
-                          self._hfield_data, self._pattern, self.start_z, wp.from_torch(pose)],
+                          self._hfield_data, self._pattern, self.start_z,
+                          wp.vec2(*self.grid_origin), self.cell_size, wp.vec2i(*(int(n) for n in self.grid_shape)),
+                          self._cell_start, self._cell_geoms, self._everywhere, self._n_everywhere,
+                          wp.from_torch(pose)],
                   outputs=[wp.from_torch(out)], device=self.wp_device)
         return out
 

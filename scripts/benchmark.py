@@ -114,8 +114,21 @@ from simrl.sim.data import data_struct  # noqa: E402
 
 
 def resolve_model(spec: str) -> tuple[str, mujoco.MjModel]:
-    """A path to an MJCF file, a robot shipped in envs/assets ('quadruped'), or the name of a
-    model shipped with gymnasium (e.g. 'ant')."""
+    """A path to an MJCF file, a robot shipped in envs/assets ('quadruped'), the name of a
+    model shipped with gymnasium (e.g. 'ant'), or `task:NAME`: the model a task builds from its
+    task file (e.g. 'task:quadruped_rough', the quadruped on the terrain grid)."""
+    if spec.startswith("task:"):
+        from omegaconf import OmegaConf
+
+        import envs
+        import tasks
+        from simrl.rl.config import env_kwargs
+
+        name = spec.removeprefix("task:")
+        if name not in tasks.available():
+            raise SystemExit(f"--model {spec!r}: no task {name!r} (tasks: {', '.join(tasks.available())})")
+        kwargs = env_kwargs(OmegaConf.load(tasks.TASKS_DIR / f"{name}.yaml"))
+        return name, envs.make(name, num_envs=1, device="cpu", **kwargs).sim.mj_model
     if Path(spec).is_file():
         return Path(spec).stem, compile_mjcf(spec)
     from envs import ASSETS_DIR
@@ -518,7 +531,7 @@ def thread_counts(args) -> list[int]:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="ant", help="MJCF path or gymnasium asset name (default: ant)")
+    parser.add_argument("--model", default="ant", help="MJCF path, gymnasium asset name or task:NAME (default: ant)")
     parser.add_argument("--worlds", default="1,64,1024", help="comma-separated world counts")
     parser.add_argument("--engines", default="simrl,mujoco,mujoco_warp",
                         help="comma-separated, from simrl, mujoco, mujoco_warp (default: all)")

@@ -149,6 +149,22 @@ def test_benchmark_cores_pins_the_run(tmp_path):
     assert refused.returncode != 0 and "--cores 999: this process may use" in refused.stderr
 
 
+def test_benchmark_model_of_a_task():
+    """--model task:NAME measures the model the task builds (the quadruped on its terrain grid:
+    the task's own geoms and height field), and names an unknown task with the list."""
+    spec = importlib.util.spec_from_file_location("benchmark", ROOT / "scripts" / "benchmark.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    import mujoco
+
+    name, mjm = benchmark.resolve_model("task:quadruped_rough")
+    _, flat = benchmark.resolve_model("quadruped")
+    assert name == "quadruped_rough" and mjm.nhfield >= 1 and mjm.ngeom > flat.ngeom + 100
+    assert mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, "trunk") >= 0
+    with pytest.raises(SystemExit, match="no task 'no_such_task' \\(tasks: .*quadruped_rough"):
+        benchmark.resolve_model("task:no_such_task")
+
+
 PGS_BOXES = """<mujoco>
   <option solver="PGS" timestep="0.005"/>
   <worldbody>

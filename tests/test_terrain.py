@@ -235,6 +235,34 @@ def test_height_scan_matches_mj_ray_on_height_fields():
         HeightScan(tilted, [tilted.geom("extra").id], "cpu")
 
 
+def test_height_scan_cells_change_no_hit():
+    """The grid of cells that lists the geoms under each ray gives the same hits, bit for bit,
+    as testing every geom (cell_size=None), at random poses and at rays on cell boundaries;
+    every bounded geom is listed in the cell under its centre."""
+    spec = mujoco.MjSpec.from_file(str(ASSETS_DIR / "quadruped.xml"))
+    add_terrain(spec, TerrainCfg(rows=3, cols=6, types=ALL_TYPES, seed=4))
+    mjm = spec.compile()
+    geoms = [mjm.geom("floor").id] + [mjm.geom(g.name).id for g in spec.geoms if g.name.startswith("terrain_")]
+    culled, every = HeightScan(mjm, geoms, "cpu", cell_size=0.5), HeightScan(mjm, geoms, "cpu", cell_size=None)
+    assert culled.grid_shape.prod() > 100 and tuple(every.grid_shape) == (1, 1)
+    rng = np.random.default_rng(5)
+    pose = _random_poses(rng, 24, (-2, 3 * 4 + 2), (-2, 6 * 4 + 2))
+    on_edges = pose[:4].copy()
+    on_edges[:, :2] = culled.grid_origin + culled.cell_size * rng.integers(1, 20, (4, 2))
+    on_edges[:, 3:] = [1.0, 0.0, 0.0, 0.0]  # unturned: the grid's middle ray lies on a cell corner
+    pose = np.concatenate([pose, on_edges])
+    a, b = culled.hit_z(torch.tensor(pose)).numpy(), every.hit_z(torch.tensor(pose)).numpy()
+    np.testing.assert_array_equal(a, b)
+    assert len(np.unique(np.round(b, 3))) > 5
+    starts = culled._cell_start.numpy()
+    listed = culled._cell_geoms.numpy()
+    for k, g in enumerate(geoms[1:], start=1):  # the floor is an infinite plane: everywhere
+        i, j = np.floor((mjm.geom_pos[g][:2] - culled.grid_origin) / culled.cell_size).astype(int)
+        cell = i * culled.grid_shape[1] + j
+        assert k in listed[starts[cell]:starts[cell + 1]]
+    assert culled._everywhere.numpy()[:culled._n_everywhere].tolist() == [0]
+
+
 HFIELD_SMALL = {**SMALL, "types": {"random_rough": 1.0, "pyramid_slope": 1.0}}
 
 

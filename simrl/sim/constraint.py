@@ -503,85 +503,108 @@ def build(scalar):
             else:
                 clear_row(d, w, r)
 
+    @wp.func
+    def slot_rows_end(m: Model, c: int):
+        """One past the last row of contact slot c: a slot's rows are contiguous, the slots' rows
+        follow one another in slot order after every other row (see `Model`)."""
+        end = m.nefc
+        if c + 1 < m.ncon:
+            end = m.contact_efc_adr[c + 1]
+        return end
+
     # inlined into the loop over slots (chosen when a call copied the Model and Data structs on the
     # CPU; simrl.sim.by_reference now passes them by reference, the inlining is kept)
     @wp.func(inline=True)
     def contact_rows(m: Model, d: Data, w: int, c: int):
         """The rows of contact slot c: active when the slot holds a contact within its margin
-        (contacts in the gap get no rows)."""
-        p = m.contact_pair[c]
-        dist = d.contact_dist[w, c]
-        margin = m.cpair_margin[p]
+        (contacts in the gap get no rows). A slot without a contact, the common case on terrain
+        (thousands of slots, a few contacts), reads two numbers and, unless its rows were active,
+        writes nothing."""
         r0 = m.contact_efc_adr[c]
-        condim = m.cpair_condim[p]
-        nrow = 1
-        if condim > 1:
-            nrow = 2 * (condim - 1)  # pyramid edges
-            if m.cone_elliptic != 0:
-                nrow = condim  # normal and friction directions
-        if m.enable_constraint != 0 and d.contact_active[w, c] != 0 and dist < margin:
-            fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
-            g = m.cpair_geom[p]
-            b1 = m.geom_bodyid[g[0]]
-            b2 = m.geom_bodyid[g[1]]
-            frame = d.contact_frame[w, c]
-            point = d.contact_pos[w, c]
-            for e in range(nrow):
-                zero_jacobian(m, d, w, r0 + e)
-            add_contact_jacobian(m, d, w, r0, nrow, b2, point, frame, fr, scalar(1.0))
-            add_contact_jacobian(m, d, w, r0, nrow, b1, point, frame, fr, scalar(-1.0))
-
-            # approximate inverse inertia of the contact (mj_diagApprox): both bodies
-            iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], b1]
-            iw2 = m.body_invweight0[w % m.body_invweight0.shape[0], b2]
-            tran = iw1[0] + iw2[0]
-            solimp = clamp_solimp(m.cpair_solimp[p])
-            imp = impedance(solimp, dist, margin)
-            k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
-            if nrow == 1:
-                set_row(d, w, r0, dist, margin, scalar(0.0), imp, regularizer(imp, tran), k, b)
-            elif m.cone_elliptic != 0:
-                # the normal row's R, R_1 = R_0 / impratio, R_j mu_j^2 = R_1 mu_1^2; the friction
-                # rows have no position residual (K = 0) and solreffriction's B when set
-                # (mj_makeImpedance); mu of the regularized cone = friction_0 sqrt(R_1 / R_0)
-                r_0 = regularizer(imp, tran)
-                r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
-                set_row(d, w, r0, dist, margin, scalar(0.0), imp, r_0, k, b)
-                d.efc_mu[w, r0] = fr[0] * wp.sqrt(r_1 / r_0)
-                ref = m.cpair_solreffriction[p]
-                if ref[0] == scalar(0.0) and ref[1] == scalar(0.0):
-                    ref = m.cpair_solref[p]
-                kf, bf = stiffness_damping(m, ref, solimp[1])
-                for e in range(1, nrow):
-                    r_e = r_1 * fr[0] * fr[0] / (fr[e - 1] * fr[e - 1])
-                    set_row(d, w, r0 + e, scalar(0.0), scalar(0.0), scalar(0.0), imp, r_e, scalar(0.0), bf)
-                    d.efc_mu[w, r0 + e] = fr[e - 1]
-            else:
-                # first edge's R, then the pyramid's common R matching the elliptic cone's
-                # friction impedance: R_py = 2 mu^2 R_0, mu = friction_0 sqrt(R_1 / R_0)
-                r_0 = regularizer(imp, tran + fr[0] * fr[0] * tran)
-                r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
-                mu = fr[0] * wp.sqrt(r_1 / r_0)
-                r_py = scalar(2.0) * mu * mu * r_0
+        within = int(0)
+        if d.contact_active[w, c] != 0 and m.enable_constraint != 0:
+            p = m.contact_pair[c]
+            dist = d.contact_dist[w, c]
+            margin = m.cpair_margin[p]
+            if dist < margin:
+                within = 1
+                nrow = slot_rows_end(m, c) - r0  # 1 (condim 1), 2 (condim - 1) pyramid edges or condim
+                fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
+                g = m.cpair_geom[p]
+                b1 = m.geom_bodyid[g[0]]
+                b2 = m.geom_bodyid[g[1]]
+                frame = d.contact_frame[w, c]
+                point = d.contact_pos[w, c]
                 for e in range(nrow):
-                    set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, r_py, k, b)
-        elif d.efc_active[w, r0] != 0:
+                    zero_jacobian(m, d, w, r0 + e)
+                add_contact_jacobian(m, d, w, r0, nrow, b2, point, frame, fr, scalar(1.0))
+                add_contact_jacobian(m, d, w, r0, nrow, b1, point, frame, fr, scalar(-1.0))
+
+                # approximate inverse inertia of the contact (mj_diagApprox): both bodies
+                iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], b1]
+                iw2 = m.body_invweight0[w % m.body_invweight0.shape[0], b2]
+                tran = iw1[0] + iw2[0]
+                solimp = clamp_solimp(m.cpair_solimp[p])
+                imp = impedance(solimp, dist, margin)
+                k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
+                if nrow == 1:
+                    set_row(d, w, r0, dist, margin, scalar(0.0), imp, regularizer(imp, tran), k, b)
+                elif m.cone_elliptic != 0:
+                    # the normal row's R, R_1 = R_0 / impratio, R_j mu_j^2 = R_1 mu_1^2; the friction
+                    # rows have no position residual (K = 0) and solreffriction's B when set
+                    # (mj_makeImpedance); mu of the regularized cone = friction_0 sqrt(R_1 / R_0)
+                    r_0 = regularizer(imp, tran)
+                    r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
+                    set_row(d, w, r0, dist, margin, scalar(0.0), imp, r_0, k, b)
+                    d.efc_mu[w, r0] = fr[0] * wp.sqrt(r_1 / r_0)
+                    ref = m.cpair_solreffriction[p]
+                    if ref[0] == scalar(0.0) and ref[1] == scalar(0.0):
+                        ref = m.cpair_solref[p]
+                    kf, bf = stiffness_damping(m, ref, solimp[1])
+                    for e in range(1, nrow):
+                        r_e = r_1 * fr[0] * fr[0] / (fr[e - 1] * fr[e - 1])
+                        set_row(d, w, r0 + e, scalar(0.0), scalar(0.0), scalar(0.0), imp, r_e, scalar(0.0), bf)
+                        d.efc_mu[w, r0 + e] = fr[e - 1]
+                else:
+                    # first edge's R, then the pyramid's common R matching the elliptic cone's
+                    # friction impedance: R_py = 2 mu^2 R_0, mu = friction_0 sqrt(R_1 / R_0)
+                    r_0 = regularizer(imp, tran + fr[0] * fr[0] * tran)
+                    r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
+                    mu = fr[0] * wp.sqrt(r_1 / r_0)
+                    r_py = scalar(2.0) * mu * mu * r_0
+                    for e in range(nrow):
+                        set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, r_py, k, b)
+        if within == 0 and d.efc_active[w, r0] != 0:
             # deactivate the rows (clear_row's writes, inline: a call copied the Data struct on the
-            # CPU); rows that were inactive already are left alone, so that a far slot, the common
-            # case on terrain, costs a few loads (an inactive row has D = 0 and force 0 by then)
-            for e in range(nrow):
-                d.efc_active[w, r0 + e] = 0
-                d.efc_D[w, r0 + e] = scalar(0.0)
-                d.efc_force[w, r0 + e] = scalar(0.0)
+            # CPU); rows that were inactive already are left alone, so that a far slot costs a
+            # few loads (an inactive row has D = 0 and force 0 by then)
+            for r in range(r0, slot_rows_end(m, c)):
+                d.efc_active[w, r] = 0
+                d.efc_D[w, r] = scalar(0.0)
+                d.efc_force[w, r] = scalar(0.0)
 
     @wp.func
     def constraint_list(m: Model, d: Data, w: int):
-        """efc_list[:efc_nactive]: the active rows in increasing order, which later stages iterate."""
+        """efc_list[:efc_nactive]: the active rows in increasing order, which later stages iterate.
+        The rows before the contacts' one by one, then one test per contact slot (its rows are
+        active together): on terrain, thousands of slots hold four times as many rows."""
         n = int(0)
-        for r in range(m.nefc):
+        first = m.nefc
+        if m.ncon > 0:
+            first = m.contact_efc_adr[0]
+        for r in range(first):
             if d.efc_active[w, r] != 0:
                 d.efc_list[w, n] = r
                 n = n + 1
+        for c in range(m.ncon):
+            # rows are active only where the slot holds a contact (contact_rows): test that first,
+            # one int per slot where its first row's flag lies a cache line further each few slots
+            if d.contact_active[w, c] != 0:
+                r0 = m.contact_efc_adr[c]
+                if d.efc_active[w, r0] != 0:
+                    for r in range(r0, slot_rows_end(m, c)):
+                        d.efc_list[w, n] = r
+                        n = n + 1
         d.efc_nactive[w] = n
 
     @wp.func
@@ -601,4 +624,5 @@ def build(scalar):
                            friction_row=friction_row, limit_row=limit_row,
                            contact_rows=contact_rows,
                            constraint_list=constraint_list, reference_row=reference_row, row_dot=row_dot,
+                           slot_rows_end=slot_rows_end,
                            jac_dot_v=jac_dot_v)

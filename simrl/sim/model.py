@@ -1080,6 +1080,9 @@ class Model:
             for e in range(rows):
                 efc_type.append(kind), efc_id.append(slot), efc_sub.append(e)
         m.nefc, m.nefc_eq, m.nefc_friction, m.nefc_limit = len(efc_type), ne, nf, nl
+        #: items of a pass over the active rows in the wide schedule: each row before the contacts'
+        #: (base of them), then one per contact slot (its rows together)
+        self.active_row_items = base + len(tables["slot_pair"])
         m.efc_type, m.efc_id, m.efc_sub = ints(efc_type), ints(efc_id), ints(efc_sub)
         cols = [_row_columns(mjm, tables, t, i) for t, i in zip(efc_type, efc_id, strict=True)]
         colind = np.zeros((len(cols), max(1, mjm.nv)), dtype=np.int32)

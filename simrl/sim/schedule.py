@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import warp as wp
 
+from simrl.sim import constraint
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import kernel_module
@@ -263,11 +264,24 @@ def _fused_pass(p: Pass, scalar):
 
         return run_up
     if p.over == ACTIVE_ROWS:
+        slot_rows_end = constraint.build(scalar).slot_rows_end
+
         @wp.func
         def run_rows(m: Model, d: Data, w: int):
-            for r in range(m.nefc):
+            # the rows before the contacts' one by one, then a test per contact slot (its rows are
+            # active together), as constraint.constraint_list
+            first = m.nefc
+            if m.ncon > 0:
+                first = m.contact_efc_adr[0]
+            for r in range(first):
                 if d.efc_active[w, r] != 0:
                     f(m, d, w, r)
+            for c in range(m.ncon):
+                if d.contact_active[w, c] != 0:  # else its rows are inactive (constraint.contact_rows)
+                    r0 = m.contact_efc_adr[c]
+                    if d.efc_active[w, r0] != 0:
+                        for r in range(r0, slot_rows_end(m, c)):
+                            f(m, d, w, r)
 
         return run_rows
     if p.over == PAIRS:
@@ -326,11 +340,25 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
 
         return range_kernel
     if index == "active":
+        slot_rows_end = constraint.build(scalar).slot_rows_end
+
+        # a thread per row before the contacts' and per contact slot (Model.active_row_items),
+        # not per row: on terrain thousands of slots hold four times as many rows, a few active
         @wp.kernel(module=module, name=name)
         def rows_kernel(m: Model, d: Data):
-            w, r = wp.tid()
-            if d.efc_active[w, r] != 0:
-                f(m, d, w, r)
+            w, i = wp.tid()
+            first = m.nefc
+            if m.ncon > 0:
+                first = m.contact_efc_adr[0]
+            if i < first:
+                if d.efc_active[w, i] != 0:
+                    f(m, d, w, i)
+            elif d.contact_active[w, i - first] != 0:  # else its rows are inactive (constraint.contact_rows)
+                c = i - first
+                r0 = m.contact_efc_adr[c]
+                if d.efc_active[w, r0] != 0:
+                    for r in range(r0, slot_rows_end(m, c)):
+                        f(m, d, w, r)
 
         return rows_kernel
     assert index == "world"
@@ -382,7 +410,7 @@ def _wide_launches(wp_: _WidePass, model) -> list[Launch]:
             levels = levels[::-1]
         return [Launch(wp_.kernel, (count,), (s.body_tree, start)) for start, count in levels]
     if p.over == ACTIVE_ROWS:
-        return [Launch(wp_.kernel, (s.nefc,))] if s.nefc else []
+        return [Launch(wp_.kernel, (model.active_row_items,))] if model.active_row_items else []
     if p.over == PAIRS:
         # a group's pairs are contiguous in cpair_by_kind (sorted by kind)
         launches = []
