@@ -150,13 +150,13 @@ class LeggedEnv(BatchedEnv):
         self.observation_source = observation_source
         #: columns of sensordata of each IMU quantity (observation_source="sensors")
         self.imu_columns = self._imu_columns(mjm) if observation_source == "sensors" else None
-        if observation_source == "sensors":
-            # the first observation of an episode reads the sensors (and the critic the feet's
-            # contacts: `_touching` reads active and dist) of the reset state: envs.base runs a
-            # forward pass after resets and keeps the other worlds' rows of these outputs (not of
-            # contact_pos and contact_frame, which no observation reads: on terrain, 6,078 slots of
-            # 12 numbers per world, copied twice at every step with a reset)
-            self.observed_outputs = ("sensordata", "contact_active", "contact_dist")
+        # the first observation of an episode reads the critic's foot contacts (`_touching`:
+        # contact_active and contact_dist) and, from the sensors, the policy's IMU of the reset
+        # state: envs.base runs a forward pass after resets and keeps the other worlds' rows of
+        # these outputs (not of contact_pos and contact_frame, which no observation reads: on
+        # terrain, 6,078 slots of 12 numbers per world, copied twice at every step with a reset)
+        self.observed_outputs = (("sensordata",) if observation_source == "sensors" else ()) + (
+            "contact_active", "contact_dist")
         if (actuator or {}).get("type", "mujoco") == "mujoco":
             Robot.check_position_servos(mjm, str(self.mjcf_path))
         #: targets -> torques (envs.actuators); pd / dc_motor switch the MJCF's servos off in mjm

@@ -118,6 +118,29 @@ def test_the_first_observation_of_an_episode_describes_the_reset_state(mjm):
     assert torch.any(env.sim.view("qacc_warmstart")[0] != 0)
 
 
+@pytest.mark.parametrize("source", ["sensors", "state"])
+def test_the_critics_foot_contacts_after_a_reset_describe_the_reset_state(source):
+    """With either observation source, a world reset while its feet were in the air observes the
+    contacts of its reset state (the home pose) at once; the world that was not reset still sees
+    its own."""
+    n = 2
+    env = quad_env(n, observation_source=source)
+    env.joint_pos_noise = 0.0  # reset to the home pose itself
+    env.reset()
+    env.sim.qpos[:, 2] += 0.5  # both lifted: no foot touches during the next step
+    env.sim.qvel[:] = 0.0
+    obs, *_ = env.step(torch.zeros(n, 12))
+    feet = slice(-4, None)  # the critic's last four columns
+    assert not obs["critic"][:, feet].any()
+    env._reset(torch.tensor([0]))
+    obs = env.observations()
+    fresh = quad_env(n, observation_source=source)
+    fresh.joint_pos_noise = 0.0
+    at_home = fresh.reset()["critic"][0, feet]  # the home pose's contacts: the front feet touch
+    assert at_home.any()
+    assert torch.equal(obs["critic"][0, feet], at_home) and not obs["critic"][1, feet].any()
+
+
 def test_a_reset_leaves_the_other_worlds_alone_bit_for_bit():
     """The forward pass after world 0's reset (a time-out in step 2 of b, not of a) changes
     nothing the other worlds observe or do, in that step and later; and the env's state carries
