@@ -5,6 +5,7 @@
     python scripts/benchmark.py --model quadruped --worlds 1024 --cores 1
     python scripts/benchmark.py --model quadruped --worlds 64 --count-instructions --steps 20
     python scripts/benchmark.py --model path/to/robot.xml --out bench.json --markdown docs/BENCHMARKS.md
+    python scripts/benchmark.py --model task:quadruped_rough --worlds 8 --count-instructions
 
 Physics steps per second = worlds x steps / seconds, compile time excluded and reported on
 its own. Every ratio is taken at equal threads: simrl on N threads (`Sim(cpu_threads=N)`)
