@@ -504,6 +504,14 @@ def build(scalar):
                 clear_row(d, w, r)
 
     @wp.func
+    def contact_rows_start(m: Model):
+        """The first contact row: the rows before it are the equality, friction and limit rows."""
+        first = m.nefc
+        if m.ncon > 0:
+            first = m.contact_efc_adr[0]
+        return first
+
+    @wp.func
     def slot_rows_end(m: Model, c: int):
         """One past the last row of contact slot c: a slot's rows are contiguous, the slots' rows
         follow one another in slot order after every other row (see `Model`)."""
@@ -518,7 +526,7 @@ def build(scalar):
     def contact_rows(m: Model, d: Data, w: int, c: int):
         """The rows of contact slot c: active when the slot holds a contact within its margin
         (contacts in the gap get no rows). A slot without a contact, the common case on terrain
-        (thousands of slots, a few contacts), reads two numbers and, unless its rows were active,
+        (thousands of slots, a few contacts), reads three ints and, unless its rows were active,
         writes nothing."""
         r0 = m.contact_efc_adr[c]
         within = int(0)
@@ -589,10 +597,7 @@ def build(scalar):
         The rows before the contacts' one by one, then one test per contact slot (its rows are
         active together): on terrain, thousands of slots hold four times as many rows."""
         n = int(0)
-        first = m.nefc
-        if m.ncon > 0:
-            first = m.contact_efc_adr[0]
-        for r in range(first):
+        for r in range(contact_rows_start(m)):
             if d.efc_active[w, r] != 0:
                 d.efc_list[w, n] = r
                 n = n + 1
@@ -624,5 +629,5 @@ def build(scalar):
                            friction_row=friction_row, limit_row=limit_row,
                            contact_rows=contact_rows,
                            constraint_list=constraint_list, reference_row=reference_row, row_dot=row_dot,
-                           slot_rows_end=slot_rows_end,
+                           slot_rows_end=slot_rows_end, contact_rows_start=contact_rows_start,
                            jac_dot_v=jac_dot_v)

@@ -264,16 +264,14 @@ def _fused_pass(p: Pass, scalar):
 
         return run_up
     if p.over == ACTIVE_ROWS:
-        slot_rows_end = constraint.build(scalar).slot_rows_end
+        c_ = constraint.build(scalar)
+        slot_rows_end, contact_rows_start = c_.slot_rows_end, c_.contact_rows_start
 
         @wp.func
         def run_rows(m: Model, d: Data, w: int):
             # the rows before the contacts' one by one, then a test per contact slot (its rows are
             # active together), as constraint.constraint_list
-            first = m.nefc
-            if m.ncon > 0:
-                first = m.contact_efc_adr[0]
-            for r in range(first):
+            for r in range(contact_rows_start(m)):
                 if d.efc_active[w, r] != 0:
                     f(m, d, w, r)
             for c in range(m.ncon):
@@ -340,16 +338,15 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
 
         return range_kernel
     if index == "active":
-        slot_rows_end = constraint.build(scalar).slot_rows_end
+        c_ = constraint.build(scalar)
+        slot_rows_end, contact_rows_start = c_.slot_rows_end, c_.contact_rows_start
 
         # a thread per row before the contacts' and per contact slot (Model.active_row_items),
         # not per row: on terrain thousands of slots hold four times as many rows, a few active
         @wp.kernel(module=module, name=name)
         def rows_kernel(m: Model, d: Data):
             w, i = wp.tid()
-            first = m.nefc
-            if m.ncon > 0:
-                first = m.contact_efc_adr[0]
+            first = contact_rows_start(m)
             if i < first:
                 if d.efc_active[w, i] != 0:
                     f(m, d, w, i)
