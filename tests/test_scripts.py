@@ -323,3 +323,78 @@ def test_benchmark_refuses_with_a_reason(model, tmp_path):
                  "simrl")
     assert result.returncode != 0
     assert "no such file" in result.stderr or "--smooth" in result.stderr
+
+
+def _profile_lines():
+    spec = importlib.util.spec_from_file_location("profile_lines", ROOT / "scripts" / "profile_lines.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_profile_lines_reads_callgrind_costs_per_instruction(tmp_path):
+    """A callgrind file with --dump-instr=yes: absolute, relative and repeated positions, and a
+    call's inclusive cost (the line after `calls=`) left out of the caller's self cost."""
+    text = """positions: instr line
+events: Ir
+fn=(1) caller
+0x1000 10 5
++4 11 2
+* * 3
++2 +1 7
+cfn=(2) callee
+calls=1 0x2000 20
++3 12 1000
+-9 * 1
+fn=(2)
+0x2000 20 4
+"""
+    path = tmp_path / "callgrind.out"
+    path.write_text(text)
+    costs = _profile_lines().self_costs(str(path))
+    # 0x1000: 5 + 1 (back at -9 from 0x1009); 0x1004: 2 + 3; 0x1006: 7; the call's 1000 is not self cost
+    assert dict(costs) == {0x1000: 6, 0x1004: 5, 0x1006: 7, 0x2000: 4}
+
+
+def test_profile_lines_maps_generated_cpp_to_python_lines(tmp_path):
+    """Warp's generated C++: each function's `// file.py:N` header and the `<L n>` comments give
+    the Python function and line of every C++ line."""
+    cpp = tmp_path / "module.cpp"
+    cpp.write_text("""// /src/simrl/sim/factor_m.py:44
+static void build__locals__factor_ld_0(
+    wp::int32 var_w)
+{
+    // k = m.nv - 1                                                     <L 52>
+    var_0 = 1;
+    // while k >= 0:                                                    <L 53>
+    var_1 = 2;
+}
+// /src/simrl/sim/solver.py:754
+static CUDA_CALLABLE void build__locals__solve_0(
+    // x = 1                                                            <L 760>
+    var_2 = 3;
+""")
+    table = _profile_lines().python_lines(str(cpp))
+    assert table[6] == ("factor_m.py:44", "factor_ld", 52)
+    assert table[8] == ("factor_m.py:44", "factor_ld", 53)
+    assert table[13] == ("solver.py:754", "solve", 760)
+
+
+@pytest.mark.slow
+@valgrind
+def test_profile_lines_attributes_the_fused_step(tmp_path):
+    """scripts/profile_lines.py on a small model: the self counts of the lines add up to the
+    kernels' count, the step kernel includes every function inlined into it, and the stages the
+    step must run (the solver, the mass matrix factorization) are found by name."""
+    out = tmp_path / "lines.json"
+    result = run("scripts/profile_lines.py", "--model", "inverted_pendulum", "--worlds", "2", "--steps", "3",
+                 "--json", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    in_kernels = report["per_world_step_in_kernels"]
+    assert 0 < in_kernels < report["per_world_step_total"]
+    assert sum(line["self"] for line in report["lines"]) == pytest.approx(in_kernels)
+    functions = {f["function"]: f["inclusive"] for f in report["functions"]}
+    assert max(functions.values()) <= in_kernels * (1 + 1e-9)
+    assert {"solve", "factor_ld", "fwd_acceleration"} <= set(functions)
+    assert "per line, self, per world-step" in result.stdout

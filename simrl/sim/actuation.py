@@ -121,12 +121,15 @@ def build(scalar):
 
     @wp.func
     def bad_controls(m: Model, d: Data, w: int):
-        """MuJoCo zeroes every control of a world when any is NaN or beyond mjMAXVAL."""
+        """MuJoCo zeroes every control of a world when any is NaN or beyond mjMAXVAL. (Each
+        actuator reads every control: one comparison each, which NaN fails, and a `while` loop,
+        which Warp's CPU code runs about 5x faster here than `for a in range(m.nu)`.)"""
         bad = int(0)
-        for a in range(m.nu):
-            c = d.ctrl[w, a]
-            if wp.isnan(c) or c > scalar(MAXVAL) or c < scalar(-MAXVAL):
+        a = int(0)
+        while a < m.nu:
+            if not (wp.abs(d.ctrl[w, a]) <= scalar(MAXVAL)):
                 bad = 1
+            a = a + 1
         return bad
 
     @wp.func
