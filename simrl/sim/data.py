@@ -171,6 +171,11 @@ def data_struct(scalar):
         contact_dist: wp.array2d(dtype=scalar)
         contact_pos: wp.array2d(dtype=T.vec3)
         contact_frame: wp.array2d(dtype=T.mat33)  # rows: normal (geom1 -> geom2), tangents
+        # the fused schedule's list of the slots that hold a contact, in increasing order (the
+        # first contact_nslots[w] of contact_slots[w]), made by its pass over the slots for the
+        # later passes of the same step, which then skip the empty slots (thousands on terrain)
+        contact_slots: wp.array2d(dtype=int)  # [W, ncon]
+        contact_nslots: wp.array(dtype=int)  # [W]
         # convex collision (simrl.sim.collision_convex): what GJK/EPA found per slot [W, ncon], and
         # their scratch rows [W * nccdpair, ...] (the simplex and the EPA polytope)
         ccd_contact: wp.array2d(dtype=ConvexContact)
@@ -332,6 +337,8 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.contact_dist = zeros((W, ncon))
     d.contact_pos = zeros((W, ncon), T.vec3)
     d.contact_frame = zeros((W, ncon), T.mat33)
+    d.contact_slots = zeros((W, ncon), int)
+    d.contact_nslots = zeros(W, int)
     # convex collision: no gradients (it finds which points touch; simrl.sim.collision_convex
     # rebuilds the contacts from the poses on the tape)
     Vertex, Face, _, _ = ccd_structs(wp.float64)

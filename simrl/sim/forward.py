@@ -126,7 +126,10 @@ def constraint_rows(scalar, grouped: bool = True, detect: bool = False) -> tuple
 def world_functions(scalar, lanes: bool) -> SimpleNamespace:
     """The per-world dense work, for a block of threads per world (`lanes`) or for one thread."""
     Model, Data = model_struct(scalar), data_struct(scalar)
-    listing = constraint.build(scalar).constraint_list
+    # one thread per world: the fused schedule, whose pass over the slots lists those that hold
+    # a contact (Data.contact_slots); the wide schedule's launch over (world, slot) lists none
+    c = constraint.build(scalar)
+    listing = c.constraint_list if lanes else c.constraint_list_listed
     sync = block_sync if lanes else no_sync
 
     @wp.func

@@ -286,17 +286,36 @@ def _fused_pass(p: Pass, scalar, backward: bool = True):
 
         @wp.func
         def run_rows(m: Model, d: Data, w: int):
-            # the rows before the contacts' one by one, then a test per contact slot (its rows are
-            # active together), as constraint.constraint_list
-            for r in range(contact_rows_start(m)):
-                if d.efc_active[w, r] != 0:
-                    f(m, d, w, r)
-            for c in range(m.ncon):
-                if d.contact_active[w, c] != 0:  # else its rows are inactive (constraint.contact_rows)
+            # the rows before the contacts' one by one, then the rows of each slot that holds a
+            # contact (listed by the pass over the slots; the rows of a slot are active together),
+            # as constraint.constraint_list_listed
+            if wp.static(backward):
+                for r in range(contact_rows_start(m)):
+                    if d.efc_active[w, r] != 0:
+                        f(m, d, w, r)
+                for k in range(d.contact_nslots[w]):
+                    c = d.contact_slots[w, k]
                     r0 = m.contact_efc_adr[c]
                     if d.efc_active[w, r0] != 0:
                         for r in range(r0, slot_rows_end(m, c)):
                             f(m, d, w, r)
+            else:
+                r = int(0)
+                end = contact_rows_start(m)
+                while r < end:
+                    if d.efc_active[w, r] != 0:
+                        f(m, d, w, r)
+                    r = r + 1
+                k = int(0)
+                while k < d.contact_nslots[w]:
+                    c = d.contact_slots[w, k]
+                    r0 = m.contact_efc_adr[c]
+                    if d.efc_active[w, r0] != 0:
+                        r1 = slot_rows_end(m, c)
+                        while r0 < r1:
+                            f(m, d, w, r0)
+                            r0 = r0 + 1
+                    k = k + 1
 
         return run_rows
     if p.over == PAIRS:
@@ -312,6 +331,31 @@ def _fused_pass(p: Pass, scalar, backward: bool = True):
                     q = q + 1
 
         return run_pairs
+    if p.over == CONTACTS:
+        @wp.func
+        def run_contacts(m: Model, d: Data, w: int):
+            # and the list of the slots that hold a contact (Data.contact_slots), for the passes
+            # over active rows and constraint_list of this step (one thread per world: in order)
+            if wp.static(backward):
+                d.contact_nslots[w] = 0
+                for c in range(m.ncon):
+                    f(m, d, w, c)
+                    if d.contact_active[w, c] != 0:
+                        k = d.contact_nslots[w]
+                        d.contact_slots[w, k] = c
+                        d.contact_nslots[w] = k + 1
+            else:
+                n = int(0)
+                c = int(0)
+                while c < m.ncon:
+                    f(m, d, w, c)
+                    if d.contact_active[w, c] != 0:
+                        d.contact_slots[w, n] = c
+                        n = n + 1
+                    c = c + 1
+                d.contact_nslots[w] = n
+
+        return run_contacts
     bounds = _range_funcs(scalar)[p.over]
 
     @wp.func
