@@ -592,12 +592,10 @@ def build(scalar):
                 d.efc_force[w, r] = scalar(0.0)
 
     @wp.func
-    def constraint_list(m: Model, d: Data, w: int):
-        """efc_list[:efc_nactive]: the active rows in increasing order, which later stages iterate.
-        The rows before the contacts' one by one, then one test per contact slot (its rows are
-        active together): on terrain, thousands of slots hold four times as many rows."""
-        # (`while` loops: never differentiated, and Warp's CPU code for them takes about a third
-        # of the instructions of `for ... in range(n)` with a run-time n, on terrain's 6,078 slots)
+    def list_leading_rows(m: Model, d: Data, w: int):
+        """efc_list's start: the active rows before the contacts', one by one; returns their
+        count. (`while` loops here and below: never differentiated, and Warp's CPU code for them
+        takes about a third of the instructions of `for ... in range(n)` with a run-time n.)"""
         n = int(0)
         r = int(0)
         end = contact_rows_start(m)
@@ -606,18 +604,33 @@ def build(scalar):
                 d.efc_list[w, n] = r
                 n = n + 1
             r = r + 1
+        return n
+
+    @wp.func
+    def list_slot_rows(m: Model, d: Data, w: int, c: int, n: int):
+        """Appends slot c's rows to efc_list at n when they are active (a slot's rows are active
+        together); returns the new count."""
+        r0 = m.contact_efc_adr[c]
+        if d.efc_active[w, r0] != 0:
+            r1 = slot_rows_end(m, c)
+            while r0 < r1:
+                d.efc_list[w, n] = r0
+                n = n + 1
+                r0 = r0 + 1
+        return n
+
+    @wp.func
+    def constraint_list(m: Model, d: Data, w: int):
+        """efc_list[:efc_nactive]: the active rows in increasing order, which later stages iterate.
+        The rows before the contacts' one by one, then one test per contact slot (its rows are
+        active together): on terrain, thousands of slots hold four times as many rows."""
+        n = list_leading_rows(m, d, w)
         c = int(0)
         while c < m.ncon:
             # rows are active only where the slot holds a contact (contact_rows): test that first,
             # one int per slot where its first row's flag lies a cache line further each few slots
             if d.contact_active[w, c] != 0:
-                r0 = m.contact_efc_adr[c]
-                if d.efc_active[w, r0] != 0:
-                    r1 = slot_rows_end(m, c)
-                    while r0 < r1:
-                        d.efc_list[w, n] = r0
-                        n = n + 1
-                        r0 = r0 + 1
+                n = list_slot_rows(m, d, w, c, n)
             c = c + 1
         d.efc_nactive[w] = n
 
@@ -626,24 +639,10 @@ def build(scalar):
         """`constraint_list` over the slots listed by the fused schedule's pass over the slots
         (Data.contact_slots: those that hold a contact, increasing; the others have no active
         rows): the same list."""
-        n = int(0)
-        r = int(0)
-        end = contact_rows_start(m)
-        while r < end:
-            if d.efc_active[w, r] != 0:
-                d.efc_list[w, n] = r
-                n = n + 1
-            r = r + 1
+        n = list_leading_rows(m, d, w)
         k = int(0)
         while k < d.contact_nslots[w]:
-            c = d.contact_slots[w, k]
-            r0 = m.contact_efc_adr[c]
-            if d.efc_active[w, r0] != 0:
-                r1 = slot_rows_end(m, c)
-                while r0 < r1:
-                    d.efc_list[w, n] = r0
-                    n = n + 1
-                    r0 = r0 + 1
+            n = list_slot_rows(m, d, w, d.contact_slots[w, k], n)
             k = k + 1
         d.efc_nactive[w] = n
 
