@@ -2,7 +2,7 @@
 MuJoCo 4.0's mjc_PlaneConvex (the deepest hull vertex and up to three more of the hull polygon
 most opposed to the plane), every other pair by GJK/EPA with the mesh's support by exhaustive
 search or hill climbing (simrl.sim.collision_gjk.mesh_support), one contact per pair
-(`<flag multiccd="disable"/>`; with multiccd MuJoCo 4.0 clips faces, which simrl refuses).
+(`<flag multiccd="disable"/>`; multiccd's extra contacts: tests/test_multiccd.py).
 
 Where two meshes' or a mesh's and a box's vertices are the support points (discrete shapes), GJK
 and EPA end exactly and simrl's contacts equal MuJoCo's to rounding; against smooth shapes EPA
@@ -188,16 +188,20 @@ def test_separated_meshes_have_no_contacts(mesh_scene):
     assert sim.contact.active.numpy().sum() == 0
 
 
-def test_multiccd_mesh_pairs_are_refused_by_name():
-    """With multiccd on (MuJoCo's default) MuJoCo 4.0 clips faces for box-mesh, capsule-mesh,
-    cylinder-mesh and mesh-mesh: refused, naming the flag that gives one contact; sphere-,
-    ellipsoid- and plane-mesh load."""
-    with pytest.raises(simrl.UnsupportedFeatureError, match="multiccd='disable'") as err:
-        Sim.from_mjcf(scene(multiccd=True), num_worlds=1)
-    for kinds in ("box-mesh", "capsule-mesh", "cylinder-mesh", "mesh-mesh"):
-        assert kinds in str(err.value)
+def test_the_mesh_scene_loads_with_multiccd(rng):
+    """With multiccd on (MuJoCo's default) every pair loads (box- and mesh-mesh clip faces,
+    capsule- and cylinder-mesh turn: tests/test_multiccd.py); the pairs multiccd leaves alone
+    (plane-, sphere- and ellipsoid-mesh) equal MuJoCo's contacts as with it off."""
+    Sim.from_mjcf(scene(multiccd=True), num_worlds=1)
     ok = [p for p in PAIRS if p[0] in ("plane", "sphere", "ellipsoid")]
-    Sim.from_mjcf(scene(ok, multiccd=True), num_worlds=1)
+    mjm = mujoco.MjModel.from_xml_string(scene(ok, multiccd=True))
+    sim = Sim.from_model(mjm, num_worlds=8, dtype="float64")
+    worst = compare(mjm, random_states(mjm, 8, rng), sim)
+    for name, (dist, pos, normal) in worst.items():
+        if name.startswith("ellipsoid"):
+            assert dist < 2e-5 and pos < 1e-3 and normal < 0.05, (name, dist, pos, normal)
+        else:
+            assert max(dist, pos, normal) < 1e-9, (name, dist, pos, normal)
 
 
 def drop_scene() -> str:

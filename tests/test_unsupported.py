@@ -40,11 +40,6 @@ CASES = {
                                                 '</actuator>'), r"<actuator dyntype='user'> actuator 'm'"),
     "muscle": (body("", extra='<actuator><muscle name="m" joint="j1" lengthrange="-1 1"/></actuator>'),
                r"<actuator gaintype='muscle'> actuator 'm'"),
-    "multiccd mesh pairs": ('<mujoco><asset><mesh name="m" vertex="0 0 0  .2 0 0  0 .2 0  0 0 .2"/></asset>'
-                            '<worldbody><geom name="rod" type="capsule" size="0.05 0.3"/><body pos="0 0 1">'
-                            '<freejoint/><geom name="shell" type="mesh" mesh="m"/></body></worldbody></mujoco>',
-                            r"<geom type='mesh'> geoms 'rod' and 'shell' collide as capsule-mesh, for which MuJoCo "
-                            r"4.0's multiccd"),
     "noslip": ('<mujoco><option noslip_iterations="5"/><worldbody><geom type="plane" size="1 1 1"/>'
                '<body pos="0 0 1"><freejoint/><geom size="0.1"/></body></worldbody></mujoco>',
                r"noslip_iterations"),
@@ -59,7 +54,7 @@ def test_unsupported_feature_is_named(case):
 
 
 def test_disabling_contacts_makes_the_model_loadable():
-    xml, _ = CASES["multiccd mesh pairs"]
+    xml, _ = CASES["noslip"]
     mjm = mujoco.MjModel.from_xml_string(xml)
     mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
     Sim.from_model(mjm, num_worlds=1)

@@ -29,9 +29,10 @@ import types
 
 import warp as wp
 
-from simrl.sim import collision_gjk
+from simrl.sim import collision_gjk, collision_multiccd
 from simrl.sim.contact_tables import (
     CONVEX_KINDS,
+    FACE_CLIP_KINDS,
     GEOM_CAPSULE,
     GEOM_CYLINDER,
     GEOM_ELLIPSOID,
@@ -54,11 +55,8 @@ MULTICCD_ANGLE = 1e-3
 
 #: contact slots of each convex kind
 CONVEX_SLOTS = {PAIR_KIND[pair]: n for pair, n in MAX_CONTACTS.items() if PAIR_KIND[pair] in CONVEX_KINDS}
-# the kinds with multiccd's extra slots (capsule-cylinder, cylinder-cylinder, cylinder-box)
-_MULTI = sorted(k for k, n in CONVEX_SLOTS.items() if n > 1 and k != KIND_PLANE_MESH and k not in HFIELD_KINDS)
 KIND_HFIELD0, KIND_HFIELD1 = HFIELD_KINDS[0], HFIELD_KINDS[-1]
-assert len(_MULTI) == 3 and all(CONVEX_SLOTS[k] == 5 for k in _MULTI)
-KIND_MULTI0, KIND_MULTI1, KIND_MULTI2 = _MULTI
+KIND_CLIP0, KIND_CLIP1 = FACE_CLIP_KINDS[0], FACE_CLIP_KINDS[-1]
 
 
 @functools.cache
@@ -167,6 +165,7 @@ def build(scalar):
     _, _, Obj, _ = ccd_structs(f64)
     gjk = collision_gjk.build(f64)
     gjk_s = collision_gjk.build(scalar)
+    multiccd = collision_multiccd.build(scalar)
     fr, fr64 = frames(scalar), frames(f64)
     make_frame, turn = fr.make_frame, fr.turn
     make_frame64, turn64 = fr64.make_frame, fr64.turn
@@ -210,12 +209,13 @@ def build(scalar):
 
     @wp.func
     def penetration(d: Data, s: int, o1: Obj, o2: Obj, m: Model):
-        """mjc_penetration: (found, normal, x1, x2, pos) of the contact of o1 and o2."""
-        nx, dist, x1, x2, vertex = gjk.ccd(d.ccd_simplex, d.ccd_vert, d.ccd_face, d.ccd_map, d.ccd_horizon,
-                                           d.ccd_stack, s, o1, o2, f64(m.ccd_tolerance), m.ccd_iterations,
-                                           m.ccd_maxfaces)
+        """mjc_penetration: (found, normal, x1, x2, pos, vertex, face) of the contact of o1 and o2
+        (face: EPA's final face, for multiccd's face clipping)."""
+        nx, dist, x1, x2, vertex, face = gjk.ccd(d.ccd_simplex, d.ccd_vert, d.ccd_face, d.ccd_map, d.ccd_horizon,
+                                                 d.ccd_stack, s, o1, o2, f64(m.ccd_tolerance), m.ccd_iterations,
+                                                 m.ccd_maxfaces)
         found = nx > 0 and dist < zero64
-        return found, gjk.normalize(x1 - x2), x1, x2, (x1 + x2) * half64, vertex
+        return found, gjk.normalize(x1 - x2), x1, x2, (x1 + x2) * half64, vertex, face
 
     @wp.func
     def record(d: Data, w: int, i: int, o1: Obj, o2: Obj, normal: vec3d, x1: vec3d, x2: vec3d, pos: vec3d,
@@ -338,7 +338,7 @@ def build(scalar):
         mapnum = m.mesh_int[mesh.vert_mapnum + vi]
         for i in range(mapnum):
             poly = m.mesh_int[mapadr + i]
-            nd = wp.dot(vec3d(m.mesh_vec[mesh.poly_normal + poly]), local_normal)
+            nd = wp.dot(m.mesh_polynormal[mesh.poly_normal + poly], local_normal)
             if nd < best_dot:
                 best_dot = nd
                 best = poly
@@ -452,7 +452,7 @@ def build(scalar):
                     top = o1.prism_hi
                     if top[0, 2] < zmin and top[1, 2] < zmin and top[2, 2] < zmin:
                         continue
-                    found, normal, x1, x2, pos, vertex = penetration(d, s, o1, o2, m)
+                    found, normal, x1, x2, pos, vertex, _face = penetration(d, s, o1, o2, m)
                     if found:
                         record(d, w, slot + ncon, w1, w2, R1 * normal, R1 * x1 + p1, R1 * x2 + p1,
                                R1 * pos + p1, 0, vertex)
@@ -462,13 +462,7 @@ def build(scalar):
     def detect(m: Model, d: Data, w: int, p: int):
         """Pass 1 for convex pair p: GJK/EPA (and multiccd) into d.ccd_contact."""
         kind = m.cpair_kind[p]
-        nslot = int(1)
-        if kind == KIND_MULTI0 or kind == KIND_MULTI1 or kind == KIND_MULTI2:
-            nslot = 5
-        elif kind == KIND_PLANE_MESH:
-            nslot = 4
-        elif kind >= KIND_HFIELD0 and kind <= KIND_HFIELD1:
-            nslot = m.cpair_nslot[p]
+        nslot = m.cpair_nslot[p]
         slot = m.cpair_slot[p]
         for i in range(nslot):
             c = ConvexContact()
@@ -491,11 +485,28 @@ def build(scalar):
         s = w * m.nccdpair + m.cpair_ccd[p]
         o1 = obj(m, d, w, g1, margin, s, 0)
         o2 = obj(m, d, w, g2, margin, s, 2)
-        found, normal, x1, x2, pos0, vertex = penetration(d, s, o1, o2, m)
+        found, normal, x1, x2, pos0, vertex, face = penetration(d, s, o1, o2, m)
+        clip = kind >= KIND_CLIP0 and kind <= KIND_CLIP1 and m.enable_multiccd != 0 and margin <= zero
+        if clip and face >= 0:
+            # box-mesh and mesh-mesh without margin: the touching faces' contacts (mjc_ccd's
+            # multicontact), in its order, when the deepest of them penetrates
+            nx = multiccd.multicontact(m, d, s, o1, o2, g1, g2, face, x1, x2)
+            if nx > 0:
+                P = m.ccd_npolygon
+                deepest = d.ccd_clipd[s, P]
+                for k in range(1, nx):
+                    deepest = wp.min(deepest, d.ccd_clipd[s, P + k])
+                if deepest < zero64:
+                    for k in range(nx):
+                        xk1 = d.ccd_clip[s, 7 * P + 2 * k]
+                        xk2 = d.ccd_clip[s, 7 * P + 2 * k + 1]
+                        record(d, w, slot + k, o1, o2, gjk.normalize(xk1 - xk2), xk1, xk2, (xk1 + xk2) * half64, 0,
+                               d.ccd_cliptag[s, 4 * P + k])
+                return
         if not found:
             return
         record(d, w, slot, o1, o2, normal, x1, x2, pos0, 0, vertex)
-        if nslot == 1 or m.enable_multiccd == 0:
+        if nslot == 1 or m.enable_multiccd == 0 or clip:
             return
         frame = make_frame64(normal)
         tolerance = scalar(MULTICCD_TOLERANCE) * wp.min(r1, r2)
@@ -504,7 +515,7 @@ def build(scalar):
             rot = turn64(frame, perturb)
             q1 = rotated(o1, pos0, rot)
             q2 = rotated(o2, pos0, wp.transpose(rot))
-            found_k, normal_k, x1k, x2k, pos_k, vertex_k = penetration(d, s, q1, q2, m)
+            found_k, normal_k, x1k, x2k, pos_k, vertex_k, _face_k = penetration(d, s, q1, q2, m)
             if found_k:
                 distinct = bool(True)
                 for j in range(ncon):
@@ -555,7 +566,9 @@ def build(scalar):
     def collide(t1: int, p1: vec3, R1: mat33, s1: vec3, t2: int, p2: vec3, R2: mat33, s2: vec3, margin: scalar,
                 cc: wp.array2d(dtype=ConvexContact), dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
                 frame: wp.array2d(dtype=mat33), active: wp.array2d(dtype=int), w: int, slot: int, nslot: int):
-        """Pass 2: the contacts of one convex pair rebuilt from the poses (differentiable)."""
+        """Pass 2: the contacts of one convex pair rebuilt from the poses (differentiable): those
+        found at the poses (slot 0, and every slot of a face clipping) from their witness points,
+        multiccd's rotated ones turned back about slot 0's point."""
         c0 = cc[w, slot]
         n = int(0)
         dist0 = zero
@@ -572,7 +585,14 @@ def build(scalar):
         for i in range(1, nslot):
             ci = cc[w, slot + i]
             on = int(0)
-            if n > 0 and ci.perturb > 0:
+            if ci.perturb == 0:
+                # one of the contacts of multiccd's face clipping (found at the poses, as slot 0's)
+                dist_i, pos_i = rebuild(ci, t1, p1, R1, s1, t2, p2, R2, s2, margin, margin)
+                dist[w, slot + i] = dist_i
+                pos[w, slot + i] = pos_i
+                frame[w, slot + i] = make_frame(ci.normal)
+                on = 1
+            elif n > 0 and ci.perturb > 0:
                 rot = turn(frame0, ci.perturb)
                 X1 = pos0 + rot * (R1 * ci.x1 + p1 - pos0)
                 X2 = pos0 + wp.transpose(rot) * (R2 * ci.x2 + p2 - pos0)

@@ -884,7 +884,9 @@ def build(scalar):
             nverts: int, nfaces: int, nmap: int, center: vec3, tol: scalar, max_iterations: int, maxfaces: int,
             discrete: int):
         """epa: expand the polytope toward the boundary of A-B nearest the origin; (nx, dist, x1,
-        x2): one pair of witness points and their signed distance (-depth), or nx = 0."""
+        x2, vertex, face): one pair of witness points and their signed distance (-depth), or nx =
+        0; the polytope's final face (its row in `faces`, -1 when none: multiccd's face clipping
+        starts from its three vertices)."""
         upper = max_limit
         upper2 = max_limit
         face = int(-1)
@@ -962,7 +964,7 @@ def build(scalar):
                 break
             k += 1
         if face < 0:
-            return 0, zero, center, center, 0
+            return 0, zero, center, center, 0, -1
         fc = faces[s, face]
         a = verts[s, fc.verts[0]]
         b = verts[s, fc.verts[1]]
@@ -980,7 +982,7 @@ def build(scalar):
             vertex = 1
         if a.index2 >= 0 and a.index2 == b.index2 and b.index2 == c.index2:
             vertex += 2
-        return 1, -wp.sqrt(fc.dist2), x1, x2, vertex
+        return 1, -wp.sqrt(fc.dist2), x1, x2, vertex, face
 
     # ------------------------------------------------------------------ mjc_ccd
 
@@ -1057,9 +1059,11 @@ def build(scalar):
             fmap: wp.array2d(dtype=int), hz: wp.array2d(dtype=wp.vec2i), stack: wp.array2d(dtype=wp.vec3i), s: int,
             o1: Obj, o2: Obj, tol: scalar, max_iterations: int, maxfaces: int):
         """mjc_ccd with max_contacts 1 and dist_cutoff 0 (as mjc_penetration calls it): (nx,
-        dist, x1, x2, vertex); a contact when nx = 1 and dist < 0 (the depth of the shapes
+        dist, x1, x2, vertex, face); a contact when nx = 1 and dist < 0 (the depth of the shapes
         inflated by half the margin each); vertex: bit 0 (1) when x1 is one vertex of a box or
-        mesh, bit 1 (2) when x2 is (EPA's final face has it three times)."""
+        mesh, bit 1 (2) when x2 is (EPA's final face has it three times); face: EPA's final face
+        (-1 when EPA did not run or failed), from which simrl.sim.collision_multiccd clips faces
+        for more contacts (mjc_ccd's `multicontact` when max_contacts > 1)."""
         x1 = obj_center(o1)
         x2 = obj_center(o2)
         if o1.type == GEOM_SPHERE or o2.type == GEOM_SPHERE or o1.type == GEOM_CAPSULE or o2.type == GEOM_CAPSULE:
@@ -1077,13 +1081,14 @@ def build(scalar):
                 dist = dist - (m1 + m2)
                 if dist > zero:
                     dist = max_limit
-                return nx, dist, x1, x2, 0
+                return nx, dist, x1, x2, 0, -1
             # deep penetration: GJK and EPA on the full shapes
             x1 = obj_center(o1)
             x2 = obj_center(o2)
         discrete = is_discrete(o1) * is_discrete(o2)
         separated, dist, x1, x2, nsimplex, nx = gjk(simplex, s, o1, o2, x1, x2, tol, max_iterations, zero, discrete)
         vertex = int(0)
+        face = int(-1)
         if dist <= tol and nsimplex > 1 and separated == 0:
             dist = zero
             status = int(0)
@@ -1101,9 +1106,9 @@ def build(scalar):
                 status, nverts, nfaces, nmap, center = polytope3(simplex, verts, faces, fmap, s, o1, o2, dist)
             nx = 0
             if status == 0:
-                nx, dist, x1, x2, vertex = epa(verts, faces, fmap, hz, stack, s, o1, o2, nverts, nfaces, nmap,
-                                               center, tol, max_iterations, maxfaces, discrete)
-        return nx, dist, x1, x2, vertex
+                nx, dist, x1, x2, vertex, face = epa(verts, faces, fmap, hz, stack, s, o1, o2, nverts, nfaces,
+                                                     nmap, center, tol, max_iterations, maxfaces, discrete)
+        return nx, dist, x1, x2, vertex, face
 
     return types.SimpleNamespace(ccd=ccd, support=support, support_idx=support_idx, mesh_support=mesh_support,
                                  grid=grid, hill_climb=hill_climb,

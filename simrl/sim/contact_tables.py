@@ -82,12 +82,14 @@ PRIMITIVE_MAX_CONTACTS = {
 assert list(PRIMITIVE_MAX_CONTACTS) == sorted(PRIMITIVE_MAX_CONTACTS)
 # pairs MuJoCo collides with its general convex collision (mjc_Convex: GJK and EPA,
 # simrl.sim.collision_convex); a pair with a capsule or cylinder and no sphere or ellipsoid looks
-# for four more contacts by multiccd (5 slots; 1 used when <flag multiccd="disable"/>)
+# for four more contacts by multiccd's rotations (5 slots; 1 used when <flag multiccd="disable"/>)
 #
-# meshes (their convex hulls) collide by GJK/EPA too, one contact per pair (pairs that MuJoCo 4.0
-# gives several contacts by its face clipping are refused unless multiccd is disabled:
-# MESH_MULTICCD); plane-mesh by MuJoCo 4.0's mjc_PlaneConvex: the deepest vertex and up to three
-# more of the hull face most opposed to the plane's normal, found in the same detection pass
+# meshes (their convex hulls) collide by GJK/EPA too; capsule- and cylinder-mesh as the other
+# capsule and cylinder pairs; box-mesh and mesh-mesh by MuJoCo 4.0's multiccd face clipping
+# (FACE_CLIP: up to 4 contacts from the touching faces, simrl.sim.collision_multiccd), or by the
+# rotations when the pair has a margin (mj_maxContact: 4 without, 5 with); plane-mesh by MuJoCo
+# 4.0's mjc_PlaneConvex: the deepest vertex and up to three more of the hull face most opposed to
+# the plane's normal, found in the same detection pass
 #
 # height fields (mjc_ConvexHField): GJK/EPA on each prism of the cells under the geom, one
 # contact per prism, up to MAXCONPAIR; each pair owns as many slots as it has prisms under it
@@ -98,15 +100,16 @@ CONVEX_MAX_CONTACTS = {
     (GEOM_HFIELD, GEOM_ELLIPSOID): MAXCONPAIR, (GEOM_HFIELD, GEOM_CYLINDER): MAXCONPAIR,
     (GEOM_HFIELD, GEOM_BOX): MAXCONPAIR, (GEOM_HFIELD, GEOM_MESH): MAXCONPAIR,
     (GEOM_SPHERE, GEOM_ELLIPSOID): 1, (GEOM_SPHERE, GEOM_MESH): 1,
-    (GEOM_CAPSULE, GEOM_ELLIPSOID): 1, (GEOM_CAPSULE, GEOM_CYLINDER): 5, (GEOM_CAPSULE, GEOM_MESH): 1,
+    (GEOM_CAPSULE, GEOM_ELLIPSOID): 1, (GEOM_CAPSULE, GEOM_CYLINDER): 5, (GEOM_CAPSULE, GEOM_MESH): 5,
     (GEOM_ELLIPSOID, GEOM_ELLIPSOID): 1, (GEOM_ELLIPSOID, GEOM_CYLINDER): 1, (GEOM_ELLIPSOID, GEOM_BOX): 1,
     (GEOM_ELLIPSOID, GEOM_MESH): 1,
-    (GEOM_CYLINDER, GEOM_CYLINDER): 5, (GEOM_CYLINDER, GEOM_BOX): 5, (GEOM_CYLINDER, GEOM_MESH): 1,
-    (GEOM_BOX, GEOM_MESH): 1, (GEOM_MESH, GEOM_MESH): 1,
+    (GEOM_CYLINDER, GEOM_CYLINDER): 5, (GEOM_CYLINDER, GEOM_BOX): 5, (GEOM_CYLINDER, GEOM_MESH): 5,
+    (GEOM_BOX, GEOM_MESH): 5, (GEOM_MESH, GEOM_MESH): 5,
 }
-#: mesh pairs for which MuJoCo 4.0's multiccd clips faces for more contacts (not implemented)
-MESH_MULTICCD = ((GEOM_CAPSULE, GEOM_MESH), (GEOM_CYLINDER, GEOM_MESH), (GEOM_BOX, GEOM_MESH),
-                 (GEOM_MESH, GEOM_MESH))
+#: the pairs whose multiccd clips faces (MuJoCo 4.0's `multicontact`) when they have no margin
+FACE_CLIP = ((GEOM_BOX, GEOM_MESH), (GEOM_MESH, GEOM_MESH))
+#: contacts of a face-clipping pair (mjc_Convex's maxContacts)
+MAX_CLIP_CONTACTS = 4
 assert list(CONVEX_MAX_CONTACTS) == sorted(CONVEX_MAX_CONTACTS)
 #: every implemented pair of geom types and its contact slots
 MAX_CONTACTS = {**PRIMITIVE_MAX_CONTACTS, **CONVEX_MAX_CONTACTS}
@@ -117,9 +120,33 @@ CONVEX_KINDS = tuple(PAIR_KIND[pair] for pair in CONVEX_MAX_CONTACTS)
 #: plane-mesh: found by the detection pass without GJK (no scratch rows); the others search by GJK
 KIND_PLANE_MESH = PAIR_KIND[(GEOM_PLANE, GEOM_MESH)]
 GJK_KINDS = tuple(k for k in CONVEX_KINDS if k != KIND_PLANE_MESH)
+#: the kinds with multiccd's face clipping (consecutive)
+FACE_CLIP_KINDS = tuple(PAIR_KIND[pair] for pair in FACE_CLIP)
+assert list(FACE_CLIP_KINDS) == list(range(FACE_CLIP_KINDS[0], FACE_CLIP_KINDS[-1] + 1))
 #: the height-field kinds (consecutive)
 HFIELD_KINDS = tuple(PAIR_KIND[pair] for pair in CONVEX_MAX_CONTACTS if pair[0] == GEOM_HFIELD)
 assert list(HFIELD_KINDS) == list(range(HFIELD_KINDS[0], HFIELD_KINDS[-1] + 1))
+
+
+def clip_sizes(mjm: mujoco.MjModel) -> tuple[int, int]:
+    """(P, D): the largest hull polygon (vertices) and vertex degree (polygons through a vertex)
+    of the model's meshes, at least a box's (four corners a face, three faces a corner), as
+    mjc_ccdSize sizes multiccd's buffer from npolygonmax and nmeshdegmax."""
+    P = max([4, int(mjm.npolygonmax)] + [int(n) for n in np.asarray(mjm.mesh_polyvertnum).ravel()[:mjm.nmeshpoly]])
+    D = max([3, int(mjm.nmeshdegmax)] + [int(n) for n in np.asarray(mjm.mesh_polymapnum).ravel()[:mjm.nmeshvert]])
+    return P, D
+
+
+def clip_scratch_widths(P: int, D: int) -> dict:
+    """Columns of the scratch row of a face-clipping pair (simrl.sim.collision_multiccd's layout):
+    ccd_clip (vec3): two polygon buffers of 2 P points, the P side-plane normals, face 1, face 2,
+    then the contacts' witness points (x1, x2 per contact); ccd_clipd: the P side-plane offsets,
+    then the contacts' distances; ccd_cliptag: the feature of each point of the two polygon
+    buffers, then each contact's vertex bits; ccd_norm (vec3): face normals of geom 1, of geom 2,
+    edge end points, edge directions (D each); ccd_normidx: the face index of each normal of
+    geom 1 and geom 2 (D each)."""
+    return {"ccd_clip": 7 * P + 2 * MAX_CLIP_CONTACTS, "ccd_clipd": P + MAX_CLIP_CONTACTS,
+            "ccd_cliptag": 4 * P + MAX_CLIP_CONTACTS, "ccd_norm": 4 * D, "ccd_normidx": 2 * D}
 
 
 def hfield_slots(mjm: mujoco.MjModel, hfield_geom: int, geom: int) -> int:

@@ -14,7 +14,8 @@ from simrl.sim.by_reference import pass_by_reference
 from simrl.sim.types import scalar_types
 
 #: the convex collision's scratch arrays: [W * nccdpair, ...], rows w * nccdpair + the pair's ccd index
-CCD_SCRATCH = ("ccd_simplex", "ccd_vert", "ccd_face", "ccd_map", "ccd_horizon", "ccd_stack", "ccd_index")
+CCD_SCRATCH = ("ccd_simplex", "ccd_vert", "ccd_face", "ccd_map", "ccd_horizon", "ccd_stack", "ccd_index", "ccd_clip",
+               "ccd_clipd", "ccd_cliptag", "ccd_norm", "ccd_normidx")
 
 
 @functools.cache
@@ -186,6 +187,13 @@ def data_struct(scalar):
         ccd_horizon: wp.array2d(dtype=wp.vec2i)
         ccd_stack: wp.array2d(dtype=wp.vec3i)
         ccd_index: wp.array2d(dtype=int)  # [W * nccdpair, 4]: each mesh's last support vertex
+        # multiccd's face clipping (simrl.sim.collision_multiccd; no columns when the model clips
+        # no faces): [W * nccdpair, contact_tables.clip_scratch_widths]
+        ccd_clip: wp.array2d(dtype=wp.vec3d)
+        ccd_clipd: wp.array2d(dtype=wp.float64)
+        ccd_cliptag: wp.array2d(dtype=int)
+        ccd_norm: wp.array2d(dtype=wp.vec3d)
+        ccd_normidx: wp.array2d(dtype=int)
         sensordata: wp.array2d(dtype=scalar)  # [W, nsensordata] (or [W, 1])
         eq_active: wp.array2d(dtype=int)  # [W, neq] (or [W, 1]): 1 where the equality constraint acts
         # constraint rows [W, nefc]
@@ -353,6 +361,12 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.ccd_horizon = wp.zeros((S, nfaces), dtype=wp.vec2i, device=device)
     d.ccd_stack = wp.zeros((S, nfaces), dtype=wp.vec3i, device=device)
     d.ccd_index = wp.zeros((S, 4), dtype=int, device=device)
+    clip = model.ccd_clip
+    d.ccd_clip = wp.zeros((S, clip["ccd_clip"]), dtype=wp.vec3d, device=device)
+    d.ccd_clipd = wp.zeros((S, clip["ccd_clipd"]), dtype=wp.float64, device=device)
+    d.ccd_cliptag = wp.zeros((S, clip["ccd_cliptag"]), dtype=int, device=device)
+    d.ccd_norm = wp.zeros((S, clip["ccd_norm"]), dtype=wp.vec3d, device=device)
+    d.ccd_normidx = wp.zeros((S, clip["ccd_normidx"]), dtype=int, device=device)
     mjm = model.mjm
     d.sensordata = zeros((W, max(1, mjm.nsensordata)))
     d.eq_active = wp.array(np.tile(np.asarray(mjm.eq_active0, dtype=np.int32).reshape(1, -1), (W, 1))

@@ -19,9 +19,11 @@ from simrl.sim.by_reference import pass_by_reference
 from simrl.sim.contact_tables import (
     CONVEX_KINDS,
     CONVEX_MAX_CONTACTS,
+    FACE_CLIP_KINDS,
     MAX_CONTACTS,
-    MESH_MULTICCD,
     candidate_geom_pairs,
+    clip_scratch_widths,
+    clip_sizes,
     contact_rows,
     contact_tables,
     polytope_sizes,
@@ -175,7 +177,8 @@ class MeshInfo:
     in Model.mesh_int its hull graph at graphadr (-1: none; mesh_graph's layout), the 27 seeds of
     the hill climb at extadr (mesh_extrema), per hull polygon k < polynum its first vertex's
     address poly_vertadr + k and vertex count poly_vertnum + k (local vertex ids in mesh_int),
-    its normal mesh_vec[poly_normal + k]; per vertex v the polygons it is on: count
+    its normal Model.mesh_polynormal[poly_normal + k] (float64, as MuJoCo's mesh_polynormal); per
+    vertex v the polygons it is on: count
     mesh_int[vert_mapnum + v] from mesh_int[vert_mapadr + v] (local polygon ids)."""
     vertadr: int
     vertnum: int
@@ -200,10 +203,11 @@ class HFieldInfo:
 
 
 def mesh_tables(mjm: mujoco.MjModel):
-    """(info rows, mesh_vec [n, 3] float32, mesh_int) of the model's meshes (MeshInfo)."""
+    """(info rows, mesh_vec [n, 3] float32, mesh_int, polygon normals [npoly, 3] float64) of the
+    model's meshes (MeshInfo)."""
     nv_all = int(mjm.nmeshvert)
-    vec = [np.asarray(mjm.mesh_vert, np.float32).reshape(-1, 3),
-           np.asarray(mjm.mesh_polynormal, np.float32).reshape(-1, 3)]
+    vec = np.asarray(mjm.mesh_vert, np.float32).reshape(-1, 3)
+    normals = np.asarray(mjm.mesh_polynormal, np.float64).reshape(-1, 3)
     graph = np.asarray(mjm.mesh_graph, np.int64).ravel()
     extrema = np.asarray(mjm.mesh_extrema, np.int64).ravel()
     npoly = int(mjm.nmeshpoly)
@@ -230,9 +234,9 @@ def mesh_tables(mjm: mujoco.MjModel):
         rows.append(dict(vertadr=vertadr, vertnum=int(mjm.mesh_vertnum[i]),
                          graphadr=G + int(mjm.mesh_graphadr[i]) if mjm.mesh_graphadr[i] >= 0 else -1,
                          extadr=E + 27 * i, polynum=int(mjm.mesh_polynum[i]), poly_vertadr=PA + polyadr,
-                         poly_vertnum=PN + polyadr, poly_normal=nv_all + polyadr, vert_mapadr=MA + vertadr,
+                         poly_vertnum=PN + polyadr, poly_normal=polyadr, vert_mapadr=MA + vertadr,
                          vert_mapnum=MN + vertadr))
-    return rows, np.concatenate(vec), ints
+    return rows, vec, ints, normals
 
 
 @functools.cache
@@ -409,8 +413,9 @@ def model_struct(scalar):
         hfield_info: wp.array(dtype=HFieldInfo)  # [nhfield]
         hfield_data: wp.array(dtype=wp.float32)  # the fields' elevations (HFieldInfo)
         mesh_info: wp.array(dtype=MeshInfo)  # [nmesh]
-        mesh_vec: wp.array(dtype=wp.vec3f)  # the meshes' vertices, then their hull polygons' normals
+        mesh_vec: wp.array(dtype=wp.vec3f)  # the meshes' vertices
         mesh_int: wp.array(dtype=int)  # the meshes' hull graphs and polygon tables (MeshInfo)
+        mesh_polynormal: wp.array(dtype=wp.vec3d)  # the hull polygons' normals (MeshInfo)
         # constraint options
         enable_constraint: int  # any constraint row can exist
         enable_refsafe: int  # solref time constants kept >= 2 timesteps
@@ -433,7 +438,9 @@ def model_struct(scalar):
         ccd_iterations: int  # opt.ccd_iterations: bound of GJK's and EPA's iterations
         ccd_tolerance: scalar  # opt.ccd_tolerance
         ccd_maxfaces: int  # faces of the EPA polytope (6 ccd_iterations, mjc_ccdSize)
-        enable_multiccd: int  # not <flag multiccd="disable">: capsule and cylinder pairs look for more contacts
+        enable_multiccd: int  # not <flag multiccd="disable">: capsule, cylinder, box, mesh pairs look for more contacts
+        ccd_npolygon: int  # P of the face clipping's scratch rows (contact_tables.clip_sizes)
+        ccd_ndeg: int  # D
         cpair_condim: wp.array(dtype=int)
         cpair_margin: wp.array(dtype=scalar)
         cpair_gap: wp.array(dtype=scalar)
@@ -684,13 +691,6 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
                                 "two of sphere, capsule, ellipsoid, cylinder, box and mesh (SDFs and flexes are "
                                 "not supported) " + how.format("contact")
                                 + " or set contype/conaffinity so they cannot collide")
-                continue
-            if types in MESH_MULTICCD and not _disabled(mjm, DSBL.mjDSBL_MULTICCD):
-                kinds = "-".join(mujoco.mjtGeom(t).name.removeprefix("mjGEOM_").lower() for t in types)
-                problems.append(f"<geom type='mesh'> {names} collide as {kinds}, for which MuJoCo 4.0's multiccd "
-                                "clips the touching faces for up to 4 contacts: not implemented; add "
-                                "<option><flag multiccd='disable'/></option> (one contact per pair, as MuJoCo "
-                                "then computes) or make one of them a primitive shape")
                 continue
             if types in CONVEX_MAX_CONTACTS and _disabled(mjm, DSBL.mjDSBL_NATIVECCD) and not libccd_named:
                 libccd_named = True
@@ -984,7 +984,7 @@ class Model:
         m.hfield_info = wp.array(fields or [HFieldInfo()], dtype=HFieldInfo, device=self.device)
         elevation = np.asarray(mjm.hfield_data, np.float32) if mjm.nhfielddata else np.zeros(1, np.float32)
         m.hfield_data = wp.array(elevation, dtype=wp.float32, device=self.device)
-        rows, mesh_vec, mesh_int = mesh_tables(mjm)
+        rows, mesh_vec, mesh_int, polynormal = mesh_tables(mjm)
         info = []
         for r in rows:
             mi = MeshInfo()
@@ -995,6 +995,8 @@ class Model:
         m.mesh_vec = wp.array(mesh_vec if len(mesh_vec) else np.zeros((1, 3), np.float32), dtype=wp.vec3f,
                               device=self.device)
         m.mesh_int = ints(mesh_int if len(mesh_int) else [0])
+        m.mesh_polynormal = wp.array(polynormal if len(polynormal) else np.zeros((1, 3)), dtype=wp.vec3d,
+                                     device=self.device)
 
         # constraints
         constraint_on = not flags & DSBL.mjDSBL_CONSTRAINT
@@ -1035,6 +1037,12 @@ class Model:
         self.ccd_polytope = polytope_sizes(int(opt.ccd_iterations))
         m.ccd_maxfaces = self.ccd_polytope[1]
         m.enable_multiccd = int(not flags & DSBL.mjDSBL_MULTICCD)
+        # multiccd's face clipping (box-mesh and mesh-mesh pairs): its scratch columns per pair
+        m.ccd_npolygon, m.ccd_ndeg = clip_sizes(mjm)
+        clipping = m.enable_multiccd and any(k in FACE_CLIP_KINDS for k in tables["kind"])
+        #: columns of each face-clipping scratch array of Data (0: the model clips no faces)
+        self.ccd_clip = {k: (n if clipping else 0)
+                         for k, n in clip_scratch_widths(m.ccd_npolygon, m.ccd_ndeg).items()}
         m.cpair_condim = ints(tables["condim"])
         m.cpair_margin = arr(tables["margin"], dtype)
         m.cpair_gap = arr(tables["gap"], dtype)
