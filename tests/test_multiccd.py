@@ -246,6 +246,18 @@ def test_capsule_and_cylinder_mesh_pairs_load_with_multiccd():
     assert singles > 0
 
 
+def test_cpu_threads_give_the_same_bits_with_face_clipping():
+    """The face clipping's scratch rows are split per thread block like the rest of the convex
+    scratch (Sim's CPU threads): 2 threads give 1's bits."""
+    mjm = mujoco.MjModel.from_xml_string(stack_scene())
+    out = []
+    for threads in (1, 2):
+        sim = Sim.from_model(mjm, num_worlds=4, dtype="float64", cpu_threads=threads)
+        sim.step(150)
+        out.append(sim.qpos.numpy().copy())
+    np.testing.assert_array_equal(out[0], out[1])
+
+
 @pytest.mark.slow  # compiles the wide schedule's convex kernels (about two minutes cold)
 def test_both_schedules_agree_with_face_clipping():
     mjm = mujoco.MjModel.from_xml_string(stack_scene())

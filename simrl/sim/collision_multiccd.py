@@ -1,5 +1,5 @@
-"""MuJoCo 4.0's multiccd face clipping (engine_collision_gjk.c, `multicontact`): up to four
-contacts of a box or mesh with a mesh, from the polytope EPA ended with.
+"""multiccd's face clipping (engine_collision_gjk.c, `multicontact`): up to four contacts of a
+box or mesh with a mesh, from the polytope EPA ended with.
 
 mjc_Convex asks mjc_ccd for up to four contacts when both geoms are boxes or meshes and the pair
 has no margin (maxContacts); EPA then finds the deepest point as for any convex pair, and
@@ -10,10 +10,10 @@ has no margin (maxContacts); EPA then finds the deepest point as for any convex 
    vertex, an edge or a face of it; the same for geom 2.
 2. The candidate face normals of each geom at that feature (`box_normals`, `mesh_normals`: the
    box faces or hull polygons through it). Two of them facing each other within mjFACE_TOL
-   (about 5 degrees, `aligned_faces`) make a face-face contact. Otherwise, when one geom touches
+   (about 5 degrees, `aligned_faces`) make a face-face contact. Otherwise, when a geom touches
    with a vertex or an edge, the edges leaving that feature (`box_edge_normals`,
-   `mesh_edge_normals`) are tried against the other's faces (within mjEDGE_TOL of
-   perpendicular, `aligned_face_edge`): an edge-face contact. Anything else keeps EPA's single
+   `mesh_edge_normals`) are tried against the other's faces (within mjEDGE_TOL of lying in
+   the face, `aligned_face_edge`): an edge-face contact. Anything else keeps EPA's single
    contact.
 3. `polygon_clip` (Sutherland-Hodgman) clips the one polygon (face or edge, in world
    coordinates: `box_face`, `mesh_face`) by the side planes of the other face, keeps the points
@@ -21,15 +21,26 @@ has no margin (maxContacts); EPA then finds the deepest point as for any convex 
    (`polygon_quad`), an edge's to its two farthest points, and gives each point its witness on
    the other face (`witness_on_face`): depth along the face normal.
 
-Ported from MuJoCo 4.0 operation by operation (which polygon is clipped by which, the order of the
-points) so that the contacts are MuJoCo's, in MuJoCo's order. Like the rest of the convex
-collision it finds *which* points touch and is not differentiated: simrl.sim.collision_convex
-records each contact's two witness points as material points of their geoms and rebuilds the
-contacts from the poses on the tape.
+Ported operation by operation (which polygon is clipped by which, the order of the points) from
+MuJoCo's source of 2026-08-22, the newest this project can read. MuJoCo 4.0.0's binary differs
+from that source in two ways seen in tests/test_multiccd.py:
+- when geom 1 touches with an edge or a vertex and none of its edges lies in a face of geom 2,
+  4.0.0 goes on to geom 2's edges against geom 1's faces. The source stops there with one
+  contact. simrl does what 4.0.0 does, and with it matches 4.0.0's vertex and edge contacts
+  to rounding.
+- 4.0.0's face-on-face patches lie elsewhere than the source's (docs/GUIDE.md, Meshes). simrl
+  keeps the source's.
+
+Like the rest of the convex collision it finds *which* points touch and is not differentiated.
+simrl.sim.collision_convex records each contact's two witness points as points of their geoms
+and rebuilds the contacts from the poses on the tape. It needs to know which witness is a
+vertex, and the clipping tracks that: each point is a vertex of the clipped polygon, a
+vertex of the clipping face, or a crossing of two edges.
 
 The working memory (mjc_ccdSize's multiccd part) is the Data's per-pair scratch rows `ccd_clip`,
-`ccd_clipd`, `ccd_norm` and `ccd_normidx`, sized from the model's largest polygon (npolygonmax)
-and vertex degree (nmeshdegmax) as MuJoCo sizes its buffer.
+`ccd_clipd`, `ccd_cliptag`, `ccd_norm` and `ccd_normidx` (contact_tables.clip_scratch_widths),
+sized from the model's largest polygon (npolygonmax) and vertex degree (nmeshdegmax) as MuJoCo
+sizes its buffer.
 """
 
 import functools
