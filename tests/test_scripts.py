@@ -307,18 +307,17 @@ def test_benchmark_training_throughput(tmp_path):
     assert refused.returncode != 0 and "--train needs a task name" in refused.stderr
 
 
-# A box on a mesh with multiccd on (MuJoCo's default): MuJoCo 4.0 clips faces there; simrl refuses the pair.
-MESH_SCENE = """<mujoco><option><flag multiccd="enable"/></option>
-  <asset><mesh name="m" vertex="0 0 0  .2 0 0  0 .2 0  0 0 .2"/></asset><worldbody>
-  <geom type="mesh" mesh="m"/><body pos="0 0 .3"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
+# An ellipsoid on a box with libccd (nativeccd disabled): simrl refuses the pair, not the model without contacts.
+LIBCCD_SCENE = """<mujoco><option><flag nativeccd="disable"/></option><worldbody>
+  <geom type="box" size="1 1 .1"/><body pos="0 0 .3"><freejoint/><geom type="ellipsoid" size=".1 .08 .06"/></body>
   </worldbody></mujoco>"""
 
 
-@pytest.mark.parametrize("model", ["no_such_robot", "mesh"])
+@pytest.mark.parametrize("model", ["no_such_robot", "libccd"])
 def test_benchmark_refuses_with_a_reason(model, tmp_path):
-    if model == "mesh":  # a box-mesh pair with multiccd: not supported with contacts
-        model = tmp_path / "mesh.xml"
-        model.write_text(MESH_SCENE)
+    if model == "libccd":  # a convex pair with libccd: not supported with contacts
+        model = tmp_path / "libccd.xml"
+        model.write_text(LIBCCD_SCENE)
     result = run("scripts/benchmark.py", "--model", str(model), "--worlds", "1", "--seconds", "0.01", "--engines",
                  "simrl")
     assert result.returncode != 0

@@ -40,6 +40,10 @@ CASES = {
                                                 '</actuator>'), r"<actuator dyntype='user'> actuator 'm'"),
     "muscle": (body("", extra='<actuator><muscle name="m" joint="j1" lengthrange="-1 1"/></actuator>'),
                r"<actuator gaintype='muscle'> actuator 'm'"),
+    "libccd": ('<mujoco><option><flag nativeccd="disable"/></option><worldbody><geom name="floor" type="box" '
+               'size="1 1 0.1"/><body pos="0 0 0.3"><freejoint/><geom name="egg" type="ellipsoid" '
+               'size="0.1 0.08 0.06"/></body></worldbody></mujoco>',
+               r"<option><flag nativeccd='disable'/> with geoms 'floor' and 'egg'"),
     "noslip": ('<mujoco><option noslip_iterations="5"/><worldbody><geom type="plane" size="1 1 1"/>'
                '<body pos="0 0 1"><freejoint/><geom size="0.1"/></body></worldbody></mujoco>',
                r"noslip_iterations"),
