@@ -130,6 +130,8 @@ class LeggedEnv(BatchedEnv):
                  obs_noise: float = 1.0, observations: dict | None = None, tracking_sigma: float = 0.25,
                  air_time_target: float = 0.5, min_base_height: float = 0.15, joint_pos_noise: float = 0.1,
                  deviation_joints: tuple = (), acc_joints: tuple = (), torque_joints: tuple = (),
+                 gait_period: float = 0.0, gait_offsets: tuple = (), gait_stance: float = 0.55,
+                 swing_height: float = 0.08, base_height_target: float | None = None,
                  reward_weights: dict | None = None, dtype: str = "float32", nonfinite_actions: str = "error",
                  backend: str = "warp", observation_source: str = "sensors"):
         if observation_source not in OBSERVATION_SOURCES:
@@ -241,6 +243,7 @@ class LeggedEnv(BatchedEnv):
         self._foot_bodies = torch.tensor([int(mjm.geom_bodyid[ids[0]]) for ids in self.robot.feet], dtype=torch.long,
                                          device=dev)
         self._foot_roots = torch.tensor(mjm.body_rootid[self._foot_bodies.cpu().numpy()], dtype=torch.long, device=dev)
+        self._setup_gait(gait_period, gait_offsets, gait_stance, swing_height, base_height_target)
 
         self.commands = torch.zeros(num_envs, 3, device=dev)
         self.last_actions = torch.zeros(num_envs, self.num_actions, device=dev)
@@ -254,9 +257,50 @@ class LeggedEnv(BatchedEnv):
         actuator_model.bind(self)
         self.setup_randomization(DEFAULT_RANDOMIZATION if randomization is None else randomization)
         sizes = dict(zip(self.POLICY_TERMS, (3, 3, 3, 3, mjm.nq - 7, mjm.nv - 6, self.num_actions), strict=True))
+        defaults = dict(DEFAULT_POLICY_OBSERVATIONS)
+        if self.gait_period > 0:  # the gait clock's sin and cos, after the flat task's terms
+            sizes["gait_phase"] = 2
+            defaults["gait_phase"] = {}
         #: the policy group's pipeline (envs.observations); obs_noise multiplies every noise amplitude
         self.policy_observations = ObservationPipeline(
-            self, "policy", sizes, merge(DEFAULT_POLICY_OBSERVATIONS, (observations or {}).get("policy")), obs_noise)
+            self, "policy", sizes, merge(defaults, (observations or {}).get("policy")), obs_noise)
+
+    def _setup_gait(self, period, offsets, stance, swing_height, base_height_target):
+        """The gait clock of unitree_rl_gym's G1 and H1 tasks (legged_gym/envs/g1/g1_env.py): a phase
+        running from 0 to 1 every `period` seconds from each episode's start, each foot's phase
+        shifted by its offset; a foot's phase below `stance` is its stance part. With a period, the
+        policy and the critic observe sin and cos of 2 pi phase, and the terms gait_contact and
+        feet_swing_height can be weighted. ValueError for inconsistent values."""
+        if not period >= 0.0:
+            raise ValueError(f"gait_period must be >= 0 s (0: no gait clock), got {period}")
+        offsets = tuple(float(o) for o in offsets)
+        if period > 0 and not offsets:
+            defaults = {2: (0.0, 0.5), 4: (0.0, 0.5, 0.5, 0.0)}  # alternating; a trot in the robot's foot order
+            if self.num_feet not in defaults:
+                raise ValueError(f"gait_period is set but gait_offsets is not: give one phase offset in [0, 1) "
+                                 f"per foot ({self.num_feet} feet)")
+            offsets = defaults[self.num_feet]
+        if period > 0 and len(offsets) != self.num_feet:
+            raise ValueError(f"gait_offsets has {len(offsets)} entries, the robot has {self.num_feet} feet "
+                             f"({', '.join(self.robot_cfg.foot_bodies or self.robot_cfg.foot_geoms)})")
+        if any(not 0.0 <= o < 1.0 for o in offsets):
+            raise ValueError(f"gait_offsets must lie in [0, 1) (fractions of the period), got {list(offsets)}")
+        if not 0.0 < stance < 1.0:
+            raise ValueError(f"gait_stance must lie in (0, 1) (the stance fraction of the period), got {stance}")
+        for term in ("gait_contact",):
+            if term in self.reward_weights and period <= 0:
+                raise ValueError(f"the reward term {term} needs the gait clock: set task.env.gait_period "
+                                 f"(s, > 0), or remove the term")
+        if "base_height" in self.reward_weights and base_height_target is None:
+            raise ValueError("the reward term base_height needs task.env.base_height_target (m above the ground)")
+        #: the gait clock's period (s; 0: none), each foot's phase offset, the stance fraction
+        self.gait_period = float(period)
+        self._gait_offsets = torch.tensor(offsets or (0.0,) * self.num_feet, dtype=torch.float32,
+                                          device=self.device)
+        self.gait_stance = float(stance)
+        #: feet_swing_height's target height of a foot body in the air, above the ground under it
+        self.swing_height = float(swing_height)
+        self.base_height_target = base_height_target
 
     @property
     def env_friction(self) -> torch.Tensor:
@@ -287,6 +331,23 @@ class LeggedEnv(BatchedEnv):
     def _base_height(self) -> torch.Tensor:
         """Height of the base above the ground under it [num_envs] (the floor is at z = 0)."""
         return self.sim.qpos[:, 2].float()
+
+    def _ground_z(self, xy: torch.Tensor) -> torch.Tensor:
+        """Height of the ground [...] under points xy [..., 2] (the floor: z = 0; terrain: its surface)."""
+        return torch.zeros_like(xy[..., 0])
+
+    def _foot_heights(self) -> torch.Tensor:
+        """[num_envs, num_feet]: each foot body's origin above the ground under it (xpos: like the
+        contacts, of the state the last physics step started from)."""
+        pos = self.sim.view("xpos")[:, self._foot_bodies].float()
+        return pos[..., 2] - self._ground_z(pos[..., :2])
+
+    def gait_phase(self) -> torch.Tensor:
+        """[num_envs, num_feet]: each foot's phase in [0, 1) of the gait clock at the current
+        time of its episode (`_setup_gait`); stance while below gait_stance."""
+        t = self.episode_length_buf.float() * self.step_dt
+        phase = torch.remainder(t / self.gait_period, 1.0) if self.gait_period > 0 else torch.zeros_like(t)
+        return torch.remainder(phase[:, None] + self._gait_offsets, 1.0)
 
     def _imu_columns(self, mjm: mujoco.MjModel) -> dict[str, slice]:
         """sensordata columns of each IMU quantity; ValueError naming a sensor the MJCF lacks or
@@ -385,8 +446,13 @@ class LeggedEnv(BatchedEnv):
                                 q[:, 7:] - self.default_joint_pos, v[:, 6:] * 0.05, self.last_actions], dim=1)
         seen = self._imu() if self.observation_source == "sensors" else (lin_vel, ang_vel, gravity)
         # the terms in POLICY_TERMS order, unscaled: the pipeline scales them
-        policy = self.policy_observations([*seen, self.commands, q_seen[:, 7:] - self.default_joint_pos, v[:, 6:],
-                                           self.last_actions])
+        terms = [*seen, self.commands, q_seen[:, 7:] - self.default_joint_pos, v[:, 6:], self.last_actions]
+        if self.gait_period > 0:  # the clock of the first foot: the others' are fixed offsets from it
+            angle = 2.0 * math.pi * self.gait_phase()[:, :1]
+            clock = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)
+            terms.append(clock)
+            privileged = torch.cat([privileged, clock], dim=1)
+        policy = self.policy_observations(terms)
         feet = self._in_contact(self._foot_index).float()
         critic = torch.cat([privileged, self.env_friction[:, None], feet], dim=1)
         return {"policy": policy, "critic": critic}
@@ -527,3 +593,23 @@ class LeggedEnv(BatchedEnv):
         """1 on the step a world fails (terminations, not time-outs): Isaac Lab's termination
         penalty with a negative weight."""
         return self._terminated().float()
+
+    def _reward_gait_contact(self):
+        """unitree_rl_gym's G1 `contact`: the number of feet whose ground contact matches the gait
+        clock (on the ground in the stance part of its phase, in the air in the swing part)."""
+        stance = self.gait_phase() < self.gait_stance
+        return (stance == self._in_contact(self._foot_index)).float().sum(dim=1) * self.step_dt
+
+    def _reward_feet_swing_height(self):
+        """unitree_rl_gym's G1 feet_swing_height: (foot height - swing_height)^2 summed over the
+        feet in the air."""
+        airborne = ~self._in_contact(self._foot_index)
+        return ((self._foot_heights() - self.swing_height) ** 2 * airborne).sum(dim=1) * self.step_dt
+
+    def _reward_base_height(self):
+        """legged_gym's base_height: (base height above the ground - base_height_target)^2."""
+        return (self._base_height() - self.base_height_target) ** 2 * self.step_dt
+
+    def _reward_alive(self):
+        """unitree_rl_gym's alive: 1 per second the episode runs (weight it positive)."""
+        return torch.full((self.num_envs,), self.step_dt, device=self.device)

@@ -96,6 +96,12 @@ class RoughTerrainEnv(LeggedEnv):
             return q[:, 2] - self.terrain.height_at(q[:, 0], q[:, 1])
         return q[:, 2] - self.ground_probe.hit_z(q[:, 0:7])[:, 0]
 
+    def _ground_z(self, xy):
+        pose = torch.zeros(*xy.shape[:-1], 7, dtype=torch.float32, device=self.device)
+        pose[..., :2] = xy
+        pose[..., 3] = 1.0
+        return self.ground_probe.hit_z(pose.reshape(-1, 7))[:, 0].reshape(xy.shape[:-1])
+
     # ----------------------------------------------------------------------------- curriculum
     def _reset(self, env_ids):
         # the distance walked is read before the reset moves the worlds back
