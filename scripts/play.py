@@ -118,19 +118,35 @@ def render_video(mj_model, qpos: list, qvel: list, fps: float, path: Path) -> st
 
 
 def video_camera(model):
-    """A camera following the root body of a floating-base robot (a free joint first), or a
-    fixed view of the whole model (e.g. the cart-pole and its rail)."""
+    """A camera following the root body of a floating-base robot (a free joint first), at 4.5
+    times the robot's own extent (its geoms' reach from its centre of mass at qpos0; the model's
+    `stat.extent` would take in a terrain grid tens of metres wide), or a fixed view of the whole
+    model (e.g. the cart-pole and its rail)."""
     import mujoco
 
     camera = mujoco.MjvCamera()
     mujoco.mjv_defaultFreeCamera(model, camera)
     if model.njnt and model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE:
         camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
-        camera.trackbodyid = int(model.jnt_bodyid[0])
-        camera.distance, camera.azimuth, camera.elevation = 3.0 * model.stat.extent, 135.0, -20.0
+        camera.trackbodyid = root = int(model.jnt_bodyid[0])
+        camera.distance, camera.azimuth, camera.elevation = 4.5 * robot_extent(model, root), 135.0, -20.0
     else:
         camera.distance, camera.azimuth, camera.elevation = 4.0 * model.stat.extent, 90.0, -10.0
     return camera
+
+
+def robot_extent(model, root: int) -> float:
+    """The largest distance from body `root`'s subtree centre of mass to the far side of a geom
+    of that subtree (centre distance + bounding radius), at qpos0."""
+    import mujoco
+    import numpy as np
+
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)
+    mujoco.mj_comPos(model, data)
+    geoms = [g for g in range(model.ngeom) if model.body_rootid[model.geom_bodyid[g]] == root]
+    reach = [np.linalg.norm(data.geom_xpos[g] - data.subtree_com[root]) + model.geom_rbound[g] for g in geoms]
+    return float(max(reach, default=model.stat.extent))
 
 
 def write_video(workdir: str, path: str) -> None:
