@@ -50,6 +50,7 @@ from simrl.sim.schedule import (
     SITE_TRANSMISSIONS,
     TENDONS,
     WORLD,
+    WRENCH_SENSORS,
     Pass,
     segment,
 )
@@ -151,6 +152,7 @@ def sensor_passes(scalar) -> tuple:
     """mj_sensorPos, mj_sensorVel and mj_sensorAcc: every sensor but the contact sensors, then those."""
     s = sensor.build(scalar)
     return (Pass("sensor", SENSORS, (s.sensor,)),
+            Pass("wrench_sensor", WRENCH_SENSORS, (s.wrench_sensor,)),
             Pass("contact_sensor", CONTACT_SENSORS, (s.contact_sensor,)),
             Pass("contact_sensor_sorted", CONTACT_SENSORS, (s.contact_sensor_sorted,)))
 

@@ -30,6 +30,11 @@ from simrl.sim.contact_tables import (
 )
 from simrl.sim.types import JNT_BALL, JNT_HINGE, JNT_SLIDE, scalar_types
 
+#: sensor types that read contact forces through cfrc_int or rays (touch, force, torque): the
+#: last entries of Model.sensor, evaluated by a pass of their own (simrl.sim.sensor)
+WRENCH_SENSOR_TYPES = tuple(int(t) for t in (mujoco.mjtSensor.mjSENS_TOUCH, mujoco.mjtSensor.mjSENS_FORCE,
+                                             mujoco.mjtSensor.mjSENS_TORQUE))
+
 # constraint rows of each supported equality type (mjtEq: connect, weld, joint)
 EQ_ROWS = {int(mujoco.mjtEq.mjEQ_CONNECT): 3, int(mujoco.mjtEq.mjEQ_WELD): 6, int(mujoco.mjtEq.mjEQ_JOINT): 1,
            int(mujoco.mjtEq.mjEQ_TENDON): 1}
@@ -472,6 +477,9 @@ def model_struct(scalar):
         nsite_trn: int  # actuators with a site transmission (Data.actuator_moment is [W, nu, nv] if any)
         # sensors (simrl.sim.sensor), MuJoCo's sensor_* arrays; opt.magnetic
         nsensor: int
+        # touch, force and torque sensors, the last nsensor_wrench entries of `sensor` (they
+        # read contact forces: a kernel of their own, simrl.sim.sensor `wrench_sensor`)
+        nsensor_wrench: int
         sensor: wp.array(dtype=Sensor)
         # the contact sensors and their candidate slots (contact slot, 1: flip the normal), in
         # mjData.contact's order
@@ -1198,6 +1206,11 @@ class Model:
                 setattr(sen, name, int(getattr(mjm, "sensor_" + name)[i]))
             sen.cutoff = self.dtype(mjm.sensor_cutoff[i])
             sensors.append(sen)
+        # the touch, force and torque sensors last (each writes its own sensordata columns, so
+        # the order of evaluation changes nothing)
+        wrench = [sen for sen in sensors if sen.type in WRENCH_SENSOR_TYPES]
+        sensors = [sen for sen in sensors if sen.type not in WRENCH_SENSOR_TYPES] + wrench
+        m.nsensor_wrench = len(wrench)
         m.sensor = wp.array(sensors or [Sensor()], dtype=Sensor, device=self.device)
         from simrl.sim.sensor import contact_sensor_tables
 

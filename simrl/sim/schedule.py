@@ -62,6 +62,7 @@ CONTACTS = "contacts"  # contact slots
 EQUALITIES = "equalities"  # equality constraints that have rows
 SENSORS = "sensors"
 CONTACT_SENSORS = "contact_sensors"  # the contact sensors (Model.contact_sensor)
+WRENCH_SENSORS = "wrench_sensors"  # the touch, force and torque sensors (the last Model.nsensor_wrench)
 TENDONS = "tendons"
 FRICTION_ROWS = "friction_rows"  # the constraint rows of dof friction loss
 LIMIT_ROWS = "limit_rows"  # the constraint rows of joint limits
@@ -74,7 +75,9 @@ _RANGES = {BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.nge
            DOFS: lambda m: (0, m.nv), JOINTS: lambda m: (0, m.njnt), GEOMS: lambda m: (0, m.ngeom),
            SITES: lambda m: (0, m.nsite), ACTUATORS: lambda m: (0, m.nu),
            SITE_TRANSMISSIONS: lambda m: (0, m.nsite_trn), CONTACTS: lambda m: (0, m.ncon),
-           EQUALITIES: lambda m: (0, m.neq if m.nefc_eq > 0 else 0), SENSORS: lambda m: (0, m.nsensor),
+           EQUALITIES: lambda m: (0, m.neq if m.nefc_eq > 0 else 0),
+           SENSORS: lambda m: (0, m.nsensor - m.nsensor_wrench),
+           WRENCH_SENSORS: lambda m: (m.nsensor - m.nsensor_wrench, m.nsensor_wrench),
            CONTACT_SENSORS: lambda m: (0, m.ncontact_sensor), TENDONS: lambda m: (0, m.ntendon),
            FRICTION_ROWS: lambda m: (m.nefc_eq, m.nefc_friction),
            LIMIT_ROWS: lambda m: (m.nefc_eq + m.nefc_friction, m.nefc_limit)}
@@ -195,7 +198,11 @@ def _range_funcs(scalar):
 
     @wp.func
     def sensors(m: Model):
-        return 0, m.nsensor
+        return 0, m.nsensor - m.nsensor_wrench
+
+    @wp.func
+    def wrench_sensors(m: Model):
+        return m.nsensor - m.nsensor_wrench, m.nsensor_wrench
 
     @wp.func
     def contact_sensors(m: Model):
@@ -222,7 +229,7 @@ def _range_funcs(scalar):
 
     out = {BODIES: bodies, FRAMES: frames, DOFS: dofs, JOINTS: joints, GEOMS: geoms, SITES: sites, ACTUATORS: actuators,
            SITE_TRANSMISSIONS: site_transmissions, CONTACTS: contacts, SENSORS: sensors,
-           CONTACT_SENSORS: contact_sensors, TENDONS: tendons,
+           WRENCH_SENSORS: wrench_sensors, CONTACT_SENSORS: contact_sensors, TENDONS: tendons,
            EQUALITIES: equalities, FRICTION_ROWS: friction_rows,
            LIMIT_ROWS: limit_rows}
     assert set(out) == set(_RANGES)

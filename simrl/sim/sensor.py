@@ -6,10 +6,12 @@ step started from, as after mj_step.
 
 Elements (`build(scalar)`): `sensor(m, d, w, i)` writes sensor i's `sensor_dim` values at
 `sensor_adr` and applies its cutoff (real values clipped to +-cutoff, positive ones to at most
-cutoff), except for contact sensors, which `contact_sensor(m, d, w, k)` and
-`contact_sensor_sorted` write (k indexing Model.contact_sensor), in passes of their own (their
-loops over contacts would double the registers of every sensor's kernel on a GPU), without
-cutoff as MuJoCo. Noise is metadata MuJoCo does not apply; neither does simrl.
+cutoff), except for the touch, force and torque sensors, which `wrench_sensor(m, d, w, i)`
+writes (the last Model.nsensor_wrench entries of Model.sensor), and contact sensors, which
+`contact_sensor(m, d, w, k)` and `contact_sensor_sorted` write (k indexing Model.contact_sensor),
+each in passes of their own (their loops over contacts and ray casts would raise the registers
+of every sensor's kernel on a GPU by half), the contact sensors without cutoff as MuJoCo. Noise
+is metadata MuJoCo does not apply; neither does simrl.
 
 Supported (SUPPORTED below): magnetometer, jointpos, actuatorpos, tendonpos, ballquat, framepos,
 framexaxis/yaxis/zaxis, framequat, subtreecom (position stage); velocimeter, gyro, jointvel,
@@ -22,7 +24,10 @@ matchContact, checkMatch, copySensorData, total_wrench; its matching geom pairs 
 in mjData.contact's order, `contact_sensor_tables`). Objects: bodies
 (inertial and regular frames), geoms, sites. A body's acceleration (MuJoCo's cacc of
 mj_rnePostConstraint: -gravity at the world, cdof_dot qvel + cdof qacc added down the tree) is
-summed over the dof chain that moves it, so no tree pass is needed.
+summed over the dof chain that moves it, so no tree pass is needed; a force or torque
+sensor's cfrc_int is RNE's cfrc_bias of the site's body (its subtree's velocity and gravity
+terms) plus cinert (cdof qacc) of each body of the subtree, minus the subtree's contact and
+equality wrenches, gathered in one pass over the contacts.
 """
 
 import functools
@@ -421,28 +426,46 @@ def build(scalar):
         return vec3(out[0], out[1], out[2]), vec3(out[3], out[4], out[5])
 
     @wp.func
-    def body_wrench_ext(m: Model, d: Data, w: int, b: int):
-        """cfrc_ext of body b (mj_rnePostConstraint): the (torque, force) of its contacts (minus for
-        the contact's first body) and of its connect and weld constraints (plus for the first),
-        about the subtree CoM of its tree, world-oriented."""
-        com = d.subtree_com[w, m.body_rootid[b]]
+    def contact_normal_force(m: Model, d: Data, w: int, c: int):
+        """The normal force of contact slot c, mj_contactForce's first component: a pyramid's
+        edge forces summed (mju_decodePyramid), else the normal row's force."""
+        p = m.contact_pair[c]
+        r0 = m.contact_efc_adr[c]
+        condim = m.cpair_condim[p]
+        normal = d.efc_force[w, r0]
+        if condim > 1 and m.cone_elliptic == 0:
+            normal = scalar(0.0)
+            for k in range(10):  # unrolled (see contact_force)
+                if k < 2 * (condim - 1):
+                    normal = normal + d.efc_force[w, r0 + k]
+        return normal
+
+    @wp.func
+    def subtree_wrench_ext(m: Model, d: Data, w: int, root: int):
+        """The sum of cfrc_ext (mj_rnePostConstraint) over the bodies of root's subtree: the
+        (torque, force) of the contacts of its bodies (minus for the contact's first body) and of
+        their connect and weld constraints (plus for the first), about the subtree CoM of its
+        tree, world-oriented. One pass over the contacts and equalities (not one per body: a
+        contact between two bodies of the subtree adds and removes the same wrench, as the
+        bodies' cfrc_ext do)."""
+        com = d.subtree_com[w, m.body_rootid[root]]
         torque = zero3
         force = zero3
         for c in range(m.ncon):
             r0 = m.contact_efc_adr[c]
             if d.efc_active[w, r0] != 0:
                 g = m.cpair_geom[m.contact_pair[c]]
-                b1 = m.geom_bodyid[g[0]]
-                b2 = m.geom_bodyid[g[1]]
-                if b1 == b or b2 == b:
+                in1 = in_subtree(m, m.geom_bodyid[g[0]], root)
+                in2 = in_subtree(m, m.geom_bodyid[g[1]], root)
+                if in1 != in2:
                     lf, lt = contact_force(m, d, w, c)
                     frame = d.contact_frame[w, c]
                     fw = wp.transpose(frame) * lf
                     tw = wp.transpose(frame) * lt - wp.cross(com - d.contact_pos[w, c], fw)
-                    if b1 == b:
+                    if in1:
                         torque = torque - tw
                         force = force - fw
-                    if b2 == b:
+                    else:
                         torque = torque + tw
                         force = force + fw
         for e in range(m.neq):
@@ -456,30 +479,47 @@ def build(scalar):
                         tw = vec3(d.efc_force[w, r0 + 3], d.efc_force[w, r0 + 4], d.efc_force[w, r0 + 5])
                     b1 = m.eq[e].body1
                     b2 = m.eq[e].body2
-                    if b1 == b and b1 != 0:
+                    if b1 != 0 and in_subtree(m, b1, root):
                         pos = d.xpos[w, b1] + d.xmat[w, b1] * m.eq[e].anchor1
                         torque = torque + tw - wp.cross(com - pos, fw)
                         force = force + fw
-                    if b2 == b and b2 != 0:
+                    if b2 != 0 and in_subtree(m, b2, root):
                         pos = d.xpos[w, b2] + d.xmat[w, b2] * m.eq[e].anchor2
                         torque = torque - (tw - wp.cross(com - pos, fw))
                         force = force - fw
         return torque, force
 
     @wp.func
+    def qacc_acceleration(m: Model, d: Data, w: int, b: int):
+        """The part of body b's cacc that qacc makes: cdof qacc summed over the dofs of the chain
+        that moves the body, root first (`body_acceleration` without -gravity and cdof_dot qvel)."""
+        acc = vec6(scalar(0.0))
+        dof = m.body_dofend[b]
+        if dof >= 0:
+            adr = m.dof_ancestor_adr[dof]
+            n = m.dof_ancestor_num[dof]
+            k = int(n)
+            while k >= 0:
+                i = dof
+                if k > 0:
+                    i = m.dof_ancestor[adr + k - 1]
+                acc = acc + d.cdof[w, i] * d.qacc[w, i]
+                k = k - 1
+        return acc
+
+    @wp.func
     def subtree_wrench_int(m: Model, d: Data, w: int, root: int):
         """cfrc_int of body `root` (mj_rnePostConstraint): over the bodies of its subtree,
-        cinert cacc + cvel x* (cinert cvel) - cfrc_ext, as (torque, force) about its tree's CoM."""
-        total = vec6()
+        cinert cacc + cvel x* (cinert cvel), minus their cfrc_ext (`subtree_wrench_ext`), as
+        (torque, force) about its tree's CoM. The velocity and gravity part of the sum is RNE's
+        cfrc_bias of root (simrl.sim.rne: summed over its subtree already); the rest is
+        cinert (cdof qacc over the body's chain) of each body of the subtree."""
+        total = d.cfrc_bias[w, root]
         for i in range(1, m.nbody):
             if in_subtree(m, i, root):
-                cinert = d.cinert[w, i]
-                cvel = d.cvel[w, i]
-                frc = f.inert_mul(cinert, body_acceleration(m, d, w, i)) + \
-                    f.force_cross(cvel, f.inert_mul(cinert, cvel))
-                t, fo = body_wrench_ext(m, d, w, i)
-                total = total + frc - vec6(t[0], t[1], t[2], fo[0], fo[1], fo[2])
-        return vec3(total[0], total[1], total[2]), vec3(total[3], total[4], total[5])
+                total = total + f.inert_mul(d.cinert[w, i], qacc_acceleration(m, d, w, i))
+        t, fo = subtree_wrench_ext(m, d, w, root)
+        return vec3(total[0], total[1], total[2]) - t, vec3(total[3], total[4], total[5]) - fo
 
     @wp.func
     def touch(m: Model, d: Data, w: int, site: int):
@@ -494,8 +534,8 @@ def build(scalar):
                 b1 = m.geom_bodyid[g[0]]
                 b2 = m.geom_bodyid[g[1]]
                 if b1 == b or b2 == b:
-                    lf, lt = contact_force(m, d, w, c)
-                    if lf[0] > scalar(0.0):
+                    normal = contact_normal_force(m, d, w, c)
+                    if normal > scalar(0.0):
                         frame = d.contact_frame[w, c]
                         # mju_normalize3 of the normal times the force: the unit normal
                         conray = vec3(frame[0, 0], frame[0, 1], frame[0, 2])
@@ -504,7 +544,7 @@ def build(scalar):
                         x = ray_geom(d.site_xpos[w, site], d.site_xmat[w, site], m.site_size[site], m.site_type[site],
                                      d.contact_pos[w, c], conray)
                         if x >= scalar(0.0):
-                            total = total + lf[0]
+                            total = total + normal
         return total
 
     @wp.func
@@ -907,18 +947,6 @@ def build(scalar):
             v = value1(d.actuator_force[w, objid])
         elif kind == JOINTACTFRC:
             v = value1(d.qfrc_actuator[w, m.jnt_dofadr[objid]])
-        elif kind == TOUCH:
-            v = value1(touch(m, d, w, objid))
-        elif kind == FORCE or kind == TORQUE:
-            # cfrc_int of the site's body moved to the site, in its frame (mju_transformSpatial)
-            b = m.site_bodyid[objid]
-            t, fo = subtree_wrench_int(m, d, w, b)
-            pos = d.site_xpos[w, objid]
-            rt = wp.transpose(d.site_xmat[w, objid])
-            if kind == FORCE:
-                v = value3(rt * fo)
-            else:
-                v = value3(rt * (t - wp.cross(pos - d.subtree_com[w, m.body_rootid[b]], fo)))
         elif kind == TENDONACTFRC:
             # the forces of the actuators on the tendon, without their gears
             total = scalar(0.0)
@@ -933,25 +961,56 @@ def build(scalar):
         return v
 
     @wp.func
-    def sensor(m: Model, d: Data, w: int, i: int):
-        """Sensor i (mj_computeSensorPos / Vel / Acc, then apply_cutoff), each value written
-        once (the generated adjoint of the differentiable step needs it); contact sensors are
-        `contact_sensor`'s, which apply no cutoff, as MuJoCo."""
-        if m.sensor[i].type != CONTACT:
-            v = sensor_value(m, d, w, i)
-            adr = m.sensor[i].adr
-            dim = m.sensor[i].dim
-            cutoff = m.sensor[i].cutoff
-            datatype = m.sensor[i].datatype
-            for k in range(4):  # unrolled
-                if k < dim:
-                    x = v[k]
-                    if cutoff > scalar(0.0):
-                        if datatype == DATATYPE_REAL:
-                            x = wp.clamp(x, -cutoff, cutoff)
-                        elif datatype == DATATYPE_POSITIVE:
-                            x = wp.min(cutoff, x)
-                    d.sensordata[w, adr + k] = x
+    def wrench_value(m: Model, d: Data, w: int, i: int):
+        """The values of sensor i, a touch, force or torque sensor (mj_computeSensorAcc)."""
+        kind = m.sensor[i].type
+        site = m.sensor[i].objid
+        v = vec4()
+        if kind == TOUCH:
+            v = value1(touch(m, d, w, site))
+        else:
+            # cfrc_int of the site's body moved to the site, in its frame (mju_transformSpatial)
+            b = m.site_bodyid[site]
+            t, fo = subtree_wrench_int(m, d, w, b)
+            rt = wp.transpose(d.site_xmat[w, site])
+            if kind == FORCE:
+                v = value3(rt * fo)
+            else:
+                v = value3(rt * (t - wp.cross(d.site_xpos[w, site] - d.subtree_com[w, m.body_rootid[b]], fo)))
+        return v
 
-    return SimpleNamespace(sensor=sensor, contact_sensor=contact_sensor_of(False),
+    @wp.func
+    def write_sensor(m: Model, d: Data, w: int, i: int, v: vec4):
+        """Sensor i's values v after apply_cutoff into sensordata, each written once (the
+        generated adjoint of the differentiable step needs it)."""
+        adr = m.sensor[i].adr
+        dim = m.sensor[i].dim
+        cutoff = m.sensor[i].cutoff
+        datatype = m.sensor[i].datatype
+        for k in range(4):  # unrolled
+            if k < dim:
+                x = v[k]
+                if cutoff > scalar(0.0):
+                    if datatype == DATATYPE_REAL:
+                        x = wp.clamp(x, -cutoff, cutoff)
+                    elif datatype == DATATYPE_POSITIVE:
+                        x = wp.min(cutoff, x)
+                d.sensordata[w, adr + k] = x
+
+    @wp.func
+    def sensor(m: Model, d: Data, w: int, i: int):
+        """Sensor i (mj_computeSensorPos / Vel / Acc, then apply_cutoff), not a touch, force or
+        torque sensor (`wrench_sensor`'s: Model.sensor holds them last) nor a contact sensor
+        (`contact_sensor`'s, which apply no cutoff, as MuJoCo)."""
+        if m.sensor[i].type != CONTACT:
+            write_sensor(m, d, w, i, sensor_value(m, d, w, i))
+
+    @wp.func
+    def wrench_sensor(m: Model, d: Data, w: int, i: int):
+        """Touch, force or torque sensor i, then apply_cutoff: a pass of its own, so that the
+        sensors most models have are not compiled beside the contact-force loops and ray casts
+        of these (on sm_90 the `sensor` kernel needed 178 registers with them, 96 without)."""
+        write_sensor(m, d, w, i, wrench_value(m, d, w, i))
+
+    return SimpleNamespace(sensor=sensor, wrench_sensor=wrench_sensor, contact_sensor=contact_sensor_of(False),
                            contact_sensor_sorted=contact_sensor_of(True))
