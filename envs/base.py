@@ -100,6 +100,9 @@ class BatchedEnv:
     #: "contact_active"): with any listed, a reset runs `sim.forward()` so that they describe the
     #: reset worlds' new state (see the module docstring); empty: no forward after resets
     observed_outputs: tuple[str, ...] = ()
+    #: legged_gym's only_positive_rewards: the step reward of every term but `termination` is
+    #: clipped at zero before the termination term is added (the episode sums stay unclipped)
+    only_positive_rewards: bool = False
 
     def __init__(self, sim: Sim, num_actions: int, decimation: int, episode_length_s: float,
                  reward_weights: dict[str, float], seed: int = 0, nonfinite_actions: str = "error"):
@@ -258,11 +261,19 @@ class BatchedEnv:
         # a world whose state became non-finite earns nothing this step: its terms (NaN) must
         # reach neither the reward nor the logged episode sums
         reward = torch.zeros(self.num_envs, device=self.device)
+        termination = None
         for name, weight in self.reward_weights.items():
             term = getattr(self, f"_reward_{name}")() * weight
             term = torch.where(nan, torch.zeros_like(term), term)
             self.episode_sums[name] += term.detach()
-            reward = reward + term
+            if name == "termination" and self.only_positive_rewards:
+                termination = term
+            else:
+                reward = reward + term
+        if self.only_positive_rewards:  # legged_gym: clip, then add the termination term
+            reward = reward.clamp(min=0.0)
+            if termination is not None:
+                reward = reward + termination
         terminated = self._terminated() | nan
         time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
         done = terminated | time_outs

@@ -132,6 +132,7 @@ class LeggedEnv(BatchedEnv):
                  deviation_joints: tuple = (), acc_joints: tuple = (), torque_joints: tuple = (),
                  gait_period: float = 0.0, gait_offsets: tuple = (), gait_stance: float = 0.55,
                  swing_height: float = 0.08, base_height_target: float | None = None,
+                 only_positive_rewards: bool = False,
                  reward_weights: dict | None = None, dtype: str = "float32", nonfinite_actions: str = "error",
                  backend: str = "warp", observation_source: str = "sensors"):
         if observation_source not in OBSERVATION_SOURCES:
@@ -180,6 +181,7 @@ class LeggedEnv(BatchedEnv):
         self.command_resample_steps = max(1, int(round(command_resample_s / self.step_dt)))
         self.obs_noise = obs_noise
         self.tracking_sigma = tracking_sigma
+        self.only_positive_rewards = bool(only_positive_rewards)
         self.air_time_target = air_time_target
         self.min_base_height = min_base_height
         self.joint_pos_noise = joint_pos_noise

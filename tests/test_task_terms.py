@@ -495,3 +495,29 @@ def test_cartpole_swingup_step_reward_and_episode_logs_by_hand():
     assert time_outs.all() and not terminated.any()
     for k in weights:
         np.testing.assert_allclose(float(extras["log"][f"Episode_Reward/{k}"]), sums[k].mean(), rtol=1e-5, err_msg=k)
+
+
+def test_only_positive_rewards_clips_before_the_termination_term():
+    """legged_gym's only_positive_rewards: the step reward is max(sum of the other terms, 0) plus
+    the termination term, while the episode sums keep every term unclipped. Two envs of the same
+    seed reach the same states; the plain one's reward, clipped, is the other's."""
+    weights = {"tracking_lin_vel": 1.0, "lin_vel_z": -50.0, "termination": -200.0}
+    n = 8
+    plain = quad_env(n, reward_weights=weights, obs_noise=0.0)
+    clipped = quad_env(n, reward_weights=weights, obs_noise=0.0, only_positive_rewards=True)
+    failed = torch.tensor([True, False] * (n // 2))
+    for env in (plain, clipped):  # a termination term of known value in half the worlds
+        env._reward_termination = lambda: failed.float()
+    rng = np.random.default_rng(5)
+    seen_negative = seen_positive = False
+    for _ in range(6):
+        actions = torch.as_tensor(rng.uniform(-1, 1, (n, 12)), dtype=torch.float32)
+        _, r_plain, _, _, _ = plain.step(actions)
+        _, r_clip, _, _, _ = clipped.step(actions)
+        others = r_plain + 200.0 * failed.float()  # the plain reward without the termination term
+        seen_negative |= bool((others < 0).any())
+        seen_positive |= bool((others > 0).any())
+        np.testing.assert_allclose(r_clip.numpy(), (others.clamp(min=0) - 200.0 * failed.float()).numpy(), atol=1e-6)
+    assert seen_negative and seen_positive  # both sides of the clip were exercised
+    for k in weights:
+        assert torch.equal(plain.episode_sums[k], clipped.episode_sums[k]), k
