@@ -289,10 +289,9 @@ class LeggedEnv(BatchedEnv):
             raise ValueError(f"gait_offsets must lie in [0, 1) (fractions of the period), got {list(offsets)}")
         if not 0.0 < stance < 1.0:
             raise ValueError(f"gait_stance must lie in (0, 1) (the stance fraction of the period), got {stance}")
-        for term in ("gait_contact",):
-            if term in self.reward_weights and period <= 0:
-                raise ValueError(f"the reward term {term} needs the gait clock: set task.env.gait_period "
-                                 f"(s, > 0), or remove the term")
+        if "gait_contact" in self.reward_weights and period <= 0:
+            raise ValueError("the reward term gait_contact needs the gait clock: set task.env.gait_period "
+                             "(s, > 0), or remove the term")
         if "base_height" in self.reward_weights and base_height_target is None:
             raise ValueError("the reward term base_height needs task.env.base_height_target (m above the ground)")
         #: the gait clock's period (s; 0: none), each foot's phase offset, the stance fraction

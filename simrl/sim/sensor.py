@@ -275,11 +275,14 @@ def build(scalar):
         return ang, lin
 
     @wp.func
-    def body_acceleration(m: Model, d: Data, w: int, b: int):
+    def body_acceleration(m: Model, d: Data, w: int, b: int, bias: int):
         """cacc of mj_rnePostConstraint: -gravity, plus cdof_dot qvel + cdof qacc of every dof of
-        the chain that moves the body (root first, as the tree recursion adds them)."""
-        g = m.gravity[w % m.gravity.shape[0]]
-        acc = vec6(scalar(0.0), scalar(0.0), scalar(0.0), -g[0], -g[1], -g[2])
+        the chain that moves the body (root first, as the tree recursion adds them). With bias 0
+        only the cdof qacc terms: the part of cacc that qacc makes (RNE's cfrc_bias has the rest)."""
+        acc = vec6(scalar(0.0))
+        if bias != 0:
+            g = m.gravity[w % m.gravity.shape[0]]
+            acc = vec6(scalar(0.0), scalar(0.0), scalar(0.0), -g[0], -g[1], -g[2])
         dof = m.body_dofend[b]
         if dof >= 0:
             adr = m.dof_ancestor_adr[dof]
@@ -289,7 +292,9 @@ def build(scalar):
                 i = dof
                 if k > 0:
                     i = m.dof_ancestor[adr + k - 1]
-                acc = acc + d.cdof_dot[w, i] * d.qvel[w, i] + d.cdof[w, i] * d.qacc[w, i]
+                if bias != 0:
+                    acc = acc + d.cdof_dot[w, i] * d.qvel[w, i]
+                acc = acc + d.cdof[w, i] * d.qacc[w, i]
                 k = k - 1
         return acc
 
@@ -302,7 +307,7 @@ def build(scalar):
         lin = zero3
         if m.body_dofend[b] >= 0:
             dif = frame_pos(d, w, objtype, objid) - d.subtree_com[w, m.body_rootid[b]]
-            ang, lin = transform_motion(body_acceleration(m, d, w, b), dif)
+            ang, lin = transform_motion(body_acceleration(m, d, w, b, 1), dif)
             vang, vlin = transform_motion(d.cvel[w, b], dif)
             if local != 0:
                 rt = wp.transpose(frame_mat(d, w, objtype, objid))
@@ -490,24 +495,6 @@ def build(scalar):
         return torque, force
 
     @wp.func
-    def qacc_acceleration(m: Model, d: Data, w: int, b: int):
-        """The part of body b's cacc that qacc makes: cdof qacc summed over the dofs of the chain
-        that moves the body, root first (`body_acceleration` without -gravity and cdof_dot qvel)."""
-        acc = vec6(scalar(0.0))
-        dof = m.body_dofend[b]
-        if dof >= 0:
-            adr = m.dof_ancestor_adr[dof]
-            n = m.dof_ancestor_num[dof]
-            k = int(n)
-            while k >= 0:
-                i = dof
-                if k > 0:
-                    i = m.dof_ancestor[adr + k - 1]
-                acc = acc + d.cdof[w, i] * d.qacc[w, i]
-                k = k - 1
-        return acc
-
-    @wp.func
     def subtree_wrench_int(m: Model, d: Data, w: int, root: int):
         """cfrc_int of body `root` (mj_rnePostConstraint): over the bodies of its subtree,
         cinert cacc + cvel x* (cinert cvel), minus their cfrc_ext (`subtree_wrench_ext`), as
@@ -517,7 +504,7 @@ def build(scalar):
         total = d.cfrc_bias[w, root]
         for i in range(1, m.nbody):
             if in_subtree(m, i, root):
-                total = total + f.inert_mul(d.cinert[w, i], qacc_acceleration(m, d, w, i))
+                total = total + f.inert_mul(d.cinert[w, i], body_acceleration(m, d, w, i, 0))
         t, fo = subtree_wrench_ext(m, d, w, root)
         return vec3(total[0], total[1], total[2]) - t, vec3(total[3], total[4], total[5]) - fo
 
