@@ -120,23 +120,23 @@ def build(scalar):
         return velocity
 
     @wp.func
-    def bad_controls(m: Model, d: Data, w: int):
-        """MuJoCo zeroes every control of a world when any is NaN or beyond mjMAXVAL. (Each
-        actuator reads every control: one comparison each, which NaN fails. A `for` loop: this
-        function is differentiated, and Warp's adjoint of a `while` loop would read ctrl at the
-        index the loop ended with.)"""
+    def check_controls(m: Model, d: Data, w: int, e: int):
+        """ctrl_bad[w]: 1 when any control of world w is NaN or beyond mjMAXVAL, which MuJoCo
+        answers by zeroing them all (mj_fwdActuation's mju_isBad). Once per world (the pass over
+        CONTROLS), before the actuators read it. (A `for` loop: this function is differentiated,
+        and Warp's adjoint of a `while` loop would read ctrl at the index the loop ended with.)"""
         bad = int(0)
         for a in range(m.nu):
             if not (wp.abs(d.ctrl[w, a]) <= scalar(MAXVAL)):
                 bad = 1
-        return bad
+        d.ctrl_bad[w] = bad
 
     @wp.func
     def control(m: Model, d: Data, w: int, a: int):
-        """The control actuator a reads: zero when any control of the world is bad, else ctrl
-        clamped to ctrlrange (mj_fwdActuation's local copy)."""
+        """The control actuator a reads: zero when any control of the world is bad (ctrl_bad),
+        else ctrl clamped to ctrlrange (mj_fwdActuation's local copy)."""
         ctrl = d.ctrl[w, a]
-        if bad_controls(m, d, w):
+        if d.ctrl_bad[w] != 0:
             ctrl = scalar(0.0)
         if m.enable_clampctrl and m.actuator_ctrllimited[a]:
             r = m.actuator_ctrlrange[a]
@@ -345,7 +345,7 @@ def build(scalar):
         d.qfrc_smooth[w, i] = d.qfrc_passive[w, i] - d.qfrc_bias[w, i] + d.qfrc_applied[w, i] + \
             d.qfrc_actuator[w, i]
 
-    return SimpleNamespace(transmission_site=transmission_site, actuator=actuator, dof=dof,
-                           smooth_force_dof=smooth_force_dof, force_vel=force_vel, qderiv_dof=qderiv_dof,
+    return SimpleNamespace(transmission_site=transmission_site, check_controls=check_controls, actuator=actuator,
+                           dof=dof, smooth_force_dof=smooth_force_dof, force_vel=force_vel, qderiv_dof=qderiv_dof,
                            site_force_vel=site_force_vel, site_qderiv=site_qderiv, next_activation=next_activation,
                            advance_activation=advance_activation)

@@ -155,6 +155,8 @@ def data_struct(scalar):
         qfrc_damper: wp.array2d(dtype=scalar)
         qfrc_gravcomp: wp.array2d(dtype=scalar)
         qfrc_passive: wp.array2d(dtype=scalar)
+        # [W], 1: a control of the world is NaN or beyond mjMAXVAL, so every actuator reads 0
+        ctrl_bad: wp.array(dtype=int)
         actuator_length: wp.array2d(dtype=scalar)  # [W, nu]
         # the site transmissions' moments (mj_transmission): row a is d actuator_length[a] / d qpos
         # for a site actuator a ([W, 1, 1] when the model has none)
@@ -335,6 +337,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.dof_qderiv = zeros((W, nv))
     d.actuator_velocity = zeros((W, nu))
     d.actuator_force = zeros((W, nu))
+    d.ctrl_bad = zeros(W, int)
     d.act_dot = zeros((W, na))
     d.qfrc_actuator_raw = zeros((W, nv))
     d.qfrc_actuator = zeros((W, nv))

@@ -39,6 +39,7 @@ from simrl.sim.schedule import (
     BODIES_UP,
     CONTACT_SENSORS,
     CONTACTS,
+    CONTROLS,
     DOFS,
     EQUALITIES,
     FRAMES,
@@ -88,6 +89,7 @@ def velocity(scalar) -> tuple:
         Pass("rne_body", BODIES, (rn.rne_body,)),
         Pass("rne_subtree", BODIES_UP, (rn.rne_subtree_body,), skip_world=True),
         Pass("passive_spring", JOINTS, (pa.spring_joint,)),
+        Pass("control_check", CONTROLS, (ac.check_controls,)),
         Pass("actuation_actuator", ACTUATORS, (ac.actuator,)),
         Pass("smooth_dof", DOFS, (rn.rne_dof, pa.dof, ac.dof, ac.smooth_force_dof)),
     )

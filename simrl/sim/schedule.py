@@ -57,6 +57,7 @@ JOINTS = "joints"
 GEOMS = "geoms"
 SITES = "sites"
 ACTUATORS = "actuators"
+CONTROLS = "controls"  # the world's controls, checked together: one element when nu > 0
 SITE_TRANSMISSIONS = "site_transmissions"  # the actuators' site transmissions (Model.actuator_trnsite)
 CONTACTS = "contacts"  # contact slots
 EQUALITIES = "equalities"  # equality constraints that have rows
@@ -73,7 +74,7 @@ PAIRS = "pairs"  # candidate geom pairs: a launch per collider kind
 # kernels' versions are in _range_funcs)
 _RANGES = {BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.ngeom + m.nsite),
            DOFS: lambda m: (0, m.nv), JOINTS: lambda m: (0, m.njnt), GEOMS: lambda m: (0, m.ngeom),
-           SITES: lambda m: (0, m.nsite), ACTUATORS: lambda m: (0, m.nu),
+           SITES: lambda m: (0, m.nsite), ACTUATORS: lambda m: (0, m.nu), CONTROLS: lambda m: (0, min(m.nu, 1)),
            SITE_TRANSMISSIONS: lambda m: (0, m.nsite_trn), CONTACTS: lambda m: (0, m.ncon),
            EQUALITIES: lambda m: (0, m.neq if m.nefc_eq > 0 else 0),
            SENSORS: lambda m: (0, m.nsensor - m.nsensor_wrench),
@@ -189,6 +190,10 @@ def _range_funcs(scalar):
         return 0, m.nu
 
     @wp.func
+    def controls(m: Model):
+        return 0, wp.min(m.nu, 1)
+
+    @wp.func
     def site_transmissions(m: Model):
         return 0, m.nsite_trn
 
@@ -228,6 +233,7 @@ def _range_funcs(scalar):
         return m.nefc_eq + m.nefc_friction, m.nefc_limit
 
     out = {BODIES: bodies, FRAMES: frames, DOFS: dofs, JOINTS: joints, GEOMS: geoms, SITES: sites, ACTUATORS: actuators,
+           CONTROLS: controls,
            SITE_TRANSMISSIONS: site_transmissions, CONTACTS: contacts, SENSORS: sensors,
            WRENCH_SENSORS: wrench_sensors, CONTACT_SENSORS: contact_sensors, TENDONS: tendons,
            EQUALITIES: equalities, FRICTION_ROWS: friction_rows,
