@@ -167,6 +167,52 @@ def test_cpu_threads_are_bit_identical(dtype):
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_recorded_launches_see_replaced_model_fields(threads, monkeypatch):
+    """CPU steps replay launches recorded at the first step (Sim._run). A Model field replaced
+    after that, here the solver's iteration cap (a scalar) and a per-world body mass (a new
+    array), is what the next steps use: the same bits as the same steps launched directly
+    (Sim._run launches directly while wp.launch is replaced), and MuJoCo's qacc for the heavier
+    body."""
+    from envs import ASSETS_DIR
+
+    mjm = mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "quadruped.xml"))
+    W = 128
+    ctrl = torch.as_tensor(np.random.default_rng(1).uniform(-1, 1, (W, mjm.nu)), dtype=torch.float64)
+
+    def run():
+        sim = Sim(mjm, num_worlds=W, device="cpu", dtype="float64", cpu_threads=threads)
+        sim.ctrl = ctrl
+        sim.step(1)
+        sim.set_solver(iterations=2)
+        sim.per_world_param("body_mass")[:, 1] *= 2.0
+        sim.step(5)
+        return sim
+
+    recorded = run()
+    assert recorded._recorded, "the CPU step did not record its launches"
+    launch = wp.launch
+    monkeypatch.setattr(wp, "launch", lambda *args, **kwargs: launch(*args, **kwargs))
+    direct = run()
+    assert not direct._recorded
+    for name in ("qpos", "qvel", "qacc", "efc_force", "solver_niter"):
+        assert torch.equal(recorded.view(name), direct.view(name)), name
+    assert int(recorded.solver_niter.max()) <= 2
+    # MuJoCo with the trunk twice as heavy, from world 0's state
+    heavy = mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "quadruped.xml"))
+    heavy.body_mass[1] *= 2.0
+    heavy.opt.iterations = 2
+    data = mujoco.MjData(heavy)
+    data.qpos, data.qvel, data.ctrl = recorded.qpos[0].numpy(), recorded.qvel[0].numpy(), ctrl[0].numpy()
+    mujoco.mj_forward(heavy, data)
+    monkeypatch.undo()
+    recorded.forward()
+    if data.nefc == 0:  # no constraint, so no solver iterations that could differ
+        np.testing.assert_allclose(recorded.qacc[0].numpy(), data.qacc, rtol=1e-8, atol=1e-8)
+    else:
+        np.testing.assert_allclose(recorded.qacc[0].numpy(), data.qacc, rtol=1e-3, atol=1e-3)
+
+
 def test_cpu_threads_argument():
     mjm = mujoco.MjModel.from_xml_string("<mujoco><worldbody><body><freejoint/><geom size='.1'/></body>"
                                          "</worldbody></mujoco>")
