@@ -150,9 +150,10 @@ class Sim:
     `use_graphs`: `step(n)` records its launches as a graph once per n (wp.ScopedCapture: a CUDA
     graph, or on the CPU Warp's recorded launches) and replays it, recording again when a model
     array has been replaced since (per_world_param, set_solver). None (default): on CUDA only,
-    where it saves the launch latency of the wide schedule's ~40 launches per step; on the CPU a
-    launch costs microseconds against milliseconds of work. Inside a capture that the caller
-    opened, and with several CPU threads, steps are launched directly.
+    where it saves the launch latency of the wide schedule's ~40 launches per step. On the CPU
+    every step already replays launches recorded once per segment (their arguments packed once),
+    which see replaced model fields without recording again. Inside a capture that the caller
+    opened, and with several CPU threads, graphs are not used.
     """
 
     def __init__(self, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32",
