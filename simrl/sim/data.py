@@ -176,7 +176,8 @@ def data_struct(scalar):
         contact_frame: wp.array2d(dtype=T.mat33)  # rows: normal (geom1 -> geom2), tangents
         # the fused schedule's list of the slots that hold a contact, in increasing order (the
         # first contact_nslots[w] of contact_slots[w]), made by its pass over the slots for the
-        # later passes of the same step, which then skip the empty slots (thousands on terrain)
+        # later passes of the same step, which then skip the empty slots (thousands on terrain);
+        # the next evaluation's pass reads it first: the only slots whose rows can still be active
         contact_slots: wp.array2d(dtype=int)  # [W, ncon]
         contact_nslots: wp.array(dtype=int)  # [W]
         # convex collision (simrl.sim.collision_convex): what GJK/EPA found per slot [W, ncon], and
