@@ -58,8 +58,9 @@ def run(mjm, schedule_name, dtype, steps, seed=0, W=6):
 
 
 # the fused schedule's list of the slots that hold a contact (only its first contact_nslots
-# entries are the step's; the wide schedule makes none): checked against contact_active instead
-FUSED_ONLY = ("contact_slots", "contact_nslots")
+# entries are the step's; the wide schedule makes none): checked against contact_active instead;
+# and its flags of far world geoms (the wide schedule tests every pair)
+FUSED_ONLY = ("contact_slots", "contact_nslots", "geom_far")
 
 
 def assert_contact_list(sim: Sim):
@@ -213,3 +214,41 @@ def test_recorded_graph_replays_the_same_steps(schedule_name):
         sims.append(sim)
     assert sims[1].use_graphs and len(sims[1]._graphs) == 1
     assert_same_data(*sims)
+
+
+def test_terrain_pairs_left_out_by_the_fused_step_give_the_wide_bits():
+    """On box terrain the fused step leaves out the robot-terrain pairs of boxes far from the
+    robot (collision_driver.far_geoms) and visits only the slots that hold a contact or held one
+    at the last evaluation. Worlds spread over the patches, stepped into and out of contact with
+    the stairs: every array as the wide schedule's (which tests every pair and slot), with boxes
+    both left out and collided, and contacts both made and broken."""
+    from envs.terrain import TerrainCfg, terrain_model
+
+    cfg = TerrainCfg(rows=2, cols=2, types={"pyramid_stairs": 1.0, "pyramid_stairs_inv": 1.0}, border=1.0)
+    mjm, terrain = terrain_model(ASSETS_DIR / "quadruped.xml", cfg)
+    W = 8
+    rng = np.random.default_rng(3)
+    origins = terrain.origins.reshape(-1, 3)
+    qpos, qvel, ctrl = start_state(mjm, W, rng)
+    qpos[:, :3] = origins[np.arange(W) % len(origins)] + np.array([0.0, 0.0, 0.35])
+    qpos[:, :2] += rng.uniform(-1.5, 1.5, (W, 2))  # some on the stairs' edges
+    sims = {}
+    for name in ("fused", "wide"):
+        sim = Sim.from_model(mjm, num_worlds=W, device="cpu", dtype="float64", schedule=name)
+        sim.qpos, sim.qvel, sim.ctrl = (torch.as_tensor(a, dtype=torch.float64) for a in (qpos, qvel, ctrl))
+        far, contacts = [], []
+        for _ in range(6):
+            sim.step(10)
+            far.append(sim.view("geom_far").clone())
+            contacts.append(sim.view("contact_active").clone())
+        sims[name] = (sim, far, contacts)
+    fused, far, contacts = sims["fused"]
+    assert fused.model.struct.nfar_geom == len(terrain.geom_ids)
+    far = torch.stack(far)
+    assert far.any() and not far.all(), "some boxes near a robot, others far"
+    contacts = torch.stack(contacts)
+    made_and_broken = ((contacts[1:] == 1) & (contacts[:-1] == 0)).any() and \
+        ((contacts[1:] == 0) & (contacts[:-1] == 1)).any()
+    assert made_and_broken
+    assert not fused.nan_worlds.any()
+    assert_same_data(fused, sims["wide"][0])

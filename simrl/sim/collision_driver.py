@@ -165,6 +165,48 @@ def detect(scalar):
     return detect_pair
 
 
+@functools.cache
+def far_geoms(scalar):
+    """`f(m, d, w)`: Data.geom_far[w] for the world geoms of Model.far_geom: 1 when the geom's
+    bounding sphere is farther from one sphere around all the moving geoms of those pairs than
+    their radii, the largest margin of its pairs and a slack, so that mj_filterSphere's test
+    (`far_apart`) rejects each of its pairs. The fused schedule then skips them (on terrain,
+    a world's 1,500 robot-terrain pairs are mostly far)."""
+    Model, Data = model_struct(scalar), data_struct(scalar)
+
+    @wp.func
+    def far(m: Model, d: Data, w: int):
+        # the sphere: the centre of the box around the moving geoms' centres, the radius that
+        # encloses each one's bounding sphere
+        lo = d.geom_xpos[w, m.far_moving[0]]
+        hi = lo
+        k = int(1)
+        while k < m.nfar_moving:
+            x = d.geom_xpos[w, m.far_moving[k]]
+            lo = wp.min(lo, x)
+            hi = wp.max(hi, x)
+            k = k + 1
+        centre = (lo + hi) * scalar(0.5)
+        radius = scalar(0.0)
+        k = int(0)
+        while k < m.nfar_moving:
+            g = m.far_moving[k]
+            radius = wp.max(radius, wp.length(d.geom_xpos[w, g] - centre) + m.geom_rbound[g])
+            k = k + 1
+        k = int(0)
+        while k < m.nfar_geom:
+            t = m.far_geom[k]
+            reach = radius + m.geom_rbound[t] + m.far_geom_margin[k]
+            # 0.1% and 0.1 mm of slack: far beyond the rounding of either test
+            out = int(0)
+            if wp.length(d.geom_xpos[w, t] - centre) > reach * scalar(1.001) + scalar(1e-4):
+                out = 1
+            d.geom_far[w, k] = out
+            k = k + 1
+
+    return far
+
+
 #: the kinds of the convex pairs, launched together by the detection pass
 DETECT_KINDS = tuple(CONVEX_KINDS)
 assert list(DETECT_KINDS) == list(range(DETECT_KINDS[0], DETECT_KINDS[-1] + 1))

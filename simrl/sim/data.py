@@ -180,6 +180,9 @@ def data_struct(scalar):
         # the next evaluation's pass reads it first: the only slots whose rows can still be active
         contact_slots: wp.array2d(dtype=int)  # [W, ncon]
         contact_nslots: wp.array(dtype=int)  # [W]
+        # the fused schedule's pass over the pairs: 1 where a world geom of Model.far_geom is far
+        # from every moving geom of its pairs (their pairs are left out) [W, nfar_geom]
+        geom_far: wp.array2d(dtype=int)
         # convex collision (simrl.sim.collision_convex): what GJK/EPA found per slot [W, ncon], and
         # their scratch rows [W * nccdpair, ...] (the simplex and the EPA polytope)
         ccd_contact: wp.array2d(dtype=ConvexContact)
@@ -351,6 +354,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.contact_frame = zeros((W, ncon), T.mat33)
     d.contact_slots = zeros((W, ncon), int)
     d.contact_nslots = zeros(W, int)
+    d.geom_far = zeros((W, max(model.struct.nfar_geom, 1)), int)
     # convex collision: no gradients (it finds which points touch; simrl.sim.collision_convex
     # rebuilds the contacts from the poses on the tape)
     Vertex, Face, _, _ = ccd_structs(wp.float64)

@@ -439,6 +439,16 @@ def model_struct(scalar):
         cpair_nslot: wp.array(dtype=int)  # slots of each pair (a height field pair: its prisms, hfield_slots)
         cpair_ccd: wp.array(dtype=int)  # the pair's row in the convex collision's scratch (-1: none)
         nccdpair: int  # pairs that collide by GJK/EPA (contact_tables.CONVEX_MAX_CONTACTS but plane-mesh)
+        # the fused step's shortcut past primitive pairs of a world geom (terrain) far from every
+        # moving geom (schedule.py, run_pairs): per pair its world geom's row in far_geom (-1: none);
+        # far_geom's world geoms and the largest margin + gap of their pairs; the other geoms of those
+        # pairs, whose bounding spheres one sphere encloses per step
+        cpair_far: wp.array(dtype=int)
+        nfar_geom: int
+        far_geom: wp.array(dtype=int)
+        far_geom_margin: wp.array(dtype=scalar)
+        nfar_moving: int
+        far_moving: wp.array(dtype=int)
         ndetect: int  # pairs of the convex kinds (plane-mesh included): the detection pass runs
         ccd_iterations: int  # opt.ccd_iterations: bound of GJK's and EPA's iterations
         ccd_tolerance: scalar  # opt.ccd_tolerance
@@ -1039,6 +1049,7 @@ class Model:
         m.cpair_ccd = ints(tables["ccd"])
         m.nccdpair = sum(1 for c in tables["ccd"] if c >= 0)
         m.ndetect = sum(1 for k in tables["kind"] if k in CONVEX_KINDS)
+        self._far_tables(m, mjm, tables, dtype)
         m.ccd_iterations = int(opt.ccd_iterations)
         m.ccd_tolerance = dtype(opt.ccd_tolerance)
         #: (vertices, faces) of the EPA polytope per convex pair (collision_gjk.polytope_sizes)
@@ -1130,6 +1141,34 @@ class Model:
         m.body_dofend = ints(dofend)
         self.struct = m
 
+    @staticmethod
+    def _far_tables(m, mjm, tables, dtype) -> None:
+        """The tables of run_pairs' shortcut (the Model struct's cpair_far ...): the primitive pairs
+        (those that test mj_filterSphere's bounding spheres first) of one geom of the world body
+        and one of another body, both with a bounding sphere."""
+        static = mjm.geom_bodyid == 0
+        far, rows, margins, moving = [], {}, [], set()
+        for p, (g1, g2) in enumerate(tables["geom"]):
+            kind = tables["kind"][p]
+            row = -1
+            if (kind not in CONVEX_KINDS and static[g1] != static[g2] and mjm.geom_rbound[g1] > 0
+                    and mjm.geom_rbound[g2] > 0):
+                t, g = (g1, g2) if static[g1] else (g2, g1)
+                if t not in rows:
+                    rows[t] = len(rows)
+                    margins.append(0.0)
+                row = rows[t]
+                margins[row] = max(margins[row], float(tables["margin"][p]) + float(tables["gap"][p]))
+                moving.add(int(g))
+            far.append(row)
+        ints = lambda values: wp.array(np.asarray(values if len(values) else [0], dtype=np.int32), dtype=int,
+                                       device=m.cpair_slot.device)
+        m.cpair_far = ints(far)
+        m.nfar_geom = len(rows)
+        m.far_geom = ints(list(rows))
+        m.far_geom_margin = wp.array(np.asarray(margins if margins else [0.0]), dtype=dtype, device=m.cpair_slot.device)
+        m.nfar_moving = len(moving)
+        m.far_moving = ints(sorted(moving))
     def _site_transmissions(self, mjm, trn_site):
         """The site transmission table (mj_transmission's mjTRN_SITE) and, per actuator, the dofs
         its moment can be non-zero on: the chain of the site's body, or with a reference site the

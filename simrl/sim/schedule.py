@@ -332,15 +332,33 @@ def _fused_pass(p: Pass, scalar, backward: bool = True):
 
         return run_rows
     if p.over == PAIRS:
+        from simrl.sim.collision_driver import far_geoms
+
+        far = far_geoms(scalar)
+
         @wp.func
         def run_pairs(m: Model, d: Data, w: int):
             if wp.static(backward):
                 for q in range(m.ncpair):
                     f(m, d, w, q)
             else:
+                # the pairs of a world geom far from every moving geom (collision_driver.far_geoms)
+                # are left out: their test would reject them and their slots stay empty. The slots
+                # that held a contact at the last evaluation, listed by the pass over the slots
+                # (the only non-zero ones), are emptied first.
+                if m.nfar_geom > 0:
+                    far(m, d, w)
+                    k = int(0)
+                    while k < d.contact_nslots[w]:
+                        d.contact_active[w, d.contact_slots[w, k]] = 0
+                        k = k + 1
                 q = int(0)
                 while q < m.ncpair:
-                    f(m, d, w, q)
+                    row = m.cpair_far[q]
+                    if row < 0:
+                        f(m, d, w, q)
+                    elif d.geom_far[w, row] == 0:
+                        f(m, d, w, q)
                     q = q + 1
 
         return run_pairs
