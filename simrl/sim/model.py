@@ -449,6 +449,13 @@ def model_struct(scalar):
         far_geom_margin: wp.array(dtype=scalar)
         nfar_moving: int
         far_moving: wp.array(dtype=int)
+        # the pairs of far_geom[k]: far_pair[far_pair_adr[k] + i], i < far_pair_num[k]; the pairs
+        # of no far_geom: other_pair[i], i < nother_pair
+        far_pair: wp.array(dtype=int)
+        far_pair_adr: wp.array(dtype=int)
+        far_pair_num: wp.array(dtype=int)
+        nother_pair: int
+        other_pair: wp.array(dtype=int)
         ndetect: int  # pairs of the convex kinds (plane-mesh included): the detection pass runs
         ccd_iterations: int  # opt.ccd_iterations: bound of GJK's and EPA's iterations
         ccd_tolerance: scalar  # opt.ccd_tolerance
@@ -1169,6 +1176,13 @@ class Model:
         m.far_geom_margin = wp.array(np.asarray(margins if margins else [0.0]), dtype=dtype, device=m.cpair_slot.device)
         m.nfar_moving = len(moving)
         m.far_moving = ints(sorted(moving))
+        groups = [[p for p, row in enumerate(far) if row == k] for k in range(len(rows))]
+        m.far_pair = ints([p for group in groups for p in group])
+        m.far_pair_adr = ints(np.cumsum([0] + [len(g) for g in groups])[:-1].tolist())
+        m.far_pair_num = ints([len(g) for g in groups])
+        other = [p for p, row in enumerate(far) if row < 0]
+        m.nother_pair = len(other)
+        m.other_pair = ints(other)
     def _site_transmissions(self, mjm, trn_site):
         """The site transmission table (mj_transmission's mjTRN_SITE) and, per actuator, the dofs
         its moment can be non-zero on: the chain of the site's body, or with a reference site the

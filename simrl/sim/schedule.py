@@ -342,24 +342,45 @@ def _fused_pass(p: Pass, scalar, backward: bool = True):
                 for q in range(m.ncpair):
                     f(m, d, w, q)
             else:
-                # the pairs of a world geom far from every moving geom (collision_driver.far_geoms)
-                # are left out: their test would reject them and their slots stay empty. The slots
-                # that held a contact at the last evaluation, listed by the pass over the slots
-                # (the only non-zero ones), are emptied first.
-                if m.nfar_geom > 0:
+                if m.nfar_geom == 0:
+                    q = int(0)
+                    while q < m.ncpair:
+                        f(m, d, w, q)
+                        q = q + 1
+                else:
+                    # the pairs of a world geom far from every moving geom (collision_driver.far_geoms)
+                    # are left out: their test would reject them and their slots stay empty. The
+                    # slots that held a contact at the last evaluation, listed by the pass over the
+                    # slots (the only non-zero ones), are emptied first. Each pair writes only its
+                    # own slots, so the order the pairs are visited in changes nothing.
                     far(m, d, w)
                     k = int(0)
                     while k < d.contact_nslots[w]:
                         d.contact_active[w, d.contact_slots[w, k]] = 0
                         k = k + 1
-                q = int(0)
-                while q < m.ncpair:
-                    row = m.cpair_far[q]
-                    if row < 0:
-                        f(m, d, w, q)
-                    elif d.geom_far[w, row] == 0:
-                        f(m, d, w, q)
-                    q = q + 1
+                    # the other pairs, then the pairs of each world geom that is not far: one
+                    # call of f (it is inlined), pair q picked by a cursor
+                    i = int(0)
+                    k = int(0)
+                    e = int(0)
+                    end = int(0)
+                    while True:
+                        q = int(-1)
+                        if i < m.nother_pair:
+                            q = m.other_pair[i]
+                            i = i + 1
+                        elif e < end:
+                            q = m.far_pair[e]
+                            e = e + 1
+                        elif k < m.nfar_geom:
+                            if d.geom_far[w, k] == 0:
+                                e = m.far_pair_adr[k]
+                                end = e + m.far_pair_num[k]
+                            k = k + 1
+                        else:
+                            break
+                        if q >= 0:
+                            f(m, d, w, q)
 
         return run_pairs
     if p.over == CONTACTS:
