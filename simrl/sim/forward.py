@@ -115,7 +115,7 @@ def constraint_rows(scalar, grouped: bool = True, detect: bool = False) -> tuple
     groups = collision_driver.GROUPS if grouped else tuple((k,) for group in collision_driver.GROUPS for k in group)
     groups = tuple((kinds, collision_driver.dispatch(scalar, kinds)) for kinds in groups)
     return (detect_contacts(scalar) if detect else ()) + (
-        Pass("narrowphase", PAIRS, (collision_driver.build(scalar),), kinds=groups),
+        Pass("narrowphase", PAIRS, (collision_driver.build(scalar),), kinds=groups, writes_slots=True),
         Pass("equality_rows", EQUALITIES, (c.equality_rows,)),
         Pass("friction_rows", FRICTION_ROWS, (c.friction_row,)),
         Pass("limit_rows", LIMIT_ROWS, (c.limit_row,)),

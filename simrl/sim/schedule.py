@@ -98,6 +98,7 @@ class Pass:
     funcs: tuple
     skip_world: bool = False
     kinds: tuple = ()  # ((kinds, function), ...)
+    writes_slots: bool = False  # PAIRS: the functions write each pair's contact slots (the narrow phase)
 
 
 @dataclass(frozen=True)
@@ -349,15 +350,12 @@ def _fused_pass(p: Pass, scalar, backward: bool = True):
                         q = q + 1
                 else:
                     # the pairs of a world geom far from every moving geom (collision_driver.far_geoms)
-                    # are left out: their test would reject them and their slots stay empty. The
-                    # slots that held a contact at the last evaluation, listed by the pass over the
-                    # slots (the only non-zero ones), are emptied first. Each pair writes only its
-                    # own slots, so the order the pairs are visited in changes nothing.
+                    # are left out: their test would reject them. A pass whose functions write the
+                    # pairs' slots (the narrow phase) empties those slots instead, as the test would
+                    # (contact_active may hold anything: envs.base puts back the values of an earlier
+                    # evaluation after a reset's forward pass). Each pair writes only its own slots,
+                    # so the order the pairs are visited in changes nothing.
                     far(m, d, w)
-                    k = int(0)
-                    while k < d.contact_nslots[w]:
-                        d.contact_active[w, d.contact_slots[w, k]] = 0
-                        k = k + 1
                     # the other pairs, then the pairs of each world geom that is not far: one
                     # call of f (it is inlined), pair q picked by a cursor
                     i = int(0)
@@ -376,6 +374,17 @@ def _fused_pass(p: Pass, scalar, backward: bool = True):
                             if d.geom_far[w, k] == 0:
                                 e = m.far_pair_adr[k]
                                 end = e + m.far_pair_num[k]
+                            elif wp.static(p.writes_slots):
+                                a = m.far_pair_adr[k]
+                                a_end = a + m.far_pair_num[k]
+                                while a < a_end:
+                                    pair = m.far_pair[a]
+                                    slot = m.cpair_slot[pair]
+                                    slot_end = slot + m.cpair_nslot[pair]
+                                    while slot < slot_end:
+                                        d.contact_active[w, slot] = 0
+                                        slot = slot + 1
+                                    a = a + 1
                             k = k + 1
                         else:
                             break
