@@ -454,6 +454,12 @@ def model_struct(scalar):
         far_pair: wp.array(dtype=int)
         far_pair_adr: wp.array(dtype=int)
         far_pair_num: wp.array(dtype=int)
+        # the contact slots of far_geom[k]'s pairs as runs of consecutive slots: run r covers
+        # [far_run_start[r], far_run_start[r] + far_run_len[r]), r in far_run_adr[k] + 0..far_run_num[k]-1
+        far_run_start: wp.array(dtype=int)
+        far_run_len: wp.array(dtype=int)
+        far_run_adr: wp.array(dtype=int)
+        far_run_num: wp.array(dtype=int)
         nother_pair: int
         other_pair: wp.array(dtype=int)
         ndetect: int  # pairs of the convex kinds (plane-mesh included): the detection pass runs
@@ -1180,6 +1186,18 @@ class Model:
         m.far_pair = ints([p for group in groups for p in group])
         m.far_pair_adr = ints(np.cumsum([0] + [len(g) for g in groups])[:-1].tolist())
         m.far_pair_num = ints([len(g) for g in groups])
+        starts, lens, run_adr, run_num = [], [], [], []
+        for group in groups:
+            run_adr.append(len(starts))
+            for lo, n in sorted((int(tables["slot"][p]), int(tables["nslot"][p])) for p in group):
+                if starts and len(starts) > run_adr[-1] and starts[-1] + lens[-1] == lo:
+                    lens[-1] += n
+                else:
+                    starts.append(lo)
+                    lens.append(n)
+            run_num.append(len(starts) - run_adr[-1])
+        m.far_run_start, m.far_run_len = ints(starts), ints(lens)
+        m.far_run_adr, m.far_run_num = ints(run_adr), ints(run_num)
         other = [p for p, row in enumerate(far) if row < 0]
         m.nother_pair = len(other)
         m.other_pair = ints(other)

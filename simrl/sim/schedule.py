@@ -375,12 +375,11 @@ def _fused_pass(p: Pass, scalar, backward: bool = True):
                                 e = m.far_pair_adr[k]
                                 end = e + m.far_pair_num[k]
                             elif wp.static(p.writes_slots):
-                                a = m.far_pair_adr[k]
-                                a_end = a + m.far_pair_num[k]
+                                a = m.far_run_adr[k]
+                                a_end = a + m.far_run_num[k]
                                 while a < a_end:
-                                    pair = m.far_pair[a]
-                                    slot = m.cpair_slot[pair]
-                                    slot_end = slot + m.cpair_nslot[pair]
+                                    slot = m.far_run_start[a]
+                                    slot_end = slot + m.far_run_len[a]
                                     while slot < slot_end:
                                         d.contact_active[w, slot] = 0
                                         slot = slot + 1
