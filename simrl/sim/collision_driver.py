@@ -195,8 +195,9 @@ def far_geoms(scalar):
             k = k + 1
         k = int(0)
         while k < m.nfar_geom:
-            t = m.far_geom[k]
-            reach = radius + m.geom_rbound[t] + m.far_geom_margin[k]
+            record = m.far_geom[k]
+            t = record.geom
+            reach = radius + m.geom_rbound[t] + record.margin
             # 0.1% and 0.1 mm of slack: far beyond the rounding of either test
             out = int(0)
             if wp.length(d.geom_xpos[w, t] - centre) > reach * scalar(1.001) + scalar(1e-4):

@@ -175,6 +175,25 @@ def element_structs(scalar):
     return Equality, Sensor
 
 
+@functools.cache
+def far_struct(scalar):
+    """FarGeom: a world geom of the fused step's shortcut past far pairs (Model.far_geom)."""
+
+    @wp.struct
+    class FarGeom:
+        """World geom `geom`, the largest margin + gap of its primitive pairs, the pairs
+        Model.far_pair[pair_adr + i], i < pair_num, and their contact slots as runs of consecutive
+        slots Model.far_run[run_adr + i] (first slot, count), i < run_num."""
+        geom: int
+        margin: scalar
+        pair_adr: int
+        pair_num: int
+        run_adr: int
+        run_num: int
+
+    return FarGeom
+
+
 @wp.struct
 class MeshInfo:
     """One mesh's convex hull for collisions (mjModel's mesh_* fields of mesh i): vertices
@@ -291,6 +310,7 @@ def model_struct(scalar):
     T = scalar_types(scalar)
     Tendon, Wrap, Segment = tendon_structs(scalar)
     Equality, Sensor = element_structs(scalar)
+    FarGeom = far_struct(scalar)
     SiteTransmission = transmission_struct(scalar)
 
     @wp.struct
@@ -440,26 +460,15 @@ def model_struct(scalar):
         cpair_ccd: wp.array(dtype=int)  # the pair's row in the convex collision's scratch (-1: none)
         nccdpair: int  # pairs that collide by GJK/EPA (contact_tables.CONVEX_MAX_CONTACTS but plane-mesh)
         # the fused step's shortcut past primitive pairs of a world geom (terrain) far from every
-        # moving geom (schedule.py, run_pairs): per pair its world geom's row in far_geom (-1: none);
-        # far_geom's world geoms and the largest margin + gap of their pairs; the other geoms of those
-        # pairs, whose bounding spheres one sphere encloses per step
-        cpair_far: wp.array(dtype=int)
+        # moving geom (schedule.py, run_pairs): the world geoms (FarGeom: their pairs and slots);
+        # the other geoms of those pairs, whose bounding spheres one sphere encloses per step; the
+        # pairs of no far_geom, other_pair[i], i < nother_pair
         nfar_geom: int
-        far_geom: wp.array(dtype=int)
-        far_geom_margin: wp.array(dtype=scalar)
+        far_geom: wp.array(dtype=FarGeom)
+        far_pair: wp.array(dtype=int)
+        far_run: wp.array(dtype=wp.vec2i)  # first slot, count
         nfar_moving: int
         far_moving: wp.array(dtype=int)
-        # the pairs of far_geom[k]: far_pair[far_pair_adr[k] + i], i < far_pair_num[k]; the pairs
-        # of no far_geom: other_pair[i], i < nother_pair
-        far_pair: wp.array(dtype=int)
-        far_pair_adr: wp.array(dtype=int)
-        far_pair_num: wp.array(dtype=int)
-        # the contact slots of far_geom[k]'s pairs as runs of consecutive slots: run r covers
-        # [far_run_start[r], far_run_start[r] + far_run_len[r]), r in far_run_adr[k] + 0..far_run_num[k]-1
-        far_run_start: wp.array(dtype=int)
-        far_run_len: wp.array(dtype=int)
-        far_run_adr: wp.array(dtype=int)
-        far_run_num: wp.array(dtype=int)
         nother_pair: int
         other_pair: wp.array(dtype=int)
         ndetect: int  # pairs of the convex kinds (plane-mesh included): the detection pass runs
@@ -1156,7 +1165,7 @@ class Model:
 
     @staticmethod
     def _far_tables(m, mjm, tables, dtype) -> None:
-        """The tables of run_pairs' shortcut (the Model struct's cpair_far ...): the primitive pairs
+        """The tables of run_pairs' shortcut (the Model struct's far_geom ...): the primitive pairs
         (those that test mj_filterSphere's bounding spheres first) of one geom of the world body
         and one of another body, both with a bounding sphere."""
         static = mjm.geom_bodyid == 0
@@ -1174,30 +1183,31 @@ class Model:
                 margins[row] = max(margins[row], float(tables["margin"][p]) + float(tables["gap"][p]))
                 moving.add(int(g))
             far.append(row)
+        device = m.cpair_slot.device
         ints = lambda values: wp.array(np.asarray(values if len(values) else [0], dtype=np.int32), dtype=int,
-                                       device=m.cpair_slot.device)
-        m.cpair_far = ints(far)
+                                       device=device)
+        FarGeom = far_struct(dtype)
+        groups = [[p for p, row in enumerate(far) if row == k] for k in range(len(rows))]
+        records, pairs, runs = [], [], []
+        for t, k in rows.items():
+            record = FarGeom()
+            record.geom, record.margin = int(t), dtype(margins[k])
+            record.pair_adr, record.pair_num = len(pairs), len(groups[k])
+            pairs += groups[k]
+            record.run_adr = len(runs)
+            for lo, n in sorted((int(tables["slot"][p]), int(tables["nslot"][p])) for p in groups[k]):
+                if len(runs) > record.run_adr and runs[-1][0] + runs[-1][1] == lo:
+                    runs[-1][1] += n
+                else:
+                    runs.append([lo, n])
+            record.run_num = len(runs) - record.run_adr
+            records.append(record)
         m.nfar_geom = len(rows)
-        m.far_geom = ints(list(rows))
-        m.far_geom_margin = wp.array(np.asarray(margins if margins else [0.0]), dtype=dtype, device=m.cpair_slot.device)
+        m.far_geom = wp.array(records or [FarGeom()], dtype=FarGeom, device=device)
+        m.far_pair = ints(pairs)
+        m.far_run = wp.array(np.asarray(runs or [[0, 0]], dtype=np.int32), dtype=wp.vec2i, device=device)
         m.nfar_moving = len(moving)
         m.far_moving = ints(sorted(moving))
-        groups = [[p for p, row in enumerate(far) if row == k] for k in range(len(rows))]
-        m.far_pair = ints([p for group in groups for p in group])
-        m.far_pair_adr = ints(np.cumsum([0] + [len(g) for g in groups])[:-1].tolist())
-        m.far_pair_num = ints([len(g) for g in groups])
-        starts, lens, run_adr, run_num = [], [], [], []
-        for group in groups:
-            run_adr.append(len(starts))
-            for lo, n in sorted((int(tables["slot"][p]), int(tables["nslot"][p])) for p in group):
-                if starts and len(starts) > run_adr[-1] and starts[-1] + lens[-1] == lo:
-                    lens[-1] += n
-                else:
-                    starts.append(lo)
-                    lens.append(n)
-            run_num.append(len(starts) - run_adr[-1])
-        m.far_run_start, m.far_run_len = ints(starts), ints(lens)
-        m.far_run_adr, m.far_run_num = ints(run_adr), ints(run_num)
         other = [p for p, row in enumerate(far) if row < 0]
         m.nother_pair = len(other)
         m.other_pair = ints(other)

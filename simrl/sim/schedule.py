@@ -371,15 +371,17 @@ def _fused_pass(p: Pass, scalar, backward: bool = True):
                             q = m.far_pair[e]
                             e = e + 1
                         elif k < m.nfar_geom:
+                            record = m.far_geom[k]
                             if d.geom_far[w, k] == 0:
-                                e = m.far_pair_adr[k]
-                                end = e + m.far_pair_num[k]
+                                e = record.pair_adr
+                                end = e + record.pair_num
                             elif wp.static(p.writes_slots):
-                                a = m.far_run_adr[k]
-                                a_end = a + m.far_run_num[k]
+                                a = record.run_adr
+                                a_end = a + record.run_num
                                 while a < a_end:
-                                    slot = m.far_run_start[a]
-                                    slot_end = slot + m.far_run_len[a]
+                                    run = m.far_run[a]
+                                    slot = run[0]
+                                    slot_end = slot + run[1]
                                     while slot < slot_end:
                                         d.contact_active[w, slot] = 0
                                         slot = slot + 1
