@@ -1187,7 +1187,10 @@ class Model:
         ints = lambda values: wp.array(np.asarray(values if len(values) else [0], dtype=np.int32), dtype=int,
                                        device=device)
         FarGeom = far_struct(dtype)
-        groups = [[p for p, row in enumerate(far) if row == k] for k in range(len(rows))]
+        groups = [[] for _ in rows]
+        for p, row in enumerate(far):
+            if row >= 0:
+                groups[row].append(p)
         records, pairs, runs = [], [], []
         for t, k in rows.items():
             record = FarGeom()
