@@ -93,6 +93,7 @@ differentiable rollout and its backward, and the memsets of the step buffers
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -151,12 +152,37 @@ def random_controls(mjm: mujoco.MjModel, n: int, seed: int = 0) -> np.ndarray:
     return rng.uniform(lo, hi, (n, mjm.nu))
 
 
+# simulated seconds the start state is settled for (--settle): 0 starts at the keyframe itself
+SETTLE_SECONDS = 0.0
+
+
 def initial_state(mjm: mujoco.MjModel) -> mujoco.MjData:
-    """Every engine starts from the model's 'home' keyframe when it has one, else from qpos0."""
+    """Every engine starts from the model's 'home' keyframe when it has one, else from qpos0;
+    with --settle S, from that state after S simulated seconds of `mj_step` with the controls at
+    the middle of their ranges (zero where unlimited), so that a robot that starts in the air
+    (the ant, gymnasium's humanoid) stands or lies on the floor with its contacts made. Time,
+    warm start and activations are reset, so every engine starts from the same qpos and qvel."""
     mjd = mujoco.MjData(mjm)
     if mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_KEY, "home") >= 0:
         mujoco.mj_resetDataKeyframe(mjm, mjd, mjm.key("home").id)
+    if SETTLE_SECONDS > 0.0:
+        mjd.ctrl[:] = np.where(mjm.actuator_ctrllimited, mjm.actuator_ctrlrange.mean(axis=1), 0.0)
+        for _ in range(int(round(SETTLE_SECONDS / mjm.opt.timestep))):
+            mujoco.mj_step(mjm, mjd)
+        if not np.all(np.isfinite(mjd.qpos)) or not np.all(np.isfinite(mjd.qvel)):
+            raise SystemExit(f"--settle {SETTLE_SECONDS}: the model's state is not finite after settling")
+        qpos, qvel = mjd.qpos.copy(), mjd.qvel.copy()
+        mujoco.mj_resetData(mjm, mjd)
+        mjd.qpos[:], mjd.qvel[:] = qpos, qvel
     return mjd
+
+
+def start_description(mjm: mujoco.MjModel) -> str:
+    """Where every engine starts, for the printed header."""
+    key = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_KEY, "home") >= 0
+    where = "the 'home' keyframe" if key else "qpos0"
+    settled = f", settled for {SETTLE_SECONDS:g} s (--settle)" if SETTLE_SECONDS > 0.0 else ""
+    return f"start: {where}{settled}"
 
 
 def timed(run_chunk, min_seconds: float) -> tuple[int, float]:
@@ -549,6 +575,10 @@ def main(argv=None):
                              "process may use; --cores N sets N)")
     parser.add_argument("--horizon", type=int, default=100,
                         help="steps from the start states per timed call, in every engine (default 100)")
+    parser.add_argument("--settle", type=float, default=0.0, metavar="S",
+                        help="start every engine from the keyframe (or qpos0) after S simulated seconds of "
+                             "mj_step at mid-range controls, so that robots that start in the air have their "
+                             "contacts (default 0: the keyframe itself)")
     parser.add_argument("--smooth", action="store_true",
                         help="disable contacts and constraints (in every engine)")
     parser.add_argument("--seconds", type=float, default=3.0,
@@ -601,6 +631,10 @@ def main(argv=None):
         raise SystemExit(f"unknown engine(s) {sorted(unknown)}; choose from simrl, mujoco, mujoco_warp")
     if args.horizon < 1:
         raise SystemExit(f"--horizon {args.horizon}: give at least 1 step")
+    if args.settle < 0.0 or not math.isfinite(args.settle):
+        raise SystemExit(f"--settle {args.settle}: give a number of seconds >= 0")
+    global SETTLE_SECONDS
+    SETTLE_SECONDS = args.settle
     if args.count_instructions:
         return count_benchmark(name, mjm, worlds, engines, schedules, args)
     return forward_benchmark(name, mjm, worlds, engines, schedules, args)
@@ -622,7 +656,8 @@ def forward_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]
     print(f"model {name}: nq={mjm.nq} nv={mjm.nv} nu={mjm.nu} timestep={mjm.opt.timestep} "
           f"integrator={integrator} solver={solver} (MuJoCo; simrl: Newton) iterations={mjm.opt.iterations} "
           f"tolerance={mjm.opt.tolerance:g}{' (contacts and constraints disabled)' if args.smooth else ''}")
-    print(f"machine: {machine()}\nthreads: {', '.join(map(str, threads))}; {args.horizon} steps per timed call "
+    print(f"machine: {machine()}\n{start_description(mjm)}\nthreads: {', '.join(map(str, threads))}; "
+          f"{args.horizon} steps per timed call "
           "from the start states")
     newton = copy_model(mjm)
     newton.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
@@ -632,6 +667,7 @@ def forward_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]
         rec = {"engine": engine, "model": name, "num_worlds": num_worlds, "mode": "forward",
                "steps_per_second": rate, "timestep": mjm.opt.timestep, "integrator": integrator,
                "measured_with_batch": num_worlds, "repeats": args.repeats, "horizon": args.horizon,
+               "settle_seconds": SETTLE_SECONDS,
                "cpus": thread_cpus(), **info}
         records.append(rec)
         if rate is None:
@@ -872,7 +908,8 @@ def count_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]:
     solver = mujoco.mjtSolver(mjm.opt.solver).name.removeprefix("mjSOL_")
     print(f"model {name}: nq={mjm.nq} nv={mjm.nv} nu={mjm.nu} timestep={mjm.opt.timestep} integrator={integrator} "
           f"solver={solver} (MuJoCo; simrl: Newton){' (contacts and constraints disabled)' if args.smooth else ''}")
-    print(f"machine: {machine()}\ncounter: {counter}; {args.steps} steps counted after the first, one thread"
+    print(f"machine: {machine()}\n{start_description(mjm)}\ncounter: {counter}; {args.steps} steps counted "
+          "after the first, one thread"
           + ("; simrl's kernels built for x86-64-v3 (valgrind runs no AVX-512)" if portable else ""))
     records = []
     with tempfile.TemporaryDirectory(prefix="simrl-count-") as tmp:
@@ -908,6 +945,7 @@ def count_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]:
                 per_step = (counts[1] - counts[0]) / (w * args.steps)
                 rec = {"engine": key, "model": name, "mode": "instructions", "num_worlds": w, "steps": args.steps,
                        "counter": counter, "threads": 1, "device": "cpu", "dtype": dtype,
+                       "settle_seconds": SETTLE_SECONDS,
                        "instructions": counts, "instructions_per_world_step": per_step,
                        "final_state": outputs[1], "count_seconds": time.perf_counter() - start,
                        **({"cpu_target": "x86-64-v3"} if portable and key.startswith("simrl") else {}), **stats}

@@ -41,7 +41,7 @@ def test_kernels_bind_the_launch_arguments_by_reference():
     out = _kernel_by_reference(source)
     assert f"    {model}& var_m = _wp_args->m;" in out
     assert "    wp::int32 var_n = _wp_args->n;" in out
-    assert f"    {model} adj_m = _wp_adj_args->m;" in out  # a backward kernel accumulates into its own
+    assert f"    {model}& adj_m = _wp_adj_args->m;" in out  # and a backward kernel's adjoints of them
 
 
 def test_the_engine_module_takes_model_and_data_by_reference():
@@ -65,3 +65,56 @@ def test_the_engine_module_takes_model_and_data_by_reference():
         assert not assigned, f"a kernel function assigns a field of m or d: {assigned[:3]}"
         bound = re.findall(rf"^\s+{struct.native_name}(&?) var_\w+ = _wp_args->", text, re.MULTILINE)
         assert bound and all(bound), f"a kernel copies its {struct.native_name} argument ({bound})"
+
+
+def test_backward_kernels_bind_the_adjoint_structs_by_reference():
+    """The differentiable step's kernels (over worlds x dofs, rows, ...) bind the adjoints of
+    the Model and Data to the launch's block too: a copy per thread was 13 KB."""
+    import torch
+
+    from simrl import diff_step
+
+    sim = Sim.from_mjcf(SLIDE_HINGE, num_worlds=2, device="cpu", dtype="float64", schedule="fused")
+    qpos = torch.tensor(sim.qpos.numpy(), requires_grad=True)
+    qvel = torch.zeros(2, sim.nv, dtype=torch.float64, requires_grad=True)
+    ctrl = torch.zeros(2, sim.nu, dtype=torch.float64, requires_grad=True)
+    qpos1, qvel1 = diff_step(sim, qpos, qvel, ctrl)
+    (qpos1.sum() + qvel1.sum()).backward()
+    module = kernel_module(wp.float64, name="grad_step", backward=True)
+    hashes = [e.module_hash.hex()[:7] for e in module.execs.values()]
+    assert hashes, "diff_step loaded no library of the differentiable step's module"
+    path = os.path.join(wp.config.kernel_cache_dir, f"wp_{module.name}_{hashes[-1]}")
+    text = "".join(open(os.path.join(path, f)).read() for f in os.listdir(path) if f.endswith(".cpp"))
+    for struct in (model_struct(wp.float64), data_struct(wp.float64)):
+        bound = re.findall(rf"^\s+{struct.native_name}(&?) adj_\w+ = _wp_adj_args->", text, re.MULTILINE)
+        assert bound, f"no backward kernel takes {struct.native_name}: the form of Warp's C++ changed"
+        assert all(bound), f"{bound.count('')} of {len(bound)} backward kernels copy their adjoint {struct.native_name}"
+
+
+def test_backward_kernels_do_not_replay_their_passes():
+    """The fused differentiable segments' backward kernels skip the forward replay of their
+    passes (simrl.sim.schedule._without_replay): the forward section of each calls the passes'
+    empty replays, not the passes. A Warp that stopped honouring custom replays would make the
+    backward pass slower again, not wrong (tests/test_grad.py checks the gradients)."""
+    import torch
+
+    from simrl import diff_step
+
+    sim = Sim.from_mjcf(SLIDE_HINGE, num_worlds=2, device="cpu", dtype="float64", schedule="fused")
+    qpos = torch.tensor(sim.qpos.numpy(), requires_grad=True)
+    qvel = torch.zeros(2, sim.nv, dtype=torch.float64, requires_grad=True)
+    ctrl = torch.zeros(2, sim.nu, dtype=torch.float64, requires_grad=True)
+    qpos1, qvel1 = diff_step(sim, qpos, qvel, ctrl)
+    (qpos1.sum() + qvel1.sum()).backward()
+    module = kernel_module(wp.float64, name="grad", backward=True)
+    hashes = [e.module_hash.hex()[:7] for e in module.execs.values()]
+    assert hashes, "diff_step loaded no library of the differentiable segments' module"
+    path = os.path.join(wp.config.kernel_cache_dir, f"wp_{module.name}_{hashes[-1]}")
+    text = "".join(open(os.path.join(path, f)).read() for f in os.listdir(path) if f.endswith(".cpp"))
+    kernels = re.findall(r"static void (\w+)_cpu_kernel_backward\((.*?)\n}\n", text, re.DOTALL)
+    assert kernels, "no backward kernel in the module: the form of Warp's C++ changed"
+    for name, body in kernels:
+        forward = body.split("// forward", 1)[1].split("// reverse", 1)[0]
+        passes = re.findall(r"^\s*(replay_)?_fused_loop__locals__run_\w+\(", forward, re.MULTILINE)
+        assert passes, f"{name}: no pass called in the backward kernel's forward section"
+        assert all(passes), f"{name}: {passes.count('')} of {len(passes)} passes replayed before the adjoints"

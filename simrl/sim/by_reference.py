@@ -13,8 +13,9 @@ are written through, never replaced), so passing them by reference gives the sam
 passing copies. `pass_by_reference(struct)` registers a struct type; the CPU source Warp
 generates for every function then takes arguments of that type as `Type& __restrict__`
 (forward and adjoint functions alike; the adjoint arguments already are references), and every
-kernel binds its argument of that type to the launch's argument block instead of copying it
-into each thread (the wide schedule runs a CPU thread per world and element). `__restrict__`
+kernel binds its arguments of that type (and a backward kernel its adjoints of them) to the
+launch's argument blocks instead of copying them into each thread (the wide schedule runs a CPU
+thread per world and element, the differentiable step kernels per constraint row). `__restrict__`
 matters: with a plain reference the compiler reloads the struct's fields after every store to
 an array, and the step got slower than with copies. CUDA code is left as
 Warp writes it: the CUDA compiler inlines device functions, and the static GPU report
@@ -50,12 +51,20 @@ def _by_reference(source: str) -> str:
 
 def _kernel_by_reference(source: str) -> str:
     """`source` (Warp's C++ of one kernel) with the registered structs' arguments bound by
-    reference to the launch's argument block (`Type& var_m = _wp_args->m;`) instead of copied
-    into each thread. The adjoint arguments (`_wp_adj_args`) stay per-thread copies: a backward
-    kernel accumulates into them."""
+    reference to the launch's argument blocks (`Type& var_m = _wp_args->m;`, and in a backward
+    kernel `Type& adj_m = _wp_adj_args->m;`) instead of copied into each thread.
+
+    The adjoint structs too: a backward kernel that hands `adj_m`, `adj_d` to the adjoint of a
+    function makes the compiler copy all 13 KB of them into every thread, which for a kernel
+    over (worlds x constraint rows) cost more than the row's own arithmetic (docs/BENCHMARKS.md,
+    "The adjoint structs by reference"). Their array fields are the gradients, written through
+    and never replaced, so a reference writes the same gradients; their scalar fields (the
+    Model's options, e.g. timestep) only collect adjoints that nothing reads (a leaf's adjoint
+    is accumulated, never read back: diff_step differentiates parameters through arrays), so
+    the threads may share them."""
     names = "|".join(re.escape(n) for n in sorted(_NATIVE_NAMES))
-    pattern = re.compile(rf"^(\s*)({names}) (var_\w+) = _wp_args->(\w+);$", re.MULTILINE)
-    return pattern.sub(r"\1\2& \3 = _wp_args->\4;", source)
+    pattern = re.compile(rf"^(\s*)({names}) ((?:var|adj)_\w+) = (_wp_args|_wp_adj_args)->(\w+);$", re.MULTILINE)
+    return pattern.sub(r"\1\2& \3 = \4->\5;", source)
 
 
 def _install() -> None:

@@ -257,5 +257,5 @@ def kernel_module(scalar, name: str = "sim", backward: bool = False):
     module.options["enable_backward"] = backward
     # not a Warp option: it makes the module's hash (and its cache entry) differ from a build
     # that passed the Model and Data by value (simrl.sim.by_reference)
-    module.options["simrl_struct_arguments"] = "by_reference_restrict_kernel"
+    module.options["simrl_struct_arguments"] = "by_reference_restrict_kernel_adjoint"
     return module
