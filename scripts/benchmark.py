@@ -58,7 +58,14 @@ build uses AVX) instead of -march=native, since valgrind executes no AVX-512; th
 builds them in its own process first, so that the child only loads them from Warp's cache.
 `--steps` (default 10) and small world counts keep a valgrind run to a minute or two; the
 table gives each engine's instructions per world-step, the ratio to mj_step's, and the solver
-iterations of the counted steps.
+iterations of the counted steps. Where the iterations differ by more than 2x and MuJoCo's solver
+is not Newton (gymnasium's humanoid: PGS), mj_step is counted again with its solver set to
+Newton (`mujoco_newton`), and the table adds the ratio to that count ("vs mj_step with Newton")
+with a line that says why, as the timed benchmark does.
+
+`--settle S` starts every engine from the keyframe (or qpos0) after S simulated seconds of
+mj_step at mid-range controls: the ant and gymnasium's humanoid start in the air, and their
+first steps have no contacts; `--settle 2` puts them on the floor with theirs.
 
 `--per-stage` (with `--count-instructions` and callgrind) also splits the counts by stage.
 simrl: its wide schedule, every pass a kernel of its own (the per-element functions the fused
@@ -934,6 +941,16 @@ def count_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]:
             if "mujoco" in engines:
                 stats = mujoco_stats(mjm, arrays, 1 + args.steps, skip=1)
                 jobs.append(("mujoco", "float64", ["mujoco", str(model_path), str(start_path)], stats))
+                # where the solvers' iterations differ by more than 2x, MuJoCo with its solver set to
+                # Newton too: the count at matched method and accuracy (as the timed benchmark does)
+                simrl_stats = next((job[3] for job in jobs if job[0].startswith("simrl")), None)
+                if simrl_stats is not None and solver_mismatch(simrl_stats, stats, mjm) == "newton":
+                    newton = copy_model(mjm)
+                    newton.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
+                    newton_path = tmp / "model_newton.mjb"
+                    mujoco.mj_saveModel(newton, str(newton_path), None)
+                    jobs.append(("mujoco_newton", "float64", ["mujoco", str(newton_path), str(start_path)],
+                                 mujoco_stats(newton, arrays, 1 + args.steps, skip=1)))
             for key, dtype, child, stats in jobs:
                 start = time.perf_counter()
                 counts, outputs = [], []
@@ -958,17 +975,34 @@ def count_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]:
             if args.per_stage and "simrl" in engines:
                 records.append(simrl_stage_counts(name, mjm, w, args, portable, tmp, model_path))
     counted_records = [r for r in records if r["mode"] == "instructions"]
+    newton = any(r["engine"] == "mujoco_newton" for r in counted_records)
     for r in counted_records:
-        base = next((b for b in records if b["engine"] == "mujoco" and b["num_worlds"] == r["num_worlds"]), None)
-        if base is not None:
-            r["vs_mujoco"] = base["instructions_per_world_step"] / r["instructions_per_world_step"]
+        for engine, key in (("mujoco", "vs_mujoco"), ("mujoco_newton", "vs_mujoco_newton")):
+            base = next((b for b in counted_records if b["engine"] == engine and b["num_worlds"] == r["num_worlds"]),
+                        None)
+            if base is not None:
+                r[key] = base["instructions_per_world_step"] / r["instructions_per_world_step"]
     lines = ["| engine | dtype | worlds | steps counted | instructions per world-step | vs mj_step (its instructions "
-             "/ these) | solver iters mean/max | contacts/world |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "/ these) | " + ("vs mj_step with Newton | " if newton else "")
+             + "solver iters mean/max | contacts/world |",
+             "|---|---|---:|---:|---:|---:|" + ("---:|" if newton else "") + "---:|---:|"]
     for r in counted_records:
         ratio = f"{r['vs_mujoco']:.2f}x" if "vs_mujoco" in r else "-"
+        ratio_newton = (f"{r['vs_mujoco_newton']:.2f}x | " if "vs_mujoco_newton" in r else "- | ") if newton else ""
         lines.append(f"| {r['engine']} | {r['dtype']} | {r['num_worlds']} | {r['steps']} | "
-                     f"{r['instructions_per_world_step']:,.0f} | {ratio} | {r['solver_niter_mean']:.2f}/"
+                     f"{r['instructions_per_world_step']:,.0f} | {ratio} | {ratio_newton}{r['solver_niter_mean']:.2f}/"
                      f"{r['solver_niter_max']} | {r['contacts_per_world']:.1f} |")
+    for w in sorted({r["num_worlds"] for r in counted_records}):
+        simrl_rec = next((r for r in counted_records if r["engine"].startswith("simrl") and r["num_worlds"] == w), None)
+        mujoco_rec = next((r for r in counted_records if r["engine"] == "mujoco" and r["num_worlds"] == w), None)
+        if simrl_rec is not None and mujoco_rec is not None:
+            matched = solver_mismatch(simrl_rec, mujoco_rec, mjm)
+            if matched:
+                stats = {"simrl": simrl_rec, "mujoco": mujoco_rec,
+                         **({"mujoco_newton": next(r for r in counted_records if r["engine"] == "mujoco_newton"
+                                                   and r["num_worlds"] == w)} if matched == "newton" else {})}
+                lines.append("\n" + solver_note(matched, w, stats, "simrl", mjm).replace(
+                    "'vs mujoco'", "'vs mj_step'").replace("'vs mujoco Newton'", "'vs mj_step with Newton'"))
     table = "\n".join(lines)
     title = f"Instructions per world-step: {name}, {counter}"
     write_results(args, counted_records, table, title)

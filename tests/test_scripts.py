@@ -194,6 +194,50 @@ def test_benchmark_gives_the_ratio_at_matched_solver_work(tmp_path):
     assert f"MuJoCo's PGS takes {pgs:.1f} per step" in result.stdout and "unequal solver work" in result.stdout
 
 
+FALLING_BOX = """<mujoco>
+  <worldbody>
+    <geom type="plane" size="5 5 0.1"/>
+    <body pos="0 0 0.6"><freejoint/><geom type="box" size="0.1 0.1 0.1"/></body>
+  </worldbody>
+</mujoco>"""
+
+
+def test_benchmark_settle_starts_every_engine_on_the_floor(tmp_path):
+    """--settle S: the start state is the keyframe after S seconds of mj_step (the box that
+    starts in the air rests on the floor, with its contacts), the same as stepping MuJoCo by
+    hand; the run says so, and every record carries it."""
+    import mujoco
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("benchmark_settle", ROOT / "scripts" / "benchmark.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    mjm = mujoco.MjModel.from_xml_string(FALLING_BOX)
+    assert benchmark.initial_state(mjm).qpos[2] == pytest.approx(0.6)  # no settling by default
+    benchmark.SETTLE_SECONDS = 1.0
+    settled = benchmark.initial_state(mjm)
+    by_hand = mujoco.MjData(mjm)
+    for _ in range(round(1.0 / mjm.opt.timestep)):
+        mujoco.mj_step(mjm, by_hand)
+    np.testing.assert_array_equal(settled.qpos, by_hand.qpos)
+    np.testing.assert_array_equal(settled.qvel, by_hand.qvel)
+    assert settled.time == 0.0 and abs(settled.qpos[2] - 0.1) < 2e-3
+    mujoco.mj_forward(mjm, settled)
+    assert settled.ncon == 4
+    model, out = tmp_path / "box.xml", tmp_path / "bench.json"
+    model.write_text(FALLING_BOX)
+    result = run("scripts/benchmark.py", "--model", str(model), "--worlds", "2", "--threads", "1", "--engines",
+                 "simrl,mujoco", "--horizon", "5", "--seconds", "0.05", "--settle", "1", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "start: qpos0, settled for 1 s (--settle)" in result.stdout
+    records = json.loads(out.read_text())
+    assert {r["engine"] for r in records} == {"simrl", "mujoco"}
+    assert all(r["settle_seconds"] == 1.0 for r in records)
+    assert all(r["contacts_per_world"] == 4.0 for r in records)
+    refused = run("scripts/benchmark.py", "--model", str(model), "--worlds", "1", "--settle", "-1")
+    assert refused.returncode != 0 and "--settle -1.0: give a number of seconds >= 0" in refused.stderr
+
+
 valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 
 
@@ -235,6 +279,25 @@ def test_benchmark_counts_instructions_of_both_engines(tmp_path):
     # the wide schedule launches a kernel per pass: more instructions than the fused one
     assert (records["simrl-wide"]["instructions_per_world_step"]
             > records["simrl-fused"]["instructions_per_world_step"])
+
+
+@pytest.mark.slow
+@valgrind
+def test_benchmark_counts_instructions_at_matched_solver_work(tmp_path):
+    """--count-instructions where MuJoCo's PGS iterates far more than simrl's Newton: mj_step is
+    counted with Newton too, and the table gives that ratio with the reason."""
+    model, out = tmp_path / "boxes.xml", tmp_path / "count.json"
+    model.write_text(PGS_BOXES)
+    result = run("scripts/benchmark.py", "--model", str(model), "--worlds", "2", "--count-instructions",
+                 "--steps", "3", "--counter", "callgrind", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    records = {r["engine"]: r for r in json.loads(out.read_text())}
+    assert set(records) == {"simrl", "mujoco", "mujoco_newton"}
+    simrl, newton = records["simrl"], records["mujoco_newton"]
+    assert records["mujoco"]["solver_niter_mean"] > 2 * simrl["solver_niter_mean"] >= newton["solver_niter_mean"]
+    assert simrl["vs_mujoco_newton"] == pytest.approx(newton["instructions_per_world_step"]
+                                                      / simrl["instructions_per_world_step"])
+    assert "| vs mj_step with Newton |" in result.stdout and "unequal solver work" in result.stdout
 
 
 @pytest.mark.slow
