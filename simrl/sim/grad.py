@@ -629,6 +629,59 @@ def _slabs(d):
     return d.qacc._slab, d.qacc.grad._slab
 
 
+class _Scratch:
+    """The differentiable step's arrays beside the Data, one set per evaluation of the dynamics:
+    `dA` (-h qDeriv, or zero), `zero` (a zero matrix standing for dA in the solves without
+    one), `jar`, `force` (efc_force recomputed from the solution), `qfrc`, `rhs`, and the
+    backward's `lam`, `H`. They were allocated at every evaluation (about 5 MB per step at 1024
+    worlds on the quadruped, fresh pages each time); now they are views into two slabs that
+    come back with the Data and are zeroed by two memsets."""
+
+    #: name -> (shape after W: "nv" or "nefc" entries, has a gradient)
+    FIELDS = {"dA": (("nv", "nv"), True), "zero": (("nv", "nv"), True), "jar": (("nefc",), True),
+              "force": (("nefc",), True), "qfrc": (("nv",), True), "rhs": (("nv",), True),
+              "lam": (("nv",), False), "H": (("nv", "nv"), False)}
+
+    def __init__(self, model, W):
+        device, dtype = model.device, model.dtype
+        sizes = {"nv": model.nv, "nefc": model.struct.nefc}
+        itemsize = wp.types.type_size_in_bytes(dtype)
+        shapes = {name: (W, *(sizes[s] for s in dims)) for name, (dims, _) in self.FIELDS.items()}
+        offsets, grad_offsets, size, grad_size = {}, {}, 0, 0
+        for name, (_, has_grad) in self.FIELDS.items():
+            nbytes = -(-max(1, _count(shapes[name]) * itemsize) // _ALIGN) * _ALIGN
+            offsets[name], size = size, size + nbytes
+            if has_grad:
+                grad_offsets[name], grad_size = grad_size, grad_size + nbytes
+        self.values = wp.zeros(size, dtype=wp.uint8, device=device)
+        self.grads = wp.zeros(grad_size, dtype=wp.uint8, device=device)
+        for name in self.FIELDS:
+            grad = None
+            if name in grad_offsets:
+                grad = wp.array(ptr=self.grads.ptr + grad_offsets[name], dtype=dtype, shape=shapes[name],
+                                device=device)
+                grad._slab = self.grads
+            view = wp.array(ptr=self.values.ptr + offsets[name], dtype=dtype, shape=shapes[name], device=device,
+                            grad=grad)
+            view._slab = self.values
+            setattr(self, name, view)
+
+    def zero_(self):
+        self.values.zero_()
+        self.grads.zero_()
+
+    @property
+    def nbytes(self):
+        return self.values.capacity + self.grads.capacity
+
+
+def _count(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
 class _Pool:
     """Step buffers (Data with gradients) returned after backward, reused zeroed by the next
     rollout of the same model and world count: allocating the hundred arrays of a Data costs
@@ -640,20 +693,24 @@ class _Pool:
         self.bytes = 0
 
     def take(self, model, W):
+        """(Data, its adjoint struct or None, _Scratch), gradients and scratch zeroed."""
         free = self.free.get((id(model), W))
         if not free:
-            return _slab_data(model, W), None
-        d, adj = free.pop()
+            return _slab_data(model, W), None, _Scratch(model, W)
+        d, adj, scratch = free.pop()
         values, grads = _slabs(d)
-        self.bytes -= values.capacity + grads.capacity
+        self.bytes -= values.capacity + grads.capacity + scratch.nbytes
         # adjoints accumulate: gradients start at zero. Values need no clearing: every stage
         # writes what it reads, as in Sim.step, which reuses one Data for all its steps; the
-        # one value carried in, the solver's warm start, is set by Rollout._constrained.
+        # one value carried in, the solver's warm start, is set by Rollout._constrained. The
+        # scratch arrays are read where nothing wrote them (zero, the inactive rows of jar and
+        # force): zeroed, values and gradients.
         grads.zero_()
-        return d, adj
+        scratch.zero_()
+        return d, adj, scratch
 
-    def give(self, model, d, adj):
-        size = sum(slab.capacity for slab in _slabs(d))
+    def give(self, model, d, adj, scratch):
+        size = sum(slab.capacity for slab in _slabs(d)) + scratch.nbytes
         if self.bytes + size > POOL_BYTES:
             return
         key = (id(model), d.qM.shape[0])
@@ -661,12 +718,12 @@ class _Pool:
             # a model's id is reused after it is freed: its buffers go with it (a later model
             # with the same id would get Data of the wrong sizes)
             weakref.finalize(model, self._forget, key)
-        self.free.setdefault(key, []).append((d, adj))
+        self.free.setdefault(key, []).append((d, adj, scratch))
         self.bytes += size
 
     def _forget(self, key):
-        for d, _ in self.free.pop(key, []):
-            self.bytes -= sum(slab.capacity for slab in _slabs(d))
+        for d, _, scratch in self.free.pop(key, []):
+            self.bytes -= sum(slab.capacity for slab in _slabs(d)) + scratch.nbytes
 
 
 _POOL = _Pool()
@@ -696,6 +753,7 @@ class Rollout:
         self.mocap = mocap
         self.eq_active = eq_active
         self.datas = []  # one set of buffers per evaluation of the forward dynamics
+        self.scratch = {}  # id(Data) -> its _Scratch
         self.warmstart = None  # the constraint solver starts from the previous solution, as Sim.step
         self.adjoints = {id(m): tape.get_adjoint(m)}  # adjoint structs, built once per struct
         if act0 is None:
@@ -744,13 +802,15 @@ class Rollout:
     def release(self):
         """Return the step buffers to the pool (after backward)."""
         for d in self.datas:
-            _POOL.give(self.model, d, self.adjoints.get(id(d)))
+            _POOL.give(self.model, d, self.adjoints.get(id(d)), self.scratch[id(d)])
         self.datas = []
         self.adjoints = {}
+        self.scratch = {}
 
     def _data(self, qpos, qvel, act):
         """Buffers for one evaluation of the dynamics at (qpos, qvel, act): from the pool, zeroed."""
-        d, adj = _POOL.take(self.model, qpos.shape[0])
+        d, adj, scratch = _POOL.take(self.model, qpos.shape[0])
+        self.scratch[id(d)] = scratch
         d.qpos, d.qvel, d.act, d.ctrl, d.qfrc_applied = qpos, qvel, act, self.ctrl, self.qfrc_applied
         if self.model.struct.nmocap:
             # the mocap poses, into the buffers' own arrays (a pooled Data holds old values)
@@ -836,8 +896,9 @@ class Rollout:
         device = model.device
         W, nv = qpos.shape[0], model.nv
         d = self._data(qpos, qvel, act)
+        scratch = self.scratch[id(d)]
         self._segment(k["smooth"], m, d, W)
-        dA = wp.zeros((W, nv, nv), dtype=model.dtype, device=device, requires_grad=True)
+        dA = scratch.dA  # zero unless implicit_matrix writes it
         if implicit_damping:
             self._launch(k["implicit_dofs"], (W, nv), [m, d])
             if model.struct.implicitfast and model.struct.ntendon:
@@ -852,8 +913,7 @@ class Rollout:
                     self._sensors(m, d, d.qacc_int, None)
                 return d.qacc_int, d
             if sensors:  # mj_forward's qacc, M^-1 qfrc_smooth (qH is free without constraints)
-                zero = wp.zeros((W, nv, nv), dtype=model.dtype, device=device, requires_grad=True)
-                _solve(tape, k, m, W, d.qM, zero, d.qfrc_smooth, d.qacc_smooth, device, d.qH)
+                _solve(tape, k, m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, device, d.qH)
                 self._sensors(m, d, d.qacc_smooth, None)
             return self._free_bodies(m, d, d.qfrc_smooth, self._fresh(d.qfrc_smooth), d.qacc_int), d
         return self._constrained(m, d, dA if implicit_damping else None, sensors), d
@@ -885,10 +945,10 @@ class Rollout:
         qfrc_constraint). Returns the acceleration to integrate. With `sensors`, the sensors of
         the solver's qacc and of efc_force recomputed from it (differentiably)."""
         k, tape, model = self.kernels, self.tape, self.model
-        device, dtype = model.device, model.dtype
+        device = model.device
         W, nv, nefc = d.qvel.shape[0], model.nv, model.struct.nefc
-        zero = wp.zeros((W, nv, nv), dtype=dtype, device=device, requires_grad=True)
-        _solve(tape, k, m, W, d.qM, zero, d.qfrc_smooth, d.qacc_smooth, device, d.qLD)
+        scratch = self.scratch[id(d)]
+        _solve(tape, k, m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, device, d.qLD)
         if model.struct.ndetect:
             for item in k["convex_detect"].launches(model):
                 wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
@@ -903,11 +963,9 @@ class Rollout:
         qacc = wp.clone(d.qacc, requires_grad=True)
 
         def backward():
-            lam = wp.zeros((W, nv), dtype=dtype, device=device)
-            H = wp.zeros((W, nv, nv), dtype=dtype, device=device)
             _custom(k, k["constraint_adjoint"], W,
-                    [m, d, qacc, qacc.grad, lam, H, d.qM.grad, d.qfrc_smooth.grad, d.efc_J.grad, d.efc_D.grad,
-                     d.efc_aref.grad, d.efc_frictionloss.grad, d.efc_mu.grad], device)
+                    [m, d, qacc, qacc.grad, scratch.lam, scratch.H, d.qM.grad, d.qfrc_smooth.grad, d.efc_J.grad,
+                     d.efc_D.grad, d.efc_aref.grad, d.efc_frictionloss.grad, d.efc_mu.grad], device)
 
         tape.record_func(backward, arrays=[qacc, d.qM, d.qfrc_smooth, d.efc_J, d.efc_D, d.efc_aref,
                                            d.efc_frictionloss, d.efc_mu])
@@ -915,17 +973,15 @@ class Rollout:
         if dA is None and not sensors:
             return qacc
         # efc_force of the solution, differentiably (the solver's own has no adjoint)
-        jar = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)
-        force = wp.zeros((W, nefc), dtype=dtype, device=device, requires_grad=True)
+        jar, force = scratch.jar, scratch.force
         self._launch(k["constraint_jar"], (W, nefc), [m, d, qacc, jar])
         self._launch(k["constraint_force_row"], (W, nefc), [m, d, jar, force])
         if sensors:
             self._sensors(m, d, qacc, force)
         if dA is None:
             return qacc
-        qfrc = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
+        qfrc, rhs = scratch.qfrc, scratch.rhs
         self._launch(k["constraint_force_dof"], (W, nv), [m, d, force, qfrc])
-        rhs = wp.zeros((W, nv), dtype=dtype, device=device, requires_grad=True)
         self._launch(k["add"], (W, nv), [d.qfrc_smooth, qfrc, rhs])
         _solve(tape, k, m, W, d.qM, dA, rhs, d.qacc_int, device, d.qH)
         return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
