@@ -67,9 +67,9 @@ def test_the_engine_module_takes_model_and_data_by_reference():
         assert bound and all(bound), f"a kernel copies its {struct.native_name} argument ({bound})"
 
 
-def test_backward_kernels_bind_the_adjoint_structs_by_reference():
-    """The differentiable step's kernels (over worlds x dofs, rows, ...) bind the adjoints of
-    the Model and Data to the launch's block too: a copy per thread was 13 KB."""
+def _source_after_diff_step(module_name: str) -> str:
+    """The generated C++ of the differentiable step's module `module_name` (float64), after one
+    diff_step and its backward on a small model."""
     import torch
 
     from simrl import diff_step
@@ -80,11 +80,17 @@ def test_backward_kernels_bind_the_adjoint_structs_by_reference():
     ctrl = torch.zeros(2, sim.nu, dtype=torch.float64, requires_grad=True)
     qpos1, qvel1 = diff_step(sim, qpos, qvel, ctrl)
     (qpos1.sum() + qvel1.sum()).backward()
-    module = kernel_module(wp.float64, name="grad_step", backward=True)
+    module = kernel_module(wp.float64, name=module_name, backward=True)
     hashes = [e.module_hash.hex()[:7] for e in module.execs.values()]
-    assert hashes, "diff_step loaded no library of the differentiable step's module"
+    assert hashes, f"diff_step loaded no library of the module {module.name}"
     path = os.path.join(wp.config.kernel_cache_dir, f"wp_{module.name}_{hashes[-1]}")
-    text = "".join(open(os.path.join(path, f)).read() for f in os.listdir(path) if f.endswith(".cpp"))
+    return "".join(open(os.path.join(path, f)).read() for f in os.listdir(path) if f.endswith(".cpp"))
+
+
+def test_backward_kernels_bind_the_adjoint_structs_by_reference():
+    """The differentiable step's kernels (over worlds x dofs, rows, ...) bind the adjoints of
+    the Model and Data to the launch's block too: a copy per thread was 13 KB."""
+    text = _source_after_diff_step("grad_step")
     for struct in (model_struct(wp.float64), data_struct(wp.float64)):
         bound = re.findall(rf"^\s+{struct.native_name}(&?) adj_\w+ = _wp_adj_args->", text, re.MULTILINE)
         assert bound, f"no backward kernel takes {struct.native_name}: the form of Warp's C++ changed"
@@ -96,21 +102,7 @@ def test_backward_kernels_do_not_replay_their_passes():
     passes (simrl.sim.schedule._without_replay): the forward section of each calls the passes'
     empty replays, not the passes. A Warp that stopped honouring custom replays would make the
     backward pass slower again, not wrong (tests/test_grad.py checks the gradients)."""
-    import torch
-
-    from simrl import diff_step
-
-    sim = Sim.from_mjcf(SLIDE_HINGE, num_worlds=2, device="cpu", dtype="float64", schedule="fused")
-    qpos = torch.tensor(sim.qpos.numpy(), requires_grad=True)
-    qvel = torch.zeros(2, sim.nv, dtype=torch.float64, requires_grad=True)
-    ctrl = torch.zeros(2, sim.nu, dtype=torch.float64, requires_grad=True)
-    qpos1, qvel1 = diff_step(sim, qpos, qvel, ctrl)
-    (qpos1.sum() + qvel1.sum()).backward()
-    module = kernel_module(wp.float64, name="grad", backward=True)
-    hashes = [e.module_hash.hex()[:7] for e in module.execs.values()]
-    assert hashes, "diff_step loaded no library of the differentiable segments' module"
-    path = os.path.join(wp.config.kernel_cache_dir, f"wp_{module.name}_{hashes[-1]}")
-    text = "".join(open(os.path.join(path, f)).read() for f in os.listdir(path) if f.endswith(".cpp"))
+    text = _source_after_diff_step("grad")
     kernels = re.findall(r"static void (\w+)_cpu_kernel_backward\((.*?)\n}\n", text, re.DOTALL)
     assert kernels, "no backward kernel in the module: the form of Warp's C++ changed"
     for name, body in kernels:
