@@ -16,6 +16,7 @@ is overwritten); `simrl.diff` chains them and bridges to torch.autograd.
 """
 
 import functools
+import math
 import os
 import weakref
 
@@ -649,7 +650,7 @@ class _Scratch:
         shapes = {name: (W, *(sizes[s] for s in dims)) for name, (dims, _) in self.FIELDS.items()}
         offsets, grad_offsets, size, grad_size = {}, {}, 0, 0
         for name, (_, has_grad) in self.FIELDS.items():
-            nbytes = -(-max(1, _count(shapes[name]) * itemsize) // _ALIGN) * _ALIGN
+            nbytes = -(-max(1, math.prod(shapes[name]) * itemsize) // _ALIGN) * _ALIGN
             offsets[name], size = size, size + nbytes
             if has_grad:
                 grad_offsets[name], grad_size = grad_size, grad_size + nbytes
@@ -673,13 +674,6 @@ class _Scratch:
     @property
     def nbytes(self):
         return self.values.capacity + self.grads.capacity
-
-
-def _count(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 class _Pool:
