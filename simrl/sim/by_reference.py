@@ -57,8 +57,8 @@ def _kernel_by_reference(source: str) -> str:
     The adjoint structs too: a backward kernel that hands `adj_m`, `adj_d` to the adjoint of a
     function makes the compiler copy all 13 KB of them into every thread, which for a kernel
     over (worlds x constraint rows) cost more than the row's own arithmetic (docs/BENCHMARKS.md,
-    "The adjoint structs by reference"). Their array fields are the gradients, written through
-    and never replaced, so a reference writes the same gradients; their scalar fields (the
+    "The backward pass: adjoint structs by reference"). Their array fields are the gradients,
+    written through and never replaced, so a reference writes the same gradients; their scalar fields (the
     Model's options, e.g. timestep) only collect adjoints that nothing reads (a leaf's adjoint
     is accumulated, never read back: diff_step differentiates parameters through arrays), so
     the threads may share them."""
