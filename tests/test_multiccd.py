@@ -1,16 +1,11 @@
-"""multiccd with meshes (MuJoCo's default): box-mesh and mesh-mesh by MuJoCo's face clipping
-(simrl.sim.collision_multiccd), capsule- and cylinder-mesh by the rotations the other capsule and
-cylinder pairs use (simrl.sim.collision_convex).
+"""multiccd (MuJoCo's default) as MuJoCo 4.0 does it: the touching faces, or edge and face, of two
+boxes, meshes or cylinders (a cap as a 16-gon), or a capsule's side and a face, clipped into up to
+four contacts (simrl.sim.collision_multiccd).
 
-The face clipping follows engine_collision_gjk.c's `multicontact` (the source of 2026-08-22, the
-newest this project has) and, where MuJoCo 4.0.0's binary was found to differ, that binary: when
-an edge of geom 1 lies in no face of geom 2, geom 2's edges are tried against geom 1's faces.
-Measured on random overlapping states (tests/test_multiccd.py's scene, 128 worlds): every
-single-contact and every edge (two-contact) result equals MuJoCo 4.0.0's to rounding, in
-MuJoCo's order; face-on-face patches (three or four contacts) have MuJoCo's count and normal and
-the deepest depth within 7e-4, but their points differ (by up to 5 cm for deep random overlaps:
-MuJoCo 4.0.0 changed this case after the source above). Resting contacts, where the faces are
-parallel and the depths small, agree: the drop test below follows MuJoCo within 1e-3.
+Measured on random overlapping states (this file's scenes): box- and mesh-mesh contacts, one to
+four per pair, and capsule-mesh ones equal MuJoCo 4.0's to rounding, in MuJoCo's order;
+cylinders lying, standing and tilted on boxes and meshes touch where MuJoCo's do. Cylinder pairs
+in deep random overlaps still differ in a few per cent of the pairs (docs/GUIDE.md, Meshes).
 """
 
 import mujoco
@@ -56,9 +51,9 @@ def clip_scene():
 
 
 def test_face_clipping_matches_mujoco(clip_scene):
-    """Random overlapping poses of every face-clipping pair: vertex and edge contacts (one or two
-    per pair) equal MuJoCo 4.0's to rounding; face-on-face patches (three or four) have its
-    count, its normal and its deepest depth within 2e-3 (measured 7e-4)."""
+    """Random overlapping poses of every face-clipping pair: vertex, edge and face-on-face contacts
+    (one to four per pair) equal MuJoCo 4.0's to rounding, in its order (an edge's two ends in
+    either: which pair of its near-duplicate points is farthest is decided by rounding)."""
     mjm, sim = clip_scene
     qpos = random_states(mjm, 48, np.random.default_rng(5))
     sim.qpos = torch.as_tensor(qpos)
@@ -72,18 +67,12 @@ def test_face_clipping_matches_mujoco(clip_scene):
             name = f"world {w} {names(mjm, g1)}-{names(mjm, g2)}"
             assert len(ours) == len(theirs), (name, len(ours), len(theirs))
             seen[min(len(theirs), 3)] += 1
-            if len(theirs) <= 2:
-                # an edge's two ends: the order can differ (the clipped edge holds near-duplicate
-                # points, and which pair is farthest is decided by rounding)
-                for d0, p0, n0 in theirs:
-                    d1, p1, n1 = min(ours, key=lambda c: np.abs(c[1] - p0).max())
-                    assert abs(d0 - d1) < 1e-9 and np.abs(p0 - p1).max() < 1e-9, (name, d0, d1, p0, p1)
-                    assert np.abs(n0 - n1).max() < 1e-9, (name, n0, n1)
-            else:
-                for (_, _, n0), (_, _, n1) in zip(theirs, ours, strict=True):
-                    assert np.abs(n0 - n1).max() < 1e-9, (name, n0, n1)
-                deepest = min(c[0] for c in theirs)
-                assert abs(deepest - min(c[0] for c in ours)) < 2e-3, name
+            pairs = zip(theirs, ours, strict=True)
+            if len(theirs) == 2:
+                pairs = [(c, min(ours, key=lambda o, c=c: np.abs(o[1] - c[1]).max())) for c in theirs]
+            for (d0, p0, n0), (d1, p1, n1) in pairs:
+                assert abs(d0 - d1) < 1e-9 and np.abs(p0 - p1).max() < 1e-9, (name, d0, d1, p0, p1)
+                assert np.abs(n0 - n1).max() < 1e-9, (name, n0, n1)
     # the states cover vertex, edge and face contacts
     assert min(seen.values()) > 0, seen
 
@@ -222,28 +211,91 @@ def test_gradients_through_face_clipped_contacts_match_finite_differences():
             assert abs(grad[0, i].item() - fd) < 1e-5 * (1 + abs(fd)), (name, i, grad[0, i].item(), fd)
 
 
-def test_capsule_and_cylinder_mesh_pairs_load_with_multiccd():
-    """Capsule- and cylinder-mesh pairs look for more contacts by multiccd's rotations (as the
-    other capsule and cylinder pairs): where MuJoCo 4.0 has one contact, simrl's first equals it
-    (within EPA's stopping error for the cylinder), and every extra contact is at its depth."""
-    pairs = (("capsule", "hex"), ("cylinder", "ico"), ("capsule", "cube"))
+def test_capsule_pairs_clip_like_mujoco():
+    """A capsule's side against a face (MuJoCo 4.0: the side line through the witness point
+    clipped by the face, found from GJK's simplex when the capsule's core does not penetrate):
+    random overlaps of capsule-mesh and capsule-cylinder have MuJoCo's contact count; two-contact
+    results equal MuJoCo's to rounding, single contacts to EPA's stopping error (cylinder, mesh)."""
+    pairs = (("capsule", "hex"), ("capsule", "cube"), ("capsule", "cylinder"))
     mjm = mujoco.MjModel.from_xml_string(mesh_scene(pairs, multiccd=True))
-    sim = Sim.from_model(mjm, num_worlds=16, dtype="float64")
-    qpos = random_states(mjm, 16, np.random.default_rng(3))
+    sim = Sim.from_model(mjm, num_worlds=32, dtype="float64")
+    qpos = random_states(mjm, 32, np.random.default_rng(3))
     sim.qpos = torch.as_tensor(qpos)
     sim.forward()
     mjd = mujoco.MjData(mjm)
-    singles = 0
-    for w in range(16):
+    seen = {1: 0, 2: 0}
+    for w in range(32):
         mjd.qpos[:] = qpos[w]
         mujoco.mj_forward(mjm, mjd)
         for (g1, g2), (theirs, ours) in _contacts_by_pair(mjm, mjd, sim, w).items():
-            assert ours, (w, names(mjm, g1), names(mjm, g2))
-            assert all(abs(c[0] - ours[0][0]) < 1e-12 for c in ours)  # the rotations' contacts: slot 0's depth
-            if len(theirs) == 1:
+            name = f"world {w} {names(mjm, g1)}-{names(mjm, g2)}"
+            assert len(ours) == len(theirs), (name, len(ours), len(theirs))
+            seen[len(theirs)] += 1
+            tol = 1e-9 if len(theirs) == 2 else 2e-4
+            pairs = zip(theirs, ours, strict=True)
+            if len(theirs) == 2:  # an edge's two ends, in either order (as above)
+                pairs = [(c, min(ours, key=lambda o, c=c: np.abs(o[1] - c[1]).max())) for c in theirs]
+            for (d0, p0, _), (d1, p1, _) in pairs:
+                assert abs(d0 - d1) < tol and np.abs(p0 - p1).max() < tol, (name, d0, d1, p0, p1)
+    assert min(seen.values()) > 0, seen
+
+
+#: resting cylinders and capsules: (geom, body position, euler (degrees)) on the box floor at x = 0
+#: or the mesh slab at x = 3
+RESTING = [("cylinder", "0 0 0.095", e) for e in ("90 0 0", "-90 0 0", "90 0 30", "0 90 0", "0 -90 0")] + [
+    ("cylinder", "0 0 0.195", "0 0 0"), ("cylinder", "0 0 0.19", "3 0 0"),
+    ("cylinder", "3 0 0.095", "90 0 0"), ("cylinder", "3 0 0.195", "0 0 20"), ("capsule", "3 0 0.095", "90 0 0"),
+    ("capsule", "3 0 0.095", "0 90 10"), ("box", "3 0 0.095", "0 0 0")]
+
+
+@pytest.mark.parametrize("geom,pos,euler", RESTING)
+def test_resting_cylinders_and_capsules_touch_where_mujocos_do(geom, pos, euler):
+    """A cylinder on its side touches a face along a line (two contacts), on its cap at four points
+    of its 16-gon, tilted by a few degrees at four points of different depths; a capsule on its
+    side at its segment's two ends: MuJoCo 4.0's contacts, in its order (positions to EPA's
+    stopping error, 1e-5 on the box, 2e-4 on the mesh)."""
+    slab = " ".join(f"{x} {y} {z}" for x in (-.5, .5) for y in (-.5, .5) for z in (-.0625, .0625))
+    size = "0.1 0.1 0.1" if geom == "box" else "0.1 0.2"
+    xml = f"""<mujoco><asset><mesh name="slab" vertex="{slab}"/></asset><worldbody>
+      <geom type="box" size="1 1 0.1" pos="0 0 -0.1"/><geom type="mesh" mesh="slab" pos="3 0 -0.0625"/>
+      <body pos="{pos}" euler="{euler}"><freejoint/><geom type="{geom}" size="{size}"/></body>
+    </worldbody></mujoco>"""
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    sim = Sim.from_model(mjm, num_worlds=1, dtype="float64")
+    sim.forward()
+    theirs, ours = _contacts_by_pair(mjm, mjd, sim, 0).popitem()[1]
+    assert len(theirs) > 1 and len(ours) == len(theirs), (len(ours), len(theirs))
+    tol = 1e-5 if pos.startswith("0 ") else 2e-4
+    for (d0, p0, n0), (d1, p1, n1) in zip(theirs, ours, strict=True):
+        assert abs(d0 - d1) < tol and np.abs(p0 - p1).max() < tol, (d0, d1, p0, p1)
+        assert np.abs(n0 - n1).max() < tol, (n0, n1)
+
+
+def test_cylinder_pairs_mostly_have_mujocos_contacts():
+    """Random deep overlaps of cylinder-box, -cylinder and -mesh pairs: MuJoCo 4.0's contact count
+    in at least 90% of the pairs (measured: 95%) and its deepest contact within EPA's stopping
+    error in those with one. The rest differ (docs/GUIDE.md, Meshes)."""
+    pairs = (("cylinder", "box"), ("cylinder", "cylinder"), ("cylinder", "hex"))
+    mjm = mujoco.MjModel.from_xml_string(mesh_scene(pairs, multiccd=True))
+    sim = Sim.from_model(mjm, num_worlds=48, dtype="float64")
+    qpos = random_states(mjm, 48, np.random.default_rng(3))
+    sim.qpos = torch.as_tensor(qpos)
+    sim.forward()
+    mjd = mujoco.MjData(mjm)
+    same = total = singles = 0
+    for w in range(48):
+        mjd.qpos[:] = qpos[w]
+        mujoco.mj_forward(mjm, mjd)
+        for (_, _), (theirs, ours) in _contacts_by_pair(mjm, mjd, sim, w).items():
+            total += 1
+            same += len(ours) == len(theirs)
+            if len(theirs) == len(ours) == 1:
                 singles += 1
-                assert abs(theirs[0][0] - ours[0][0]) < 1e-4 and np.abs(theirs[0][1] - ours[0][1]).max() < 1e-3
-    assert singles > 0
+                assert abs(theirs[0][0] - ours[0][0]) < 1e-5 and np.abs(theirs[0][1] - ours[0][1]).max() < 1e-3
+    print(f"cylinder pairs: {same} of {total} with MuJoCo's contact count")
+    assert same >= 0.9 * total and singles > 0, (same, total)
 
 
 def test_cpu_threads_give_the_same_bits_with_face_clipping():

@@ -35,7 +35,6 @@ import warp as wp
 from simrl.sim import collision_gjk, collision_multiccd
 from simrl.sim.contact_tables import (
     CONVEX_KINDS,
-    FACE_CLIP_KINDS,
     GEOM_CAPSULE,
     GEOM_CYLINDER,
     GEOM_ELLIPSOID,
@@ -59,7 +58,6 @@ MULTICCD_ANGLE = 1e-3
 #: contact slots of each convex kind
 CONVEX_SLOTS = {PAIR_KIND[pair]: n for pair, n in MAX_CONTACTS.items() if PAIR_KIND[pair] in CONVEX_KINDS}
 KIND_HFIELD0, KIND_HFIELD1 = HFIELD_KINDS[0], HFIELD_KINDS[-1]
-KIND_CLIP0, KIND_CLIP1 = FACE_CLIP_KINDS[0], FACE_CLIP_KINDS[-1]
 
 
 @functools.cache
@@ -222,7 +220,9 @@ def build(scalar):
 
     @wp.func
     def record(d: Data, w: int, i: int, o1: Obj, o2: Obj, normal: vec3d, x1: vec3d, x2: vec3d, pos: vec3d,
-               perturb: int, vertex: int):
+               perturb: int, vertex: int, clipped: int):
+        """Contact slot i from its normal and witness points; `clipped`: a point of a face clipping,
+        whose witnesses are points of their polygons, not support points along the normal."""
         c = ConvexContact()
         c.normal = vec3(normal)
         c.x1 = vec3(wp.transpose(o1.mat) * (x1 - o1.pos))
@@ -231,7 +231,9 @@ def build(scalar):
         c.perturb = perturb
         if perturb == 0:
             # how the witness points follow the poses (the contacts pass: track)
-            feature = fr64.smooth(o1.type, o1.mat, normal) + 2 * fr64.smooth(o2.type, o2.mat, normal) + 4 * vertex
+            feature = 4 * vertex
+            if clipped == 0:
+                feature += fr64.smooth(o1.type, o1.mat, normal) + 2 * fr64.smooth(o2.type, o2.mat, normal)
             F1, F2 = fr64.track(o1.type, o1.pos, o1.mat, o1.size, vec3d(c.x1), o2.type, o2.pos, o2.mat, o2.size,
                                 vec3d(c.x2), o2.margin, vec3d(c.normal), feature)
             c.feature = feature
@@ -458,7 +460,7 @@ def build(scalar):
                     found, normal, x1, x2, pos, vertex, _face = penetration(d, s, o1, o2, m)
                     if found:
                         record(d, w, slot + ncon, w1, w2, R1 * normal, R1 * x1 + p1, R1 * x2 + p1,
-                               R1 * pos + p1, 0, vertex)
+                               R1 * pos + p1, 0, vertex, 0)
                         ncon += 1
 
     @wp.func
@@ -489,10 +491,12 @@ def build(scalar):
         o1 = obj(m, d, w, g1, margin, s, 0)
         o2 = obj(m, d, w, g2, margin, s, 2)
         found, normal, x1, x2, pos0, vertex, face = penetration(d, s, o1, o2, m)
-        clip = kind >= KIND_CLIP0 and kind <= KIND_CLIP1 and m.enable_multiccd != 0 and margin <= zero
+        # the pairs left with more than one slot clip faces (contact_tables.FACE_CLIP) when they
+        # have no margin, else turn
+        clip = nslot > 1 and m.enable_multiccd != 0 and margin <= zero
         if clip and face >= 0:
-            # box-mesh and mesh-mesh without margin: the touching faces' contacts (mjc_ccd's
-            # multicontact), in its order, when the deepest of them penetrates
+            # the touching faces' contacts (mjc_ccd's multicontact), in its order, when the
+            # deepest of them penetrates
             nx = multiccd.multicontact(m, d, s, o1, o2, g1, g2, face, x1, x2)
             if nx > 0:
                 P = m.ccd_npolygon
@@ -504,11 +508,11 @@ def build(scalar):
                         xk1 = d.ccd_clip[s, 7 * P + 2 * k]
                         xk2 = d.ccd_clip[s, 7 * P + 2 * k + 1]
                         record(d, w, slot + k, o1, o2, gjk.normalize(xk1 - xk2), xk1, xk2, (xk1 + xk2) * half64, 0,
-                               d.ccd_cliptag[s, 4 * P + k])
+                               d.ccd_cliptag[s, 4 * P + k], 1)
                 return
         if not found:
             return
-        record(d, w, slot, o1, o2, normal, x1, x2, pos0, 0, vertex)
+        record(d, w, slot, o1, o2, normal, x1, x2, pos0, 0, vertex, 0)
         if nslot == 1 or m.enable_multiccd == 0 or clip:
             return
         frame = make_frame64(normal)
@@ -525,7 +529,7 @@ def build(scalar):
                     if wp.length(d.ccd_contact[w, slot + j].pos - vec3(pos_k)) <= tolerance:
                         distinct = False
                 if distinct:
-                    record(d, w, slot + ncon, q1, q2, normal_k, x1k, x2k, pos_k, perturb, vertex_k)
+                    record(d, w, slot + ncon, q1, q2, normal_k, x1k, x2k, pos_k, perturb, vertex_k, 0)
                     ncon += 1
 
     @wp.func

@@ -146,7 +146,8 @@ def build(scalar):
     def support_idx(o: Obj, d: vec3):
         """The point of object o farthest along the unit direction d (mjc_*Support), pushed out
         by half its margin (`support` of engine_collision_gjk.c), and which vertex it is for a
-        box (the corner's sign bits) or a mesh (-1 for smooth shapes)."""
+        box (the corner's sign bits) or a mesh, which cap's rim for a cylinder (0 top, 1 bottom),
+        -1 for the other shapes."""
         pos, mat, size = o.pos, o.mat, o.size
         index = int(-1)
         # d in the geom's frame (mulMatTVec3)
@@ -186,8 +187,10 @@ def build(scalar):
                 if n2 >= minval2:
                     scl = size[0] / wp.sqrt(n2)
                 lz = size[1]
+                index = int(0)  # the cap: 0 the top, 1 the bottom (MuJoCo 4.0's multicontact)
                 if ld[2] < zero:
                     lz = -size[1]
+                    index = 1
                 local = vec3(scl * ld[0], scl * ld[1], lz)
             elif o.type == GEOM_BOX:
                 lx = size[0]
@@ -978,9 +981,9 @@ def build(scalar):
                   lam[0] * a.vert2[2] + lam[1] * b.vert2[2] + lam[2] * c.vert2[2])
         # which witness is one vertex of its polytope (the final face's three points share it)
         vertex = int(0)
-        if a.index1 >= 0 and a.index1 == b.index1 and b.index1 == c.index1:
+        if a.index1 >= 0 and a.index1 == b.index1 and b.index1 == c.index1 and o1.type != GEOM_CYLINDER:
             vertex = 1
-        if a.index2 >= 0 and a.index2 == b.index2 and b.index2 == c.index2:
+        if a.index2 >= 0 and a.index2 == b.index2 and b.index2 == c.index2 and o2.type != GEOM_CYLINDER:
             vertex += 2
         return 1, -wp.sqrt(fc.dist2), x1, x2, vertex, face
 
@@ -1061,8 +1064,9 @@ def build(scalar):
         """mjc_ccd with max_contacts 1 and dist_cutoff 0 (as mjc_penetration calls it): (nx,
         dist, x1, x2, vertex, face); a contact when nx = 1 and dist < 0 (the depth of the shapes
         inflated by half the margin each); vertex: bit 0 (1) when x1 is one vertex of a box or
-        mesh, bit 1 (2) when x2 is (EPA's final face has it three times); face: EPA's final face
-        (-1 when EPA did not run or failed), from which simrl.sim.collision_multiccd clips faces
+        mesh, bit 1 (2) when x2 is (EPA's final face has it three times); face: EPA's final face,
+        or 0 for the simplex of a sphere's or capsule's core when that did not penetrate (-1 when
+        neither: no contact, or EPA failed), from which simrl.sim.collision_multiccd clips faces
         for more contacts (mjc_ccd's `multicontact` when max_contacts > 1)."""
         x1 = obj_center(o1)
         x2 = obj_center(o2)
@@ -1079,9 +1083,20 @@ def build(scalar):
                 if m2 != zero:
                     x2 = x2 - n * m2
                 dist = dist - (m1 + m2)
-                if dist > zero:
-                    dist = max_limit
-                return nx, dist, x1, x2, 0, -1
+                if dist > zero or nsimplex < 1:
+                    if dist > zero:
+                        dist = max_limit
+                    return nx, dist, x1, x2, 0, -1
+                # the cores' simplex as the face multiccd starts from (MuJoCo 4.0: a capsule's
+                # side lying on a face is found without EPA); its vertices 0, 1, 2 (repeated when
+                # the simplex is smaller)
+                verts[s, 0] = simplex[s, 0]
+                verts[s, 1] = simplex[s, wp.min(nsimplex - 1, 1)]
+                verts[s, 2] = simplex[s, wp.min(nsimplex - 1, 2)]
+                f = Face()
+                f.verts = wp.vec3i(0, 1, 2)
+                faces[s, 0] = f
+                return nx, dist, x1, x2, 0, 0
             # deep penetration: GJK and EPA on the full shapes
             x1 = obj_center(o1)
             x2 = obj_center(o2)

@@ -48,7 +48,7 @@ import types
 
 import warp as wp
 
-from simrl.sim.contact_tables import GEOM_BOX, GEOM_MESH
+from simrl.sim.contact_tables import GEOM_BOX, GEOM_CYLINDER, GEOM_MESH
 from simrl.sim.data import ccd_structs, data_struct
 from simrl.sim.model import MeshInfo, model_struct
 from simrl.sim.types import MINVAL
@@ -56,6 +56,12 @@ from simrl.sim.types import MINVAL
 #: face-face alignment: cos of about 5.1 degrees (mjFACE_TOL); edge-face: |cos| below mjEDGE_TOL
 FACE_TOL = 0.996
 EDGE_TOL = 0.0888
+#: how far outside its segment a crossing with a side plane is kept (clamped to it)
+INTERSECT_TOL = 3e-7
+#: a cylinder's cap as a polygon (MuJoCo 4.0's multicontact): its vertices at angles k pi / 8
+CYLINDER_POLYGON = 16
+#: cos(k pi / 8), k = 0..4, each the double nearest the exact value
+RIM_COS = (1.0, 0.9238795325112867, 0.7071067811865476, 0.3826834323650898, 0.0)
 
 
 @functools.cache
@@ -66,6 +72,8 @@ def build(scalar):
     _, _, Obj, _ = ccd_structs(f64)
     zero, one, half = f64(0.0), f64(1.0), f64(0.5)
     face_tol, edge_tol, minval = f64(FACE_TOL), f64(EDGE_TOL), f64(MINVAL)
+    rim1, rim2, rim3 = f64(RIM_COS[1]), f64(RIM_COS[2]), f64(RIM_COS[3])
+    intersect_tol = f64(INTERSECT_TOL)
 
     @wp.func
     def normalize(v: vec3d) -> vec3d:
@@ -375,19 +383,38 @@ def build(scalar):
         return fn
 
     @wp.func
-    def aligned_faces(d: Data, s: int, base1: int, n1: int, base2: int, n2: int):
-        """alignedFaces: the first normals (i of geom 1, j of geom 2) facing each other."""
+    def aligned_faces(d: Data, s: int, base1: int, n1: int, base2: int, n2: int, dir: vec3d):
+        """alignedFaces (MuJoCo 4.0): of the normals of geom 1 facing against dir (x2 - x1) and
+        those of geom 2 facing along it (both beyond mjEDGE_TOL |dir|), the pair (i, j) most
+        opposed to each other, if within mjFACE_TOL."""
+        dir_tol = edge_tol * wp.length(dir)
+        best = -face_tol
+        found = int(0)
+        bi = int(0)
+        bj = int(0)
         for i in range(n1):
+            ni = d.ccd_norm[s, base1 + i]
+            if wp.dot(ni, dir) >= -dir_tol:
+                continue
             for j in range(n2):
-                if wp.dot(d.ccd_norm[s, base1 + i], d.ccd_norm[s, base2 + j]) < -face_tol:
-                    return 1, i, j
-        return 0, 0, 0
+                nj = d.ccd_norm[s, base2 + j]
+                if wp.dot(nj, dir) <= dir_tol:
+                    continue
+                c = wp.dot(ni, nj)
+                if c < best:
+                    best = c
+                    bi = i
+                    bj = j
+                    found = 1
+        return found, bi, bj
 
     @wp.func
-    def aligned_face_edge(d: Data, s: int, ebase: int, nedge: int, fbase: int, nface: int):
+    def aligned_face_edge(d: Data, s: int, ebase: int, nedge: int, fbase: int, nface: int, dir: vec3d):
         """alignedFaceEdge: the first (edge, face) with the edge within mjEDGE_TOL of lying in the
-        face's plane (faces outer, edges inner, as MuJoCo)."""
+        face's plane, of the faces whose normal points along dir (faces outer, edges inner)."""
         for i in range(nface):
+            if wp.dot(d.ccd_norm[s, fbase + i], dir) <= minval:
+                continue
             for j in range(nedge):
                 if wp.abs(wp.dot(d.ccd_norm[s, ebase + j], d.ccd_norm[s, fbase + i])) < edge_tol:
                     return 1, j, i
@@ -397,8 +424,9 @@ def build(scalar):
 
     @wp.func
     def area4(a: vec3d, b: vec3d, c: vec3d, e: vec3d) -> f64:
-        """area4: the area of the quadrilateral a, b, c, e."""
-        return half * wp.length(wp.cross(e - a, b - e) + wp.cross(c - b, a - c))
+        """area4 (MuJoCo 4.0): the area of the quadrilateral a, b, c, e, half the cross product of
+        its diagonals."""
+        return half * wp.length(wp.cross(a - c, b - e))
 
     @wp.func
     def nxt(i: int, n: int) -> int:
@@ -412,8 +440,8 @@ def build(scalar):
 
     @wp.func
     def polygon_quad(d: Data, s: int, pa: int, n: int) -> wp.vec4i:
-        """polygonQuad: four of the n points at pa spanning the largest area, by MuJoCo's walk (each
-        corner advanced while the area grows, for every first corner)."""
+        """polygonQuad: four of the n points at pa spanning a large area, by MuJoCo's walk (each
+        corner advanced while the area grows, for every first corner): a local maximum."""
         b = int(1)
         c = int(2)
         e = int(3)
@@ -452,12 +480,13 @@ def build(scalar):
     @wp.func
     def witness_on_face(d: Data, s: int, out: int, k: int, P: int, v: vec3d, p: vec3d, n: vec3d, dir: vec3d,
                         tag: int):
-        """witnessOnFace: contact k from clipped point v: x2 = v, x1 = v moved along -dir by its
-        depth below the face through p with normal n, dist = that signed depth; and which of
-        the two is a vertex (`point_kind` of its tag)."""
-        dist = wp.dot(v - p, n)
-        d.ccd_clip[s, out + 2 * k] = v - dir * wp.abs(dist)
-        d.ccd_clip[s, out + 2 * k + 1] = v
+        """witnessOnFace (MuJoCo 4.0): contact k from clipped point v: x1 = v projected on the
+        face through p with normal n, dist = (x1 - v) . dir, x2 = x1 - dist dir (v itself when n
+        and dir are opposed); and which of the two is a vertex (`point_kind` of its tag)."""
+        w1 = v - n * wp.dot(v - p, n)
+        dist = wp.dot(w1 - v, dir)
+        d.ccd_clip[s, out + 2 * k] = w1
+        d.ccd_clip[s, out + 2 * k + 1] = w1 - dir * dist
         d.ccd_clipd[s, P + k] = dist
         d.ccd_cliptag[s, 4 * P + k] = point_kind(tag)
 
@@ -564,9 +593,10 @@ def build(scalar):
                         nclipped += 1
                     continue
                 tmp = wp.dot(side, pq)
-                if tmp != zero:
+                if wp.abs(tmp) >= f64(1e-10):
                     t = (offset - wp.dot(side, p)) / tmp
-                    if t >= zero and t <= one and nclipped < 2 * P:
+                    if t > -intersect_tol and t < one + intersect_tol and nclipped < 2 * P:
+                        t = wp.clamp(t, zero, one)
                         d.ccd_clip[s, pb + nclipped] = p + pq * t
                         d.ccd_cliptag[s, pb + nclipped] = crossing_tag(d.ccd_cliptag[s, pa + i], tq, e, nface1)
                         nclipped += 1
@@ -590,11 +620,6 @@ def build(scalar):
                 kept += 1
         if kept < 1:
             return 0
-        if kept > 4:
-            r = polygon_quad(d, s, pa, kept)
-            for k in range(4):
-                witness_on_face(d, s, out, k, P, d.ccd_clip[s, pa + r[k]], face0, n, dir, d.ccd_cliptag[s, pa + r[k]])
-            return 4
         if nface2 == 2 and kept > 2:
             # an edge: its two farthest points
             best1 = int(0)
@@ -611,30 +636,130 @@ def build(scalar):
             witness_on_face(d, s, out, 0, P, d.ccd_clip[s, pa + best1], face0, n, dir, d.ccd_cliptag[s, pa + best1])
             witness_on_face(d, s, out, 1, P, d.ccd_clip[s, pa + best2], face0, n, dir, d.ccd_cliptag[s, pa + best2])
             return 2
+        if kept > 4:
+            r = polygon_quad(d, s, pa, kept)
+            for k in range(4):
+                witness_on_face(d, s, out, k, P, d.ccd_clip[s, pa + r[k]], face0, n, dir, d.ccd_cliptag[s, pa + r[k]])
+            return 4
         for k in range(kept):
             witness_on_face(d, s, out, k, P, d.ccd_clip[s, pa + k], face0, n, dir, d.ccd_cliptag[s, pa + k])
         return kept
+
+    # ------------------------------------------------------------------ cylinders and capsules
+
+    @wp.func
+    def axis_of(o: Obj) -> vec3d:
+        return vec3d(o.mat[0, 2], o.mat[1, 2], o.mat[2, 2])
+
+    @wp.func
+    def cylinder_normals(d: Data, s: int, base: int, o: Obj, dim: int, vi: wp.vec3i) -> int:
+        """A cylinder's face at its feature (MuJoCo 4.0): the cap (index 0 the top, 1 the bottom:
+        the support's vertex index) when all of its support points are on that cap's rim."""
+        if dim != 1:
+            return 0
+        sgn = one
+        if vi[0] != 0:
+            sgn = -one
+        d.ccd_norm[s, base] = axis_of(o) * sgn
+        d.ccd_normidx[s, base] = vi[0]
+        return 1
+
+    @wp.func
+    def cylinder_edge(d: Data, s: int, base: int, ebase: int, o: Obj, w: vec3d, cap: int) -> vec3d:
+        """A cylinder's edge through its witness point w: the side line from cap `cap` to the other;
+        returns its first end."""
+        sgn = one
+        if cap != 0:
+            sgn = -one
+        a = axis_of(o)
+        pr = wp.dot(w - o.pos, a)
+        start = w - a * (pr + sgn * o.size[1])
+        d.ccd_norm[s, base] = a * sgn
+        d.ccd_norm[s, ebase] = start + a * (sgn * f64(2.0) * o.size[1])
+        return start
+
+    @wp.func
+    def capsule_edge(d: Data, s: int, base: int, ebase: int, o: Obj, w: vec3d) -> vec3d:
+        """A capsule's edge through its witness point w: the line of its side along the axis,
+        over the segment's length; returns its first end."""
+        a = axis_of(o)
+        pr = wp.dot(w - o.pos, a)
+        d.ccd_norm[s, base] = a
+        d.ccd_norm[s, ebase] = w + a * (o.size[1] - pr)
+        return w - a * (pr + o.size[1])
+
+    @wp.func
+    def rim(k: int):
+        """(cos, sin) of k pi / 8 from the exact-symmetric table of an eighth turn (rotated by the
+        quarter turns), so that the 16-gon's symmetric corners are exactly symmetric, as MuJoCo
+        4.0's are: its contact choice on a cap lying flat (ties of polygonQuad) depends on it."""
+        i = k % 4
+        c = one
+        sn = zero
+        if i == 1:
+            c = rim1
+            sn = rim3
+        elif i == 2:
+            c = rim2
+            sn = rim2
+        elif i == 3:
+            c = rim3
+            sn = rim1
+        for _q in range(k // 4):
+            t = c
+            c = -sn
+            sn = t
+        return c, sn
+
+    @wp.func
+    def cylinder_face(d: Data, s: int, base: int, o: Obj, idx: int) -> int:
+        """A cylinder's cap (idx 0 the top, 1 the bottom) as MuJoCo 4.0's 16-gon: the rim at angles
+        k pi / 8 (counterclockwise about the cap's outward normal for the top)."""
+        sgn = one
+        if idx != 0:
+            sgn = -one
+        center = axis_of(o) * (sgn * o.size[1]) + o.pos
+        col0 = vec3d(o.mat[0, 0], o.mat[1, 0], o.mat[2, 0]) * o.size[0]
+        col1 = vec3d(o.mat[0, 1], o.mat[1, 1], o.mat[2, 1]) * (o.size[0] * sgn)
+        for k in range(CYLINDER_POLYGON):
+            c, sn = rim(k)
+            d.ccd_clip[s, base + k] = col0 * c - col1 * sn + center
+        return CYLINDER_POLYGON
 
     # ------------------------------------------------------------------ multicontact
 
     @wp.func
     def normals(m: Model, d: Data, s: int, base: int, o: Obj, mesh: MeshInfo, dim: int, vi: wp.vec3i,
                 dir: vec3d) -> int:
+        """The face normals at a geom's feature; none for a capsule (its side is an edge)."""
         if o.type == GEOM_BOX:
             return box_normals(d, s, base, o, dim, vi, dir)
-        return mesh_normals(m, d, s, base, o, mesh, dim, vi)
+        if o.type == GEOM_MESH:
+            return mesh_normals(m, d, s, base, o, mesh, dim, vi)
+        if o.type == GEOM_CYLINDER:
+            return cylinder_normals(d, s, base, o, dim, vi)
+        return 0
 
     @wp.func
     def edge_normals(m: Model, d: Data, s: int, base: int, ebase: int, o: Obj, mesh: MeshInfo, dim: int,
-                     p1: vec3d, p2: vec3d, v1: int) -> int:
+                     p1: vec3d, p2: vec3d, v1: int, w: vec3d):
+        """The edges at a geom's feature (directions at base, far ends at ebase): their number and
+        their common first end (p1; a capsule's or cylinder's side line passes through its witness
+        point w)."""
         if o.type == GEOM_BOX:
-            return box_edge_normals(d, s, base, ebase, o, dim, p1, p2, v1)
-        return mesh_edge_normals(m, d, s, base, ebase, o, mesh, dim, p1, p2, v1)
+            return box_edge_normals(d, s, base, ebase, o, dim, p1, p2, v1), p1
+        if o.type == GEOM_MESH:
+            return mesh_edge_normals(m, d, s, base, ebase, o, mesh, dim, p1, p2, v1), p1
+        if o.type == GEOM_CYLINDER:
+            return 1, cylinder_edge(d, s, base, ebase, o, w, v1)
+        return 1, capsule_edge(d, s, base, ebase, o, w)
 
     @wp.func
     def polygon(m: Model, d: Data, s: int, base: int, o: Obj, mesh: MeshInfo, idx: int) -> int:
         if o.type == GEOM_BOX:
             return box_face(d, s, base, o, idx)
+        if o.type == GEOM_CYLINDER:
+            return cylinder_face(d, s, base, o, idx)
         return mesh_face(m, d, s, base, o, mesh, idx)
 
     @wp.func
@@ -646,11 +771,12 @@ def build(scalar):
     @wp.func
     def multicontact(m: Model, d: Data, s: int, o1: Obj, o2: Obj, g1: int, g2: int, face: int, x1: vec3d,
                      x2: vec3d) -> int:
-        """multicontact: from EPA's final face (row `face` of d.ccd_face[s]) and its witness
-        points x1, x2, the contacts of the touching faces or edge and face of two boxes or
-        meshes; their number (0: none, EPA's one contact stands). Contact k's witness points
-        are d.ccd_clip[s, 7 P + 2 k] (geom 1) and [.., 7 P + 2 k + 1] (geom 2), its distance
-        d.ccd_clipd[s, P + k] (P = m.ccd_npolygon)."""
+        """multicontact: from EPA's final face (row `face` of d.ccd_face[s]; GJK's simplex when a
+        capsule's core did not penetrate) and its witness points x1, x2, the contacts of the
+        touching faces, or edge and face, of two boxes, meshes or cylinders or a capsule and
+        one of those; their number (0: none, EPA's one contact stands). Contact k's witness
+        points are d.ccd_clip[s, 7 P + 2 k] (geom 1) and [.., 7 P + 2 k + 1] (geom 2), its
+        distance d.ccd_clipd[s, P + k] (P = m.ccd_npolygon)."""
         mesh1 = mesh_of(m, o1, g1)
         mesh2 = mesh_of(m, o2, g2)
         if o1.type == GEOM_MESH and mesh1.polynum == 0:
@@ -671,20 +797,20 @@ def build(scalar):
         # the face normals of each geom at its feature: geom 1's at columns [0, D), geom 2's at [D, 2 D)
         nn1 = normals(m, d, s, 0, o1, mesh1, nface1, v1i, -dir)
         nn2 = normals(m, d, s, D, o2, mesh2, nface2, v2i, dir)
-        found, i, j = aligned_faces(d, s, 0, nn1, D, nn2)
+        found, i, j = aligned_faces(d, s, 0, nn1, D, nn2, dir)
         edge1 = int(0)
         edge2 = int(0)
-        if found == 0 and nface1 < 3 and nface1 <= nface2:
+        if found == 0 and nface1 < 3 and nn2 > 0 and (nface1 <= nface2 or nn1 == 0):
             # geom 1 touches with an edge or a vertex: its edges (columns [3 D, 4 D), their far
             # ends at [2 D, 3 D)) against geom 2's faces
-            ne = edge_normals(m, d, s, 3 * D, 2 * D, o1, mesh1, nface1, p1, q1, v1i[0])
-            found, i, j = aligned_face_edge(d, s, 3 * D, ne, D, nn2)
+            ne, p1 = edge_normals(m, d, s, 3 * D, 2 * D, o1, mesh1, nface1, p1, q1, v1i[0], x1)
+            found, i, j = aligned_face_edge(d, s, 3 * D, ne, D, nn2, dir)
             edge1 = found
-        if found == 0 and nface2 < 3:
+        if found == 0 and nface2 < 3 and nn1 > 0:
             # geom 2's edges against geom 1's faces (also when geom 1's edges lie in none of
             # geom 2's faces: two edges crossing, one of them on a face of the other geom)
-            ne = edge_normals(m, d, s, 3 * D, 2 * D, o2, mesh2, nface2, p2, q2, v2i[0])
-            found, i, j = aligned_face_edge(d, s, 3 * D, ne, 0, nn1)
+            ne, p2 = edge_normals(m, d, s, 3 * D, 2 * D, o2, mesh2, nface2, p2, q2, v2i[0], x2)
+            found, i, j = aligned_face_edge(d, s, 3 * D, ne, 0, nn1, -dir)
             edge2 = found
         if found == 0:
             return 0

@@ -81,15 +81,13 @@ PRIMITIVE_MAX_CONTACTS = {
 }
 assert list(PRIMITIVE_MAX_CONTACTS) == sorted(PRIMITIVE_MAX_CONTACTS)
 # pairs MuJoCo collides with its general convex collision (mjc_Convex: GJK and EPA,
-# simrl.sim.collision_convex); a pair with a capsule or cylinder and no sphere or ellipsoid looks
-# for four more contacts by multiccd's rotations (5 slots; 1 used when <flag multiccd="disable"/>)
-#
-# meshes (their convex hulls) collide by GJK/EPA too; capsule- and cylinder-mesh as the other
-# capsule and cylinder pairs; box-mesh and mesh-mesh by MuJoCo 4.0's multiccd face clipping
-# (FACE_CLIP: up to 4 contacts from the touching faces, simrl.sim.collision_multiccd), or by the
-# rotations when the pair has a margin (mj_maxContact: 4 without, 5 with); plane-mesh by MuJoCo
-# 4.0's mjc_PlaneConvex: the deepest vertex and up to three more of the hull face most opposed to
-# the plane's normal, found in the same detection pass
+# simrl.sim.collision_convex); meshes (their convex hulls) too. The pairs of two geoms with faces
+# (box, mesh, cylinder) or a capsule and one of those get up to 4 contacts by MuJoCo 4.0's
+# multiccd face clipping (FACE_CLIP, simrl.sim.collision_multiccd), or, when the pair has a
+# margin, by multiccd's rotations: four more queries (5 slots; 1 used when
+# <flag multiccd="disable"/>). plane-mesh by MuJoCo 4.0's mjc_PlaneConvex: the deepest vertex and
+# up to three more of the hull face most opposed to the plane's normal, found in the same
+# detection pass
 #
 # height fields (mjc_ConvexHField): GJK/EPA on each prism of the cells under the geom, one
 # contact per prism, up to MAXCONPAIR; each pair owns as many slots as it has prisms under it
@@ -106,8 +104,14 @@ CONVEX_MAX_CONTACTS = {
     (GEOM_CYLINDER, GEOM_CYLINDER): 5, (GEOM_CYLINDER, GEOM_BOX): 5, (GEOM_CYLINDER, GEOM_MESH): 5,
     (GEOM_BOX, GEOM_MESH): 5, (GEOM_MESH, GEOM_MESH): 5,
 }
-#: the pairs whose multiccd clips faces (MuJoCo 4.0's `multicontact`) when they have no margin
-FACE_CLIP = ((GEOM_BOX, GEOM_MESH), (GEOM_MESH, GEOM_MESH))
+#: the pairs whose multiccd clips faces (MuJoCo 4.0's `multicontact`) when they have no margin:
+#: two geoms with faces (box, mesh, cylinder: its caps) or a capsule's side and a face; the
+#: convex pairs with more than one slot that are not height fields or plane-mesh
+FACE_CLIP = ((GEOM_CAPSULE, GEOM_CYLINDER), (GEOM_CAPSULE, GEOM_MESH), (GEOM_CYLINDER, GEOM_CYLINDER),
+             (GEOM_CYLINDER, GEOM_BOX), (GEOM_CYLINDER, GEOM_MESH), (GEOM_BOX, GEOM_MESH), (GEOM_MESH, GEOM_MESH))
+assert set(FACE_CLIP) == {p for p, n in CONVEX_MAX_CONTACTS.items() if n == 5}
+#: a cylinder's cap as a polygon of MuJoCo 4.0's multicontact (collision_multiccd.CYLINDER_POLYGON)
+CYLINDER_POLYGON = 16
 #: contacts of a face-clipping pair (mjc_Convex's maxContacts)
 MAX_CLIP_CONTACTS = 4
 assert list(CONVEX_MAX_CONTACTS) == sorted(CONVEX_MAX_CONTACTS)
@@ -120,19 +124,22 @@ CONVEX_KINDS = tuple(PAIR_KIND[pair] for pair in CONVEX_MAX_CONTACTS)
 #: plane-mesh: found by the detection pass without GJK (no scratch rows); the others search by GJK
 KIND_PLANE_MESH = PAIR_KIND[(GEOM_PLANE, GEOM_MESH)]
 GJK_KINDS = tuple(k for k in CONVEX_KINDS if k != KIND_PLANE_MESH)
-#: the kinds with multiccd's face clipping (consecutive)
+#: the kinds with multiccd's face clipping
 FACE_CLIP_KINDS = tuple(PAIR_KIND[pair] for pair in FACE_CLIP)
-assert list(FACE_CLIP_KINDS) == list(range(FACE_CLIP_KINDS[0], FACE_CLIP_KINDS[-1] + 1))
+#: those that clip a cylinder's cap (a 16-gon: the scratch rows' polygons are at least that long)
+CYLINDER_CLIP_KINDS = tuple(PAIR_KIND[pair] for pair in FACE_CLIP if GEOM_CYLINDER in pair)
 #: the height-field kinds (consecutive)
 HFIELD_KINDS = tuple(PAIR_KIND[pair] for pair in CONVEX_MAX_CONTACTS if pair[0] == GEOM_HFIELD)
 assert list(HFIELD_KINDS) == list(range(HFIELD_KINDS[0], HFIELD_KINDS[-1] + 1))
 
 
-def clip_sizes(mjm: mujoco.MjModel) -> tuple[int, int]:
+def clip_sizes(mjm: mujoco.MjModel, cylinder: bool = False) -> tuple[int, int]:
     """(P, D): the largest hull polygon (vertices) and vertex degree (polygons through a vertex)
-    of the model's meshes, at least a box's (four corners a face, three faces a corner), as
-    mjc_ccdSize sizes multiccd's buffer from npolygonmax and nmeshdegmax."""
-    P = max([4, int(mjm.npolygonmax)] + [int(n) for n in np.asarray(mjm.mesh_polyvertnum).ravel()[:mjm.nmeshpoly]])
+    of the model's meshes, at least a box's (four corners a face, three faces a corner) and, when
+    a cylinder's caps are clipped, its 16-gon, as mjc_ccdSize sizes multiccd's buffer from
+    npolygonmax and nmeshdegmax."""
+    P = max([CYLINDER_POLYGON if cylinder else 4, int(mjm.npolygonmax)]
+            + [int(n) for n in np.asarray(mjm.mesh_polyvertnum).ravel()[:mjm.nmeshpoly]])
     D = max([3, int(mjm.nmeshdegmax)] + [int(n) for n in np.asarray(mjm.mesh_polymapnum).ravel()[:mjm.nmeshvert]])
     return P, D
 

@@ -19,6 +19,7 @@ from simrl.sim.by_reference import pass_by_reference
 from simrl.sim.contact_tables import (
     CONVEX_KINDS,
     CONVEX_MAX_CONTACTS,
+    CYLINDER_CLIP_KINDS,
     FACE_CLIP_KINDS,
     MAX_CONTACTS,
     candidate_geom_pairs,
@@ -1078,8 +1079,9 @@ class Model:
         self.ccd_polytope = polytope_sizes(int(opt.ccd_iterations))
         m.ccd_maxfaces = self.ccd_polytope[1]
         m.enable_multiccd = int(not flags & DSBL.mjDSBL_MULTICCD)
-        # multiccd's face clipping (box-mesh and mesh-mesh pairs): its scratch columns per pair
-        m.ccd_npolygon, m.ccd_ndeg = clip_sizes(mjm)
+        # multiccd's face clipping (contact_tables.FACE_CLIP): its scratch columns per pair
+        cylinder_clip = any(k in CYLINDER_CLIP_KINDS for k in tables["kind"])
+        m.ccd_npolygon, m.ccd_ndeg = clip_sizes(mjm, cylinder=cylinder_clip)
         clipping = m.enable_multiccd and any(k in FACE_CLIP_KINDS for k in tables["kind"])
         #: columns of each face-clipping scratch array of Data (0: the model clips no faces)
         self.ccd_clip = {k: (n if clipping else 0)
