@@ -5,10 +5,10 @@ height fields with anything but planes.
 A convex pair is collided in two passes over the candidate pairs:
 
 1. `detect(m, d, w, p)` runs MuJoCo's GJK/EPA (simrl.sim.collision_gjk) as mjc_Convex does:
-   one penetration query at the geoms' poses; for box-mesh and mesh-mesh pairs without a margin
-   (multiccd, on unless `<flag multiccd="disable"/>`) up to four contacts by clipping the
-   touching faces (simrl.sim.collision_multiccd); for the other pairs with a capsule, cylinder,
-   box or mesh and no sphere or ellipsoid (multiccd), four more queries with the two
+   one penetration query at the geoms' poses; for the pairs of two boxes, meshes or cylinders
+   or a capsule and one of those without a margin (multiccd, on unless
+   `<flag multiccd="disable"/>`) up to four contacts by clipping the touching faces
+   (simrl.sim.collision_multiccd); for those pairs with a margin, four more queries with the two
    geoms turned by -+1e-3 rad in opposite senses about the two tangents of the first contact
    (mju_rotateFrame about its point), keeping those farther than 1e-3 x the smaller bounding
    radius from every contact found (mjc_isDistinctContact), at the first contact's depth. It

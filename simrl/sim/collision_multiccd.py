@@ -1,35 +1,45 @@
-"""multiccd's face clipping (engine_collision_gjk.c, `multicontact`): up to four contacts of a
-box or mesh with a mesh, from the polytope EPA ended with.
+"""multiccd's face clipping (engine_collision_gjk.c, `multicontact`, as MuJoCo 4.0 does it): up
+to four contacts of two geoms with faces (box, mesh, cylinder) or of a capsule's side and a face,
+from the polytope EPA ended with.
 
-mjc_Convex asks mjc_ccd for up to four contacts when both geoms are boxes or meshes and the pair
-has no margin (maxContacts); EPA then finds the deepest point as for any convex pair, and
-`multicontact` turns it into a contact patch:
+mjc_Convex asks mjc_ccd for up to four contacts for these pairs when they have no margin; EPA
+then finds the deepest point as for any convex pair (a capsule whose core does not penetrate:
+GJK's simplex stands in for EPA's face), and `multicontact` turns it into a contact patch:
 
 1. The final face of EPA's polytope has three vertices, each a pair of support points, one on
    each geom. The distinct support points of geom 1 (one, two or three: `simplex_dim`) name a
-   vertex, an edge or a face of it; the same for geom 2.
-2. The candidate face normals of each geom at that feature (`box_normals`, `mesh_normals`: the
-   box faces or hull polygons through it). Two of them facing each other within mjFACE_TOL
-   (about 5 degrees, `aligned_faces`) make a face-face contact. Otherwise, when a geom touches
-   with a vertex or an edge, the edges leaving that feature (`box_edge_normals`,
-   `mesh_edge_normals`) are tried against the other's faces (within mjEDGE_TOL of lying in
-   the face, `aligned_face_edge`): an edge-face contact. Anything else keeps EPA's single
-   contact.
+   vertex, an edge or a face of it; the same for geom 2. A cylinder's support points are named
+   by their cap (0 the top, 1 the bottom): all three on one cap's rim make that cap its feature,
+   on both caps its side. A capsule's are all one: its side.
+2. The candidate face normals of each geom at that feature (`box_normals`, `mesh_normals`,
+   `cylinder_normals`: the box faces or hull polygons through it, a cylinder's cap; a capsule has
+   none). Of the normals of geom 1 that face against the contact direction and those of geom 2
+   that face along it, the pair most opposed, if within mjFACE_TOL (about 5 degrees,
+   `aligned_faces`), makes a face-face contact. Otherwise, when a geom touches with a vertex or
+   an edge, the edges leaving that feature (`box_edge_normals`, `mesh_edge_normals`; a
+   cylinder's or capsule's side line through its witness point: `cylinder_edge`, `capsule_edge`)
+   are tried against the other's faces that face the contact (within mjEDGE_TOL of lying in the
+   face, `aligned_face_edge`): an edge-face contact. Anything else keeps EPA's single contact.
 3. `polygon_clip` (Sutherland-Hodgman) clips the one polygon (face or edge, in world
-   coordinates: `box_face`, `mesh_face`) by the side planes of the other face, keeps the points
-   below that face, reduces more than four to the quadrilateral of largest area
-   (`polygon_quad`), an edge's to its two farthest points, and gives each point its witness on
-   the other face (`witness_on_face`): depth along the face normal.
+   coordinates: `box_face`, `mesh_face`, `cylinder_face`: a cap as a 16-gon) by the side planes
+   of the other face, keeps the points below that face, reduces more than four to four by
+   MuJoCo's walk (`polygon_quad`, the area of a quadrilateral by its diagonals), an edge's to its
+   two farthest points, and gives each point its witnesses (`witness_on_face`): the point
+   projected on the clipping face, and that projection moved back along the other normal by
+   the depth.
 
 Ported operation by operation (which polygon is clipped by which, the order of the points) from
-MuJoCo's source of 2026-08-22, the newest this project can read. MuJoCo 4.0.0's binary differs
-from that source in two ways seen in tests/test_multiccd.py:
+MuJoCo's source of 2026-08-22 and, where MuJoCo 4.0 changed it, from MuJoCo Warp 4.0.0's port of
+4.0 (collision_gjk.py, read for understanding), checked against the MuJoCo 4.0 binary in
+tests/test_multiccd.py. Two rules follow the binary where the two sources differ from it:
 - when geom 1 touches with an edge or a vertex and none of its edges lies in a face of geom 2,
-  4.0.0 goes on to geom 2's edges against geom 1's faces. The source stops there with one
-  contact. simrl does what 4.0.0 does, and with it matches 4.0.0's vertex and edge contacts
-  to rounding.
-- 4.0.0's face-on-face patches lie elsewhere than the source's (docs/GUIDE.md, Meshes). simrl
-  keeps the source's.
+  geom 2's edges are tried against geom 1's faces (both sources stop there with one contact);
+- a cylinder's side line runs from the other cap than the one its first support point is on,
+  and the 16-gon's corners come from a table exact in its symmetries: on a cap lying flat,
+  polygon_quad's choice among equal squares depends on the last bit.
+With these, box- and mesh-mesh and capsule contacts equal the binary's to rounding; cylinders
+resting on boxes and meshes touch where its do; deep random overlaps of cylinder pairs differ in
+about 5% of the pairs (docs/GUIDE.md, Meshes).
 
 Like the rest of the convex collision it finds *which* points touch and is not differentiated.
 simrl.sim.collision_convex records each contact's two witness points as points of their geoms
@@ -39,8 +49,8 @@ vertex of the clipping face, or a crossing of two edges.
 
 The working memory (mjc_ccdSize's multiccd part) is the Data's per-pair scratch rows `ccd_clip`,
 `ccd_clipd`, `ccd_cliptag`, `ccd_norm` and `ccd_normidx` (contact_tables.clip_scratch_widths),
-sized from the model's largest polygon (npolygonmax) and vertex degree (nmeshdegmax) as MuJoCo
-sizes its buffer.
+sized from the model's largest polygon (npolygonmax, at least 16 with a cylinder pair) and vertex
+degree (nmeshdegmax) as MuJoCo sizes its buffer.
 """
 
 import functools
