@@ -44,6 +44,21 @@ def _contacts_by_pair(mjm, mjd, sim, w):
     return pairs
 
 
+def _random_pairs(pairs, n: int, seed: int):
+    """Each world's (MuJoCo's contacts, simrl's) by geom pair, for n random overlapping poses of
+    the pairs' scene (multiccd on)."""
+    mjm = mujoco.MjModel.from_xml_string(mesh_scene(pairs, multiccd=True))
+    sim = Sim.from_model(mjm, num_worlds=n, dtype="float64")
+    qpos = random_states(mjm, n, np.random.default_rng(seed))
+    sim.qpos = torch.as_tensor(qpos)
+    sim.forward()
+    mjd = mujoco.MjData(mjm)
+    for w in range(n):
+        mjd.qpos[:] = qpos[w]
+        mujoco.mj_forward(mjm, mjd)
+        yield w, mjm, _contacts_by_pair(mjm, mjd, sim, w)
+
+
 @pytest.fixture(scope="module")
 def clip_scene():
     mjm = mujoco.MjModel.from_xml_string(mesh_scene(CLIP_PAIRS, multiccd=True))
@@ -216,18 +231,9 @@ def test_capsule_pairs_clip_like_mujoco():
     clipped by the face, found from GJK's simplex when the capsule's core does not penetrate):
     random overlaps of capsule-mesh and capsule-cylinder have MuJoCo's contact count; two-contact
     results equal MuJoCo's to rounding, single contacts to EPA's stopping error (cylinder, mesh)."""
-    pairs = (("capsule", "hex"), ("capsule", "cube"), ("capsule", "cylinder"))
-    mjm = mujoco.MjModel.from_xml_string(mesh_scene(pairs, multiccd=True))
-    sim = Sim.from_model(mjm, num_worlds=32, dtype="float64")
-    qpos = random_states(mjm, 32, np.random.default_rng(3))
-    sim.qpos = torch.as_tensor(qpos)
-    sim.forward()
-    mjd = mujoco.MjData(mjm)
     seen = {1: 0, 2: 0}
-    for w in range(32):
-        mjd.qpos[:] = qpos[w]
-        mujoco.mj_forward(mjm, mjd)
-        for (g1, g2), (theirs, ours) in _contacts_by_pair(mjm, mjd, sim, w).items():
+    for w, mjm, contacts in _random_pairs((("capsule", "hex"), ("capsule", "cube"), ("capsule", "cylinder")), 32, 3):
+        for (g1, g2), (theirs, ours) in contacts.items():
             name = f"world {w} {names(mjm, g1)}-{names(mjm, g2)}"
             assert len(ours) == len(theirs), (name, len(ours), len(theirs))
             seen[len(theirs)] += 1
@@ -277,18 +283,9 @@ def test_cylinder_pairs_mostly_have_mujocos_contacts():
     """Random deep overlaps of cylinder-box, -cylinder and -mesh pairs: MuJoCo 4.0's contact count
     in at least 90% of the pairs (measured: 95%) and its deepest contact within EPA's stopping
     error in those with one. The rest differ (docs/GUIDE.md, Meshes)."""
-    pairs = (("cylinder", "box"), ("cylinder", "cylinder"), ("cylinder", "hex"))
-    mjm = mujoco.MjModel.from_xml_string(mesh_scene(pairs, multiccd=True))
-    sim = Sim.from_model(mjm, num_worlds=48, dtype="float64")
-    qpos = random_states(mjm, 48, np.random.default_rng(3))
-    sim.qpos = torch.as_tensor(qpos)
-    sim.forward()
-    mjd = mujoco.MjData(mjm)
     same = total = singles = 0
-    for w in range(48):
-        mjd.qpos[:] = qpos[w]
-        mujoco.mj_forward(mjm, mjd)
-        for (_, _), (theirs, ours) in _contacts_by_pair(mjm, mjd, sim, w).items():
+    for _, _, contacts in _random_pairs((("cylinder", "box"), ("cylinder", "cylinder"), ("cylinder", "hex")), 48, 3):
+        for theirs, ours in contacts.values():
             total += 1
             same += len(ours) == len(theirs)
             if len(theirs) == len(ours) == 1:
