@@ -6,22 +6,18 @@ A convex pair is collided in two passes over the candidate pairs:
 
 1. `detect(m, d, w, p)` runs MuJoCo's GJK/EPA (simrl.sim.collision_gjk) as mjc_Convex does:
    one penetration query at the geoms' poses; for the pairs of two boxes, meshes or cylinders
-   or a capsule and one of those without a margin (multiccd, on unless
-   `<flag multiccd="disable"/>`) up to four contacts by clipping the touching faces
-   (simrl.sim.collision_multiccd); for those pairs with a margin, four more queries with the two
-   geoms turned by -+1e-3 rad in opposite senses about the two tangents of the first contact
-   (mju_rotateFrame about its point), keeping those farther than 1e-3 x the smaller bounding
-   radius from every contact found (mjc_isDistinctContact), at the first contact's depth. It
-   stores, per contact slot, the normal and the two witness points as points of the geoms
-   (in each geom's frame): `d.ccd_contact`. Not differentiated: which points touch changes
-   piecewise.
+   or a capsule and one of those (multiccd, on unless `<flag multiccd="disable"/>`), up to
+   four contacts by clipping the touching faces (simrl.sim.collision_multiccd, MuJoCo 4.0's
+   `multicontact`, with or without a margin). It stores, per contact slot, the normal and the
+   two witness points as points of the geoms (in each geom's frame): `d.ccd_contact`. Not
+   differentiated: which points touch changes piecewise.
 2. `contacts(m, d, w, p)` (the narrow phase proper, recorded on the tape) rebuilds each contact
-   from the geoms' poses: the witness points moved with their geoms (and by the multiccd
-   rotation), pos their midpoint, dist = margin - n . (x1 - x2) with the normal n held fixed.
-   At the poses detection saw, these are MuJoCo's values; their derivatives are those of the
-   distance at a fixed normal, which for smooth shapes is the exact derivative of the
-   penetration depth (the witness points are support points along n, envelope theorem); the
-   normal's own derivative is left out (documented in docs/GUIDE.md).
+   from the geoms' poses: the witness points moved with their geoms, pos their midpoint,
+   dist = margin - n . (x1 - x2) with the normal n held fixed. At the poses detection saw,
+   these are MuJoCo's values; their derivatives are those of the distance at a fixed normal,
+   which for smooth shapes is the exact derivative of the penetration depth (the witness
+   points are support points along n, envelope theorem); the normal's own derivative is left
+   out (documented in docs/GUIDE.md).
 
 Plane-ellipsoid is closed form (mjc_PlaneConvex: the ellipsoid's support point along the
 plane's inward normal) and lives here with the collider signature of collision_primitive.
@@ -51,10 +47,6 @@ from simrl.sim.data import ccd_structs, data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import scalar_types
 
-#: multiccd: relative tolerance of distinct contacts, angle of the turns (mjc_Convex)
-MULTICCD_TOLERANCE = 1e-3
-MULTICCD_ANGLE = 1e-3
-
 #: contact slots of each convex kind
 CONVEX_SLOTS = {PAIR_KIND[pair]: n for pair, n in MAX_CONTACTS.items() if PAIR_KIND[pair] in CONVEX_KINDS}
 KIND_HFIELD0, KIND_HFIELD1 = HFIELD_KINDS[0], HFIELD_KINDS[-1]
@@ -62,9 +54,9 @@ KIND_HFIELD0, KIND_HFIELD1 = HFIELD_KINDS[0], HFIELD_KINDS[-1]
 
 @functools.cache
 def frames(scalar):
-    """make_frame, turn, smooth, track in precision `scalar`: the contact frame of a normal,
-    multiccd's rotations and the witness points' motion, for the detection (float64) and the
-    contacts (the model's precision)."""
+    """make_frame, smooth, track in precision `scalar`: the contact frame of a normal and the
+    witness points' motion, for the detection (float64) and the contacts (the model's
+    precision)."""
     T = scalar_types(scalar)
     vec3, mat33 = T.vec3, T.mat33
     gjk = collision_gjk.build(scalar)
@@ -81,20 +73,6 @@ def frames(scalar):
         y = gjk.normalize(y)
         z = wp.cross(x, y)
         return mat33(x[0], x[1], x[2], y[0], y[1], y[2], z[0], z[1], z[2])
-
-    @wp.func
-    def turn(frame: mat33, perturb: int) -> mat33:
-        """multiccd's rotation number perturb (1-4): about the first contact's tangent
-        (perturb - 1) / 2 by -+MULTICCD_ANGLE (mju_axisAngle2Quat, mju_quat2Mat)."""
-        axis = vec3(frame[1, 0], frame[1, 1], frame[1, 2])
-        if perturb > 2:
-            axis = vec3(frame[2, 0], frame[2, 1], frame[2, 2])
-        angle = scalar(-MULTICCD_ANGLE)
-        if perturb % 2 == 0:
-            angle = scalar(MULTICCD_ANGLE)
-        sn = wp.sin(angle * half)
-        q = T.quat(axis[0] * sn, axis[1] * sn, axis[2] * sn, wp.cos(angle * half))
-        return wp.quat_to_matrix(q)
 
     _, _, Obj, _ = ccd_structs(scalar)
     eps = scalar(1e-6)
@@ -123,13 +101,28 @@ def frames(scalar):
         return gjk.support(o, d)
 
     @wp.func
+    def side(t: int, p: vec3, R: mat33, size: vec3, margin: scalar, x: vec3, d: vec3) -> vec3:
+        """The point of a cylinder's or capsule's side at x's height along the axis, on the line of
+        the side that faces d (a side line of a face clipping: it rolls as the geom turns about its
+        axis). x: in the geom's frame, on the side (a capsule's inflated by half the margin)."""
+        ld = wp.transpose(R) * d
+        r = wp.sqrt(x[0] * x[0] + x[1] * x[1])
+        n2 = ld[0] * ld[0] + ld[1] * ld[1]
+        local = x
+        if n2 > zero:
+            scl = r / wp.sqrt(n2)
+            local = vec3(ld[0] * scl, ld[1] * scl, x[2])
+        return R * local + p
+
+    @wp.func
     def track(t1: int, p1: vec3, R1: mat33, s1: vec3, x1: vec3, t2: int, p2: vec3, R2: mat33, s2: vec3, x2: vec3,
               margin: scalar, n: vec3, feature: int):
         """Where a contact's two witness points are for the given poses, the normal n held fixed:
-        a smooth shape's support point along n (feature bits 0, 1), else the material point
-        x1, x2 (each geom's frame); when only one side is such a point (smooth or a polytope's
-        vertex, bits 2, 3) the other is that point's projection on the other's tangent plane (a
-        sphere on a face: the face's witness slides with the sphere). The contacts are rebuilt
+        a smooth shape's support point along n (feature bits 0, 1), a point of a cylinder's or
+        capsule's side line (bits 4, 5: `side`), else the material point x1, x2 (each geom's
+        frame); when only one side is such a point (smooth, a side's or a polytope's vertex,
+        bits 2, 3) the other is that point's projection on the other's tangent plane (a sphere on
+        a face: the face's witness slides with the sphere). The contacts are rebuilt
         as witness = track(...) + the offset recorded at detection, so that their values are
         MuJoCo's and their derivatives these points' motion."""
         M1 = R1 * x1 + p1
@@ -140,15 +133,19 @@ def frames(scalar):
             F1 = support(t1, p1, R1, s1, margin, n)
         if feature & 2 != 0:
             F2 = support(t2, p2, R2, s2, margin, -n)
-        point1 = (feature & 5) != 0
-        point2 = (feature & 10) != 0
+        if feature & 16 != 0:
+            F1 = side(t1, p1, R1, s1, margin, x1, n)
+        if feature & 32 != 0:
+            F2 = side(t2, p2, R2, s2, margin, x2, -n)
+        point1 = (feature & 21) != 0
+        point2 = (feature & 42) != 0
         if point1 and not point2:
             F2 = F1 - n * wp.dot(n, F1 - M2)
         elif point2 and not point1:
             F1 = F2 - n * wp.dot(n, F2 - M1)
         return F1, F2
 
-    return types.SimpleNamespace(make_frame=make_frame, turn=turn, smooth=smooth, track=track)
+    return types.SimpleNamespace(make_frame=make_frame, smooth=smooth, track=track)
 
 
 @functools.cache
@@ -168,8 +165,7 @@ def build(scalar):
     gjk_s = collision_gjk.build(scalar)
     multiccd = collision_multiccd.build(scalar)
     fr, fr64 = frames(scalar), frames(f64)
-    make_frame, turn = fr.make_frame, fr.turn
-    make_frame64, turn64 = fr64.make_frame, fr64.turn
+    make_frame = fr.make_frame
     _, _, ObjS, _ = ccd_structs(scalar)
     zero, half = scalar(0.0), scalar(0.5)
     zero64, half64 = f64(0.0), f64(0.5)
@@ -200,45 +196,36 @@ def build(scalar):
         return o
 
     @wp.func
-    def rotated(o: Obj, origin: vec3d, rot: mat33d) -> Obj:
-        """mju_rotateFrame: o turned by rot about origin."""
-        r = gjk.copy_obj(o)
-        r.mat = rot * o.mat
-        rel = origin - o.pos
-        r.pos = o.pos - (rot * rel - rel)
-        return r
-
-    @wp.func
-    def penetration(d: Data, s: int, o1: Obj, o2: Obj, m: Model):
+    def penetration(d: Data, s: int, o1: Obj, o2: Obj, m: Model, clip: int):
         """mjc_penetration: (found, normal, x1, x2, pos, vertex, face) of the contact of o1 and o2
-        (face: EPA's final face, for multiccd's face clipping)."""
+        (face: EPA's final face, or GJK's simplex, for multiccd's face clipping when `clip`)."""
         nx, dist, x1, x2, vertex, face = gjk.ccd(d.ccd_simplex, d.ccd_vert, d.ccd_face, d.ccd_map, d.ccd_horizon,
                                                  d.ccd_stack, s, o1, o2, f64(m.ccd_tolerance), m.ccd_iterations,
-                                                 m.ccd_maxfaces)
+                                                 m.ccd_maxfaces, clip)
         found = nx > 0 and dist < zero64
         return found, gjk.normalize(x1 - x2), x1, x2, (x1 + x2) * half64, vertex, face
 
     @wp.func
     def record(d: Data, w: int, i: int, o1: Obj, o2: Obj, normal: vec3d, x1: vec3d, x2: vec3d, pos: vec3d,
-               perturb: int, vertex: int, clipped: int):
+               vertex: int, clipped: int, shift1: vec3d, shift2: vec3d):
         """Contact slot i from its normal and witness points; `clipped`: a point of a face clipping,
-        whose witnesses are points of their polygons, not support points along the normal."""
+        whose witnesses are points of their polygons (moved out by the margins, shift1 and shift2,
+        which stay fixed in the world as the geoms turn), not support points along the normal."""
         c = ConvexContact()
         c.normal = vec3(normal)
-        c.x1 = vec3(wp.transpose(o1.mat) * (x1 - o1.pos))
-        c.x2 = vec3(wp.transpose(o2.mat) * (x2 - o2.pos))
+        c.x1 = vec3(wp.transpose(o1.mat) * (x1 - shift1 - o1.pos))
+        c.x2 = vec3(wp.transpose(o2.mat) * (x2 - shift2 - o2.pos))
         c.pos = vec3(pos)
-        c.perturb = perturb
-        if perturb == 0:
-            # how the witness points follow the poses (the contacts pass: track)
-            feature = 4 * vertex
-            if clipped == 0:
-                feature += fr64.smooth(o1.type, o1.mat, normal) + 2 * fr64.smooth(o2.type, o2.mat, normal)
-            F1, F2 = fr64.track(o1.type, o1.pos, o1.mat, o1.size, vec3d(c.x1), o2.type, o2.pos, o2.mat, o2.size,
-                                vec3d(c.x2), o2.margin, vec3d(c.normal), feature)
-            c.feature = feature
-            c.offset1 = vec3(x1 - F1)
-            c.offset2 = vec3(x2 - F2)
+        c.found = 1
+        # how the witness points follow the poses (the contacts pass: track)
+        feature = 4 * vertex
+        if clipped == 0:
+            feature += fr64.smooth(o1.type, o1.mat, normal) + 2 * fr64.smooth(o2.type, o2.mat, normal)
+        F1, F2 = fr64.track(o1.type, o1.pos, o1.mat, o1.size, vec3d(c.x1), o2.type, o2.pos, o2.mat, o2.size,
+                            vec3d(c.x2), o2.margin, vec3d(c.normal), feature)
+        c.feature = feature
+        c.offset1 = vec3(x1 - F1)
+        c.offset2 = vec3(x2 - F2)
         d.ccd_contact[w, i] = c
 
     @wp.func
@@ -296,7 +283,7 @@ def build(scalar):
         c.normal = vec3(normal)
         c.x2 = vec3(local)
         c.pos = vec3(pnt - normal * (half64 * dist))
-        c.perturb = 0
+        c.found = 1
         d.ccd_contact[w, i] = c
         return 1
 
@@ -457,10 +444,10 @@ def build(scalar):
                     top = o1.prism_hi
                     if top[0, 2] < zmin and top[1, 2] < zmin and top[2, 2] < zmin:
                         continue
-                    found, normal, x1, x2, pos, vertex, _face = penetration(d, s, o1, o2, m)
+                    found, normal, x1, x2, pos, vertex, _face = penetration(d, s, o1, o2, m, 0)
                     if found:
                         record(d, w, slot + ncon, w1, w2, R1 * normal, R1 * x1 + p1, R1 * x2 + p1,
-                               R1 * pos + p1, 0, vertex, 0)
+                               R1 * pos + p1, vertex, 0, vec3d(), vec3d())
                         ncon += 1
 
     @wp.func
@@ -471,7 +458,7 @@ def build(scalar):
         slot = m.cpair_slot[p]
         for i in range(nslot):
             c = ConvexContact()
-            c.perturb = -1
+            c.found = 0
             d.ccd_contact[w, slot + i] = c
         g = m.cpair_geom[p]
         g1 = g[0]
@@ -490,11 +477,12 @@ def build(scalar):
         s = w * m.nccdpair + m.cpair_ccd[p]
         o1 = obj(m, d, w, g1, margin, s, 0)
         o2 = obj(m, d, w, g2, margin, s, 2)
-        found, normal, x1, x2, pos0, vertex, face = penetration(d, s, o1, o2, m)
-        # the pairs left with more than one slot clip faces (contact_tables.FACE_CLIP) when they
-        # have no margin, else turn
-        clip = nslot > 1 and m.enable_multiccd != 0 and margin <= zero
-        if clip and face >= 0:
+        # the pairs left with more than one slot clip faces (contact_tables.FACE_CLIP)
+        clip = int(0)
+        if nslot > 1 and m.enable_multiccd != 0:
+            clip = 1
+        found, normal, x1, x2, pos0, vertex, face = penetration(d, s, o1, o2, m, clip)
+        if clip != 0 and face >= 0:
             # the touching faces' contacts (mjc_ccd's multicontact), in its order, when the
             # deepest of them penetrates
             nx = multiccd.multicontact(m, d, s, o1, o2, g1, g2, face, x1, x2)
@@ -504,33 +492,16 @@ def build(scalar):
                 for k in range(1, nx):
                     deepest = wp.min(deepest, d.ccd_clipd[s, P + k])
                 if deepest < zero64:
+                    m1, m2 = multiccd.margins(o1, o2)
                     for k in range(nx):
                         xk1 = d.ccd_clip[s, 7 * P + 2 * k]
                         xk2 = d.ccd_clip[s, 7 * P + 2 * k + 1]
-                        record(d, w, slot + k, o1, o2, gjk.normalize(xk1 - xk2), xk1, xk2, (xk1 + xk2) * half64, 0,
-                               d.ccd_cliptag[s, 4 * P + k], 1)
+                        nk = gjk.normalize(xk1 - xk2)
+                        record(d, w, slot + k, o1, o2, nk, xk1, xk2, (xk1 + xk2) * half64,
+                               d.ccd_cliptag[s, 4 * P + k], 1, nk * m1, -nk * m2)
                 return
-        if not found:
-            return
-        record(d, w, slot, o1, o2, normal, x1, x2, pos0, 0, vertex, 0)
-        if nslot == 1 or m.enable_multiccd == 0 or clip:
-            return
-        frame = make_frame64(normal)
-        tolerance = scalar(MULTICCD_TOLERANCE) * wp.min(r1, r2)
-        ncon = int(1)
-        for perturb in range(1, 5):
-            rot = turn64(frame, perturb)
-            q1 = rotated(o1, pos0, rot)
-            q2 = rotated(o2, pos0, wp.transpose(rot))
-            found_k, normal_k, x1k, x2k, pos_k, vertex_k, _face_k = penetration(d, s, q1, q2, m)
-            if found_k:
-                distinct = bool(True)
-                for j in range(ncon):
-                    if wp.length(d.ccd_contact[w, slot + j].pos - vec3(pos_k)) <= tolerance:
-                        distinct = False
-                if distinct:
-                    record(d, w, slot + ncon, q1, q2, normal_k, x1k, x2k, pos_k, perturb, vertex_k, 0)
-                    ncon += 1
+        if found:
+            record(d, w, slot, o1, o2, normal, x1, x2, pos0, vertex, 0, vec3d(), vec3d())
 
     @wp.func
     def rebuild(c: ConvexContact, t1: int, p1: vec3, R1: mat33, s1: vec3, t2: int, p2: vec3, R2: mat33, s2: vec3,
@@ -561,7 +532,7 @@ def build(scalar):
         for i in range(m.cpair_nslot[p]):
             c = d.ccd_contact[w, slot + i]
             on = int(0)
-            if c.perturb == 0:
+            if c.found != 0:
                 dd, pp = rebuild(c, GEOM_HFIELD, p1, R1, s2, t2, p2, R2, s2, margin, zero)
                 d.contact_dist[w, slot + i] = dd
                 d.contact_pos[w, slot + i] = pp
@@ -573,39 +544,16 @@ def build(scalar):
     def collide(t1: int, p1: vec3, R1: mat33, s1: vec3, t2: int, p2: vec3, R2: mat33, s2: vec3, margin: scalar,
                 cc: wp.array2d(dtype=ConvexContact), dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
                 frame: wp.array2d(dtype=mat33), active: wp.array2d(dtype=int), w: int, slot: int, nslot: int):
-        """Pass 2: the contacts of one convex pair rebuilt from the poses (differentiable): those
-        found at the poses (slot 0, and every slot of a face clipping) from their witness points,
-        multiccd's rotated ones turned back about slot 0's point."""
-        c0 = cc[w, slot]
-        n = int(0)
-        dist0 = zero
-        pos0 = vec3(zero, zero, zero)
-        frame0 = mat33()
-        if c0.perturb == 0:
-            dist0, pos0 = rebuild(c0, t1, p1, R1, s1, t2, p2, R2, s2, margin, margin)
-            frame0 = make_frame(c0.normal)
-            dist[w, slot] = dist0
-            pos[w, slot] = pos0
-            frame[w, slot] = frame0
-            n = 1
-        active[w, slot] = n
-        for i in range(1, nslot):
-            ci = cc[w, slot + i]
+        """Pass 2: the contacts of one convex pair rebuilt from the poses (differentiable), each
+        from its witness points (slot 0, and every slot of a face clipping)."""
+        for i in range(nslot):
+            c = cc[w, slot + i]
             on = int(0)
-            if ci.perturb == 0:
-                # one of the contacts of multiccd's face clipping (found at the poses, as slot 0's)
-                dist_i, pos_i = rebuild(ci, t1, p1, R1, s1, t2, p2, R2, s2, margin, margin)
+            if c.found != 0:
+                dist_i, pos_i = rebuild(c, t1, p1, R1, s1, t2, p2, R2, s2, margin, margin)
                 dist[w, slot + i] = dist_i
                 pos[w, slot + i] = pos_i
-                frame[w, slot + i] = make_frame(ci.normal)
-                on = 1
-            elif n > 0 and ci.perturb > 0:
-                rot = turn(frame0, ci.perturb)
-                X1 = pos0 + rot * (R1 * ci.x1 + p1 - pos0)
-                X2 = pos0 + wp.transpose(rot) * (R2 * ci.x2 + p2 - pos0)
-                dist[w, slot + i] = dist0
-                pos[w, slot + i] = (X1 + X2) * half
-                frame[w, slot + i] = make_frame(ci.normal)
+                frame[w, slot + i] = make_frame(c.normal)
                 on = 1
             active[w, slot + i] = on
 
@@ -623,7 +571,7 @@ def build(scalar):
         for i in range(4):
             c = d.ccd_contact[w, slot + i]
             on = int(0)
-            if c.perturb >= 0:
+            if c.found != 0:
                 X2 = R2 * c.x2 + p2
                 dd = wp.dot(normal, X2 - p1)
                 d.contact_dist[w, slot + i] = dd

@@ -1031,8 +1031,9 @@ def build(scalar):
         return 0
 
     @wp.func
-    def shrink(o: Obj) -> Obj:
-        """A sphere as its centre, a capsule as its segment, without margin (mjc_ccd)."""
+    def shrink(o: Obj, core_margin: bool) -> Obj:
+        """A shape's core (mjc_ccd): a sphere as its centre, a capsule as its segment, without
+        margin; another shape without its margin when `core_margin`."""
         r = copy_obj(o)
         if o.type == GEOM_SPHERE:
             r.type = GEOM_POINT
@@ -1040,12 +1041,17 @@ def build(scalar):
         elif o.type == GEOM_CAPSULE:
             r.type = GEOM_LINE
             r.margin = zero
+        elif core_margin:
+            r.margin = zero
         return r
 
     @wp.func
-    def full_margin(o: Obj) -> scalar:
+    def full_margin(o: Obj, core_margin: bool) -> scalar:
+        """How far the shape reaches beyond its core."""
         if o.type == GEOM_SPHERE or o.type == GEOM_CAPSULE:
             return o.size[0] + half * o.margin
+        if core_margin:
+            return half * o.margin
         return zero
 
     @wp.func
@@ -1060,21 +1066,30 @@ def build(scalar):
     @wp.func
     def ccd(simplex: wp.array2d(dtype=Vertex), verts: wp.array2d(dtype=Vertex), faces: wp.array2d(dtype=Face),
             fmap: wp.array2d(dtype=int), hz: wp.array2d(dtype=wp.vec2i), stack: wp.array2d(dtype=wp.vec3i), s: int,
-            o1: Obj, o2: Obj, tol: scalar, max_iterations: int, maxfaces: int):
+            o1: Obj, o2: Obj, tol: scalar, max_iterations: int, maxfaces: int, clip: int):
         """mjc_ccd with max_contacts 1 and dist_cutoff 0 (as mjc_penetration calls it): (nx,
         dist, x1, x2, vertex, face); a contact when nx = 1 and dist < 0 (the depth of the shapes
         inflated by half the margin each); vertex: bit 0 (1) when x1 is one vertex of a box or
         mesh, bit 1 (2) when x2 is (EPA's final face has it three times); face: EPA's final face,
-        or 0 for the simplex of a sphere's or capsule's core when that did not penetrate (-1 when
-        neither: no contact, or EPA failed), from which simrl.sim.collision_multiccd clips faces
-        for more contacts (mjc_ccd's `multicontact` when max_contacts > 1)."""
+        or 0 for GJK's simplex of the cores when they did not penetrate (-1 when neither: no
+        contact, or EPA failed), from which simrl.sim.collision_multiccd clips faces for more
+        contacts (mjc_ccd's `multicontact` when max_contacts > 1).
+
+        A sphere's core is its centre, a capsule's its segment; for a face-clipping pair (`clip`,
+        MuJoCo 4.0) with a margin, a box's, mesh's or cylinder's core is itself without the
+        margin. GJK runs on the cores first; only when they penetrate do GJK and EPA run on the
+        full shapes."""
         x1 = obj_center(o1)
         x2 = obj_center(o2)
-        if o1.type == GEOM_SPHERE or o2.type == GEOM_SPHERE or o1.type == GEOM_CAPSULE or o2.type == GEOM_CAPSULE:
-            m1 = full_margin(o1)
-            m2 = full_margin(o2)
-            separated, dist, x1, x2, nsimplex, nx = gjk(simplex, s, shrink(o1), shrink(o2), x1, x2, tol,
-                                                        max_iterations, m1 + m2, 0)
+        core_margin = clip != 0 and (o1.margin > zero or o2.margin > zero)
+        if o1.type == GEOM_SPHERE or o2.type == GEOM_SPHERE or o1.type == GEOM_CAPSULE or o2.type == GEOM_CAPSULE \
+                or core_margin:
+            m1 = full_margin(o1, core_margin)
+            m2 = full_margin(o2, core_margin)
+            c1 = shrink(o1, core_margin)
+            c2 = shrink(o2, core_margin)
+            separated, dist, x1, x2, nsimplex, nx = gjk(simplex, s, c1, c2, x1, x2, tol, max_iterations, m1 + m2,
+                                                        is_discrete(c1) * is_discrete(c2))
             if dist > tol:
                 # shallow penetration: the distance of the cores, inflated (`inflate`)
                 n = normalize(x2 - x1)

@@ -2,9 +2,10 @@
 to four contacts of two geoms with faces (box, mesh, cylinder) or of a capsule's side and a face,
 from the polytope EPA ended with.
 
-mjc_Convex asks mjc_ccd for up to four contacts for these pairs when they have no margin; EPA
-then finds the deepest point as for any convex pair (a capsule whose core does not penetrate:
-GJK's simplex stands in for EPA's face), and `multicontact` turns it into a contact patch:
+mjc_Convex asks mjc_ccd for up to four contacts for these pairs; EPA then finds the deepest
+point as for any convex pair (where the cores do not penetrate, GJK's simplex stands in for
+EPA's face: a capsule's segment, or with a margin the geoms without it), and `multicontact`
+turns it into a contact patch:
 
 1. The final face of EPA's polytope has three vertices, each a pair of support points, one on
    each geom. The distinct support points of geom 1 (one, two or three: `simplex_dim`) name a
@@ -26,7 +27,10 @@ GJK's simplex stands in for EPA's face), and `multicontact` turns it into a cont
    MuJoCo's walk (`polygon_quad`, the area of a quadrilateral by its diagonals), an edge's to its
    two farthest points, and gives each point its witnesses (`witness_on_face`): the point
    projected on the clipping face, and that projection moved back along the other normal by
-   the depth.
+   the depth. With a margin, the faces and edges are those of the geoms without it (a support
+   point of the inflated geom is replaced by its vertex, a cylinder's side line moved back onto
+   its side), the points within the margin above the face are kept, and the witnesses moved
+   out by half the margin each (`margins`).
 
 Ported operation by operation (which polygon is clipped by which, the order of the points) from
 MuJoCo's source of 2026-08-22 and, where MuJoCo 4.0 changed it, from MuJoCo Warp 4.0.0's port of
@@ -62,7 +66,7 @@ import types
 
 import warp as wp
 
-from simrl.sim.contact_tables import GEOM_BOX, GEOM_CYLINDER, GEOM_MESH
+from simrl.sim.contact_tables import GEOM_BOX, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_MESH
 from simrl.sim.data import ccd_structs, data_struct
 from simrl.sim.model import MeshInfo, model_struct
 from simrl.sim.types import MINVAL
@@ -564,10 +568,11 @@ def build(scalar):
 
     @wp.func
     def polygon_clip(d: Data, s: int, P: int, f1: int, nface1: int, f2: int, nface2: int, n: vec3d,
-                     dir: vec3d) -> int:
+                     dir: vec3d, margin: f64) -> int:
         """polygonClip: the polygon (or edge) at f2 clipped by the side planes of face f1 (normal
-        n), the points not above the face kept, at most four contacts written (their number; 0:
-        none, EPA's contact stays); each point's feature tracked along (d.ccd_cliptag)."""
+        n), the points not farther above the face than `margin` kept, at most four contacts
+        written (their number; 0: none, EPA's contact stays); each point's feature tracked along
+        (d.ccd_cliptag)."""
         if nface1 < 3:
             return 0
         pn = 4 * P
@@ -627,7 +632,7 @@ def build(scalar):
         kept = int(0)
         for i in range(npoly):
             v = d.ccd_clip[s, pa + i]
-            if wp.dot(v - face0, n) <= zero:
+            if wp.dot(v - face0, n) <= margin:
                 if kept != i:
                     d.ccd_clip[s, pa + kept] = v
                     d.ccd_cliptag[s, pa + kept] = d.ccd_cliptag[s, pa + i]
@@ -686,6 +691,13 @@ def build(scalar):
         zc = o.size[1]
         if cap != 0:
             zc = -o.size[1]
+        if o.margin > zero:
+            # the witness of the inflated cylinder: back onto its side
+            rel = pt - o.pos
+            radial = rel - a * wp.dot(rel, a)
+            rn = wp.length(radial)
+            if rn >= minval:
+                pt = pt - radial * (one - o.size[0] / rn)
         start = pt + a * (zc - wp.dot(pt - o.pos, a))
         along = a * (-zc / o.size[1])  # toward the other cap
         d.ccd_norm[s, base] = along
@@ -782,6 +794,46 @@ def build(scalar):
         return mesh_face(m, d, s, base, o, mesh, idx)
 
     @wp.func
+    def feature_vertex(m: Model, o: Obj, mesh: MeshInfo, index: int, p: vec3d) -> vec3d:
+        """The vertex a support point p names: a box's corner by its sign bits, a mesh's vertex by
+        its number; p itself for other shapes."""
+        if o.type == GEOM_BOX:
+            sx = -one
+            if (index & 1) != 0:
+                sx = one
+            sy = -one
+            if (index & 2) != 0:
+                sy = one
+            sz = -one
+            if (index & 4) != 0:
+                sz = one
+            return corner(o, sx, sy, sz)
+        if o.type == GEOM_MESH:
+            return vertex(m, o, mesh, index)
+        return p
+
+    @wp.func
+    def side_bit(o: Obj, bit: int) -> int:
+        """`bit` when the clipped edge is a cylinder's or capsule's side line: its points are then
+        on the curved side, where the geom's support along the normal is as it turns
+        (collision_convex.frames' track)."""
+        if o.type == GEOM_CYLINDER or o.type == GEOM_CAPSULE:
+            return bit
+        return 0
+
+    @wp.func
+    def margins(o1: Obj, o2: Obj):
+        """Half the margin of each geom that its faces and edges leave out (a capsule's side line
+        has it: it passes through the witness of the inflated capsule)."""
+        m1 = zero
+        if o1.type != GEOM_CAPSULE:
+            m1 = half * o1.margin
+        m2 = zero
+        if o2.type != GEOM_CAPSULE:
+            m2 = half * o2.margin
+        return m1, m2
+
+    @wp.func
     def mesh_of(m: Model, o: Obj, g: int) -> MeshInfo:
         if o.type == GEOM_MESH:
             return m.mesh_info[m.geom_dataid[g]]
@@ -812,6 +864,13 @@ def build(scalar):
         nface2, v2i, q2 = simplex_dim(wp.vec3i(va.index2, vb.index2, vc.index2), vb.vert2, vc.vert2)
         p1 = va.vert1
         p2 = va.vert2
+        if o1.margin > zero:
+            # support points of the inflated shape: their vertices instead
+            p1 = feature_vertex(m, o1, mesh1, v1i[0], p1)
+            q1 = feature_vertex(m, o1, mesh1, v1i[1], q1)
+        if o2.margin > zero:
+            p2 = feature_vertex(m, o2, mesh2, v2i[0], p2)
+            q2 = feature_vertex(m, o2, mesh2, v2i[1], q2)
         dir = x2 - x1
         # the face normals of each geom at its feature: geom 1's at columns [0, D), geom 2's at [D, 2 D)
         nn1 = normals(m, d, s, 0, o1, mesh1, nface1, v1i, -dir)
@@ -851,28 +910,40 @@ def build(scalar):
             d.ccd_clip[s, f2 + 1] = d.ccd_norm[s, 2 * D + i]
         else:
             nf2 = polygon(m, d, s, f2, o2, mesh2, d.ccd_normidx[s, D + j])
+        # the margins the faces and edges do not carry; the clipped witnesses moved out by them
+        # along the contact normal
+        m1, m2 = margins(o1, o2)
+        nx = int(0)
+        normal = vec3d()
+        out = 7 * P
         if edge1 != 0:
             # geom 1's edge clipped by geom 2's face; the witness points swapped back
             n2 = d.ccd_norm[s, D + j]
-            nx = polygon_clip(d, s, P, f2, nf2, f1, nf1, n2, -n2)
-            out = 7 * P
+            normal = -n2
+            nx = polygon_clip(d, s, P, f2, nf2, f1, nf1, n2, -n2, m1 + m2)
             for k in range(nx):
                 a = d.ccd_clip[s, out + 2 * k]
                 d.ccd_clip[s, out + 2 * k] = d.ccd_clip[s, out + 2 * k + 1]
                 d.ccd_clip[s, out + 2 * k + 1] = a
                 # the vertex kind as collision_convex.record's bits: the clipped edge is geom 1's
-                d.ccd_cliptag[s, 4 * P + k] = vertex_bits(d.ccd_cliptag[s, 4 * P + k], 1)
-            return nx
-        nx = int(0)
-        if edge2 != 0:
-            # geom 2's edge clipped by geom 1's face
-            n1 = d.ccd_norm[s, j]
-            nx = polygon_clip(d, s, P, f1, nf1, f2, nf2, n1, -n1)
+                d.ccd_cliptag[s, 4 * P + k] = vertex_bits(d.ccd_cliptag[s, 4 * P + k], 1) + side_bit(o1, 4)
         else:
-            # face on face: geom 2's face clipped by geom 1's, witnesses along geom 2's normal
-            nx = polygon_clip(d, s, P, f1, nf1, f2, nf2, d.ccd_norm[s, i], d.ccd_norm[s, D + j])
-        for k in range(nx):
-            d.ccd_cliptag[s, 4 * P + k] = vertex_bits(d.ccd_cliptag[s, 4 * P + k], 0)
+            if edge2 != 0:
+                # geom 2's edge clipped by geom 1's face
+                n1 = d.ccd_norm[s, j]
+                normal = n1
+                nx = polygon_clip(d, s, P, f1, nf1, f2, nf2, n1, -n1, m1 + m2)
+            else:
+                # face on face: geom 2's face clipped by geom 1's, witnesses along geom 2's normal
+                normal = -d.ccd_norm[s, D + j]
+                nx = polygon_clip(d, s, P, f1, nf1, f2, nf2, d.ccd_norm[s, i], d.ccd_norm[s, D + j], m1 + m2)
+            for k in range(nx):
+                d.ccd_cliptag[s, 4 * P + k] = vertex_bits(d.ccd_cliptag[s, 4 * P + k], 0) + edge2 * side_bit(o2, 8)
+        if m1 + m2 > zero:
+            for k in range(nx):
+                d.ccd_clip[s, out + 2 * k] = d.ccd_clip[s, out + 2 * k] + normal * m1
+                d.ccd_clip[s, out + 2 * k + 1] = d.ccd_clip[s, out + 2 * k + 1] - normal * m2
+                d.ccd_clipd[s, P + k] = d.ccd_clipd[s, P + k] - (m1 + m2)
         return nx
 
-    return types.SimpleNamespace(multicontact=multicontact, normalize=normalize)
+    return types.SimpleNamespace(multicontact=multicontact, margins=margins, normalize=normalize)

@@ -83,8 +83,7 @@ assert list(PRIMITIVE_MAX_CONTACTS) == sorted(PRIMITIVE_MAX_CONTACTS)
 # pairs MuJoCo collides with its general convex collision (mjc_Convex: GJK and EPA,
 # simrl.sim.collision_convex); meshes (their convex hulls) too. The pairs of two geoms with faces
 # (box, mesh, cylinder) or a capsule and one of those get up to 4 contacts by MuJoCo 4.0's
-# multiccd face clipping (FACE_CLIP, simrl.sim.collision_multiccd), or, when the pair has a
-# margin, by multiccd's rotations: four more queries (5 slots; 1 used when
+# multiccd face clipping (FACE_CLIP, simrl.sim.collision_multiccd; 1 used when
 # <flag multiccd="disable"/>). plane-mesh by MuJoCo 4.0's mjc_PlaneConvex: the deepest vertex and
 # up to three more of the hull face most opposed to the plane's normal, found in the same
 # detection pass
@@ -98,22 +97,22 @@ CONVEX_MAX_CONTACTS = {
     (GEOM_HFIELD, GEOM_ELLIPSOID): MAXCONPAIR, (GEOM_HFIELD, GEOM_CYLINDER): MAXCONPAIR,
     (GEOM_HFIELD, GEOM_BOX): MAXCONPAIR, (GEOM_HFIELD, GEOM_MESH): MAXCONPAIR,
     (GEOM_SPHERE, GEOM_ELLIPSOID): 1, (GEOM_SPHERE, GEOM_MESH): 1,
-    (GEOM_CAPSULE, GEOM_ELLIPSOID): 1, (GEOM_CAPSULE, GEOM_CYLINDER): 5, (GEOM_CAPSULE, GEOM_MESH): 5,
+    (GEOM_CAPSULE, GEOM_ELLIPSOID): 1, (GEOM_CAPSULE, GEOM_CYLINDER): 4, (GEOM_CAPSULE, GEOM_MESH): 4,
     (GEOM_ELLIPSOID, GEOM_ELLIPSOID): 1, (GEOM_ELLIPSOID, GEOM_CYLINDER): 1, (GEOM_ELLIPSOID, GEOM_BOX): 1,
     (GEOM_ELLIPSOID, GEOM_MESH): 1,
-    (GEOM_CYLINDER, GEOM_CYLINDER): 5, (GEOM_CYLINDER, GEOM_BOX): 5, (GEOM_CYLINDER, GEOM_MESH): 5,
-    (GEOM_BOX, GEOM_MESH): 5, (GEOM_MESH, GEOM_MESH): 5,
+    (GEOM_CYLINDER, GEOM_CYLINDER): 4, (GEOM_CYLINDER, GEOM_BOX): 4, (GEOM_CYLINDER, GEOM_MESH): 4,
+    (GEOM_BOX, GEOM_MESH): 4, (GEOM_MESH, GEOM_MESH): 4,
 }
-#: the pairs whose multiccd clips faces (MuJoCo 4.0's `multicontact`) when they have no margin:
-#: two geoms with faces (box, mesh, cylinder: its caps) or a capsule's side and a face; the
-#: convex pairs with more than one slot that are not height fields or plane-mesh
+#: the pairs whose multiccd clips faces (MuJoCo 4.0's `multicontact`): two geoms with faces (box,
+#: mesh, cylinder: its caps) or a capsule's side and a face; the convex pairs with more than one
+#: slot that are not height fields or plane-mesh
 FACE_CLIP = ((GEOM_CAPSULE, GEOM_CYLINDER), (GEOM_CAPSULE, GEOM_MESH), (GEOM_CYLINDER, GEOM_CYLINDER),
              (GEOM_CYLINDER, GEOM_BOX), (GEOM_CYLINDER, GEOM_MESH), (GEOM_BOX, GEOM_MESH), (GEOM_MESH, GEOM_MESH))
-assert set(FACE_CLIP) == {p for p, n in CONVEX_MAX_CONTACTS.items() if n == 5}
 #: a cylinder's cap as a polygon of MuJoCo 4.0's multicontact (collision_multiccd.CYLINDER_POLYGON)
 CYLINDER_POLYGON = 16
 #: contacts of a face-clipping pair (mjc_Convex's maxContacts)
 MAX_CLIP_CONTACTS = 4
+assert set(FACE_CLIP) == {p for p, n in CONVEX_MAX_CONTACTS.items() if n == MAX_CLIP_CONTACTS and p[0] != GEOM_PLANE}
 assert list(CONVEX_MAX_CONTACTS) == sorted(CONVEX_MAX_CONTACTS)
 #: every implemented pair of geom types and its contact slots
 MAX_CONTACTS = {**PRIMITIVE_MAX_CONTACTS, **CONVEX_MAX_CONTACTS}

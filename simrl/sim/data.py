@@ -70,7 +70,7 @@ def ccd_structs(scalar):
         x1: T.vec3  # witness point on geom 1, in geom 1's frame
         x2: T.vec3  # witness point on geom 2, in geom 2's frame
         pos: T.vec3  # the contact point found (world)
-        perturb: int  # -1: no contact; 0: found at the geoms' poses; 1-4: by multiccd's rotation number
+        found: int  # 1: a contact found by the detection pass, 0: none
         # how each witness point moves with the poses (simrl.sim.collision_convex.frames: track):
         # bits 0, 1: geom 1's, geom 2's is a smooth support point; bits 2, 3: a polytope's vertex
         feature: int
