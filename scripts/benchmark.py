@@ -802,7 +802,9 @@ def solver_note(matched: str, worlds: int, stats: dict, simrl_key: str, mjm) -> 
     """The line under the table that says why a ratio at matched accuracy is given (or is not)."""
     solver = mujoco.mjtSolver(mjm.opt.solver).name.removeprefix("mjSOL_")
     simrl_it, mujoco_it = stats[simrl_key]["solver_niter_mean"], stats["mujoco"]["solver_niter_mean"]
-    head = (f"Solver iterations differ by {max(simrl_it, mujoco_it) / max(min(simrl_it, mujoco_it), 1e-9):.1f}x "
+    low, high = sorted((simrl_it, mujoco_it))
+    ratio = f"{high / low:.1f}x" if low > 0 else "more than 2x (one takes none)"
+    head = (f"Solver iterations differ by {ratio} "
             f"({worlds} worlds): MuJoCo's {solver} takes {mujoco_it:.1f} per step to tolerance "
             f"{mjm.opt.tolerance:g} (at most {mjm.opt.iterations}) in float64, simrl's Newton {simrl_it:.1f}")
     if matched == "newton":

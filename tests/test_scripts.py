@@ -165,6 +165,23 @@ def test_benchmark_model_of_a_task():
         benchmark.resolve_model("task:no_such_task")
 
 
+def test_benchmark_solver_note_when_one_engine_takes_no_iteration():
+    """At rest MuJoCo's warm start can meet the tolerance with no iteration: the note says so
+    instead of dividing by zero (it printed 1000000000.0x)."""
+    spec = importlib.util.spec_from_file_location("benchmark_note", ROOT / "scripts" / "benchmark.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    import mujoco
+
+    mjm = mujoco.MjModel.from_xml_string(PGS_BOXES.replace('solver="PGS" ', ""))
+    stats = {"simrl": {"solver_niter_mean": 1.0}, "mujoco": {"solver_niter_mean": 0.0}}
+    note = benchmark.solver_note("same", 64, stats, "simrl", mjm)
+    assert note.startswith("Solver iterations differ by more than 2x (one takes none) (64 worlds)"), note
+    assert "takes 0.0 per step" in note and "simrl's Newton 1.0" in note
+    stats["mujoco"]["solver_niter_mean"] = 4.0
+    assert benchmark.solver_note("same", 64, stats, "simrl", mjm).startswith("Solver iterations differ by 4.0x")
+
+
 PGS_BOXES = """<mujoco>
   <option solver="PGS" timestep="0.005"/>
   <worldbody>
