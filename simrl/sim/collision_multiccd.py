@@ -45,8 +45,8 @@ tests/test_multiccd.py. These rules follow the binary where the two sources diff
   a cap lying flat, polygon_quad's choice among equal squares depends on the last bit.
 With these, box- and mesh-mesh and capsule contacts equal the binary's to rounding; cylinders
 resting on boxes and meshes touch where its do; in deep random overlaps of cylinder pairs the
-count is the binary's in 99% of the pairs, and where two contacts are found they are often
-elsewhere along the side by millimetres (EPA's witness on a curved side is only as exact as its
+count is the binary's in 99% of the pairs, and where two contacts are found some lie elsewhere
+along the side by millimetres (EPA's witness on a curved side is only as exact as its
 tolerance; docs/GUIDE.md, Meshes).
 
 Like the rest of the convex collision it finds *which* points touch and is not differentiated.
