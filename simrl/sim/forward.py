@@ -186,7 +186,7 @@ def forward_segment(scalar, schedule: str, sensors: bool = True, convex: bool = 
     (Model.nccdpair), whose search the segment then runs."""
     name = ("forward" if sensors else "forward_skipsensor") + ("_convex" if convex else "")
     return segment(name, _forward_passes(scalar, schedule == "wide", False, sensors, convex), scalar, schedule,
-                   _module(convex))
+                   _module(convex, rk4=not sensors))
 
 
 def euler_segment(scalar, schedule: str, convex: bool = False):
@@ -198,11 +198,13 @@ def euler_segment(scalar, schedule: str, convex: bool = False):
     return segment("step_euler" + ("_convex" if convex else ""), passes, scalar, schedule, _module(convex))
 
 
-def _module(convex: bool) -> str:
-    """The Warp module of a segment: the convex variants in one of their own, so that a process
-    that loads both kinds of model does not rebuild the other module (Warp compiles a module as
-    a whole, and a kernel added to it changes its hash)."""
-    return "sim_convex" if convex else "sim"
+def _module(convex: bool, rk4: bool = False) -> str:
+    """The Warp module of a segment. Warp compiles a module as a whole, and a kernel added to it
+    changes its hash: a process that loaded one module and then adds a kernel to it builds the
+    whole module again. So every module's kernels are a fixed set, whatever models a process
+    loads: mj_forward and the Euler step (every Sim defines both); RK4's parts and its forward
+    without sensors in a module of their own; the convex variants in theirs."""
+    return ("sim_convex" if convex else "sim") + ("_rk4" if rk4 else "")
 
 
 def rk4_segments(scalar, schedule: str) -> tuple:
@@ -211,6 +213,8 @@ def rk4_segments(scalar, schedule: str) -> tuple:
     r = rk4.build(scalar)
     parts = (("begin", r.begin, r.begin_actuator), ("stage1", r.stage1, r.stage1_actuator),
              ("stage2", r.stage2, r.stage2_actuator), ("end", r.end, r.end_actuator))
+    forward_segment(scalar, schedule, sensors=False)  # the module's fixed set (_module) holds it
     return tuple(segment(f"rk4_{name}", (Pass(f"rk4_{name}", JOINTS, (joint,)),
-                                         Pass(f"rk4_{name}_actuator", ACTUATORS, (actuator,))), scalar, schedule)
+                                         Pass(f"rk4_{name}_actuator", ACTUATORS, (actuator,))), scalar, schedule,
+                         _module(False, rk4=True))
                  for name, joint, actuator in parts)

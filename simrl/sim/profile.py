@@ -29,10 +29,12 @@ class StageProfiler:
         self.sim = sim
         scalar = sim.model.dtype
         convex = sim.model.struct.ndetect > 0
+        # both defined for every model, as Sim does (forward._module: the modules' fixed sets)
+        f = forward.forward_segment(scalar, "wide", convex=convex)
+        euler_step = forward.euler_segment(scalar, "wide", convex=convex)
         if sim.model.integrator in EULER_LIKE:
-            self.segments = (forward.euler_segment(scalar, "wide", convex=convex),)
+            self.segments = (euler_step,)
         else:
-            f = forward.forward_segment(scalar, "wide", convex=convex)
             begin, stage1, stage2, end = forward.rk4_segments(scalar, "wide")
             self.segments = (f, begin, f, stage1, f, stage2, f, end)
         for seg in self.segments:

@@ -181,8 +181,11 @@ class Sim:
         self.schedule = schedule_ = simrl_schedule.resolve(schedule, self.device)
         convex = self.model.struct.ndetect > 0  # pairs found by the convex detection pass (GJK/EPA, plane-mesh)
         self._forward = forward.forward_segment(scalar, schedule_, convex=convex)
+        # defined for every model, so that the module it shares with the forward holds the same
+        # kernels whatever model comes first (forward._module)
+        euler_step = forward.euler_segment(scalar, schedule_, convex=convex)
         if self.model.integrator in EULER_LIKE:
-            self._step_segments = (forward.euler_segment(scalar, schedule_, convex=convex),)
+            self._step_segments = (euler_step,)
         else:
             begin, stage1, stage2, end = forward.rk4_segments(scalar, schedule_)
             # sensors at the step's first state only (mj_RungeKutta's mj_forwardSkip, skipsensor)
