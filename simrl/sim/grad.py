@@ -51,7 +51,7 @@ def build(scalar, schedule: str = "fused"):
     module = kernel_module(scalar, name="grad_step", backward=True)
     # kernels the tape never differentiates (in-place factorizations with hand-written
     # adjoints): no generated adjoints; for a block of threads per world in the wide schedule
-    custom = coop_module(scalar) if lanes else kernel_module(scalar, name="grad_custom")
+    custom = coop_module(scalar, "coop_grad") if lanes else kernel_module(scalar, name="grad_custom")
 
     # the stages up to qfrc_smooth (mj_fwdPosition, mj_fwdVelocity, mj_fwdActuation without the
     # constraint parts), then contacts, constraint rows and reference accelerations

@@ -668,10 +668,12 @@ class Segment:
         return plans[self]
 
 
-def coop_module(scalar):
+def coop_module(scalar, name: str = "coop"):
     """The module of the wide schedule's world functions, compiled for blocks of LANES threads
-    (kernels without adjoints: the differentiable step writes theirs by hand)."""
-    module = kernel_module(scalar, "coop")
+    (kernels without adjoints: the differentiable step writes theirs by hand, in a module of
+    its own, `name="coop_grad"`, so that the step's is not built again when a process takes
+    gradients too: forward._module)."""
+    module = kernel_module(scalar, name)
     module.options["block_dim"] = LANES
     return module
 
