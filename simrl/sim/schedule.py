@@ -611,7 +611,9 @@ def _wide_pass(p: Pass, scalar, module_name: str, backward: bool) -> _WidePass:
     if p.over != WORLD:
         f = element(f)
     if p.over == WORLD:
-        return _WidePass(p, _wide_kernel(p.name, f, "world", scalar, coop_module(scalar)), ())
+        # the differentiable step's world kernels beside its hand-written adjoints (coop_module)
+        coop = coop_module(scalar, "coop_grad" if module_name.startswith("widegrad") else "coop")
+        return _WidePass(p, _wide_kernel(p.name, f, "world", scalar, coop), ())
     if p.over in (BODIES_DOWN, BODIES_UP):
         return _WidePass(p, _wide_kernel(p.name, f, "table", scalar, module), ())
     if p.over == ACTIVE_ROWS:
@@ -655,7 +657,8 @@ class Segment:
             self.modules = (module,)
         else:
             self._wide = [_wide_pass(p, scalar, f"wide{module_name}", backward) for p in passes]
-            self.modules = (kernel_module(scalar, f"wide{module_name}", backward), coop_module(scalar))
+            coop = coop_module(scalar, "coop_grad" if module_name.startswith("grad") else "coop")
+            self.modules = (kernel_module(scalar, f"wide{module_name}", backward), coop)
 
     def launches(self, model) -> list[Launch]:
         if self.schedule == "fused":
