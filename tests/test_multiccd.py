@@ -45,10 +45,21 @@ def _contacts_by_pair(mjm, mjd, sim, w):
     return pairs
 
 
-def _random_pairs(pairs, n: int, seed: int):
+def _paired(theirs, ours):
+    """MuJoCo's contacts of a pair beside simrl's: in order, but an edge's two ends in either (the
+    clipped edge holds near-duplicate points, and which pair is farthest is decided by rounding)."""
+    if len(theirs) == 2:
+        return [(c, min(ours, key=lambda o, c=c: np.abs(o[1] - c[1]).max())) for c in theirs]
+    return list(zip(theirs, ours, strict=True))
+
+
+def _random_pairs(pairs, n: int, seed: int, margin: float = 0.0):
     """Each world's (MuJoCo's contacts, simrl's) by geom pair, for n random overlapping poses of
-    the pairs' scene (multiccd on)."""
-    mjm = mujoco.MjModel.from_xml_string(mesh_scene(pairs, multiccd=True))
+    the pairs' scene (multiccd on; every geom with `margin`)."""
+    xml = mesh_scene(pairs, multiccd=True)
+    if margin:
+        xml = xml.replace("<mujoco>", f'<mujoco><default><geom margin="{margin}"/></default>', 1)
+    mjm = mujoco.MjModel.from_xml_string(xml)
     sim = Sim.from_model(mjm, num_worlds=n, dtype="float64")
     qpos = random_states(mjm, n, np.random.default_rng(seed))
     sim.qpos = torch.as_tensor(qpos)
@@ -83,10 +94,7 @@ def test_face_clipping_matches_mujoco(clip_scene):
             name = f"world {w} {names(mjm, g1)}-{names(mjm, g2)}"
             assert len(ours) == len(theirs), (name, len(ours), len(theirs))
             seen[min(len(theirs), 3)] += 1
-            pairs = zip(theirs, ours, strict=True)
-            if len(theirs) == 2:
-                pairs = [(c, min(ours, key=lambda o, c=c: np.abs(o[1] - c[1]).max())) for c in theirs]
-            for (d0, p0, n0), (d1, p1, n1) in pairs:
+            for (d0, p0, n0), (d1, p1, n1) in _paired(theirs, ours):
                 assert abs(d0 - d1) < 1e-9 and np.abs(p0 - p1).max() < 1e-9, (name, d0, d1, p0, p1)
                 assert np.abs(n0 - n1).max() < 1e-9, (name, n0, n1)
     # the states cover vertex, edge and face contacts
@@ -247,27 +255,15 @@ def test_face_clipping_with_a_margin_matches_mujoco():
     count in every pair; two to four contacts at its points to rounding, in its order (an edge's
     ends in either)."""
     pairs = (("box", "hex"), ("box", "cube"), ("ico", "hex"), ("hex", "cube"), ("capsule", "hex"))
-    xml = mesh_scene(pairs, multiccd=True).replace("<mujoco>", '<mujoco><default><geom margin="0.02"/></default>', 1)
-    mjm = mujoco.MjModel.from_xml_string(xml)
-    sim = Sim.from_model(mjm, num_worlds=48, dtype="float64")
-    qpos = random_states(mjm, 48, np.random.default_rng(3))
-    sim.qpos = torch.as_tensor(qpos)
-    sim.forward()
-    mjd = mujoco.MjData(mjm)
     seen = {1: 0, 2: 0, 3: 0}
-    for w in range(48):
-        mjd.qpos[:] = qpos[w]
-        mujoco.mj_forward(mjm, mjd)
-        for (g1, g2), (theirs, ours) in _contacts_by_pair(mjm, mjd, sim, w).items():
+    for w, mjm, contacts in _random_pairs(pairs, 48, 3, margin=0.02):
+        for (g1, g2), (theirs, ours) in contacts.items():
             name = f"world {w} {names(mjm, g1)}-{names(mjm, g2)}"
             assert len(ours) == len(theirs), (name, len(ours), len(theirs))
             seen[min(len(theirs), 3)] += 1
             if len(theirs) == 1:
                 continue  # EPA on the inflated (rounded) geoms: to its stopping error, as without margin
-            pairs_ = zip(theirs, ours, strict=True)
-            if len(theirs) == 2:
-                pairs_ = [(c, min(ours, key=lambda o, c=c: np.abs(o[1] - c[1]).max())) for c in theirs]
-            for (d0, p0, n0), (d1, p1, n1) in pairs_:
+            for (d0, p0, n0), (d1, p1, n1) in _paired(theirs, ours):
                 assert abs(d0 - d1) < 1e-9 and np.abs(p0 - p1).max() < 1e-9, (name, d0, d1, p0, p1)
                 assert np.abs(n0 - n1).max() < 1e-9, (name, n0, n1)
     assert min(seen.values()) > 0, seen
@@ -285,10 +281,7 @@ def test_capsule_pairs_clip_like_mujoco():
             assert len(ours) == len(theirs), (name, len(ours), len(theirs))
             seen[len(theirs)] += 1
             tol = 1e-9 if len(theirs) == 2 else 2e-4
-            pairs = zip(theirs, ours, strict=True)
-            if len(theirs) == 2:  # an edge's two ends, in either order (as above)
-                pairs = [(c, min(ours, key=lambda o, c=c: np.abs(o[1] - c[1]).max())) for c in theirs]
-            for (d0, p0, _), (d1, p1, _) in pairs:
+            for (d0, p0, _), (d1, p1, _) in _paired(theirs, ours):
                 assert abs(d0 - d1) < tol and np.abs(p0 - p1).max() < tol, (name, d0, d1, p0, p1)
     assert min(seen.values()) > 0, seen
 

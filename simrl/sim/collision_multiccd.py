@@ -108,6 +108,18 @@ def build(scalar):
         return o.mat * vec3d(sx * o.size[0], sy * o.size[1], sz * o.size[2]) + o.pos
 
     @wp.func
+    def corner_signs(bits: int) -> vec3d:
+        """The signs (+-1) of box corner `bits` along x, y, z (bit 0: +x, bit 1: +y, bit 2: +z)."""
+        sg = vec3d(-one, -one, -one)
+        if (bits & 1) != 0:
+            sg[0] = one
+        if (bits & 2) != 0:
+            sg[1] = one
+        if (bits & 4) != 0:
+            sg[2] = one
+        return sg
+
+    @wp.func
     def vertex(m: Model, o: Obj, mesh: MeshInfo, v: int) -> vec3d:
         """Mesh vertex v (local id) in world coordinates."""
         return o.mat * vec3d(m.mesh_vec[mesh.vertadr + v]) + o.pos
@@ -297,15 +309,10 @@ def build(scalar):
             d.ccd_norm[s, base] = normalize(p2 - p1)
             return 1
         if dim == 1:
-            x = -one
-            if (v1 & 1) != 0:
-                x = one
-            y = -one
-            if (v1 & 2) != 0:
-                y = one
-            z = -one
-            if (v1 & 4) != 0:
-                z = one
+            sg = corner_signs(v1)
+            x = sg[0]
+            y = sg[1]
+            z = sg[2]
             e0 = corner(o, -x, y, z)
             e1 = corner(o, x, -y, z)
             e2 = corner(o, x, y, -z)
@@ -798,16 +805,8 @@ def build(scalar):
         """The vertex a support point p names: a box's corner by its sign bits, a mesh's vertex by
         its number; p itself for other shapes."""
         if o.type == GEOM_BOX:
-            sx = -one
-            if (index & 1) != 0:
-                sx = one
-            sy = -one
-            if (index & 2) != 0:
-                sy = one
-            sz = -one
-            if (index & 4) != 0:
-                sz = one
-            return corner(o, sx, sy, sz)
+            sg = corner_signs(index)
+            return corner(o, sg[0], sg[1], sg[2])
         if o.type == GEOM_MESH:
             return vertex(m, o, mesh, index)
         return p
