@@ -17,9 +17,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]" "$(TORCH_PIN)"
 	touch $@
 
+# The suite runs in TEST_JOBS processes (pytest-xdist), a test file to each at a time: a cold
+# Warp cache is mostly compilation, one core per module, and most tests step a few worlds on
+# one thread. TEST_JOBS=0 runs it in this process.
+TEST_JOBS ?= 2
+
 test: venv
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
 
 test-all: venv
 	$(PY) -m pytest -q -m ""
