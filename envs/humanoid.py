@@ -43,12 +43,28 @@ DEFAULT_REWARDS = {
 }
 
 
+#: the pose term's per-joint std (rad) in each command regime: mjlab's G1 values (its
+#: velocity task, config/g1/env_cfgs.py) for the joints this robot shares with the G1. Hips'
+#: pitch and knees loosest for the stride, hip roll and yaw tighter against sway, ankle roll
+#: tight for balance; every joint 0.05 when told to stand.
+POSE_STD = {
+    "standing": {".*": 0.05},
+    "walking": {".*_hip_pitch": 0.3, ".*_hip_roll": 0.15, ".*_hip_yaw": 0.15, ".*_knee": 0.35,
+                ".*_ankle_pitch": 0.25, ".*_ankle_roll": 0.1, "waist_yaw": 0.2, ".*_shoulder_pitch": 0.15,
+                ".*_shoulder_roll": 0.15, ".*_shoulder_yaw": 0.1, ".*_elbow": 0.15, ".*_wrist_roll": 0.3},
+    "running": {".*_hip_pitch": 0.5, ".*_hip_roll": 0.2, ".*_hip_yaw": 0.2, ".*_knee": 0.6,
+                ".*_ankle_pitch": 0.35, ".*_ankle_roll": 0.15, "waist_yaw": 0.3, ".*_shoulder_pitch": 0.5,
+                ".*_shoulder_roll": 0.2, ".*_shoulder_yaw": 0.15, ".*_elbow": 0.35, ".*_wrist_roll": 0.3},
+}
+
+
 class HumanoidEnv(LeggedEnv):
     """LeggedEnv on the project's humanoid; observation groups "policy" (81) and "critic" (84)."""
 
     MJCF = ASSETS_DIR / "humanoid23.xml"
     ROBOT = HUMANOID
     DEFAULT_REWARDS = DEFAULT_REWARDS
+    POSE_STD = POSE_STD
 
     def __init__(self, num_envs: int = 256, lin_vel_x: tuple = (-0.5, 1.0), lin_vel_y: tuple = (-0.3, 0.3),
                  ang_vel_yaw: tuple = (-1.0, 1.0), air_time_target: float = 0.4, min_base_height: float = 0.4,

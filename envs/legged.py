@@ -119,6 +119,8 @@ class LeggedEnv(BatchedEnv):
     ROBOT = RobotCfg()
     #: the reward weights when none are given
     DEFAULT_REWARDS = DEFAULT_REWARDS
+    #: the pose term's per-joint tolerances when the task gives no `pose_std` (none: it must)
+    POSE_STD = None
     #: an encoder_bias randomization term offsets the joint positions the policy observes
     supports_encoder_bias = True
 
@@ -132,7 +134,8 @@ class LeggedEnv(BatchedEnv):
                  deviation_joints: tuple = (), acc_joints: tuple = (), torque_joints: tuple = (),
                  gait_period: float = 0.0, gait_offsets: tuple = (), gait_stance: float = 0.55,
                  swing_height: float = 0.08, base_height_target: float | None = None,
-                 only_positive_rewards: bool = False,
+                 only_positive_rewards: bool = False, upright_sigma: float = 0.2, pose_std: dict | None = None,
+                 pose_thresholds: tuple = (0.05, 1.5),
                  reward_weights: dict | None = None, dtype: str = "float32", nonfinite_actions: str = "error",
                  backend: str = "warp", observation_source: str = "sensors"):
         if observation_source not in OBSERVATION_SOURCES:
@@ -246,6 +249,11 @@ class LeggedEnv(BatchedEnv):
                                          device=dev)
         self._foot_roots = torch.tensor(mjm.body_rootid[self._foot_bodies.cpu().numpy()], dtype=torch.long, device=dev)
         self._setup_gait(gait_period, gait_offsets, gait_stance, swing_height, base_height_target)
+        if not upright_sigma > 0.0:
+            raise ValueError(f"upright_sigma must be > 0 (the squared tilt at which upright is 1/e), got {upright_sigma}")
+        #: upright's kernel width: exp(-|projected gravity_xy|^2 / upright_sigma)
+        self.upright_sigma = float(upright_sigma)
+        self._setup_pose(mjm, self.POSE_STD if pose_std is None else pose_std, pose_thresholds)
 
         self.commands = torch.zeros(num_envs, 3, device=dev)
         self.last_actions = torch.zeros(num_envs, self.num_actions, device=dev)
@@ -266,6 +274,43 @@ class LeggedEnv(BatchedEnv):
         #: the policy group's pipeline (envs.observations); obs_noise multiplies every noise amplitude
         self.policy_observations = ObservationPipeline(
             self, "policy", sizes, merge(defaults, (observations or {}).get("policy")), obs_noise)
+
+    def _setup_pose(self, mjm: mujoco.MjModel, pose_std, thresholds):
+        """The pose term's per-joint tolerances (mjlab's variable_posture): for each command regime
+        (standing, walking, running) a mapping {joint name or regular expression: std (rad or m)}
+        that must cover every hinge and slide joint; the regime is chosen by |command_xy| +
+        |command_yaw| against `thresholds` (walking from the first, running from the second).
+        Checked only when the term is weighted; ValueError naming what is missing."""
+        self._pose_std = None
+        if "pose" not in self.reward_weights:
+            return
+        walking, running = (float(t) for t in thresholds)
+        if not 0.0 <= walking <= running:
+            raise ValueError(f"pose_thresholds must be (walking, running) with 0 <= walking <= running, "
+                             f"got {list(thresholds)}")
+        self._pose_thresholds = (walking, running)
+        regimes = ("standing", "walking", "running")
+        if not isinstance(pose_std, dict) or set(pose_std) != set(regimes):
+            raise ValueError(f"the reward term pose needs task.env.pose_std: a mapping with keys "
+                             f"{', '.join(regimes)}, each {{joint name or regular expression: std}}; got {pose_std!r}")
+        hinge_slide = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+        joints = [j for j in range(mjm.njnt) if int(mjm.jnt_type[j]) in hinge_slide]
+        names = [mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_JOINT, j) or "" for j in joints]
+        table = []
+        for regime in regimes:
+            row = []
+            for name in names:  # the first pattern that matches the whole name
+                std = next((v for k, v in pose_std[regime].items() if re.fullmatch(k, name)), None)
+                if std is None or not float(std) > 0.0:
+                    raise ValueError(f"pose_std.{regime}: joint {name!r} of {self.mjcf_path} has "
+                                     f"{'no pattern' if std is None else f'std {std} (must be > 0)'}; its "
+                                     f"joints: {', '.join(names)}")
+                row.append(float(std))
+            table.append(row)
+        #: [3, joints] each regime's per-joint std; the joints' columns of qpos[7:]
+        self._pose_std = torch.tensor(table, dtype=torch.float32, device=self.device)
+        self._pose_columns = torch.tensor([int(mjm.jnt_qposadr[j]) - 7 for j in joints], dtype=torch.long,
+                                          device=self.device)
 
     def _setup_gait(self, period, offsets, stance, swing_height, base_height_target):
         """The gait clock of unitree_rl_gym's G1 and H1 tasks (legged_gym/envs/g1/g1_env.py): a phase
@@ -610,6 +655,23 @@ class LeggedEnv(BatchedEnv):
     def _reward_base_height(self):
         """legged_gym's base_height: (base height above the ground - base_height_target)^2."""
         return (self._base_height() - self.base_height_target) ** 2 * self.step_dt
+
+    def _reward_upright(self):
+        """mjlab's upright: exp(-|projected gravity_xy|^2 / upright_sigma), 1 when the base is level
+        (weight it positive; mjlab reads the torso, this the robot's base body)."""
+        _, _, gravity = self._base()
+        return torch.exp(-(gravity[:, :2] ** 2).sum(dim=1) / self.upright_sigma) * self.step_dt
+
+    def _reward_pose(self):
+        """mjlab's variable_posture: exp(-mean over the joints of ((q - default) / std)^2), each
+        joint's std that of the world's command regime (`pose_std`, `pose_thresholds`): tight
+        when told to stand, looser to walk and to run (weight it positive)."""
+        speed = self.commands[:, :2].norm(dim=1) + self.commands[:, 2].abs()
+        walking, running = self._pose_thresholds
+        regime = (speed >= walking).long() + (speed >= running).long()
+        cols = self._pose_columns
+        error = (self.sim.qpos.float()[:, 7:][:, cols] - self.default_joint_pos[cols]) / self._pose_std[regime]
+        return torch.exp(-(error ** 2).mean(dim=1)) * self.step_dt
 
     def _reward_alive(self):
         """unitree_rl_gym's alive: 1 per second the episode runs (weight it positive)."""
