@@ -250,7 +250,8 @@ class LeggedEnv(BatchedEnv):
         self._foot_roots = torch.tensor(mjm.body_rootid[self._foot_bodies.cpu().numpy()], dtype=torch.long, device=dev)
         self._setup_gait(gait_period, gait_offsets, gait_stance, swing_height, base_height_target)
         if not upright_sigma > 0.0:
-            raise ValueError(f"upright_sigma must be > 0 (the squared tilt at which upright is 1/e), got {upright_sigma}")
+            raise ValueError(f"upright_sigma must be > 0 (the squared tilt at which upright is 1/e), "
+                             f"got {upright_sigma}")
         #: upright's kernel width: exp(-|projected gravity_xy|^2 / upright_sigma)
         self.upright_sigma = float(upright_sigma)
         self._setup_pose(mjm, self.POSE_STD if pose_std is None else pose_std, pose_thresholds)

@@ -158,6 +158,42 @@ def test_joint_deviation_and_limit_terms_by_hand(mjm):
     np.testing.assert_allclose(env._reward_dof_pos_limits().numpy(), np.array([0.0, 0.0, 0.07]) * DT, atol=1e-7)
 
 
+def test_pose_and_upright_terms_by_hand(mjm):
+    """pose (mjlab's variable_posture): exp(-mean over the 23 joints of ((q - home) / std)^2), the
+    std of the world's command regime (|v_xy| + |yaw rate| below 0.05: standing, every joint
+    0.05; from 1.5: running); upright: exp(-|gravity_xy in the pelvis frame|^2 / 0.2). Times dt."""
+    from envs.humanoid import POSE_STD
+
+    env = humanoid_env(4, reward_weights={"pose": 1.0, "upright": 1.0})
+    home = mjm.key_qpos[0].copy()
+    q = np.tile(home, (4, 1))
+    col = {name: mjm.joint(name).qposadr[0] for name in JOINTS}
+    q[:, col["left_knee"]] += 0.2
+    q[:, col["right_ankle_roll"]] -= 0.05
+    q[:, col["waist_yaw"]] += 0.1
+    q[1:, 3:7] = [axis_angle_quat([1, 0, 0], 0.3), axis_angle_quat([0, 1, 0], -0.5), axis_angle_quat([1, 1, 0], 0.2)]
+    set_state(env, q)
+    commands = np.array([[0.02, 0.0, 0.02], [0.5, 0.0, 0.0], [1.2, 0.0, 0.4], [0.0, 0.0, 0.0]])
+    env.commands[:] = torch.as_tensor(commands, dtype=torch.float32)
+    deviation = {"left_knee": 0.2, "right_ankle_roll": -0.05, "waist_yaw": 0.1}
+    std = {"left_knee": (0.05, 0.35, 0.6), "right_ankle_roll": (0.05, 0.1, 0.15), "waist_yaw": (0.05, 0.2, 0.3)}
+    assert POSE_STD["walking"][".*_knee"] == 0.35 and POSE_STD["running"]["waist_yaw"] == 0.3
+    regimes = [0, 1, 2, 0]  # speeds 0.04, 0.5, 1.6, 0
+    expected = [math.exp(-sum((deviation[j] / std[j][r]) ** 2 for j in deviation) / len(JOINTS)) * DT
+                for r in regimes]
+    np.testing.assert_allclose(env._reward_pose().numpy(), expected, rtol=1e-5)
+    tilt = [0.0, math.sin(0.3) ** 2, math.sin(0.5) ** 2, math.sin(0.2) ** 2]  # |gravity_xy|^2 = sin^2(tilt)
+    np.testing.assert_allclose(env._reward_upright().numpy(), np.exp(-np.array(tilt) / 0.2) * DT, rtol=1e-5)
+
+
+def test_pose_term_names_the_joint_it_has_no_std_for():
+    with pytest.raises(ValueError, match=r"pose_std.walking: joint 'left_hip_pitch' .* no pattern"):
+        humanoid_env(1, reward_weights={"pose": 1.0},
+                     pose_std={"standing": {".*": 0.1}, "walking": {".*_knee": 0.3}, "running": {".*": 0.5}})
+    with pytest.raises(ValueError, match="keys standing, walking, running"):
+        humanoid_env(1, reward_weights={"pose": 1.0}, pose_std={"walking": {".*": 0.3}})
+
+
 def test_feet_slide_against_mj_object_velocity(mjm):
     """feet_slide: the horizontal speed of each foot body's centre of mass, summed over the feet
     in contact, against MuJoCo's mj_objectVelocity (world frame, at xipos) on the same moving
