@@ -282,7 +282,6 @@ class LeggedEnv(BatchedEnv):
         that must cover every hinge and slide joint; the regime is chosen by |command_xy| +
         |command_yaw| against `thresholds` (walking from the first, running from the second).
         Checked only when the term is weighted; ValueError naming what is missing."""
-        self._pose_std = None
         if "pose" not in self.reward_weights:
             return
         walking, running = (float(t) for t in thresholds)
@@ -294,8 +293,7 @@ class LeggedEnv(BatchedEnv):
         if not isinstance(pose_std, dict) or set(pose_std) != set(regimes):
             raise ValueError(f"the reward term pose needs task.env.pose_std: a mapping with keys "
                              f"{', '.join(regimes)}, each {{joint name or regular expression: std}}; got {pose_std!r}")
-        hinge_slide = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
-        joints = [j for j in range(mjm.njnt) if int(mjm.jnt_type[j]) in hinge_slide]
+        joints = _match_joints(mjm, (".*",), "pose_std", self.mjcf_path)  # every hinge and slide joint
         names = [mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_JOINT, j) or "" for j in joints]
         table = []
         for regime in regimes:
