@@ -7,15 +7,18 @@ actuator models as for the quadruped) with a humanoid's robot section and reward
   below `min_base_height` (0.4 m; it stands at 0.77 m) or tilting past horizontal; thighs,
   shins, arms and hands touching it are undesired contacts; the `home` keyframe is the default
   pose; action scale 0.25 rad (unitree_rl_gym's for its G1).
-- Rewards: Isaac Lab's G1 flat-ground velocity terms (`isaaclab_tasks/.../velocity/config/g1`,
-  rough_env_cfg.py and flat_env_cfg.py): tracking of (vx, vy) and yaw rate (exp(-err^2 / 0.25),
-  std 0.5; the yaw rate weighted 2, as its G1 rough task), a flat-orientation and angular-velocity
-  penalty, torque and joint-acceleration penalties on the hip and knee joints only (`torque_joints`,
-  `acc_joints`: the light arms and ankles would dominate them), the action-rate penalty, the biped
-  air-time reward (`feet_air_time_biped`: single stance rewarded up to 0.4 s), the feet's sliding
-  speed while on the ground (`feet_slide`), joint deviation of the hip yaw and roll, waist and arm
-  joints from the default pose (`deviation_joints`), joint-limit violations, undesired contacts
-  and a termination penalty of -200. Every term is in envs.legged; weights in tasks/humanoid.yaml.
+- Rewards: mjlab's G1 velocity terms (its velocity task, config/g1/env_cfgs.py): tracking of
+  (vx, vy) and yaw rate (exp(-err^2 / 0.25), std 0.5) weighted 2 each, `upright`
+  (exp(-|gravity_xy|^2 / 0.2)) and `pose` (mjlab's variable_posture: each joint's distance from the
+  default pose over a std chosen by the command's regime, POSE_STD) weighted 1, an action-rate
+  penalty of -0.1 (20 times Isaac Lab's), the angular-velocity penalty, the feet's sliding speed
+  while on the ground (`feet_slide`), joint-limit violations and undesired contacts; no
+  termination penalty. With them and an initial action noise of 0.5 the humanoid walks on
+  command (docs/RESULTS.md, humanoid, fifth attempt); Isaac Lab's G1 terms (flat_env_cfg.py over
+  rough_env_cfg.py: flat orientation, lin_vel_z, hip and knee torques and accelerations
+  (`torque_joints`, `acc_joints`), the biped air time up to 0.4 s, joint deviation of
+  `deviation_joints`, termination -200) taught it to stand only. Every term is in envs.legged;
+  weights in tasks/humanoid.yaml.
 - Commands: vx in [-0.5, 1.0] m/s, vy in [-0.3, 0.3] m/s, yaw rate in [-1, 1] rad/s.
 """
 
@@ -36,10 +39,8 @@ DEVIATION_JOINTS = (".*_hip_yaw", ".*_hip_roll", "waist_yaw", ".*_shoulder_.*", 
 LEG_JOINTS = (".*_hip_.*", ".*_knee")
 
 DEFAULT_REWARDS = {
-    "tracking_lin_vel": 1.0, "tracking_ang_vel": 2.0, "lin_vel_z": -0.2, "ang_vel_xy": -0.05,
-    "orientation": -1.0, "torques": -2e-6, "dof_acc": -1e-7, "action_rate": -0.005,
-    "feet_air_time_biped": 0.75, "feet_slide": -0.1, "joint_deviation": -0.1, "dof_pos_limits": -1.0,
-    "undesired_contacts": -1.0, "termination": -200.0,
+    "tracking_lin_vel": 2.0, "tracking_ang_vel": 2.0, "upright": 1.0, "pose": 1.0, "ang_vel_xy": -0.05,
+    "action_rate": -0.1, "feet_slide": -0.1, "dof_pos_limits": -1.0, "undesired_contacts": -1.0,
 }
 
 
