@@ -135,7 +135,8 @@ class LeggedEnv(BatchedEnv):
                  gait_period: float = 0.0, gait_offsets: tuple = (), gait_stance: float = 0.55,
                  swing_height: float = 0.08, base_height_target: float | None = None,
                  only_positive_rewards: bool = False, upright_sigma: float = 0.2, pose_std: dict | None = None,
-                 pose_thresholds: tuple = (0.05, 1.5),
+                 pose_thresholds: tuple = (0.05, 1.5), heading_command: bool = False,
+                 heading_stiffness: float = 0.5, heading_range: tuple = (-math.pi, math.pi),
                  reward_weights: dict | None = None, dtype: str = "float32", nonfinite_actions: str = "error",
                  backend: str = "warp", observation_source: str = "sensors"):
         if observation_source not in OBSERVATION_SOURCES:
@@ -182,6 +183,7 @@ class LeggedEnv(BatchedEnv):
                              else float(scale))
         self.command_ranges = torch.tensor([lin_vel_x, lin_vel_y, ang_vel_yaw], dtype=torch.float32, device=dev)
         self.command_resample_steps = max(1, int(round(command_resample_s / self.step_dt)))
+        self._setup_heading(heading_command, heading_stiffness, heading_range)
         self.obs_noise = obs_noise
         self.tracking_sigma = tracking_sigma
         self.only_positive_rewards = bool(only_positive_rewards)
@@ -481,6 +483,8 @@ class LeggedEnv(BatchedEnv):
         return out
 
     def _observations(self):
+        if self.heading_command:  # a function of the state: recomputing it for the same state changes nothing
+            self._update_heading_commands()
         q, v = self.sim.qpos.float(), self.sim.qvel.float()
         # the policy's joint positions carry the encoder bias of an encoder_bias term; the critic's are true
         q_seen = q + self.encoder_bias if hasattr(self, "encoder_bias") else q
@@ -511,6 +515,44 @@ class LeggedEnv(BatchedEnv):
     def _sample_commands(self, env_ids):
         lo, hi = self.command_ranges[:, 0], self.command_ranges[:, 1]
         self.commands[env_ids] = lo + (hi - lo) * self.rand_worlds(env_ids, 3)
+        if self.heading_command:
+            lo, hi = self.heading_range
+            self.heading_target[env_ids] = lo + (hi - lo) * self.rand_worlds(env_ids, 1)[:, 0]
+
+    # ------------------------------------------------------------------------ heading commands
+    def _setup_heading(self, enabled: bool, stiffness: float, heading_range) -> None:
+        """Heading commands (legged_gym `heading_command`, Isaac Lab UniformVelocityCommand
+        `heading_command`): each world draws a target heading with its velocity command, and its
+        yaw-rate command is stiffness * (target - heading), wrapped to [-pi, pi] and clipped to
+        the ang_vel_yaw range, recomputed from the state before every observation. The robot
+        turns toward the target and then walks straight; a drawn yaw rate would walk it in
+        circles (radius |v| / |yaw rate|), which holds back the terrain curriculum's distance
+        rule (docs/RESULTS.md, quadruped_rough)."""
+        #: whether the yaw-rate command follows a target heading (heading_command)
+        self.heading_command = bool(enabled)
+        if not self.heading_command:
+            return
+        if not stiffness > 0.0:
+            raise ValueError(f"heading_stiffness must be > 0 (yaw-rate command per radian of heading error), "
+                             f"got {stiffness}")
+        lo, hi = (float(x) for x in heading_range)
+        if not -math.pi <= lo <= hi <= math.pi:
+            raise ValueError(f"heading_range must be [lo, hi] with -pi <= lo <= hi <= pi, got {list(heading_range)}")
+        self.heading_stiffness, self.heading_range = float(stiffness), (lo, hi)
+        #: each world's target heading (rad, world frame: the angle of the base's x axis about z)
+        self.heading_target = torch.zeros(self.num_envs, device=self.device)
+
+    def base_heading(self) -> torch.Tensor:
+        """[num_envs] the heading of the base: atan2 of its x axis's y and x in the world frame
+        (the free joint's quaternion w, x, y, z; Isaac Lab's `heading_w`)."""
+        w, x, y, z = self.sim.qpos[:, 3:7].float().unbind(dim=1)
+        return torch.atan2(2.0 * (x * y + w * z), 1.0 - 2.0 * (y * y + z * z))
+
+    def _update_heading_commands(self) -> None:
+        """commands[:, 2] = clip(stiffness * wrap(target - heading), ang_vel_yaw range)."""
+        error = torch.remainder(self.heading_target - self.base_heading() + math.pi, 2.0 * math.pi) - math.pi
+        lo, hi = self.command_ranges[2]
+        self.commands[:, 2] = torch.clamp(self.heading_stiffness * error, lo, hi)
 
     def _reset_envs(self, env_ids):
         self._base_cache = self._contact_cache = None
