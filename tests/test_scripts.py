@@ -358,6 +358,26 @@ def test_render_terrain_draws_the_grid_with_a_robot_per_patch(tmp_path):
             "discrete_obstacles, stepping_stones, random_rough, pyramid_slope, pyramid_slope_inv)") in result.stdout
 
 
+def test_curriculum_ceiling_by_closed_form():
+    """scripts/curriculum_ceiling.py on commands with closed-form paths: told 0.3 m/s straight
+    ahead for 20 s a robot walks 6 m, beyond half a 4 m patch, so every world moves up each
+    episode (with heading commands too: the yaw-rate range [0, 0] clips every turn); told 0.05 m/s it
+    walks 1 m, neither up (< 2 m) nor down (not below half of 1 m), and the level stays at its
+    start's mean, 0.5."""
+    fast = run("scripts/curriculum_ceiling.py", "--lin-vel-x", "0.3", "0.3", "--lin-vel-y", "0", "0",
+               "--ang-vel-yaw", "0", "0", "--worlds", "200", "--episodes", "3")
+    assert fast.returncode == 0, fast.stderr[-2000:]
+    rows = {line[:28].strip(): line[28:].split() for line in fast.stdout.splitlines()[2:]}
+    assert rows["drawn yaw rates"] == ["1.00", "0.00", "6.00", "m", rows["drawn yaw rates"][4]]
+    assert float(rows["drawn yaw rates"][4]) > 2.0  # three steps up from rows 0-1 (random past the top)
+    assert rows["heading commands"][:4] == rows["drawn yaw rates"][:4]
+    slow = run("scripts/curriculum_ceiling.py", "--lin-vel-x", "0.05", "0.05", "--lin-vel-y", "0", "0",
+               "--ang-vel-yaw", "0", "0", "--worlds", "2000", "--episodes", "2")
+    rows = {line[:28].strip(): line[28:].split() for line in slow.stdout.splitlines()[2:]}
+    assert rows["drawn yaw rates"][:3] == ["0.00", "0.00", "1.00"]
+    assert abs(float(rows["drawn yaw rates"][4]) - 0.5) < 0.05
+
+
 def test_script_help_says_what_the_scripts_do():
     """Docstrings that went stale: benchmark.py's --help said mj_step was measured once (it is
     measured beside every world count), train.py's listed cartpole as a SHAC task (refused)."""
