@@ -73,6 +73,13 @@ DEFAULT_POLICY_OBSERVATIONS = {
 }
 
 
+def heading_yaw_rate(target: torch.Tensor, heading: torch.Tensor, stiffness: float, lo, hi) -> torch.Tensor:
+    """The heading controller's yaw-rate command (legged_gym, Isaac Lab): stiffness times the
+    heading error wrapped to [-pi, pi], clipped to [lo, hi]."""
+    error = torch.remainder(target - heading + math.pi, 2.0 * math.pi) - math.pi
+    return torch.clamp(stiffness * error, lo, hi)
+
+
 def quat_rotate_inverse(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Rotate world vectors v [N, 3] into the frame of unit quaternions q [N, 4] (w, x, y, z)."""
     w, u = q[:, :1], q[:, 1:]
@@ -549,10 +556,8 @@ class LeggedEnv(BatchedEnv):
         return torch.atan2(2.0 * (x * y + w * z), 1.0 - 2.0 * (y * y + z * z))
 
     def _update_heading_commands(self) -> None:
-        """commands[:, 2] = clip(stiffness * wrap(target - heading), ang_vel_yaw range)."""
-        error = torch.remainder(self.heading_target - self.base_heading() + math.pi, 2.0 * math.pi) - math.pi
         lo, hi = self.command_ranges[2]
-        self.commands[:, 2] = torch.clamp(self.heading_stiffness * error, lo, hi)
+        self.commands[:, 2] = heading_yaw_rate(self.heading_target, self.base_heading(), self.heading_stiffness, lo, hi)
 
     def _reset_envs(self, env_ids):
         self._base_cache = self._contact_cache = None

@@ -21,6 +21,7 @@ import math
 
 import torch
 
+from envs.legged import heading_yaw_rate
 from envs.quadruped_rough import update_terrain_levels
 
 
@@ -36,9 +37,8 @@ def episode_displacements(n: int, steps: int, dt: float, resample: int, ranges, 
             cmd = lo + (hi - lo) * torch.rand(n, 3, generator=generator, dtype=torch.float64)
             target = (2 * torch.rand(n, generator=generator, dtype=torch.float64) - 1) * math.pi
         rate = cmd[:, 2]
-        if heading:  # envs.legged LeggedEnv._update_heading_commands
-            error = torch.remainder(target - yaw + math.pi, 2 * math.pi) - math.pi
-            rate = torch.clamp(stiffness * error, lo[2], hi[2])
+        if heading:
+            rate = heading_yaw_rate(target, yaw, stiffness, lo[2], hi[2])
         c, s = torch.cos(yaw), torch.sin(yaw)
         pos += dt * torch.stack([c * cmd[:, 0] - s * cmd[:, 1], s * cmd[:, 0] + c * cmd[:, 1]], dim=1)
         yaw += dt * rate
@@ -70,7 +70,6 @@ def main() -> None:
     for heading in (False, True):
         generator = torch.Generator().manual_seed(args.seed)
         levels = torch.randint(0, 2, (args.worlds,), generator=generator)  # max_init_level 1
-        ups = downs = 0.0
         for episode in range(args.episodes):
             distance, speed = episode_displacements(args.worlds, steps, args.step_dt, resample, ranges, heading,
                                                     args.heading_stiffness, generator)
