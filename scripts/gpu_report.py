@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import importlib.util
 import inspect
 import json
@@ -649,10 +650,50 @@ def print_side_by_side(records: list[dict]) -> None:
         print(f"| {label} | " + " | ".join(r[i][1] for r in rows) + " |")
 
 
+def step_passes(grad: bool) -> tuple:
+    """The element passes of the step (with `grad`: of the differentiable step, its finer
+    launches) in float32, by name; the per-world passes (solver, factorization) are left out."""
+    from simrl.sim import forward, schedule
+
+    scalar = wp.float32
+    passes = (forward.position(scalar, fine=grad) + forward.velocity(scalar, fine=grad)
+              + forward.constraint_rows(scalar, grouped=not grad) + forward.sensor_passes(scalar))
+    return tuple(p for p in passes if p.over != schedule.WORLD)
+
+
+def report_passes(names: list[str], grad: bool, arch: int, ptxas: Path, build_dir: Path) -> list[dict]:
+    """Registers, stack and spills of the wide kernels of the named passes, built in a module
+    of their own (seconds, where the whole step takes minutes): for working on one stage."""
+    passes = {p.name: p for p in step_passes(grad)}
+    unknown = [n for n in names if n not in passes]
+    if unknown:
+        raise SystemExit(f"--passes: unknown pass(es) {unknown}; the {'differentiable ' if grad else ''}step's "
+                         f"element passes: {', '.join(passes)}")
+    from simrl.sim import schedule
+
+    tag = "report_" + ("grad_" if grad else "") + hashlib.sha1(",".join(sorted(names)).encode()).hexdigest()[:10]
+    for n in names:
+        schedule._wide_pass(passes[n], wp.float32, tag, grad)
+    module = schedule.kernel_module(wp.float32, tag, grad)
+    compiled = compile_module(module, 256, arch, build_dir, ptxas)
+    if compiled.error:
+        raise SystemExit(f"--passes: building failed: {compiled.error}")
+    rows = []
+    for entry in compiled.entries:
+        numbers = kernel_numbers(entry, compiled.functions, compiled.calls)
+        kernel = re.sub(r"_[0-9a-f]{8}_cuda_kernel_(forward|backward)$", "", entry)
+        rows.append({"kernel": kernel + (" (adjoint)" if entry.endswith("_backward") else ""), **numbers})
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True,
+    parser.add_argument("--model",
                         help="MJCF path, a robot in envs/assets (quadruped) or a gymnasium asset (ant, humanoid)")
+    parser.add_argument("--passes",
+                        help="comma-separated pass names (simrl/sim/forward.py): build only their wide kernels "
+                             "(with --grad, the differentiable step's and their adjoints) and print registers, "
+                             "stack and spills; no model, no step recorded, seconds instead of minutes")
     parser.add_argument("--worlds", type=int, default=4096, help="number of worlds (default 4096)")
     parser.add_argument("--arch", type=int, default=90, help="GPU architecture, e.g. 90 for sm_90 (H100, H200)")
     parser.add_argument("--schedule", choices=SCHEDULES,
@@ -669,6 +710,27 @@ def main(argv=None) -> int:
     parser.add_argument("--settle", type=int, default=SETTLE_STEPS["n"],
                         help="MuJoCo steps from the keyframe before the recorded step (default 200)")
     args = parser.parse_args(argv)
+    if args.passes:
+        ptxas = find_ptxas()
+        build_dir = Path(args.build_dir) if args.build_dir else Path(tempfile.mkdtemp(prefix="gpu_report_"))
+        build_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            rows = report_passes(args.passes.split(","), args.grad, args.arch, ptxas, build_dir)
+        finally:
+            if not args.build_dir:
+                shutil.rmtree(build_dir, ignore_errors=True)
+        print(f"sm_{args.arch}, {'differentiable step' if args.grad else 'step'}; ptxas {ptxas_version(ptxas)}")
+        print("| kernel | registers | stack B | spill B |")
+        print("|---|---:|---:|---:|")
+        for r in sorted(rows, key=lambda r: r["kernel"]):
+            spill = r["spill_store_bytes"] + r["spill_load_bytes"]
+            print(f"| {r['kernel']} | {r['registers']} | {r['cumulative_stack_bytes']} | {spill} |")
+        if args.out:
+            Path(args.out).write_text(json.dumps({"arch": args.arch, "grad": args.grad, "kernels": rows}, indent=2,
+                                                 default=list))
+        return 0
+    if not args.model:
+        parser.error("--model is required (unless --passes)")
     if args.settle < 0:
         parser.error("--settle must be >= 0")
     SETTLE_STEPS["n"] = args.settle

@@ -416,6 +416,35 @@ def test_report_of_the_quadruped(tmp_path):
         assert main["spill_bytes"] == int(stores) + int(loads)
 
 
+def test_passes_lists_the_step_and_the_differentiable_steps_passes(tmp_path):
+    """--passes: a name that is not a pass of the step is refused with the list of those that
+    are; the differentiable step has its finer passes (forward.py's `fine` and `grouped`)."""
+    plain = [p.name for p in gpu_report.step_passes(False)]
+    grad = [p.name for p in gpu_report.step_passes(True)]
+    assert len(set(plain)) == len(plain) and len(set(grad)) == len(grad)
+    finer = {"contact_jacobian", "com_pos_dof", "actuation_transmission", "tendon_limit_rows"}
+    assert finer <= set(grad) and not finer & set(plain)
+    with pytest.raises(SystemExit, match="contact_jacobian") as error:
+        gpu_report.report_passes(["contact_rows", "no_such_pass"], True, 90, None, tmp_path)
+    assert "no_such_pass" in str(error.value) and "solve" not in str(error.value)
+
+
+@pytest.mark.slow
+def test_passes_builds_one_pass_and_reads_ptxas(tmp_path):
+    """--passes with --grad on two passes: their forward and adjoint kernels, each with ptxas's
+    numbers, the adjoint needing more registers than its forward kernel."""
+    _ptxas_or_skip()
+    out = tmp_path / "passes.json"
+    result = subprocess.run([sys.executable, "scripts/gpu_report.py", "--passes", "passive_spring,limit_rows",
+                             "--grad", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {r["kernel"]: r for r in json.loads(out.read_text())["kernels"]}
+    assert set(rows) == {"passive_spring", "passive_spring (adjoint)", "limit_rows", "limit_rows (adjoint)"}
+    for r in rows.values():
+        assert 0 < r["registers"] <= 255 and f"| {r['kernel']} | {r['registers']} |" in result.stdout
+    assert rows["limit_rows (adjoint)"]["registers"] > rows["limit_rows"]["registers"]
+
+
 @pytest.mark.parametrize("scalar", [wp.float32, wp.float64])
 def test_the_kernel_structs_stay_under_cudas_stack_limit(scalar):
     """A Model or Data struct above 8 KB is copied to every thread's stack by each kernel that

@@ -195,6 +195,103 @@ def test_constraint_gradients_float64(model, rng):
     _check_gradients(sim, mjm, values, tol=1e-5)
 
 
+# solimp with wide transition zones (width 5 cm for the contact, 0.2 rad for the limit; power 2
+# and 3), so that impedance depends on the position where the step starts: the hand-written
+# adjoint of `impedance` (simrl.sim.constraint) in both halves of its curve.
+SOFT_IMPEDANCE = """
+<mujoco model="soft_impedance">
+  <option timestep="0.004" cone="{cone}"/>
+  <default><geom solimp="0.3 0.95 0.05 0.4 2"/></default>
+  <worldbody>
+    <geom type="plane" size="5 5 0.1"/>
+    <body pos="0 0 0.1">
+      <freejoint/>
+      <geom type="sphere" size="0.1" mass="1"/>
+    </body>
+    <body pos="1 0 0.5">
+      <joint name="hinge" type="hinge" axis="0 1 0" range="-10 10" solimplimit="0.2 0.9 0.2 0.6 3"/>
+      <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02" mass="0.5" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+  <actuator><motor joint="hinge" gear="2"/></actuator>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("cone", ["pyramidal", "elliptic"])
+def test_soft_impedance_gradients_float64(cone, rng):
+    """Contacts and a limit inside their impedance's transition zone (imp strictly between dmin
+    and dmax, on both sides of solimp's midpoint), both friction cones: one Euler step."""
+    mjm = mujoco.MjModel.from_xml_string(SOFT_IMPEDANCE.format(cone=cone))
+    sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    sim.set_solver(iterations=100, tolerance=1e-15)
+    # world 0: sphere 1 cm in (x = 0.2 < midpoint 0.4), hinge 0.03 rad beyond its range
+    # (x = 0.15 < 0.6); world 1: 3 cm in (x = 0.6 > 0.4), hinge 0.15 rad beyond (x = 0.75 > 0.6)
+    lim = np.radians(10.0)
+    qpos = np.array([[0.0, 0.0, 0.09, 1.0, 0.0, 0.0, 0.0, lim + 0.03],
+                     [0.0, 0.0, 0.07, 1.0, 0.0, 0.0, 0.0, -lim - 0.15]])
+    qpos[:, 3:7] += rng.normal(0.0, 0.05, (2, 4))
+    qpos[:, 3:7] /= np.linalg.norm(qpos[:, 3:7], axis=1, keepdims=True)
+    qvel = rng.normal(0.0, 0.1, (2, mjm.nv))
+    ctrl = rng.uniform(-0.5, 0.5, (2, mjm.nu))
+    values = [qpos, qvel, ctrl, *_params(mjm, 2, friction=True)]
+    sim.qpos, sim.qvel, sim.ctrl = (torch.tensor(v) for v in values[:3])
+    sim.forward()
+    active = sim.view("efc_active").numpy() != 0
+    imp = sim.view("efc_imp").numpy()
+    efc_type = sim.model.struct.efc_type.numpy()
+    for w in range(2):
+        for kind, lo, hi in ((3, 0.2, 0.9), (6 if cone == "pyramidal" else 7, 0.3, 0.95)):
+            rows = active[w] & (efc_type == kind)
+            assert rows.any(), (w, kind)
+            assert ((imp[w, rows] > lo + 1e-3) & (imp[w, rows] < hi - 1e-3)).all(), (w, kind, imp[w, rows])
+    _check_gradients(sim, mjm, values, tol=1e-5)
+
+
+def test_impedance_adjoint_against_finite_differences():
+    """`impedance`'s hand-written adjoint (d imp / d pos) against central differences of the
+    function itself, float64: both halves of the curve, power 1, 2 and 3, a negative distance,
+    and positions outside the transition zone (zero gradient)."""
+    from simrl.sim.constraint import build
+    from simrl.sim.types import kernel_module
+
+    impedance = build(wp.float64).impedance
+    vec5 = wp.types.vector(5, wp.float64)
+
+    @wp.kernel(module=kernel_module(wp.float64, "test_impedance", backward=True))
+    def imp_kernel(solimp: wp.array(dtype=vec5), pos: wp.array(dtype=wp.float64), margin: wp.float64,
+                   out: wp.array(dtype=wp.float64)):
+        i = wp.tid()
+        out[i] = impedance(solimp[i], pos[i], margin)
+
+    cases = []
+    for power in (1.0, 2.0, 3.0):
+        for p in (-0.031, -0.012, -0.004, 0.006, 0.027, -0.09, 0.08):
+            cases.append(((0.2, 0.9, 0.05, 0.4, power), p))
+    solimp = wp.array(np.array([c[0] for c in cases]), dtype=vec5)
+    pos = wp.array(np.array([c[1] for c in cases]), dtype=wp.float64, requires_grad=True)
+    out = wp.zeros(len(cases), dtype=wp.float64, requires_grad=True)
+    margin = 0.01
+    tape = wp.Tape()
+    with tape:
+        wp.launch(imp_kernel, dim=len(cases), inputs=[solimp, pos, margin, out])
+    tape.backward(grads={out: wp.ones(len(cases), dtype=wp.float64)})
+    grad = pos.grad.numpy()
+
+    def value(p):
+        x = wp.array(p, dtype=wp.float64)
+        y = wp.zeros(len(cases), dtype=wp.float64)
+        wp.launch(imp_kernel, dim=len(cases), inputs=[solimp, x, margin, y])
+        return y.numpy()
+
+    eps = 1e-7
+    p0 = pos.numpy()
+    fd = (value(p0 + eps) - value(p0 - eps)) / (2 * eps)
+    inside = np.abs(p0 - margin) < 0.05
+    assert inside.sum() == 15 and (np.abs(fd[inside]) > 1.0).all()
+    assert np.allclose(grad, fd, rtol=1e-6, atol=1e-9), np.c_[p0, grad, fd]
+    assert (grad[~inside] == 0.0).all()
+
+
 @pytest.mark.parametrize("model", ["slide_hinge", "quadruped"])
 def test_gradients_float32(model, rng, verify_array_access):
     """The float32 build's gradients against float64 finite differences: < 1e-2 relative.

@@ -189,55 +189,71 @@ def build(scalar):
                 value = next_activation(m, d.act, w, a, d.act_dot[w, adr])
         return value
 
-    @wp.func
-    def actuator(m: Model, d: Data, w: int, a: int):
-        # transmission (mj_transmission, mj_fwdVelocity): length and velocity along the joint or
-        # the tendon, scaled by the gear; a site transmission's length is its pass's
-        # (transmission_site), its velocity moment qvel
-        gear = m.actuator_gear[w % m.actuator_gear.shape[0], a]
-        t = m.actuator_tendon[a]
-        length = scalar(0.0)
-        velocity = scalar(0.0)
-        if m.actuator_trntype[a] == TRN_SITE:
-            length = d.actuator_length[w, a]
-            velocity = site_velocity(m, d, w, a)
-        else:
-            if t >= 0:
-                length = d.ten_length[w, t] * gear
-                velocity = d.ten_velocity[w, t] * gear
-            else:
-                length = d.qpos[w, m.actuator_qposadr[a]] * gear
-                velocity = d.qvel[w, m.actuator_dofadr[a]] * gear
-            d.actuator_length[w, a] = length
-        d.actuator_velocity[w, a] = velocity
-        force = scalar(0.0)
-        adr = m.actuator_actadr[a]
-        if m.enable_actuation:
-            ctrl = control(m, d, w, a)
-            # act_dot of a stateful actuator, also when its group is disabled (as MuJoCo's)
-            if adr >= 0:
-                act_dot = ctrl
-                if m.actuator_dyntype[a] == DYN_FILTER or m.actuator_dyntype[a] == DYN_FILTEREXACT:
-                    tau = wp.max(scalar(MINVAL), m.actuator_dynprm[a])
-                    act_dot = (ctrl - d.act[w, adr]) / tau
-                d.act_dot[w, adr] = act_dot
-            # an actuator in a group listed in opt.disableactuator produces no force
-            if m.actuator_enabled[a]:
-                gp = m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a]
-                gain = gp[0]
-                if m.actuator_gaintype[a] == GAIN_AFFINE:
-                    gain = gp[0] + gp[1] * length + gp[2] * velocity
-                force = gain * actuator_input(m, d, w, a, ctrl)
-                if m.actuator_biastype[a] == BIAS_AFFINE:
-                    bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
-                    force = force + (bp[0] + bp[1] * length + bp[2] * velocity)
-        elif adr >= 0:
-            # mj_fwdActuation returns early: the activation does not move (mj_advance skips it)
-            d.act_dot[w, adr] = scalar(0.0)
-        if m.actuator_forcelimited[a]:
-            r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
-            force = wp.clamp(force, r[0], r[1])
-        d.actuator_force[w, a] = force
+    def make_actuator(transmission: bool, act_dot: bool, force: bool):
+        """`actuator` with any of its three parts: the transmission's length and velocity, the
+        activation's rate act_dot, the force. The engine's step runs all three in one pass; the
+        differentiable step launches them apart (in one kernel their generated adjoint needed
+        more registers than a GPU thread should use), each later part reading what the earlier
+        wrote."""
+        @wp.func
+        def actuator(m: Model, d: Data, w: int, a: int):
+            # transmission (mj_transmission, mj_fwdVelocity): length and velocity along the joint or
+            # the tendon, scaled by the gear; a site transmission's length is its pass's
+            # (transmission_site), its velocity moment qvel
+            length = scalar(0.0)
+            velocity = scalar(0.0)
+            if wp.static(transmission):
+                gear = m.actuator_gear[w % m.actuator_gear.shape[0], a]
+                t = m.actuator_tendon[a]
+                if m.actuator_trntype[a] == TRN_SITE:
+                    length = d.actuator_length[w, a]
+                    velocity = site_velocity(m, d, w, a)
+                else:
+                    if t >= 0:
+                        length = d.ten_length[w, t] * gear
+                        velocity = d.ten_velocity[w, t] * gear
+                    else:
+                        length = d.qpos[w, m.actuator_qposadr[a]] * gear
+                        velocity = d.qvel[w, m.actuator_dofadr[a]] * gear
+                    d.actuator_length[w, a] = length
+                d.actuator_velocity[w, a] = velocity
+            elif wp.static(force):
+                length = d.actuator_length[w, a]
+                velocity = d.actuator_velocity[w, a]
+            adr = m.actuator_actadr[a]
+            ctrl = scalar(0.0)
+            if wp.static(act_dot or force):
+                if m.enable_actuation:
+                    ctrl = control(m, d, w, a)
+            if wp.static(act_dot):
+                # act_dot of a stateful actuator, also when its group is disabled (as MuJoCo's);
+                # zero when actuation is disabled (mj_fwdActuation returns early: the activation
+                # does not move, mj_advance skips it)
+                if adr >= 0:
+                    rate = scalar(0.0)
+                    if m.enable_actuation:
+                        rate = ctrl
+                        if m.actuator_dyntype[a] == DYN_FILTER or m.actuator_dyntype[a] == DYN_FILTEREXACT:
+                            tau = wp.max(scalar(MINVAL), m.actuator_dynprm[a])
+                            rate = (ctrl - d.act[w, adr]) / tau
+                    d.act_dot[w, adr] = rate
+            if wp.static(force):
+                frc = scalar(0.0)
+                # an actuator in a group listed in opt.disableactuator produces no force
+                if m.enable_actuation and m.actuator_enabled[a]:
+                    gp = m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a]
+                    gain = gp[0]
+                    if m.actuator_gaintype[a] == GAIN_AFFINE:
+                        gain = gp[0] + gp[1] * length + gp[2] * velocity
+                    frc = gain * actuator_input(m, d, w, a, ctrl)
+                    if m.actuator_biastype[a] == BIAS_AFFINE:
+                        bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
+                        frc = frc + (bp[0] + bp[1] * length + bp[2] * velocity)
+                if m.actuator_forcelimited[a]:
+                    r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
+                    frc = wp.clamp(frc, r[0], r[1])
+                d.actuator_force[w, a] = frc
+        return actuator
 
     @wp.func
     def force_vel(m: Model, d: Data, w: int, a: int):
@@ -345,7 +361,11 @@ def build(scalar):
         d.qfrc_smooth[w, i] = d.qfrc_passive[w, i] - d.qfrc_bias[w, i] + d.qfrc_applied[w, i] + \
             d.qfrc_actuator[w, i]
 
-    return SimpleNamespace(transmission_site=transmission_site, check_controls=check_controls, actuator=actuator,
+    return SimpleNamespace(transmission_site=transmission_site, check_controls=check_controls,
+                           actuator=make_actuator(True, True, True),
+                           actuator_transmission=make_actuator(True, False, False),
+                           actuator_act_dot=make_actuator(False, True, False),
+                           actuator_force=make_actuator(False, False, True),
                            dof=dof, smooth_force_dof=smooth_force_dof, force_vel=force_vel, qderiv_dof=qderiv_dof,
                            site_force_vel=site_force_vel, site_qderiv=site_qderiv, next_activation=next_activation,
                            advance_activation=advance_activation)

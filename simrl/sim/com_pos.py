@@ -49,40 +49,71 @@ def build(scalar):
             com = d.subtree_mcom[w, b] / total
         return com
 
-    @wp.func
-    def body(m: Model, d: Data, w: int, b: int):
-        """subtree_com of body b, its cinert about its tree's CoM, and cdof of the dofs of its
-        joints: [rotation axis, linear velocity of the reference point]."""
-        d.subtree_com[w, b] = subtree_com(m, d, w, b)
-        if b == 0:
-            d.cinert[w, 0] = vec10(scalar(0.0))
-        else:
-            # the root's CoM, computed as the root's own element computes it
-            root_com = subtree_com(m, d, w, m.body_rootid[b])
-            wm = w % m.body_mass.shape[0]
-            d.cinert[w, b] = f.inert_com(m.body_inertia[w % m.body_inertia.shape[0], b], d.ximat[w, b],
-                                         d.xipos[w, b] - root_com, m.body_mass[wm, b])
-            xmat = d.xmat[w, b]
-            for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]):
-                da = m.jnt_dofadr[j]
-                jtype = m.jnt_type[j]
-                offset = root_com - d.xanchor[w, j]
-                if jtype == JNT_FREE or jtype == JNT_BALL:
-                    rot = da
-                    if jtype == JNT_FREE:
-                        # translation along the world axes
-                        for k in range(3):
-                            e = vec3(scalar(0.0))
-                            e[k] = scalar(1.0)
-                            d.cdof[w, da + k] = f.dof_com_slide(e)
-                        rot = da + 3
-                    # rotation about the body-frame axes
-                    for k in range(3):
-                        axis = vec3(xmat[0, k], xmat[1, k], xmat[2, k])
-                        d.cdof[w, rot + k] = f.dof_com(axis, offset)
-                elif jtype == JNT_SLIDE:
-                    d.cdof[w, da] = f.dof_com_slide(d.xaxis[w, j])
-                else:
-                    d.cdof[w, da] = f.dof_com(d.xaxis[w, j], offset)
+    def make_body(cdof: bool):
+        """`body`, with its dofs' cdof (the engine's step) or without (the differentiable step
+        computes them in `cdof_dof`, a launch of its own: in one kernel the generated adjoint of
+        both needed more registers than a GPU thread should use)."""
+        @wp.func
+        def body(m: Model, d: Data, w: int, b: int):
+            """subtree_com of body b, its cinert about its tree's CoM, and cdof of the dofs of its
+            joints: [rotation axis, linear velocity of the reference point]."""
+            d.subtree_com[w, b] = subtree_com(m, d, w, b)
+            if b == 0:
+                d.cinert[w, 0] = vec10(scalar(0.0))
+            else:
+                # the root's CoM, computed as the root's own element computes it
+                root_com = subtree_com(m, d, w, m.body_rootid[b])
+                wm = w % m.body_mass.shape[0]
+                d.cinert[w, b] = f.inert_com(m.body_inertia[w % m.body_inertia.shape[0], b], d.ximat[w, b],
+                                             d.xipos[w, b] - root_com, m.body_mass[wm, b])
+                if wp.static(cdof):
+                    xmat = d.xmat[w, b]
+                    for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]):
+                        da = m.jnt_dofadr[j]
+                        jtype = m.jnt_type[j]
+                        offset = root_com - d.xanchor[w, j]
+                        if jtype == JNT_FREE or jtype == JNT_BALL:
+                            rot = da
+                            if jtype == JNT_FREE:
+                                # translation along the world axes
+                                for k in range(3):
+                                    e = vec3(scalar(0.0))
+                                    e[k] = scalar(1.0)
+                                    d.cdof[w, da + k] = f.dof_com_slide(e)
+                                rot = da + 3
+                            # rotation about the body-frame axes
+                            for k in range(3):
+                                axis = vec3(xmat[0, k], xmat[1, k], xmat[2, k])
+                                d.cdof[w, rot + k] = f.dof_com(axis, offset)
+                        elif jtype == JNT_SLIDE:
+                            d.cdof[w, da] = f.dof_com_slide(d.xaxis[w, j])
+                        else:
+                            d.cdof[w, da] = f.dof_com(d.xaxis[w, j], offset)
+        return body
 
-    return SimpleNamespace(subtree_body=subtree_body, body=body)
+    @wp.func
+    def cdof_dof(m: Model, d: Data, w: int, i: int):
+        """cdof of dof i, as `body` computes it for the dofs of the body's joints."""
+        j = m.dof_jntid[i]
+        b = m.dof_bodyid[i]
+        k = i - m.jnt_dofadr[j]
+        jtype = m.jnt_type[j]
+        offset = subtree_com(m, d, w, m.body_rootid[b]) - d.xanchor[w, j]
+        if jtype == JNT_FREE and k < 3:
+            # translation along the world axes
+            e = vec3(scalar(0.0))
+            e[k] = scalar(1.0)
+            d.cdof[w, i] = f.dof_com_slide(e)
+        elif jtype == JNT_FREE or jtype == JNT_BALL:
+            # rotation about the body-frame axes
+            if jtype == JNT_FREE:
+                k = k - 3
+            xmat = d.xmat[w, b]
+            d.cdof[w, i] = f.dof_com(vec3(xmat[0, k], xmat[1, k], xmat[2, k]), offset)
+        elif jtype == JNT_SLIDE:
+            d.cdof[w, i] = f.dof_com_slide(d.xaxis[w, j])
+        else:
+            d.cdof[w, i] = f.dof_com(d.xaxis[w, j], offset)
+
+    return SimpleNamespace(subtree_body=subtree_body, body=make_body(True), body_cinert=make_body(False),
+                           cdof_dof=cdof_dof)

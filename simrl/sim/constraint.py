@@ -85,6 +85,31 @@ def build(scalar):
                 imp = solimp[0] + y * (solimp[1] - solimp[0])
         return imp
 
+    # Hand-written adjoints of the row parameters' functions. Their generated adjoints also
+    # differentiate solimp, solref, margin and the timestep, constants of the model that the
+    # differentiable step never differentiates (simrl.diff.PARAMS), and needed about 50 more
+    # registers in every kernel that makes rows (scripts/gpu_report.py --grad).
+    @wp.func_grad(impedance)
+    def adj_impedance(solimp: vec5, pos: scalar, margin: scalar, adj_ret: scalar):
+        """d imp / d pos: (dmax - dmin) y'(x) dx/dpos inside the transition zone (0 < |x| < 1),
+        x = (pos - margin) / width; zero outside it (imp is dmin or dmax there)."""
+        if solimp[0] != solimp[1] and solimp[2] > scalar(MINVAL):
+            x = (pos - margin) / solimp[2]
+            dx = scalar(1.0) / solimp[2]
+            if x < scalar(0.0):
+                x = -x
+                dx = -dx
+            if x < scalar(1.0) and x > scalar(0.0):
+                dy = scalar(1.0)
+                p = solimp[4]
+                if p != scalar(1.0):
+                    mid = solimp[3]
+                    if x <= mid:
+                        dy = p * wp.pow(x, p - scalar(1.0)) / wp.pow(mid, p - scalar(1.0))
+                    else:
+                        dy = p * wp.pow(scalar(1.0) - x, p - scalar(1.0)) / wp.pow(scalar(1.0) - mid, p - scalar(1.0))
+                wp.adjoint[pos] += adj_ret * (solimp[1] - solimp[0]) * dy * dx
+
     @wp.func
     def clamp_solimp(s: vec5):
         lo = scalar(MINIMP)
@@ -111,6 +136,16 @@ def build(scalar):
         else:
             b = -solref[1] / wp.max(scalar(MINVAL), dmax)
         return k, b
+
+    @wp.func_grad(stiffness_damping)
+    def adj_stiffness_damping(m: Model, solref: vec2, dmax: scalar, adj_k: scalar, adj_b: scalar):
+        """K and B are functions of the model's constants only (solref, solimp, timestep)."""
+        pass
+
+    @wp.func_grad(clamp_solimp)
+    def adj_clamp_solimp(s: vec5, adj_ret: vec5):
+        """solimp is a constant of the model."""
+        pass
 
     @wp.func
     def regularizer(imp: scalar, diag: scalar):
@@ -159,6 +194,24 @@ def build(scalar):
         """Friction direction k of a contact's Jacobian column (mj_instantiateContact): k = 0, 1
         the point's translation along the tangents, 2 the rotation about the normal, 3, 4 about
         the tangents."""
+        # the frame's row picked by branches, not indexed with k: a run-time index into a
+        # matrix puts it (and its adjoint) in local memory on a GPU
+        r = k + 1
+        v = jp
+        if k >= 2:
+            r = k - 2
+            v = ang
+        row = vec3(frame[0, 0], frame[0, 1], frame[0, 2])
+        if r == 1:
+            row = vec3(frame[1, 0], frame[1, 1], frame[1, 2])
+        elif r == 2:
+            row = vec3(frame[2, 0], frame[2, 1], frame[2, 2])
+        return row[0] * v[0] + row[1] * v[1] + row[2] * v[2]
+
+    @wp.func
+    def friction_direction_indexed(k: int, frame: T.mat33, jp: vec3, ang: vec3):
+        """`friction_direction` with the frame's row indexed by k (fewer registers where the
+        pyramid's edges also index the friction by k)."""
         jk = scalar(0.0)
         if k < 2:
             jk = frame[1 + k, 0] * jp[0] + frame[1 + k, 1] * jp[1] + frame[1 + k, 2] * jp[2]
@@ -167,42 +220,79 @@ def build(scalar):
             jk = frame[a, 0] * ang[0] + frame[a, 1] * ang[1] + frame[a, 2] * ang[2]
         return jk
 
-    @wp.func
-    def add_contact_dof(m: Model, d: Data, w: int, r0: int, nrow: int, dof: int, offset: vec3, frame: T.mat33,
-                        friction: vec5, sign: scalar):
-        """Column `dof` of sign x (Jacobian of the contact) in the contact frame, added to the
-        contact's rows: the normal row; then in the elliptic cone the friction directions J_k,
-        k = 1 .. condim-1, in the pyramidal cone the edges J_n +- mu_k J_k (`friction_direction`;
-        mj_instantiateContact)."""
-        cdof = d.cdof[w, dof]
-        ang = vec3(cdof[0], cdof[1], cdof[2])
-        jp = vec3(cdof[3], cdof[4], cdof[5]) + wp.cross(ang, offset)
-        nrm = vec3(frame[0, 0], frame[0, 1], frame[0, 2])
-        jn = wp.dot(nrm, jp) * sign
-        if nrow == 1:
-            d.efc_J[w, r0, dof] += jn
-        elif m.cone_elliptic != 0:
-            d.efc_J[w, r0, dof] += jn
-            for k in range(nrow - 1):
-                d.efc_J[w, r0 + 1 + k, dof] += friction_direction(k, frame, jp, ang) * sign
-        else:
-            for k in range(nrow // 2):
-                jk = friction_direction(k, frame, jp, ang) * sign * friction[k]
-                d.efc_J[w, r0 + 2 * k, dof] += jn + jk
-                d.efc_J[w, r0 + 2 * k + 1, dof] += jn - jk
+    def make_contact_jacobian(pyramid: bool, elliptic: bool, first: bool = True, second: bool = True,
+                              zero: bool = True):
+        """`contact_jacobian` for frictionless and pyramidal contacts, for elliptic ones, or all;
+        the second geom's body's part (`first`), the first's (`second`) or both; with the rows
+        zeroed first (`zero`) or not (the differentiable step zeroes them with the rows'
+        parameters, and launches the cones and the two bodies apart: in one kernel their
+        generated adjoint needed more registers than a GPU thread should use)."""
+        @wp.func
+        def add_contact_dof(m: Model, d: Data, w: int, r0: int, nrow: int, dof: int, offset: vec3,
+                            frame: T.mat33, friction: vec5, sign: scalar):
+            """Column `dof` of sign x (Jacobian of the contact) in the contact frame, added to the
+            contact's rows: the normal row; then in the elliptic cone the friction directions J_k,
+            k = 1 .. condim-1, in the pyramidal cone the edges J_n +- mu_k J_k (`friction_direction`;
+            mj_instantiateContact)."""
+            cdof = d.cdof[w, dof]
+            ang = vec3(cdof[0], cdof[1], cdof[2])
+            jp = vec3(cdof[3], cdof[4], cdof[5]) + wp.cross(ang, offset)
+            nrm = vec3(frame[0, 0], frame[0, 1], frame[0, 2])
+            jn = wp.dot(nrm, jp) * sign
+            if nrow == 1:
+                d.efc_J[w, r0, dof] += jn
+            elif m.cone_elliptic != 0:
+                if wp.static(elliptic):
+                    d.efc_J[w, r0, dof] += jn
+                    for k in range(nrow - 1):
+                        d.efc_J[w, r0 + 1 + k, dof] += friction_direction(k, frame, jp, ang) * sign
+            elif wp.static(pyramid):
+                for k in range(nrow // 2):
+                    jk = friction_direction_indexed(k, frame, jp, ang) * sign * friction[k]
+                    d.efc_J[w, r0 + 2 * k, dof] += jn + jk
+                    d.efc_J[w, r0 + 2 * k + 1, dof] += jn - jk
 
-    @wp.func
-    def add_contact_jacobian(m: Model, d: Data, w: int, r0: int, nrow: int, body: int, point: vec3,
-                             frame: T.mat33, friction: vec5, sign: scalar):
-        """Add sign x (Jacobian of `point` on `body`) in the contact frame to the rows of one
-        contact (mj_jac, mj_instantiateContact): the dofs of the chain that moves the body."""
-        dof = m.body_dofend[body]
-        if dof >= 0:
-            offset = point - d.subtree_com[w, m.body_rootid[body]]
-            add_contact_dof(m, d, w, r0, nrow, dof, offset, frame, friction, sign)
-            adr = m.dof_ancestor_adr[dof]
-            for k in range(adr, adr + m.dof_ancestor_num[dof]):
-                add_contact_dof(m, d, w, r0, nrow, m.dof_ancestor[k], offset, frame, friction, sign)
+        @wp.func
+        def add_contact_jacobian(m: Model, d: Data, w: int, r0: int, nrow: int, body: int, point: vec3,
+                                 frame: T.mat33, friction: vec5, sign: scalar):
+            """Add sign x (Jacobian of `point` on `body`) in the contact frame to the rows of one
+            contact (mj_jac, mj_instantiateContact): the dofs of the chain that moves the body."""
+            dof = m.body_dofend[body]
+            if dof >= 0:
+                offset = point - d.subtree_com[w, m.body_rootid[body]]
+                # the body's last dof, then its ancestors (one call site: a smaller GPU kernel)
+                adr = m.dof_ancestor_adr[dof]
+                for k in range(adr - 1, adr + m.dof_ancestor_num[dof]):
+                    i = dof
+                    if k >= adr:
+                        i = m.dof_ancestor[k]
+                    add_contact_dof(m, d, w, r0, nrow, i, offset, frame, friction, sign)
+
+        @wp.func
+        def contact_jacobian(m: Model, d: Data, w: int, c: int):
+            """The Jacobian of contact slot c's rows, when the slot holds a contact within its
+            margin (`contact_rows`' test): J of the point on the second geom's body minus that on
+            the first, in the contact frame (mj_instantiateContact)."""
+            if d.contact_active[w, c] != 0 and m.enable_constraint != 0:
+                p = m.contact_pair[c]
+                r0 = m.contact_efc_adr[c]
+                nrow = slot_rows_end(m, c) - r0
+                cone = m.cone_elliptic != 0
+                if d.contact_dist[w, c] < m.cpair_margin[p] and ((cone and wp.static(elliptic))
+                                                                  or (not cone and wp.static(pyramid))):
+                    fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
+                    g = m.cpair_geom[p]
+                    frame = d.contact_frame[w, c]
+                    point = d.contact_pos[w, c]
+                    if wp.static(first):
+                        if wp.static(zero):
+                            for e in range(nrow):
+                                zero_jacobian(m, d, w, r0 + e)
+                        add_contact_jacobian(m, d, w, r0, nrow, m.geom_bodyid[g[1]], point, frame, fr, scalar(1.0))
+                    if wp.static(second):
+                        add_contact_jacobian(m, d, w, r0, nrow, m.geom_bodyid[g[0]], point, frame, fr, scalar(-1.0))
+
+        return contact_jacobian
 
     @wp.func
     def add_equality_dof(m: Model, d: Data, w: int, r0: int, nrow: int, dof: int, offset: vec3, sign: scalar,
@@ -234,95 +324,108 @@ def build(scalar):
                 add_equality_dof(m, d, w, r0, nrow, m.dof_ancestor[k], offset, sign, qleft, qright, torquescale)
 
     @wp.func
-    def equality_rows(m: Model, d: Data, w: int, e: int):
-        """The rows of equality constraint e (mj_instantiateEquality; mj_diagApprox and
-        mj_makeImpedance for its R, K, B): connect, 3 rows, pos_1 - pos_2 of the anchors; weld,
-        6 rows, that and torquescale Im(neg(q_2) q_1 relpose); joint, 1 row,
-        q_1 - q0_1 - poly(q_2 - q0_2). A connect's and a weld's impedance is of the norm of
-        their residual. Inactive (eq_active 0): no rows."""
-        r0 = m.eq[e].efc_adr
-        kind = m.eq[e].type
-        nrow = 1
-        if kind == EQ_CONNECT:
-            nrow = 3
-        elif kind == EQ_WELD:
-            nrow = 6
-        if m.enable_constraint != 0 and d.eq_active[w, e] != 0:
-            for k in range(nrow):
-                zero_jacobian(m, d, w, r0 + k)
-            solimp = clamp_solimp(m.eq[e].solimp)
-            kk, bb = stiffness_damping(m, m.eq[e].solref, solimp[1])
-            if kind == EQ_TENDON:
-                # L_1 - L0_1 - poly(L_2 - L0_2), J = J_1 - poly'(L_2 - L0_2) J_2
-                t1 = m.eq[e].obj1id
-                t2 = m.eq[e].obj2id
-                c = m.eq[e].polycoef
-                pos = d.ten_length[w, t1] - m.tendon[t1].length0 - c[0]
-                diag = m.tendon[t1].invweight0
-                deriv = scalar(0.0)
-                if t2 >= 0:
-                    dif = d.ten_length[w, t2] - m.tendon[t2].length0
-                    pos = pos - (c[1] * dif + c[2] * dif * dif + c[3] * dif * dif * dif + c[4] * dif * dif * dif * dif)
-                    deriv = (c[1] + scalar(2.0) * c[2] * dif + scalar(3.0) * c[3] * dif * dif
-                             + scalar(4.0) * c[4] * dif * dif * dif)
-                    diag = diag + m.tendon[t2].invweight0
-                for k in range(m.tendon[t1].nnz):
-                    j = m.tendon_colind[t1, k]
-                    d.efc_J[w, r0, j] += d.ten_J[w, t1, j]
-                if t2 >= 0:
-                    for k in range(m.tendon[t2].nnz):
-                        j = m.tendon_colind[t2, k]
-                        d.efc_J[w, r0, j] += -deriv * d.ten_J[w, t2, j]
-                imp = impedance(solimp, pos, scalar(0.0))
-                set_row(d, w, r0, pos, scalar(0.0), scalar(0.0), imp, regularizer(imp, diag), kk, bb)
-            elif kind == EQ_JOINT:
-                j1 = m.eq[e].obj1id
-                j2 = m.eq[e].obj2id
-                c = m.eq[e].polycoef
-                q1 = m.jnt_qposadr[j1]
-                pos = d.qpos[w, q1] - m.qpos0[q1] - c[0]
-                diag = m.dof_invweight0[w % m.dof_invweight0.shape[0], m.jnt_dofadr[j1]]
-                d.efc_J[w, r0, m.jnt_dofadr[j1]] += scalar(1.0)
-                if j2 >= 0:
-                    q2 = m.jnt_qposadr[j2]
-                    dif = d.qpos[w, q2] - m.qpos0[q2]
-                    pos = pos - (c[1] * dif + c[2] * dif * dif + c[3] * dif * dif * dif + c[4] * dif * dif * dif * dif)
-                    deriv = (c[1] + scalar(2.0) * c[2] * dif + scalar(3.0) * c[3] * dif * dif
-                             + scalar(4.0) * c[4] * dif * dif * dif)
-                    d.efc_J[w, r0, m.jnt_dofadr[j2]] += -deriv
-                    diag = diag + m.dof_invweight0[w % m.dof_invweight0.shape[0], m.jnt_dofadr[j2]]
-                imp = impedance(solimp, pos, scalar(0.0))
-                set_row(d, w, r0, pos, scalar(0.0), scalar(0.0), imp, regularizer(imp, diag), kk, bb)
-            else:
-                b1 = m.eq[e].body1
-                b2 = m.eq[e].body2
-                p1 = d.xpos[w, b1] + d.xmat[w, b1] * m.eq[e].anchor1
-                p2 = d.xpos[w, b2] + d.xmat[w, b2] * m.eq[e].anchor2
-                ts = m.eq[e].torquescale
-                qright = d.xquat[w, b1] * m.eq[e].quat1
-                qleft = wp.quat_inverse(d.xquat[w, b2] * m.eq[e].quat2)
-                cpos = p1 - p2
-                norm2 = wp.dot(cpos, cpos)
-                rot = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
-                if nrow == 6:
-                    qe = qleft * qright
-                    rot = vec3(qe[0], qe[1], qe[2]) * ts
-                    norm2 = norm2 + wp.dot(rot, rot)
-                add_equality_jacobian(m, d, w, r0, nrow, b1, p1, scalar(1.0), qleft, qright, ts)
-                add_equality_jacobian(m, d, w, r0, nrow, b2, p2, scalar(-1.0), qleft, qright, ts)
-                imp = impedance(solimp, wp.sqrt(norm2), scalar(0.0))
-                iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], b1]
-                iw2 = m.body_invweight0[w % m.body_invweight0.shape[0], b2]
-                for k in range(3):
-                    set_row(d, w, r0 + k, cpos[k], scalar(0.0), scalar(0.0), imp,
-                            regularizer(imp, iw1[0] + iw2[0]), kk, bb)
-                if nrow == 6:
-                    for k in range(3):
-                        set_row(d, w, r0 + 3 + k, rot[k], scalar(0.0), scalar(0.0), imp,
-                                regularizer(imp, iw1[1] + iw2[1]), kk, bb)
-        else:
-            for k in range(nrow):
-                clear_row(d, w, r0 + k)
+    def coupling(c: vec5, dif: scalar):
+        """The polynomial of a joint or tendon coupling, c1 dif + c2 dif^2 + c3 dif^3 + c4 dif^4,
+        and its derivative (mj_instantiateEquality)."""
+        return (c[1] * dif + c[2] * dif * dif + c[3] * dif * dif * dif + c[4] * dif * dif * dif * dif,
+                c[1] + scalar(2.0) * c[2] * dif + scalar(3.0) * c[3] * dif * dif + scalar(4.0) * c[4] * dif * dif * dif)
+
+    def make_equality_rows(bodies: bool, joints: bool, tendons: bool):
+        """`equality_rows` for connects and welds (`bodies`), joint couplings, tendon couplings,
+        or all (the differentiable step launches the three apart: in one kernel their generated
+        adjoint needed more registers than a GPU thread should use)."""
+        @wp.func
+        def equality_rows(m: Model, d: Data, w: int, e: int):
+            """The rows of equality constraint e (mj_instantiateEquality; mj_diagApprox and
+            mj_makeImpedance for its R, K, B): connect, 3 rows, pos_1 - pos_2 of the anchors; weld,
+            6 rows, that and torquescale Im(neg(q_2) q_1 relpose); joint, 1 row,
+            q_1 - q0_1 - poly(q_2 - q0_2). A connect's and a weld's impedance is of the norm of
+            their residual. Inactive (eq_active 0): no rows."""
+            kind = m.eq[e].type
+            of_bodies = kind == EQ_CONNECT or kind == EQ_WELD
+            if ((of_bodies and wp.static(bodies)) or (kind == EQ_JOINT and wp.static(joints))
+                    or (kind == EQ_TENDON and wp.static(tendons))):
+                r0 = m.eq[e].efc_adr
+                nrow = 1
+                if kind == EQ_CONNECT:
+                    nrow = 3
+                elif kind == EQ_WELD:
+                    nrow = 6
+                if m.enable_constraint != 0 and d.eq_active[w, e] != 0:
+                    for k in range(nrow):
+                        zero_jacobian(m, d, w, r0 + k)
+                    solimp = clamp_solimp(m.eq[e].solimp)
+                    kk, bb = stiffness_damping(m, m.eq[e].solref, solimp[1])
+                    if kind == EQ_TENDON and wp.static(tendons):
+                        # L_1 - L0_1 - poly(L_2 - L0_2), J = J_1 - poly'(L_2 - L0_2) J_2
+                        t1 = m.eq[e].obj1id
+                        t2 = m.eq[e].obj2id
+                        c = m.eq[e].polycoef
+                        pos = d.ten_length[w, t1] - m.tendon[t1].length0 - c[0]
+                        diag = m.tendon[t1].invweight0
+                        deriv = scalar(0.0)
+                        if t2 >= 0:
+                            dif = d.ten_length[w, t2] - m.tendon[t2].length0
+                            poly, deriv = coupling(c, dif)
+                            pos = pos - poly
+                            diag = diag + m.tendon[t2].invweight0
+                        for k in range(m.tendon[t1].nnz):
+                            j = m.tendon_colind[t1, k]
+                            d.efc_J[w, r0, j] += d.ten_J[w, t1, j]
+                        if t2 >= 0:
+                            for k in range(m.tendon[t2].nnz):
+                                j = m.tendon_colind[t2, k]
+                                d.efc_J[w, r0, j] += -deriv * d.ten_J[w, t2, j]
+                        imp = impedance(solimp, pos, scalar(0.0))
+                        set_row(d, w, r0, pos, scalar(0.0), scalar(0.0), imp, regularizer(imp, diag), kk, bb)
+                    elif kind == EQ_JOINT and wp.static(joints):
+                        j1 = m.eq[e].obj1id
+                        j2 = m.eq[e].obj2id
+                        c = m.eq[e].polycoef
+                        q1 = m.jnt_qposadr[j1]
+                        pos = d.qpos[w, q1] - m.qpos0[q1] - c[0]
+                        diag = m.dof_invweight0[w % m.dof_invweight0.shape[0], m.jnt_dofadr[j1]]
+                        d.efc_J[w, r0, m.jnt_dofadr[j1]] += scalar(1.0)
+                        if j2 >= 0:
+                            q2 = m.jnt_qposadr[j2]
+                            dif = d.qpos[w, q2] - m.qpos0[q2]
+                            poly, deriv = coupling(c, dif)
+                            pos = pos - poly
+                            d.efc_J[w, r0, m.jnt_dofadr[j2]] += -deriv
+                            diag = diag + m.dof_invweight0[w % m.dof_invweight0.shape[0], m.jnt_dofadr[j2]]
+                        imp = impedance(solimp, pos, scalar(0.0))
+                        set_row(d, w, r0, pos, scalar(0.0), scalar(0.0), imp, regularizer(imp, diag), kk, bb)
+                    elif wp.static(bodies):
+                        b1 = m.eq[e].body1
+                        b2 = m.eq[e].body2
+                        p1 = d.xpos[w, b1] + d.xmat[w, b1] * m.eq[e].anchor1
+                        p2 = d.xpos[w, b2] + d.xmat[w, b2] * m.eq[e].anchor2
+                        ts = m.eq[e].torquescale
+                        qright = d.xquat[w, b1] * m.eq[e].quat1
+                        qleft = wp.quat_inverse(d.xquat[w, b2] * m.eq[e].quat2)
+                        cpos = p1 - p2
+                        norm2 = wp.dot(cpos, cpos)
+                        rot = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
+                        if nrow == 6:
+                            qe = qleft * qright
+                            rot = vec3(qe[0], qe[1], qe[2]) * ts
+                            norm2 = norm2 + wp.dot(rot, rot)
+                        add_equality_jacobian(m, d, w, r0, nrow, b1, p1, scalar(1.0), qleft, qright, ts)
+                        add_equality_jacobian(m, d, w, r0, nrow, b2, p2, scalar(-1.0), qleft, qright, ts)
+                        imp = impedance(solimp, wp.sqrt(norm2), scalar(0.0))
+                        iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], b1]
+                        iw2 = m.body_invweight0[w % m.body_invweight0.shape[0], b2]
+                        for k in range(3):
+                            set_row(d, w, r0 + k, cpos[k], scalar(0.0), scalar(0.0), imp,
+                                    regularizer(imp, iw1[0] + iw2[0]), kk, bb)
+                        if nrow == 6:
+                            for k in range(3):
+                                set_row(d, w, r0 + 3 + k, rot[k], scalar(0.0), scalar(0.0), imp,
+                                        regularizer(imp, iw1[1] + iw2[1]), kk, bb)
+                else:
+                    for k in range(nrow):
+                        clear_row(d, w, r0 + k)
+        return equality_rows
 
     @wp.func
     def jac_dot_v(m: Model, d: Data, w: int, body: int, point: vec3):
@@ -456,52 +559,62 @@ def build(scalar):
         else:
             clear_row(d, w, r)
 
-    @wp.func
-    def limit_row(m: Model, d: Data, w: int, r: int):
-        """Row r (< nefc_limit), a joint's or a tendon's limit side: residual = distance to the
-        nearer end of the range. (The joint's case is written here, not in a function of its own:
-        a Warp function takes the Model and Data structs by value, and a call the compiler does
-        not inline copies them.)"""
-        if m.efc_type[r] == CNSTR_LIMIT_TENDON:
-            tendon_limit_row(m, d, w, r)
-        else:
-            jnt = m.efc_id[r]
-            side = m.efc_sub[r]
-            dof = m.jnt_dofadr[jnt]
-            qadr = m.jnt_qposadr[jnt]
-            rng = m.jnt_range[jnt]
-            margin = m.jnt_margin[jnt]
-            active = int(0)
-            if m.jnt_type[jnt] == JNT_BALL:
-                q = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
-                axis_angle = f.quat_to_vel(q)
-                angle = wp.length(axis_angle)
-                axis = vec3(scalar(1.0), scalar(0.0), scalar(0.0))
-                if angle >= scalar(MINVAL):
-                    axis = axis_angle / angle
-                dist = wp.max(rng[0], rng[1]) - angle
-                if m.enable_constraint != 0 and dist < margin:
-                    active = 1
-                    zero_jacobian(m, d, w, r)
-                    for c in range(3):
-                        d.efc_J[w, r, dof + c] = -axis[c]
-            else:
-                value = d.qpos[w, qadr]
-                dist = rng[1] - value
-                if side < 0:
-                    dist = value - rng[0]
-                if m.enable_constraint != 0 and dist < margin:
-                    active = 1
-                    zero_jacobian(m, d, w, r)
-                    d.efc_J[w, r, dof] = scalar(-side)
-            if active:
-                solimp = clamp_solimp(m.jnt_solimp[jnt])
-                imp = impedance(solimp, dist, margin)
-                k, b = stiffness_damping(m, m.jnt_solref[jnt], solimp[1])
-                diag = m.dof_invweight0[w % m.dof_invweight0.shape[0], dof]
-                set_row(d, w, r, dist, margin, scalar(0.0), imp, regularizer(imp, diag), k, b)
-            else:
-                clear_row(d, w, r)
+    def make_limit_row(joints: bool, balls: bool, tendons: bool):
+        """`limit_row` for the rows of hinges and slides (`joints`), of ball joints, of tendons, or
+        any of these (the differentiable step launches the three apart: in one kernel their
+        generated adjoint needed more registers than a GPU thread should use)."""
+        @wp.func
+        def limit_row(m: Model, d: Data, w: int, r: int):
+            """Row r (< nefc_limit), a joint's or a tendon's limit side: residual = distance to the
+            nearer end of the range. (The joint's case is written here, not in a function of its own:
+            a Warp function takes the Model and Data structs by value, and a call the compiler does
+            not inline copies them.)"""
+            if m.efc_type[r] == CNSTR_LIMIT_TENDON:
+                if wp.static(tendons):
+                    tendon_limit_row(m, d, w, r)
+            elif wp.static(joints or balls):
+                jnt = m.efc_id[r]
+                ball = m.jnt_type[jnt] == JNT_BALL
+                if (ball and wp.static(balls)) or (not ball and wp.static(joints)):
+                    side = m.efc_sub[r]
+                    dof = m.jnt_dofadr[jnt]
+                    qadr = m.jnt_qposadr[jnt]
+                    rng = m.jnt_range[jnt]
+                    margin = m.jnt_margin[jnt]
+                    active = int(0)
+                    dist = scalar(0.0)
+                    if ball:
+                        if wp.static(balls):
+                            q = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
+                            axis_angle = f.quat_to_vel(q)
+                            angle = wp.length(axis_angle)
+                            axis = vec3(scalar(1.0), scalar(0.0), scalar(0.0))
+                            if angle >= scalar(MINVAL):
+                                axis = axis_angle / angle
+                            dist = wp.max(rng[0], rng[1]) - angle
+                            if m.enable_constraint != 0 and dist < margin:
+                                active = 1
+                                zero_jacobian(m, d, w, r)
+                                for c in range(3):
+                                    d.efc_J[w, r, dof + c] = -axis[c]
+                    elif wp.static(joints):
+                        value = d.qpos[w, qadr]
+                        dist = rng[1] - value
+                        if side < 0:
+                            dist = value - rng[0]
+                        if m.enable_constraint != 0 and dist < margin:
+                            active = 1
+                            zero_jacobian(m, d, w, r)
+                            d.efc_J[w, r, dof] = scalar(-side)
+                    if active:
+                        solimp = clamp_solimp(m.jnt_solimp[jnt])
+                        imp = impedance(solimp, dist, margin)
+                        k, b = stiffness_damping(m, m.jnt_solref[jnt], solimp[1])
+                        diag = m.dof_invweight0[w % m.dof_invweight0.shape[0], dof]
+                        set_row(d, w, r, dist, margin, scalar(0.0), imp, regularizer(imp, diag), k, b)
+                    else:
+                        clear_row(d, w, r)
+        return limit_row
 
     @wp.func
     def contact_rows_start(m: Model):
@@ -520,76 +633,91 @@ def build(scalar):
             end = m.contact_efc_adr[c + 1]
         return end
 
-    # inlined into the loop over slots (chosen when a call copied the Model and Data structs on the
-    # CPU; simrl.sim.by_reference now passes them by reference, the inlining is kept)
-    @wp.func(inline=True)
-    def contact_rows(m: Model, d: Data, w: int, c: int):
-        """The rows of contact slot c: active when the slot holds a contact within its margin
-        (contacts in the gap get no rows). A slot without a contact, the common case on terrain
-        (thousands of slots, a few contacts), reads three ints and, unless its rows were active,
-        writes nothing."""
-        r0 = m.contact_efc_adr[c]
-        within = int(0)
-        if d.contact_active[w, c] != 0 and m.enable_constraint != 0:
-            p = m.contact_pair[c]
-            dist = d.contact_dist[w, c]
-            margin = m.cpair_margin[p]
-            if dist < margin:
-                within = 1
-                nrow = slot_rows_end(m, c) - r0  # 1 (condim 1), 2 (condim - 1) pyramid edges or condim
-                fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
-                g = m.cpair_geom[p]
-                b1 = m.geom_bodyid[g[0]]
-                b2 = m.geom_bodyid[g[1]]
-                frame = d.contact_frame[w, c]
-                point = d.contact_pos[w, c]
-                for e in range(nrow):
-                    zero_jacobian(m, d, w, r0 + e)
-                add_contact_jacobian(m, d, w, r0, nrow, b2, point, frame, fr, scalar(1.0))
-                add_contact_jacobian(m, d, w, r0, nrow, b1, point, frame, fr, scalar(-1.0))
+    contact_jacobian = make_contact_jacobian(True, True)
 
-                # approximate inverse inertia of the contact (mj_diagApprox): both bodies
-                iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], b1]
-                iw2 = m.body_invweight0[w % m.body_invweight0.shape[0], b2]
-                tran = iw1[0] + iw2[0]
-                solimp = clamp_solimp(m.cpair_solimp[p])
-                imp = impedance(solimp, dist, margin)
-                k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
-                if nrow == 1:
-                    set_row(d, w, r0, dist, margin, scalar(0.0), imp, regularizer(imp, tran), k, b)
-                elif m.cone_elliptic != 0:
-                    # the normal row's R, R_1 = R_0 / impratio, R_j mu_j^2 = R_1 mu_1^2; the friction
-                    # rows have no position residual (K = 0) and solreffriction's B when set
-                    # (mj_makeImpedance); mu of the regularized cone = friction_0 sqrt(R_1 / R_0)
-                    r_0 = regularizer(imp, tran)
-                    r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
-                    set_row(d, w, r0, dist, margin, scalar(0.0), imp, r_0, k, b)
-                    d.efc_mu[w, r0] = fr[0] * wp.sqrt(r_1 / r_0)
-                    ref = m.cpair_solreffriction[p]
-                    if ref[0] == scalar(0.0) and ref[1] == scalar(0.0):
-                        ref = m.cpair_solref[p]
-                    kf, bf = stiffness_damping(m, ref, solimp[1])
-                    for e in range(1, nrow):
-                        r_e = r_1 * fr[0] * fr[0] / (fr[e - 1] * fr[e - 1])
-                        set_row(d, w, r0 + e, scalar(0.0), scalar(0.0), scalar(0.0), imp, r_e, scalar(0.0), bf)
-                        d.efc_mu[w, r0 + e] = fr[e - 1]
-                else:
-                    # first edge's R, then the pyramid's common R matching the elliptic cone's
-                    # friction impedance: R_py = 2 mu^2 R_0, mu = friction_0 sqrt(R_1 / R_0)
-                    r_0 = regularizer(imp, tran + fr[0] * fr[0] * tran)
-                    r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
-                    mu = fr[0] * wp.sqrt(r_1 / r_0)
-                    r_py = scalar(2.0) * mu * mu * r_0
-                    for e in range(nrow):
-                        set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, r_py, k, b)
-        if within == 0 and d.efc_active[w, r0] != 0:
-            # deactivate the rows (clear_row's writes, inline: a call copied the Data struct on the
-            # CPU); rows that were inactive already are left alone, so that a far slot costs a
-            # few loads (an inactive row has D = 0 and force 0 by then)
-            for r in range(r0, slot_rows_end(m, c)):
-                d.efc_active[w, r] = 0
-                d.efc_D[w, r] = scalar(0.0)
-                d.efc_force[w, r] = scalar(0.0)
+    def make_contact_rows(jacobian: bool, pyramid: bool = True, elliptic: bool = True, zero: bool = False):
+        """`contact_rows` with the Jacobian (`jacobian`; the engine's step) or without it (the
+        differentiable step launches `contact_jacobian` apart, and these zero its rows first with
+        `zero`), for frictionless and pyramidal contacts (which also deactivates the rows of
+        slots without one), elliptic ones, or all."""
+        # inlined into the loop over slots (chosen when a call copied the Model and Data structs on the
+        # CPU; simrl.sim.by_reference now passes them by reference, the inlining is kept)
+        @wp.func(inline=True)
+        def contact_rows(m: Model, d: Data, w: int, c: int):
+            """The rows of contact slot c: active when the slot holds a contact within its margin
+            (contacts in the gap get no rows). A slot without a contact, the common case on terrain
+            (thousands of slots, a few contacts), reads three ints and, unless its rows were active,
+            writes nothing."""
+            r0 = m.contact_efc_adr[c]
+            within = int(0)
+            if d.contact_active[w, c] != 0 and m.enable_constraint != 0:
+                p = m.contact_pair[c]
+                dist = d.contact_dist[w, c]
+                margin = m.cpair_margin[p]
+                if dist < margin:
+                    within = 1
+                    nrow = slot_rows_end(m, c) - r0  # 1 (condim 1), 2 (condim - 1) pyramid edges or condim
+                    if wp.static(zero):
+                        for e in range(nrow):
+                            zero_jacobian(m, d, w, r0 + e)
+                    fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
+                    g = m.cpair_geom[p]
+                    b1 = m.geom_bodyid[g[0]]
+                    b2 = m.geom_bodyid[g[1]]
+                    if wp.static(jacobian):
+                        contact_jacobian(m, d, w, c)
+
+                    # approximate inverse inertia of the contact (mj_diagApprox): both bodies
+                    iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], b1]
+                    iw2 = m.body_invweight0[w % m.body_invweight0.shape[0], b2]
+                    tran = iw1[0] + iw2[0]
+                    solimp = clamp_solimp(m.cpair_solimp[p])
+                    imp = impedance(solimp, dist, margin)
+                    k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
+                    # one call of set_row per branch (a smaller GPU adjoint)
+                    if nrow == 1 or m.cone_elliptic == 0:
+                        if wp.static(pyramid):
+                            # frictionless: R_0; pyramidal: the first edge's R, then the pyramid's
+                            # common R matching the elliptic cone's friction impedance:
+                            # R_py = 2 mu^2 R_0, mu = friction_0 sqrt(R_1 / R_0)
+                            reg = scalar(0.0)
+                            if nrow == 1:
+                                reg = regularizer(imp, tran)
+                            else:
+                                r_0 = regularizer(imp, tran + fr[0] * fr[0] * tran)
+                                r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
+                                mu = fr[0] * wp.sqrt(r_1 / r_0)
+                                reg = scalar(2.0) * mu * mu * r_0
+                            for e in range(nrow):
+                                set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, reg, k, b)
+                    elif wp.static(elliptic):
+                        # the normal row's R, R_1 = R_0 / impratio, R_j mu_j^2 = R_1 mu_1^2; the
+                        # friction rows have no position residual (K = 0) and solreffriction's B
+                        # when set (mj_makeImpedance); mu of the regularized cone =
+                        # friction_0 sqrt(R_1 / R_0)
+                        r_0 = regularizer(imp, tran)
+                        r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
+                        ref = m.cpair_solreffriction[p]
+                        if ref[0] == scalar(0.0) and ref[1] == scalar(0.0):
+                            ref = m.cpair_solref[p]
+                        kf, bf = stiffness_damping(m, ref, solimp[1])
+                        for e in range(nrow):
+                            if e == 0:
+                                set_row(d, w, r0, dist, margin, scalar(0.0), imp, r_0, k, b)
+                                d.efc_mu[w, r0] = fr[0] * wp.sqrt(r_1 / r_0)
+                            else:
+                                r_e = r_1 * fr[0] * fr[0] / (fr[e - 1] * fr[e - 1])
+                                set_row(d, w, r0 + e, scalar(0.0), scalar(0.0), scalar(0.0), imp, r_e, scalar(0.0), bf)
+                                d.efc_mu[w, r0 + e] = fr[e - 1]
+            if within == 0 and wp.static(pyramid) and d.efc_active[w, r0] != 0:
+                # deactivate the rows (clear_row's writes, inline: a call copied the Data struct on the
+                # CPU); rows that were inactive already are left alone, so that a far slot costs a
+                # few loads (an inactive row has D = 0 and force 0 by then)
+                for r in range(r0, slot_rows_end(m, c)):
+                    d.efc_active[w, r] = 0
+                    d.efc_D[w, r] = scalar(0.0)
+                    d.efc_force[w, r] = scalar(0.0)
+        return contact_rows
 
     @wp.func
     def list_leading_rows(m: Model, d: Data, w: int):
@@ -659,9 +787,23 @@ def build(scalar):
         d.efc_aref[w, r] = (-d.efc_B[w, r] * vel
                             - d.efc_K[w, r] * d.efc_imp[w, r] * (d.efc_pos[w, r] - d.efc_margin[w, r]))
 
-    return SimpleNamespace(equality_rows=equality_rows, equality_reference=equality_reference,
-                           friction_row=friction_row, limit_row=limit_row,
-                           contact_rows=contact_rows,
+    return SimpleNamespace(impedance=impedance, equality_rows=make_equality_rows(True, True, True),
+                           equality_rows_bodies=make_equality_rows(True, False, False),
+                           equality_rows_joints=make_equality_rows(False, True, False),
+                           equality_rows_tendons=make_equality_rows(False, False, True),
+                           equality_reference=equality_reference,
+                           friction_row=friction_row, limit_row=make_limit_row(True, True, True),
+                           joint_limit_row=make_limit_row(True, True, False),
+                           tendon_limit_row=make_limit_row(False, False, True),
+                           contact_rows=make_contact_rows(True), contact_jacobian=contact_jacobian,
+                           # the differentiable step's: each cone's, the two bodies apart, rows zeroed
+                           # by contact_rows_pyramid
+                           contact_jacobian_pyramid_1=make_contact_jacobian(True, False, True, False, False),
+                           contact_jacobian_pyramid_2=make_contact_jacobian(True, False, False, True, False),
+                           contact_jacobian_elliptic_1=make_contact_jacobian(False, True, True, False, False),
+                           contact_jacobian_elliptic_2=make_contact_jacobian(False, True, False, True, False),
+                           contact_rows_pyramid=make_contact_rows(False, True, False, zero=True),
+                           contact_rows_elliptic=make_contact_rows(False, False, True),
                            constraint_list=constraint_list, constraint_list_listed=constraint_list_listed,
                            reference_row=reference_row, row_dot=row_dot,
                            slot_rows_end=slot_rows_end, contact_rows_start=contact_rows_start,

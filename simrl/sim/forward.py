@@ -41,12 +41,14 @@ from simrl.sim.schedule import (
     CONTACTS,
     CONTROLS,
     DOFS,
+    ELLIPTIC_CONTACTS,
     EQUALITIES,
     FRAMES,
     FRICTION_ROWS,
     JOINTS,
     LIMIT_ROWS,
     PAIRS,
+    PYRAMIDAL_CONTACTS,
     SENSORS,
     SITE_TRANSMISSIONS,
     TENDONS,
@@ -59,16 +61,20 @@ from simrl.sim.types import block_sync, no_sync
 
 
 @functools.cache
-def position(scalar) -> tuple:
+def position(scalar, fine: bool = False) -> tuple:
     """mj_fwdPosition without factor_m: poses, subtree CoMs, cinert, cdof, tendons, the site
-    transmissions, qM (with the tendons' armature)."""
+    transmissions, qM (with the tendons' armature). `fine`: the differentiable step's finer
+    launches (cdof per dof, apart from the bodies' cinert: in one kernel, their generated
+    adjoint needs more registers than a GPU thread should use)."""
     kin, cp, cr, ten = kinematics.build(scalar), com_pos.build(scalar), crb.build(scalar), tendon.build(scalar)
+    com = (Pass("com_pos_body", BODIES, (cp.body_cinert,)), Pass("com_pos_dof", DOFS, (cp.cdof_dof,))) \
+        if fine else (Pass("com_pos_body", BODIES, (cp.body,)),)
     return (
         Pass("kinematics_joint", JOINTS, (kin.joint,)),
         Pass("kinematics_body", BODIES_DOWN, (kin.body,)),
         Pass("kinematics_frame", FRAMES, (kin.frame,)),
         Pass("com_pos_subtree", BODIES_UP, (cp.subtree_body,)),
-        Pass("com_pos_body", BODIES, (cp.body,)),
+        *com,
         Pass("tendon", TENDONS, (ten.length,)),
         Pass("transmission_site", SITE_TRANSMISSIONS, (actuation.build(scalar).transmission_site,)),
         Pass("crb_body", BODIES_UP, (cr.body,), skip_world=True),
@@ -77,10 +83,19 @@ def position(scalar) -> tuple:
 
 
 @functools.cache
-def velocity(scalar) -> tuple:
+def velocity(scalar, fine: bool = False) -> tuple:
     """mj_fwdVelocity and mj_fwdActuation up to qfrc_smooth: com_vel, tendon velocities, rne (with
-    the tendons' armature bias), passive, actuation."""
+    the tendons' armature bias), passive, actuation. `fine`: the differentiable step's finer
+    launches (an actuator's transmission, act_dot and force apart; the springs of free and
+    ball joints apart from the others; as `position`'s)."""
     rn, pa, ac, ten = rne.build(scalar), passive.build(scalar), actuation.build(scalar), tendon.build(scalar)
+    act = (Pass("actuation_transmission", ACTUATORS, (ac.actuator_transmission,)),
+           Pass("actuation_act_dot", ACTUATORS, (ac.actuator_act_dot,)),
+           Pass("actuation_actuator", ACTUATORS, (ac.actuator_force,))) \
+        if fine else (Pass("actuation_actuator", ACTUATORS, (ac.actuator,)),)
+    springs = (Pass("passive_spring", JOINTS, (pa.spring_other,)),
+               Pass("passive_spring_ball", JOINTS, (pa.spring_ball,))) \
+        if fine else (Pass("passive_spring", JOINTS, (pa.spring_joint,)),)
     return (
         Pass("com_vel_body", BODIES_DOWN, (rn.com_vel_body,)),
         Pass("tendon_velocity", TENDONS, (ten.velocity,)),
@@ -88,9 +103,9 @@ def velocity(scalar) -> tuple:
         Pass("tendon_bias", TENDONS, (ten.bias,)),
         Pass("rne_body", BODIES, (rn.rne_body,)),
         Pass("rne_subtree", BODIES_UP, (rn.rne_subtree_body,), skip_world=True),
-        Pass("passive_spring", JOINTS, (pa.spring_joint,)),
+        *springs,
         Pass("control_check", CONTROLS, (ac.check_controls,)),
-        Pass("actuation_actuator", ACTUATORS, (ac.actuator,)),
+        *act,
         Pass("smooth_dof", DOFS, (rn.rne_dof, pa.dof, ac.dof, ac.smooth_force_dof)),
     )
 
@@ -106,20 +121,37 @@ def detect_contacts(scalar) -> tuple:
 @functools.cache
 def constraint_rows(scalar, grouped: bool = True, detect: bool = False) -> tuple:
     """mj_collision, mj_makeConstraint and mj_referenceConstraint: contacts and constraint rows.
-    `grouped`: the wide schedule launches collider kinds in groups (collision_driver.GROUPS), else
-    one launch per kind (the differentiable step: a group's generated adjoint needs more than a
-    GPU thread's share of registers). `detect`: with the convex collision's search first (for
-    models with convex pairs: it is a large function the others need not compile; the
-    differentiable step launches it apart, off the tape)."""
+    `grouped`: the wide schedule launches collider kinds in groups (collision_driver.GROUPS), and
+    each kind of row in one launch; else the differentiable step's finer launches: one per
+    collider kind, the equalities of bodies and of joints or tendons apart, the limits of joints
+    and of tendons apart, a contact's Jacobian (each body's part) apart from its rows, the two
+    friction cones apart (in one kernel, the generated adjoints need
+    more than a GPU thread's share of registers). `detect`: with the convex collision's search
+    first (for models with convex pairs: it is a large function the others need not compile;
+    the differentiable step launches it apart, off the tape)."""
     c = constraint.build(scalar)
     groups = collision_driver.GROUPS if grouped else tuple((k,) for group in collision_driver.GROUPS for k in group)
     groups = tuple((kinds, collision_driver.dispatch(scalar, kinds)) for kinds in groups)
     return (detect_contacts(scalar) if detect else ()) + (
         Pass("narrowphase", PAIRS, (collision_driver.build(scalar),), kinds=groups, writes_slots=True),
-        Pass("equality_rows", EQUALITIES, (c.equality_rows,)),
+    ) + ((Pass("equality_rows", EQUALITIES, (c.equality_rows,)),) if grouped else (
+        Pass("equality_rows", EQUALITIES, (c.equality_rows_bodies,)),
+        Pass("equality_rows_joint", EQUALITIES, (c.equality_rows_joints,)),
+        Pass("equality_rows_tendon", EQUALITIES, (c.equality_rows_tendons,)))) + (
         Pass("friction_rows", FRICTION_ROWS, (c.friction_row,)),
-        Pass("limit_rows", LIMIT_ROWS, (c.limit_row,)),
-        Pass("contact_rows", CONTACTS, (c.contact_rows,)),
+    ) + ((Pass("limit_rows", LIMIT_ROWS, (c.limit_row,)),
+          Pass("contact_rows", CONTACTS, (c.contact_rows,))) if grouped else (
+        # the differentiable step: the limits of joints and of tendons apart, and a contact's Jacobian
+        # apart from its rows' parameters (in one kernel, the generated adjoint of either pair
+        # needs more registers than a GPU thread should use: scripts/gpu_report.py --grad)
+        Pass("limit_rows", LIMIT_ROWS, (c.joint_limit_row,)),
+        Pass("tendon_limit_rows", LIMIT_ROWS, (c.tendon_limit_row,)),
+        Pass("contact_rows", CONTACTS, (c.contact_rows_pyramid,)),
+        Pass("contact_rows_elliptic", ELLIPTIC_CONTACTS, (c.contact_rows_elliptic,)),
+        Pass("contact_jacobian", PYRAMIDAL_CONTACTS, (c.contact_jacobian_pyramid_1,)),
+        Pass("contact_jacobian_2", PYRAMIDAL_CONTACTS, (c.contact_jacobian_pyramid_2,)),
+        Pass("contact_jacobian_elliptic", ELLIPTIC_CONTACTS, (c.contact_jacobian_elliptic_1,)),
+        Pass("contact_jacobian_elliptic_2", ELLIPTIC_CONTACTS, (c.contact_jacobian_elliptic_2,)))) + (
         Pass("reference_rows", ACTIVE_ROWS, (c.reference_row,)),
         Pass("equality_reference", EQUALITIES, (c.equality_reference,)),
     )

@@ -57,8 +57,8 @@ def build(scalar, schedule: str = "fused"):
     # constraint parts), then contacts, constraint rows and reference accelerations
     # (mj_collision, mj_makeConstraint, mj_referenceConstraint: differentiable except which
     # contacts and rows exist), recorded with their generated adjoints
-    smooth = segment("smooth", forward.position(scalar) + forward.velocity(scalar), scalar, schedule, "grad",
-                     backward=True)
+    smooth = segment("smooth", forward.position(scalar, fine=True) + forward.velocity(scalar, fine=True), scalar,
+                     schedule, "grad", backward=True)
     # the convex collision's search (GJK/EPA), off the tape: the constraint segment's narrow phase
     # rebuilds its contacts from the poses differentiably (simrl.sim.collision_convex)
     convex_detect = segment("convex_detect", forward.detect_contacts(scalar), scalar, schedule, "grad_detect")
@@ -70,8 +70,10 @@ def build(scalar, schedule: str = "fused"):
     # the sensors (mj_sensorPos/Vel/Acc), with generated adjoints, in a module of their own (only a
     # call that asks for sensordata compiles them)
     sensors = segment("sensors", forward.sensor_passes(scalar), scalar, schedule, "grad_sensor", backward=True)
-    constraint_solve = segment("constraint_solve", (Pass("constraint_solve", WORLD, (world.constraint_list,
-                                                                                     world.solve)),),
+    # two launches in the wide schedule, as in the engine's step (forward._acceleration): in one
+    # kernel the list and the solver needed more registers than a GPU thread should use
+    constraint_solve = segment("constraint_solve", (Pass("constraint_list", WORLD, (world.constraint_list,)),
+                                                    Pass("constraint_solve", WORLD, (world.solve,))),
                                scalar, schedule, "grad_custom")
 
     @wp.func
@@ -152,22 +154,29 @@ def build(scalar, schedule: str = "fused"):
     @wp.kernel(module=module)
     def constraint_force_row(m: Model, d: Data, jar: wp.array2d(dtype=scalar), force: wp.array2d(dtype=scalar)):
         """efc_force of active row r at jar, differentiably: D (aref - J qacc) in the quadratic
-        zone, -+ frictionloss in the linear zone of friction loss, the elliptic cone's force."""
+        zone, -+ frictionloss in the linear zone of friction loss; the rows of contacts in the
+        elliptic cone are constraint_force_cone's (apart: in one kernel the generated adjoint
+        needed more registers than a GPU thread should use)."""
         w, r = wp.tid()
-        if d.efc_active[w, r] != 0:
+        if d.efc_active[w, r] != 0 and m.efc_type[r] != CNSTR_CONTACT_ELLIPTIC:
             value = jar[w, r]
             fr = scalar(0.0)
-            if m.efc_type[r] == CNSTR_CONTACT_ELLIPTIC:
-                fr = cone_force(m, d, w, r, jar)
-            else:
-                zone = row_zone(m, d, w, r, value)
-                if zone == 1:
-                    fr = -d.efc_D[w, r] * value
-                elif zone == -1:
-                    fr = -d.efc_frictionloss[w, r]
-                    if value < scalar(0.0):
-                        fr = d.efc_frictionloss[w, r]
+            zone = row_zone(m, d, w, r, value)
+            if zone == 1:
+                fr = -d.efc_D[w, r] * value
+            elif zone == -1:
+                fr = -d.efc_frictionloss[w, r]
+                if value < scalar(0.0):
+                    fr = d.efc_frictionloss[w, r]
             force[w, r] = fr
+
+    @wp.kernel(module=module)
+    def constraint_force_cone(m: Model, d: Data, jar: wp.array2d(dtype=scalar), force: wp.array2d(dtype=scalar)):
+        """efc_force of active row r of a contact in the elliptic cone at jar, differentiably
+        (launched for models with elliptic cones)."""
+        w, r = wp.tid()
+        if d.efc_active[w, r] != 0 and m.efc_type[r] == CNSTR_CONTACT_ELLIPTIC:
+            force[w, r] = cone_force(m, d, w, r, jar)
 
     @wp.kernel(module=module)
     def constraint_force_dof(m: Model, d: Data, force: wp.array2d(dtype=scalar), qfrc: wp.array2d(dtype=scalar)):
@@ -551,7 +560,7 @@ def build(scalar, schedule: str = "fused"):
     return {"geom_friction_to_cpair": geom_friction_to_cpair, "smooth": smooth, "convex_detect": convex_detect,
             "constraint": constraint,
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
-            "constraint_force_row": constraint_force_row,
+            "constraint_force_row": constraint_force_row, "constraint_force_cone": constraint_force_cone,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
             "implicit_dofs": implicit_dofs, "implicit_tendons": implicit_tendons,
             "implicit_site_actuators": implicit_site_actuators,
@@ -970,6 +979,8 @@ class Rollout:
         jar, force = scratch.jar, scratch.force
         self._launch(k["constraint_jar"], (W, nefc), [m, d, qacc, jar])
         self._launch(k["constraint_force_row"], (W, nefc), [m, d, jar, force])
+        if model.struct.cone_elliptic:
+            self._launch(k["constraint_force_cone"], (W, nefc), [m, d, jar, force])
         if sensors:
             self._sensors(m, d, qacc, force)
         if dA is None:

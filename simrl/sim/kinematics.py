@@ -51,6 +51,16 @@ def build(scalar):
         if b == 0:
             d.xpos[w, 0] = vec3(scalar(0.0))
             d.xquat[w, 0] = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
+        elif m.body_mocapid[b] >= 0:
+            # a mocap body (a child of the world, no joints) is placed where the user put it:
+            # mocap_pos, and mocap_quat normalized (mj_kinematics). A branch of its own, outside
+            # the joints' loop: inside it, the generated adjoint spilled registers on a GPU
+            mocap = m.body_mocapid[b]
+            d.xpos[w, b] = d.mocap_pos[w, mocap]
+            # normalized twice, as mj_kinematics does (once as read, once as every body's xquat)
+            read = quat(d.mocap_quat[w, mocap, 1], d.mocap_quat[w, mocap, 2], d.mocap_quat[w, mocap, 3],
+                        d.mocap_quat[w, mocap, 0])
+            d.xquat[w, b] = f.quat_normalize(f.quat_normalize(read))
         else:
             jntadr = m.body_jntadr[b]
             jntnum = m.body_jntnum[b]
@@ -58,31 +68,28 @@ def build(scalar):
             # after joint j is kept in jnt_xpos/jnt_xquat so that no local variable is carried
             # across iterations of a dynamic loop (Warp's adjoints replay loop bodies)
             pid = m.body_parentid[b]
-            pos0 = d.xpos[w, pid] + wp.quat_rotate(d.xquat[w, pid], m.body_pos[b])
-            quat0 = d.xquat[w, pid] * m.body_quat[b]
-            mocap = m.body_mocapid[b]
-            if mocap >= 0:
-                # a mocap body (a child of the world, no joints) is placed where the user put it:
-                # mocap_pos, and mocap_quat normalized (mj_kinematics)
-                pos0 = d.mocap_pos[w, mocap]
-                quat0 = f.quat_normalize(quat(d.mocap_quat[w, mocap, 1], d.mocap_quat[w, mocap, 2],
-                                              d.mocap_quat[w, mocap, 3], d.mocap_quat[w, mocap, 0]))
             for j in range(jntadr, jntadr + jntnum):
-                xpos = pos0
-                xquat = quat0
-                if j > jntadr:
+                xpos = vec3(scalar(0.0))
+                xquat = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
+                if j == jntadr:
+                    # the parent's frame and the body's offset, computed here rather than held
+                    # across the loop (fewer live registers in the GPU adjoint)
+                    xpos = d.xpos[w, pid] + wp.quat_rotate(d.xquat[w, pid], m.body_pos[b])
+                    xquat = d.xquat[w, pid] * m.body_quat[b]
+                else:
                     xpos = d.jnt_xpos[w, j - 1]
                     xquat = d.jnt_xquat[w, j - 1]
                 qadr = m.jnt_qposadr[j]
                 jtype = m.jnt_type[j]
+                xaxis = m.jnt_axis[j]
+                xanchor = xpos
                 if jtype == JNT_FREE:
                     # free joint: the pose is qpos itself
                     xpos = vec3(d.qpos[w, qadr], d.qpos[w, qadr + 1], d.qpos[w, qadr + 2])
                     xquat = d.jnt_qloc[w, j]
-                    d.xanchor[w, j] = xpos
-                    d.xaxis[w, j] = m.jnt_axis[j]
+                    xanchor = xpos
                 else:
-                    xaxis = wp.quat_rotate(xquat, m.jnt_axis[j])
+                    xaxis = wp.quat_rotate(xquat, xaxis)
                     xanchor = wp.quat_rotate(xquat, m.jnt_pos[j]) + xpos
                     if jtype == JNT_SLIDE:
                         xpos = xpos + xaxis * (d.qpos[w, qadr] - m.qpos0[qadr])
@@ -90,15 +97,19 @@ def build(scalar):
                         xquat = xquat * d.jnt_qloc[w, j]
                         # rotation about the anchor, not the body origin
                         xpos = xanchor - wp.quat_rotate(xquat, m.jnt_pos[j])
-                    d.xanchor[w, j] = xanchor
-                    d.xaxis[w, j] = xaxis
+                # one store each (a smaller GPU adjoint)
+                d.xanchor[w, j] = xanchor
+                d.xaxis[w, j] = xaxis
                 d.jnt_xpos[w, j] = xpos
                 d.jnt_xquat[w, j] = xquat
-            xpos = pos0
-            xquat = quat0
+            xpos = vec3(scalar(0.0))
+            xquat = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
             if jntnum > 0:
                 xpos = d.jnt_xpos[w, jntadr + jntnum - 1]
                 xquat = d.jnt_xquat[w, jntadr + jntnum - 1]
+            else:
+                xpos = d.xpos[w, pid] + wp.quat_rotate(d.xquat[w, pid], m.body_pos[b])
+                xquat = d.xquat[w, pid] * m.body_quat[b]
             d.xpos[w, b] = xpos
             d.xquat[w, b] = f.quat_normalize(xquat)
 
@@ -118,17 +129,29 @@ def build(scalar):
                                               m.body_iquat[w % m.body_iquat.shape[0], e])
                 d.xipos[w, e] = ipos
                 d.ximat[w, e] = wp.quat_to_matrix(iquat)
-        elif e < m.nbody + m.ngeom:
-            g = e - m.nbody
-            b = m.geom_bodyid[g]
-            gpos, gquat = local_to_global(d.xpos[w, b], d.xquat[w, b], m.geom_pos[g], m.geom_quat[g])
-            d.geom_xpos[w, g] = gpos
-            d.geom_xmat[w, g] = wp.quat_to_matrix(gquat)
         else:
-            s = e - m.nbody - m.ngeom
-            b = m.site_bodyid[s]
-            spos, squat = local_to_global(d.xpos[w, b], d.xquat[w, b], m.site_pos[s], m.site_quat[s])
-            d.site_xpos[w, s] = spos
-            d.site_xmat[w, s] = wp.quat_to_matrix(squat)
+            # a geom or a site: one call of local_to_global for both (a smaller GPU adjoint)
+            g = e - m.nbody
+            geom = g < m.ngeom
+            s = g - m.ngeom
+            b = int(0)
+            pos = vec3(scalar(0.0))
+            rot = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
+            if geom:
+                b = m.geom_bodyid[g]
+                pos = m.geom_pos[g]
+                rot = m.geom_quat[g]
+            else:
+                b = m.site_bodyid[s]
+                pos = m.site_pos[s]
+                rot = m.site_quat[s]
+            xpos, xquat = local_to_global(d.xpos[w, b], d.xquat[w, b], pos, rot)
+            xmat = wp.quat_to_matrix(xquat)
+            if geom:
+                d.geom_xpos[w, g] = xpos
+                d.geom_xmat[w, g] = xmat
+            else:
+                d.site_xpos[w, s] = xpos
+                d.site_xmat[w, s] = xmat
 
     return SimpleNamespace(joint=joint, body=body, frame=frame)

@@ -60,6 +60,10 @@ ACTUATORS = "actuators"
 CONTROLS = "controls"  # the world's controls, checked together: one element when nu > 0
 SITE_TRANSMISSIONS = "site_transmissions"  # the actuators' site transmissions (Model.actuator_trnsite)
 CONTACTS = "contacts"  # contact slots
+# the contact slots of a model with pyramidal (or frictionless) cones, none in one with elliptic
+# cones, and the other way round: passes for one kind of cone (the differentiable step's)
+PYRAMIDAL_CONTACTS = "pyramidal_contacts"
+ELLIPTIC_CONTACTS = "elliptic_contacts"
 EQUALITIES = "equalities"  # equality constraints that have rows
 SENSORS = "sensors"
 CONTACT_SENSORS = "contact_sensors"  # the contact sensors (Model.contact_sensor)
@@ -76,6 +80,8 @@ _RANGES = {BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.nge
            DOFS: lambda m: (0, m.nv), JOINTS: lambda m: (0, m.njnt), GEOMS: lambda m: (0, m.ngeom),
            SITES: lambda m: (0, m.nsite), ACTUATORS: lambda m: (0, m.nu), CONTROLS: lambda m: (0, min(m.nu, 1)),
            SITE_TRANSMISSIONS: lambda m: (0, m.nsite_trn), CONTACTS: lambda m: (0, m.ncon),
+           PYRAMIDAL_CONTACTS: lambda m: (0, 0 if m.cone_elliptic else m.ncon),
+           ELLIPTIC_CONTACTS: lambda m: (0, m.ncon if m.cone_elliptic else 0),
            EQUALITIES: lambda m: (0, m.neq if m.nefc_eq > 0 else 0),
            SENSORS: lambda m: (0, m.nsensor - m.nsensor_wrench),
            WRENCH_SENSORS: lambda m: (m.nsensor - m.nsensor_wrench, m.nsensor_wrench),
@@ -203,6 +209,20 @@ def _range_funcs(scalar):
         return 0, m.ncon
 
     @wp.func
+    def pyramidal_contacts(m: Model):
+        n = m.ncon
+        if m.cone_elliptic != 0:
+            n = 0
+        return 0, n
+
+    @wp.func
+    def elliptic_contacts(m: Model):
+        n = int(0)
+        if m.cone_elliptic != 0:
+            n = m.ncon
+        return 0, n
+
+    @wp.func
     def sensors(m: Model):
         return 0, m.nsensor - m.nsensor_wrench
 
@@ -236,6 +256,7 @@ def _range_funcs(scalar):
     out = {BODIES: bodies, FRAMES: frames, DOFS: dofs, JOINTS: joints, GEOMS: geoms, SITES: sites, ACTUATORS: actuators,
            CONTROLS: controls,
            SITE_TRANSMISSIONS: site_transmissions, CONTACTS: contacts, SENSORS: sensors,
+           PYRAMIDAL_CONTACTS: pyramidal_contacts, ELLIPTIC_CONTACTS: elliptic_contacts,
            WRENCH_SENSORS: wrench_sensors, CONTACT_SENSORS: contact_sensors, TENDONS: tendons,
            EQUALITIES: equalities, FRICTION_ROWS: friction_rows,
            LIMIT_ROWS: limit_rows}
