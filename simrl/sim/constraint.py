@@ -674,7 +674,7 @@ def build(scalar):
                     solimp = clamp_solimp(m.cpair_solimp[p])
                     imp = impedance(solimp, dist, margin)
                     k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
-                    # one call of set_row per branch (a smaller GPU adjoint)
+                    # the rows of each kind of cone in one loop over set_row
                     if nrow == 1 or m.cone_elliptic == 0:
                         if wp.static(pyramid):
                             # frictionless: R_0; pyramidal: the first edge's R, then the pyramid's
