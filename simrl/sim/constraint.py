@@ -559,10 +559,10 @@ def build(scalar):
         else:
             clear_row(d, w, r)
 
-    def make_limit_row(joints: bool, balls: bool, tendons: bool):
-        """`limit_row` for the rows of hinges and slides (`joints`), of ball joints, of tendons, or
-        any of these (the differentiable step launches the three apart: in one kernel their
-        generated adjoint needed more registers than a GPU thread should use)."""
+    def make_limit_row(joints: bool, tendons: bool):
+        """`limit_row` for the rows of joints, of tendons, or both (the differentiable step
+        launches the two apart: in one kernel their generated adjoint needed more registers than
+        a GPU thread should use)."""
         @wp.func
         def limit_row(m: Model, d: Data, w: int, r: int):
             """Row r (< nefc_limit), a joint's or a tendon's limit side: residual = distance to the
@@ -572,48 +572,44 @@ def build(scalar):
             if m.efc_type[r] == CNSTR_LIMIT_TENDON:
                 if wp.static(tendons):
                     tendon_limit_row(m, d, w, r)
-            elif wp.static(joints or balls):
+            elif wp.static(joints):
                 jnt = m.efc_id[r]
-                ball = m.jnt_type[jnt] == JNT_BALL
-                if (ball and wp.static(balls)) or (not ball and wp.static(joints)):
-                    side = m.efc_sub[r]
-                    dof = m.jnt_dofadr[jnt]
-                    qadr = m.jnt_qposadr[jnt]
-                    rng = m.jnt_range[jnt]
-                    margin = m.jnt_margin[jnt]
-                    active = int(0)
-                    dist = scalar(0.0)
-                    if ball:
-                        if wp.static(balls):
-                            q = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
-                            axis_angle = f.quat_to_vel(q)
-                            angle = wp.length(axis_angle)
-                            axis = vec3(scalar(1.0), scalar(0.0), scalar(0.0))
-                            if angle >= scalar(MINVAL):
-                                axis = axis_angle / angle
-                            dist = wp.max(rng[0], rng[1]) - angle
-                            if m.enable_constraint != 0 and dist < margin:
-                                active = 1
-                                zero_jacobian(m, d, w, r)
-                                for c in range(3):
-                                    d.efc_J[w, r, dof + c] = -axis[c]
-                    elif wp.static(joints):
-                        value = d.qpos[w, qadr]
-                        dist = rng[1] - value
-                        if side < 0:
-                            dist = value - rng[0]
-                        if m.enable_constraint != 0 and dist < margin:
-                            active = 1
-                            zero_jacobian(m, d, w, r)
-                            d.efc_J[w, r, dof] = scalar(-side)
-                    if active:
-                        solimp = clamp_solimp(m.jnt_solimp[jnt])
-                        imp = impedance(solimp, dist, margin)
-                        k, b = stiffness_damping(m, m.jnt_solref[jnt], solimp[1])
-                        diag = m.dof_invweight0[w % m.dof_invweight0.shape[0], dof]
-                        set_row(d, w, r, dist, margin, scalar(0.0), imp, regularizer(imp, diag), k, b)
-                    else:
-                        clear_row(d, w, r)
+                side = m.efc_sub[r]
+                dof = m.jnt_dofadr[jnt]
+                qadr = m.jnt_qposadr[jnt]
+                rng = m.jnt_range[jnt]
+                margin = m.jnt_margin[jnt]
+                active = int(0)
+                if m.jnt_type[jnt] == JNT_BALL:
+                    q = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
+                    axis_angle = f.quat_to_vel(q)
+                    angle = wp.length(axis_angle)
+                    axis = vec3(scalar(1.0), scalar(0.0), scalar(0.0))
+                    if angle >= scalar(MINVAL):
+                        axis = axis_angle / angle
+                    dist = wp.max(rng[0], rng[1]) - angle
+                    if m.enable_constraint != 0 and dist < margin:
+                        active = 1
+                        zero_jacobian(m, d, w, r)
+                        for c in range(3):
+                            d.efc_J[w, r, dof + c] = -axis[c]
+                else:
+                    value = d.qpos[w, qadr]
+                    dist = rng[1] - value
+                    if side < 0:
+                        dist = value - rng[0]
+                    if m.enable_constraint != 0 and dist < margin:
+                        active = 1
+                        zero_jacobian(m, d, w, r)
+                        d.efc_J[w, r, dof] = scalar(-side)
+                if active:
+                    solimp = clamp_solimp(m.jnt_solimp[jnt])
+                    imp = impedance(solimp, dist, margin)
+                    k, b = stiffness_damping(m, m.jnt_solref[jnt], solimp[1])
+                    diag = m.dof_invweight0[w % m.dof_invweight0.shape[0], dof]
+                    set_row(d, w, r, dist, margin, scalar(0.0), imp, regularizer(imp, diag), k, b)
+                else:
+                    clear_row(d, w, r)
         return limit_row
 
     @wp.func
@@ -792,9 +788,9 @@ def build(scalar):
                            equality_rows_joints=make_equality_rows(False, True, False),
                            equality_rows_tendons=make_equality_rows(False, False, True),
                            equality_reference=equality_reference,
-                           friction_row=friction_row, limit_row=make_limit_row(True, True, True),
-                           joint_limit_row=make_limit_row(True, True, False),
-                           tendon_limit_row=make_limit_row(False, False, True),
+                           friction_row=friction_row, limit_row=make_limit_row(True, True),
+                           joint_limit_row=make_limit_row(True, False),
+                           tendon_limit_row=make_limit_row(False, True),
                            contact_rows=make_contact_rows(True), contact_jacobian=contact_jacobian,
                            # the differentiable step's: each cone's, the two bodies apart, rows zeroed
                            # by contact_rows_pyramid
