@@ -25,6 +25,9 @@ the height_scanner RayCaster) do.
   to +-max_lin_vel_x; logged as `Curriculum/max_lin_vel_x`.
 """
 
+import math
+import warnings
+
 import torch
 
 from envs.height_scan import HeightScan
@@ -47,6 +50,24 @@ def update_terrain_levels(levels: torch.Tensor, distance: torch.Tensor, command_
     return torch.where(levels >= num_rows, random_rows, levels.clamp(min=0))
 
 
+def edge_warning(cfg: TerrainCfg, lin_vel_x, lin_vel_y, episode_length_s: float) -> str | None:
+    """The warning for a terrain whose edge a world can walk off within one episode, or None.
+    Beyond the level border the ground is the floor plane, `pit_depth` below; a world spawned on
+    an outer patch is half a patch plus the border from that edge, and walks at most the top
+    speed of the command ranges `lin_vel_x`, `lin_vel_y` ([lo, hi], m/s) x `episode_length_s`. legged_gym's border is 25 m,
+    Isaac Lab's 20 m; with 3 m, 24 of the 40 falls of a trained quadruped in 100 evaluation
+    episodes were off the edge (docs/RESULTS.md, quadruped_rough)."""
+    top_speed = math.hypot(max(abs(float(v)) for v in lin_vel_x), max(abs(float(v)) for v in lin_vel_y))
+    reach = top_speed * episode_length_s
+    margin = cfg.patch_size / 2 + cfg.border
+    if cfg.border > 0 and margin >= reach:
+        return None
+    return (f"terrain.border={cfg.border:g} m: a world on an outer patch is {margin:g} m from the terrain's edge "
+            f"and can walk {reach:.1f} m in an episode ({top_speed:.2f} m/s x {episode_length_s:g} s); past the "
+            f"edge it drops {cfg.pit_depth:g} m to the floor plane and the episode ends as a fall. Set "
+            f"terrain.border >= {math.ceil(reach - cfg.patch_size / 2):d} to keep every world on level ground.")
+
+
 class RoughTerrainEnv(LeggedEnv):
     """A LeggedEnv on the terrain grid of `terrain` (a TerrainCfg or a dict of its fields), with
     the height scan; observation groups: the flat task's "policy" (+ the scan with
@@ -60,6 +81,10 @@ class RoughTerrainEnv(LeggedEnv):
         self.terrain_cfg = terrain if isinstance(terrain, TerrainCfg) else TerrainCfg.from_dict(terrain)
         super().__init__(num_envs=num_envs, **kwargs)
         cfg, dev = self.terrain_cfg, self.device
+        x_range = (-max_lin_vel_x, max_lin_vel_x) if command_curriculum else self.command_ranges[0].tolist()
+        problem = edge_warning(cfg, x_range, self.command_ranges[1].tolist(), self.max_episode_length * self.step_dt)
+        if problem:
+            warnings.warn(problem, stacklevel=2)
         mjm = self.sim.mj_model
         self.terrain_geom_ids = [mjm.geom(self.robot_cfg.floor_geom).id] + self.terrain.geom_ids
         # one vertical ray under the base: the terrain's surface there (Terrain.height_at's heights,

@@ -93,8 +93,9 @@ class TerrainCfg:
     cols: int = 4
     #: side of one square patch (legged_gym terrain_length / terrain_width: 8 m for ANYmal)
     patch_size: float = 4.0
-    #: width of the level ground around the grid (legged_gym border_size)
-    border: float = 3.0
+    #: width of the level ground around the grid (legged_gym border_size 25 m, Isaac Lab 20 m);
+    #: past it the ground drops to the floor plane (RoughTerrainEnv warns when a world can get there)
+    border: float = 25.0
     #: {type: proportion} of the columns; types from BOX_TYPES and HEIGHTFIELD_TYPES
     types: dict = dataclasses.field(default_factory=lambda: {
         "random_rough": 0.25, "pyramid_stairs": 0.25, "pyramid_stairs_inv": 0.25, "discrete_obstacles": 0.25})

@@ -4,16 +4,18 @@ scaling of the heightfield types, the curriculum rule, the surface and the ray c
 mujoco.mj_ray, spawning at patch centres, stepping on height fields, both backends."""
 
 import dataclasses
+from pathlib import Path
 
 import mujoco
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 import envs
 from envs import ASSETS_DIR
 from envs.height_scan import HeightScan
-from envs.quadruped_rough import update_terrain_levels
+from envs.quadruped_rough import edge_warning, update_terrain_levels
 from envs.terrain import BOX_TYPES, HEIGHTFIELD_TYPES, TERRAIN_GROUP, TerrainCfg, add_terrain, generate, terrain_model
 from simrl.errors import ConfigError
 
@@ -269,6 +271,25 @@ HFIELD_SMALL = {**SMALL, "types": {"random_rough": 1.0, "pyramid_slope": 1.0}}
 def _rough(backend="warp", num_envs=4, terrain=SMALL, **kwargs):
     return envs.make("quadruped_rough", num_envs=num_envs, device="cpu", seed=0, backend=backend,
                      terrain={**terrain, "max_init_level": 1}, **kwargs)
+
+
+def test_edge_warning():
+    """A world on an outer patch is patch_size / 2 + border from the terrain's edge and walks at
+    most |command_xy|max x episode length; farther than that, it would drop to the floor plane."""
+    cfg = TerrainCfg(**SMALL)  # border 1 m, 4 m patches: 3 m to the edge
+    problem = edge_warning(cfg, [-1.0, 1.0], [-0.5, 0.5], 20.0)  # hypot(1, 0.5) x 20 s = 22.4 m
+    assert "terrain.border=1 m" in problem and "22.4 m" in problem and "terrain.border >= 21" in problem
+    assert edge_warning(dataclasses.replace(cfg, border=21.0), [-1.0, 1.0], [-0.5, 0.5], 20.0) is None
+    assert edge_warning(dataclasses.replace(cfg, border=20.0), [-1.0, 1.0], [-0.5, 0.5], 20.0) is not None
+    assert edge_warning(cfg, [0.0, 0.1], [0.0, 0.0], 20.0) is None  # 2 m of walking
+    assert edge_warning(dataclasses.replace(cfg, border=0.0), [0.0, 0.0], [0.0, 0.0], 1.0) is not None
+    # the rough tasks' own terrains keep every world on level ground
+    for name in ("quadruped_rough", "humanoid_rough"):
+        task = OmegaConf.load(Path(envs.__file__).parents[1] / "tasks" / f"{name}.yaml")
+        terrain = TerrainCfg.from_dict(OmegaConf.to_container(task.terrain))
+        assert edge_warning(terrain, task.env.lin_vel_x, task.env.lin_vel_y, task.env.episode_length_s) is None, name
+    with pytest.warns(UserWarning, match="terrain.border=1 m"):
+        _rough(num_envs=1)
 
 
 def test_env_spawns_at_patch_centres_and_moves_up_the_curriculum():
