@@ -559,10 +559,10 @@ def build(scalar):
         else:
             clear_row(d, w, r)
 
-    def make_limit_row(joints: bool, tendons: bool):
-        """`limit_row` for the rows of joints, of tendons, or both (the differentiable step
-        launches the two apart: in one kernel their generated adjoint needed more registers than
-        a GPU thread should use)."""
+    def make_limit_row(joints: bool, balls: bool, tendons: bool):
+        """`limit_row` for the rows of hinges and slides (`joints`), of ball joints (`balls`), of
+        tendons, or all (the differentiable step launches the three apart: together their
+        generated adjoint needed more registers than a GPU thread should use)."""
         @wp.func
         def limit_row(m: Model, d: Data, w: int, r: int):
             """Row r (< nefc_limit), a joint's or a tendon's limit side: residual = distance to the
@@ -572,15 +572,20 @@ def build(scalar):
             if m.efc_type[r] == CNSTR_LIMIT_TENDON:
                 if wp.static(tendons):
                     tendon_limit_row(m, d, w, r)
-            elif wp.static(joints):
+            elif wp.static(joints or balls):
                 jnt = m.efc_id[r]
+                ball = m.jnt_type[jnt] == JNT_BALL
+                if ball and not wp.static(balls):
+                    return
+                if not ball and not wp.static(joints):
+                    return
                 side = m.efc_sub[r]
                 dof = m.jnt_dofadr[jnt]
                 qadr = m.jnt_qposadr[jnt]
                 rng = m.jnt_range[jnt]
                 margin = m.jnt_margin[jnt]
                 active = int(0)
-                if m.jnt_type[jnt] == JNT_BALL:
+                if ball:
                     q = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
                     axis_angle = f.quat_to_vel(q)
                     angle = wp.length(axis_angle)
@@ -788,9 +793,10 @@ def build(scalar):
                            equality_rows_joints=make_equality_rows(False, True, False),
                            equality_rows_tendons=make_equality_rows(False, False, True),
                            equality_reference=equality_reference,
-                           friction_row=friction_row, limit_row=make_limit_row(True, True),
-                           joint_limit_row=make_limit_row(True, False),
-                           tendon_limit_row=make_limit_row(False, True),
+                           friction_row=friction_row, limit_row=make_limit_row(True, True, True),
+                           joint_limit_row=make_limit_row(True, False, False),
+                           ball_limit_row=make_limit_row(False, True, False),
+                           tendon_limit_row=make_limit_row(False, False, True),
                            contact_rows=make_contact_rows(True), contact_jacobian=contact_jacobian,
                            # the differentiable step's: each cone's, the two bodies apart, rows zeroed
                            # by contact_rows_pyramid

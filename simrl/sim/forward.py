@@ -145,6 +145,7 @@ def constraint_rows(scalar, grouped: bool = True, detect: bool = False) -> tuple
         # apart from its rows' parameters (in one kernel, the generated adjoint of either pair
         # needs more registers than a GPU thread should use: scripts/gpu_report.py --grad)
         Pass("limit_rows", LIMIT_ROWS, (c.joint_limit_row,)),
+        Pass("ball_limit_rows", LIMIT_ROWS, (c.ball_limit_row,)),
         Pass("tendon_limit_rows", LIMIT_ROWS, (c.tendon_limit_row,)),
         Pass("contact_rows", CONTACTS, (c.contact_rows_pyramid,)),
         Pass("contact_rows_elliptic", ELLIPTIC_CONTACTS, (c.contact_rows_elliptic,)),

@@ -21,47 +21,54 @@ from simrl.sim.types import JNT_BALL, JNT_FREE, scalar_types
 def build(scalar):
     T = scalar_types(scalar)
     Model, Data = model_struct(scalar), data_struct(scalar)
-    f, vec3 = T.f, T.vec3
+    f, vec3, quat = T.f, T.vec3, T.quat
+
+    @wp.func
+    def rotational_spring(q: quat, ref: quat, k: scalar):
+        """The torque -k subQuat(normalize(q), ref) of a ball joint's spring, or of a free joint's
+        rotation (mj_springdamper: mju_normalize4, mju_subQuat), in the joint's local frame."""
+        return -k * f.sub_quat(f.quat_normalize(q), ref)
 
     def make_spring_joint(balls: bool, others: bool):
-        """`spring_joint` for free and ball joints (`balls`), hinges and slides (`others`) or all:
-        the differentiable step launches the two apart (in one kernel their generated adjoint
-        needed more registers than a GPU thread should use)."""
+        """`spring_joint` for the rotations of free and ball joints (`balls`), for hinges, slides
+        and the free joints' positions (`others`), or all: the differentiable step launches the
+        two apart (in one kernel their generated adjoint needed more registers than a GPU thread
+        should use)."""
         @wp.func
         def spring_joint(m: Model, d: Data, w: int, j: int):
-            """Every dof belongs to one joint, so each element of qfrc_spring is written once."""
+            """Every dof belongs to one joint and one part of it, so each element of qfrc_spring
+            is written once."""
             jtype = m.jnt_type[j]
-            rotational = jtype == JNT_FREE or jtype == JNT_BALL
-            if (rotational and wp.static(balls)) or (not rotational and wp.static(others)):
-                k = scalar(0.0)
-                if m.enable_spring:
-                    k = m.jnt_stiffness[w % m.jnt_stiffness.shape[0], j]
-                wq = w % m.qpos_spring.shape[0]
-                padr = m.jnt_qposadr[j]
-                dadr = m.jnt_dofadr[j]
-                if rotational:
-                    if wp.static(balls):
-                        if jtype == JNT_FREE:
-                            # linear spring on the position, world frame
-                            for c in range(3):
-                                frc = scalar(0.0)
-                                if k != scalar(0.0):
-                                    frc = -k * (d.qpos[w, padr + c] - m.qpos_spring[wq, padr + c])
-                                d.qfrc_spring[w, dadr + c] = frc
-                            padr = padr + 3
-                            dadr = dadr + 3
-                        # rotational spring on the orientation difference, local frame
-                        dif = vec3(scalar(0.0))
+            k = scalar(0.0)
+            if m.enable_spring:
+                k = m.jnt_stiffness[w % m.jnt_stiffness.shape[0], j]
+            wq = w % m.qpos_spring.shape[0]
+            padr = m.jnt_qposadr[j]
+            dadr = m.jnt_dofadr[j]
+            if jtype == JNT_FREE:
+                if wp.static(others):
+                    # linear spring on the position, world frame
+                    for c in range(3):
+                        frc = scalar(0.0)
                         if k != scalar(0.0):
-                            q = f.quat_normalize(f.quat_from_qpos(d.qpos, w, padr))
-                            dif = f.sub_quat(q, f.quat_from_qpos(m.qpos_spring, wq, padr))
-                        for c in range(3):
-                            d.qfrc_spring[w, dadr + c] = -k * dif[c]
-                elif wp.static(others):
-                    frc = scalar(0.0)
+                            frc = -k * (d.qpos[w, padr + c] - m.qpos_spring[wq, padr + c])
+                        d.qfrc_spring[w, dadr + c] = frc
+                padr = padr + 3
+                dadr = dadr + 3
+            if jtype == JNT_FREE or jtype == JNT_BALL:
+                if wp.static(balls):
+                    # rotational spring on the orientation difference, local frame
+                    torque = vec3(scalar(0.0))
                     if k != scalar(0.0):
-                        frc = -k * (d.qpos[w, padr] - m.qpos_spring[wq, padr])
-                    d.qfrc_spring[w, dadr] = frc
+                        torque = rotational_spring(f.quat_from_qpos(d.qpos, w, padr),
+                                                   f.quat_from_qpos(m.qpos_spring, wq, padr), k)
+                    for c in range(3):
+                        d.qfrc_spring[w, dadr + c] = torque[c]
+            elif wp.static(others):
+                frc = scalar(0.0)
+                if k != scalar(0.0):
+                    frc = -k * (d.qpos[w, padr] - m.qpos_spring[wq, padr])
+                d.qfrc_spring[w, dadr] = frc
         return spring_joint
 
     @wp.func
