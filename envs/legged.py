@@ -29,6 +29,7 @@ Joint positions and velocities come from the state in both cases. The critic's o
 the rewards and the terminations always use the true current state (privileged), as in
 Isaac Lab and mjlab: `observation_source` changes the policy's observations only."""
 
+import functools
 import math
 import re
 
@@ -513,11 +514,20 @@ class LeggedEnv(BatchedEnv):
         critic = torch.cat([privileged, self.env_friction[:, None], feet], dim=1)
         return {"policy": policy, "critic": critic}
 
-    def _terminated(self):
-        trunk_contact = self._in_contact(self._trunk_index).squeeze(1) if self.trunk_slots else False
+    def termination_terms(self) -> dict[str, torch.Tensor]:
+        """The failure conditions [num_envs] bool of the current state, by name: `base_contact`
+        (a termination geom touches the ground), `base_height` (the base below min_base_height
+        over the ground under it), `upside_down` (the base's z axis points down)."""
+        none = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         _, _, gravity = self._base()
-        fallen = (self._base_height() < self.min_base_height) | (gravity[:, 2] > 0.0)
-        return trunk_contact | fallen
+        return {"base_contact": self._in_contact(self._trunk_index).squeeze(1) if self.trunk_slots else none,
+                "base_height": self._base_height() < self.min_base_height,
+                "upside_down": gravity[:, 2] > 0.0}
+
+    def _terminated(self):
+        #: the last termination_terms() (simrl.rl.evaluate counts the falls by cause)
+        self.termination_causes = self.termination_terms()
+        return functools.reduce(torch.logical_or, self.termination_causes.values())
 
     def _sample_commands(self, env_ids):
         lo, hi = self.command_ranges[:, 0], self.command_ranges[:, 1]

@@ -9,7 +9,8 @@ per world) instead of this engine: sim-to-sim; metrics.json records the backend.
 Runs `num_episodes` evaluation episodes (one per world) with the deterministic policy, prints
 the metrics and writes to the run directory (hydra.run.dir, default runs/<task>/play_<date>):
 metrics.json (mean_return, mean_episode_length, fall_rate, and for locomotion
-lin_vel_tracking_error in m/s and yaw_rate_tracking_error in rad/s), policy.onnx and policy.pt
+lin_vel_tracking_error in m/s, yaw_rate_tracking_error in rad/s and falls_by_cause: per failure
+condition of envs.legged, the share of episodes that ended with it), policy.onnx and policy.pt
 (TorchScript). `video=true` also writes video.mp4: world 0's first evaluation episode (at most
 `video_length_s` seconds, default 10) rendered by MuJoCo at the policy rate (1 / step_dt fps),
 640x480, a camera following the root body of a floating-base robot, a fixed view otherwise.

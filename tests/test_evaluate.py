@@ -90,3 +90,34 @@ def test_quadruped_tracking_errors_are_episode_means_by_hand():
     np.testing.assert_allclose(result["yaw_rate_tracking_error"], (yaw_err / lengths).mean(), rtol=1e-5)
     np.testing.assert_allclose(result["mean_return"], returns.mean(), rtol=1e-5, atol=1e-7)
     assert result["fall_rate"] == fell.mean() == 0.5
+    # the folded legs put the base below min_base_height; none turned over
+    causes = result["falls_by_cause"]
+    assert causes.keys() == {"base_contact", "base_height", "upside_down"}
+    assert causes["base_height"] == 0.5 and causes["upside_down"] == 0.0 and causes["base_contact"] <= 0.5
+
+
+class ScriptedEnv:
+    """Four worlds whose episodes end as scripted: world 0 falls at step 2 by causes a and b,
+    world 1 times out at step 3 with cause a true (not a fall), world 2 falls at step 1 by b, and
+    at step 3 (a second episode: not counted) by a; world 3 falls at step 3 by a."""
+
+    num_envs, device, max_episode_length = 4, "cpu", 3
+
+    def reset(self):
+        self.t = 0
+        return {"policy": torch.zeros(4, 1)}
+
+    def step(self, actions):
+        self.t += 1
+        a = torch.tensor({1: [0, 0, 0, 0], 2: [1, 0, 0, 0], 3: [0, 1, 1, 1]}[self.t], dtype=torch.bool)
+        b = torch.tensor({1: [0, 0, 1, 0], 2: [1, 0, 0, 0], 3: [0, 0, 0, 0]}[self.t], dtype=torch.bool)
+        self.termination_causes = {"a": a, "b": b}
+        terminated = torch.tensor({1: [0, 0, 1, 0], 2: [1, 0, 0, 0], 3: [0, 0, 1, 1]}[self.t], dtype=torch.bool)
+        time_outs = torch.full((4,), self.t == 3) & ~terminated
+        return {"policy": torch.zeros(4, 1)}, torch.ones(4), terminated, time_outs, {}
+
+
+def test_falls_by_cause_count_each_episode_once_and_only_falls():
+    result = evaluate(ScriptedEnv(), lambda obs: torch.zeros(4, 1))
+    assert result["fall_rate"] == 0.75 and result["mean_episode_length"] == (2 + 3 + 1 + 3) / 4
+    assert result["falls_by_cause"] == {"a": 0.5, "b": 0.5}
