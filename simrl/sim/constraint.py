@@ -636,11 +636,12 @@ def build(scalar):
 
     contact_jacobian = make_contact_jacobian(True, True)
 
-    def make_contact_rows(jacobian: bool, pyramid: bool = True, elliptic: bool = True, zero: bool = False):
-        """`contact_rows` with the Jacobian (`jacobian`; the engine's step) or without it (the
-        differentiable step launches `contact_jacobian` apart, and these zero its rows first with
-        `zero`), for frictionless and pyramidal contacts (which also deactivates the rows of
-        slots without one), elliptic ones, or all."""
+    def make_contact_rows(jacobian: bool, pyramid: bool = True, elliptic: bool = True):
+        """`contact_rows` with the Jacobian (`jacobian`; the engine's step) or without it, for
+        frictionless and pyramidal contacts (which also deactivates the rows of slots without
+        one), elliptic ones, or all. The differentiable step uses the elliptic one without the
+        Jacobian, and `contact_row` for the others (their rows zeroed: it launches
+        `contact_jacobian` apart)."""
         # inlined into the loop over slots (chosen when a call copied the Model and Data structs on the
         # CPU; simrl.sim.by_reference now passes them by reference, the inlining is kept)
         @wp.func(inline=True)
@@ -658,9 +659,6 @@ def build(scalar):
                 if dist < margin:
                     within = 1
                     nrow = slot_rows_end(m, c) - r0  # 1 (condim 1), 2 (condim - 1) pyramid edges or condim
-                    if wp.static(zero):
-                        for e in range(nrow):
-                            zero_jacobian(m, d, w, r0 + e)
                     fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
                     g = m.cpair_geom[p]
                     b1 = m.geom_bodyid[g[0]]
@@ -719,6 +717,48 @@ def build(scalar):
                     d.efc_D[w, r] = scalar(0.0)
                     d.efc_force[w, r] = scalar(0.0)
         return contact_rows
+
+    @wp.func
+    def contact_row(m: Model, d: Data, w: int, r: int):
+        """The differentiable step's contact rows, one row per element (contact_rows' loop over a
+        slot's rows cost its generated adjoint 22 registers): row r of slot c = efc_id[r], with the
+        arithmetic of `contact_rows` for frictionless and pyramidal cones, the Jacobian zeroed
+        (`contact_jacobian` adds each body's part after), and deactivated when the slot holds no
+        contact within its margin. Elliptic cones' rows: `contact_rows_elliptic`."""
+        c = m.efc_id[r]
+        within = int(0)
+        if d.contact_active[w, c] != 0 and m.enable_constraint != 0:
+            p = m.contact_pair[c]
+            dist = d.contact_dist[w, c]
+            margin = m.cpair_margin[p]
+            if dist < margin:
+                within = 1
+                zero_jacobian(m, d, w, r)
+                r0 = m.contact_efc_adr[c]
+                nrow = slot_rows_end(m, c) - r0
+                if nrow == 1 or m.cone_elliptic == 0:
+                    fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
+                    g = m.cpair_geom[p]
+                    iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], m.geom_bodyid[g[0]]]
+                    iw2 = m.body_invweight0[w % m.body_invweight0.shape[0], m.geom_bodyid[g[1]]]
+                    tran = iw1[0] + iw2[0]
+                    solimp = clamp_solimp(m.cpair_solimp[p])
+                    imp = impedance(solimp, dist, margin)
+                    k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
+                    # as in contact_rows: R_0 frictionless, else the pyramid's common R
+                    reg = scalar(0.0)
+                    if nrow == 1:
+                        reg = regularizer(imp, tran)
+                    else:
+                        r_0 = regularizer(imp, tran + fr[0] * fr[0] * tran)
+                        r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
+                        mu = fr[0] * wp.sqrt(r_1 / r_0)
+                        reg = scalar(2.0) * mu * mu * r_0
+                    set_row(d, w, r, dist, margin, scalar(0.0), imp, reg, k, b)
+        if within == 0 and d.efc_active[w, r] != 0:
+            d.efc_active[w, r] = 0
+            d.efc_D[w, r] = scalar(0.0)
+            d.efc_force[w, r] = scalar(0.0)
 
     @wp.func
     def list_leading_rows(m: Model, d: Data, w: int):
@@ -799,12 +839,12 @@ def build(scalar):
                            tendon_limit_row=make_limit_row(False, False, True),
                            contact_rows=make_contact_rows(True), contact_jacobian=contact_jacobian,
                            # the differentiable step's: each cone's, the two bodies apart, rows zeroed
-                           # by contact_rows_pyramid
+                           # by contact_row
                            contact_jacobian_pyramid_1=make_contact_jacobian(True, False, True, False, False),
                            contact_jacobian_pyramid_2=make_contact_jacobian(True, False, False, True, False),
                            contact_jacobian_elliptic_1=make_contact_jacobian(False, True, True, False, False),
                            contact_jacobian_elliptic_2=make_contact_jacobian(False, True, False, True, False),
-                           contact_rows_pyramid=make_contact_rows(False, True, False, zero=True),
+                           contact_row=contact_row,
                            contact_rows_elliptic=make_contact_rows(False, False, True),
                            constraint_list=constraint_list, constraint_list_listed=constraint_list_listed,
                            reference_row=reference_row, row_dot=row_dot,

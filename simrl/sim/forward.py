@@ -37,6 +37,7 @@ from simrl.sim.schedule import (
     BODIES,
     BODIES_DOWN,
     BODIES_UP,
+    CONTACT_ROWS,
     CONTACT_SENSORS,
     CONTACTS,
     CONTROLS,
@@ -123,10 +124,11 @@ def constraint_rows(scalar, grouped: bool = True, detect: bool = False) -> tuple
     """mj_collision, mj_makeConstraint and mj_referenceConstraint: contacts and constraint rows.
     `grouped`: the wide schedule launches collider kinds in groups (collision_driver.GROUPS), and
     each kind of row in one launch; else the differentiable step's finer launches: one per
-    collider kind, the equalities of bodies and of joints or tendons apart, the limits of joints
-    and of tendons apart, a contact's Jacobian (each body's part) apart from its rows, the two
-    friction cones apart (in one kernel, the generated adjoints need
-    more than a GPU thread's share of registers). `detect`: with the convex collision's search
+    collider kind, the equalities of bodies and of joints or tendons apart, the limits of hinges
+    and slides, of ball joints and of tendons apart, a contact's Jacobian (each body's part) apart
+    from its rows, the rows of frictionless and pyramidal contacts one per element, the two
+    friction cones apart (in one kernel, the generated adjoints need more than a GPU thread's
+    share of registers). `detect`: with the convex collision's search
     first (for models with convex pairs: it is a large function the others need not compile;
     the differentiable step launches it apart, off the tape)."""
     c = constraint.build(scalar)
@@ -141,13 +143,14 @@ def constraint_rows(scalar, grouped: bool = True, detect: bool = False) -> tuple
         Pass("friction_rows", FRICTION_ROWS, (c.friction_row,)),
     ) + ((Pass("limit_rows", LIMIT_ROWS, (c.limit_row,)),
           Pass("contact_rows", CONTACTS, (c.contact_rows,))) if grouped else (
-        # the differentiable step: the limits of joints and of tendons apart, and a contact's Jacobian
-        # apart from its rows' parameters (in one kernel, the generated adjoint of either pair
-        # needs more registers than a GPU thread should use: scripts/gpu_report.py --grad)
+        # the differentiable step: the limits of hinges and slides, ball joints and tendons apart, a
+        # contact's Jacobian apart from its rows' parameters, those one row per element (in one
+        # kernel, each generated adjoint needs more registers than a GPU thread should use:
+        # scripts/gpu_report.py --grad)
         Pass("limit_rows", LIMIT_ROWS, (c.joint_limit_row,)),
         Pass("ball_limit_rows", LIMIT_ROWS, (c.ball_limit_row,)),
         Pass("tendon_limit_rows", LIMIT_ROWS, (c.tendon_limit_row,)),
-        Pass("contact_rows", CONTACTS, (c.contact_rows_pyramid,)),
+        Pass("contact_rows", CONTACT_ROWS, (c.contact_row,)),
         Pass("contact_rows_elliptic", ELLIPTIC_CONTACTS, (c.contact_rows_elliptic,)),
         Pass("contact_jacobian", PYRAMIDAL_CONTACTS, (c.contact_jacobian_pyramid_1,)),
         Pass("contact_jacobian_2", PYRAMIDAL_CONTACTS, (c.contact_jacobian_pyramid_2,)),

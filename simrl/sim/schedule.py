@@ -71,6 +71,7 @@ WRENCH_SENSORS = "wrench_sensors"  # the touch, force and torque sensors (the la
 TENDONS = "tendons"
 FRICTION_ROWS = "friction_rows"  # the constraint rows of dof friction loss
 LIMIT_ROWS = "limit_rows"  # the constraint rows of joint limits
+CONTACT_ROWS = "contact_rows"  # the constraint rows of the contact slots (after every other row)
 ACTIVE_ROWS = "active_rows"  # constraint rows that are active (efc_active) in the world
 PAIRS = "pairs"  # candidate geom pairs: a launch per collider kind
 
@@ -87,7 +88,9 @@ _RANGES = {BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.nge
            WRENCH_SENSORS: lambda m: (m.nsensor - m.nsensor_wrench, m.nsensor_wrench),
            CONTACT_SENSORS: lambda m: (0, m.ncontact_sensor), TENDONS: lambda m: (0, m.ntendon),
            FRICTION_ROWS: lambda m: (m.nefc_eq, m.nefc_friction),
-           LIMIT_ROWS: lambda m: (m.nefc_eq + m.nefc_friction, m.nefc_limit)}
+           LIMIT_ROWS: lambda m: (m.nefc_eq + m.nefc_friction, m.nefc_limit),
+           CONTACT_ROWS: lambda m: (m.nefc_eq + m.nefc_friction + m.nefc_limit,
+                                    m.nefc - m.nefc_eq - m.nefc_friction - m.nefc_limit)}
 
 
 @dataclass(frozen=True)
@@ -253,13 +256,18 @@ def _range_funcs(scalar):
     def limit_rows(m: Model):
         return m.nefc_eq + m.nefc_friction, m.nefc_limit
 
+    @wp.func
+    def contact_rows(m: Model):
+        first = m.nefc_eq + m.nefc_friction + m.nefc_limit
+        return first, m.nefc - first
+
     out = {BODIES: bodies, FRAMES: frames, DOFS: dofs, JOINTS: joints, GEOMS: geoms, SITES: sites, ACTUATORS: actuators,
            CONTROLS: controls,
            SITE_TRANSMISSIONS: site_transmissions, CONTACTS: contacts, SENSORS: sensors,
            PYRAMIDAL_CONTACTS: pyramidal_contacts, ELLIPTIC_CONTACTS: elliptic_contacts,
            WRENCH_SENSORS: wrench_sensors, CONTACT_SENSORS: contact_sensors, TENDONS: tendons,
            EQUALITIES: equalities, FRICTION_ROWS: friction_rows,
-           LIMIT_ROWS: limit_rows}
+           LIMIT_ROWS: limit_rows, CONTACT_ROWS: contact_rows}
     assert set(out) == set(_RANGES)
     return out
 
