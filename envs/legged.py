@@ -32,6 +32,7 @@ Isaac Lab and mjlab: `observation_source` changes the policy's observations only
 import functools
 import math
 import re
+import types
 
 import mujoco
 import torch
@@ -525,9 +526,11 @@ class LeggedEnv(BatchedEnv):
                 "upside_down": gravity[:, 2] > 0.0}
 
     def _terminated(self):
-        #: the last termination_terms() (simrl.rl.evaluate counts the falls by cause)
-        self.termination_causes = self.termination_terms()
-        return functools.reduce(torch.logical_or, self.termination_causes.values())
+        terms = self.termination_terms()
+        #: the last termination_terms() (simrl.rl.evaluate counts the falls by cause); a read-only
+        #: mapping, not a dict: no step depends on it, so it is no part of state_dict()
+        self.termination_causes = types.MappingProxyType(terms)
+        return functools.reduce(torch.logical_or, terms.values())
 
     def _sample_commands(self, env_ids):
         lo, hi = self.command_ranges[:, 0], self.command_ranges[:, 1]
