@@ -54,16 +54,25 @@ def build(scalar, lanes: bool = False):
     site_force_vel, site_qderiv = act.site_force_vel, act.site_qderiv
     T = scalar_types(scalar)
 
-    @wp.func
-    def qderiv_dof(m: Model, d: Data, w: int, i: int):
-        """qDeriv[i, i] without the tendons: with implicitfast the actuators' derivative, then
-        minus the dof damping (mjd_smooth_vel's order); for Euler only the damping (mj_EulerSkip)."""
-        deriv = scalar(0.0)
-        if m.implicitfast:
-            deriv = actuator_qderiv(m, d, w, i)
-        if m.enable_damper:
-            deriv = deriv - m.dof_damping[w % m.dof_damping.shape[0], i]
-        return deriv
+    def make_qderiv_dof(actuators: bool):
+        """`qderiv_dof`, or without the actuators' part (`actuators` False: for a model without
+        implicitfast, whose differentiable step launches it: the actuators' part, never run there,
+        cost the generated adjoint 161 registers)."""
+        @wp.func
+        def qderiv_dof(m: Model, d: Data, w: int, i: int):
+            """qDeriv[i, i] without the tendons: with implicitfast the actuators' derivative, then
+            minus the dof damping (mjd_smooth_vel's order); for Euler only the damping (mj_EulerSkip)."""
+            deriv = scalar(0.0)
+            if wp.static(actuators):
+                if m.implicitfast:
+                    deriv = actuator_qderiv(m, d, w, i)
+            if m.enable_damper:
+                deriv = deriv - m.dof_damping[w % m.dof_damping.shape[0], i]
+            return deriv
+        return qderiv_dof
+
+    qderiv_dof = make_qderiv_dof(True)
+    damping_qderiv_dof = make_qderiv_dof(False)
 
     @wp.func
     def tendon_qderiv(m: Model, d: Data, w: int, t: int):
@@ -209,5 +218,6 @@ def build(scalar, lanes: bool = False):
         """Actuator a's activation advanced by its act_dot (mj_advance)."""
         advance_activation(m, d.act, d.act_dot, d.act, w, a)
 
-    return SimpleNamespace(damping=damping, joint=joint, qderiv_dof=qderiv_dof, qderiv=qderiv,
+    return SimpleNamespace(damping=damping, joint=joint, qderiv_dof=qderiv_dof, damping_qderiv_dof=damping_qderiv_dof,
+                           qderiv=qderiv,
                            tendon_qderiv=tendon_qderiv, free_body_solve=free_body_solve, actuator=actuator)

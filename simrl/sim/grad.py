@@ -356,13 +356,19 @@ def build(scalar, schedule: str = "fused"):
         d.ten_qderiv[w, t] = tendon_qderiv(m, d, w, t)
 
     site_force_vel = actuation.build(scalar).site_force_vel
-    qderiv_dof = integrator.qderiv_dof
+    qderiv_dof, damping_qderiv_dof = integrator.qderiv_dof, integrator.damping_qderiv_dof
 
     @wp.kernel(module=module)
     def implicit_dofs(m: Model, d: Data):
-        """dof_qderiv (simrl.sim.euler.qderiv_dof): Euler's implicit damping, implicitfast."""
+        """dof_qderiv (simrl.sim.euler.qderiv_dof): implicitfast's."""
         w, i = wp.tid()
         d.dof_qderiv[w, i] = qderiv_dof(m, d, w, i)
+
+    @wp.kernel(module=module)
+    def implicit_damping_dofs(m: Model, d: Data):
+        """dof_qderiv of Euler's implicit damping (simrl.sim.euler.damping_qderiv_dof)."""
+        w, i = wp.tid()
+        d.dof_qderiv[w, i] = damping_qderiv_dof(m, d, w, i)
 
     @wp.kernel(module=module)
     def implicit_site_actuators(m: Model, d: Data):
@@ -562,7 +568,8 @@ def build(scalar, schedule: str = "fused"):
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row, "constraint_force_cone": constraint_force_cone,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
-            "implicit_dofs": implicit_dofs, "implicit_tendons": implicit_tendons,
+            "implicit_dofs": implicit_dofs, "implicit_damping_dofs": implicit_damping_dofs,
+            "implicit_tendons": implicit_tendons,
             "implicit_site_actuators": implicit_site_actuators,
             "implicit_matrix": implicit_matrix,
             "free_body_rows": free_body_rows, "solve_forward": solve_forward, "solve_adjoint": solve_adjoint,
@@ -903,7 +910,7 @@ class Rollout:
         self._segment(k["smooth"], m, d, W)
         dA = scratch.dA  # zero unless implicit_matrix writes it
         if implicit_damping:
-            self._launch(k["implicit_dofs"], (W, nv), [m, d])
+            self._launch(k["implicit_dofs" if model.struct.implicitfast else "implicit_damping_dofs"], (W, nv), [m, d])
             if model.struct.implicitfast and model.struct.ntendon:
                 self._launch(k["implicit_tendons"], (W, model.struct.ntendon), [m, d])
             if model.struct.implicitfast and model.struct.nsite_trn:
