@@ -524,6 +524,34 @@ def _fused_loop(p: Pass, scalar, backward: bool):
                 d.contact_nslots[w] = n
 
         return run_contacts
+    if p.over == CONTACT_ROWS:
+        @wp.func
+        def run_contact_rows(m: Model, d: Data, w: int):
+            # every contact row in order, and, as the pass over the slots does, the list of the
+            # slots that hold a contact (Data.contact_slots), at each slot's first row
+            start = m.nefc_eq + m.nefc_friction + m.nefc_limit
+            if wp.static(backward):
+                d.contact_nslots[w] = 0
+                for r in range(start, m.nefc):
+                    f(m, d, w, r)
+                    c = m.efc_id[r]
+                    if m.efc_sub[r] == 0 and d.contact_active[w, c] != 0:
+                        k = d.contact_nslots[w]
+                        d.contact_slots[w, k] = c
+                        d.contact_nslots[w] = k + 1
+            else:
+                n = int(0)
+                r = start
+                while r < m.nefc:
+                    f(m, d, w, r)
+                    c = m.efc_id[r]
+                    if m.efc_sub[r] == 0 and d.contact_active[w, c] != 0:
+                        d.contact_slots[w, n] = c
+                        n = n + 1
+                    r = r + 1
+                d.contact_nslots[w] = n
+
+        return run_contact_rows
     bounds = _range_funcs(scalar)[p.over]
 
     @wp.func
