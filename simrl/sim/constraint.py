@@ -636,6 +636,22 @@ def build(scalar):
 
     contact_jacobian = make_contact_jacobian(True, True)
 
+    @wp.func
+    def pyramid_regularizer(m: Model, imp: scalar, tran: scalar, friction: scalar, nrow: int):
+        """R of every row of a frictionless (nrow 1: R_0) or pyramidal contact: the pyramid's
+        common R, matching the elliptic cone's friction impedance, R_py = 2 mu^2 R_0 with
+        mu = friction_0 sqrt(R_1 / R_0), R_1 = R_0 / impratio (mj_makeImpedance); `tran` is the
+        contact's approximate inverse inertia (mj_diagApprox)."""
+        reg = scalar(0.0)
+        if nrow == 1:
+            reg = regularizer(imp, tran)
+        else:
+            r_0 = regularizer(imp, tran + friction * friction * tran)
+            r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
+            mu = friction * wp.sqrt(r_1 / r_0)
+            reg = scalar(2.0) * mu * mu * r_0
+        return reg
+
     def make_contact_rows(jacobian: bool, pyramid: bool = True, elliptic: bool = True):
         """`contact_rows` with the Jacobian (`jacobian`; the engine's step) or without it, for
         frictionless and pyramidal contacts (which also deactivates the rows of slots without
@@ -676,17 +692,7 @@ def build(scalar):
                     # the rows of each kind of cone in one loop over set_row
                     if nrow == 1 or m.cone_elliptic == 0:
                         if wp.static(pyramid):
-                            # frictionless: R_0; pyramidal: the first edge's R, then the pyramid's
-                            # common R matching the elliptic cone's friction impedance:
-                            # R_py = 2 mu^2 R_0, mu = friction_0 sqrt(R_1 / R_0)
-                            reg = scalar(0.0)
-                            if nrow == 1:
-                                reg = regularizer(imp, tran)
-                            else:
-                                r_0 = regularizer(imp, tran + fr[0] * fr[0] * tran)
-                                r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
-                                mu = fr[0] * wp.sqrt(r_1 / r_0)
-                                reg = scalar(2.0) * mu * mu * r_0
+                            reg = pyramid_regularizer(m, imp, tran, fr[0], nrow)
                             for e in range(nrow):
                                 set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, reg, k, b)
                     elif wp.static(elliptic):
@@ -745,15 +751,7 @@ def build(scalar):
                     solimp = clamp_solimp(m.cpair_solimp[p])
                     imp = impedance(solimp, dist, margin)
                     k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
-                    # as in contact_rows: R_0 frictionless, else the pyramid's common R
-                    reg = scalar(0.0)
-                    if nrow == 1:
-                        reg = regularizer(imp, tran)
-                    else:
-                        r_0 = regularizer(imp, tran + fr[0] * fr[0] * tran)
-                        r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
-                        mu = fr[0] * wp.sqrt(r_1 / r_0)
-                        reg = scalar(2.0) * mu * mu * r_0
+                    reg = pyramid_regularizer(m, imp, tran, fr[0], nrow)
                     set_row(d, w, r, dist, margin, scalar(0.0), imp, reg, k, b)
         if within == 0 and d.efc_active[w, r] != 0:
             d.efc_active[w, r] = 0
