@@ -10,7 +10,7 @@ def evaluate(env, policy, num_episodes: int | None = None, on_step=None) -> dict
     deterministic `policy` (a callable on the TensorDict of observation groups); return
     mean_return, mean_episode_length, fall_rate (episodes that ended by termination) and the
     episode mean of every metric the environment reports in `step_metrics()`, if it has one.
-    An environment that keeps `termination_causes` (a dict of [num_envs] bool tensors, the
+    An environment that keeps `termination_causes` (a mapping of [num_envs] bool tensors, the
     conditions of the state its last step ended in, before resets; envs.legged's) also gets
     `falls_by_cause`: per cause, the share of episodes that ended by termination with it true
     (a fall may have several).
