@@ -7,12 +7,14 @@
     python scripts/train.py task=cartpole task.env.episode_length_s=8 hydra.run.dir=runs/mine
     python scripts/train.py task=cartpole resume=runs/cartpole/<date>/model_99.pt
     python scripts/train.py task=cartpole resume=latest
+    python scripts/train.py task=humanoid_rough init_policy=runs/humanoid/<date>/model_2499.pt
 
 Top-level keys: task, num_envs (null: the task's default for the device), device (auto: cuda
 if present, else cpu), seed, max_iterations (null: the task's), algo (ppo, or shac for the tasks
 with a differentiable step and a `shac` section: cartpole_swingup, ant), resume (a checkpoint
 path, a run directory, or `latest`: the most recently written model_<it>.pt under runs/<task>/
-relative to the current directory), sim.backend (warp: this engine; mujoco: MuJoCo itself, CPU
+relative to the current directory), init_policy (a checkpoint or run directory of another
+run whose policy starts this one: fine-tuning), sim.backend (warp: this engine; mujoco: MuJoCo itself, CPU
 only and much slower), dist_timeout_s. Any task field is `task.<field>`. A misspelt top-level key
 is named with the closest one (simrl.rl.config.check_overrides), and the configuration is
 checked before anything is built (simrl.rl.config.validate): unknown keys, wrong types and
@@ -26,6 +28,10 @@ random generators and environment state, then trains max_iterations more iterati
 CPU it continues exactly as the uninterrupted run would have. Ctrl-C (SIGINT) finishes the
 current iteration, saves a checkpoint, says where, and exits with status 130; a second Ctrl-C
 quits at once without saving.
+
+init_policy= starts a new run from another run's policy (fine-tuning: humanoid_rough from a
+flat humanoid, whose policy observes the same terms): the actor's weights, observation
+normalizer and action noise are loaded, the critic, optimizer and iteration count start afresh.
 
 Several processes (torchrun; simrl.rl.distributed): the same command under
 `torchrun --nproc_per_node=N scripts/train.py ...` trains with N ranks, each simulating its
@@ -60,7 +66,7 @@ from simrl.rl.config import SIM_DEFAULTS, check_overrides, env_kwargs, register,
 from simrl.rl.runlog import mean_text, tee_output  # noqa: E402
 
 register("train", {"num_envs": None, "device": "auto", "seed": 42, "max_iterations": None, "algo": "ppo",
-                   "resume": None, "sim": SIM_DEFAULTS, "dist_timeout_s": 900},
+                   "resume": None, "init_policy": None, "sim": SIM_DEFAULTS, "dist_timeout_s": 900},
          run_dir="runs/${task.name}/${now:%Y-%m-%d_%H-%M-%S}")
 
 
@@ -159,18 +165,31 @@ def _train_rank(cfg: DictConfig, run_dir: Path, runs_root, dist, device: str, ba
         num_envs_gpu if device.startswith("cuda") else num_envs_cpu))
     iterations = int(cfg.max_iterations if cfg.max_iterations is not None else (
         defaults.get("max_iterations") or task.max_iterations))
-    resume, problem = None, None
-    if cfg.resume and main_rank:  # rank 0 resolves it (e.g. `latest`); every rank loads that file
+    if cfg.resume and cfg.get("init_policy"):
+        raise SystemExit("simrl: resume= continues a run and init_policy= starts a new one from another run's "
+                         "policy: give one of them")
+    if cfg.get("init_policy") and algo != "ppo":
+        raise SystemExit(f"simrl: init_policy= starts a PPO run from a PPO checkpoint; algo={algo} has its own "
+                         f"policy format")
+    resume, init_policy, problem = None, None, None
+    if main_rank:  # rank 0 resolves them (e.g. `latest`); every rank loads that file
         try:
-            resume = resolve_resume(str(cfg.resume), task.name, runs_root)
+            if cfg.resume:
+                resume = resolve_resume(str(cfg.resume), task.name, runs_root)
+            if cfg.get("init_policy") == "latest":
+                problem = ("init_policy=latest would pick this task's own newest run; give the checkpoint or run "
+                           "directory of the run whose policy starts this one")
+            elif cfg.get("init_policy"):
+                init_policy = resolve_resume(str(cfg.init_policy), task.name, runs_root, key="init_policy")
         except CheckpointError as e:
             problem = str(e)
-    resume, problem = distributed.broadcast_object((resume, problem))
+    resume, init_policy, problem = distributed.broadcast_object((resume, init_policy, problem))
     if problem:
         raise SystemExit(f"simrl: {problem}")
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resolved.update({"num_envs": num_envs, "device": device, "max_iterations": iterations,
-                     "resume": str(resume) if resume else None, "world_size": dist.world_size})
+                     "resume": str(resume) if resume else None,
+                     "init_policy": str(init_policy) if init_policy else None, "world_size": dist.world_size})
     if main_rank:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
@@ -215,6 +234,17 @@ def _train_rank(cfg: DictConfig, run_dir: Path, runs_root, dist, device: str, ba
             print(f"simrl: resumed from {resume} at iteration {runner.current_learning_iteration}")
             for note in runner.resume_notes:
                 print(f"simrl: note: {note}")
+
+    if init_policy:
+        try:
+            source = runner.load_policy(str(init_policy), map_location=device)
+        except CheckpointError as e:
+            raise SystemExit(f"simrl: {e}") from None
+        if main_rank:
+            done = source.get("completed_iterations")
+            print(f"simrl: policy initialised from {init_policy} (task {source.get('task', '?')}"
+                  f"{f', {done} iterations' if done is not None else ''}); the critic and optimizer start afresh",
+                  flush=True)
 
     def on_sigint(signum, frame):
         if runner.stop_requested:  # a second Ctrl-C: quit now

@@ -455,9 +455,10 @@ def validate(cfg, config_name: str = "train") -> None:
         c.choice("algo", cfg["algo"], ("ppo", "shac"))
     if "dist_timeout_s" in cfg:
         c.number("dist_timeout_s", cfg["dist_timeout_s"], low=0.0, low_open=True)
-    for key in ("resume", "checkpoint"):
+    for key in ("resume", "checkpoint", "init_policy"):
         if key in cfg and cfg[key] is not None and not (isinstance(cfg[key], str) and cfg[key].strip()):
-            c.fail(key, cfg[key], "a file path" + (", a run directory or latest" if key == "resume" else ""))
+            also = {"resume": ", a run directory or latest", "init_policy": " or a run directory"}.get(key, "")
+            c.fail(key, cfg[key], "a file path" + also)
     if "video" in cfg:
         c.boolean("video", cfg["video"])
     backend = "warp"

@@ -225,6 +225,33 @@ class Runner(OnPolicyRunner):
                 self._restore_training_state(meta["training"], int(meta.get("num_envs", -1)))
         return loaded["infos"]
 
+    def load_policy(self, path: str, map_location: str | None = None) -> dict:
+        """Start the policy from another run's checkpoint, for fine-tuning: e.g. humanoid_rough
+        from a flat humanoid run, whose policy sees the same observations. The actor's weights,
+        its observation normalizer and its action noise are loaded; the critic, the optimizer,
+        the iteration count and the environments start afresh. The checkpoint's policy
+        observation and action sizes must be this task's (CheckpointError names both otherwise);
+        that the observation terms mean the same things is the caller's to know. Returns the
+        checkpoint's "simrl" entry (its task, sizes, completed iterations)."""
+        loaded = load_checkpoint(path, map_location=map_location)
+        meta = loaded.get("simrl") or {}
+        if meta.get("algo", "ppo") != "ppo":
+            raise CheckpointError(f"checkpoint {path} was written by algo={meta['algo']}: init_policy takes a "
+                                  f"PPO checkpoint")
+        mine = self._identity()
+        theirs = {"policy": meta.get("obs_sizes", {}).get("policy"), "actions": meta.get("num_actions")}
+        ours = {"policy": mine["obs_sizes"].get("policy"), "actions": mine["num_actions"]}
+        if any(theirs[k] is not None and theirs[k] != ours[k] for k in ours):
+            raise CheckpointError(f"checkpoint {path} (task {meta.get('task')!r}) has a policy for observations "
+                                  f"{theirs['policy']} and {theirs['actions']} actions; task {self.task!r} has "
+                                  f"{ours['policy']} and {ours['actions']}")
+        try:
+            self.alg.load(loaded, {"actor": True}, strict=True)
+        except (RuntimeError, KeyError) as e:
+            raise CheckpointError(f"checkpoint {path}'s policy does not fit this one ({type(e).__name__}: "
+                                  f"{str(e).splitlines()[0]})") from e
+        return meta
+
     def _check_identity(self, path: str, meta: dict) -> None:
         if meta.get("algo", "ppo") != "ppo":
             raise CheckpointError(f"checkpoint {path} was written by algo={meta['algo']}, not ppo; "
