@@ -18,13 +18,14 @@ import pytest
 import torch
 from hydra import compose, initialize
 from hydra.errors import ConfigCompositionException, MissingConfigException
+from omegaconf import OmegaConf
 
 import envs
 from envs.rsl_rl import RslRlVecEnv
 from simrl.errors import CheckpointError, ConfigError
 from simrl.rl import ppo
 from simrl.rl.checkpoint import find_latest_checkpoint, load_checkpoint
-from simrl.rl.config import check_overrides, validate
+from simrl.rl.config import check_overrides, env_kwargs, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("simrl_train_script", ROOT / "scripts" / "train.py")
@@ -287,6 +288,49 @@ def test_checkpoint_of_another_task_is_refused(runs, tmp_path):
     torch.save(saved, other)
     with pytest.raises(SystemExit, match=r"observation sizes \{'policy': \[7\], 'critic': \[5\]\}"):
         train(tmp_path / "y", f"resume={other}")
+
+
+def test_init_policy_starts_a_new_run_from_another_runs_actor(runs, tmp_path):
+    """init_policy= loads the actor (weights, observation normalizer, action noise) of a
+    checkpoint of another task with the same policy sizes; the critic keeps its fresh weights
+    and the run starts at iteration 0."""
+    root, _ = runs
+    checkpoint = root / "runs" / "cartpole" / "b" / "model_0.pt"
+    saved = load_checkpoint(checkpoint)
+    swingup = ["task=cartpole_swingup", "task.ppo.actor_hidden_dims=[64,64]"]  # cartpole's actor network
+    task = OmegaConf.to_container(config(*TINY, *swingup).task, resolve=True)
+    env = envs.make("cartpole_swingup", num_envs=8, device="cpu", seed=3, **env_kwargs(task))
+    runner = ppo.Runner(RslRlVecEnv(env), ppo.rsl_rl_config(task["ppo"]), log_dir=None, device="cpu",
+                        key_terms=[], task="cartpole_swingup")
+    fresh_actor = {k: v.clone() for k, v in runner.alg.get_policy().state_dict().items()}
+    fresh_critic = {k: v.clone() for k, v in runner.alg._raw_critic.state_dict().items()}
+    meta = runner.load_policy(str(checkpoint))
+    assert meta["task"] == "cartpole" and meta["completed_iterations"] == 1
+    actor, critic = runner.alg.get_policy().state_dict(), runner.alg._raw_critic.state_dict()
+    assert not torch.equal(fresh_actor["mlp.0.weight"], saved["actor_state_dict"]["mlp.0.weight"])
+    for key, value in saved["actor_state_dict"].items():  # weights, std, normalizer statistics
+        assert torch.equal(actor[key], value), key
+    for key, value in fresh_critic.items():
+        assert torch.equal(critic[key], value), key
+    assert runner.current_learning_iteration == 0
+
+    status, out = train(tmp_path / "s", *swingup, "max_iterations=1", f"init_policy={checkpoint}")
+    assert status == 0
+    assert f"policy initialised from {checkpoint} (task cartpole, 1 iterations)" in out
+    assert "it     1/1" in out
+    # another network, a policy of other sizes, both keys at once, `latest`
+    with pytest.raises(SystemExit, match=r"policy does not fit this one \(RuntimeError: Error\(s\) in loading"):
+        train(tmp_path / "w", "task=cartpole_swingup", f"init_policy={checkpoint}")
+    saved["simrl"]["obs_sizes"]["policy"] = [7]
+    other = tmp_path / "model_0.pt"
+    torch.save(saved, other)
+    with pytest.raises(SystemExit, match=r"has a policy for observations \[7\] and 1 actions; task 'cartpole' "
+                                         r"has \[5\] and 1"):
+        train(tmp_path / "t", f"init_policy={other}")
+    with pytest.raises(SystemExit, match="give one of them"):
+        train(tmp_path / "u", f"init_policy={checkpoint}", f"resume={checkpoint}")
+    with pytest.raises(SystemExit, match="init_policy=latest would pick this task's own newest run"):
+        train(tmp_path / "v", "init_policy=latest")
 
 
 def test_corrupt_and_truncated_checkpoints_name_the_file(runs, tmp_path):
