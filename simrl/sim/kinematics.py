@@ -46,72 +46,126 @@ def build(scalar):
         d.jnt_qloc[w, j] = qloc
 
     @wp.func
-    def body(m: Model, d: Data, w: int, b: int):
-        """Pose of body b from its parent's (mj_kinematics1). The world body is the identity."""
+    def body_mocap(m: Model, d: Data, w: int, b: int):
+        """A mocap body (a child of the world, no joints) is placed where the user put it:
+        mocap_pos, and mocap_quat normalized twice, as mj_kinematics does (once as read, once
+        as every body's xquat)."""
+        mocap = m.body_mocapid[b]
+        d.xpos[w, b] = d.mocap_pos[w, mocap]
+        read = quat(d.mocap_quat[w, mocap, 1], d.mocap_quat[w, mocap, 2], d.mocap_quat[w, mocap, 3],
+                    d.mocap_quat[w, mocap, 0])
+        d.xquat[w, b] = f.quat_normalize(f.quat_normalize(read))
+
+    @wp.func
+    def body_free(m: Model, d: Data, w: int, b: int):
+        """A body with a free joint (its only joint; a child of the world): the pose is qpos."""
+        j = m.body_jntadr[b]
+        qadr = m.jnt_qposadr[j]
+        xpos = vec3(d.qpos[w, qadr], d.qpos[w, qadr + 1], d.qpos[w, qadr + 2])
+        xquat = d.jnt_qloc[w, j]
+        d.xanchor[w, j] = xpos
+        d.xaxis[w, j] = m.jnt_axis[j]
+        d.jnt_xpos[w, j] = xpos
+        d.jnt_xquat[w, j] = xquat
+        d.xpos[w, b] = xpos
+        d.xquat[w, b] = f.quat_normalize(xquat)
+
+    @wp.func
+    def offset(m: Model, d: Data, w: int, b: int):
+        """Body b's frame before its joints: the parent's, moved by the body's fixed offset."""
+        pid = m.body_parentid[b]
+        return d.xpos[w, pid] + wp.quat_rotate(d.xquat[w, pid], m.body_pos[b]), d.xquat[w, pid] * m.body_quat[b]
+
+    @wp.func
+    def joint_rotation(m: Model, d: Data, w: int, b: int, j: int):
+        """The frame after hinge or ball joint j of body b (a rotation about the joint's anchor,
+        not the body origin): xanchor, xaxis and the frame, kept in jnt_xpos and jnt_xquat."""
+        xpos = vec3(scalar(0.0))
+        xquat = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
+        if j == m.body_jntadr[b]:
+            xpos, xquat = offset(m, d, w, b)
+        else:
+            xpos = d.jnt_xpos[w, j - 1]
+            xquat = d.jnt_xquat[w, j - 1]
+        xanchor = wp.quat_rotate(xquat, m.jnt_pos[j]) + xpos
+        d.xanchor[w, j] = xanchor
+        d.xaxis[w, j] = wp.quat_rotate(xquat, m.jnt_axis[j])
+        xquat = xquat * d.jnt_qloc[w, j]
+        d.jnt_xpos[w, j] = xanchor - wp.quat_rotate(xquat, m.jnt_pos[j])
+        d.jnt_xquat[w, j] = xquat
+
+    @wp.func
+    def joint_slide(m: Model, d: Data, w: int, b: int, j: int):
+        """The frame after slide joint j of body b: moved along the joint's axis."""
+        xpos = vec3(scalar(0.0))
+        xquat = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
+        if j == m.body_jntadr[b]:
+            xpos, xquat = offset(m, d, w, b)
+        else:
+            xpos = d.jnt_xpos[w, j - 1]
+            xquat = d.jnt_xquat[w, j - 1]
+        xaxis = wp.quat_rotate(xquat, m.jnt_axis[j])
+        d.xanchor[w, j] = wp.quat_rotate(xquat, m.jnt_pos[j]) + xpos
+        d.xaxis[w, j] = xaxis
+        qadr = m.jnt_qposadr[j]
+        d.jnt_xpos[w, j] = xpos + xaxis * (d.qpos[w, qadr] - m.qpos0[qadr])
+        d.jnt_xquat[w, j] = xquat
+
+    @wp.func
+    def body_joints(m: Model, d: Data, w: int, b: int):
+        """Body b's frame after each of its hinge, ball and slide joints in order (the frame
+        after joint j kept in jnt_xpos/jnt_xquat: no local variable is carried across the
+        iterations of a dynamic loop, whose adjoint Warp replays), or its fixed offset from
+        the parent when it has no joints."""
+        jntadr = m.body_jntadr[b]
+        jntnum = m.body_jntnum[b]
+        for j in range(jntadr, jntadr + jntnum):
+            if m.jnt_type[j] == JNT_SLIDE:
+                joint_slide(m, d, w, b, j)
+            else:
+                joint_rotation(m, d, w, b, j)
+        xpos = vec3(scalar(0.0))
+        xquat = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
+        if jntnum > 0:
+            xpos = d.jnt_xpos[w, jntadr + jntnum - 1]
+            xquat = d.jnt_xquat[w, jntadr + jntnum - 1]
+        else:
+            xpos, xquat = offset(m, d, w, b)
+        d.xpos[w, b] = xpos
+        d.xquat[w, b] = f.quat_normalize(xquat)
+
+    @wp.func
+    def placed_alone(m: Model, b: int):
+        """Whether body b is placed without its parent's pose: the world, a mocap body, a body
+        with a free joint (its only joint; MuJoCo allows one only in a child of the world)."""
+        return b == 0 or m.body_mocapid[b] >= 0 or (
+            m.body_jntnum[b] == 1 and m.jnt_type[m.body_jntadr[b]] == JNT_FREE)
+
+    @wp.func
+    def body_root(m: Model, d: Data, w: int, b: int):
+        """Pose of body b if it is placed alone (placed_alone): the world body is the identity."""
         if b == 0:
             d.xpos[w, 0] = vec3(scalar(0.0))
             d.xquat[w, 0] = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
         elif m.body_mocapid[b] >= 0:
-            # a mocap body (a child of the world, no joints) is placed where the user put it:
-            # mocap_pos, and mocap_quat normalized (mj_kinematics). A branch of its own, outside
-            # the joints' loop: inside it, the generated adjoint spilled registers on a GPU
-            mocap = m.body_mocapid[b]
-            d.xpos[w, b] = d.mocap_pos[w, mocap]
-            # normalized twice, as mj_kinematics does (once as read, once as every body's xquat)
-            read = quat(d.mocap_quat[w, mocap, 1], d.mocap_quat[w, mocap, 2], d.mocap_quat[w, mocap, 3],
-                        d.mocap_quat[w, mocap, 0])
-            d.xquat[w, b] = f.quat_normalize(f.quat_normalize(read))
-        else:
-            jntadr = m.body_jntadr[b]
-            jntnum = m.body_jntnum[b]
-            # fixed offset from the parent, then each joint of the body in order; the frame
-            # after joint j is kept in jnt_xpos/jnt_xquat so that no local variable is carried
-            # across iterations of a dynamic loop (Warp's adjoints replay loop bodies)
-            pid = m.body_parentid[b]
-            for j in range(jntadr, jntadr + jntnum):
-                xpos = vec3(scalar(0.0))
-                xquat = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
-                if j == jntadr:
-                    # the parent's frame and the body's offset, computed here rather than held
-                    # across the loop (fewer live registers in the GPU adjoint)
-                    xpos = d.xpos[w, pid] + wp.quat_rotate(d.xquat[w, pid], m.body_pos[b])
-                    xquat = d.xquat[w, pid] * m.body_quat[b]
-                else:
-                    xpos = d.jnt_xpos[w, j - 1]
-                    xquat = d.jnt_xquat[w, j - 1]
-                qadr = m.jnt_qposadr[j]
-                jtype = m.jnt_type[j]
-                xaxis = m.jnt_axis[j]
-                xanchor = xpos
-                if jtype == JNT_FREE:
-                    # free joint: the pose is qpos itself
-                    xpos = vec3(d.qpos[w, qadr], d.qpos[w, qadr + 1], d.qpos[w, qadr + 2])
-                    xquat = d.jnt_qloc[w, j]
-                    xanchor = xpos
-                else:
-                    xaxis = wp.quat_rotate(xquat, xaxis)
-                    xanchor = wp.quat_rotate(xquat, m.jnt_pos[j]) + xpos
-                    if jtype == JNT_SLIDE:
-                        xpos = xpos + xaxis * (d.qpos[w, qadr] - m.qpos0[qadr])
-                    else:
-                        xquat = xquat * d.jnt_qloc[w, j]
-                        # rotation about the anchor, not the body origin
-                        xpos = xanchor - wp.quat_rotate(xquat, m.jnt_pos[j])
-                # one store each (a smaller GPU adjoint)
-                d.xanchor[w, j] = xanchor
-                d.xaxis[w, j] = xaxis
-                d.jnt_xpos[w, j] = xpos
-                d.jnt_xquat[w, j] = xquat
-            xpos = vec3(scalar(0.0))
-            xquat = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
-            if jntnum > 0:
-                xpos = d.jnt_xpos[w, jntadr + jntnum - 1]
-                xquat = d.jnt_xquat[w, jntadr + jntnum - 1]
-            else:
-                xpos = d.xpos[w, pid] + wp.quat_rotate(d.xquat[w, pid], m.body_pos[b])
-                xquat = d.xquat[w, pid] * m.body_quat[b]
-            d.xpos[w, b] = xpos
-            d.xquat[w, b] = f.quat_normalize(xquat)
+            body_mocap(m, d, w, b)
+        elif placed_alone(m, b):
+            body_free(m, d, w, b)
+
+    @wp.func
+    def body_tree(m: Model, d: Data, w: int, b: int):
+        """Pose of body b from its parent's, unless it is placed alone."""
+        if not placed_alone(m, b):
+            body_joints(m, d, w, b)
+
+    @wp.func
+    def body(m: Model, d: Data, w: int, b: int):
+        """Pose of body b (mj_kinematics1). The differentiable step launches body_root over all
+        bodies, then body_tree level by level: in one kernel, their generated adjoint needed 167
+        registers on a GPU (scripts/gpu_report.py --grad); each kind of body is a function of its
+        own for the same reason (234 registers as one function with every branch)."""
+        body_root(m, d, w, b)
+        body_tree(m, d, w, b)
 
     @wp.func
     def frame(m: Model, d: Data, w: int, e: int):
@@ -154,4 +208,4 @@ def build(scalar):
                 d.site_xpos[w, s] = xpos
                 d.site_xmat[w, s] = xmat
 
-    return SimpleNamespace(joint=joint, body=body, frame=frame)
+    return SimpleNamespace(joint=joint, body=body, body_root=body_root, body_tree=body_tree, frame=frame)
