@@ -110,7 +110,7 @@ def test_hydra_names_unknown_tasks_and_keys():
     (["max_iteration=3", "algos=shac"], "unknown key max_iteration; did you mean 'max_iterations'?\n  "
                                         "unknown key algos; did you mean 'algo'?"),
     (["sim.backnd=mujoco"], "unknown key sim.backnd; did you mean 'sim.backend'?"),
-    (["colour=red"], "unknown key colour; known keys: algo, device, dist_timeout_s, max_iterations"),
+    (["colour=red"], "unknown key colour; known keys: algo, device, dist_timeout_s, init_policy, max_iterations"),
 ])
 def test_misspelt_top_level_keys_are_named_before_hydra(overrides, message):
     with pytest.raises(ConfigError) as info:
