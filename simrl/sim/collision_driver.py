@@ -56,7 +56,7 @@ def pair_functions(scalar):
     prim = collision_primitive.build(scalar)
     convex = collision_convex.build(scalar)
 
-    @wp.func(inline=True)
+    @wp.func
     def far_apart(m: Model, d: Data, w: int, g1: int, g2: int, margin: scalar):
         """mj_filterSphere: bounding spheres (or plane and sphere) farther apart than margin."""
         r1 = m.geom_rbound[g1]
@@ -70,6 +70,11 @@ def pair_functions(scalar):
             normal = vec3(mat[0, 2], mat[1, 2], mat[2, 2])
             return wp.dot(p2 - p1, normal) > margin + r2
         return False
+
+    @wp.func_grad(far_apart)
+    def adj_far_apart(m: Model, d: Data, w: int, g1: int, g2: int, margin: scalar, adj_ret: bool):
+        """A yes or no: no gradient (the generated adjoint differentiated the distances)."""
+        pass
 
     def make(collider, nslot):
         # inlined into the loop over pairs (chosen when a call copied the Model and Data structs on
