@@ -77,16 +77,18 @@ def build(scalar):
         return d.xpos[w, pid] + wp.quat_rotate(d.xquat[w, pid], m.body_pos[b]), d.xquat[w, pid] * m.body_quat[b]
 
     @wp.func
+    def before_joint(m: Model, d: Data, w: int, b: int, j: int):
+        """The frame that joint j of body b moves: the body's offset from its parent for its first
+        joint, else the frame after the joint before it."""
+        if j == m.body_jntadr[b]:
+            return offset(m, d, w, b)
+        return d.jnt_xpos[w, j - 1], d.jnt_xquat[w, j - 1]
+
+    @wp.func
     def joint_rotation(m: Model, d: Data, w: int, b: int, j: int):
         """The frame after hinge or ball joint j of body b (a rotation about the joint's anchor,
         not the body origin): xanchor, xaxis and the frame, kept in jnt_xpos and jnt_xquat."""
-        xpos = vec3(scalar(0.0))
-        xquat = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
-        if j == m.body_jntadr[b]:
-            xpos, xquat = offset(m, d, w, b)
-        else:
-            xpos = d.jnt_xpos[w, j - 1]
-            xquat = d.jnt_xquat[w, j - 1]
+        xpos, xquat = before_joint(m, d, w, b, j)
         xanchor = wp.quat_rotate(xquat, m.jnt_pos[j]) + xpos
         d.xanchor[w, j] = xanchor
         d.xaxis[w, j] = wp.quat_rotate(xquat, m.jnt_axis[j])
@@ -97,13 +99,7 @@ def build(scalar):
     @wp.func
     def joint_slide(m: Model, d: Data, w: int, b: int, j: int):
         """The frame after slide joint j of body b: moved along the joint's axis."""
-        xpos = vec3(scalar(0.0))
-        xquat = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
-        if j == m.body_jntadr[b]:
-            xpos, xquat = offset(m, d, w, b)
-        else:
-            xpos = d.jnt_xpos[w, j - 1]
-            xquat = d.jnt_xquat[w, j - 1]
+        xpos, xquat = before_joint(m, d, w, b, j)
         xaxis = wp.quat_rotate(xquat, m.jnt_axis[j])
         d.xanchor[w, j] = wp.quat_rotate(xquat, m.jnt_pos[j]) + xpos
         d.xaxis[w, j] = xaxis
