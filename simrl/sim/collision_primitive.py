@@ -300,14 +300,34 @@ def build(scalar):
         return raw_plane_sphere(pos1, mat1, pos2, size2[0], margin, zero3(), dist, pos, frame, w, slot)
 
     @wp.func
+    def plane_capsule_end(normal: vec3, pos1: vec3, end: vec3, radius: scalar, margin: scalar,
+                          dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), w: int, slot: int) -> int:
+        """mjraw_PlaneSphere for one end of a capsule: its contact's distance and position."""
+        cdist = wp.dot(end - pos1, normal)
+        if cdist > margin + radius:
+            return 0
+        d = cdist - radius
+        dist[w, slot] = d
+        pos[w, slot] = end + normal * (-d / scalar(2.0) - radius)
+        return 1
+
+    @wp.func
     def plane_capsule(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
                       dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
                       w: int, slot: int) -> int:
-        """mjc_PlaneCapsule: plane-sphere at both ends of the segment, tangent = capsule axis."""
+        """mjc_PlaneCapsule: plane-sphere at both ends of the segment, tangent = capsule axis. Both
+        contacts have the same frame, made once and written after them (the adjoint of two
+        plane-sphere collisions, each making its frame, needed 159 registers on a GPU; 112 so)."""
         axis = col(mat2, 2)
+        normal = col(mat1, 2)
         segment = axis * size2[1]
-        n1 = raw_plane_sphere(pos1, mat1, pos2 + segment, size2[0], margin, axis, dist, pos, frame, w, slot)
-        n2 = raw_plane_sphere(pos1, mat1, pos2 - segment, size2[0], margin, axis, dist, pos, frame, w, slot + n1)
+        contact_frame = make_frame(normal, axis)
+        n1 = plane_capsule_end(normal, pos1, pos2 + segment, size2[0], margin, dist, pos, w, slot)
+        n2 = plane_capsule_end(normal, pos1, pos2 - segment, size2[0], margin, dist, pos, w, slot + n1)
+        if n1 + n2 > 0:
+            frame[w, slot] = contact_frame
+        if n1 + n2 > 1:
+            frame[w, slot + 1] = contact_frame
         return n1 + n2
 
     @wp.func
@@ -342,37 +362,31 @@ def build(scalar):
         pass
 
     @wp.func
-    def plane_box_corner(norm: vec3, center_dist: scalar, pos2: vec3, mat2: mat33, size2: vec3, i: int,
-                         contact_frame: mat33, dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
-                         frame: wp.array2d(dtype=mat33), w: int, slot: int):
-        """The contact of box corner i (one that touches) in `slot`."""
-        corner = mat2 * corner_of(size2, i)
-        d = center_dist + wp.dot(norm, corner)
-        dist[w, slot] = d
-        pos[w, slot] = (corner + pos2) + norm * (-d / scalar(2.0))
-        frame[w, slot] = contact_frame
-
-    @wp.func
     def plane_box(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
                   dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
                   w: int, slot: int) -> int:
         """mjc_PlaneBox: the (first four) box corners below the plane and within the margin, each
-        with the frame of the plane's normal (made once). The touching corners are found first
-        (an integer mask), then each writes its contact in a dynamic loop with no variable carried
-        across iterations: the adjoint of the eight corners unrolled held all their values at
-        once (255 registers on a GPU)."""
+        with the frame of the plane's normal (made once, written after). The touching corners are
+        found first (an integer mask), then each writes its contact in a loop Warp does not unroll,
+        with no variable carried across iterations: the adjoint of the eight corners unrolled held
+        all their values at once (255 registers on a GPU; 126 so)."""
         norm = col(mat1, 2)
         center_dist = wp.dot(pos2 - pos1, norm)
         contact_frame = make_frame(norm, zero3())
         mask = plane_box_corners(norm, center_dist, mat2, size2, margin)
-        ncorner = 8 + 0 * mask  # not a constant: a loop Warp does not unroll
+        ncorner = 8 + 0 * mask  # a bound known at run time only: Warp unrolls loops with constant bounds
         for i in range(ncorner):
             if (mask >> i) & 1 != 0:
                 rank = bit_count(mask & ((1 << i) - 1))
                 if rank < 4:
-                    plane_box_corner(norm, center_dist, pos2, mat2, size2, i, contact_frame, dist, pos, frame, w,
-                                     slot + rank)
-        return wp.min(bit_count(mask), 4)
+                    corner = mat2 * corner_of(size2, i)
+                    dd = center_dist + wp.dot(norm, corner)
+                    dist[w, slot + rank] = dd
+                    pos[w, slot + rank] = (corner + pos2) + norm * (-dd / scalar(2.0))
+        n = wp.min(bit_count(mask), 4)
+        for k in range(n):
+            frame[w, slot + k] = contact_frame
+        return n
 
     @wp.func
     def plane_cylinder(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
