@@ -256,6 +256,21 @@ def build(scalar):
         return actuator
 
     @wp.func
+    def gain_input(m: Model, d: Data, w: int, a: int):
+        """actuator_input with the control as force_vel reads it (clamped to ctrlrange when
+        clampctrl is enabled), one early return per kind of input."""
+        adr = m.actuator_actadr[a]
+        if adr < 0:
+            ctrl = d.ctrl[w, a]
+            if m.enable_clampctrl and m.actuator_ctrllimited[a]:
+                r = m.actuator_ctrlrange[a]
+                return wp.clamp(ctrl, r[0], r[1])
+            return ctrl
+        if m.actuator_actearly[a]:
+            return next_activation(m, d.act, w, a, d.act_dot[w, adr])
+        return d.act[w, adr]
+
+    @wp.func
     def force_vel(m: Model, d: Data, w: int, a: int):
         """d actuator_force[a] / d actuator_velocity[a] (mjd_actuator_vel, engine_derivative.c):
         the affine bias's kv term biasprm[2] plus the affine gain's gainprm[2] times what the
@@ -274,12 +289,8 @@ def build(scalar):
                 if m.actuator_biastype[a] == BIAS_AFFINE:
                     deriv = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a][2]
                 if m.actuator_gaintype[a] == GAIN_AFFINE:
-                    ctrl = d.ctrl[w, a]
-                    if m.enable_clampctrl and m.actuator_ctrllimited[a]:
-                        r = m.actuator_ctrlrange[a]
-                        ctrl = wp.clamp(ctrl, r[0], r[1])
                     deriv = deriv + m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a][2] * \
-                        actuator_input(m, d, w, a, ctrl)
+                        gain_input(m, d, w, a)
         return deriv
 
     @wp.func
