@@ -214,19 +214,30 @@ def build(scalar):
     # ------------------------------------------------------------------ raw colliders
 
     @wp.func
+    def plane_sphere_contact(normal: vec3, pos1: vec3, end: vec3, radius: scalar, margin: scalar,
+                             dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), w: int,
+                             slot: int) -> int:
+        """mjraw_PlaneSphere's distance and position for a sphere at `end` and a plane through pos1
+        with `normal` (the frame is its caller's: a capsule makes one for both ends); 1 if they
+        touch, else 0."""
+        cdist = wp.dot(end - pos1, normal)
+        if cdist > margin + radius:
+            return 0
+        d = cdist - radius
+        dist[w, slot] = d
+        pos[w, slot] = end + normal * (-d / scalar(2.0) - radius)
+        return 1
+
+    @wp.func
     def raw_plane_sphere(pos1: vec3, mat1: mat33, pos2: vec3, radius: scalar, margin: scalar,
                          tangent: vec3, dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
                          frame: wp.array2d(dtype=mat33), w: int, slot: int) -> int:
         """mjraw_PlaneSphere, with the tangent to store."""
         normal = col(mat1, 2)
-        tmp = pos2 - pos1
-        cdist = wp.dot(tmp, normal)
-        if cdist > margin + radius:
-            return 0
-        d = cdist - radius
-        p = pos2 + normal * (-d / scalar(2.0) - radius)
-        write_contact(dist, pos, frame, w, slot, d, p, normal, tangent)
-        return 1
+        n = plane_sphere_contact(normal, pos1, pos2, radius, margin, dist, pos, w, slot)
+        if n > 0:
+            frame[w, slot] = make_frame(normal, tangent)
+        return n
 
     @wp.func
     def raw_sphere_sphere(pos1: vec3, mat1: mat33, r1: scalar, pos2: vec3, mat2: mat33, r2: scalar,
@@ -300,18 +311,6 @@ def build(scalar):
         return raw_plane_sphere(pos1, mat1, pos2, size2[0], margin, zero3(), dist, pos, frame, w, slot)
 
     @wp.func
-    def plane_capsule_end(normal: vec3, pos1: vec3, end: vec3, radius: scalar, margin: scalar,
-                          dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), w: int, slot: int) -> int:
-        """mjraw_PlaneSphere for one end of a capsule: its contact's distance and position."""
-        cdist = wp.dot(end - pos1, normal)
-        if cdist > margin + radius:
-            return 0
-        d = cdist - radius
-        dist[w, slot] = d
-        pos[w, slot] = end + normal * (-d / scalar(2.0) - radius)
-        return 1
-
-    @wp.func
     def plane_capsule(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
                       dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
                       w: int, slot: int) -> int:
@@ -322,8 +321,8 @@ def build(scalar):
         normal = col(mat1, 2)
         segment = axis * size2[1]
         contact_frame = make_frame(normal, axis)
-        n1 = plane_capsule_end(normal, pos1, pos2 + segment, size2[0], margin, dist, pos, w, slot)
-        n2 = plane_capsule_end(normal, pos1, pos2 - segment, size2[0], margin, dist, pos, w, slot + n1)
+        n1 = plane_sphere_contact(normal, pos1, pos2 + segment, size2[0], margin, dist, pos, w, slot)
+        n2 = plane_sphere_contact(normal, pos1, pos2 - segment, size2[0], margin, dist, pos, w, slot + n1)
         if n1 + n2 > 0:
             frame[w, slot] = contact_frame
         if n1 + n2 > 1:
