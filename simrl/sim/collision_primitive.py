@@ -602,42 +602,72 @@ def build(scalar):
         return n
 
     @wp.func
-    def capsule_box(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
-                    dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
-                    w: int, slot: int) -> int:
-        """mjraw_CapsuleBox (engine_collision_box.c): the point of the capsule segment closest
-        to the box (over the two ends against the faces and the segment against the 12 edges),
-        plus a heuristic second point along the segment; each point is collided as a sphere."""
+    def capsule_box_edge(cpos: vec3, halfaxis: vec3, halflength: scalar, size2: vec3, j: int, i: int):
+        """mjraw_CapsuleBox's closest points of the capsule segment (cpos +- halfaxis, box frame)
+        and the box edge along axis j through corner i (bit j of i clear): (x1 along the edge,
+        x2 along the segment, each in [-1, 1]; s1, s2: 0 / 2 at one end or the other, 1 inside;
+        the squared distance; 1 when the two lines are not parallel, else 0 and nothing else)."""
         one = scalar(1.0)
-        halflength = size1[1]
-        secondpos = scalar(-4.0)  # no second contact (valid values are in [-1, 1])
+        tmp3 = with3(corner_of(size2, i), j, scalar(0.0))
+        dif = tmp3 - cpos
+        ma = size2[j] * size2[j]
+        mb = -size2[j] * halfaxis[j]
+        mc = halflength * halflength
+        u = -size2[j] * dif[j]
+        v = wp.dot(halfaxis, dif)
+        det = ma * mc - mb * mb
+        if wp.abs(det) < scalar(MINVAL):
+            return scalar(0.0), scalar(0.0), 0, 0, scalar(0.0), 0
+        idet = one / det
+        x1 = (mc * u - mb * v) * idet
+        x2 = (ma * v - mb * u) * idet
+        s1 = int(1)
+        s2 = int(1)
+        if x1 > one:
+            x1 = one
+            s1 = 2
+            x2 = (v - mb) * (one / mc)
+        elif x1 < -one:
+            x1 = -one
+            s1 = 0
+            x2 = (v + mb) * (one / mc)
+        if x2 > one:
+            x2 = one
+            s2 = 2
+            x1 = (u - mb) * (one / ma)
+            if x1 > one:
+                x1 = one
+                s1 = 2
+            elif x1 < -one:
+                x1 = -one
+                s1 = 0
+        elif x2 < -one:
+            x2 = -one
+            s2 = 0
+            x1 = (u + mb) * (one / ma)
+            if x1 > one:
+                x1 = one
+                s1 = 2
+            elif x1 < -one:
+                x1 = -one
+                s1 = 0
+        dif = dif + halfaxis * (-x2)
+        dif = with3(dif, j, dif[j] + size2[j] * x1)
+        return x1, x2, s1, s2, wp.dot(dif, dif), 1
 
-        # capsule center and axis in the box frame
-        cpos = wp.transpose(mat2) * (pos1 - pos2)
-        axis = wp.transpose(mat2) * col(mat1, 2)
-        halfaxis = axis * halflength
-
-        axisdir = int(0)
-        if halfaxis[0] > scalar(0.0):
-            axisdir += 1
-        if halfaxis[1] > scalar(0.0):
-            axisdir += 2
-        if halfaxis[2] > scalar(0.0):
-            axisdir += 4
-
-        bestdistmax = margin + scalar(2.0) * (size1[0] + halflength + size2[0] + size2[1] + size2[2])
-        bestdist = bestdistmax
-        bestsegmentpos = scalar(0.0)
-        bestboxpos = scalar(0.0)
-        cltype = int(-4)
-        clface = int(-1)
-        clcorner = int(0)
-        cledge = int(0)
-
+    @wp.func
+    def capsule_box_search(cpos: vec3, halfaxis: vec3, radius: scalar, halflength: scalar, size2: vec3,
+                           margin: scalar) -> int:
+        """mjraw_CapsuleBox's search for the closest feature, in its order: the two segment ends
+        against the faces (`100 + 10 end + face axis + 1`: the end's sign 2 end - 1, the face's
+        axis, -1 for none), then the 12 edges (`8 axis + corner`); -1 when nothing is nearer than
+        its starting distance. Only the choice leaves: the caller recomputes the chosen feature's
+        values, so that the adjoint goes through one feature, not through the search."""
+        bestdist = margin + scalar(2.0) * (radius + halflength + size2[0] + size2[1] + size2[2])
+        best = int(-1)
         # a segment end against a face of the box
         for ii in range(2):
-            si = scalar(2 * ii - 1)
-            tmp1 = cpos + halfaxis * si
+            tmp1 = cpos + halfaxis * scalar(2 * ii - 1)
             tmp2 = tmp1
             c1 = int(0)
             c2 = int(-1)
@@ -655,74 +685,77 @@ def build(scalar):
                 d = wp.dot(tmp1, tmp1)
                 if d < bestdist:
                     bestdist = d
-                    bestsegmentpos = si
-                    cltype = 2 * ii - 3
-                    clface = c2
+                    best = 100 + 10 * ii + c2 + 1
+        # the segment against the edges of the box: edge e runs along axis j = e // 4 through the
+        # (e % 4)-th corner with bit j clear (a loop Warp does not unroll: 12 unrolled edges took
+        # the kernel to 255 registers and spills on a GPU)
+        e = int(0)
+        while e < 12:
+            j = e // 4
+            k = e % 4
+            i = (k & ((1 << j) - 1)) | ((k >> j) << (j + 1))
+            x1, x2, s1, s2, d, ok = capsule_box_edge(cpos, halfaxis, halflength, size2, j, i)
+            if ok == 1 and d < bestdist - scalar(MINVAL):
+                bestdist = d
+                best = 8 * j + i
+            e = e + 1
+        return best
 
-        # the segment against the edges of the box
-        for j in range(3):
-            for i in range(8):
-                if (i & (1 << j)) == 0:
-                    tmp3 = with3(corner_of(size2, i), j, scalar(0.0))
+    @wp.func_grad(capsule_box_search)
+    def adj_capsule_box_search(cpos: vec3, halfaxis: vec3, radius: scalar, halflength: scalar, size2: vec3,
+                               margin: scalar, adj_ret: int):
+        """An integer: no gradient."""
+        pass
 
-                    dif = tmp3 - cpos
-                    ma = size2[j] * size2[j]
-                    mb = -size2[j] * halfaxis[j]
-                    mc = size1[1] * size1[1]
-                    u = -size2[j] * dif[j]
-                    v = wp.dot(halfaxis, dif)
-                    det = ma * mc - mb * mb
-                    if wp.abs(det) >= scalar(MINVAL):
-                        idet = one / det
-                        # s = 1: interior of the segment, 0 / 2: one end or the other
-                        x1 = (mc * u - mb * v) * idet
-                        x2 = (ma * v - mb * u) * idet
-                        s1 = int(1)
-                        s2 = int(1)
-                        if x1 > one:
-                            x1 = one
-                            s1 = 2
-                            x2 = (v - mb) * (one / mc)
-                        elif x1 < -one:
-                            x1 = -one
-                            s1 = 0
-                            x2 = (v + mb) * (one / mc)
-                        if x2 > one:
-                            x2 = one
-                            s2 = 2
-                            x1 = (u - mb) * (one / ma)
-                            if x1 > one:
-                                x1 = one
-                                s1 = 2
-                            elif x1 < -one:
-                                x1 = -one
-                                s1 = 0
-                        elif x2 < -one:
-                            x2 = -one
-                            s2 = 0
-                            x1 = (u + mb) * (one / ma)
-                            if x1 > one:
-                                x1 = one
-                                s1 = 2
-                            elif x1 < -one:
-                                x1 = -one
-                                s1 = 0
+    @wp.func
+    def capsule_box(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
+                    dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
+                    w: int, slot: int) -> int:
+        """mjraw_CapsuleBox (engine_collision_box.c): the point of the capsule segment closest
+        to the box (over the two ends against the faces and the segment against the 12 edges),
+        plus a heuristic second point along the segment; each point is collided as a sphere.
+        The closest feature is found first (`capsule_box_search`), then its values recomputed."""
+        one = scalar(1.0)
+        halflength = size1[1]
+        secondpos = scalar(-4.0)  # no second contact (valid values are in [-1, 1])
 
-                        dif = tmp3 - cpos
-                        dif = dif + halfaxis * (-x2)
-                        dif = with3(dif, j, dif[j] + size2[j] * x1)
-                        d = wp.dot(dif, dif)
-                        c1 = s1 * 3 + s2
-                        if d < bestdist - scalar(MINVAL):
-                            bestdist = d
-                            bestsegmentpos = x2
-                            bestboxpos = x1
-                            clcorner = i + (1 << j) * (c1 // 6)
-                            cledge = j
-                            cltype = c1
+        # capsule center and axis in the box frame
+        cpos = wp.transpose(mat2) * (pos1 - pos2)
+        axis = wp.transpose(mat2) * col(mat1, 2)
+        halfaxis = axis * halflength
 
-        if cltype == -4:
+        axisdir = int(0)
+        if halfaxis[0] > scalar(0.0):
+            axisdir += 1
+        if halfaxis[1] > scalar(0.0):
+            axisdir += 2
+        if halfaxis[2] > scalar(0.0):
+            axisdir += 4
+
+        best = capsule_box_search(cpos, halfaxis, size1[0], halflength, size2, margin)
+        if best < 0:
             return 0
+        bestsegmentpos = scalar(0.0)
+        bestboxpos = scalar(0.0)
+        cltype = int(-4)
+        clface = int(-1)
+        clcorner = int(0)
+        cledge = int(0)
+        if best >= 100:  # a segment end against a face
+            ii = (best - 100) // 10
+            bestsegmentpos = scalar(2 * ii - 1)
+            cltype = 2 * ii - 3
+            clface = (best - 100) % 10 - 1
+        else:  # the segment against an edge
+            cledge = best // 8
+            i = best % 8
+            x1, x2, s1, s2, d, ok = capsule_box_edge(cpos, halfaxis, halflength, size2, cledge, i)
+            c1 = s1 * 3 + s2
+            bestsegmentpos = x2
+            bestboxpos = x1
+            clcorner = i + (1 << cledge) * (c1 // 6)
+            cltype = c1
+
 
         # second contact point along the segment (secondpos), following MuJoCo's case analysis
         mul = scalar(0.0)
