@@ -42,6 +42,17 @@ outputs and of `qacc` back, and every world its solver warm start (which mj_forw
 alone), so no world's observations or trajectory depend on another world's reset. A step on which
 some world resets costs one more forward pass of all worlds (about one physics step).
 
+Without host synchronisation (`set_sync_free()`, for CUDA graphs): `step` then makes no
+device-to-host round trip. Every world runs the reset, a command draw or an interval term, and
+only the worlds it was due for keep the result (`_rows_only`: the rows of every per-world tensor
+are chosen with torch.where), which gives each world exactly what the indexed reset gives it
+(the per-world random streams draw only for the chosen worlds). The episode logs become masked
+means (NaN on steps where no episode ended; simrl.rl.ppo drops those), and with
+nonfinite_actions="error" a non-finite action is replaced by 0 and raised by
+`raise_deferred_errors()` (the PPO runner calls it once per iteration). It costs a reset of
+every world (and with `observed_outputs` a forward pass) per step; on the CPU the indexed path,
+the default, is cheaper.
+
 `state_dict()` / `load_state_dict()` capture what the next step depends on (the simulation
 state with the actuator activations and the mocap bodies' poses when the model has any, `sensordata` when it
 has sensors,
@@ -49,6 +60,7 @@ per-world model parameters, every per-world tensor attribute of the env and its 
 generator), so that a resumed training run continues exactly where it stopped.
 """
 
+import contextlib
 import math
 
 import torch
@@ -87,6 +99,9 @@ class BatchedEnv:
     #: finished worlds ended in (see `step`); off by default, it costs one more observation pass
     #: on each step where a world ends. envs.gymnasium.GymVectorEnv turns it on.
     keep_final_obs: bool = False
+
+    #: True: `step` makes no host synchronisation (`set_sync_free`, see the module docstring)
+    sync_free: bool = False
 
     #: True for tasks whose observations and rewards are torch functions of `qpos`, `qvel` and
     #: `actions`, with `_ctrl` defined: they support `enable_grad()` (see the module docstring)
@@ -132,6 +147,10 @@ class BatchedEnv:
         self.nonfinite_actions = nonfinite_actions
         self.nonfinite_action_count = torch.zeros((), dtype=torch.long, device=self.device)
         self.world_draws = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)  # rand_worlds
+        # sync_free: a non-finite action seen since the last raise_deferred_errors (count of worlds)
+        self._deferred_nonfinite = torch.zeros((), dtype=torch.long, device=self.device)
+        self._reset_rows: torch.Tensor | None = None  # the worlds a masked reset is for (see _rows_only)
+        self._every_world = torch.arange(self.num_envs, device=self.device)
         self.grad_enabled = False
         #: the configured domain randomization (envs.randomization), once setup_randomization ran
         self.randomization = None
@@ -178,15 +197,20 @@ class BatchedEnv:
         world makes at the same time, such as observation noise)."""
         return torch.rand(*shape, generator=self.generator, device=self.device)
 
-    def rand_worlds(self, env_ids: torch.Tensor, *shape) -> torch.Tensor:
+    def rand_worlds(self, env_ids: torch.Tensor, *shape, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Uniform [0, 1) samples [len(env_ids), *shape] from per-world streams: what a world
         draws depends only on the seed, the world and how many draws it made before, never on
         which other worlds draw (a reset of one world leaves the others' futures unchanged).
-        Counter-based: SplitMix64 (Steele, Lea, Flood, OOPSLA 2014) of (seed, world, draw, k)."""
+        Counter-based: SplitMix64 (Steele, Lea, Flood, OOPSLA 2014) of (seed, world, draw, k).
+        `mask` (bool [len(env_ids)]): only those worlds draw (their streams advance); the others'
+        rows are what they would have drawn, and their streams stay where they were."""
         env_ids = torch.as_tensor(env_ids, device=self.device).long().reshape(-1)
         size = math.prod(shape)
         draw = self.world_draws[env_ids]
-        self.world_draws[env_ids] += 1
+        if mask is None:
+            self.world_draws[env_ids] += 1
+        else:
+            self.world_draws[env_ids] += mask.long()
         key = (_mix(torch.full_like(draw, self._seed)) + env_ids * _GOLDEN) * _GOLDEN + draw
         bits = _mix(_mix(key)[:, None] + torch.arange(size, device=self.device))
         uniform = ((bits >> 40) & 0xFFFFFF).float() * (1.0 / (1 << 24))  # top 24 bits
@@ -283,23 +307,121 @@ class BatchedEnv:
             extras["final_obs"] = self._observations()
         if nonfinite is not None:
             extras["log"]["Diagnostics/nonfinite_actions"] = nonfinite.float()
-        done_ids = done.nonzero(as_tuple=False).squeeze(-1)
-        if done_ids.numel() > 0:
-            for name in self.reward_weights:
-                extras["log"][f"Episode_Reward/{name}"] = self.episode_sums[name][done_ids].mean()
-            extras["log"]["Diagnostics/nan_resets"] = nan.sum()
-            if self.keep_final_obs and "final_obs" not in extras:
-                draws = self.generator.get_state()
-                extras["final_obs"] = self._observations()
-                self.generator.set_state(draws)
-            self._reset(done_ids)
-            if self._grad_state is not None:  # reset worlds start from a constant
-                sim_state = (self.sim.qpos, self.sim.qvel, self.sim.act)
-                self._grad_state = tuple(torch.where(done[:, None], s, x)
-                                         for s, x in zip(sim_state, self._grad_state, strict=False))
+        if self.sync_free:
+            self._reset_done_masked(done, nan, extras)
+        else:
+            done_ids = done.nonzero(as_tuple=False).squeeze(-1)
+            if done_ids.numel() > 0:
+                for name in self.reward_weights:
+                    extras["log"][f"Episode_Reward/{name}"] = self.episode_sums[name][done_ids].mean()
+                extras["log"]["Diagnostics/nan_resets"] = nan.sum()
+                if self.keep_final_obs and "final_obs" not in extras:
+                    extras["final_obs"] = self._final_observations()
+                self._reset(done_ids)
+                if self._grad_state is not None:  # reset worlds start from a constant
+                    sim_state = (self.sim.qpos, self.sim.qvel, self.sim.act)
+                    self._grad_state = tuple(torch.where(done[:, None], s, x)
+                                             for s, x in zip(sim_state, self._grad_state, strict=False))
         if self.randomization is not None:
             self.randomization.interval()  # interval terms (pushes, ...), after resets, before observing
+            self._state_changed()
         return self._observations(), reward, terminated, time_outs, extras
+
+    def _final_observations(self) -> dict[str, torch.Tensor]:
+        """The observation groups before the reset, with the draws they take replayed after."""
+        draws = self.generator.get_state()
+        obs = self._observations()
+        self.generator.set_state(draws)
+        return obs
+
+    def _reset_done_masked(self, done: torch.Tensor, nan: torch.Tensor, extras: dict) -> None:
+        """`step`'s resets without host synchronisation (sync_free): the logs are means over the
+        finished worlds (NaN when none finished), and every world runs the reset, the finished
+        ones keeping its result."""
+        count = done.sum()
+        ended = done.float()
+        none = torch.full((), float("nan"), device=self.device)
+        for name in self.reward_weights:
+            mean = (self.episode_sums[name] * ended).sum() / count.clamp(min=1)
+            extras["log"][f"Episode_Reward/{name}"] = torch.where(count > 0, mean, none)
+        extras["log"]["Diagnostics/nan_resets"] = torch.where(count > 0, nan.sum().float(), none)
+        if self.keep_final_obs and "final_obs" not in extras:
+            extras["final_obs"] = self._final_observations()
+        with self._rows_only(done) as every:
+            self._reset(every)
+        if self._grad_state is not None:  # reset worlds start from a constant
+            sim_state = (self.sim.qpos, self.sim.qvel, self.sim.act)
+            self._grad_state = tuple(torch.where(done[:, None], s, x)
+                                     for s, x in zip(sim_state, self._grad_state, strict=False))
+
+    def _row_state(self) -> dict[str, torch.Tensor]:
+        """Every tensor with one row per world that a reset, a command draw or an interval term
+        may write, by name: the simulation's state and per-world model parameters
+        (`_sim_tensors`, and eq_active), the env's per-world tensors, and those of the objects
+        of this package that the env holds (observation pipelines, actuator model, randomization
+        timers)."""
+        out = {**self._sim_tensors(), **self._per_world_tensors()}
+        if getattr(self.sim.mj_model, "neq", 0):
+            out["sim.eq_active"] = self.sim.eq_active
+        n = self.num_envs
+        for name, value in vars(self).items():
+            if not type(value).__module__.startswith("envs.") or not hasattr(value, "__dict__"):
+                continue
+            for key, item in vars(value).items():
+                items = item.items() if isinstance(item, dict) else [(None, item)]
+                for sub, x in items:
+                    if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] == n:
+                        out[f"{name}.{key}" + (f".{sub}" if sub is not None else "")] = x
+        return out
+
+    @contextlib.contextmanager
+    def _rows_only(self, rows: torch.Tensor, only: tuple[str, ...] | None = None):
+        """Run the body for every world (it gets their ids), then put back the rows of the worlds
+        not in `rows` (bool [num_envs]) in every tensor of `_row_state` (or those named in `only`,
+        when the body writes no other): the body's writes reach only those worlds, without host
+        synchronisation. The rows are in `_reset_rows` meanwhile."""
+        def state():
+            tensors = self._row_state()
+            return tensors if only is None else {k: tensors[k] for k in only}
+
+        before = {k: v.detach().clone() for k, v in state().items()}
+        self._reset_rows = rows
+        try:
+            yield self._every_world
+        finally:
+            self._reset_rows = None
+        for key, value in state().items():
+            old = before.get(key)
+            if old is not None and old.shape == value.shape:
+                value.copy_(torch.where(rows.view(-1, *[1] * (value.dim() - 1)), value, old))
+
+    def set_sync_free(self, enabled: bool = True) -> None:
+        """Make `step` free of host synchronisation (see the module docstring), or not.
+        ValueError naming what the task uses that needs the host."""
+        if enabled:
+            problems = self._sync_free_problems()
+            if problems:
+                raise ValueError(f"{type(self).__name__} cannot step without host synchronisation: "
+                                 + "; ".join(problems))
+        self.sync_free = bool(enabled)
+
+    def _sync_free_problems(self) -> list[str]:
+        """What keeps this env from stepping without host synchronisation (a subclass adds its own)."""
+        out = []
+        if self.randomization is not None:
+            out += self.randomization.sync_free_problems()
+        return out
+
+    def raise_deferred_errors(self) -> None:
+        """sync_free with nonfinite_actions="error": raise the ValueError `step` would have
+        raised for non-finite actions since the last call (one host synchronisation)."""
+        count = int(self._deferred_nonfinite)
+        if count:
+            self._deferred_nonfinite.zero_()
+            raise ValueError(f"actions contained NaN or inf in {count} world-steps since the last check; the "
+                             f"policy has probably diverged (the steps replaced them by 0: sync_free). Set "
+                             f"nonfinite_actions='zero' (task.env.nonfinite_actions=zero) to replace them by 0 "
+                             f"and count them in Diagnostics/nonfinite_actions instead")
 
     def _physics_grad(self, actions: torch.Tensor) -> torch.Tensor:
         """`decimation` steps of `simrl.diff_step` from the current (differentiable) state; the
@@ -334,7 +456,7 @@ class BatchedEnv:
         if self.observed_outputs:
             self._forward_reset_worlds(env_ids)
         self.episode_length_buf[env_ids] = 0
-        if self._grad_state is not None and env_ids.numel() == self.num_envs:
+        if self._grad_state is not None and self._reset_rows is None and env_ids.numel() == self.num_envs:
             self._grad_state = None  # a full reset: every world starts from the simulation's state
         if self.actions.requires_grad:  # a differentiable step's actions: keep them off the graph from here
             self.actions = self.actions.detach().clone()
@@ -348,8 +470,10 @@ class BatchedEnv:
         its solver warm start, as mj_forward would (see the module docstring). Without host
         synchronisation: the rows are chosen with torch.where."""
         sim = self.sim
-        reset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        reset[env_ids] = True
+        reset = self._reset_rows
+        if reset is None:
+            reset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+            reset[env_ids] = True
         kept = {name: sim.view(name).clone() for name in ("qacc", *self.observed_outputs)}
         warmstart = sim.view("qacc_warmstart").clone()
         sim.forward()
@@ -358,10 +482,9 @@ class BatchedEnv:
             view.copy_(torch.where(reset.view(-1, *[1] * (view.dim() - 1)), view, before))
         sim.view("qacc_warmstart").copy_(warmstart)
 
-    def _check_actions(self, actions) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Check type, shape, device and dtype; handle non-finite entries as configured. Returns
-        the actions to apply and, with nonfinite_actions="zero", the number of worlds whose
-        actions were repaired (a device tensor, no synchronisation)."""
+    def check_action_layout(self, actions) -> None:
+        """TypeError or ValueError unless `actions` is a floating point torch.Tensor of shape
+        [num_envs, num_actions] on the env's device (checked on the host, without the values)."""
         if not isinstance(actions, torch.Tensor):
             raise TypeError(f"actions must be a torch.Tensor, got {type(actions).__name__}")
         if actions.shape != (self.num_envs, self.num_actions):
@@ -371,11 +494,21 @@ class BatchedEnv:
             raise ValueError(f"actions must be on device {self.device}, got a tensor on {actions.device}")
         if not actions.is_floating_point():
             raise TypeError(f"actions must be a floating point tensor, got dtype {actions.dtype}")
+
+    def _check_actions(self, actions) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Check type, shape, device and dtype; handle non-finite entries as configured. Returns
+        the actions to apply and, with nonfinite_actions="zero", the number of worlds whose
+        actions were repaired (a device tensor, no synchronisation)."""
+        self.check_action_layout(actions)
         if self.nonfinite_actions == "zero":
             finite = torch.isfinite(actions)
             bad_worlds = (~finite).any(dim=1).sum()
             self.nonfinite_action_count += bad_worlds
             return torch.where(finite, actions, torch.zeros_like(actions)), bad_worlds
+        if self.sync_free:  # repaired now, raised by raise_deferred_errors
+            finite = torch.isfinite(actions)
+            self._deferred_nonfinite += (~finite).any(dim=1).sum()
+            return torch.where(finite, actions, torch.zeros_like(actions)), None
         if not torch.isfinite(actions).all():  # one host synchronisation per step on a GPU
             bad = ~torch.isfinite(actions)
             worlds = bad.any(dim=1).nonzero().squeeze(-1).tolist()
@@ -414,10 +547,13 @@ class BatchedEnv:
         if not isinstance(self.sim, Sim):  # the MuJoCo backend
             return {**out, **{f"model.{k}": v for k, v in self.sim.per_world_params().items()}}
         struct = self.sim.model.struct
+        views = self.__dict__.setdefault("_model_views", {})  # torch views, made once per array
         for name in PER_WORLD_FIELDS:  # per-world model parameters (domain randomization)
             array = getattr(struct, name, None)
             if isinstance(array, wp.array) and array.shape[0] == self.num_envs and self.num_envs > 1:
-                out[f"model.{name}"] = wp.to_torch(array, requires_grad=False)
+                if views.get(name, (None,))[0] is not array:
+                    views[name] = (array, wp.to_torch(array, requires_grad=False))
+                out[f"model.{name}"] = views[name][1]
         return out
 
     def state_dict(self) -> dict:
@@ -523,6 +659,10 @@ class BatchedEnv:
     def _ctrl(self, actions: torch.Tensor) -> torch.Tensor:
         """The controls [num_envs, nu] for `actions`, with torch operations (differentiable)."""
         raise NotImplementedError
+
+    def _state_changed(self) -> None:
+        """Called after the interval terms ran (they may have changed the state, e.g. a push):
+        a subclass drops what it computed from the state before."""
 
     def _pre_physics(self) -> None:
         """Called in `step` before the physics runs (e.g. to keep the position a velocity

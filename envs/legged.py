@@ -194,6 +194,8 @@ class LeggedEnv(BatchedEnv):
         self.command_resample_steps = max(1, int(round(command_resample_s / self.step_dt)))
         self._setup_heading(heading_command, heading_stiffness, heading_range)
         self.obs_noise = obs_noise
+        self._down = torch.tensor([[0.0, 0.0, -1.0]], device=dev)  # gravity's direction, world frame
+        self._commands_scale = torch.tensor([2.0, 2.0, 0.25], device=dev)
         self.tracking_sigma = tracking_sigma
         self.only_positive_rewards = bool(only_positive_rewards)
         self.air_time_target = air_time_target
@@ -432,8 +434,11 @@ class LeggedEnv(BatchedEnv):
         docstring)."""
         data = self.sim.sensordata.float()
         c = self.imu_columns
-        down = torch.tensor([[0.0, 0.0, -1.0]], device=self.device).expand(self.num_envs, 3)
+        down = self._down.expand(self.num_envs, 3)
         return data[:, c["lin_vel"]], data[:, c["ang_vel"]], quat_rotate_inverse(data[:, c["orientation"]], down)
+
+    def _state_changed(self):
+        self._base_cache = self._contact_cache = None  # a push changed the velocities
 
     def _base(self):
         """Base linear/angular velocity in the base frame and projected gravity; computed once
@@ -444,7 +449,7 @@ class LeggedEnv(BatchedEnv):
         quat = q[:, 3:7]
         lin_vel = quat_rotate_inverse(quat, v[:, 0:3])
         ang_vel = v[:, 3:6]  # free-joint angular velocity is already in the body frame
-        gravity = quat_rotate_inverse(quat, torch.tensor([[0.0, 0.0, -1.0]], device=self.device).expand(len(q), 3))
+        gravity = quat_rotate_inverse(quat, self._down.expand(len(q), 3))
         self._base_cache = (lin_vel, ang_vel, gravity)
         return self._base_cache
 
@@ -485,9 +490,15 @@ class LeggedEnv(BatchedEnv):
         self.policy_observations.commit()  # the frame of the observations step returns
         self.last_actions[:] = self.actions  # as applied (non-finite entries repaired), zero where reset
         # command resampling and pushes on each world's own schedule
-        resample = (self.episode_length_buf % self.command_resample_steps == 0).nonzero(as_tuple=False).squeeze(-1)
-        if resample.numel():
-            self._sample_commands(resample)
+        due = self.episode_length_buf % self.command_resample_steps == 0
+        if self.sync_free:  # every world draws, those due keep their draw
+            drawn = ("commands", "world_draws") + (("heading_target",) if self.heading_command else ())
+            with self._rows_only(due, only=drawn) as every:
+                self._sample_commands(every)
+        else:
+            resample = due.nonzero(as_tuple=False).squeeze(-1)
+            if resample.numel():
+                self._sample_commands(resample)
         self._base_cache = self._contact_cache = None  # resets and interval terms changed the state
         return out
 
@@ -498,7 +509,7 @@ class LeggedEnv(BatchedEnv):
         # the policy's joint positions carry the encoder bias of an encoder_bias term; the critic's are true
         q_seen = q + self.encoder_bias if hasattr(self, "encoder_bias") else q
 
-        commands_scale = torch.tensor([2.0, 2.0, 0.25], device=self.device)
+        commands_scale = self._commands_scale
         lin_vel, ang_vel, gravity = self._base()
         privileged = torch.cat([lin_vel * 2.0, ang_vel * 0.25, gravity, self.commands * commands_scale,
                                 q[:, 7:] - self.default_joint_pos, v[:, 6:] * 0.05, self.last_actions], dim=1)

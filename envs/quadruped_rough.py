@@ -137,16 +137,19 @@ class RoughTerrainEnv(LeggedEnv):
         super()._reset(env_ids)
 
     def _update_terrain_curriculum(self, env_ids):
-        ended = env_ids[self.episode_length_buf[env_ids] > 0]  # not the first reset
-        if ended.numel() == 0:
-            return
-        distance = (self.sim.qpos[ended, :2].float() - self.env_origins[ended, :2]).norm(dim=1)
-        random_rows = (self.rand_worlds(ended, 1)[:, 0] * self.terrain_cfg.rows).long()
+        # the worlds whose episode ended (not the first reset) move; chosen with torch.where, not
+        # by indexing with a mask, so that no host synchronisation is needed
+        ended = self.episode_length_buf[env_ids] > 0
+        distance = (self.sim.qpos[env_ids, :2].float() - self.env_origins[env_ids, :2]).norm(dim=1)
+        random_rows = (self.rand_worlds(env_ids, 1, mask=ended)[:, 0] * self.terrain_cfg.rows).long()
         random_rows = random_rows.clamp(max=self.terrain_cfg.rows - 1)
-        self.terrain_levels[ended] = update_terrain_levels(
-            self.terrain_levels[ended], distance, self.commands[ended, :2], self.terrain_cfg.patch_size,
+        old = self.terrain_levels[env_ids]
+        levels = update_terrain_levels(
+            old, distance, self.commands[env_ids, :2], self.terrain_cfg.patch_size,
             self.max_episode_length * self.step_dt, self.terrain_cfg.rows, random_rows)
-        self.env_origins[ended] = self.terrain_origins[self.terrain_levels[ended], self.terrain_types[ended]]
+        self.terrain_levels[env_ids] = torch.where(ended, levels, old)
+        origins = self.terrain_origins[self.terrain_levels[env_ids], self.terrain_types[env_ids]]
+        self.env_origins[env_ids] = torch.where(ended[:, None], origins, self.env_origins[env_ids])
 
     def _update_command_curriculum(self, env_ids):
         # legged_gym: once per episode length of steps, from the worlds that end then
@@ -160,6 +163,12 @@ class RoughTerrainEnv(LeggedEnv):
             lo = max(float(self.command_ranges[0, 0]) - 0.5, -self.max_lin_vel_x)
             hi = min(float(self.command_ranges[0, 1]) + 0.5, self.max_lin_vel_x)
             self.command_ranges[0, 0], self.command_ranges[0, 1] = min(lo, 0.0), max(hi, 0.0)
+
+    def _sync_free_problems(self) -> list[str]:
+        problems = super()._sync_free_problems()
+        if self.command_curriculum:
+            problems.append("the command curriculum (command_curriculum: true) decides on the host when to widen")
+        return problems
 
     def _shared_state(self) -> dict:
         # the command curriculum's state: the velocity ranges it widened, and the step counter

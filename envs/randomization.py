@@ -351,11 +351,14 @@ class Friction(_ModelFieldTerm):
         self.columns = axes
         self.components = len(axes)
         self.setup(chosen)
+        self.same_ranges = bool((self.ranges == self.ranges[:1]).all())
 
     def sample(self, env_ids, elements, ranges):
         # the pair's tangential entries move together (one coefficient per pair, as MuJoCo's
         # geom friction), unless the ranges differ per axis
-        if bool((ranges == ranges[:1]).all()):
+        # (the configured ranges are compared once, at setup: no host synchronisation per reset)
+        same = self.same_ranges if ranges is self.ranges else bool((ranges == ranges[:1]).all())
+        if same:
             return super().sample(env_ids, elements, ranges[:1]).expand(-1, -1, ranges.shape[0])
         return super().sample(env_ids, elements, ranges)
 
@@ -512,12 +515,12 @@ class PushVelocity(Term):
             raise ValueError(f"randomization term {name!r}: axes must be entries of 0..5, got {self.axes}")
         self.components = len(self.axes)
         self.ranges = self._ranges()
+        self.qvel_columns = torch.as_tensor([self.dof0 + a for a in self.axes], device=env.device)
 
     def apply(self, env_ids):
         kick = self.sample(env_ids, 1, self.ranges)[:, 0]  # [n, axes]
         qvel = self.env.sim.qvel
-        cols = torch.as_tensor([self.dof0 + a for a in self.axes], device=qvel.device)
-        qvel[env_ids[:, None], cols] += kick.to(qvel.dtype)
+        qvel[env_ids[:, None], self.qvel_columns] += kick.to(qvel.dtype)
 
 
 class EncoderBias(Term):
@@ -687,8 +690,19 @@ class Randomization:
                 continue
             timer = self.timers[t.name]
             timer -= 1
+            if self.env.sync_free:  # every world runs the term, those due keep the result
+                with self.env._rows_only(timer <= 0) as every:
+                    self._run([t], every)
+                    timer.copy_(self._draw_interval(t, every))
+                continue
             due = (timer <= 0).nonzero(as_tuple=False).squeeze(-1)
             if due.numel():
                 self._run([t], due)
                 timer[due] = self._draw_interval(t, due)
+
+    def sync_free_problems(self) -> list[str]:
+        """The terms that need the host when they run after startup: those whose fields MuJoCo's
+        mj_setConst derives from (simrl.Sim.set_const runs it on a host copy)."""
+        return [f"randomization term {t.name!r} (mode {t.mode}) changes fields that Sim.set_const derives "
+                f"from on the host; use mode startup for it" for t in self.terms if t.set_const and t.mode != "startup"]
 

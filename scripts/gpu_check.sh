@@ -5,7 +5,7 @@
 #   2. speed: the quadruped at 1024-65536 worlds, simrl's two schedules beside mujoco_warp (each a
 #      CUDA graph) and mj_step on one core, in the same run;
 #   3. forward+backward: H = 32 rollouts, both schedules;
-#   4. five PPO iterations of the quadruped on CUDA.
+#   4. five PPO iterations of the quadruped on CUDA; quadruped_rough with and without task.ppo.sync_free.
 # Each part has a time limit so that a slow part cannot take the others' time. Long logs go to
 # $OUT (or ./gpu_out); the summary at the end is what docs/BENCHMARKS.md records.
 set -u
@@ -35,5 +35,11 @@ done
 echo "== PPO on CUDA: quadruped, 5 iterations $(elapsed)"
 timeout 120 $PY scripts/train.py task=quadruped device=cuda max_iterations=5 hydra.run.dir="$OUT/ppo" 2>&1 \
   | tee "$OUT/ppo.txt" | tail -4
+
+echo "== PPO on CUDA without host synchronisation (task.ppo.sync_free): quadruped_rough, 5 iterations each $(elapsed)"
+for sf in false true; do
+  timeout 150 $PY scripts/train.py task=quadruped_rough device=cuda max_iterations=5 +task.ppo.sync_free=$sf \
+    hydra.run.dir="$OUT/ppo_sync_free_$sf" 2>&1 | tee "$OUT/ppo_sync_free_$sf.txt" | tail -3
+done
 
 echo "== done $(elapsed); summary: $OUT/bench.md"

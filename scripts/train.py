@@ -217,12 +217,29 @@ def _train_rank(cfg: DictConfig, run_dir: Path, runs_root, dist, device: str, ba
         except ValueError as e:
             raise SystemExit(f"simrl: {e}") from None
     else:
-        train_cfg = rsl_rl_config(OmegaConf.to_container(task.ppo, resolve=True))
+        ppo_section = OmegaConf.to_container(task.ppo, resolve=True)
+        sync_free = ppo_section.get("sync_free", False)
+        if sync_free == "auto":
+            sync_free = str(device).startswith("cuda")
+        if sync_free:  # the rollout without host synchronisation (envs/base.py, docs/GUIDE.md)
+            try:
+                env.set_sync_free()
+            except ValueError as e:
+                raise SystemExit(f"simrl: task.ppo.sync_free: {e}") from None
+        train_cfg = rsl_rl_config(ppo_section)
         train_cfg["seed"] = seed
         quiet = contextlib.nullcontext() if main_rank else contextlib.redirect_stdout(io.StringIO())
         with quiet:  # rsl-rl prints the networks: once is enough
             runner = Runner(RslRlVecEnv(env, cfg=resolved), train_cfg, log_dir=str(run_dir) if main_rank else None,
                             device=device, key_terms=key_terms, task=task.name)
+        cuda_graph = ppo_section.get("cuda_graph", False)
+        if cuda_graph == "auto":
+            cuda_graph = str(device).startswith("cuda") and env.sync_free
+        if cuda_graph:  # each environment step one CUDA graph (envs/rsl_rl.py CapturedStep)
+            try:
+                runner.env.capture_steps()
+            except ValueError as e:
+                raise SystemExit(f"simrl: task.ppo.cuda_graph: {e}") from None
     if resume:
         # every rank loads the policy and optimizer; rank 0 also its environments and random
         # generators (the checkpoint holds rank 0's); the other ranks' worlds start afresh

@@ -73,6 +73,8 @@ def train(run_dir, *overrides, runs_root="runs"):
     (["task=quadruped", "task.env.observation_source=imu"],
      "task.env.observation_source must be one of 'sensors', 'state', got 'imu'"),
     (["task.ppo.num_steps_per_env=0"], "task.ppo.num_steps_per_env must be a positive integer, got 0"),
+    (["+task.ppo.sync_free=maybe"], "task.ppo.sync_free must be true, false or auto (true on CUDA), got 'maybe'"),
+    (["+task.ppo.cuda_graph=1"], "task.ppo.cuda_graph must be true, false or auto"),
     (["task.ppo.algorithm.gamma=1.5"], "task.ppo.algorithm.gamma must be a number in (0, 1], got 1.5"),
     (["task.ppo.algorithm.learning_rate=-0.1"], "task.ppo.algorithm.learning_rate must be a number > 0, got -0.1"),
     (["+task.ppo.algorithm.lerning_rate=0.1"],

@@ -23,7 +23,7 @@ _NODES: dict[str, dict] = {}
 #: keys of a task file and of its `ppo` section that simrl reads (simrl.rl.ppo.rsl_rl_config)
 TASK_KEYS = {"name", "env", "terrain", "robot", "num_envs", "num_envs_gpu", "max_iterations", "ppo", "shac"}
 PPO_KEYS = {"num_steps_per_env", "save_interval", "actor_hidden_dims", "critic_hidden_dims", "activation",
-            "init_noise_std", "obs_normalization", "algorithm"}
+            "init_noise_std", "obs_normalization", "algorithm", "sync_free", "cuda_graph"}
 #: env keyword arguments that come from top-level keys instead (`backend` from sim.backend)
 ENV_TOP_LEVEL = {"num_envs", "device", "seed", "backend"}
 #: keys of the top-level `sim` section: the simulation the environment runs on
@@ -363,6 +363,10 @@ def _check_ppo(c: _Checker, ppo) -> None:
         c.number("task.ppo.init_noise_std", ppo["init_noise_std"], low=0, low_open=True)
     if "obs_normalization" in ppo:
         c.boolean("task.ppo.obs_normalization", ppo["obs_normalization"])
+    if "sync_free" in ppo and not (isinstance(ppo["sync_free"], bool) or ppo["sync_free"] == "auto"):
+        c.fail("task.ppo.sync_free", ppo["sync_free"], "true, false or auto (true on CUDA)")
+    if "cuda_graph" in ppo and not (isinstance(ppo["cuda_graph"], bool) or ppo["cuda_graph"] == "auto"):
+        c.fail("task.ppo.cuda_graph", ppo["cuda_graph"], "true, false or auto (true on CUDA with sync_free)")
     if "activation" in ppo and not isinstance(ppo["activation"], str):
         c.fail("task.ppo.activation", ppo["activation"], "a string (elu, relu, tanh, ...)")
     alg = ppo.get("algorithm")
@@ -404,6 +408,8 @@ def _check_shac(c: _Checker, shac) -> None:
         return
     c.unknown("task.shac.", shac.keys(), DEFAULTS)
     p = "task.shac."
+    if "sync_free" in shac and not (isinstance(shac["sync_free"], bool) or shac["sync_free"] == "auto"):
+        c.fail(p + "sync_free", shac["sync_free"], "true, false or auto (true on CUDA)")
     for key in ("horizon", "critic_iterations", "critic_mini_batches", "save_interval"):
         if key in shac:
             c.positive_int(p + key, shac[key])

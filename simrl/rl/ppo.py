@@ -73,6 +73,18 @@ class Runner(OnPolicyRunner):
         self._time_offset = 0.0
         self._verbose_log = self.logger.log
         self.logger.log = self._log_one_line
+        # an env that steps without host synchronisation (BatchedEnv.set_sync_free): the rollout
+        # makes none either. rsl-rl's NaN check (the env resets non-finite worlds itself and logs
+        # them as Diagnostics/nan_resets) and its episode book-keeping (which copies finished
+        # episodes to the host at every step) give way to device-side ones, read once per iteration.
+        self.sync_free = bool(getattr(getattr(env, "env", env), "sync_free", False))
+        if self.sync_free:
+            from simrl.rl.shac import EpisodeRing
+
+            self.cfg["check_for_nan"] = False
+            self._episodes = EpisodeRing(self.logger.rewbuffer.maxlen or 100, self.device)
+            self._host_process_env_step = self.logger.process_env_step
+            self.logger.process_env_step = self._process_env_step_on_device
         self.completed_iterations = 0
         self.stop_requested = False
         self.stopped_early = False
@@ -113,8 +125,45 @@ class Runner(OnPolicyRunner):
         finally:
             self.stop_requested = False
 
+    def _process_env_step_on_device(self, rewards, dones, extras, intrinsic_rewards=None) -> None:
+        """rsl-rl's Logger.process_env_step without host synchronisation: finished episodes go to
+        a ring on the device (`_read_device_logs` reads it once per iteration)."""
+        logger = self.logger
+        if intrinsic_rewards is not None:  # RND's extrinsic / intrinsic split: rsl-rl's own
+            return self._host_process_env_step(rewards, dones, extras, intrinsic_rewards)
+        if logger.writer is None:
+            return
+        logger.ep_extras.append(extras["log"])
+        logger.cur_reward_sum += rewards
+        logger.cur_episode_length += 1
+        done = dones > 0
+        self._episodes.add(done, logger.cur_reward_sum, logger.cur_episode_length)
+        logger.cur_reward_sum.masked_fill_(done, 0)
+        logger.cur_episode_length.masked_fill_(done, 0)
+
+    def _read_device_logs(self) -> None:
+        """Once per iteration, with the env sync-free: a deferred non-finite action error is
+        raised; the finished episodes reach rsl-rl's buffers; the logged values of steps on
+        which no episode ended (NaN) are dropped, as the indexed step leaves them out."""
+        getattr(self.env, "env", self.env).raise_deferred_errors()
+        logger = self.logger
+        returns, lengths = self._episodes.episodes()
+        logger.rewbuffer.clear()
+        logger.rewbuffer.extend(returns)
+        logger.lenbuffer.clear()
+        logger.lenbuffer.extend(lengths)
+        entries = [(i, k) for i, e in enumerate(logger.ep_extras) for k, v in e.items()
+                   if isinstance(v, torch.Tensor) and v.numel() == 1]
+        if entries:
+            values = torch.stack([logger.ep_extras[i][k].reshape(()).float() for i, k in entries])
+            for (i, k), nan in zip(entries, torch.isnan(values).tolist(), strict=True):
+                if nan:
+                    del logger.ep_extras[i][k]
+
     def _log_one_line(self, it, start_it, total_it, collect_time, learn_time, **kwargs):
         logger = self.logger
+        if self.sync_free:
+            self._read_device_logs()
         self.completed_iterations = it + 1
         terms = {}
         for key in self.key_terms:
@@ -267,6 +316,8 @@ class Runner(OnPolicyRunner):
         log_state = state.get("logger", {})
         logger.rewbuffer.extend(log_state.get("rewbuffer", []))
         logger.lenbuffer.extend(log_state.get("lenbuffer", []))
+        if self.sync_free:
+            self._episodes.restore(list(logger.rewbuffer), list(logger.lenbuffer))
         logger.tot_timesteps = log_state.get("tot_timesteps", logger.tot_timesteps)
         logger.tot_time = log_state.get("tot_time", logger.tot_time)
         if saved_num_envs != self.env.num_envs:

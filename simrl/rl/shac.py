@@ -25,6 +25,7 @@ tanh of a reparameterised sample (the mean at evaluation), so they lie in [-1, 1
 
 import contextlib
 import copy
+import math
 import os
 import time
 
@@ -45,6 +46,8 @@ DEFAULTS = {
     "critic_mini_batches": 4, "target_critic_alpha": 0.2, "actor_hidden_dims": [64, 64],
     "critic_hidden_dims": [64, 64], "activation": "elu", "init_log_std": -1.0, "obs_normalization": True,
     "reward_scale": 1.0, "save_interval": 50,
+    # true: the env steps without host synchronisation (BatchedEnv.set_sync_free); auto: on CUDA
+    "sync_free": False,
     # read by scripts/train.py, not by the runner: the task's defaults when algo=shac (null: the task's own)
     "num_envs": None, "num_envs_gpu": None, "max_iterations": None,
 }
@@ -209,6 +212,11 @@ class ShacRunner:
             raise ValueError(f"unknown SHAC settings: {', '.join(sorted(unknown))}")
         self.cfg = {**DEFAULTS, **cfg}
         self.env, self.device, self.log_dir = env, device, log_dir
+        sync_free = self.cfg["sync_free"]
+        if sync_free == "auto":
+            sync_free = str(device).startswith("cuda")
+        if sync_free:
+            env.set_sync_free()
         self.world_size = distributed.world_size()
         self.rank = distributed.rank()
         self.key_terms = key_terms
@@ -333,6 +341,8 @@ class ShacRunner:
             discount = torch.where(done, torch.ones_like(discount), discount * gamma)
             reward_sum = torch.where(done, torch.zeros_like(reward_sum), reward_sum)
         loss = loss / (H * N)
+        if env.sync_free:
+            env.raise_deferred_errors()  # a non-finite action of the window (one synchronisation)
 
         # actor step
         self.actor_optimizer.zero_grad(set_to_none=True)
@@ -390,7 +400,11 @@ class ShacRunner:
         """One progress line and TensorBoard scalars (rank 0: its own episodes; steps/s of all ranks)."""
         steps = self.cfg["horizon"] * self.env.num_envs * self.world_size
         mean_return, mean_length = self.finished.means()
-        terms = {k.split("/")[-1]: float(torch.stack(v).float().mean()) for k, v in self.episode_terms.items() if v}
+        # (a sync-free env logs NaN on the steps where no episode ended: left out, as the indexed
+        # step leaves those steps' entries out)
+        terms = {k.split("/")[-1]: float(torch.nanmean(torch.stack(v).float()))
+                 for k, v in self.episode_terms.items() if v}
+        terms = {k: v for k, v in terms.items() if not math.isnan(v)}
         self.episode_terms = {}
         self.curve.append({"iteration": it, "env_steps": self.env_steps, "seconds": self._time_offset + elapsed,
                            "mean_return": mean_return, "mean_episode_length": mean_length})

@@ -582,8 +582,7 @@ class Sim:
         """Set qpos to qpos0, eq_active to eq_active0, qvel, ctrl, act, qfrc_applied, qacc to zero and
         the mocap bodies to their model poses (as mj_resetData), in all worlds or in `world_ids`
         (a sequence, an index tensor or a boolean mask over worlds)."""
-        qpos0 = torch.as_tensor(np.asarray(self.mj_model.qpos0), dtype=self.torch_dtype,
-                                device=self.qpos.device)
+        reset_values = self._reset_values()
         if world_ids is None:
             index = slice(None)
         else:
@@ -594,15 +593,29 @@ class Sim:
                                      f"got {tuple(index.shape)}")
             elif index.dtype not in (torch.int32, torch.int64):
                 raise TypeError(f"world_ids must be integer indices or a boolean mask, got {index.dtype}")
-        self.qpos[index] = qpos0
+        self.qpos[index] = reset_values["qpos"]
         if self.model.mjm.neq:
-            self.eq_active[index] = torch.as_tensor(np.asarray(self.mj_model.eq_active0, dtype=np.int32),
-                                                    device=self.qpos.device)
+            self.eq_active[index] = reset_values["eq_active"]
         if self.model.struct.nmocap:
-            for name, pose in zip(("mocap_pos", "mocap_quat"), mocap_pose0(self.model), strict=True):
-                self.view(name)[index] = torch.as_tensor(pose, dtype=self.torch_dtype, device=self.qpos.device)
+            for name in ("mocap_pos", "mocap_quat"):
+                self.view(name)[index] = reset_values[name]
         for name in ("qvel", "ctrl", "act", "qfrc_applied", "qacc", "qacc_warmstart", "nan_world"):
             self.view(name)[index] = 0
+
+    def _reset_values(self) -> dict[str, torch.Tensor]:
+        """The model's qpos0, eq_active0 and mocap poses on the device, copied there once (a copy
+        from the host at every reset would wait for the device)."""
+        if getattr(self, "_reset_cache", None) is None:
+            device = self.qpos.device
+            values = {"qpos": torch.as_tensor(np.asarray(self.mj_model.qpos0), dtype=self.torch_dtype, device=device)}
+            if self.model.mjm.neq:
+                values["eq_active"] = torch.as_tensor(np.asarray(self.mj_model.eq_active0, dtype=np.int32),
+                                                      device=device)
+            if self.model.struct.nmocap:
+                for name, pose in zip(("mocap_pos", "mocap_quat"), mocap_pose0(self.model), strict=True):
+                    values[name] = torch.as_tensor(pose, dtype=self.torch_dtype, device=device)
+            self._reset_cache = values
+        return self._reset_cache
 
     def __repr__(self) -> str:
         threads = f", cpu_threads={self.cpu_threads}" if self.cpu_threads > 1 else ""
