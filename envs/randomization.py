@@ -70,6 +70,9 @@ class Term:
     extra_keys: set[str] = set()
     components: int = 1
     set_const: bool = False  # sim.set_const after applying
+    #: the env's row-state tensors (BatchedEnv._row_state names) `apply` writes besides the per-world
+    #: random streams; None: it may write any (a sync-free env then keeps every one of them)
+    writes: tuple[str, ...] | None = None
 
     def __init__(self, env, name: str, cfg: dict):
         self.env, self.name, self.cfg = env, name, cfg
@@ -506,6 +509,7 @@ class PushVelocity(Term):
     recompute = "nothing (state)"
     operations = ("add",)
     extra_keys = {"axes"}
+    writes = ("sim.qvel",)
 
     def __init__(self, env, name, cfg):
         super().__init__(env, name, cfg)
@@ -691,7 +695,8 @@ class Randomization:
             timer = self.timers[t.name]
             timer -= 1
             if self.env.sync_free:  # every world runs the term, those due keep the result
-                with self.env._rows_only(timer <= 0) as every:
+                only = None if t.writes is None else (*t.writes, "world_draws", f"randomization.timers.{t.name}")
+                with self.env._rows_only(timer <= 0, only=only) as every:
                     self._run([t], every)
                     timer.copy_(self._draw_interval(t, every))
                 continue
