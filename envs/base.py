@@ -408,6 +408,8 @@ class BatchedEnv:
     def _sync_free_problems(self) -> list[str]:
         """What keeps this env from stepping without host synchronisation (a subclass adds its own)."""
         out = []
+        if not isinstance(self.sim, Sim):
+            out.append("the MuJoCo backend (sim.backend=mujoco) steps on the host")
         if self.randomization is not None:
             out += self.randomization.sync_free_problems()
         return out

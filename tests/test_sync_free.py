@@ -146,6 +146,9 @@ def test_sync_free_refuses_what_needs_the_host_by_name():
     env = _rough(command_curriculum=True, max_lin_vel_x=1.0)
     with pytest.raises(ValueError, match="command curriculum"):
         env.set_sync_free()
+    env = envs.make("cartpole", num_envs=2, device="cpu", backend="mujoco")
+    with pytest.raises(ValueError, match="MuJoCo backend"):
+        env.set_sync_free()
 
 
 def test_sync_free_defers_the_non_finite_action_error():
