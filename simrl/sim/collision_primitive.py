@@ -21,7 +21,9 @@ Conventions (shared by every function):
 Written for exact Warp adjoints (wp.Tape, simrl.sim.grad): every array element is written once;
 no local vector is written in place after it holds a value that carries a gradient (a component
 is replaced through `with3`, which builds a new vector); every loop whose body carries a value
-from one iteration to the next has a constant trip count (unrolled); square roots and divisions
+from one iteration to the next has a constant trip count (unrolled), or belongs to a function
+whose adjoint is written out (`clip_half_plane`) or empty (the searches that return an integer
+choice: its values are then recomputed for the chosen feature alone); square roots and divisions
 that can see zero are guarded so that a zero adjoint stays zero instead of becoming NaN.
 
 The installed MuJoCo 4.0 library is the reference where it differs from the C sources read:
@@ -868,19 +870,17 @@ def build(scalar):
         """clipHalfPlane (engine_collision_box.c): clip the polygon (px, py, pz) against
         sgn * p[coord] <= limit (coord 0: x, 1: y); z is interpolated as an attribute.
 
-        The loops run over all BOXBOX_MAXVERT slots (unrolled; vertices k >= nin skipped), as
-        the output count nout is carried from one vertex to the next; every output element is
-        written once, into fresh vectors."""
-        d = vec12()
+        Its loops run over the nin vertices (Warp does not unroll them: unrolled over all
+        BOXBOX_MAXVERT slots, four calls held the box-box kernel at 253 registers on a GPU); the
+        output count is carried from one vertex to the next, so the adjoint is written out
+        (`adj_clip_half_plane`)."""
         all_inside = int(1)
-        for k in range(BOXBOX_MAXVERT):
-            if k < nin:
-                c = px[k]
-                if coord == 1:
-                    c = py[k]
-                d[k] = sgn * c - limit
-                if d[k] > scalar(0.0):
-                    all_inside = 0
+        for k in range(nin):
+            c = px[k]
+            if coord == 1:
+                c = py[k]
+            if sgn * c - limit > scalar(0.0):
+                all_inside = 0
         if all_inside == 1:
             return px, py, pz, nin
 
@@ -888,27 +888,103 @@ def build(scalar):
         oy = vec12()
         oz = vec12()
         nout = int(0)
-        for k in range(BOXBOX_MAXVERT):
-            if k < nin:
-                k1 = k + 1
-                if k1 == nin:
-                    k1 = 0
-                dp = d[k]
-                dq = d[k1]
-                if dp <= scalar(0.0) and nout < BOXBOX_MAXVERT:
-                    ox[nout] = px[k]
-                    oy[nout] = py[k]
-                    oz[nout] = pz[k]
-                    nout += 1
-                if ((dp < scalar(0.0) and dq > scalar(0.0)) or (dp > scalar(0.0) and dq < scalar(0.0))) and (
-                    nout < BOXBOX_MAXVERT
-                ):
-                    t = dp / (dp - dq)
-                    ox[nout] = px[k] + t * (px[k1] - px[k])
-                    oy[nout] = py[k] + t * (py[k1] - py[k])
-                    oz[nout] = pz[k] + t * (pz[k1] - pz[k])
-                    nout += 1
+        for k in range(nin):
+            k1 = k + 1
+            if k1 == nin:
+                k1 = 0
+            ck = px[k]
+            ck1 = px[k1]
+            if coord == 1:
+                ck = py[k]
+                ck1 = py[k1]
+            dp = sgn * ck - limit
+            dq = sgn * ck1 - limit
+            if dp <= scalar(0.0) and nout < BOXBOX_MAXVERT:
+                ox[nout] = px[k]
+                oy[nout] = py[k]
+                oz[nout] = pz[k]
+                nout += 1
+            if ((dp < scalar(0.0) and dq > scalar(0.0)) or (dp > scalar(0.0) and dq < scalar(0.0))) and (
+                nout < BOXBOX_MAXVERT
+            ):
+                t = dp / (dp - dq)
+                ox[nout] = px[k] + t * (px[k1] - px[k])
+                oy[nout] = py[k] + t * (py[k1] - py[k])
+                oz[nout] = pz[k] + t * (pz[k1] - pz[k])
+                nout += 1
         return ox, oy, oz, nout
+
+    @wp.func_grad(clip_half_plane)
+    def adj_clip_half_plane(px: vec12, py: vec12, pz: vec12, nin: int, coord: int, sgn: scalar, limit: scalar,
+                            adj_ox: vec12, adj_oy: vec12, adj_oz: vec12, adj_nout: int):
+        """The adjoint of clip_half_plane, written out: the forward pass again, each output
+        vertex's adjoint sent to the inputs it came from. A kept vertex o = p_k passes it on; a
+        crossing o = p_k + t (p_k1 - p_k), t = dp / (dp - dq), dp = sgn c_k - limit (c the
+        clipped coordinate), gives adj_p_k += (1 - t) adj_o, adj_p_k1 += t adj_o and, with
+        adj_t = adj_o . (p_k1 - p_k), adj_c_k += -sgn dq adj_t / (dp - dq)^2,
+        adj_c_k1 += sgn dp adj_t / (dp - dq)^2, adj_limit += -adj_t / (dp - dq)."""
+        ax = vec12()
+        ay = vec12()
+        az = vec12()
+        alimit = scalar(0.0)
+        all_inside = int(1)
+        for k in range(nin):
+            c = px[k]
+            if coord == 1:
+                c = py[k]
+            if sgn * c - limit > scalar(0.0):
+                all_inside = 0
+        if all_inside == 1:
+            wp.adjoint[px] += adj_ox
+            wp.adjoint[py] += adj_oy
+            wp.adjoint[pz] += adj_oz
+            return
+        nout = int(0)
+        for k in range(nin):
+            k1 = k + 1
+            if k1 == nin:
+                k1 = 0
+            ck = px[k]
+            ck1 = px[k1]
+            if coord == 1:
+                ck = py[k]
+                ck1 = py[k1]
+            dp = sgn * ck - limit
+            dq = sgn * ck1 - limit
+            if dp <= scalar(0.0) and nout < BOXBOX_MAXVERT:
+                ax[k] = ax[k] + adj_ox[nout]
+                ay[k] = ay[k] + adj_oy[nout]
+                az[k] = az[k] + adj_oz[nout]
+                nout += 1
+            if ((dp < scalar(0.0) and dq > scalar(0.0)) or (dp > scalar(0.0) and dq < scalar(0.0))) and (
+                nout < BOXBOX_MAXVERT
+            ):
+                den = dp - dq
+                t = dp / den
+                gx = adj_ox[nout]
+                gy = adj_oy[nout]
+                gz = adj_oz[nout]
+                ax[k] = ax[k] + (scalar(1.0) - t) * gx
+                ay[k] = ay[k] + (scalar(1.0) - t) * gy
+                az[k] = az[k] + (scalar(1.0) - t) * gz
+                ax[k1] = ax[k1] + t * gx
+                ay[k1] = ay[k1] + t * gy
+                az[k1] = az[k1] + t * gz
+                adj_t = gx * (px[k1] - px[k]) + gy * (py[k1] - py[k]) + gz * (pz[k1] - pz[k])
+                adj_ck = -sgn * dq * adj_t / (den * den)
+                adj_ck1 = sgn * dp * adj_t / (den * den)
+                if coord == 1:
+                    ay[k] = ay[k] + adj_ck
+                    ay[k1] = ay[k1] + adj_ck1
+                else:
+                    ax[k] = ax[k] + adj_ck
+                    ax[k1] = ax[k1] + adj_ck1
+                alimit = alimit - adj_t / den
+                nout += 1
+        wp.adjoint[px] += ax
+        wp.adjoint[py] += ay
+        wp.adjoint[pz] += az
+        wp.adjoint[limit] += alimit
 
     @wp.func
     def near_duplicate(qx: vec12, qy: vec12, n: int, x: scalar, y: scalar, dupe2: scalar) -> int:
@@ -923,27 +999,97 @@ def build(scalar):
         return dupe
 
     @wp.func
-    def box_box(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
-                dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
-                w: int, slot: int) -> int:
-        """mjc_BoxBox (engine_collision_box.c, the separating-axis + face-clipping version of
-        MuJoCo 4): the axis of maximum separation among the 15 candidates, then either one
-        edge-edge contact or the incident face clipped against the reference face."""
+    def box_face_accepted(px: vec12, py: vec12, pz: vec12, nvert: int, margin: scalar, dupe2: scalar) -> int:
+        """mjc_BoxBox's choice of the clipped face's vertices (bit k: vertex k): those within the
+        margin band, at most 8, each not within sqrt(dupe2) of one accepted before it."""
+        qx = vec12()
+        qy = vec12()
+        mask = int(0)
+        naccept = int(0)
+        for k in range(nvert):
+            if pz[k] <= margin and naccept < 8:
+                if near_duplicate(qx, qy, naccept, px[k], py[k], dupe2) == 0:
+                    qx[naccept] = px[k]
+                    qy[naccept] = py[k]
+                    mask = mask | (1 << k)
+                    naccept += 1
+        return mask
+
+    @wp.func_grad(box_face_accepted)
+    def adj_box_face_accepted(px: vec12, py: vec12, pz: vec12, nvert: int, margin: scalar, dupe2: scalar,
+                              adj_ret: int):
+        """An integer: no gradient."""
+        pass
+
+    @wp.func
+    def box_edge_points(axis: vec3, a2: vec3, rot: mat33, pos21: vec3, size1: vec3, size2: vec3, ie: int, je: int,
+                        amb1: int, amb2: int, v1: int, v2: int):
+        """mjc_BoxBox's edge-edge candidate (v1, v2): the closest points of box 1's edge along axis
+        ie on the side of `axis` (box 1's frame) and box 2's along je against it (flipped in an
+        ambiguous axis for v = 1), clamped to the edges' lengths."""
+        one = scalar(1.0)
+        ie1 = (ie + 1) % 3
+        ie2 = (ie + 2) % 3
+        je1 = (je + 1) % 3
+        je2 = (je + 2) % 3
+        d2 = vec3(rot[0, je], rot[1, je], rot[2, je])
+        b = d2[ie]
+        denom = one - b * b
+        c1 = edge_point(axis, size1, ie1, ie2, one, amb1, v1)
+        cc = edge_point(a2, size2, je1, je2, -one, amb2, v2)
+        c2 = rot * cc + pos21
+        e = c2 - c1
+        d1e = e[ie]
+        d2e = wp.dot(d2, e)
+        s = scalar(0.0)
+        if denom >= scalar(MINVAL):
+            s = (d1e - b * d2e) / denom
+        s = clip(s, -size1[ie], size1[ie])
+        t = clip(b * s - d2e, -size2[je], size2[je])
+        s = clip(d1e + b * t, -size1[ie], size1[ie])
+        return with3(c1, ie, c1[ie] + s), c2 + d2 * t
+
+    @wp.func
+    def box_edge_best(axis: vec3, a2: vec3, rot: mat33, pos21: vec3, size1: vec3, size2: vec3, ie: int, je: int,
+                      amb1: int, amb2: int) -> int:
+        """Which edge-edge candidate (2 v1 + v2) mjc_BoxBox keeps: the first of least distance
+        (a second candidate per box only along an ambiguous axis)."""
+        nv1 = int(1)
+        if amb1 >= 0:
+            nv1 = 2
+        nv2 = int(1)
+        if amb2 >= 0:
+            nv2 = 2
+        best = int(0)
+        best_d2 = scalar(MAXVAL)
+        for v1 in range(nv1):
+            for v2 in range(nv2):
+                p1, p2 = box_edge_points(axis, a2, rot, pos21, size1, size2, ie, je, amb1, amb2, v1, v2)
+                g = p2 - p1
+                gap2 = wp.dot(g, g)
+                if gap2 < best_d2:
+                    best_d2 = gap2
+                    best = 2 * v1 + v2
+        return best
+
+    @wp.func_grad(box_edge_best)
+    def adj_box_edge_best(axis: vec3, a2: vec3, rot: mat33, pos21: vec3, size1: vec3, size2: vec3, ie: int, je: int,
+                          amb1: int, amb2: int, adj_ret: int):
+        """An integer: no gradient."""
+        pass
+
+    @wp.func
+    def box_box_axis(pos21: vec3, pos12: vec3, rot: mat33, size1: vec3, size2: vec3, margin: scalar) -> int:
+        """mjc_BoxBox's separating-axis test: the axis of maximum separation among the 15
+        candidates (0-2: box 1's faces, 3-5: box 2's, 6 + 3 i + j: edge i of box 1 x edge j of
+        box 2), an edge axis nearly parallel to the best face axis yielding to the face unless
+        it is better by 5% of the face depth; -1 when the boxes are apart. Only the choice
+        leaves (an integer: its adjoint is empty)."""
         zero = scalar(0.0)
         one = scalar(1.0)
-        half = scalar(0.5)
         sepeps = one / (scalar(sepeps_a) * scalar(sepeps_b))
         pareps = one / (scalar(pareps_a) * scalar(pareps_b))
-        sgneps = one / (scalar(sgneps_a) * scalar(sgneps_b))
-        dupeps = one / (scalar(dupeps_a) * scalar(dupeps_b))
         edgebias = one / scalar(1000000.0)
-
-        # rot: box2 axes in box1 frame (columns); pos21 / pos12: each center in the other's frame
-        pos21 = wp.transpose(mat1) * (pos2 - pos1)
-        pos12 = wp.transpose(mat2) * (pos1 - pos2)
-        rot = wp.transpose(mat1) * mat2
-
-        # ---- stage 1: separating-axis test
         septol = margin + sepeps * (size1[0] + size1[1] + size1[2] + size2[0] + size2[1] + size2[2])
         sep_best = scalar(-MAXVAL)
         code = int(-1)
@@ -952,7 +1098,7 @@ def build(scalar):
                        + wp.abs(rot[i, 2]) * size2[2])
             sep = wp.abs(pos21[i]) - size1[i] - radius2
             if sep > septol:
-                return 0
+                return -1
             if sep > sep_best:
                 sep_best = sep
                 code = i
@@ -961,7 +1107,7 @@ def build(scalar):
                        + wp.abs(rot[2, j]) * size1[2])
             sep = wp.abs(pos12[j]) - size2[j] - radius1
             if sep > septol:
-                return 0
+                return -1
             if sep > sep_best:
                 sep_best = sep
                 code = 3 + j
@@ -987,13 +1133,13 @@ def build(scalar):
                     radius2 = size2[j1] * wp.abs(a2_1) + size2[j2] * wp.abs(a2_2)
                     sep = wp.abs(ax1 * pos21[i1] + ax2 * pos21[i2]) - radius1 - radius2
                     if sep > septol:
-                        return 0
+                        return -1
                     if sep - edgebias * wp.abs(sep) > sep_best and sep > sep_face:
                         sep_best = sep
                         code = 6 + 3 * i + j
 
         if code < 0:
-            return 0
+            return -1
 
         # an edge axis nearly parallel to the best face axis yields to the face unless it is
         # better by 5% of the face depth
@@ -1014,6 +1160,39 @@ def build(scalar):
             ):
                 code = code_face
                 sep_best = sep_face
+
+        return code
+
+    @wp.func_grad(box_box_axis)
+    def adj_box_box_axis(pos21: vec3, pos12: vec3, rot: mat33, size1: vec3, size2: vec3, margin: scalar,
+                         adj_ret: int):
+        """An integer: no gradient."""
+        pass
+
+    @wp.func
+    def box_box(pos1: vec3, mat1: mat33, size1: vec3, pos2: vec3, mat2: mat33, size2: vec3, margin: scalar,
+                dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3), frame: wp.array2d(dtype=mat33),
+                w: int, slot: int) -> int:
+        """mjc_BoxBox (engine_collision_box.c, the separating-axis + face-clipping version of
+        MuJoCo 4): the axis of maximum separation among the 15 candidates, then either one
+        edge-edge contact or the incident face clipped against the reference face."""
+        zero = scalar(0.0)
+        one = scalar(1.0)
+        half = scalar(0.5)
+        sepeps = one / (scalar(sepeps_a) * scalar(sepeps_b))
+        sgneps = one / (scalar(sgneps_a) * scalar(sgneps_b))
+        dupeps = one / (scalar(dupeps_a) * scalar(dupeps_b))
+
+        # rot: box2 axes in box1 frame (columns); pos21 / pos12: each center in the other's frame
+        pos21 = wp.transpose(mat1) * (pos2 - pos1)
+        pos12 = wp.transpose(mat2) * (pos1 - pos2)
+        rot = wp.transpose(mat1) * mat2
+
+        septol = margin + sepeps * (size1[0] + size1[1] + size1[2] + size2[0] + size2[1] + size2[2])
+        # ---- stage 1: separating-axis test (the choice of axis, a function of its own)
+        code = box_box_axis(pos21, pos12, rot, size1, size2, margin)
+        if code < 0:
+            return 0
 
         # ---- stage 2a: edge-edge contact
         if code >= 6:
@@ -1042,44 +1221,9 @@ def build(scalar):
             elif wp.abs(a2[je2]) < sgneps:
                 amb2 = je2
 
-            d2 = vec3(rot[0, je], rot[1, je], rot[2, je])
-            b = d2[ie]
-            denom = one - b * b
-            w1 = zero3()
-            w2 = zero3()
-            best_d2 = scalar(MAXVAL)
-            nv1 = int(1)
-            if amb1 >= 0:
-                nv1 = 2
-            nv2 = int(1)
-            if amb2 >= 0:
-                nv2 = 2
-            # (the best pair is carried across the candidates: constant trip counts, unrolled)
-            for v1 in range(2):
-                for v2 in range(2):
-                    if v1 < nv1 and v2 < nv2:
-                        c1 = edge_point(axis, size1, ie1, ie2, one, amb1, v1)
-                        cc = edge_point(a2, size2, je1, je2, -one, amb2, v2)
-                        c2 = rot * cc + pos21
-
-                        e = c2 - c1
-                        d1e = e[ie]
-                        d2e = wp.dot(d2, e)
-                        s = zero
-                        if denom >= scalar(MINVAL):
-                            s = (d1e - b * d2e) / denom
-                        s = clip(s, -size1[ie], size1[ie])
-                        t = clip(b * s - d2e, -size2[je], size2[je])
-                        s = clip(d1e + b * t, -size1[ie], size1[ie])
-
-                        p1 = with3(c1, ie, c1[ie] + s)
-                        p2 = c2 + d2 * t
-                        g = p2 - p1
-                        gap2 = wp.dot(g, g)
-                        if gap2 < best_d2:
-                            best_d2 = gap2
-                            w1 = p1
-                            w2 = p2
+            # the closest pair of the candidate edges (an integer), then that pair's points
+            best = box_edge_best(axis, a2, rot, pos21, size1, size2, ie, je, amb1, amb2)
+            w1, w2 = box_edge_points(axis, a2, rot, pos21, size1, size2, ie, je, amb1, amb2, best // 2, best % 2)
 
             d = wp.dot(w2 - w1, axis)
             if d > septol:
@@ -1158,22 +1302,21 @@ def build(scalar):
         normal = col(matref, a) * nsign
 
         # vertices within the margin band, dropping near-duplicates from clipping at corners
-        # (MuJoCo compacts the accepted vertices to the front of the polygon in place; they are
-        # kept in fresh vectors qx, qy instead, and the loop runs over all slots, unrolled, as
-        # naccept is carried from one vertex to the next)
-        dupe2 = dupeps * (sizeref[ax] * sizeref[ax] + sizeref[ay] * sizeref[ay])
-        qx = vec12()
-        qy = vec12()
-        naccept = int(0)
-        for k in range(BOXBOX_MAXVERT):
-            if k < nvert and pz[k] <= margin and naccept < 8:
-                if near_duplicate(qx, qy, naccept, px[k], py[k], dupe2) == 0:
-                    qx[naccept] = px[k]
-                    qy[naccept] = py[k]
+        # (MuJoCo compacts the accepted vertices to the front of the polygon in place): which ones
+        # first (an integer mask), then each written at its rank among them, in a loop Warp does
+        # not unroll and that carries nothing; one frame for all of them
+        accepted = box_face_accepted(px, py, pz, nvert, margin,
+                                     dupeps * (sizeref[ax] * sizeref[ax] + sizeref[ay] * sizeref[ay]))
+        naccept = bit_count(accepted)
+        if naccept > 0:
+            contact_frame = make_frame(normal, zero3())
+            for k in range(nvert):
+                if (accepted >> k) & 1 != 0:
+                    i = slot + bit_count(accepted & ((1 << k) - 1))
                     posc = with3(with3(vec3(sgn * (sizeref[a] + half * pz[k])), ax, px[k]), ay, py[k])
-                    write_contact(dist, pos, frame, w, slot + naccept, pz[k], matref * posc + posref,
-                                  normal, zero3())
-                    naccept += 1
+                    dist[w, i] = pz[k]
+                    pos[w, i] = matref * posc + posref
+                    frame[w, i] = contact_frame
         return naccept
 
     return types.SimpleNamespace(
