@@ -866,6 +866,27 @@ def build(scalar):
     # ------------------------------------------------------------------ box-box
 
     @wp.func
+    def clip_distance(px: vec12, py: vec12, k: int, coord: int, sgn: scalar, limit: scalar) -> scalar:
+        """How far vertex k is outside the half plane sgn * p[coord] <= limit (> 0: outside)."""
+        c = px[k]
+        if coord == 1:
+            c = py[k]
+        return sgn * c - limit
+
+    @wp.func
+    def clip_all_inside(px: vec12, py: vec12, nin: int, coord: int, sgn: scalar, limit: scalar) -> int:
+        """1 when no vertex of the polygon is outside the half plane."""
+        for k in range(nin):
+            if clip_distance(px, py, k, coord, sgn, limit) > scalar(0.0):
+                return 0
+        return 1
+
+    @wp.func
+    def clip_crosses(dp: scalar, dq: scalar) -> bool:
+        """Whether the edge between vertices at distances dp and dq crosses the line."""
+        return (dp < scalar(0.0) and dq > scalar(0.0)) or (dp > scalar(0.0) and dq < scalar(0.0))
+
+    @wp.func
     def clip_half_plane(px: vec12, py: vec12, pz: vec12, nin: int, coord: int, sgn: scalar, limit: scalar):
         """clipHalfPlane (engine_collision_box.c): clip the polygon (px, py, pz) against
         sgn * p[coord] <= limit (coord 0: x, 1: y); z is interpolated as an attribute.
@@ -874,14 +895,7 @@ def build(scalar):
         BOXBOX_MAXVERT slots, four calls held the box-box kernel at 253 registers on a GPU); the
         output count is carried from one vertex to the next, so the adjoint is written out
         (`adj_clip_half_plane`)."""
-        all_inside = int(1)
-        for k in range(nin):
-            c = px[k]
-            if coord == 1:
-                c = py[k]
-            if sgn * c - limit > scalar(0.0):
-                all_inside = 0
-        if all_inside == 1:
+        if clip_all_inside(px, py, nin, coord, sgn, limit) == 1:
             return px, py, pz, nin
 
         ox = vec12()
@@ -889,24 +903,15 @@ def build(scalar):
         oz = vec12()
         nout = int(0)
         for k in range(nin):
-            k1 = k + 1
-            if k1 == nin:
-                k1 = 0
-            ck = px[k]
-            ck1 = px[k1]
-            if coord == 1:
-                ck = py[k]
-                ck1 = py[k1]
-            dp = sgn * ck - limit
-            dq = sgn * ck1 - limit
+            k1 = (k + 1) % nin
+            dp = clip_distance(px, py, k, coord, sgn, limit)
+            dq = clip_distance(px, py, k1, coord, sgn, limit)
             if dp <= scalar(0.0) and nout < BOXBOX_MAXVERT:
                 ox[nout] = px[k]
                 oy[nout] = py[k]
                 oz[nout] = pz[k]
                 nout += 1
-            if ((dp < scalar(0.0) and dq > scalar(0.0)) or (dp > scalar(0.0) and dq < scalar(0.0))) and (
-                nout < BOXBOX_MAXVERT
-            ):
+            if clip_crosses(dp, dq) and nout < BOXBOX_MAXVERT:
                 t = dp / (dp - dq)
                 ox[nout] = px[k] + t * (px[k1] - px[k])
                 oy[nout] = py[k] + t * (py[k1] - py[k])
@@ -927,38 +932,22 @@ def build(scalar):
         ay = vec12()
         az = vec12()
         alimit = scalar(0.0)
-        all_inside = int(1)
-        for k in range(nin):
-            c = px[k]
-            if coord == 1:
-                c = py[k]
-            if sgn * c - limit > scalar(0.0):
-                all_inside = 0
-        if all_inside == 1:
+        if clip_all_inside(px, py, nin, coord, sgn, limit) == 1:
             wp.adjoint[px] += adj_ox
             wp.adjoint[py] += adj_oy
             wp.adjoint[pz] += adj_oz
             return
         nout = int(0)
         for k in range(nin):
-            k1 = k + 1
-            if k1 == nin:
-                k1 = 0
-            ck = px[k]
-            ck1 = px[k1]
-            if coord == 1:
-                ck = py[k]
-                ck1 = py[k1]
-            dp = sgn * ck - limit
-            dq = sgn * ck1 - limit
+            k1 = (k + 1) % nin
+            dp = clip_distance(px, py, k, coord, sgn, limit)
+            dq = clip_distance(px, py, k1, coord, sgn, limit)
             if dp <= scalar(0.0) and nout < BOXBOX_MAXVERT:
                 ax[k] = ax[k] + adj_ox[nout]
                 ay[k] = ay[k] + adj_oy[nout]
                 az[k] = az[k] + adj_oz[nout]
                 nout += 1
-            if ((dp < scalar(0.0) and dq > scalar(0.0)) or (dp > scalar(0.0) and dq < scalar(0.0))) and (
-                nout < BOXBOX_MAXVERT
-            ):
+            if clip_crosses(dp, dq) and nout < BOXBOX_MAXVERT:
                 den = dp - dq
                 t = dp / den
                 gx = adj_ox[nout]
