@@ -876,10 +876,11 @@ def build(scalar):
     @wp.func
     def clip_all_inside(px: vec12, py: vec12, nin: int, coord: int, sgn: scalar, limit: scalar) -> int:
         """1 when no vertex of the polygon is outside the half plane."""
+        inside = int(1)
         for k in range(nin):
             if clip_distance(px, py, k, coord, sgn, limit) > scalar(0.0):
-                return 0
-        return 1
+                inside = 0
+        return inside
 
     @wp.func
     def clip_crosses(dp: scalar, dq: scalar) -> bool:
@@ -895,7 +896,16 @@ def build(scalar):
         BOXBOX_MAXVERT slots, four calls held the box-box kernel at 253 registers on a GPU); the
         output count is carried from one vertex to the next, so the adjoint is written out
         (`adj_clip_half_plane`)."""
-        if clip_all_inside(px, py, nin, coord, sgn, limit) == 1:
+        # (written out here, not through the adjoint's helpers: calling them cost the kernel 7
+        # registers on a GPU)
+        all_inside = int(1)
+        for k in range(nin):
+            c = px[k]
+            if coord == 1:
+                c = py[k]
+            if sgn * c - limit > scalar(0.0):
+                all_inside = 0
+        if all_inside == 1:
             return px, py, pz, nin
 
         ox = vec12()
@@ -903,15 +913,24 @@ def build(scalar):
         oz = vec12()
         nout = int(0)
         for k in range(nin):
-            k1 = (k + 1) % nin
-            dp = clip_distance(px, py, k, coord, sgn, limit)
-            dq = clip_distance(px, py, k1, coord, sgn, limit)
+            k1 = k + 1
+            if k1 == nin:
+                k1 = 0
+            ck = px[k]
+            ck1 = px[k1]
+            if coord == 1:
+                ck = py[k]
+                ck1 = py[k1]
+            dp = sgn * ck - limit
+            dq = sgn * ck1 - limit
             if dp <= scalar(0.0) and nout < BOXBOX_MAXVERT:
                 ox[nout] = px[k]
                 oy[nout] = py[k]
                 oz[nout] = pz[k]
                 nout += 1
-            if clip_crosses(dp, dq) and nout < BOXBOX_MAXVERT:
+            if ((dp < scalar(0.0) and dq > scalar(0.0)) or (dp > scalar(0.0) and dq < scalar(0.0))) and (
+                nout < BOXBOX_MAXVERT
+            ):
                 t = dp / (dp - dq)
                 ox[nout] = px[k] + t * (px[k1] - px[k])
                 oy[nout] = py[k] + t * (py[k1] - py[k])
@@ -939,7 +958,9 @@ def build(scalar):
             return
         nout = int(0)
         for k in range(nin):
-            k1 = (k + 1) % nin
+            k1 = k + 1
+            if k1 == nin:
+                k1 = 0
             dp = clip_distance(px, py, k, coord, sgn, limit)
             dq = clip_distance(px, py, k1, coord, sgn, limit)
             if dp <= scalar(0.0) and nout < BOXBOX_MAXVERT:
