@@ -80,10 +80,20 @@ def _state(env):
     return {k: v.clone() for k, v in env._row_state().items()}
 
 
-@pytest.mark.parametrize("task", ["quadruped_rough", "cartpole"])
+def _task_env(task):
+    """The task file's environment, 6 worlds, short episodes."""
+    from omegaconf import OmegaConf
+
+    import tasks
+    from simrl.rl.config import env_kwargs
+
+    kwargs = env_kwargs(OmegaConf.to_container(OmegaConf.load(tasks.TASKS_DIR / f"{task}.yaml")))
+    return envs.make(task, num_envs=6, device="cpu", seed=3, **{**kwargs, "episode_length_s": 0.4})
+
+
+@pytest.mark.parametrize("task", ["quadruped_rough", "cartpole", "humanoid", "ant"])
 def test_sync_free_step_matches_the_indexed_step(task):
-    make = _rough if task == "quadruped_rough" else (
-        lambda: envs.make("cartpole", num_envs=6, device="cpu", seed=3, episode_length_s=0.3))
+    make = _rough if task == "quadruped_rough" else (lambda: _task_env(task))
     indexed, free = make(), make()
     free.set_sync_free()
     for env in (indexed, free):
