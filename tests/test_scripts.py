@@ -497,3 +497,26 @@ def test_profile_lines_attributes_the_fused_step(tmp_path):
     assert max(functions.values()) <= in_kernels * (1 + 1e-9)
     assert {"solve", "factor_ld", "fwd_acceleration"} <= set(functions)
     assert "per line, self, per world-step" in result.stdout
+
+
+def test_run_scalars_averages_what_a_run_logged(tmp_path, capsys):
+    """scripts/run_scalars.py against a log written here: the mean of the last N iterations and of
+    windows is the arithmetic mean of the written values; a rewritten iteration (a resumed run)
+    counts once, with its last value; an unknown tag is refused naming the ones there are."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    spec = importlib.util.spec_from_file_location("run_scalars", ROOT / "scripts" / "run_scalars.py")
+    run_scalars = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_scalars)
+    writer = SummaryWriter(log_dir=str(tmp_path))
+    for it in range(10, 30):  # a run resumed at iteration 10
+        writer.add_scalar("Curriculum/terrain_level", it / 10, it)
+    writer.add_scalar("Curriculum/terrain_level", 5.0, 29)  # rewritten by a later write
+    writer.close()
+    assert run_scalars.main([str(tmp_path), "Curriculum/terrain_level", "--last", "5", "--window", "10"]) == 0
+    out = capsys.readouterr().out
+    expected_last = (2.5 + 2.6 + 2.7 + 2.8 + 5.0) / 5
+    assert f"mean over iterations 25-29 (last 5): {expected_last:.4g}" in out
+    assert f"iterations 10-19: {sum(i / 10 for i in range(10, 20)) / 10:.4g}" in out
+    with pytest.raises(SystemExit, match="no scalar 'Train/nothing'.*Curriculum/terrain_level"):
+        run_scalars.main([str(tmp_path), "Train/nothing"])
