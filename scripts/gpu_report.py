@@ -652,12 +652,14 @@ def print_side_by_side(records: list[dict]) -> None:
 
 def step_passes(grad: bool) -> tuple:
     """The element passes of the step (with `grad`: of the differentiable step, its finer
-    launches) in float32, by name; the per-world passes (solver, factorization) are left out."""
+    launches) in float32, by name; the per-world passes (solver, factorization) are left out, and
+    so is the convex collision's search (convex_detect, never differentiated) from the
+    differentiable step's: it is the plain step's."""
     from simrl.sim import forward, schedule
 
     scalar = wp.float32
     passes = (forward.position(scalar, fine=grad) + forward.velocity(scalar, fine=grad)
-              + forward.constraint_rows(scalar, grouped=not grad) + forward.sensor_passes(scalar))
+              + forward.constraint_rows(scalar, grouped=not grad, detect=not grad) + forward.sensor_passes(scalar))
     return tuple(p for p in passes if p.over != schedule.WORLD)
 
 

@@ -451,25 +451,41 @@ def build(scalar):
                         ncon += 1
 
     @wp.func
-    def detect(m: Model, d: Data, w: int, p: int):
-        """Pass 1 for convex pair p: GJK/EPA (and multiccd) into d.ccd_contact."""
-        kind = m.cpair_kind[p]
-        nslot = m.cpair_nslot[p]
-        slot = m.cpair_slot[p]
+    def clear_slots(d: Data, w: int, slot: int, nslot: int):
         for i in range(nslot):
             c = ConvexContact()
             c.found = 0
             d.ccd_contact[w, slot + i] = c
+
+    @wp.func
+    def detect_plane_mesh(m: Model, d: Data, w: int, p: int):
+        """Pass 1 for a plane-mesh pair p (mjc_PlaneConvex): into d.ccd_contact."""
+        slot = m.cpair_slot[p]
+        clear_slots(d, w, slot, m.cpair_nslot[p])
+        g = m.cpair_geom[p]
+        plane_mesh(m, d, w, g[0], g[1], m.cpair_margin[p] + m.cpair_gap[p], slot)
+
+    @wp.func
+    def detect_hfield(m: Model, d: Data, w: int, p: int):
+        """Pass 1 for a height field pair p (mjc_ConvexHField): into d.ccd_contact."""
+        nslot = m.cpair_nslot[p]
+        slot = m.cpair_slot[p]
+        clear_slots(d, w, slot, nslot)
+        g = m.cpair_geom[p]
+        hfield_pair(m, d, w, g[0], g[1], m.cpair_margin[p] + m.cpair_gap[p], slot, nslot,
+                    w * m.nccdpair + m.cpair_ccd[p])
+
+    @wp.func
+    def detect_gjk(m: Model, d: Data, w: int, p: int):
+        """Pass 1 for a convex pair p of two geoms (mjc_Convex): GJK/EPA, and multiccd's face
+        clipping where the pair has the slots for it, into d.ccd_contact."""
+        nslot = m.cpair_nslot[p]
+        slot = m.cpair_slot[p]
+        clear_slots(d, w, slot, nslot)
         g = m.cpair_geom[p]
         g1 = g[0]
         g2 = g[1]
         margin = m.cpair_margin[p] + m.cpair_gap[p]
-        if kind == KIND_PLANE_MESH:
-            plane_mesh(m, d, w, g1, g2, margin, slot)
-            return
-        if kind >= KIND_HFIELD0 and kind <= KIND_HFIELD1:
-            hfield_pair(m, d, w, g1, g2, margin, slot, nslot, w * m.nccdpair + m.cpair_ccd[p])
-            return
         r1 = m.geom_rbound[g1]
         r2 = m.geom_rbound[g2]
         if wp.length(d.geom_xpos[w, g1] - d.geom_xpos[w, g2]) > r1 + r2 + margin:
@@ -502,6 +518,18 @@ def build(scalar):
                 return
         if found:
             record(d, w, slot, o1, o2, normal, x1, x2, pos0, vertex, 0, vec3d(), vec3d())
+
+    @wp.func
+    def detect(m: Model, d: Data, w: int, p: int):
+        """Pass 1 for convex pair p: GJK/EPA (and multiccd) into d.ccd_contact. (The wide
+        schedule launches the three kinds of search apart: `detect_kinds`.)"""
+        kind = m.cpair_kind[p]
+        if kind == KIND_PLANE_MESH:
+            detect_plane_mesh(m, d, w, p)
+        elif kind >= KIND_HFIELD0 and kind <= KIND_HFIELD1:
+            detect_hfield(m, d, w, p)
+        else:
+            detect_gjk(m, d, w, p)
 
     @wp.func
     def rebuild(c: ConvexContact, t1: int, p1: vec3, R1: mat33, s1: vec3, t2: int, p2: vec3, R2: mat33, s2: vec3,
@@ -580,6 +608,7 @@ def build(scalar):
                 on = 1
             d.contact_active[w, slot + i] = on
 
+    @functools.cache
     def contacts(nslot: int):
         @wp.func
         def collide_pair(m: Model, d: Data, w: int, p: int):
@@ -614,7 +643,8 @@ def build(scalar):
         frame[w, slot] = make_frame(normal)
         return 1
 
-    return types.SimpleNamespace(detect=detect, contacts=contacts, plane_mesh_contacts=plane_mesh_contacts,
+    return types.SimpleNamespace(detect=detect, detect_plane_mesh=detect_plane_mesh, detect_hfield=detect_hfield,
+                                 detect_gjk=detect_gjk, contacts=contacts, plane_mesh_contacts=plane_mesh_contacts,
                                  hfield_contacts=hfield_contacts,
                                  plane_ellipsoid=plane_ellipsoid)
 

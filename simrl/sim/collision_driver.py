@@ -20,7 +20,6 @@ import warp as wp
 from simrl.sim import collision_convex, collision_primitive
 from simrl.sim.contact_tables import (
     CONVEX_KINDS,
-    CONVEX_MAX_CONTACTS,
     GEOM_BOX,
     GEOM_CAPSULE,
     GEOM_CYLINDER,
@@ -116,12 +115,23 @@ def pair_functions(scalar):
     return {kind: pair(kind, name) for kind, name in COLLIDERS.items()}
 
 
+#: the kinds of the convex pairs, and the groups of them the wide schedule's detection pass
+#: launches apart (plane-mesh, the height fields', GJK/EPA between two geoms with multiccd)
+DETECT_KINDS = tuple(CONVEX_KINDS)
+DETECT_PLANE_MESH = (KIND_PLANE_MESH,)
+DETECT_HFIELD = tuple(HFIELD_KINDS)
+DETECT_GJK = tuple(k for k in CONVEX_KINDS if k != KIND_PLANE_MESH and k not in HFIELD_KINDS)
+DETECT_GROUPS = (DETECT_PLANE_MESH, DETECT_HFIELD, DETECT_GJK)
+assert sorted(k for g in DETECT_GROUPS for k in g) == list(DETECT_KINDS)
+assert all(list(g) == list(range(g[0], g[0] + len(g))) for g in DETECT_GROUPS)
+
+
 #: kinds launched together in the wide schedule: the pairs of geom1's type, plane or sphere
 #: (consecutive kinds: cpair_by_kind keeps a group's pairs contiguous); the colliders whose kernels
 #: need many registers (capsule-capsule, capsule-box, box-box) alone
 GROUPS = tuple(tuple(PAIR_KIND[p] for p in PRIMITIVE_MAX_CONTACTS if p[0] == t) for t in (GEOM_PLANE, GEOM_SPHERE)) \
     + tuple((PAIR_KIND[p],) for p in PRIMITIVE_MAX_CONTACTS if p[0] not in (GEOM_PLANE, GEOM_SPHERE)) \
-    + (tuple(PAIR_KIND[p] for p in CONVEX_MAX_CONTACTS),)
+    + DETECT_GROUPS
 assert sorted(k for g in GROUPS for k in g) == sorted(PAIR_KIND.values())
 assert all(list(g) == list(range(g[0], g[0] + len(g))) for g in GROUPS)
 
@@ -131,15 +141,21 @@ def dispatch(scalar, kinds: tuple):
     """f(m, d, w, p): the collision of pair p, whose kind is one of `kinds` (a static if-chain)."""
     Model, Data = model_struct(scalar), data_struct(scalar)
     funcs = pair_functions(scalar)
-    if len(kinds) == 1:
+    # a run of kinds that share one function (the height fields' rebuild, the convex pairs' of one
+    # slot count) is one branch: each function is compiled into the kernel once
+    n = 1
+    while n < len(kinds) and funcs[kinds[n]] is funcs[kinds[0]]:
+        n += 1
+    if n == len(kinds):
         return funcs[kinds[0]]
-    first, f_first, rest = kinds[0], funcs[kinds[0]], dispatch(scalar, kinds[1:])
+    first, last, f_first, rest = kinds[0], kinds[n - 1], funcs[kinds[0]], dispatch(scalar, kinds[n:])
 
     # inlined (chosen when a call copied the Model and Data structs once per pair; see
     # simrl.sim.by_reference, which now passes them by reference)
     @wp.func(inline=True)
     def collide(m: Model, d: Data, w: int, p: int):
-        if m.cpair_kind[p] == first:
+        kind = m.cpair_kind[p]
+        if kind >= first and kind <= last:
             f_first(m, d, w, p)
         else:
             rest(m, d, w, p)
@@ -154,12 +170,19 @@ def build(scalar):
 
 
 @functools.cache
-def detect(scalar):
-    """`f(m, d, w, p)`: the convex collision's first pass (GJK/EPA) for pair p; nothing for the
-    primitive pairs. The wide schedule launches it over the convex kinds (DETECT_KINDS)."""
+def detect(scalar, kinds: tuple = None):
+    """`f(m, d, w, p)`: the convex collision's first pass (GJK/EPA) for pair p, whose kind is one
+    of `kinds` (one of DETECT_GROUPS, for the wide schedule's launch of that group), or any kind
+    (None: nothing for the primitive pairs; the fused schedule's)."""
     Model, Data = model_struct(scalar), data_struct(scalar)
-    run = collision_convex.build(scalar).detect
-    first, last = CONVEX_KINDS[0], CONVEX_KINDS[-1]
+    convex = collision_convex.build(scalar)
+    if kinds is None:
+        run, first, last = convex.detect, CONVEX_KINDS[0], CONVEX_KINDS[-1]
+    else:
+        # each kind of search compiled alone: a kernel's registers are those of its largest path
+        run = {DETECT_PLANE_MESH: convex.detect_plane_mesh, DETECT_HFIELD: convex.detect_hfield,
+               DETECT_GJK: convex.detect_gjk}[kinds]
+        first, last = kinds[0], kinds[-1]
 
     @wp.func
     def detect_pair(m: Model, d: Data, w: int, p: int):
@@ -211,8 +234,3 @@ def far_geoms(scalar):
             k = k + 1
 
     return far
-
-
-#: the kinds of the convex pairs, launched together by the detection pass
-DETECT_KINDS = tuple(CONVEX_KINDS)
-assert list(DETECT_KINDS) == list(range(DETECT_KINDS[0], DETECT_KINDS[-1] + 1))

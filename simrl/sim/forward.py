@@ -119,8 +119,8 @@ def velocity(scalar, fine: bool = False) -> tuple:
 def detect_contacts(scalar) -> tuple:
     """The convex collision's search (GJK/EPA, simrl.sim.collision_convex): before the narrow
     phase, never differentiated."""
-    f = collision_driver.detect(scalar)
-    return (Pass("convex_detect", PAIRS, (f,), kinds=((collision_driver.DETECT_KINDS, f),)),)
+    groups = tuple((kinds, collision_driver.detect(scalar, kinds)) for kinds in collision_driver.DETECT_GROUPS)
+    return (Pass("convex_detect", PAIRS, (collision_driver.detect(scalar),), kinds=groups),)
 
 
 @functools.cache
