@@ -419,15 +419,6 @@ def build(scalar):
         bottom = -size[3]
         o1.prism_lo = mat33d(zero64, zero64, bottom, zero64, zero64, bottom, zero64, zero64, bottom)
         o1.prism_hi = mat33d(zero64, zero64, zero64, zero64, zero64, zero64, zero64, zero64, zero64)
-        # the geom's world pose and the field's, to record the contacts in
-        w1 = Obj()
-        w1.type = GEOM_HFIELD
-        w1.pos = p1
-        w1.mat = R1
-        w1.margin = zero64
-        w2 = gjk.copy_obj(o2)
-        w2.pos = p2
-        w2.mat = R2
         ncon = int(0)
         for r in range(rmin, rmax):
             if ncon >= nslot:
@@ -446,8 +437,18 @@ def build(scalar):
                         continue
                     found, normal, x1, x2, pos, vertex, _face = penetration(d, s, o1, o2, m, 0)
                     if found:
-                        record(d, w, slot + ncon, w1, w2, R1 * normal, R1 * x1 + p1, R1 * x2 + p1,
-                               R1 * pos + p1, vertex, 0, vec3d(), vec3d())
+                        # the field's world pose and the geom's, to record the contact in (read
+                        # again here: held across the search, they cost a GPU thread registers)
+                        w1 = Obj()
+                        w1.type = GEOM_HFIELD
+                        w1.pos = vec3d(d.geom_xpos[w, g1])
+                        w1.mat = mat33d(d.geom_xmat[w, g1])
+                        w1.margin = zero64
+                        w2 = gjk.copy_obj(o2)
+                        w2.pos = vec3d(d.geom_xpos[w, g2])
+                        w2.mat = mat33d(d.geom_xmat[w, g2])
+                        record(d, w, slot + ncon, w1, w2, w1.mat * normal, w1.mat * x1 + w1.pos,
+                               w1.mat * x2 + w1.pos, w1.mat * pos + w1.pos, vertex, 0, vec3d(), vec3d())
                         ncon += 1
 
     @wp.func
