@@ -330,10 +330,44 @@ def build(scalar):
         return (c[1] * dif + c[2] * dif * dif + c[3] * dif * dif * dif + c[4] * dif * dif * dif * dif,
                 c[1] + scalar(2.0) * c[2] * dif + scalar(3.0) * c[3] * dif * dif + scalar(4.0) * c[4] * dif * dif * dif)
 
-    def make_equality_rows(bodies: bool, joints: bool, tendons: bool):
+    @wp.func
+    def weld_frames(m: Model, d: Data, w: int, e: int):
+        """(qleft, qright) of a connect or weld: neg(q_2 relpose_2) and q_1 relpose_1
+        (mj_instantiateEquality)."""
+        qright = d.xquat[w, m.eq[e].body1] * m.eq[e].quat1
+        qleft = wp.quat_inverse(d.xquat[w, m.eq[e].body2] * m.eq[e].quat2)
+        return qleft, qright
+
+    def make_equality_jacobian(first: bool):
+        """The differentiable step's `equality_jacobian`: a connect's or weld's Jacobian, the
+        first body's part (`first`) or the second's, added to rows `equality_rows` zeroed (in
+        one kernel with the rows, the generated adjoint needed 240 registers)."""
+        @wp.func
+        def equality_jacobian(m: Model, d: Data, w: int, e: int):
+            kind = m.eq[e].type
+            if (kind == EQ_CONNECT or kind == EQ_WELD) and m.enable_constraint != 0 and d.eq_active[w, e] != 0:
+                nrow = 3
+                if kind == EQ_WELD:
+                    nrow = 6
+                qleft, qright = weld_frames(m, d, w, e)
+                if wp.static(first):
+                    b1 = m.eq[e].body1
+                    p1 = d.xpos[w, b1] + d.xmat[w, b1] * m.eq[e].anchor1
+                    add_equality_jacobian(m, d, w, m.eq[e].efc_adr, nrow, b1, p1, scalar(1.0), qleft, qright,
+                                          m.eq[e].torquescale)
+                else:
+                    b2 = m.eq[e].body2
+                    p2 = d.xpos[w, b2] + d.xmat[w, b2] * m.eq[e].anchor2
+                    add_equality_jacobian(m, d, w, m.eq[e].efc_adr, nrow, b2, p2, scalar(-1.0), qleft, qright,
+                                          m.eq[e].torquescale)
+        return equality_jacobian
+
+    def make_equality_rows(bodies: bool, joints: bool, tendons: bool, jacobian: bool = True):
         """`equality_rows` for connects and welds (`bodies`), joint couplings, tendon couplings,
         or all (the differentiable step launches the three apart: in one kernel their generated
-        adjoint needed more registers than a GPU thread should use)."""
+        adjoint needed more registers than a GPU thread should use); a connect's or weld's rows
+        with their Jacobian (`jacobian`) or zeroed (the differentiable step adds it after, with
+        `equality_jacobian`)."""
         @wp.func
         def equality_rows(m: Model, d: Data, w: int, e: int):
             """The rows of equality constraint e (mj_instantiateEquality; mj_diagApprox and
@@ -401,8 +435,7 @@ def build(scalar):
                         p1 = d.xpos[w, b1] + d.xmat[w, b1] * m.eq[e].anchor1
                         p2 = d.xpos[w, b2] + d.xmat[w, b2] * m.eq[e].anchor2
                         ts = m.eq[e].torquescale
-                        qright = d.xquat[w, b1] * m.eq[e].quat1
-                        qleft = wp.quat_inverse(d.xquat[w, b2] * m.eq[e].quat2)
+                        qleft, qright = weld_frames(m, d, w, e)
                         cpos = p1 - p2
                         norm2 = wp.dot(cpos, cpos)
                         rot = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
@@ -410,8 +443,9 @@ def build(scalar):
                             qe = qleft * qright
                             rot = vec3(qe[0], qe[1], qe[2]) * ts
                             norm2 = norm2 + wp.dot(rot, rot)
-                        add_equality_jacobian(m, d, w, r0, nrow, b1, p1, scalar(1.0), qleft, qright, ts)
-                        add_equality_jacobian(m, d, w, r0, nrow, b2, p2, scalar(-1.0), qleft, qright, ts)
+                        if wp.static(jacobian):
+                            add_equality_jacobian(m, d, w, r0, nrow, b1, p1, scalar(1.0), qleft, qright, ts)
+                            add_equality_jacobian(m, d, w, r0, nrow, b2, p2, scalar(-1.0), qleft, qright, ts)
                         imp = impedance(solimp, wp.sqrt(norm2), scalar(0.0))
                         iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], b1]
                         iw2 = m.body_invweight0[w % m.body_invweight0.shape[0], b2]
@@ -827,7 +861,9 @@ def build(scalar):
                             - d.efc_K[w, r] * d.efc_imp[w, r] * (d.efc_pos[w, r] - d.efc_margin[w, r]))
 
     return SimpleNamespace(impedance=impedance, equality_rows=make_equality_rows(True, True, True),
-                           equality_rows_bodies=make_equality_rows(True, False, False),
+                           equality_rows_bodies=make_equality_rows(True, False, False, jacobian=False),
+                           equality_jacobian_1=make_equality_jacobian(True),
+                           equality_jacobian_2=make_equality_jacobian(False),
                            equality_rows_joints=make_equality_rows(False, True, False),
                            equality_rows_tendons=make_equality_rows(False, False, True),
                            equality_reference=equality_reference,

@@ -128,7 +128,8 @@ def constraint_rows(scalar, grouped: bool = True, detect: bool = False) -> tuple
     """mj_collision, mj_makeConstraint and mj_referenceConstraint: contacts and constraint rows.
     `grouped`: the wide schedule launches collider kinds in groups (collision_driver.GROUPS), and
     each kind of row in one launch; else the differentiable step's finer launches: one per
-    collider kind, the equalities of bodies and of joints or tendons apart, the limits of hinges
+    collider kind, the equalities of bodies and of joints or tendons apart (a connect's or weld's
+    Jacobian, each body's part, apart from its rows), the limits of hinges
     and slides, of ball joints and of tendons apart, a contact's Jacobian (each body's part) apart
     from its rows, the rows of frictionless and pyramidal contacts one per element, the two
     friction cones apart (in one kernel, the generated adjoints need more than a GPU thread's
@@ -142,6 +143,8 @@ def constraint_rows(scalar, grouped: bool = True, detect: bool = False) -> tuple
         Pass("narrowphase", PAIRS, (collision_driver.build(scalar),), kinds=groups, writes_slots=True),
     ) + ((Pass("equality_rows", EQUALITIES, (c.equality_rows,)),) if grouped else (
         Pass("equality_rows", EQUALITIES, (c.equality_rows_bodies,)),
+        Pass("equality_jacobian", EQUALITIES, (c.equality_jacobian_1,)),
+        Pass("equality_jacobian_2", EQUALITIES, (c.equality_jacobian_2,)),
         Pass("equality_rows_joint", EQUALITIES, (c.equality_rows_joints,)),
         Pass("equality_rows_tendon", EQUALITIES, (c.equality_rows_tendons,)))) + (
         Pass("friction_rows", FRICTION_ROWS, (c.friction_row,)),
