@@ -149,13 +149,17 @@ def dispatch(scalar, kinds: tuple):
     if n == len(kinds):
         return funcs[kinds[0]]
     first, last, f_first, rest = kinds[0], kinds[n - 1], funcs[kinds[0]], dispatch(scalar, kinds[n:])
+    one = n == 1
 
     # inlined (chosen when a call copied the Model and Data structs once per pair; see
     # simrl.sim.by_reference, which now passes them by reference)
     @wp.func(inline=True)
     def collide(m: Model, d: Data, w: int, p: int):
         kind = m.cpair_kind[p]
-        if kind >= first and kind <= last:
+        hit = kind == first
+        if wp.static(not one):
+            hit = kind >= first and kind <= last
+        if hit:
             f_first(m, d, w, p)
         else:
             rest(m, d, w, p)
