@@ -35,12 +35,13 @@ Observations read from the simulation's outputs (sensors, `sim.sensordata`): MuJ
 them inside the step, before integrating, so after the `decimation` physics steps of `step` they
 describe the state the last physics step started from (one physics step old, as after
 `mj_step`). A reset world's outputs would describe its previous episode: a task that lists the
-outputs its observations read in `observed_outputs` gets `sim.forward()` after every reset, so
-the first observation of an episode describes the reset state (as MuJoCo Playground's reset runs
-mj_forward). Only the reset worlds take the forward's values: the others get their rows of those
-outputs and of `qacc` back, and every world its solver warm start (which mj_forward leaves
-alone), so no world's observations or trajectory depend on another world's reset. A step on which
-some world resets costs one more forward pass of all worlds (about one physics step).
+outputs its observations read in `observed_outputs` gets `sim.forward(worlds=...)` of the reset
+worlds after every reset, so the first observation of an episode describes the reset state (as
+MuJoCo Playground's reset runs mj_forward). Only the reset worlds are computed (the others keep
+every output as the step left it), and every world keeps its solver warm start (which mj_forward
+leaves alone), so no world's observations or trajectory depend on another world's reset. A step
+on which some worlds reset costs a forward pass of those worlds (on a GPU the other worlds'
+threads return at once).
 
 Without host synchronisation (`set_sync_free()`, for CUDA graphs): `step` then makes no
 device-to-host round trip. Every world runs the reset, a command draw or an interval term, and
@@ -50,8 +51,8 @@ are chosen with torch.where), which gives each world exactly what the indexed re
 means (NaN on steps where no episode ended; simrl.rl.ppo drops those), and with
 nonfinite_actions="error" a non-finite action is replaced by 0 and raised by
 `raise_deferred_errors()` (the PPO runner calls it once per iteration). It costs a reset of
-every world (and with `observed_outputs` a forward pass) per step; on the CPU the indexed path,
-the default, is cheaper.
+every world per step (the forward pass after it only of the worlds that reset); on the CPU the
+indexed path, the default, is cheaper.
 
 `state_dict()` / `load_state_dict()` capture what the next step depends on (the simulation
 state with the actuator activations and the mocap bodies' poses when the model has any, `sensordata` when it
@@ -112,8 +113,9 @@ class BatchedEnv:
     SIM_STATE = ("qpos", "qvel", "ctrl", "qfrc_applied", "qacc", "qacc_warmstart", "nan_world")
 
     #: simulation outputs besides the state that `_observations` reads (e.g. "sensordata",
-    #: "contact_active"): with any listed, a reset runs `sim.forward()` so that they describe the
-    #: reset worlds' new state (see the module docstring); empty: no forward after resets
+    #: "contact_active"): with any listed, a reset runs `sim.forward(worlds=...)` of the reset
+    #: worlds so that they describe their new state (see the module docstring); empty: no forward
+    #: after resets
     observed_outputs: tuple[str, ...] = ()
     #: legged_gym's only_positive_rewards: the step reward of every term but `termination` is
     #: clipped at zero before the termination term is added (the episode sums stay unclipped)
@@ -467,21 +469,17 @@ class BatchedEnv:
             sums[env_ids] = 0.0
 
     def _forward_reset_worlds(self, env_ids: torch.Tensor) -> None:
-        """`sim.forward()` for the worlds `env_ids` just reset: their `observed_outputs` (and qacc)
-        take the values of their reset state; the other worlds keep theirs, and every world keeps
-        its solver warm start, as mj_forward would (see the module docstring). Without host
-        synchronisation: the rows are chosen with torch.where."""
+        """`sim.forward(worlds=...)` for the worlds `env_ids` just reset: their outputs (the
+        `observed_outputs`, qacc) take the values of their reset state; the other worlds are not
+        computed and keep theirs, and every world keeps its solver warm start, as mj_forward
+        would (see the module docstring). Without host synchronisation (a bool mask of worlds)."""
         sim = self.sim
         reset = self._reset_rows
         if reset is None:
             reset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
             reset[env_ids] = True
-        kept = {name: sim.view(name).clone() for name in ("qacc", *self.observed_outputs)}
         warmstart = sim.view("qacc_warmstart").clone()
-        sim.forward()
-        for name, before in kept.items():
-            view = sim.view(name)
-            view.copy_(torch.where(reset.view(-1, *[1] * (view.dim() - 1)), view, before))
+        sim.forward(worlds=reset)
         sim.view("qacc_warmstart").copy_(warmstart)
 
     def check_action_layout(self, actions) -> None:

@@ -168,9 +168,7 @@ class LeggedEnv(BatchedEnv):
         self.imu_columns = self._imu_columns(mjm) if observation_source == "sensors" else None
         # the first observation of an episode reads the critic's foot contacts (`_touching`:
         # contact_active and contact_dist) and, from the sensors, the policy's IMU of the reset
-        # state: envs.base runs a forward pass after resets and keeps the other worlds' rows of
-        # these outputs (not of contact_pos and contact_frame, which no observation reads: on
-        # terrain, 6,078 slots of 12 numbers per world, copied twice at every step with a reset)
+        # state: envs.base runs a forward pass of the reset worlds after resets
         self.observed_outputs = (("sensordata",) if observation_source == "sensors" else ()) + (
             "contact_active", "contact_dist")
         if (actuator or {}).get("type", "mujoco") == "mujoco":

@@ -483,14 +483,30 @@ class MujocoSim:
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
         self._run(lambda m, d, friction: [self._mj_step(m, d, friction) for _ in range(int(n))])
 
-    def forward(self) -> None:
-        """mj_forward in every world: the outputs (views, contacts) of the current state."""
-        self._run(self._mj_forward)
+    def forward(self, worlds: torch.Tensor | None = None) -> None:
+        """mj_forward in every world (or in those of the bool tensor `worlds` [num_worlds], the
+        others left as they were): the outputs (views, contacts) of the current state."""
+        chosen = None
+        if worlds is not None:
+            if not isinstance(worlds, torch.Tensor) or worlds.dtype != torch.bool:
+                raise TypeError(f"worlds must be a bool torch.Tensor [num_worlds], got "
+                                f"{worlds.dtype if isinstance(worlds, torch.Tensor) else type(worlds).__name__}")
+            if worlds.shape != (self.num_worlds,):
+                raise ValueError(f"worlds must have shape ({self.num_worlds},) [num_worlds], got "
+                                 f"{tuple(worlds.shape)}")
+            if worlds.device != self.device:
+                raise ValueError(f"worlds must be on device {self.device}, got a tensor on {worlds.device}")
+            chosen = worlds.numpy()
+        self._run(self._mj_forward, chosen)
 
-    def _run(self, advance) -> None:
+    def _run(self, advance, chosen: np.ndarray | None = None) -> None:
         s = self._state
         finite = np.isfinite(s["qpos"]).all(axis=1) & np.isfinite(s["qvel"]).all(axis=1)
-        self._nan[~finite] = 1
+        if chosen is not None:  # the other worlds are left alone, their flags too
+            self._nan[~finite & chosen] = 1
+            finite = finite & chosen
+        else:
+            self._nan[~finite] = 1
         friction = self._friction
         for i in np.flatnonzero(finite):
             for dst, src in self._copy_in[i]:

@@ -258,3 +258,55 @@ def test_terrain_pairs_left_out_by_the_fused_step_give_the_wide_bits():
     assert made_and_broken
     assert not fused.nan_worlds.any()
     assert_same_data(fused, sims["wide"][0])
+
+
+@pytest.mark.parametrize("schedule_name", ["fused", "wide"])
+def test_forward_of_some_worlds(schedule_name):
+    """`Sim.forward(worlds=mask)`: the chosen worlds' data as a forward pass of every world gives
+    it, bit for bit, and every array of the other worlds as it was (the engine's kernels leave
+    them alone: Data.world_skip), with the CPU's worlds split between two threads."""
+    mjm = load("quadruped")
+    W = 6
+    sims = []
+    for _ in range(2):
+        sim = run(mjm, schedule_name, torch.float64, steps=3)
+        sims.append(Sim.from_model(mjm, num_worlds=W, device="cpu", dtype=torch.float64,
+                                   schedule=schedule_name, cpu_threads=2))
+        new = sims[-1]
+        for name in data_struct(new.model.dtype).vars:  # the first sim's data, mid-trajectory
+            getattr(new.data, name).assign(getattr(sim.data, name))
+    full, some = sims
+    mask = torch.tensor([True, False, False, True, False, True])
+    rng = np.random.default_rng(1)
+    moved = torch.as_tensor(rng.normal(0.0, 0.05, (W, mjm.nq)))
+    for sim in sims:  # a reset of some worlds: a new state the step's outputs do not describe
+        sim.qpos[:, 7:] += moved[:, 7:]
+    before = {name: wp.to_torch(getattr(some.data, name)).clone() for name in data_struct(some.model.dtype).vars}
+    full.forward()
+    some.forward(worlds=mask)
+    changed = 0
+    for name, old in before.items():
+        x, y = wp.to_torch(getattr(full.data, name)), wp.to_torch(getattr(some.data, name))
+        if x.dim() == 0 or x.shape[0] != W:
+            continue
+        assert torch.equal(y[mask], x[mask]), f"{name}: a chosen world differs from the full forward pass"
+        assert torch.equal(y[~mask], old[~mask]), f"{name}: a world left out was written"
+        changed += int(not torch.equal(x[~mask], old[~mask]))
+    assert changed > 10  # the full pass did change the other worlds (the test can fail)
+    assert not some.view("world_skip").any()
+    # the worlds are stepped by the next step again
+    full.step(2)
+    some.step(2)
+    assert torch.equal(full.qpos[mask], some.qpos[mask])
+
+
+def test_forward_of_some_worlds_checks_the_mask():
+    sim = Sim.from_model(load("quadruped"), num_worlds=4, device="cpu")
+    with pytest.raises(TypeError, match="bool torch.Tensor"):
+        sim.forward(worlds=torch.tensor([1, 0, 0, 1]))
+    with pytest.raises(TypeError, match="bool torch.Tensor"):
+        sim.forward(worlds=[True, False, True, False])
+    with pytest.raises(ValueError, match=r"shape \(4,\)"):
+        sim.forward(worlds=torch.ones(3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="device"):
+        sim.forward(worlds=torch.ones(4, dtype=torch.bool, device="meta"))

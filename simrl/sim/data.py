@@ -247,6 +247,8 @@ def data_struct(scalar):
         solver_scalar: wp.array2d(dtype=scalar)  # [W, 8], per-world scalars (solver.COST, ...)
         solver_flag: wp.array(dtype=int)  # [W], 1: the Hessian has M's sparsity
         nan_world: wp.array(dtype=int)  # [W], 1 when the world's state became non-finite
+        # [W], 1: the engine's kernels leave the world alone (Sim.forward(worlds=...); 0 otherwise)
+        world_skip: wp.array(dtype=int)
         # integrators
         qH: wp.array3d(dtype=scalar)  # [W, nv, nv], factor of M - h*qDeriv (Euler's damping, implicitfast)
         qacc_int: wp.array2d(dtype=scalar)  # [W, nv], acceleration used by Euler and implicitfast
@@ -400,6 +402,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.solver_scalar = zeros((W, 8))
     d.solver_flag = zeros(W, int)
     d.nan_world = zeros(W, int)
+    d.world_skip = zeros(W, int)
     d.qH = zeros((W, nv, nv))
     d.qacc_int = zeros((W, nv))
     d.rk_qpos = zeros((W, nq))

@@ -579,6 +579,9 @@ def fused_kernel(name: str, passes: tuple, scalar, module):
     @wp.kernel(module=module, name=name)
     def kernel(m: Model, d: Data):
         w = wp.tid()
+        if wp.static(not backward):
+            if d.world_skip[w] != 0:  # Sim.forward(worlds=...): a world left alone
+                return
         for i in range(wp.static(len(runs))):
             wp.static(runs[i])(m, d, w)
 
@@ -594,10 +597,16 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
     'table' (elements table[start + e]), 'range' (start + e), 'active' (rows, active only),
     'world' (a world function, a block of threads per world)."""
     Model, Data = model_struct(scalar), data_struct(scalar)
+    # the engine's own kernels (not the differentiable step's) leave the worlds flagged in
+    # Data.world_skip alone (Sim.forward(worlds=...)): one load per thread
+    guard = not bool(module.options.get("enable_backward", True))
     if index == "table":
         @wp.kernel(module=module, name=name)
         def table_kernel(m: Model, d: Data, table: wp.array(dtype=int), start: int):
             w, e = wp.tid()
+            if wp.static(guard):
+                if d.world_skip[w] != 0:
+                    return
             f(m, d, w, table[start + e])
 
         return table_kernel
@@ -605,6 +614,9 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
         @wp.kernel(module=module, name=name)
         def range_kernel(m: Model, d: Data, start: int):
             w, e = wp.tid()
+            if wp.static(guard):
+                if d.world_skip[w] != 0:
+                    return
             f(m, d, w, start + e)
 
         return range_kernel
@@ -617,6 +629,9 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
         @wp.kernel(module=module, name=name)
         def rows_kernel(m: Model, d: Data):
             w, i = wp.tid()
+            if wp.static(guard):
+                if d.world_skip[w] != 0:
+                    return
             first = contact_rows_start(m)
             if i < first:
                 if d.efc_active[w, i] != 0:
@@ -637,6 +652,9 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
                launch_bounds=(LANES, 65536 // (LANES * MAX_REGISTERS)))
     def world_kernel(m: Model, d: Data):
         w, lane = wp.tid()
+        if wp.static(guard):
+            if d.world_skip[w] != 0:  # every lane of the world's block: none waits at a barrier
+                return
         f(m, d, w, lane, wp.block_dim())
 
     return world_kernel

@@ -533,12 +533,32 @@ class Sim:
             struct.solver_tolerance = self.model.dtype(tolerance)
 
     # ---------------------------------------------------------------------------- simulation
-    def forward(self) -> None:
+    def forward(self, worlds: torch.Tensor | None = None) -> None:
         """Like mj_forward: qacc (and every intermediate, sensordata too) from the current qpos,
         qvel, ctrl. One difference: with the Euler and implicitfast integrators it also sets
         qacc_warmstart to the new qacc (the step's solver saves its warm start itself), which
-        mj_forward leaves alone."""
-        self._parallel(lambda run: run(self._forward))
+        mj_forward leaves alone.
+
+        `worlds`: a bool tensor [num_worlds] on the simulation's device; only those worlds are
+        computed, and every array of the others is left as it was (e.g. after resetting a few
+        worlds). No host synchronisation: the engine's kernels skip the others (Data.world_skip),
+        which on the CPU costs them nothing."""
+        if worlds is None:
+            self._parallel(lambda run: run(self._forward))
+            return
+        skip = self.view("world_skip")
+        if not isinstance(worlds, torch.Tensor) or worlds.dtype != torch.bool:
+            raise TypeError(f"worlds must be a bool torch.Tensor [num_worlds], got "
+                            f"{worlds.dtype if isinstance(worlds, torch.Tensor) else type(worlds).__name__}")
+        if worlds.shape != (self.num_worlds,):
+            raise ValueError(f"worlds must have shape ({self.num_worlds},) [num_worlds], got {tuple(worlds.shape)}")
+        if worlds.device != skip.device:
+            raise ValueError(f"worlds must be on device {skip.device}, got a tensor on {worlds.device}")
+        skip.copy_(~worlds)
+        try:
+            self._parallel(lambda run: run(self._forward))
+        finally:
+            skip.zero_()
 
     def step(self, n: int = 1) -> None:
         """Like mj_step with the model's integrator (Euler, implicitfast or RK4), `n` times."""
