@@ -98,6 +98,27 @@ def test_writes_reset_and_nonfinite_worlds():
     assert (sim.qpos[0, :2] != 0).any()  # other worlds untouched
 
 
+def test_forward_of_some_worlds(rng):
+    """forward(worlds=mask): mj_forward in the chosen worlds only; the others' outputs stay."""
+    mjm = quadruped()
+    qpos, qvel, ctrl = quadruped_states(mjm, rng, 4)
+    sims = [MujocoSim(mjm, 4) for _ in range(2)]
+    for sim in sims:
+        sim.qpos[:], sim.qvel[:], sim.ctrl[:] = (torch.as_tensor(a) for a in (qpos, qvel, ctrl))
+        sim.step(3)
+        sim.qpos[:, 7:] += 0.05
+    full, some = sims
+    before = some.view("qacc").clone()
+    mask = torch.tensor([False, True, True, False])
+    full.forward()
+    some.forward(worlds=mask)
+    assert torch.equal(some.view("qacc")[mask], full.view("qacc")[mask])
+    assert torch.equal(some.view("qacc")[~mask], before[~mask])
+    assert not torch.equal(full.view("qacc")[~mask], before[~mask])
+    with pytest.raises(ValueError, match=r"shape \(4,\)"):
+        some.forward(worlds=torch.ones(2, dtype=torch.bool))
+
+
 # ----------------------------------------------------------------- (b) agreement with Warp
 def test_warp_engine_and_mujoco_agree_on_a_quadruped_rollout(rng):
     mjm = quadruped()
