@@ -91,6 +91,30 @@ def test_cuda_graph_replay_equals_plain_steps(schedule):
     assert torch.equal(out[0], out[1])
 
 
+def test_forward_of_some_worlds_on_cuda():
+    """Sim.forward(worlds=mask) on the GPU's schedule: the other worlds' qacc and sensors are
+    not written, the chosen ones' are a full forward pass's (blocks of a world return together:
+    no barrier waits for a lane that left)."""
+    mjm = _quadruped()
+    qpos, ctrl = _start(mjm, 64)
+    sims = []
+    for _ in range(2):
+        sim = Sim.from_model(mjm, num_worlds=64, device="cuda:0", dtype="float64")
+        sim.qpos = torch.tensor(qpos, device=sim.qpos.device)
+        sim.ctrl = torch.tensor(ctrl, device=sim.qpos.device)
+        sim.step(20)
+        sim.qpos[:, 7:] += 0.05
+        sims.append(sim)
+    full, some = sims
+    mask = torch.arange(64, device=full.qpos.device) % 3 == 0
+    before = some.view("qacc").clone()
+    full.forward()
+    some.forward(worlds=mask)
+    assert torch.equal(some.view("qacc")[mask], full.view("qacc")[mask])
+    assert torch.equal(some.view("qacc")[~mask], before[~mask])
+    assert not torch.equal(full.view("qacc")[~mask], before[~mask])
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_wide_schedule_on_cuda_matches_cpu(dtype):
     """The GPU's schedule (wide, auto on CUDA) against the CPU's (fused): 200 quadruped steps."""
