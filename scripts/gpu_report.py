@@ -609,6 +609,16 @@ def kernel_table(record: dict) -> str:
     return "\n".join(lines)
 
 
+def _share(x: float) -> str:
+    """A share as a percentage to one decimal, or two where one would round across the target
+    (89.96% is not 90.0%, and "not met" beside "90.0%" reads as a mistake)."""
+    for digits in range(1, 5):
+        text = f"{100 * x:.{digits}f}"
+        if (x < MIN_WIDE_WORK_SHARE) == (float(text) < 100 * MIN_WIDE_WORK_SHARE):
+            break
+    return text + "%"
+
+
 def summary_lines(record: dict) -> list[tuple[str, str]]:
     s = record["summary"]
     met = {True: "met", False: "NOT met"}
@@ -625,7 +635,7 @@ def summary_lines(record: dict) -> list[tuple[str, str]]:
                                f"{matches['not found']} not found"),
         ("max registers", f"{_number(s['max_registers'])} ({s['max_registers_kernel']})"),
         ("total spill bytes", f"{s['spill_bytes']}"),
-        (f"work in launches >= {WIDE_THREADS_PER_WORLD} threads/world", f"{100 * s['wide_work_share']:.1f}%"),
+        (f"work in launches >= {WIDE_THREADS_PER_WORLD} threads/world", _share(s["wide_work_share"])),
         (f"target: <= {MAX_REGISTERS} registers, no spills",
          met[s["registers_target_met"]] + (f" ({over})" if over else "")
          + (f" ({unmeasured} kernels without ptxas numbers)" if unmeasured else "")),

@@ -173,6 +173,14 @@ def test_short_names():
     assert gpu_report.short_name("_kinematics_branch") == "kinematics_branch"
 
 
+def test_a_share_is_never_rounded_across_the_target():
+    assert gpu_report._share(0.924) == "92.4%"
+    assert gpu_report._share(0.8996) == "89.96%"  # "90.0%" beside "NOT met" would read as a mistake
+    assert gpu_report._share(0.89996) == "89.996%"
+    assert gpu_report._share(0.9) == "90.0%"
+    assert gpu_report._share(0.8949) == "89.5%"
+
+
 class _LaunchLog:
     """A Warp logger that keeps the launches Warp reports with wp.config.print_launches (one
     "kernel: KEY dim: DIM inputs: ..." line per launch, printed by Warp's own launch function)."""
