@@ -19,8 +19,10 @@ columns of that row (fixed when the model is loaded), so only those are written 
 
 Elements: `equality_rows` (the rows of one equality constraint), `friction_row` and
 `limit_row` (one row each), `contact_rows` (the rows of one contact slot), each writing only
-its own rows; then `constraint_list` (per world), `reference_row` (one active row) and
-`equality_reference` (the Jdot qvel term of a connect or weld).
+its own rows; then the list of active rows (per world: `constraint_list_lanes`, a world's
+lanes sharing the walk over rows and slots, or the fused schedule's `constraint_list_listed` over
+the slots its pass listed), `reference_row` (one active row) and `equality_reference` (the
+Jdot qvel term of a connect or weld).
 """
 
 import functools
@@ -824,19 +826,67 @@ def build(scalar):
         return n
 
     @wp.func
-    def constraint_list(m: Model, d: Data, w: int):
-        """efc_list[:efc_nactive]: the active rows in increasing order, which later stages iterate.
-        The rows before the contacts' one by one, then one test per contact slot (its rows are
-        active together): on terrain, thousands of slots hold four times as many rows."""
-        n = list_leading_rows(m, d, w)
-        c = int(0)
-        while c < m.ncon:
-            # rows are active only where the slot holds a contact (contact_rows): test that first,
-            # one int per slot where its first row's flag lies a cache line further each few slots
-            if d.contact_active[w, c] != 0:
-                n = list_slot_rows(m, d, w, c, n)
-            c = c + 1
-        d.efc_nactive[w] = n
+    def item_rows(m: Model, d: Data, w: int, first: int, i: int) -> int:
+        """The active rows of item i of `constraint_list`'s walk: row i when i < first (the rows
+        before the contacts'), else contact slot i - first (its rows are active together)."""
+        n = int(0)
+        if i < first:
+            if d.efc_active[w, i] != 0:
+                n = 1
+        elif d.contact_active[w, i - first] != 0:
+            r0 = m.contact_efc_adr[i - first]
+            if d.efc_active[w, r0] != 0:
+                n = slot_rows_end(m, i - first) - r0
+        return n
+
+    @wp.func
+    def list_item(m: Model, d: Data, w: int, first: int, i: int, n: int):
+        """Appends item i's active rows (`item_rows`) to efc_list at n; returns the new count."""
+        if i < first:
+            if d.efc_active[w, i] != 0:
+                d.efc_list[w, n] = i
+                n = n + 1
+        elif d.contact_active[w, i - first] != 0:
+            n = list_slot_rows(m, d, w, i - first, n)
+        return n
+
+    @wp.func
+    def constraint_list_lanes(m: Model, d: Data, w: int, lane: int, nlanes: int):
+        """`constraint_list` by the nlanes threads of world w's block (the wide schedule): the
+        rows before the contacts' and the slots split into contiguous shares, one per lane; each
+        lane counts its share's active rows, then writes them from the count of the lanes before
+        it (efc_lane_count, a barrier between): the same list, in the same order, where one
+        thread's walk over thousands of slots made the block wait for it. Barriers: the caller's
+        `sync` (block_sync), before and after."""
+        first = contact_rows_start(m)
+        total = first + m.ncon
+        share = (total + nlanes - 1) // nlanes
+        lo = wp.min(lane * share, total)
+        hi = wp.min(lo + share, total)
+        count = int(0)
+        i = lo
+        while i < hi:
+            count = count + item_rows(m, d, w, first, i)
+            i = i + 1
+        d.efc_lane_count[w, lane] = count
+        return lo, hi, first
+
+    @wp.func
+    def constraint_list_lanes_write(m: Model, d: Data, w: int, lane: int, nlanes: int, lo: int, hi: int,
+                                    first: int):
+        """The second half of `constraint_list_lanes`, after the barrier: the lane's rows written
+        from the lanes before it; the last lane sets efc_nactive."""
+        n = int(0)
+        k = int(0)
+        while k < lane:
+            n = n + d.efc_lane_count[w, k]
+            k = k + 1
+        i = lo
+        while i < hi:
+            n = list_item(m, d, w, first, i, n)
+            i = i + 1
+        if lane == nlanes - 1:
+            d.efc_nactive[w] = n
 
     @wp.func
     def constraint_list_listed(m: Model, d: Data, w: int):
@@ -883,7 +933,9 @@ def build(scalar):
                            contact_jacobian_elliptic_2=make_contact_jacobian(False, True, False, True, False),
                            contact_row=contact_row,
                            contact_rows_elliptic=make_contact_rows(False, False, True),
-                           constraint_list=constraint_list, constraint_list_listed=constraint_list_listed,
+                           constraint_list_listed=constraint_list_listed,
+                           constraint_list_lanes=constraint_list_lanes,
+                           constraint_list_lanes_write=constraint_list_lanes_write,
                            reference_row=reference_row, row_dot=row_dot,
                            slot_rows_end=slot_rows_end, contact_rows_start=contact_rows_start,
                            jac_dot_v=jac_dot_v)

@@ -14,6 +14,9 @@ from simrl.sim.by_reference import pass_by_reference
 from simrl.sim.types import scalar_types
 
 #: the convex collision's scratch arrays: [W * nccdpair, ...], rows w * nccdpair + the pair's ccd index
+#: the most threads a world's block may have (simrl.sim.schedule.LANES): Data.efc_lane_count's width
+MAX_LANES = 64
+
 CCD_SCRATCH = ("ccd_simplex", "ccd_vert", "ccd_face", "ccd_map", "ccd_horizon", "ccd_stack", "ccd_index", "ccd_clip",
                "ccd_clipd", "ccd_cliptag", "ccd_norm", "ccd_normidx")
 
@@ -206,6 +209,9 @@ def data_struct(scalar):
         efc_active: wp.array2d(dtype=int)
         efc_nactive: wp.array(dtype=int)  # [W], number of active rows
         efc_list: wp.array2d(dtype=int)  # [W, nefc], the active rows, increasing, first efc_nactive
+        # [W, MAX_LANES]: the active rows each lane of a world's block found in its share of the
+        # rows and slots (the wide schedule's constraint_list: a prefix sum gives each its place)
+        efc_lane_count: wp.array2d(dtype=int)
         efc_J: wp.array3d(dtype=scalar)  # [W, nefc, nv]
         efc_pos: wp.array2d(dtype=scalar)
         efc_margin: wp.array2d(dtype=scalar)
@@ -384,6 +390,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.efc_active = zeros((W, nefc), int)
     d.efc_nactive = zeros(W, int)
     d.efc_list = zeros((W, nefc), int)
+    d.efc_lane_count = zeros((W, MAX_LANES), int)
     d.efc_J = zeros((W, nefc, nv))
     for name in ("efc_pos", "efc_margin", "efc_frictionloss", "efc_R", "efc_D", "efc_K", "efc_B", "efc_imp",
                  "efc_vel", "efc_aref", "efc_force", "efc_jar", "efc_jv", "efc_cost", "efc_dds", "efc_ls1",

@@ -58,7 +58,7 @@ from simrl.sim.schedule import (
     Pass,
     segment,
 )
-from simrl.sim.types import block_sync, no_sync
+from simrl.sim.types import block_sync
 
 
 @functools.cache
@@ -175,15 +175,21 @@ def world_functions(scalar, lanes: bool) -> SimpleNamespace:
     # one thread per world: the fused schedule, whose pass over the slots lists those that hold
     # a contact (Data.contact_slots); the wide schedule's launch over (world, slot) lists none
     c = constraint.build(scalar)
-    listing = c.constraint_list if lanes else c.constraint_list_listed
-    sync = block_sync if lanes else no_sync
 
-    @wp.func
-    def constraint_list(m: Model, d: Data, w: int, lane: int, nlanes: int):
-        """efc_list and efc_nactive (lane 0)."""
-        if lane == 0:
-            listing(m, d, w)
-        sync()
+    if lanes:
+        @wp.func
+        def constraint_list(m: Model, d: Data, w: int, lane: int, nlanes: int):
+            """efc_list and efc_nactive, every lane walking its share of the rows and slots
+            (constraint.constraint_list_lanes)."""
+            lo, hi, first = c.constraint_list_lanes(m, d, w, lane, nlanes)
+            block_sync()
+            c.constraint_list_lanes_write(m, d, w, lane, nlanes, lo, hi, first)
+            block_sync()
+    else:
+        @wp.func
+        def constraint_list(m: Model, d: Data, w: int, lane: int, nlanes: int):
+            """efc_list and efc_nactive (one thread)."""
+            c.constraint_list_listed(m, d, w)
 
     sv = solver.build(scalar, lanes)
     return SimpleNamespace(constraint_list=constraint_list,

@@ -32,13 +32,14 @@ from dataclasses import dataclass
 import warp as wp
 
 from simrl.sim import constraint
-from simrl.sim.data import data_struct
+from simrl.sim.data import MAX_LANES, data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import kernel_module
 
 #: threads per world of the wide schedule's world functions (one warp); on the CPU Warp runs a
 #: block as one thread unless wp.config.enable_cpu_blocks is set
 LANES = 32
+assert LANES <= MAX_LANES
 
 SCHEDULES = ("auto", "fused", "wide")
 
