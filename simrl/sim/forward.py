@@ -65,13 +65,13 @@ from simrl.sim.types import block_sync
 def position(scalar, fine: bool = False) -> tuple:
     """mj_fwdPosition without factor_m: poses, subtree CoMs, cinert, cdof, tendons, the site
     transmissions, qM (with the tendons' armature). `fine`: the differentiable step's finer
-    launches (the bodies placed without their parent first, the tree after; cdof per dof,
-    apart from the bodies' cinert: in one kernel, their generated adjoint needs more registers
-    than a GPU thread should use)."""
+    launches (cdof per dof, apart from the bodies' cinert: in one kernel, their generated
+    adjoint needs more registers than a GPU thread should use)."""
     kin, cp, cr, ten = kinematics.build(scalar), com_pos.build(scalar), crb.build(scalar), tendon.build(scalar)
+    # the bodies placed without their parent (the world, free and mocap bodies) in one launch
+    # over all bodies, then the tree level by level from the first level that holds another
     kin_body = (Pass("kinematics_body_root", BODIES, (kin.body_root,)),
-                Pass("kinematics_body", BODIES_DOWN, (kin.body_tree,))) \
-        if fine else (Pass("kinematics_body", BODIES_DOWN, (kin.body,)),)
+                Pass("kinematics_body", BODIES_DOWN, (kin.body_tree,), skip_placed_alone=True))
     com = (Pass("com_pos_body", BODIES, (cp.body_cinert,)), Pass("com_pos_dof", DOFS, (cp.cdof_dof,))) \
         if fine else (Pass("com_pos_body", BODIES, (cp.body,)),)
     return (

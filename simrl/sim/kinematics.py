@@ -150,18 +150,14 @@ def build(scalar):
 
     @wp.func
     def body_tree(m: Model, d: Data, w: int, b: int):
-        """Pose of body b from its parent's, unless it is placed alone."""
+        """Pose of body b from its parent's, unless it is placed alone (mj_kinematics1). Both
+        schedules place the bodies placed alone first (`body_root` over every body), then the
+        tree from the root; the wide schedule launches the tree's levels from the first that holds
+        a body placed from its parent (Pass.skip_placed_alone). In one kernel with body_root,
+        the differentiable step's generated adjoint needed 167 registers on a GPU; each kind of
+        body is a function of its own for the same reason (234 registers as one function)."""
         if not placed_alone(m, b):
             body_joints(m, d, w, b)
-
-    @wp.func
-    def body(m: Model, d: Data, w: int, b: int):
-        """Pose of body b (mj_kinematics1). The differentiable step launches body_root over all
-        bodies, then body_tree level by level: in one kernel, their generated adjoint needed 167
-        registers on a GPU (scripts/gpu_report.py --grad); each kind of body is a function of its
-        own for the same reason (234 registers as one function with every branch)."""
-        body_root(m, d, w, b)
-        body_tree(m, d, w, b)
 
     @wp.func
     def frame(m: Model, d: Data, w: int, e: int):
@@ -204,4 +200,4 @@ def build(scalar):
                 d.site_xpos[w, s] = xpos
                 d.site_xmat[w, s] = xmat
 
-    return SimpleNamespace(joint=joint, body=body, body_root=body_root, body_tree=body_tree, frame=frame)
+    return SimpleNamespace(joint=joint, body_root=body_root, body_tree=body_tree, frame=frame)

@@ -904,6 +904,18 @@ class Model:
         counts = np.bincount(depth)
         #: (first index into body_tree, number of bodies) of each depth, the world's (0, 1) first
         self.body_levels = [(int(a), int(n)) for a, n in zip(np.cumsum(counts) - counts, counts, strict=True)]
+
+        def placed_alone(b):  # as simrl.sim.kinematics.placed_alone
+            return b == 0 or mjm.body_mocapid[b] >= 0 or (
+                mjm.body_jntnum[b] == 1 and mjm.jnt_type[mjm.body_jntadr[b]] == mujoco.mjtJoint.mjJNT_FREE)
+
+        #: how many levels from the world's hold only bodies placed without their parent (the world,
+        #: free and mocap bodies): the tree's kinematics pass skips them (kinematics.body_root places them)
+        self.body_levels_placed_alone = 0
+        for start, count in self.body_levels:
+            if not all(placed_alone(tree[i]) for i in range(start, start + count)):
+                break
+            self.body_levels_placed_alone += 1
         children = [[c for c in range(1, mjm.nbody) if mjm.body_parentid[c] == b] for b in range(mjm.nbody)]
         m.body_tree = ints(tree)
         m.body_child_adr = ints(np.cumsum([0] + [len(c) for c in children])[:-1])

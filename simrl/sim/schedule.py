@@ -1,7 +1,7 @@
 """One engine, two schedules: the same stage code launched as a CPU or as a GPU wants it.
 
 Every stage file of simrl/sim is written per element, with MuJoCo's names:
-`kinematics.body(m, d, w, b)` places one body, `crb.dof(m, d, w, i)` fills one row of the
+`kinematics.body_tree(m, d, w, b)` places one body, `crb.dof(m, d, w, i)` fills one row of the
 mass matrix, `collision_driver` collides one candidate pair, `constraint.contact_rows` makes
 the rows of one contact slot. The dense per-world algebra (factor_m, the Newton solver) is a
 *world function* `f(m, d, w, lane, nlanes)` written for a block of threads (simrl.sim.types).
@@ -107,6 +107,9 @@ class Pass:
     over: str
     funcs: tuple
     skip_world: bool = False
+    # BODIES_DOWN: the wide schedule leaves out the levels from the world's that hold only bodies
+    # placed without their parent (Model.body_levels_placed_alone), on which the pass does nothing
+    skip_placed_alone: bool = False
     kinds: tuple = ()  # ((kinds, function), ...)
     writes_slots: bool = False  # PAIRS: the functions write each pair's contact slots (the narrow phase)
 
@@ -703,6 +706,8 @@ def _wide_launches(wp_: _WidePass, model) -> list[Launch]:
         return [Launch(wp_.kernel, block_dim=LANES)]
     if p.over in (BODIES_DOWN, BODIES_UP):
         levels = model.body_levels[1:] if p.skip_world else model.body_levels
+        if p.skip_placed_alone:
+            levels = model.body_levels[model.body_levels_placed_alone:]
         if p.over == BODIES_UP:
             levels = levels[::-1]
         return [Launch(wp_.kernel, (count,), (s.body_tree, start)) for start, count in levels]
