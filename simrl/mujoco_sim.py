@@ -488,14 +488,9 @@ class MujocoSim:
         others left as they were): the outputs (views, contacts) of the current state."""
         chosen = None
         if worlds is not None:
-            if not isinstance(worlds, torch.Tensor) or worlds.dtype != torch.bool:
-                raise TypeError(f"worlds must be a bool torch.Tensor [num_worlds], got "
-                                f"{worlds.dtype if isinstance(worlds, torch.Tensor) else type(worlds).__name__}")
-            if worlds.shape != (self.num_worlds,):
-                raise ValueError(f"worlds must have shape ({self.num_worlds},) [num_worlds], got "
-                                 f"{tuple(worlds.shape)}")
-            if worlds.device != self.device:
-                raise ValueError(f"worlds must be on device {self.device}, got a tensor on {worlds.device}")
+            from simrl.sim.sim import check_world_mask
+
+            check_world_mask(worlds, self.num_worlds, self.device)
             chosen = worlds.numpy()
         self._run(self._mj_forward, chosen)
 

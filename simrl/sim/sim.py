@@ -106,6 +106,18 @@ def compile_mjcf(mjcf: str | os.PathLike) -> mujoco.MjModel:
 
 
 
+def check_world_mask(worlds, num_worlds: int, device) -> None:
+    """TypeError or ValueError unless `worlds` is a bool torch.Tensor [num_worlds] on `device`
+    (`forward(worlds=...)` of either backend)."""
+    if not isinstance(worlds, torch.Tensor) or worlds.dtype != torch.bool:
+        raise TypeError(f"worlds must be a bool torch.Tensor [num_worlds], got "
+                        f"{worlds.dtype if isinstance(worlds, torch.Tensor) else type(worlds).__name__}")
+    if worlds.shape != (num_worlds,):
+        raise ValueError(f"worlds must have shape ({num_worlds},) [num_worlds], got {tuple(worlds.shape)}")
+    if worlds.device != device:
+        raise ValueError(f"worlds must be on device {device}, got a tensor on {worlds.device}")
+
+
 def assign_view(view: torch.Tensor, name: str, value) -> None:
     """`sim.<name> = value` for a state array: check device, dtype kind and shape, then copy
     into the simulation's own tensor `view` (which stays the same object)."""
@@ -547,13 +559,7 @@ class Sim:
             self._parallel(lambda run: run(self._forward))
             return
         skip = self.view("world_skip")
-        if not isinstance(worlds, torch.Tensor) or worlds.dtype != torch.bool:
-            raise TypeError(f"worlds must be a bool torch.Tensor [num_worlds], got "
-                            f"{worlds.dtype if isinstance(worlds, torch.Tensor) else type(worlds).__name__}")
-        if worlds.shape != (self.num_worlds,):
-            raise ValueError(f"worlds must have shape ({self.num_worlds},) [num_worlds], got {tuple(worlds.shape)}")
-        if worlds.device != skip.device:
-            raise ValueError(f"worlds must be on device {skip.device}, got a tensor on {worlds.device}")
+        check_world_mask(worlds, self.num_worlds, skip.device)
         skip.copy_(~worlds)
         try:
             self._parallel(lambda run: run(self._forward))
