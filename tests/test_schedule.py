@@ -178,7 +178,7 @@ def test_schedule_argument():
 
 def test_tree_levels():
     """Every body's parent is in an earlier level; levels hold each body once; children lists
-    match MuJoCo's parents."""
+    match MuJoCo's parents; each body's path runs from the world through its ancestors."""
     mjm = load("humanoid")
     model = Sim.from_model(mjm, num_worlds=1).model
     tree = model.struct.body_tree.numpy()
@@ -192,6 +192,13 @@ def test_tree_levels():
     adr, num, child = (getattr(model.struct, f).numpy() for f in ("body_child_adr", "body_child_num", "body_child"))
     for b in range(mjm.nbody):
         assert list(child[adr[b]:adr[b] + num[b]]) == [c for c in range(1, mjm.nbody) if mjm.body_parentid[c] == b]
+    # each body's path from the world (Pass.from_root walks it): the world, ..., the parent, the body
+    adr, num, path = (getattr(model.struct, f).numpy() for f in ("body_path_adr", "body_path_num", "body_path"))
+    for b in range(mjm.nbody):
+        walk = [b]
+        while walk[-1] != 0:
+            walk.append(int(mjm.body_parentid[walk[-1]]))
+        assert list(path[adr[b]:adr[b] + num[b]]) == walk[::-1]
 
 
 @pytest.mark.parametrize("schedule_name", ["fused", "wide"])

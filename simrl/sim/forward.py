@@ -69,9 +69,12 @@ def position(scalar, fine: bool = False) -> tuple:
     adjoint needs more registers than a GPU thread should use)."""
     kin, cp, cr, ten = kinematics.build(scalar), com_pos.build(scalar), crb.build(scalar), tendon.build(scalar)
     # the bodies placed without their parent (the world, free and mocap bodies) in one launch
-    # over all bodies, then the tree level by level from the first level that holds another
+    # over all bodies, then the others: the engine's wide step in one launch, each body placed
+    # along its path from the world; the differentiable step level by level from the first level
+    # that holds a body placed from its parent
     kin_body = (Pass("kinematics_body_root", BODIES, (kin.body_root,)),
-                Pass("kinematics_body", BODIES_DOWN, (kin.body_tree,), skip_placed_alone=True))
+                Pass("kinematics_body", BODIES_DOWN, (kin.body_tree,), skip_placed_alone=True,
+                     from_root=(kin.body_from_root,)))
     com = (Pass("com_pos_body", BODIES, (cp.body_cinert,)), Pass("com_pos_dof", DOFS, (cp.cdof_dof,))) \
         if fine else (Pass("com_pos_body", BODIES, (cp.body,)),)
     return (
@@ -102,7 +105,7 @@ def velocity(scalar, fine: bool = False) -> tuple:
                Pass("passive_spring_ball", JOINTS, (pa.spring_ball,))) \
         if fine else (Pass("passive_spring", JOINTS, (pa.spring_joint,)),)
     return (
-        Pass("com_vel_body", BODIES_DOWN, (rn.com_vel_body,)),
+        Pass("com_vel_body", BODIES_DOWN, (rn.com_vel_body,), from_root=(rn.com_vel_from_root,)),
         Pass("tendon_velocity", TENDONS, (ten.velocity,)),
         Pass("cdof_dot", DOFS, (rn.cdof_dot_dof,)),
         Pass("tendon_bias", TENDONS, (ten.bias,)),

@@ -3,7 +3,9 @@ site poses in the world frame from qpos (and mocap bodies' from mocap_pos, mocap
 
 Elements: `joint(m, d, w, j)` turns joint j's coordinates into its local rotation (the trig and
 normalisation, independent of the tree); `body(m, d, w, b)` places body b from its parent's pose
-(a tree pass from the root, level by level in the wide schedule); `frame(m, d, w, e)` then gives
+(a tree pass from the root, level by level in the differentiable step's wide schedule;
+`body_from_root` places a body alone, its path from the world in registers, for the engine's
+wide step); `frame(m, d, w, e)` then gives
 body, inertial-frame, geom and site frames their rotation matrices and positions (e < nbody: body e
 and its inertial frame, then the geoms, then the sites).
 """
@@ -160,6 +162,50 @@ def build(scalar):
             body_joints(m, d, w, b)
 
     @wp.func
+    def joints_from(m: Model, d: Data, w: int, b: int, xpos: vec3, xquat: quat, own: bool):
+        """Body b's pose from its parent's (xpos, xquat) in registers, with the arithmetic of
+        offset, joint_rotation, joint_slide and body_joints in their order (the same bits); `own`:
+        body b is the one being placed, whose joints' frames are stored."""
+        xpos, xquat = xpos + wp.quat_rotate(xquat, m.body_pos[b]), xquat * m.body_quat[b]
+        jntadr = m.body_jntadr[b]
+        for j in range(jntadr, jntadr + m.body_jntnum[b]):
+            xaxis = wp.quat_rotate(xquat, m.jnt_axis[j])
+            xanchor = wp.quat_rotate(xquat, m.jnt_pos[j]) + xpos
+            if m.jnt_type[j] == JNT_SLIDE:
+                qadr = m.jnt_qposadr[j]
+                xpos = xpos + xaxis * (d.qpos[w, qadr] - m.qpos0[qadr])
+            else:
+                xquat = xquat * d.jnt_qloc[w, j]
+                xpos = xanchor - wp.quat_rotate(xquat, m.jnt_pos[j])
+            if own:
+                d.xanchor[w, j] = xanchor
+                d.xaxis[w, j] = xaxis
+                d.jnt_xpos[w, j] = xpos
+                d.jnt_xquat[w, j] = xquat
+        return xpos, f.quat_normalize(xquat)
+
+    @wp.func
+    def body_from_root(m: Model, d: Data, w: int, b: int):
+        """body_tree's pose of body b, every body of its path from the world placed in registers
+        in turn (from the pose of the last one placed alone, which body_root stored): the wide
+        schedule's engine step places all bodies in one launch, not a launch per tree level.
+        The differentiable step keeps the levels (here an ancestor's qpos is read by every
+        descendant's thread, and the generated adjoint would sum into it with atomics)."""
+        if not placed_alone(m, b):
+            xpos = vec3(scalar(0.0))
+            xquat = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
+            adr = m.body_path_adr[b]
+            for k in range(adr, adr + m.body_path_num[b]):
+                a = m.body_path[k]
+                if placed_alone(m, a):
+                    xpos = d.xpos[w, a]
+                    xquat = d.xquat[w, a]
+                else:
+                    xpos, xquat = joints_from(m, d, w, a, xpos, xquat, a == b)
+            d.xpos[w, b] = xpos
+            d.xquat[w, b] = xquat
+
+    @wp.func
     def frame(m: Model, d: Data, w: int, e: int):
         """Frame e: body e's rotation matrix and inertial frame (mj_kinematics2; e < nbody), else
         geom e - nbody, else site e - nbody - ngeom, placed on its body."""
@@ -200,4 +246,5 @@ def build(scalar):
                 d.site_xpos[w, s] = xpos
                 d.site_xmat[w, s] = xmat
 
-    return SimpleNamespace(joint=joint, body_root=body_root, body_tree=body_tree, frame=frame)
+    return SimpleNamespace(joint=joint, body_root=body_root, body_tree=body_tree, body_from_root=body_from_root,
+                           frame=frame)

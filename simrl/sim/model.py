@@ -359,6 +359,11 @@ def model_struct(scalar):
         body_child_adr: wp.array(dtype=int)
         body_child_num: wp.array(dtype=int)
         body_child: wp.array(dtype=int)
+        # the path from the world to body b, both included (ascending: MuJoCo numbers a parent
+        # before its children): body_path[body_path_adr[b] + k], k < body_path_num[b]
+        body_path_adr: wp.array(dtype=int)
+        body_path_num: wp.array(dtype=int)
+        body_path: wp.array(dtype=int)
         body_pos: wp.array(dtype=T.vec3)
         body_quat: wp.array(dtype=T.quat)
         body_ipos: wp.array2d(dtype=T.vec3)  # [1 or W, nbody]
@@ -921,6 +926,15 @@ class Model:
         m.body_child_adr = ints(np.cumsum([0] + [len(c) for c in children])[:-1])
         m.body_child_num = ints([len(c) for c in children])
         m.body_child = ints([c for cs in children for c in cs] or [0])
+        paths = []
+        for b in range(mjm.nbody):
+            path = [b]
+            while path[-1] != 0:
+                path.append(int(mjm.body_parentid[path[-1]]))
+            paths.append(path[::-1])
+        m.body_path_adr = ints(np.cumsum([0] + [len(p) for p in paths])[:-1])
+        m.body_path_num = ints([len(p) for p in paths])
+        m.body_path = ints([a for p in paths for a in p])
         m.body_pos = arr(mjm.body_pos, T.vec3)
         m.body_quat = arr(_wxyz_to_xyzw(mjm.body_quat), T.quat)
         m.body_ipos = shared(mjm.body_ipos, T.vec3, 3)

@@ -1,7 +1,8 @@
 """Body velocities and the bias force C(q, qdot) + g(q) by recursive Newton-Euler
 (mj_comVel and mj_rne with flg_acc = 0, engine_core_smooth.c).
 
-Elements: `com_vel_body` (a tree pass from the root: body velocities), `cdof_dot_dof` (the
+Elements: `com_vel_body` (a tree pass from the root: body velocities; `com_vel_from_root`, the
+same for a body alone, summed along its path), `cdof_dot_dof` (the
 dof axes' rate of change), `rne_body` (the body's bias acceleration, summed along its dof chain
 from the root, and its own bias force), `rne_subtree_body` (from the leaves: each body gathers
 its children's forces), `rne_dof` (the force projected on dof i).
@@ -44,6 +45,23 @@ def build(scalar):
             if dofnum > 0:
                 cvel = d.dof_cvel[w, dofadr + dofnum - 1]
             d.cvel[w, b] = cvel
+
+    @wp.func
+    def com_vel_from_root(m: Model, d: Data, w: int, b: int):
+        """com_vel_body's cvel and dof_cvel of body b, the velocity summed in registers over the
+        dofs of its path from the world in order (the same sums in the same order: the same bits):
+        the wide schedule's engine step runs all bodies in one launch, not a launch per tree
+        level. The differentiable step keeps the levels (kinematics.body_from_root says why)."""
+        cvel = vec6(scalar(0.0))
+        adr = m.body_path_adr[b]
+        for k in range(adr + 1, adr + m.body_path_num[b]):  # the world moves no dof
+            a = m.body_path[k]
+            dofadr = m.body_dofadr[a]
+            for i in range(dofadr, dofadr + m.body_dofnum[a]):
+                cvel = cvel + d.cdof[w, i] * d.qvel[w, i]
+                if a == b:
+                    d.dof_cvel[w, i] = cvel
+        d.cvel[w, b] = cvel
 
     @wp.func
     def cdof_dot_dof(m: Model, d: Data, w: int, i: int):
@@ -110,5 +128,6 @@ def build(scalar):
                 t = m.dof_tendon[k]
                 d.qfrc_bias[w, i] += d.ten_bias[w, t] * d.ten_J[w, t, i]
 
-    return SimpleNamespace(com_vel_body=com_vel_body, cdof_dot_dof=cdof_dot_dof, rne_body=rne_body,
+    return SimpleNamespace(com_vel_body=com_vel_body, com_vel_from_root=com_vel_from_root,
+                           cdof_dot_dof=cdof_dot_dof, rne_body=rne_body,
                            rne_subtree_body=rne_subtree_body, rne_dof=rne_dof)
