@@ -9,8 +9,8 @@ A convex pair is collided in two passes over the candidate pairs:
    or a capsule and one of those (multiccd, on unless `<flag multiccd="disable"/>`), up to
    four contacts by clipping the touching faces (simrl.sim.collision_multiccd, MuJoCo 4.0's
    `multicontact`, with or without a margin). It stores, per contact slot, the normal and the
-   two witness points as points of the geoms (in each geom's frame): `d.ccd_contact`. Not
-   differentiated: which points touch changes piecewise.
+   two witness points as points of the geoms (in each geom's frame): `d.ccd_contact` (the pair's
+   entries from Model.cpair_ccd_slot). Not differentiated: which points touch changes piecewise.
 2. `contacts(m, d, w, p)` (the narrow phase proper, recorded on the tape) rebuilds each contact
    from the geoms' poses: the witness points moved with their geoms, pos their midpoint,
    dist = margin - n . (x1 - x2) with the normal n held fixed. At the poses detection saw,
@@ -461,7 +461,7 @@ def build(scalar):
     @wp.func
     def detect_plane_mesh(m: Model, d: Data, w: int, p: int):
         """Pass 1 for a plane-mesh pair p (mjc_PlaneConvex): into d.ccd_contact."""
-        slot = m.cpair_slot[p]
+        slot = m.cpair_ccd_slot[p]
         clear_slots(d, w, slot, m.cpair_nslot[p])
         g = m.cpair_geom[p]
         plane_mesh(m, d, w, g[0], g[1], m.cpair_margin[p] + m.cpair_gap[p], slot)
@@ -470,7 +470,7 @@ def build(scalar):
     def detect_hfield(m: Model, d: Data, w: int, p: int):
         """Pass 1 for a height field pair p (mjc_ConvexHField): into d.ccd_contact."""
         nslot = m.cpair_nslot[p]
-        slot = m.cpair_slot[p]
+        slot = m.cpair_ccd_slot[p]
         clear_slots(d, w, slot, nslot)
         g = m.cpair_geom[p]
         hfield_pair(m, d, w, g[0], g[1], m.cpair_margin[p] + m.cpair_gap[p], slot, nslot,
@@ -481,7 +481,7 @@ def build(scalar):
         """Pass 1 for a convex pair p of two geoms (mjc_Convex): GJK/EPA, and multiccd's face
         clipping where the pair has the slots for it, into d.ccd_contact."""
         nslot = m.cpair_nslot[p]
-        slot = m.cpair_slot[p]
+        slot = m.cpair_ccd_slot[p]
         clear_slots(d, w, slot, nslot)
         g = m.cpair_geom[p]
         g1 = g[0]
@@ -558,8 +558,9 @@ def build(scalar):
         s2 = m.geom_size[g2]
         margin = m.cpair_margin[p] + m.cpair_gap[p]
         slot = m.cpair_slot[p]
+        ccd = m.cpair_ccd_slot[p]
         for i in range(m.cpair_nslot[p]):
-            c = d.ccd_contact[w, slot + i]
+            c = d.ccd_contact[w, ccd + i]
             on = int(0)
             if c.found != 0:
                 dd, pp = rebuild(c, GEOM_HFIELD, p1, R1, s2, t2, p2, R2, s2, margin, zero)
@@ -572,11 +573,13 @@ def build(scalar):
     @wp.func
     def collide(t1: int, p1: vec3, R1: mat33, s1: vec3, t2: int, p2: vec3, R2: mat33, s2: vec3, margin: scalar,
                 cc: wp.array2d(dtype=ConvexContact), dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
-                frame: wp.array2d(dtype=mat33), active: wp.array2d(dtype=int), w: int, slot: int, nslot: int):
+                frame: wp.array2d(dtype=mat33), active: wp.array2d(dtype=int), w: int, slot: int, nslot: int,
+                ccd: int):
         """Pass 2: the contacts of one convex pair rebuilt from the poses (differentiable), each
-        from its witness points (slot 0, and every slot of a face clipping)."""
+        from its witness points (slot 0, and every slot of a face clipping; what detection found
+        in cc[w, ccd + i])."""
         for i in range(nslot):
-            c = cc[w, slot + i]
+            c = cc[w, ccd + i]
             on = int(0)
             if c.found != 0:
                 dist_i, pos_i = rebuild(c, t1, p1, R1, s1, t2, p2, R2, s2, margin, margin)
@@ -596,9 +599,10 @@ def build(scalar):
         p2 = d.geom_xpos[w, g[1]]
         R2 = d.geom_xmat[w, g[1]]
         slot = m.cpair_slot[p]
+        ccd = m.cpair_ccd_slot[p]
         normal = vec3(R1[0, 2], R1[1, 2], R1[2, 2])
         for i in range(4):
-            c = d.ccd_contact[w, slot + i]
+            c = d.ccd_contact[w, ccd + i]
             on = int(0)
             if c.found != 0:
                 X2 = R2 * c.x2 + p2
@@ -619,7 +623,7 @@ def build(scalar):
             collide(m.geom_type[g1], d.geom_xpos[w, g1], d.geom_xmat[w, g1], m.geom_size[g1], m.geom_type[g2],
                     d.geom_xpos[w, g2], d.geom_xmat[w, g2], m.geom_size[g2], m.cpair_margin[p] + m.cpair_gap[p],
                     d.ccd_contact, d.contact_dist, d.contact_pos, d.contact_frame, d.contact_active, w,
-                    m.cpair_slot[p], nslot)
+                    m.cpair_slot[p], nslot, m.cpair_ccd_slot[p])
 
         return collide_pair
 

@@ -258,10 +258,10 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
     need that does not change while simulating (empty tables for None: contacts disabled)."""
     pairs = candidate_geom_pairs(mjm) if mjm is not None else []
     elliptic = mjm is not None and mjm.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
-    t = {name: [] for name in ("geom", "kind", "slot", "nslot", "ccd", "condim", "solref", "solreffriction", "solimp",
-                               "friction", "friction_geoms", "margin", "gap")}
+    t = {name: [] for name in ("geom", "kind", "slot", "nslot", "ccd", "ccd_slot", "condim", "solref", "solreffriction",
+                               "solimp", "friction", "friction_geoms", "margin", "gap")}
     slot_pair, slot_row = [], []
-    nslot_total = nrow = 0
+    nslot_total = nrow = nccd_slot = 0
     for g1, g2, ipair in pairs:
         if mjm.geom_type[g1] > mjm.geom_type[g2]:
             g1, g2 = g2, g1
@@ -277,6 +277,10 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         # the pair's row of the convex collision's scratch (-1: a primitive pair)
         t["ccd"].append(sum(1 for k in t["kind"][:-1] if k in GJK_KINDS) if PAIR_KIND[types] in GJK_KINDS
                         else -1)
+        # its first entry of the convex search's contacts (Data.ccd_contact: the convex kinds' slots
+        # only; -1: a pair collided in closed form)
+        t["ccd_slot"].append(nccd_slot if PAIR_KIND[types] in CONVEX_KINDS else -1)
+        nccd_slot += nslot if PAIR_KIND[types] in CONVEX_KINDS else 0
         t["condim"].append(condim)
         t["solref"].append(solref)
         t["solreffriction"].append(solreffriction)
@@ -293,6 +297,7 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
     t["slot_pair"] = slot_pair
     t["slot_row"] = slot_row
     t["nslot_total"] = nslot_total
+    t["nccd_slot"] = nccd_slot
     t["nrow"] = nrow
     t["elliptic"] = elliptic
     return t

@@ -186,8 +186,9 @@ def data_struct(scalar):
         # the fused schedule's pass over the pairs: 1 where a world geom of Model.far_geom is far
         # from every moving geom of its pairs (their pairs are left out) [W, nfar_geom]
         geom_far: wp.array2d(dtype=int)
-        # convex collision (simrl.sim.collision_convex): what GJK/EPA found per slot [W, ncon], and
-        # their scratch rows [W * nccdpair, ...] (the simplex and the EPA polytope)
+        # convex collision (simrl.sim.collision_convex): what GJK/EPA found per contact slot of the
+        # convex pairs [W, Model.nccd_slot] (a pair's from Model.cpair_ccd_slot), and their scratch
+        # rows [W * nccdpair, ...] (the simplex and the EPA polytope)
         ccd_contact: wp.array2d(dtype=ConvexContact)
         ccd_simplex: wp.array2d(dtype=Vertex)
         ccd_vert: wp.array2d(dtype=Vertex)
@@ -369,7 +370,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     ConvexContact = ccd_structs(T.scalar)[3]
     nverts, nfaces = model.ccd_polytope
     S = W * model.struct.nccdpair
-    d.ccd_contact = wp.zeros((W, ncon), dtype=ConvexContact, device=device)
+    d.ccd_contact = wp.zeros((W, max(model.nccd_slot, 1)), dtype=ConvexContact, device=device)
     d.ccd_simplex = wp.zeros((S, 8), dtype=Vertex, device=device)
     d.ccd_vert = wp.zeros((S, nverts), dtype=Vertex, device=device)
     d.ccd_face = wp.zeros((S, nfaces), dtype=Face, device=device)

@@ -464,6 +464,9 @@ def model_struct(scalar):
         cpair_slot: wp.array(dtype=int)
         cpair_nslot: wp.array(dtype=int)  # slots of each pair (a height field pair: its prisms, hfield_slots)
         cpair_ccd: wp.array(dtype=int)  # the pair's row in the convex collision's scratch (-1: none)
+        # the pair's first entry of Data.ccd_contact, which has one per contact slot of the pairs of
+        # convex kinds (contact_tables.CONVEX_KINDS; -1: another kind)
+        cpair_ccd_slot: wp.array(dtype=int)
         nccdpair: int  # pairs that collide by GJK/EPA (contact_tables.CONVEX_MAX_CONTACTS but plane-mesh)
         # the fused step's shortcut past primitive pairs of a world geom (terrain) far from every
         # moving geom (schedule.py, run_pairs): the world geoms (FarGeom: their pairs and slots);
@@ -1096,6 +1099,9 @@ class Model:
         m.cpair_slot = ints(tables["slot"])
         m.cpair_nslot = ints(tables["nslot"])
         m.cpair_ccd = ints(tables["ccd"])
+        m.cpair_ccd_slot = ints(tables["ccd_slot"])
+        #: entries of Data.ccd_contact per world (the contact slots of the convex pairs)
+        self.nccd_slot = tables["nccd_slot"]
         m.nccdpair = sum(1 for c in tables["ccd"] if c >= 0)
         m.ndetect = sum(1 for k in tables["kind"] if k in CONVEX_KINDS)
         self._far_tables(m, mjm, tables, dtype)
