@@ -251,19 +251,26 @@ def test_float32_contacts_match_mujoco(rng):
 
 
 @pytest.mark.slow  # compiles the wide schedule's convex kernels (about two minutes cold)
-def test_both_schedules_agree_on_convex_pairs(rng):
+def test_both_schedules_agree_on_convex_pairs(rng, monkeypatch):
     """The wide schedule (a launch per pass, the detection over the convex pairs) gives the fused
-    schedule's contacts and qacc bit for bit."""
+    schedule's contacts and qacc bit for bit, and so does it with every element launch's threads
+    in reverse order (tests/test_schedule.py::reverse_thread_order)."""
+    from test_schedule import reverse_thread_order
+
     mjm = mujoco.MjModel.from_xml_string(DROP)
     qpos = random_states(mjm, 4, rng)
     out = []
-    for schedule in ("fused", "wide"):
+    for schedule in ("fused", "wide", "reversed"):
+        if schedule == "reversed":
+            schedule = "wide"
+            reverse_thread_order(monkeypatch)
         sim = Sim.from_model(mjm, num_worlds=4, dtype="float64", schedule=schedule)
         sim.qpos = torch.as_tensor(qpos)
         sim.step(20)
         out.append((sim.qpos.numpy().copy(), sim.contact.dist.numpy().copy(), sim.contact.frame.numpy().copy()))
-    for a, b in zip(*out, strict=True):
-        np.testing.assert_array_equal(a, b)
+    for other in out[1:]:
+        for a, b in zip(out[0], other, strict=True):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_cpu_threads_give_the_same_bits(rng):

@@ -6,7 +6,7 @@ import mujoco
 import numpy as np
 import pytest
 import torch
-from test_schedule import assert_same_data, run
+from test_schedule import assert_same_data, reverse_thread_order, run
 
 from simrl import Sim, diff_step
 
@@ -233,4 +233,13 @@ def test_gradients_against_finite_differences(rng):
 def test_wide_equals_fused_bit_for_bit(dtype):
     mjm = model()
     assert_same_data(run(mjm, "fused", dtype, 20), run(mjm, "wide", dtype, 20))
+
+
+def test_wide_threads_in_any_order(monkeypatch):
+    """The wide step with every element launch's threads in reverse order
+    (tests/test_schedule.py::reverse_thread_order): the same bits."""
+    mjm = model()
+    ordered = run(mjm, "wide", "float64", 20)
+    reverse_thread_order(monkeypatch)
+    assert_same_data(ordered, run(mjm, "wide", "float64", 20))
 

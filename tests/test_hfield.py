@@ -213,13 +213,21 @@ def test_gradients_through_hfield_contacts_match_finite_differences():
 
 
 @pytest.mark.slow  # compiles the wide schedule's convex kernels
-def test_both_schedules_agree_on_height_fields():
+def test_both_schedules_agree_on_height_fields(monkeypatch):
+    """Both schedules, and the wide one with every element launch's threads in reverse order
+    (tests/test_schedule.py::reverse_thread_order), give the same bits."""
+    from test_schedule import reverse_thread_order
+
     xml = scene(np.random.default_rng(3), copies=1).replace("gravity='0 0 0'", "timestep='0.002'")
     mjm = mujoco.MjModel.from_xml_string(xml)
     out = []
-    for schedule in ("fused", "wide"):
+    for schedule in ("fused", "wide", "reversed"):
+        if schedule == "reversed":
+            schedule = "wide"
+            reverse_thread_order(monkeypatch)
         sim = Sim.from_model(mjm, num_worlds=2, dtype="float64", schedule=schedule)
         sim.step(100)
         out.append((sim.qpos.numpy().copy(), sim.contact.dist.numpy().copy()))
-    for a, b in zip(*out, strict=True):
-        np.testing.assert_array_equal(a, b)
+    for other in out[1:]:
+        for a, b in zip(out[0], other, strict=True):
+            np.testing.assert_array_equal(a, b)

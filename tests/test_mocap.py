@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import axis_angle_quat, qpos_distance
 from test_grad import _check_gradients, _params
-from test_schedule import assert_same_data
+from test_schedule import assert_same_data, reverse_thread_order
 
 from simrl import Sim, diff_step
 from simrl.mujoco_sim import MujocoSim
@@ -228,6 +228,15 @@ def test_wide_equals_fused_bit_for_bit(dtype):
     fused, wide = _schedule_run(mjm, "fused", dtype), _schedule_run(mjm, "wide", dtype)
     assert int(fused.view("efc_nactive").max()) > 0
     assert_same_data(fused, wide)
+
+
+def test_wide_threads_in_any_order(monkeypatch):
+    """The pushing trajectory, wide, with every element launch's threads in reverse order
+    (tests/test_schedule.py::reverse_thread_order): the same bits."""
+    mjm = pusher()
+    ordered = _schedule_run(mjm, "wide", "float64")
+    reverse_thread_order(monkeypatch)
+    assert_same_data(ordered, _schedule_run(mjm, "wide", "float64"))
 
 
 def _pressed(mjm, W, rng, schedule="fused"):

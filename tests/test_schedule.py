@@ -106,6 +106,46 @@ def test_wide_equals_fused_bit_for_bit_float32(name):
     assert_same_data(run(mjm, "fused", "float32", 40), run(mjm, "wide", "float32", 40))
 
 
+def reverse_thread_order(monkeypatch) -> list:
+    """From now on (until monkeypatch undoes it) every element launch of the wide step runs as one
+    launch per element, the last element first: each world's threads see the other threads'
+    outputs of the launch written where, in ascending order, they saw them unwritten, and the
+    other way round. A GPU runs a launch's threads in any order, the CPU in ascending order: a
+    thread that read what another thread of its launch writes would pass on the CPU and race on
+    a GPU. (The tiled world functions are left whole: their lanes are tested in blocks below; the
+    active-row launch indexes by thread.) Returns the list the split kernels' names go into."""
+    from simrl.sim import sim as sim_module
+
+    original, split = schedule.launch, []
+
+    def reversed_launch(item, m, d, num_worlds, device, record=False):
+        assert not record
+        if item.block_dim is None and item.dims and item.inputs and isinstance(item.inputs[-1], int):
+            first = item.inputs[-1]  # the launch's elements are first + e, e < dims[0]
+            for e in reversed(range(item.dims[0])):
+                original(schedule.Launch(item.kernel, (1,), (*item.inputs[:-1], first + e)), m, d, num_worlds, device)
+            split.append(item.kernel.key)
+            return None
+        return original(item, m, d, num_worlds, device)
+
+    monkeypatch.setattr(schedule, "launch", reversed_launch)
+    monkeypatch.setattr(sim_module, "_WARP_LAUNCH", None)  # Sim._run: launch directly, not recorded
+    return split
+
+
+@pytest.mark.parametrize("name", ["quadruped", "two_trees", "slide_hinge", "ball_chain", "primitives", "humanoid"])
+def test_wide_launches_do_not_depend_on_the_order_of_their_threads(name, monkeypatch):
+    """The wide step with every element launch's threads in reverse order (reverse_thread_order):
+    every array keeps its bits. (A pass that placed each body from its parent's pose in one
+    launch over all bodies passes the bit-for-bit tests above and fails this one.)"""
+    mjm = load(name)
+    ordered = run(mjm, "wide", "float64", 20)
+    split = reverse_thread_order(monkeypatch)
+    reversed_ = run(mjm, "wide", "float64", 20)
+    assert {"kinematics_body", "com_vel_body", "crb_body", "contact_rows"} <= set(split)
+    assert_same_data(ordered, reversed_)
+
+
 def test_forward_alone_equal():
     mjm = load("primitives")
     sims = []

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import assert_qacc_matches_mujoco
-from test_schedule import assert_same_data, run
+from test_schedule import assert_same_data, reverse_thread_order, run
 
 from simrl import Sim, diff_step
 
@@ -240,6 +240,14 @@ def test_trajectory_matches_mujoco(integrator, dtype, tol):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_wide_equals_fused_bit_for_bit(mjm, dtype):
     assert_same_data(run(mjm, "fused", dtype, 20), run(mjm, "wide", dtype, 20))
+
+
+def test_wide_threads_in_any_order(mjm, monkeypatch):
+    """The wide step with every element launch's threads in reverse order
+    (tests/test_schedule.py::reverse_thread_order): the same bits."""
+    ordered = run(mjm, "wide", "float64", 20)
+    reverse_thread_order(monkeypatch)
+    assert_same_data(ordered, run(mjm, "wide", "float64", 20))
 
 
 def test_gradients_against_finite_differences(mjm):
