@@ -80,7 +80,7 @@ class CapturedStep:
     def _addresses(self) -> tuple:
         sim = self.env.sim
         tensors = tuple((name, t.data_ptr()) for name, t in self.env._row_state().items())
-        return tensors + (sim._graph_key() if hasattr(sim, "_graph_key") else ())
+        return tensors + ((sim._graph_key(),) if hasattr(sim, "_graph_key") else ())
 
     def _capture(self, actions: torch.Tensor) -> None:
         import warp as wp

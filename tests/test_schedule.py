@@ -296,6 +296,27 @@ def test_recorded_graph_replays_the_same_steps(schedule_name):
     assert_same_data(*sims)
 
 
+def test_graph_key_follows_every_model_field():
+    """Sim._graph_key (the bytes of the Model struct's argument block) stays the same while
+    nothing changes and changes with a replaced array (its address), a scalar field (the solver's
+    iterations and tolerance) and back: a stale graph is never replayed."""
+    from envs.base import per_world_param
+
+    sim = Sim.from_model(load("quadruped"), num_worlds=3, device="cpu")
+    key = sim._graph_key()
+    assert sim._graph_key() == key
+    per_world_param(sim, "cpair_friction")
+    replaced = sim._graph_key()
+    assert replaced != key
+    iterations = sim.model.struct.solver_iterations
+    sim.set_solver(iterations=iterations + 1)
+    assert sim._graph_key() != replaced
+    sim.set_solver(iterations=iterations)
+    assert sim._graph_key() == replaced
+    sim.set_solver(tolerance=0.5)
+    assert sim._graph_key() != replaced
+
+
 def test_terrain_pairs_left_out_by_the_fused_step_give_the_wide_bits():
     """On box terrain the fused step leaves out the robot-terrain pairs of boxes far from the
     robot (collision_driver.far_geoms) and visits only the slots that hold a contact or held one
