@@ -142,8 +142,28 @@ def test_wide_launches_do_not_depend_on_the_order_of_their_threads(name, monkeyp
     ordered = run(mjm, "wide", "float64", 20)
     split = reverse_thread_order(monkeypatch)
     reversed_ = run(mjm, "wide", "float64", 20)
-    assert {"kinematics_body", "com_vel_body", "crb_body", "contact_rows"} <= set(split)
+    assert {"kinematics_body", "com_vel_body", "com_pos_subtree_alone", "crb_body_alone", "rne_subtree_alone",
+            "contact_rows"} <= set(split)
     assert_same_data(ordered, reversed_)
+
+
+def test_subtree_sums_of_a_tree_deeper_than_the_stack():
+    """simrl.sim.subtree keeps a stack of SUBTREE_STACK partial sums: a chain deeper than that
+    keeps the wide step's launches per level for its subtree sums, with the fused step's bits;
+    a branching tree (the quadruped) sums each subtree in one launch."""
+    from simrl.sim.model import SUBTREE_STACK
+
+    n = SUBTREE_STACK + 2
+    links = "".join('<body pos="0 0 -0.1"><joint type="hinge" axis="0 1 0" damping="0.01"/>'
+                    '<geom type="capsule" size="0.02" fromto="0 0 0 0.02 0 -0.1"/>' for _ in range(n))
+    xml = f"<mujoco><worldbody>{links}{'</body>' * n}</worldbody></mujoco>"
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    fused, wide = run(mjm, "fused", "float64", 20), run(mjm, "wide", "float64", 20)
+    assert not wide.model.subtree_alone and fused.model.struct.body_depth.numpy().max() == n
+    names = [item.kernel.key for seg in wide._step_segments for item in seg.launches(wide.model)]
+    assert names.count("crb_body") == n and "crb_body_alone" not in names  # a launch per level
+    assert_same_data(fused, wide)
+    assert Sim.from_model(load("quadruped"), num_worlds=1).model.subtree_alone
 
 
 def test_forward_alone_equal():

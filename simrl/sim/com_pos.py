@@ -5,7 +5,8 @@ Each kinematic tree uses the centre of mass of its whole subtree (`subtree_com` 
 root) as the reference point, so every spatial quantity of a tree is in one frame.
 
 Elements: `subtree_body(m, d, w, b)` sums body b's subtree mass from its children's (a tree
-pass from the leaves, level by level in the wide schedule); `body` then gives body b its
+pass from the leaves; `subtree_body_alone`, the same sums for body b alone: simrl.sim.subtree);
+`body` then gives body b its
 subtree CoM, its inertia about its tree's CoM and the motion axes of its joints' dofs.
 """
 
@@ -17,6 +18,7 @@ import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
+from simrl.sim.subtree import subtree_sum
 from simrl.sim.types import JNT_BALL, JNT_FREE, JNT_SLIDE, MINVAL, scalar_types
 
 
@@ -25,6 +27,7 @@ def build(scalar):
     T = scalar_types(scalar)
     Model, Data = model_struct(scalar), data_struct(scalar)
     f, vec3, vec10 = T.f, T.vec3, T.vec10
+    vec4 = wp.types.vector(4, dtype=scalar)
 
     @wp.func
     def subtree_body(m: Model, d: Data, w: int, b: int):
@@ -39,6 +42,18 @@ def build(scalar):
             c = m.body_child[k]
             d.subtree_mass[w, b] += d.subtree_mass[w, c]
             d.subtree_mcom[w, b] += d.subtree_mcom[w, c]
+
+    @wp.func
+    def mass_own(m: Model, d: Data, w: int, b: int):
+        """Body b's mass and mass-weighted position, as subtree_body starts its sums."""
+        mass = m.body_mass[w % m.body_mass.shape[0], b]
+        mcom = d.xipos[w, b] * mass
+        return vec4(mass, mcom[0], mcom[1], mcom[2])
+
+    @wp.func
+    def mass_write(m: Model, d: Data, w: int, b: int, total: vec4):
+        d.subtree_mass[w, b] = total[0]
+        d.subtree_mcom[w, b] = vec3(total[1], total[2], total[3])
 
     @wp.func
     def subtree_com(m: Model, d: Data, w: int, b: int):
@@ -116,4 +131,6 @@ def build(scalar):
             d.cdof[w, i] = f.dof_com(d.xaxis[w, j], offset)
 
     return SimpleNamespace(subtree_body=subtree_body, body=make_body(True), body_cinert=make_body(False),
-                           cdof_dof=cdof_dof)
+                           cdof_dof=cdof_dof,
+                           # subtree_body's sums for a body alone (simrl.sim.subtree: the same bits)
+                           subtree_body_alone=subtree_sum(scalar, vec4, mass_own, mass_write))

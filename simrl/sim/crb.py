@@ -2,7 +2,8 @@
 engine_core_smooth.c), with dof armature on the diagonal and the tendons' armature.
 
 Elements: `body(m, d, w, b)` sums body b's composite inertia from its children's (a tree pass
-from the leaves; bodies of the world are not merged into it); `dof(m, d, w, i)` fills row i
+from the leaves; bodies of the world are not merged into it; `body_alone`, the same sums for
+body b alone: simrl.sim.subtree); `dof(m, d, w, i)` fills row i
 of qM and its transpose: the entries between dof i and its ancestor dofs.
 """
 
@@ -14,6 +15,7 @@ import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
+from simrl.sim.subtree import subtree_sum
 from simrl.sim.types import scalar_types
 
 
@@ -30,6 +32,14 @@ def build(scalar):
         adr = m.body_child_adr[b]
         for k in range(adr, adr + m.body_child_num[b]):
             d.crb[w, b] += d.crb[w, m.body_child[k]]
+
+    @wp.func
+    def cinert_own(m: Model, d: Data, w: int, b: int):
+        return d.cinert[w, b]
+
+    @wp.func
+    def crb_write(m: Model, d: Data, w: int, b: int, total: T.vec10):
+        d.crb[w, b] = total
 
     @wp.func
     def dof(m: Model, d: Data, w: int, i: int):
@@ -59,4 +69,4 @@ def build(scalar):
                     d.qM[w, i, j] += mij
                     d.qM[w, j, i] += mij
 
-    return SimpleNamespace(body=body, dof=dof)
+    return SimpleNamespace(body=body, body_alone=subtree_sum(scalar, T.vec10, cinert_own, crb_write), dof=dof)

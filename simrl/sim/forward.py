@@ -74,18 +74,18 @@ def position(scalar, fine: bool = False) -> tuple:
     # that holds a body placed from its parent
     kin_body = (Pass("kinematics_body_root", BODIES, (kin.body_root,)),
                 Pass("kinematics_body", BODIES_DOWN, (kin.body_tree,), skip_placed_alone=True,
-                     from_root=(kin.body_from_root,)))
+                     alone=(kin.body_from_root,)))
     com = (Pass("com_pos_body", BODIES, (cp.body_cinert,)), Pass("com_pos_dof", DOFS, (cp.cdof_dof,))) \
         if fine else (Pass("com_pos_body", BODIES, (cp.body,)),)
     return (
         Pass("kinematics_joint", JOINTS, (kin.joint,)),
         *kin_body,
         Pass("kinematics_frame", FRAMES, (kin.frame,)),
-        Pass("com_pos_subtree", BODIES_UP, (cp.subtree_body,)),
+        Pass("com_pos_subtree", BODIES_UP, (cp.subtree_body,), alone=(cp.subtree_body_alone,)),
         *com,
         Pass("tendon", TENDONS, (ten.length,)),
         Pass("transmission_site", SITE_TRANSMISSIONS, (actuation.build(scalar).transmission_site,)),
-        Pass("crb_body", BODIES_UP, (cr.body,), skip_world=True),
+        Pass("crb_body", BODIES_UP, (cr.body,), skip_world=True, alone=(cr.body_alone,)),
         Pass("crb_dof", DOFS, (cr.dof,)),
     )
 
@@ -105,12 +105,12 @@ def velocity(scalar, fine: bool = False) -> tuple:
                Pass("passive_spring_ball", JOINTS, (pa.spring_ball,))) \
         if fine else (Pass("passive_spring", JOINTS, (pa.spring_joint,)),)
     return (
-        Pass("com_vel_body", BODIES_DOWN, (rn.com_vel_body,), from_root=(rn.com_vel_from_root,)),
+        Pass("com_vel_body", BODIES_DOWN, (rn.com_vel_body,), alone=(rn.com_vel_from_root,)),
         Pass("tendon_velocity", TENDONS, (ten.velocity,)),
         Pass("cdof_dot", DOFS, (rn.cdof_dot_dof,)),
         Pass("tendon_bias", TENDONS, (ten.bias,)),
         Pass("rne_body", BODIES, (rn.rne_body,)),
-        Pass("rne_subtree", BODIES_UP, (rn.rne_subtree_body,), skip_world=True),
+        Pass("rne_subtree", BODIES_UP, (rn.rne_subtree_body,), skip_world=True, alone=(rn.rne_subtree_alone,)),
         *springs,
         Pass("control_check", CONTROLS, (ac.check_controls,)),
         *act,

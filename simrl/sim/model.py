@@ -40,6 +40,9 @@ WRENCH_SENSOR_TYPES = tuple(int(t) for t in (mujoco.mjtSensor.mjSENS_TOUCH, mujo
 EQ_ROWS = {int(mujoco.mjtEq.mjEQ_CONNECT): 3, int(mujoco.mjtEq.mjEQ_WELD): 6, int(mujoco.mjtEq.mjEQ_JOINT): 1,
            int(mujoco.mjtEq.mjEQ_TENDON): 1}
 WRAP_JOINT = int(mujoco.mjtWrap.mjWRAP_JOINT)
+#: rows of the stack of partial sums of simrl.sim.subtree (a tree deeper than this keeps the wide
+#: schedule's launches per level for its subtree sums)
+SUBTREE_STACK = 16
 WRAP_PULLEY = int(mujoco.mjtWrap.mjWRAP_PULLEY)
 WRAP_SITE = int(mujoco.mjtWrap.mjWRAP_SITE)
 TRN_JOINT = int(mujoco.mjtTrn.mjTRN_JOINT)
@@ -364,6 +367,9 @@ def model_struct(scalar):
         body_path_adr: wp.array(dtype=int)
         body_path_num: wp.array(dtype=int)
         body_path: wp.array(dtype=int)
+        # depth first (MuJoCo's body order): body b's subtree is the bodies b to body_subtree_end[b] - 1
+        body_subtree_end: wp.array(dtype=int)
+        body_depth: wp.array(dtype=int)  # the world 0, its children 1, ...
         body_pos: wp.array(dtype=T.vec3)
         body_quat: wp.array(dtype=T.quat)
         body_ipos: wp.array2d(dtype=T.vec3)  # [1 or W, nbody]
@@ -938,6 +944,17 @@ class Model:
         m.body_path_adr = ints(np.cumsum([0] + [len(p) for p in paths])[:-1])
         m.body_path_num = ints([len(p) for p in paths])
         m.body_path = ints([a for p in paths for a in p])
+        # MuJoCo numbers bodies depth first (a parent before its children), so that each subtree
+        # is a range of ids: b to the last descendant; checked by counting
+        end, size = list(range(1, mjm.nbody + 1)), [1] * mjm.nbody
+        for b in range(mjm.nbody - 1, 0, -1):
+            parent = int(mjm.body_parentid[b])
+            end[parent], size[parent] = max(end[parent], end[b]), size[parent] + size[b]
+        m.body_subtree_end = ints(end)
+        m.body_depth = ints(depth)
+        #: the wide schedule's engine step sums subtrees one thread per body (simrl.sim.subtree)
+        #: when each subtree is a range of body ids and the tree fits the thread's stack
+        self.subtree_alone = all(end[b] - b == size[b] for b in range(mjm.nbody)) and max(depth) < SUBTREE_STACK
         m.body_pos = arr(mjm.body_pos, T.vec3)
         m.body_quat = arr(_wxyz_to_xyzw(mjm.body_quat), T.quat)
         m.body_ipos = shared(mjm.body_ipos, T.vec3, 3)

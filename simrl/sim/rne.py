@@ -5,7 +5,7 @@ Elements: `com_vel_body` (a tree pass from the root: body velocities; `com_vel_f
 same for a body alone, summed along its path), `cdof_dot_dof` (the
 dof axes' rate of change), `rne_body` (the body's bias acceleration, summed along its dof chain
 from the root, and its own bias force), `rne_subtree_body` (from the leaves: each body gathers
-its children's forces), `rne_dof` (the force projected on dof i).
+its children's forces; `rne_subtree_alone`, the same sums for a body alone), `rne_dof` (the force projected on dof i).
 """
 
 
@@ -16,6 +16,7 @@ import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
+from simrl.sim.subtree import subtree_sum
 from simrl.sim.types import JNT_BALL, JNT_FREE, scalar_types
 
 
@@ -89,6 +90,17 @@ def build(scalar):
         d.cdof_dot[w, i] = cdof_dot
 
     @wp.func
+    def own_force(m: Model, d: Data, w: int, b: int):
+        """Body b's own bias force I a + v x* I v (b > 0), from its cacc, cinert and cvel."""
+        cinert = d.cinert[w, b]
+        cvel = d.cvel[w, b]
+        return f.inert_mul(cinert, d.cacc[w, b]) + f.force_cross(cvel, f.inert_mul(cinert, cvel))
+
+    @wp.func
+    def bias_write(m: Model, d: Data, w: int, b: int, total: vec6):
+        d.cfrc_bias[w, b] = total
+
+    @wp.func
     def rne_body(m: Model, d: Data, w: int, b: int):
         """Bias acceleration of body b (the world accelerates at -g, then the dofs from the root to
         the body add cdof_dot qvel, in that order) and its own bias force I a + v x* I v, before
@@ -106,9 +118,7 @@ def build(scalar):
                     i = m.dof_ancestor[adr + num - 1 - k]  # the farthest ancestor first
                     d.cacc[w, b] += d.cdof_dot[w, i] * d.qvel[w, i]
                 d.cacc[w, b] += d.cdof_dot[w, dof] * d.qvel[w, dof]
-            cinert = d.cinert[w, b]
-            cvel = d.cvel[w, b]
-            d.cfrc_bias[w, b] = f.inert_mul(cinert, d.cacc[w, b]) + f.force_cross(cvel, f.inert_mul(cinert, cvel))
+            d.cfrc_bias[w, b] = own_force(m, d, w, b)
 
     @wp.func
     def rne_subtree_body(m: Model, d: Data, w: int, b: int):
@@ -130,4 +140,7 @@ def build(scalar):
 
     return SimpleNamespace(com_vel_body=com_vel_body, com_vel_from_root=com_vel_from_root,
                            cdof_dot_dof=cdof_dot_dof, rne_body=rne_body,
-                           rne_subtree_body=rne_subtree_body, rne_dof=rne_dof)
+                           rne_subtree_body=rne_subtree_body, rne_dof=rne_dof,
+                           # rne_subtree_body's sums for a body alone (simrl.sim.subtree: the same
+                           # bits), each body's own force computed again as rne_body computes it
+                           rne_subtree_alone=subtree_sum(scalar, vec6, own_force, bias_write))

@@ -12,9 +12,9 @@ From one segment this module builds either schedule:
 - **fused**: one kernel, one thread per world, each pass a loop over its elements. Right for a
   CPU core, which steps one world after another and pays for every launch.
 - **wide**: a launch per pass over (worlds, elements): tree passes from the root (kinematics,
-  velocities) one launch over every body, each redoing its path from the world in registers
-  (`Pass.from_root`; the differentiable step's a launch per tree level), from the leaves
-  (subtree sums) a launch per tree level, candidate
+  velocities) one launch over every body, each redoing its path from the world in registers,
+  from the leaves (subtree sums) one launch too, each body summing its subtree in MuJoCo's order
+  (`Pass.alone`; the differentiable step's a launch per tree level), candidate
   pairs a launch per collider kind, world functions a block of `LANES` threads per world
   (wp.launch_tiled). Right for a GPU, which needs many threads per world to fill its SMs and
   hide memory latency at the 1,000-10,000 worlds people train with (a thread per world fills
@@ -51,7 +51,7 @@ MAX_REGISTERS = 128
 
 # domains of a pass: what its elements are, and how each schedule visits them
 WORLD = "world"  # a world function f(m, d, w, lane, nlanes)
-BODIES_DOWN = "bodies_down"  # f(m, d, w, b), parents before children: a launch per tree level (Pass.from_root)
+BODIES_DOWN = "bodies_down"  # f(m, d, w, b), parents before children: a launch per tree level (Pass.alone)
 BODIES_UP = "bodies_up"  # children before parents: a launch per level, the deepest first
 BODIES = "bodies"  # every body, in any order
 FRAMES = "frames"  # every body, then every geom, then every site (placed frames)
@@ -112,11 +112,14 @@ class Pass:
     # BODIES_DOWN: the wide schedule leaves out the levels from the world's that hold only bodies
     # placed without their parent (Model.body_levels_placed_alone), on which the pass does nothing
     skip_placed_alone: bool = False
-    # BODIES_DOWN: functions f(m, d, w, b) that do `funcs`' work for body b alone, its path from
-    # the world redone in registers with the same arithmetic (the same bits): the wide schedule's
-    # engine step launches them once over every body, not a launch per level (a GPU pays for
-    # each launch more than for a few redone bodies); the differentiable step keeps the levels
-    from_root: tuple = ()
+    # BODIES_DOWN, BODIES_UP: functions f(m, d, w, b) that do `funcs`' work for body b alone, its
+    # path from the world (down) or its subtree (up, simrl.sim.subtree) redone in registers with
+    # the same arithmetic (the same bits): the wide schedule's engine step launches them once over
+    # every body, not a launch per level (a GPU pays for each launch more than for a few redone
+    # bodies); the differentiable step keeps the levels (an input read by several threads would
+    # have its adjoint summed by atomics), as do subtree sums of a model deeper than
+    # model.SUBTREE_STACK (Model.subtree_alone)
+    alone: tuple = ()
     kinds: tuple = ()  # ((kinds, function), ...)
     writes_slots: bool = False  # PAIRS: the functions write each pair's contact slots (the narrow phase)
 
@@ -676,7 +679,8 @@ class _WidePass:
     p: Pass
     kernel: wp.Kernel | None  # the kernel of every domain but PAIRS
     kind_kernels: tuple  # PAIRS: ((kinds, kernel), ...)
-    from_root: bool = False  # a BODIES_DOWN pass launched once over every body (Pass.from_root)
+    alone: bool = False  # a BODIES_DOWN pass launched once over every body (Pass.alone)
+    alone_kernel: wp.Kernel | None = None  # a BODIES_UP pass's launch over every body (Pass.alone)
 
 
 @functools.cache
@@ -701,9 +705,14 @@ def _wide_pass(p: Pass, scalar, module_name: str, backward: bool) -> _WidePass:
         # the differentiable step's world kernels beside its hand-written adjoints (coop_module)
         coop = coop_module(scalar, "coop_grad" if module_name.startswith("widegrad") else "coop")
         return _WidePass(p, _wide_kernel(p.name, f, "world", scalar, coop), ())
-    if p.over == BODIES_DOWN and p.from_root and not backward:
-        return _WidePass(p, _wide_kernel(p.name, _chain(p.from_root, Model, Data, world=False), "range", scalar,
-                                         module), (), from_root=True)
+    if p.over == BODIES_DOWN and p.alone and not backward:
+        return _WidePass(p, _wide_kernel(p.name, _chain(p.alone, Model, Data, world=False), "range", scalar,
+                                         module), (), alone=True)
+    if p.over == BODIES_UP and p.alone and not backward:
+        # the levels' kernel too, for the models whose subtree sums do not fit a thread's stack
+        return _WidePass(p, _wide_kernel(p.name, f, "table", scalar, module), (),
+                         alone_kernel=_wide_kernel(f"{p.name}_alone", _chain(p.alone, Model, Data, world=False),
+                                                   "range", scalar, module))
     if p.over in (BODIES_DOWN, BODIES_UP):
         return _WidePass(p, _wide_kernel(p.name, f, "table", scalar, module), ())
     if p.over == ACTIVE_ROWS:
@@ -715,8 +724,11 @@ def _wide_launches(wp_: _WidePass, model) -> list[Launch]:
     p, s = wp_.p, model.struct
     if p.over == WORLD:
         return [Launch(wp_.kernel, block_dim=LANES)]
-    if wp_.from_root:
-        return [Launch(wp_.kernel, (_host_range(model, BODIES)[1],), (0,))]
+    first = 1 if p.skip_world else 0
+    if wp_.alone:
+        return [Launch(wp_.kernel, (_host_range(model, BODIES)[1] - first,), (first,))]
+    if wp_.alone_kernel is not None and model.subtree_alone:
+        return [Launch(wp_.alone_kernel, (_host_range(model, BODIES)[1] - first,), (first,))]
     if p.over in (BODIES_DOWN, BODIES_UP):
         levels = model.body_levels[1:] if p.skip_world else model.body_levels
         if p.skip_placed_alone:
