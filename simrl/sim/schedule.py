@@ -51,8 +51,8 @@ MAX_REGISTERS = 128
 
 # domains of a pass: what its elements are, and how each schedule visits them
 WORLD = "world"  # a world function f(m, d, w, lane, nlanes)
-BODIES_DOWN = "bodies_down"  # f(m, d, w, b), parents before children: a launch per tree level (Pass.alone)
-BODIES_UP = "bodies_up"  # children before parents: a launch per level, the deepest first
+BODIES_DOWN = "bodies_down"  # f(m, d, w, b), parents before children: a launch per tree level (or Pass.alone)
+BODIES_UP = "bodies_up"  # children before parents: a launch per level, the deepest first (or Pass.alone)
 BODIES = "bodies"  # every body, in any order
 FRAMES = "frames"  # every body, then every geom, then every site (placed frames)
 DOFS = "dofs"

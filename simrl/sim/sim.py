@@ -155,7 +155,7 @@ class Sim:
 
     `schedule`: how the step's kernels are launched (simrl.sim.schedule). "fused": one thread per
     world runs the whole step (a launch per step: right for a CPU core); "wide": a launch per
-    stage over (worlds x elements), subtree sums a launch per tree level, the solver a block of
+    stage over (worlds x elements), the tree's passes a thread per body, the solver a block of
     threads per world (right for a GPU); "auto" (default): fused on the CPU, wide on CUDA. Both
     give the same results, bit for bit on the CPU.
 
