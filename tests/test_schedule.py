@@ -166,6 +166,15 @@ def test_subtree_sums_of_a_tree_deeper_than_the_stack():
     assert Sim.from_model(load("quadruped"), num_worlds=1).model.subtree_alone
 
 
+@pytest.mark.parametrize("schedule_name", ["fused", "wide"])
+def test_a_model_of_the_world_alone_steps(schedule_name):
+    """No body but the world: the tree's passes that leave the world out launch nothing."""
+    sim = Sim.from_mjcf("<mujoco><worldbody><geom type='plane' size='1 1 1'/></worldbody></mujoco>",
+                        num_worlds=2, device="cpu", schedule=schedule_name)
+    sim.step(2)
+    assert sim.qpos.shape == (2, 0) and not sim.nan_worlds.any()
+
+
 def test_forward_alone_equal():
     mjm = load("primitives")
     sims = []

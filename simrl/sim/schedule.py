@@ -725,10 +725,11 @@ def _wide_launches(wp_: _WidePass, model) -> list[Launch]:
     if p.over == WORLD:
         return [Launch(wp_.kernel, block_dim=LANES)]
     first = 1 if p.skip_world else 0
+    count = _host_range(model, BODIES)[1] - first  # none in a model of the world alone, with skip_world
     if wp_.alone:
-        return [Launch(wp_.kernel, (_host_range(model, BODIES)[1] - first,), (first,))]
+        return [Launch(wp_.kernel, (count,), (first,))] if count else []
     if wp_.alone_kernel is not None and model.subtree_alone:
-        return [Launch(wp_.alone_kernel, (_host_range(model, BODIES)[1] - first,), (first,))]
+        return [Launch(wp_.alone_kernel, (count,), (first,))] if count else []
     if p.over in (BODIES_DOWN, BODIES_UP):
         levels = model.body_levels[1:] if p.skip_world else model.body_levels
         if p.skip_placed_alone:
