@@ -159,7 +159,7 @@ def test_subtree_sums_of_a_tree_deeper_than_the_stack():
     xml = f"<mujoco><worldbody>{links}{'</body>' * n}</worldbody></mujoco>"
     mjm = mujoco.MjModel.from_xml_string(xml)
     fused, wide = run(mjm, "fused", "float64", 20), run(mjm, "wide", "float64", 20)
-    assert not wide.model.subtree_alone and fused.model.struct.body_depth.numpy().max() == n
+    assert not wide.model.subtree_alone and fused.model.struct.body_subtree.numpy()[:, 1].max() == n
     names = [item.kernel.key for seg in wide._step_segments for item in seg.launches(wide.model)]
     assert names.count("crb_body") == n and "crb_body_alone" not in names  # a launch per level
     assert_same_data(fused, wide)
@@ -292,13 +292,17 @@ def test_tree_levels():
     adr, num, child = (getattr(model.struct, f).numpy() for f in ("body_child_adr", "body_child_num", "body_child"))
     for b in range(mjm.nbody):
         assert list(child[adr[b]:adr[b] + num[b]]) == [c for c in range(1, mjm.nbody) if mjm.body_parentid[c] == b]
-    # each body's path from the world (Pass.from_root walks it): the world, ..., the parent, the body
-    adr, num, path = (getattr(model.struct, f).numpy() for f in ("body_path_adr", "body_path_num", "body_path"))
+    # each body's path from the world (Pass.alone walks it): the world, ..., the parent, the body
+    span, path = model.struct.body_path_adr.numpy(), model.struct.body_path.numpy()
+    ends = model.struct.body_subtree.numpy()[:, 0]
     for b in range(mjm.nbody):
+        # the subtree: the bodies from b up to its end, each a descendant of b
+        assert all(b in [int(x) for x in path[span[e, 0]:span[e, 0] + span[e, 1]]] == (b <= e < ends[b])
+                   for e in range(mjm.nbody))
         walk = [b]
         while walk[-1] != 0:
             walk.append(int(mjm.body_parentid[walk[-1]]))
-        assert list(path[adr[b]:adr[b] + num[b]]) == walk[::-1]
+        assert list(path[span[b, 0]:span[b, 0] + span[b, 1]]) == walk[::-1]
 
 
 @pytest.mark.parametrize("schedule_name", ["fused", "wide"])

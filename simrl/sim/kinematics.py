@@ -194,8 +194,8 @@ def build(scalar):
         if not placed_alone(m, b):
             xpos = vec3(scalar(0.0))
             xquat = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
-            adr = m.body_path_adr[b]
-            for k in range(adr, adr + m.body_path_num[b]):
+            span = m.body_path_adr[b]
+            for k in range(span[0], span[0] + span[1]):
                 a = m.body_path[k]
                 if placed_alone(m, a):
                     xpos = d.xpos[w, a]

@@ -363,13 +363,13 @@ def model_struct(scalar):
         body_child_num: wp.array(dtype=int)
         body_child: wp.array(dtype=int)
         # the path from the world to body b, both included (ascending: MuJoCo numbers a parent
-        # before its children): body_path[body_path_adr[b] + k], k < body_path_num[b]
-        body_path_adr: wp.array(dtype=int)
-        body_path_num: wp.array(dtype=int)
+        # before its children): body_path[adr + k], k < num, (adr, num) = body_path_adr[b]
+        body_path_adr: wp.array(dtype=wp.vec2i)
         body_path: wp.array(dtype=int)
-        # depth first (MuJoCo's body order): body b's subtree is the bodies b to body_subtree_end[b] - 1
-        body_subtree_end: wp.array(dtype=int)
-        body_depth: wp.array(dtype=int)  # the world 0, its children 1, ...
+        # (end, depth) of body b: its subtree is the bodies b to end - 1 (MuJoCo numbers bodies depth
+        # first); its depth in the tree (the world 0, its children 1, ...). Pairs of ints, as the
+        # other (first, count) tables: the Model struct must stay under STRUCT_LIMIT
+        body_subtree: wp.array(dtype=wp.vec2i)
         body_pos: wp.array(dtype=T.vec3)
         body_quat: wp.array(dtype=T.quat)
         body_ipos: wp.array2d(dtype=T.vec3)  # [1 or W, nbody]
@@ -941,8 +941,9 @@ class Model:
             while path[-1] != 0:
                 path.append(int(mjm.body_parentid[path[-1]]))
             paths.append(path[::-1])
-        m.body_path_adr = ints(np.cumsum([0] + [len(p) for p in paths])[:-1])
-        m.body_path_num = ints([len(p) for p in paths])
+        adr = np.cumsum([0] + [len(p) for p in paths])[:-1]
+        m.body_path_adr = wp.array(np.array([[a, len(p)] for a, p in zip(adr, paths, strict=True)], dtype=np.int32),
+                                   dtype=wp.vec2i, device=self.device)
         m.body_path = ints([a for p in paths for a in p])
         # MuJoCo numbers bodies depth first (a parent before its children), so that each subtree
         # is a range of ids: b to the last descendant; checked by counting
@@ -950,8 +951,7 @@ class Model:
         for b in range(mjm.nbody - 1, 0, -1):
             parent = int(mjm.body_parentid[b])
             end[parent], size[parent] = max(end[parent], end[b]), size[parent] + size[b]
-        m.body_subtree_end = ints(end)
-        m.body_depth = ints(depth)
+        m.body_subtree = wp.array(np.array([end, depth], dtype=np.int32).T.copy(), dtype=wp.vec2i, device=self.device)
         #: the wide schedule's engine step sums subtrees one thread per body (simrl.sim.subtree)
         #: when each subtree is a range of body ids and the tree fits the thread's stack
         self.subtree_alone = all(end[b] - b == size[b] for b in range(mjm.nbody)) and max(depth) < SUBTREE_STACK

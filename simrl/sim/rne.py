@@ -54,8 +54,8 @@ def build(scalar):
         the wide schedule's engine step runs all bodies in one launch, not a launch per tree
         level. The differentiable step keeps the levels (kinematics.body_from_root says why)."""
         cvel = vec6(scalar(0.0))
-        adr = m.body_path_adr[b]
-        for k in range(adr + 1, adr + m.body_path_num[b]):  # the world moves no dof
+        span = m.body_path_adr[b]
+        for k in range(span[0] + 1, span[0] + span[1]):  # the world moves no dof
             a = m.body_path[k]
             dofadr = m.body_dofadr[a]
             for i in range(dofadr, dofadr + m.body_dofnum[a]):

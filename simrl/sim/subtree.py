@@ -5,7 +5,7 @@ inertias): each body adds its children's sums, in ascending order, to its own va
 sum is a tree of additions. The fused schedule runs that recursion; the wide schedule launched it
 a level per launch. `subtree_sum` lets one thread per body compute its body's sum alone, with the
 same additions in the same order (the same bits): it walks the subtree in MuJoCo's body order
-(depth first: a subtree is the bodies b to Model.body_subtree_end[b] - 1) keeping the partial
+(depth first: a subtree is the bodies b to Model.body_subtree[b][0] - 1) keeping the partial
 sums of the bodies on the path from b in a stack, and adds a finished child's sum to its parent's
 partial sum before the next child starts, as the recursion does. The stack has SUBTREE_STACK
 rows: models deeper than that keep the launches per level (Model.subtree_alone).
@@ -30,10 +30,10 @@ def subtree_sum(scalar, vec, own, write):
     @wp.func
     def body(m: Model, d: Data, w: int, b: int):
         stack = stack_type()
-        base = m.body_depth[b]
+        tree = m.body_subtree[b]  # (end, depth)
         top = int(0)
-        for e in range(b, m.body_subtree_end[b]):
-            k = m.body_depth[e] - base
+        for e in range(b, tree[0]):
+            k = m.body_subtree[e][1] - tree[1]
             # each subtree finished before e (rows k to top) added to its parent's partial sum
             while top >= k and k > 0:
                 for c in range(n):
