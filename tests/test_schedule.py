@@ -297,7 +297,7 @@ def test_tree_levels():
     ends = model.struct.body_subtree.numpy()[:, 0]
     for b in range(mjm.nbody):
         # the subtree: the bodies from b up to its end, each a descendant of b
-        assert all(b in [int(x) for x in path[span[e, 0]:span[e, 0] + span[e, 1]]] == (b <= e < ends[b])
+        assert all((b in [int(x) for x in path[span[e, 0]:span[e, 0] + span[e, 1]]]) == (b <= e < ends[b])
                    for e in range(mjm.nbody))
         walk = [b]
         while walk[-1] != 0:
