@@ -677,10 +677,11 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
 @dataclass(frozen=True)
 class _WidePass:
     p: Pass
-    kernel: wp.Kernel | None  # the kernel of every domain but PAIRS
+    kernel: wp.Kernel | None  # the kernel of every domain but PAIRS (and a BODIES_DOWN pass alone)
     kind_kernels: tuple  # PAIRS: ((kinds, kernel), ...)
-    alone: bool = False  # a BODIES_DOWN pass launched once over every body (Pass.alone)
-    alone_kernel: wp.Kernel | None = None  # a BODIES_UP pass's launch over every body (Pass.alone)
+    # a tree pass's launch over every body (Pass.alone): always for BODIES_DOWN, for BODIES_UP where
+    # the model's subtree sums fit a thread's stack (`kernel` then launches the levels of the others)
+    alone_kernel: wp.Kernel | None = None
 
 
 @functools.cache
@@ -705,14 +706,12 @@ def _wide_pass(p: Pass, scalar, module_name: str, backward: bool) -> _WidePass:
         # the differentiable step's world kernels beside its hand-written adjoints (coop_module)
         coop = coop_module(scalar, "coop_grad" if module_name.startswith("widegrad") else "coop")
         return _WidePass(p, _wide_kernel(p.name, f, "world", scalar, coop), ())
-    if p.over == BODIES_DOWN and p.alone and not backward:
-        return _WidePass(p, _wide_kernel(p.name, _chain(p.alone, Model, Data, world=False), "range", scalar,
-                                         module), (), alone=True)
-    if p.over == BODIES_UP and p.alone and not backward:
-        # the levels' kernel too, for the models whose subtree sums do not fit a thread's stack
+    if p.over in (BODIES_DOWN, BODIES_UP) and p.alone and not backward:
+        alone = _chain(p.alone, Model, Data, world=False)
+        if p.over == BODIES_DOWN:
+            return _WidePass(p, None, (), _wide_kernel(p.name, alone, "range", scalar, module))
         return _WidePass(p, _wide_kernel(p.name, f, "table", scalar, module), (),
-                         alone_kernel=_wide_kernel(f"{p.name}_alone", _chain(p.alone, Model, Data, world=False),
-                                                   "range", scalar, module))
+                         _wide_kernel(f"{p.name}_alone", alone, "range", scalar, module))
     if p.over in (BODIES_DOWN, BODIES_UP):
         return _WidePass(p, _wide_kernel(p.name, f, "table", scalar, module), ())
     if p.over == ACTIVE_ROWS:
@@ -726,9 +725,7 @@ def _wide_launches(wp_: _WidePass, model) -> list[Launch]:
         return [Launch(wp_.kernel, block_dim=LANES)]
     first = 1 if p.skip_world else 0
     count = _host_range(model, BODIES)[1] - first  # none in a model of the world alone, with skip_world
-    if wp_.alone:
-        return [Launch(wp_.kernel, (count,), (first,))] if count else []
-    if wp_.alone_kernel is not None and model.subtree_alone:
+    if wp_.alone_kernel is not None and (p.over == BODIES_DOWN or model.subtree_alone):
         return [Launch(wp_.alone_kernel, (count,), (first,))] if count else []
     if p.over in (BODIES_DOWN, BODIES_UP):
         levels = model.body_levels[1:] if p.skip_world else model.body_levels
