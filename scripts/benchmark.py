@@ -614,6 +614,10 @@ def main(argv=None):
     parser.add_argument("--grad", type=int, metavar="H",
                         help="benchmark gradients: an H-step differentiable rollout and its backward")
     args = parser.parse_args(argv)
+    # the outputs' folders made now: a run of minutes must not end unable to write what it measured
+    for path in (args.out, args.markdown, args.png):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
 
     if args.cores is not None:
         pin_cores(args.cores)

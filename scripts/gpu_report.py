@@ -722,6 +722,8 @@ def main(argv=None) -> int:
     parser.add_argument("--settle", type=int, default=SETTLE_STEPS["n"],
                         help="MuJoCo steps from the keyframe before the recorded step (default 200)")
     args = parser.parse_args(argv)
+    if args.out:  # made now: a report of minutes must not end unable to write what it measured
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     if args.passes:
         ptxas = find_ptxas()
         build_dir = Path(args.build_dir) if args.build_dir else Path(tempfile.mkdtemp(prefix="gpu_report_"))

@@ -84,9 +84,10 @@ def test_train_log_records_the_error_that_ended_the_run(tmp_path):
 
 
 def test_benchmark_records(tmp_path):
-    out = tmp_path / "bench.json"
-    md = tmp_path / "bench.md"
-    png = tmp_path / "bench.png"
+    # in folders that do not exist yet (the benchmark makes them before it measures)
+    out = tmp_path / "json" / "bench.json"
+    md = tmp_path / "md" / "bench.md"
+    png = tmp_path / "png" / "bench.png"
     # --threads 1,2: both thread counts even where the test runs pinned to one core
     result = run("scripts/benchmark.py", "--model", "inverted_pendulum", "--smooth", "--worlds", "1,8",
                  "--threads", "1,2", "--seconds", "0.05", "--out", str(out), "--markdown", str(md), "--png", str(png))
