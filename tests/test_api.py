@@ -220,3 +220,31 @@ def test_cpu_threads_argument():
         Sim(mjm, num_worlds=4, device="cpu", cpu_threads=0)
     assert Sim(mjm, num_worlds=4, device="cpu").cpu_threads == 1  # too few worlds to split
     assert Sim(mjm, num_worlds=4, device="cpu", cpu_threads=8).cpu_threads == 4  # at most one per world
+
+
+def test_worlds_that_would_not_fit_in_memory_are_refused(monkeypatch):
+    """W worlds' data is W times one world's (what simrl.sim.data.check_memory multiplies), with
+    gradient buffers too; a Sim whose worlds would not fit in the memory its device has
+    available is refused before anything is allocated, with one world's size and how many fit."""
+    from envs import ASSETS_DIR
+    from simrl.sim import data
+
+    mjm = mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "quadruped.xml"))
+    sim = Sim.from_model(mjm, num_worlds=3)
+    names = data.data_struct(sim.model.dtype).vars
+    per_world = sum(data.data_bytes_per_world(sim.model).values())
+    assert sum(getattr(sim.data, n).capacity for n in names) == 3 * per_world
+    d = data.make_data(sim.model, 2, requires_grad=True)
+    with_grad = sum(getattr(d, n).capacity + (getattr(d, n).grad.capacity if getattr(d, n).grad is not None else 0)
+                    for n in names)
+    assert with_grad == 2 * sum(data.data_bytes_per_world(sim.model, requires_grad=True).values()) > 2 * per_world
+    available = data.available_memory(sim.model.device)
+    assert available is None or available > 0
+
+    monkeypatch.setattr(data, "available_memory", lambda device: 10 * per_world + 1)
+    assert Sim.from_model(mjm, num_worlds=10).num_worlds == 10
+    message = (r"11 worlds of this model need 0\.\d\d GiB for the simulation's data \(\d+\.\d\d MiB per world, "
+               r"\d+\.\d\d MiB of which are its \d+ constraint rows, mostly those of \d+ contact slots: .*<contact>"
+               r"<exclude>.*\), but cpu has 0\.\d\d GiB available: the data of at most 10 worlds fits")
+    with pytest.raises(MemoryError, match=message):
+        Sim.from_model(mjm, num_worlds=11)

@@ -280,14 +280,80 @@ def mocap_pose0(model) -> tuple[np.ndarray, np.ndarray]:
             np.asarray(mjm.body_quat[bodies], dtype=np.float64).reshape(-1, 4))
 
 
+def available_memory(device) -> int | None:
+    """Bytes `device` can still allocate: a GPU's free memory; on Linux, for the CPU, the
+    kernel's estimate of available memory plus free swap (MemAvailable + SwapFree), or what
+    the process's cgroup (v2) still allows where that is less; None where unknown."""
+    if device.is_cuda:
+        return int(device.free_memory) or None
+    try:
+        with open("/proc/meminfo") as f:
+            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if line.strip()}
+        free = info["MemAvailable"] + info.get("SwapFree", 0)
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            used = int(f.read().strip())
+        if limit != "max":
+            free = min(free, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return max(free, 0)
+
+
+def data_bytes_per_world(model, requires_grad: bool = False) -> dict[str, int]:
+    """Bytes of one world's Data by array name (gradient buffers included with
+    `requires_grad`): every Data array has a row per world (or nccdpair rows, the convex
+    search's scratch), so W worlds take W times as much. Measured on a Data of one world, once
+    per model."""
+    cache = model.__dict__.setdefault("_data_bytes_per_world", {})
+    if requires_grad not in cache:
+        d = make_data(model, 1, requires_grad=requires_grad)
+        cache[requires_grad] = {name: getattr(d, name).capacity * (1 + (getattr(d, name).grad is not None))
+                                for name in data_struct(model.T.scalar).vars}
+    return cache[requires_grad]
+
+
+def check_memory(model, num_worlds: int, requires_grad: bool = False):
+    """MemoryError, before anything is allocated, when the Data of `num_worlds` worlds would not
+    fit in what the model's device has available (`available_memory`): on a GPU the allocation
+    would fail part way, on a CPU the process would be killed by the kernel without a message.
+    The error says how much one world takes and how many worlds fit."""
+    available = available_memory(model.device)
+    if available is None:
+        return
+    sizes = data_bytes_per_world(model, requires_grad)
+    per_world = sum(sizes.values())
+    need = num_worlds * per_world
+    if need <= available:
+        return
+    gib, mib = 2.0**30, 2.0**20
+    rows = sum(b for name, b in sizes.items() if name.startswith("efc_"))
+    nefc, ncon = model.struct.nefc, model.struct.ncon
+    detail = (f", {rows / mib:.2f} MiB of which are its {nefc:,} constraint rows, mostly those of {ncon:,} contact "
+              f"slots: each contact the model's pairs can make has rows of its own, and pairs that cannot touch "
+              f"can be left out with <contact><exclude> or contype/conaffinity") if ncon else ""
+    raise MemoryError(
+        f"{num_worlds:,} worlds of this model need {need / gib:.2f} GiB for the simulation's data "
+        f"({per_world / mib:.2f} MiB per world{' with gradient buffers' if requires_grad else ''}{detail}), "
+        f"but {model.device} has {available / gib:.2f} GiB available: the data of at most "
+        f"{available // per_world:,} worlds fits")
+
+
 def make_data(model, num_worlds: int, requires_grad: bool = False):
     """Allocate a Data struct for `num_worlds` copies of `model`, at qpos0 and rest (activations
-    zero), the mocap bodies at their model poses.
+    zero), the mocap bodies at their model poses; MemoryError first when they would not fit in
+    the device's memory (`check_memory`).
     `requires_grad`: floating-point arrays get gradient buffers (the differentiable step)."""
     T = model.T
     mjm = model.mjm
     device = model.device
     W = num_worlds
+    if W > 1:
+        check_memory(model, W, requires_grad)
     nq, nv, nu, na, nbody, njnt = mjm.nq, mjm.nv, mjm.nu, mjm.na, mjm.nbody, mjm.njnt
 
     def zeros(shape, dtype=T.scalar):
