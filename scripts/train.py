@@ -204,6 +204,8 @@ def _train_rank(cfg: DictConfig, run_dir: Path, runs_root, dist, device: str, ba
                         **env_kwargs(task))
     except ValueError as e:  # MJCFError, UnsupportedFeatureError, bad reward terms, ...
         raise SystemExit(f"simrl: task {task.name}: {type(e).__name__}: {e}") from None
+    except MemoryError as e:  # simrl.sim.data.check_memory: the worlds would not fit
+        raise SystemExit(f"simrl: task {task.name}: {e}; run fewer with num_envs=") from None
     torch.manual_seed(seed)
     key_terms = [f"Episode_Reward/{k}" for k in env.reward_weights]
     if algo == "shac":

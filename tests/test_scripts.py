@@ -83,6 +83,18 @@ def test_train_log_records_the_error_that_ended_the_run(tmp_path):
     assert (run_dir / "train.log").read_text().splitlines()[-1] == message
 
 
+def test_train_refuses_more_worlds_than_memory_holds(tmp_path):
+    """num_envs whose simulation data cannot fit anywhere (the quadruped's 100 million worlds,
+    about 4 TiB) ends the run with simrl's message, before anything is allocated."""
+    run_dir = tmp_path / "run"
+    result = run("scripts/train.py", "task=quadruped", "num_envs=100000000", f"hydra.run.dir={run_dir}")
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("simrl: task quadruped: 100,000,000 worlds of this model need ")
+    assert "KiB per world" in last and last.endswith("worlds fits; run fewer with num_envs=")
+    assert (run_dir / "train.log").read_text().splitlines()[-1] == last
+
+
 def test_benchmark_records(tmp_path):
     # in folders that do not exist yet (the benchmark makes them before it measures)
     out = tmp_path / "json" / "bench.json"

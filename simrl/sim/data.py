@@ -330,17 +330,24 @@ def check_memory(model, num_worlds: int, requires_grad: bool = False):
     need = num_worlds * per_world
     if need <= available:
         return
-    gib, mib = 2.0**30, 2.0**20
     rows = sum(b for name, b in sizes.items() if name.startswith("efc_"))
     nefc, ncon = model.struct.nefc, model.struct.ncon
-    detail = (f", {rows / mib:.2f} MiB of which are its {nefc:,} constraint rows, mostly those of {ncon:,} contact "
+    detail = (f", {_size(rows)} of which are its {nefc:,} constraint rows, mostly those of {ncon:,} contact "
               f"slots: each contact the model's pairs can make has rows of its own, and pairs that cannot touch "
               f"can be left out with <contact><exclude> or contype/conaffinity") if ncon else ""
     raise MemoryError(
-        f"{num_worlds:,} worlds of this model need {need / gib:.2f} GiB for the simulation's data "
-        f"({per_world / mib:.2f} MiB per world{' with gradient buffers' if requires_grad else ''}{detail}), "
-        f"but {model.device} has {available / gib:.2f} GiB available: the data of at most "
+        f"{num_worlds:,} worlds of this model need {_size(need)} for the simulation's data "
+        f"({_size(per_world)} per world{' with gradient buffers' if requires_grad else ''}{detail}), "
+        f"but {model.device} has {_size(available)} available: the data of at most "
         f"{available // per_world:,} worlds fits")
+
+
+def _size(n: int) -> str:
+    """Bytes in KiB, MiB or GiB, two decimals."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n / 2**10:.2f} KiB"
 
 
 def make_data(model, num_worlds: int, requires_grad: bool = False):
