@@ -249,3 +249,20 @@ def test_worlds_that_would_not_fit_in_memory_are_refused(monkeypatch):
                r"<exclude>.*\), but cpu has \d+\.\d\d KiB available: the data of at most 10 worlds fits")
     with pytest.raises(MemoryError, match=message):
         Sim.from_model(mjm, num_worlds=11)
+
+
+def test_a_long_kernel_build_is_announced(capsys):
+    """A load of the engine's kernels that takes longer than the notice's delay (a build, on a
+    first run) says so on stderr, then how long it took; a quick one (from Warp's cache) says
+    nothing."""
+    import time
+
+    from simrl.sim import sim as sim_module
+
+    took = sim_module.load_modules(["a", "b"], "cpu", notice_after=0.05, load=lambda module, device: time.sleep(0.3))
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert took >= 0.6 and len(lines) == 2, lines
+    assert lines[0].startswith("simrl: building the engine's kernels for cpu (on a first run, about a minute")
+    assert lines[1] == f"simrl: built the engine's kernels in {took:.0f} s"
+    assert sim_module.load_modules(["a"], "cpu", notice_after=5.0, load=lambda module, device: None) < 5.0
+    assert capsys.readouterr().err == ""

@@ -13,6 +13,7 @@ thread per world (the CPU's), or `wide`, a launch per stage over worlds x elemen
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +41,46 @@ _DTYPES = {
     torch.float32: wp.float32, torch.float64: wp.float64,
     wp.float32: wp.float32, wp.float64: wp.float64,
 }
+
+
+#: seconds a load of the engine's kernels may take before `load_modules` says that it is building them
+BUILD_NOTICE_SECONDS = 3.0
+
+
+def load_modules(modules: list, device, notice_after: float | None = None, load=None) -> float:
+    """Load the engine's Warp modules on `device`, building those not in Warp's kernel cache;
+    returns the seconds it took. A build takes about a minute on a first run (a load from the
+    cache, a fraction of a second): when loading has taken `notice_after` seconds (default
+    BUILD_NOTICE_SECONDS), a line on stderr says what is happening, and one more how long it
+    took, instead of a silent minute. `load(module, device)`: wp.load_module unless given."""
+    notice_after = BUILD_NOTICE_SECONDS if notice_after is None else notice_after
+    load = load or (lambda module, dev: wp.load_module(module, device=dev))
+    lock = threading.Lock()
+    state = {"done": False, "said": False}
+
+    def notice():
+        with lock:
+            if not state["done"]:
+                state["said"] = True
+                print(f"simrl: building the engine's kernels for {device} (on a first run, about a minute; Warp "
+                      f"caches them in {wp.config.kernel_cache_dir} for the runs after) ...", file=sys.stderr,
+                      flush=True)
+
+    timer = threading.Timer(notice_after, notice)
+    timer.daemon = True
+    start = time.perf_counter()
+    timer.start()
+    try:
+        for module in modules:
+            load(module, device)
+    finally:
+        with lock:
+            state["done"] = True
+        timer.cancel()
+    elapsed = time.perf_counter() - start
+    if state["said"]:
+        print(f"simrl: built the engine's kernels in {elapsed:.0f} s", file=sys.stderr, flush=True)
+    return elapsed
 
 
 def _resolve_device(device) -> wp.context.Device:
@@ -209,12 +250,9 @@ class Sim:
         self._recorded = {}  # (segment, id(Data)) -> (Model struct, Data struct, recorded launches): _run
         self.torch_dtype = torch.float64 if scalar == wp.float64 else torch.float32
         self._views = {}
-        start = time.perf_counter()
         modules = {id(mod): mod for seg in (self._forward, *self._step_segments) for mod in seg.modules}
-        for module in modules.values():
-            wp.load_module(module, device=self.device)
         #: seconds spent compiling (or loading from Warp's cache) the engine's kernels
-        self.compile_time = time.perf_counter() - start
+        self.compile_time = load_modules(list(modules.values()), self.device)
         self._setup_threads(cpu_threads)
         self.forward()
 
