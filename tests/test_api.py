@@ -257,12 +257,12 @@ def test_a_long_kernel_build_is_announced(capsys):
     nothing."""
     import time
 
-    from simrl.sim import sim as sim_module
+    from simrl.sim.types import load_modules
 
-    took = sim_module.load_modules(["a", "b"], "cpu", notice_after=0.05, load=lambda module, device: time.sleep(0.3))
+    took = load_modules(["a", "b"], "cpu", notice_after=0.05, load=lambda module, device: time.sleep(0.3))
     lines = capsys.readouterr().err.strip().splitlines()
     assert took >= 0.6 and len(lines) == 2, lines
-    assert lines[0].startswith("simrl: building the engine's kernels for cpu (on a first run, about a minute")
-    assert lines[1] == f"simrl: built the engine's kernels in {took:.0f} s"
-    assert sim_module.load_modules(["a"], "cpu", notice_after=5.0, load=lambda module, device: None) < 5.0
+    assert lines[0].startswith("simrl: loading the engine's kernels for cpu: a first run builds them, about a minute")
+    assert lines[1] == f"simrl: the engine's kernels loaded in {took:.0f} s"
+    assert load_modules(["a"], "cpu", notice_after=5.0, load=lambda module, device: None) < 5.0
     assert capsys.readouterr().err == ""

@@ -281,11 +281,17 @@ def mocap_pose0(model) -> tuple[np.ndarray, np.ndarray]:
 
 
 def available_memory(device) -> int | None:
-    """Bytes `device` can still allocate: a GPU's free memory; on Linux, for the CPU, the
-    kernel's estimate of available memory plus free swap (MemAvailable + SwapFree), or what
-    the process's cgroup (v2) still allows where that is less; None where unknown."""
+    """Bytes `device` can still allocate, at most: a GPU's free memory after the device's pending
+    frees (a synchronization), plus what Warp's memory pool may hold unused (up to its high-water
+    mark less what it uses now); on Linux, for the CPU, the kernel's estimate of available memory
+    plus free swap (MemAvailable + SwapFree), or what the process's cgroup (v2) still allows where
+    that is less; None where unknown."""
     if device.is_cuda:
-        return int(device.free_memory) or None
+        wp.synchronize_device(device)
+        free = int(device.free_memory)
+        if free and wp.is_mempool_enabled(device):
+            free += max(0, wp.get_mempool_used_mem_high(device) - wp.get_mempool_used_mem_current(device))
+        return free or None
     try:
         with open("/proc/meminfo") as f:
             info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if line.strip()}
@@ -352,15 +358,12 @@ def _size(n: int) -> str:
 
 def make_data(model, num_worlds: int, requires_grad: bool = False):
     """Allocate a Data struct for `num_worlds` copies of `model`, at qpos0 and rest (activations
-    zero), the mocap bodies at their model poses; MemoryError first when they would not fit in
-    the device's memory (`check_memory`).
+    zero), the mocap bodies at their model poses.
     `requires_grad`: floating-point arrays get gradient buffers (the differentiable step)."""
     T = model.T
     mjm = model.mjm
     device = model.device
     W = num_worlds
-    if W > 1:
-        check_memory(model, W, requires_grad)
     nq, nv, nu, na, nbody, njnt = mjm.nq, mjm.nv, mjm.nu, mjm.na, mjm.nbody, mjm.njnt
 
     def zeros(shape, dtype=T.scalar):

@@ -30,7 +30,7 @@ from simrl.sim.data import data_struct, make_data
 from simrl.sim.integrate_pos import jnt_nv
 from simrl.sim.model import EULER_LIKE, model_struct
 from simrl.sim.schedule import WORLD, Pass, coop_module, segment
-from simrl.sim.types import block_sync, kernel_module, no_sync, scalar_types
+from simrl.sim.types import block_sync, kernel_module, load_modules, no_sync, scalar_types
 
 
 @functools.cache
@@ -738,6 +738,9 @@ class _Pool:
 
 _POOL = _Pool()
 
+#: (dtype, schedule, device) whose differentiable-step modules are loaded (Rollout)
+_LOADED = set()
+
 
 class Rollout:
     """Physics steps recorded on one tape, from (qpos0, qvel0, ctrl), the activations act0 and
@@ -758,6 +761,15 @@ class Rollout:
     def __init__(self, model, m, qpos0, qvel0, ctrl, qfrc_applied, steps: int, tape: wp.Tape,
                  schedule: str = "fused", mocap=None, act0=None, sensors: bool = False, eq_active=None):
         self.kernels = build(model.dtype, schedule)
+        key = (model.dtype, schedule, str(model.device), model.struct.ndetect > 0, sensors)
+        if key not in _LOADED:  # loaded (built, on a first run) here, with a notice when that takes long
+            k = self.kernels
+            segments = [k["smooth"], k["constraint"], k["constraint_solve"]]
+            segments += [k["convex_detect"]] * (model.struct.ndetect > 0) + [k["sensors"]] * sensors
+            used = {id(mod): mod for mod in k["modules"][:2]}  # the step's own kernels and the custom ones
+            used.update((id(mod), mod) for seg in segments for mod in seg.modules)
+            load_modules(list(used.values()), model.device, what="the differentiable step's kernels")
+            _LOADED.add(key)
         self.tape, self.model, self.m = tape, model, m
         self.ctrl, self.qfrc_applied = ctrl, qfrc_applied
         self.mocap = mocap

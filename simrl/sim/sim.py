@@ -13,9 +13,7 @@ thread per world (the CPU's), or `wide`, a launch per stage over worlds x elemen
 from __future__ import annotations
 
 import os
-import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,9 +26,10 @@ import warp as wp
 from simrl.errors import MJCFError
 from simrl.sim import forward
 from simrl.sim import schedule as simrl_schedule
-from simrl.sim.data import CCD_SCRATCH, data_struct, make_data, mocap_pose0
+from simrl.sim.data import CCD_SCRATCH, check_memory, data_struct, make_data, mocap_pose0
 from simrl.sim.model import EULER_LIKE, PER_WORLD_FIELDS, SET_CONST_INPUTS, Model, copy_struct
 from simrl.sim.sensor import sensor_columns
+from simrl.sim.types import load_modules
 
 if not os.environ.get("SIMRL_WARP_VERBOSE"):
     # Warp's greeting and per-module load lines; warnings still show (SIMRL_WARP_VERBOSE=1 restores all)
@@ -41,46 +40,6 @@ _DTYPES = {
     torch.float32: wp.float32, torch.float64: wp.float64,
     wp.float32: wp.float32, wp.float64: wp.float64,
 }
-
-
-#: seconds a load of the engine's kernels may take before `load_modules` says that it is building them
-BUILD_NOTICE_SECONDS = 3.0
-
-
-def load_modules(modules: list, device, notice_after: float | None = None, load=None) -> float:
-    """Load the engine's Warp modules on `device`, building those not in Warp's kernel cache;
-    returns the seconds it took. A build takes about a minute on a first run (a load from the
-    cache, a fraction of a second): when loading has taken `notice_after` seconds (default
-    BUILD_NOTICE_SECONDS), a line on stderr says what is happening, and one more how long it
-    took, instead of a silent minute. `load(module, device)`: wp.load_module unless given."""
-    notice_after = BUILD_NOTICE_SECONDS if notice_after is None else notice_after
-    load = load or (lambda module, dev: wp.load_module(module, device=dev))
-    lock = threading.Lock()
-    state = {"done": False, "said": False}
-
-    def notice():
-        with lock:
-            if not state["done"]:
-                state["said"] = True
-                print(f"simrl: building the engine's kernels for {device} (on a first run, about a minute; Warp "
-                      f"caches them in {wp.config.kernel_cache_dir} for the runs after) ...", file=sys.stderr,
-                      flush=True)
-
-    timer = threading.Timer(notice_after, notice)
-    timer.daemon = True
-    start = time.perf_counter()
-    timer.start()
-    try:
-        for module in modules:
-            load(module, device)
-    finally:
-        with lock:
-            state["done"] = True
-        timer.cancel()
-    elapsed = time.perf_counter() - start
-    if state["said"]:
-        print(f"simrl: built the engine's kernels in {elapsed:.0f} s", file=sys.stderr, flush=True)
-    return elapsed
 
 
 def _resolve_device(device) -> wp.context.Device:
@@ -228,6 +187,7 @@ class Sim:
             torch.set_flush_denormal(True)
         self.num_worlds = int(num_worlds)
         self.model = Model(mj_model, self.device, _DTYPES[dtype])
+        check_memory(self.model, self.num_worlds)  # a MemoryError that says how many worlds fit
         self.data = make_data(self.model, self.num_worlds)
         scalar = self.model.dtype
         #: "fused" or "wide": the schedule the step's kernels run in

@@ -19,6 +19,9 @@ Conventions follow MuJoCo (doc/computation/index.rst, engine_util_spatial.c):
 
 
 import functools
+import sys
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,6 +244,47 @@ def block_sync():
 def no_sync():
     """The fused schedule's barrier: one thread per world, nothing to wait for."""
     pass
+
+
+#: seconds a load of the engine's kernels may take before `load_modules` says that it is building them
+BUILD_NOTICE_SECONDS = 3.0
+
+
+def load_modules(modules: list, device, notice_after: float | None = None, load=None,
+                 what: str = "the engine's kernels") -> float:
+    """Load Warp modules (`what`, for the messages) on `device`, building those not in Warp's
+    kernel cache; returns the seconds it took. A build takes about a minute on a first run (a
+    load from the cache, a fraction of a second): when loading has taken `notice_after` seconds
+    (default BUILD_NOTICE_SECONDS), a line on stderr says what is happening, and one more how
+    long it took, instead of a silent minute. `load(module, device)`: wp.load_module unless given."""
+    notice_after = BUILD_NOTICE_SECONDS if notice_after is None else notice_after
+    load = load or (lambda module, dev: wp.load_module(module, device=dev))
+    lock = threading.Lock()
+    state = {"done": False, "said": False}
+
+    def notice():
+        with lock:
+            if not state["done"]:
+                state["said"] = True
+                print(f"simrl: loading {what} for {device}: a first run builds them, about a minute (Warp "
+                      f"caches them in {wp.config.kernel_cache_dir} for the runs after) ...", file=sys.stderr,
+                      flush=True)
+
+    timer = threading.Timer(notice_after, notice)
+    timer.daemon = True
+    start = time.perf_counter()
+    timer.start()
+    try:
+        for module in modules:
+            load(module, device)
+    finally:
+        with lock:
+            state["done"] = True
+        timer.cancel()
+    elapsed = time.perf_counter() - start
+    if state["said"]:
+        print(f"simrl: {what} loaded in {elapsed:.0f} s", file=sys.stderr, flush=True)
+    return elapsed
 
 
 def kernel_module(scalar, name: str = "sim", backward: bool = False):
