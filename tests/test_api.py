@@ -252,17 +252,19 @@ def test_worlds_that_would_not_fit_in_memory_are_refused(monkeypatch):
 
 
 def test_a_long_kernel_build_is_announced(capsys):
-    """A load of the engine's kernels that takes longer than the notice's delay (a build, on a
+    """A first load of Warp kernels that takes longer than the notice's delay (a build, on a
     first run) says so on stderr, then how long it took; a quick one (from Warp's cache) says
     nothing."""
     import time
 
-    from simrl.sim.types import load_modules
+    from simrl.sim.types import build_notice
 
-    took = load_modules(["a", "b"], "cpu", notice_after=0.05, load=lambda module, device: time.sleep(0.3))
+    with build_notice("the engine's kernels", "cpu", notice_after=0.05) as built:
+        time.sleep(0.3)
     lines = capsys.readouterr().err.strip().splitlines()
-    assert took >= 0.6 and len(lines) == 2, lines
+    assert built["seconds"] >= 0.3 and len(lines) == 2, lines
     assert lines[0].startswith("simrl: loading the engine's kernels for cpu: a first run builds them, about a minute")
-    assert lines[1] == f"simrl: the engine's kernels loaded in {took:.0f} s"
-    assert load_modules(["a"], "cpu", notice_after=5.0, load=lambda module, device: None) < 5.0
-    assert capsys.readouterr().err == ""
+    assert lines[1] == f"simrl: the engine's kernels loaded in {built['seconds']:.0f} s"
+    with build_notice("the engine's kernels", "cpu", notice_after=5.0) as built:
+        pass
+    assert built["seconds"] < 5.0 and capsys.readouterr().err == ""

@@ -15,6 +15,7 @@ One `Step` holds the buffers of one physics step (a fresh Data, so nothing the t
 is overwritten); `simrl.diff` chains them and bridges to torch.autograd.
 """
 
+import contextlib
 import functools
 import math
 import os
@@ -30,7 +31,7 @@ from simrl.sim.data import data_struct, make_data
 from simrl.sim.integrate_pos import jnt_nv
 from simrl.sim.model import EULER_LIKE, model_struct
 from simrl.sim.schedule import WORLD, Pass, coop_module, segment
-from simrl.sim.types import block_sync, kernel_module, load_modules, no_sync, scalar_types
+from simrl.sim.types import block_sync, build_notice, kernel_module, no_sync, scalar_types
 
 
 @functools.cache
@@ -738,7 +739,7 @@ class _Pool:
 
 _POOL = _Pool()
 
-#: (dtype, schedule, device) whose differentiable-step modules are loaded (Rollout)
+#: (dtype, schedule, device) of the rollouts recorded so far (Rollout: the first one loads the kernels)
 _LOADED = set()
 
 
@@ -761,15 +762,6 @@ class Rollout:
     def __init__(self, model, m, qpos0, qvel0, ctrl, qfrc_applied, steps: int, tape: wp.Tape,
                  schedule: str = "fused", mocap=None, act0=None, sensors: bool = False, eq_active=None):
         self.kernels = build(model.dtype, schedule)
-        key = (model.dtype, schedule, str(model.device), model.struct.ndetect > 0, sensors)
-        if key not in _LOADED:  # loaded (built, on a first run) here, with a notice when that takes long
-            k = self.kernels
-            segments = [k["smooth"], k["constraint"], k["constraint_solve"]]
-            segments += [k["convex_detect"]] * (model.struct.ndetect > 0) + [k["sensors"]] * sensors
-            used = {id(mod): mod for mod in k["modules"][:2]}  # the step's own kernels and the custom ones
-            used.update((id(mod), mod) for seg in segments for mod in seg.modules)
-            load_modules(list(used.values()), model.device, what="the differentiable step's kernels")
-            _LOADED.add(key)
         self.tape, self.model, self.m = tape, model, m
         self.ctrl, self.qfrc_applied = ctrl, qfrc_applied
         self.mocap = mocap
@@ -782,12 +774,17 @@ class Rollout:
             act0 = wp.zeros((qpos0.shape[0], model.na), dtype=model.dtype, device=model.device, requires_grad=True)
         self.sensordata = None
         qpos, qvel, act = qpos0, qvel0, act0
-        for step in range(steps):
-            last = sensors and step == steps - 1
-            if model.integrator in EULER_LIKE:
-                qpos, qvel, act = self._euler(qpos, qvel, act, last)
-            else:
-                qpos, qvel, act = self._rk4(qpos, qvel, act, last)
+        # the first rollout of a kind loads its kernels as it launches them (a build on a first run)
+        key = (model.dtype, schedule, str(model.device))
+        first = key not in _LOADED
+        _LOADED.add(key)
+        with build_notice("the differentiable step's kernels", model.device) if first else contextlib.nullcontext():
+            for step in range(steps):
+                last = sensors and step == steps - 1
+                if model.integrator in EULER_LIKE:
+                    qpos, qvel, act = self._euler(qpos, qvel, act, last)
+                else:
+                    qpos, qvel, act = self._rk4(qpos, qvel, act, last)
         self.qpos1, self.qvel1, self.act1 = qpos, qvel, act
 
     def _launch(self, kernel, dim, inputs):

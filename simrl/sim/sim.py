@@ -29,7 +29,7 @@ from simrl.sim import schedule as simrl_schedule
 from simrl.sim.data import CCD_SCRATCH, check_memory, data_struct, make_data, mocap_pose0
 from simrl.sim.model import EULER_LIKE, PER_WORLD_FIELDS, SET_CONST_INPUTS, Model, copy_struct
 from simrl.sim.sensor import sensor_columns
-from simrl.sim.types import load_modules
+from simrl.sim.types import build_notice
 
 if not os.environ.get("SIMRL_WARP_VERBOSE"):
     # Warp's greeting and per-module load lines; warnings still show (SIMRL_WARP_VERBOSE=1 restores all)
@@ -211,8 +211,11 @@ class Sim:
         self.torch_dtype = torch.float64 if scalar == wp.float64 else torch.float32
         self._views = {}
         modules = {id(mod): mod for seg in (self._forward, *self._step_segments) for mod in seg.modules}
+        with build_notice("the engine's kernels", self.device) as built:
+            for module in modules.values():
+                wp.load_module(module, device=self.device)
         #: seconds spent compiling (or loading from Warp's cache) the engine's kernels
-        self.compile_time = load_modules(list(modules.values()), self.device)
+        self.compile_time = built["seconds"]
         self._setup_threads(cpu_threads)
         self.forward()
 

@@ -18,6 +18,7 @@ Conventions follow MuJoCo (doc/computation/index.rst, engine_util_spatial.c):
 """
 
 
+import contextlib
 import functools
 import sys
 import threading
@@ -246,21 +247,20 @@ def no_sync():
     pass
 
 
-#: seconds a load of the engine's kernels may take before `load_modules` says that it is building them
+#: seconds a load of Warp kernels may take before `build_notice` says that it may be building them
 BUILD_NOTICE_SECONDS = 3.0
 
 
-def load_modules(modules: list, device, notice_after: float | None = None, load=None,
-                 what: str = "the engine's kernels") -> float:
-    """Load Warp modules (`what`, for the messages) on `device`, building those not in Warp's
-    kernel cache; returns the seconds it took. A build takes about a minute on a first run (a
-    load from the cache, a fraction of a second): when loading has taken `notice_after` seconds
-    (default BUILD_NOTICE_SECONDS), a line on stderr says what is happening, and one more how
-    long it took, instead of a silent minute. `load(module, device)`: wp.load_module unless given."""
+@contextlib.contextmanager
+def build_notice(what: str, device, notice_after: float | None = None):
+    """Around the first load (or launch) of Warp kernels (`what`, for the messages) on `device`:
+    a build of the engine's takes about a minute on a first run, a load from Warp's cache a
+    fraction of a second. When the body has run for `notice_after` seconds (default
+    BUILD_NOTICE_SECONDS), a line on stderr says what is happening, and one more, at the end,
+    how long it took: no silent minute. Yields a dict whose "seconds" is set at the end."""
     notice_after = BUILD_NOTICE_SECONDS if notice_after is None else notice_after
-    load = load or (lambda module, dev: wp.load_module(module, device=dev))
     lock = threading.Lock()
-    state = {"done": False, "said": False}
+    state = {"done": False, "said": False, "seconds": None}
 
     def notice():
         with lock:
@@ -275,16 +275,14 @@ def load_modules(modules: list, device, notice_after: float | None = None, load=
     start = time.perf_counter()
     timer.start()
     try:
-        for module in modules:
-            load(module, device)
+        yield state
     finally:
         with lock:
             state["done"] = True
         timer.cancel()
-    elapsed = time.perf_counter() - start
+        state["seconds"] = time.perf_counter() - start
     if state["said"]:
-        print(f"simrl: {what} loaded in {elapsed:.0f} s", file=sys.stderr, flush=True)
-    return elapsed
+        print(f"simrl: {what} loaded in {state['seconds']:.0f} s", file=sys.stderr, flush=True)
 
 
 def kernel_module(scalar, name: str = "sim", backward: bool = False):
