@@ -310,20 +310,17 @@ def available_memory(device) -> int | None:
     return max(free, 0)
 
 
-def data_bytes_per_world(model, requires_grad: bool = False) -> dict[str, int]:
-    """Bytes of one world's Data by array name (gradient buffers included with
-    `requires_grad`): every Data array has a row per world (or nccdpair rows, the convex
-    search's scratch), so W worlds take W times as much. Measured on a Data of one world, once
-    per model."""
-    cache = model.__dict__.setdefault("_data_bytes_per_world", {})
-    if requires_grad not in cache:
-        d = make_data(model, 1, requires_grad=requires_grad)
-        cache[requires_grad] = {name: getattr(d, name).capacity * (1 + (getattr(d, name).grad is not None))
-                                for name in data_struct(model.T.scalar).vars}
-    return cache[requires_grad]
+def data_bytes_per_world(model) -> dict[str, int]:
+    """Bytes of one world's Data by array name: every Data array has a row per world (or
+    nccdpair rows, the convex search's scratch), so W worlds take W times as much. Measured on a
+    Data of one world, once per model."""
+    if "_data_bytes_per_world" not in model.__dict__:
+        d = make_data(model, 1)
+        model._data_bytes_per_world = {name: getattr(d, name).capacity for name in data_struct(model.T.scalar).vars}
+    return model._data_bytes_per_world
 
 
-def check_memory(model, num_worlds: int, requires_grad: bool = False):
+def check_memory(model, num_worlds: int):
     """MemoryError, before anything is allocated, when the Data of `num_worlds` worlds would not
     fit in what the model's device has available (`available_memory`): on a GPU the allocation
     would fail part way, on a CPU the process would be killed by the kernel without a message.
@@ -331,7 +328,7 @@ def check_memory(model, num_worlds: int, requires_grad: bool = False):
     available = available_memory(model.device)
     if available is None:
         return
-    sizes = data_bytes_per_world(model, requires_grad)
+    sizes = data_bytes_per_world(model)
     per_world = sum(sizes.values())
     need = num_worlds * per_world
     if need <= available:
@@ -343,7 +340,7 @@ def check_memory(model, num_worlds: int, requires_grad: bool = False):
               f"can be left out with <contact><exclude> or contype/conaffinity") if ncon else ""
     raise MemoryError(
         f"{num_worlds:,} worlds of this model need {_size(need)} for the simulation's data "
-        f"({_size(per_world)} per world{' with gradient buffers' if requires_grad else ''}{detail}), "
+        f"({_size(per_world)} per world{detail}), "
         f"but {model.device} has {_size(available)} available: the data of at most "
         f"{available // per_world:,} worlds fits")
 
