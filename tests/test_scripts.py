@@ -3,6 +3,7 @@
 import ast
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -93,6 +94,25 @@ def test_train_refuses_more_worlds_than_memory_holds(tmp_path):
     assert last.startswith("simrl: task quadruped: 100,000,000 worlds of this model need ")
     assert "KiB per world" in last and last.endswith("worlds fits; run fewer with num_envs=")
     assert (run_dir / "train.log").read_text().splitlines()[-1] == last
+
+
+def test_gpu_check_runs_dry_on_the_cpu(tmp_path):
+    """scripts/gpu_check.sh runs only on a lent GPU, rarely and against the clock: GPU_CHECK_DRY=1
+    runs each of its commands on the CPU at the smallest sizes, so that a flag or a script that
+    changed fails here, not there. Every part passes and leaves what the GPU run records."""
+    out = tmp_path / "out"
+    env = {**os.environ, "GPU_CHECK_DRY": "1", "OUT": str(out), "PYTHON": sys.executable}
+    result = subprocess.run(["bash", "scripts/gpu_check.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=900)
+    assert result.returncode == 0 and "all parts passed" in result.stdout, result.stdout[-3000:]
+    records = json.loads((out / "bench_quadruped.json").read_text())
+    assert {(r["engine"], r["device"]) for r in records} >= {("simrl-fused", "cpu"), ("simrl-wide", "cpu"),
+                                                             ("mujoco", "cpu")}
+    for s in ("wide", "fused"):
+        assert json.loads((out / f"grad_{s}.json").read_text())
+    for run_dir in ("ppo", "ppo_sync_free_false", "ppo_sync_free_true"):
+        assert (out / run_dir / "train.log").read_text().splitlines()[-1].startswith("simrl: done in")
+    assert (out / "bench.md").read_text().count("|---|") >= 3
 
 
 def test_benchmark_records(tmp_path):
