@@ -131,6 +131,8 @@ def _train(cfg: DictConfig, run_dir: Path, runs_root) -> int:
     with logged:
         try:
             return _train_rank(cfg, run_dir, runs_root, dist, device, backend)
+        except MemoryError as e:  # e.g. a differentiable rollout that outgrew the memory (simrl.sim.grad)
+            raise SystemExit(f"simrl: {e} (checkpoints saved so far, if any, are in {run_dir})") from None
         except Exception as e:
             if not (dist.enabled and distributed.is_collective_error(e)):
                 raise

@@ -264,3 +264,27 @@ def test_a_long_kernel_build_is_announced(capsys):
     with build_notice("the engine's kernels", "cpu", notice_after=5.0) as built:
         pass
     assert built["seconds"] < 5.0 and capsys.readouterr().err == ""
+
+
+def test_a_rollout_that_would_not_fit_in_memory_is_refused(monkeypatch):
+    """The differentiable step checks each new set of step buffers against the memory the CPU
+    has available, before allocating (a rollout keeps one per step until backward): a MemoryError
+    that says what to shorten, where the process would have been killed without a message."""
+    import simrl
+    from envs import ASSETS_DIR
+    from simrl.sim import data, grad
+
+    mjm = mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "quadruped.xml"))
+    sim = Sim.from_model(mjm, num_worlds=4)
+    qpos, qvel = sim.qpos.clone().requires_grad_(True), sim.qvel.clone().requires_grad_(True)
+    ctrl = torch.zeros(4, sim.nu, requires_grad=True)
+    per_world = 2 * sum(data.data_bytes_per_world(sim.model).values())
+    monkeypatch.setattr(grad, "available_memory", lambda device: 2 * 4 * per_world - 1)
+    monkeypatch.setattr(grad, "_POOL", grad._Pool())  # no buffers kept from other tests
+    with pytest.raises(MemoryError, match=r"the differentiable step needs \d+\.\d\d KiB for the buffers of one more "
+                                          r"evaluation of the dynamics \(4 worlds, .*shorten the horizon or use fewer"):
+        simrl.diff_step(sim, qpos, qvel, ctrl)
+    monkeypatch.setattr(grad, "available_memory", lambda device: 2 * 4 * per_world)
+    qpos1, qvel1 = simrl.diff_step(sim, qpos, qvel, ctrl)
+    (qpos1.sum() + qvel1.sum()).backward()
+    assert torch.isfinite(qpos.grad).all()

@@ -335,17 +335,17 @@ def check_memory(model, num_worlds: int):
         return
     rows = sum(b for name, b in sizes.items() if name.startswith("efc_"))
     nefc, ncon = model.struct.nefc, model.struct.ncon
-    detail = (f", {_size(rows)} of which are its {nefc:,} constraint rows, mostly those of {ncon:,} contact "
+    detail = (f", {size_text(rows)} of which are its {nefc:,} constraint rows, mostly those of {ncon:,} contact "
               f"slots: each contact the model's pairs can make has rows of its own, and pairs that cannot touch "
               f"can be left out with <contact><exclude> or contype/conaffinity") if ncon else ""
     raise MemoryError(
-        f"{num_worlds:,} worlds of this model need {_size(need)} for the simulation's data "
-        f"({_size(per_world)} per world{detail}), "
-        f"but {model.device} has {_size(available)} available: the data of at most "
+        f"{num_worlds:,} worlds of this model need {size_text(need)} for the simulation's data "
+        f"({size_text(per_world)} per world{detail}), "
+        f"but {model.device} has {size_text(available)} available: the data of at most "
         f"{available // per_world:,} worlds fits")
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     """Bytes in KiB, MiB or GiB, two decimals."""
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
         if n >= scale:

@@ -27,7 +27,7 @@ from simrl.sim import actuation, euler, factor_m, forward, integrate_pos, rk4, s
 from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_EQUALITY, CNSTR_FRICTION_DOF, CNSTR_FRICTION_TENDON
 from simrl.sim.constraint import build as constraint_functions
 from simrl.sim.contact_tables import MINMU
-from simrl.sim.data import data_struct, make_data
+from simrl.sim.data import available_memory, data_bytes_per_world, data_struct, make_data, size_text
 from simrl.sim.integrate_pos import jnt_nv
 from simrl.sim.model import EULER_LIKE, model_struct
 from simrl.sim.schedule import WORLD, Pass, coop_module, segment
@@ -642,6 +642,28 @@ def _slab_data(model, W):
     return d
 
 
+def _check_step_memory(model, W):
+    """MemoryError, before allocating, when one more evaluation's buffers (a Data with
+    gradients for W worlds, allocated once to size the slabs and then as the slabs) would not
+    fit in what the device has available: a rollout keeps one set per evaluation of the
+    dynamics until its backward, so a long horizon or many worlds can outgrow the memory, and
+    the process would be killed without a message. The CPU's only: on a GPU the check would
+    synchronize the device inside the rollout, and a failed allocation raises Warp's error."""
+    if model.device.is_cuda:
+        return
+    available = available_memory(model.device)
+    if available is None:
+        return
+    per_world = 2 * sum(data_bytes_per_world(model).values())  # values and gradients, at most
+    need = 2 * W * per_world  # the Data that sizes the slabs, then the slabs
+    if need > available:
+        raise MemoryError(
+            f"the differentiable step needs {size_text(need)} for the buffers of one more evaluation of the "
+            f"dynamics ({W:,} worlds, {size_text(per_world)} per world with gradients), but {model.device} has "
+            f"{size_text(available)} available: a rollout keeps one set per step (four with RK4) until its "
+            f"backward; shorten the horizon or use fewer worlds")
+
+
 def _slabs(d):
     """The two slabs of a `_slab_data` Data (qacc is one of its views, never replaced)."""
     return d.qacc._slab, d.qacc.grad._slab
@@ -707,6 +729,7 @@ class _Pool:
         """(Data, its adjoint struct or None, _Scratch), gradients and scratch zeroed."""
         free = self.free.get((id(model), W))
         if not free:
+            _check_step_memory(model, W)
             return _slab_data(model, W), None, _Scratch(model, W)
         d, adj, scratch = free.pop()
         values, grads = _slabs(d)
