@@ -217,3 +217,52 @@ def test_wide_equals_fused_bit_for_bit(dtype):
     fused, wide = run(mjm, "fused", dtype, 20), run(mjm, "wide", dtype, 20)
     assert (fused.data.efc_hcone.numpy() != 0).any(), "the middle zone's Hessian was used"
     assert_same_data(fused, wide)
+
+
+# a state of tests/test_robustness.py's fuzz (seed 53): a box with torsional friction (condim 4) on
+# the plane, elliptic cone, impratio 10, under a chain of slides; the Sim's warm start is its first
+# forward's, at qpos0
+LINE_SEARCH_XML = """<mujoco><option timestep="0.002" cone="elliptic" impratio="10"/><worldbody>
+<geom type="plane" size="5 5 0.1"/>
+<geom type="box" size="0.1 0.1 0.1" pos="0.02837 0.1072 0.05" euler="-24.09 16.9 -23.72"/>
+<body pos="0 0 0.297" euler="-75.58 55.02 -22.7"><joint type="free"/>
+ <geom type="box" size="0.1099 0.1498 0.1199" density="518.8" condim="4" friction="1.02 0.0318 0.0019"/>
+ <body pos="0.007146 -0.02 -0.2463" euler="-76.95 71.66 4.658"><joint type="slide" axis="0.8561 0.1578 -0.4921"/>
+  <geom type="sphere" size="0.0722" density="2480"/>
+  <body pos="0.1476 -0.2013 -0.2086" euler="70.77 -55.18 -70.52">
+   <joint type="slide" axis="-0.4184 0.6798 0.6024" limited="true" range="-1.47 0.867"/>
+   <geom type="box" size="0.07458 0.1329 0.07425" density="1254" condim="1" friction="0.456 0.0335 0.00336"
+         margin="0.0171"/>
+   <body pos="0.2949 -0.2682 -0.09051" euler="-5.291 -59.85 -56.5">
+    <joint type="slide" axis="0.823 -0.3757 -0.4261" limited="true" range="-0.579 0.202"/>
+    <geom type="sphere" size="0.13" density="1796" condim="3"/>
+   </body></body></body></body></worldbody></mujoco>"""
+LINE_SEARCH_QPOS = [0.03765493322297039, -0.16521456614798768, 0.21324731800261312, 0.6383490647270128,
+                    -0.49670618673842726, -0.10006435310370933, -0.5794657546877612, 0.22211914749552306,
+                    0.39736142883689524, 0.11355790661660461]
+LINE_SEARCH_QVEL = [-0.7212685254419863, -0.04292697102404805, -0.10972589555990292, 2.320086603496344,
+                    0.6086345769241622, -2.3271816555017573, -1.241267575879418, -0.6913837148743618,
+                    0.6350589792304534]
+
+
+@pytest.mark.parametrize("schedule", ["fused", "wide"])
+def test_line_search_across_the_cone_finds_the_minimum(schedule):
+    """Along the Newton direction the elliptic cone's middle zone bends d1 so much that Newton's
+    step from each side of the minimizer overshot to the other: the bracket shrank by a few
+    percent a step, the line search ended after 50 steps at twice the minimizer's alpha, the cost
+    went up and the solver stopped there, at 2.5 times MuJoCo's cost (1926 against 773). The
+    safeguard bisects instead; the solution is MuJoCo's (its cost, and qacc to 1e-8)."""
+    from test_robustness import primal_cost
+
+    mjm = mujoco.MjModel.from_xml_string(LINE_SEARCH_XML)
+    mjm.opt.tolerance, mjm.opt.iterations = 1e-10, 1000
+    sim = Sim.from_model(mjm, num_worlds=1, device="cpu", dtype="float64", schedule=schedule)
+    sim.qpos[0] = torch.tensor(LINE_SEARCH_QPOS, dtype=torch.float64)
+    sim.qvel[0] = torch.tensor(LINE_SEARCH_QVEL, dtype=torch.float64)
+    sim.forward()
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:], mjd.qvel[:] = LINE_SEARCH_QPOS, LINE_SEARCH_QVEL
+    mujoco.mj_forward(mjm, mjd)
+    ours, theirs = sim.qacc[0].numpy(), mjd.qacc.copy()
+    assert primal_cost(mjm, mjd, ours) <= primal_cost(mjm, mjd, theirs) * (1 + 1e-12)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-8 * np.abs(theirs).max())

@@ -5,7 +5,10 @@
   on a plane, optional ranges, damping and motors), compiled by MuJoCo: simrl either refuses the
   model with a clear simrl error or runs 1,000 steps of random controls in 4 float32 worlds and
   every world ends finite or flagged in `nan_worlds` (never silently non-finite); on some of
-  them simrl's float64 qacc is compared with `mj_forward`;
+  them simrl's float64 qacc is compared with `mj_forward`; random contact chains (every
+  primitive pair, pyramidal and elliptic cones, condim 1-6, friction, solref, margin, limits,
+  friction loss) settled by MuJoCo: simrl's qacc solves MuJoCo's own constraint problem (its
+  primal cost no more than MuJoCo's solution's);
 - soak (slow): every task of `envs.names()` runs 1,000,000 environment steps (num_envs x
   steps) under random actions, under a freshly initialised rsl-rl actor and, for the tasks given
   in SIMRL_SOAK_CHECKPOINTS="task=path,...", under a trained policy, and never returns a
@@ -149,6 +152,120 @@ def test_fuzz_random_chains():
           f"{compared} compared with mj_forward")
     # the generator must exercise both branches and the physics check
     assert loaded >= FUZZ_MODELS // 2 and refused >= 1 and compared >= 3
+
+
+# ------------------------------------------------------- fuzz: constraint problems, solved
+OPTIMUM_MODELS = 16
+OPTIMUM_STATES = 4
+
+
+def random_contact_chain(rng: np.random.Generator) -> str:
+    """MJCF of a chain of 1-4 bodies (free, hinge, slide or ball joints) of spheres, capsules and
+    boxes over a plane and a tilted box, with drawn contact settings: the cone (pyramidal or
+    elliptic, impratio), condim 1, 3, 4 or 6, friction, solref, margin, joint limits and
+    frictionloss. Every pair it can make is a primitive one (closed-form contacts, the same as
+    MuJoCo's to rounding)."""
+    bodies = []
+    n = int(rng.integers(1, 5))
+    for i in range(n):
+        joint = rng.choice(["free", "hinge", "slide", "ball"] if i == 0 else ["hinge", "slide", "ball"])
+        attrs = f'type="{joint}"'
+        if joint in ("hinge", "slide"):
+            axis = rng.normal(size=3)
+            attrs += f' axis="{" ".join(f"{x:.4g}" for x in axis / np.linalg.norm(axis))}"'
+            if rng.random() < 0.4:
+                attrs += f' limited="true" range="{-rng.uniform(0.2, 1.5):.3g} {rng.uniform(0.2, 1.5):.3g}"'
+            if rng.random() < 0.3:
+                attrs += f' frictionloss="{rng.uniform(0.0, 0.5):.3g}"'
+        if joint != "free" and rng.random() < 0.5:
+            attrs += f' damping="{rng.uniform(0.0, 2.0):.3g}"'
+        geom = rng.choice(["sphere", "capsule", "box"])
+        size = {"sphere": f'size="{rng.uniform(0.03, 0.15):.3g}"',
+                "capsule": f'size="{rng.uniform(0.02, 0.08):.3g}" fromto="0 0 0 {_vec(rng, 3, -0.3, 0.3)}"',
+                "box": f'size="{_vec(rng, 3, 0.02, 0.15)}"'}[geom]
+        extra = ""
+        if rng.random() < 0.4:
+            extra += f' condim="{rng.choice([1, 3, 4, 6])}"'
+        if rng.random() < 0.4:
+            mu = (rng.uniform(0.3, 1.5), rng.uniform(0.001, 0.05), rng.uniform(1e-4, 0.01))
+            extra += f' friction="{mu[0]:.3g} {mu[1]:.3g} {mu[2]:.3g}"'
+        if rng.random() < 0.3:
+            extra += f' solref="{rng.uniform(0.005, 0.05):.3g} {rng.uniform(0.5, 2.0):.3g}"'
+        if rng.random() < 0.3:
+            extra += f' margin="{rng.uniform(0.0, 0.02):.3g}"'
+        pos = f"0 0 {rng.uniform(0.05, 0.4):.3g}" if i == 0 else _vec(rng, 3, -0.3, 0.3)
+        bodies.append(f'<body pos="{pos}" euler="{_vec(rng, 3, -90, 90)}"><joint {attrs}/>'
+                      f'<geom type="{geom}" {size} density="{rng.uniform(300, 3000):.4g}"{extra}/>')
+    cone = rng.choice(["pyramidal", "elliptic"])
+    impratio = f' impratio="{rng.choice([1, 10, 100])}"' if cone == "elliptic" else ""
+    return (f'<mujoco><option timestep="0.002" cone="{cone}"{impratio}/><worldbody>'
+            f'<geom type="plane" size="5 5 0.1"/>'
+            f'<geom type="box" size="0.1 0.1 0.1" pos="{_vec(rng, 2, -0.2, 0.2)} 0.05" '
+            f'euler="{_vec(rng, 3, -30, 30)}"/>'
+            f'{"".join(bodies)}{"</body>" * n}</worldbody></mujoco>')
+
+
+def primal_cost(mjm, mjd, qacc) -> float:
+    """MuJoCo's constraint problem's cost at qacc (doc/computation, "Reduced primal problem"),
+    for the state in mjd after mj_forward: 1/2 (qacc - qacc_smooth)' M (qacc - qacc_smooth) plus
+    the constraints' cost s(J qacc - aref) as mj_constraintUpdate takes it."""
+    jar = mjd.efc_J.reshape(mjd.nefc, mjm.nv) @ qacc - mjd.efc_aref if mjd.nefc else np.zeros(0)
+    cost = np.zeros(1)
+    mujoco.mj_constraintUpdate(mjm, mjd, jar, cost, 0)
+    dq = qacc - mjd.qacc_smooth
+    m_dq = np.zeros(mjm.nv)
+    mujoco.mj_mulM(mjm, mjd, m_dq, dq)
+    return 0.5 * dq @ m_dq + cost[0]
+
+
+def test_fuzz_constraint_problems_solved_to_mujocos_optimum(seed=53):
+    """Random contact chains (random_contact_chain), each settled by mj_step from random states
+    into OPTIMUM_STATES states with contacts, limits and friction loss: simrl's float64 qacc is
+    the minimizer of MuJoCo's own constraint problem at each state, its cost no more than MuJoCo's
+    solution's plus 1e-10 of it (Newton, tolerance 1e-10; and 1e-9 for optima that cost next to
+    nothing, where either solver may stop a step early). The cost, not qacc, is compared:
+    many of these states are stiff (deep contacts, primal costs of 1e18), where two solutions of
+    equal cost differ in qacc by percents; a wrong row (Jacobian, impedance, reference, cone) makes
+    simrl solve another problem, whose solution costs more in MuJoCo's, and so does a solver that
+    stops short (seed 53 holds the state of test_elliptic.py's line-search test; 100 seeds pass).
+    States MuJoCo's Newton leaves unconverged (1,000 iterations) are left out."""
+    rng = np.random.default_rng(seed)
+    states_with_contacts = 0
+    for k in range(OPTIMUM_MODELS):
+        xml = random_contact_chain(rng)
+        mjm = mujoco.MjModel.from_xml_string(xml)
+        mjm.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
+        mjm.opt.tolerance, mjm.opt.iterations = 1e-10, 1000
+        mjd = mujoco.MjData(mjm)
+        states = []
+        for _ in range(OPTIMUM_STATES):
+            # near qpos0, at rest, then dropped for up to 0.6 s onto the plane and the box
+            mujoco.mj_resetData(mjm, mjd)
+            mjd.qpos[:] = mjm.qpos0 + rng.normal(0.0, 0.1, mjm.nq)
+            for q in quaternion_slices(mjm):
+                mjd.qpos[q] /= np.linalg.norm(mjd.qpos[q])
+            for _ in range(int(rng.integers(0, 300))):
+                mujoco.mj_step(mjm, mjd)
+            if not np.abs(mjd.qvel).max(initial=0.0) < 100.0:  # diverged (MuJoCo resets only above 1e10)
+                mujoco.mj_resetData(mjm, mjd)
+            states.append((mjd.qpos.copy(), mjd.qvel.copy()))
+        sim = Sim.from_model(mjm, num_worlds=OPTIMUM_STATES, device="cpu", dtype="float64")
+        sim.qpos[:] = torch.as_tensor(np.array([q for q, _ in states]))
+        sim.qvel[:] = torch.as_tensor(np.array([v for _, v in states]))
+        sim.forward()
+        for w, (qpos, qvel) in enumerate(states):
+            mujoco.mj_resetData(mjm, mjd)
+            mjd.qpos[:], mjd.qvel[:] = qpos, qvel
+            mujoco.mj_forward(mjm, mjd)
+            if mjd.solver_niter[0] >= mjm.opt.iterations:
+                continue  # MuJoCo did not converge (a degenerate cone): its cost is no optimum
+            states_with_contacts += mjd.ncon > 0
+            theirs = primal_cost(mjm, mjd, mjd.qacc.copy())
+            ours = primal_cost(mjm, mjd, sim.qacc[w].numpy())
+            assert ours <= theirs + 1e-10 * abs(theirs) + 1e-9, \
+                f"model {k}, state {w}: cost {ours!r} against MuJoCo's {theirs!r} ({mjd.ncon} contacts, " \
+                f"{mjd.solver_niter[0]} and {int(sim.data.solver_niter.numpy()[w])} iterations)\n{xml}"
+    assert states_with_contacts >= OPTIMUM_MODELS * OPTIMUM_STATES // 4, states_with_contacts
 
 
 # ------------------------------------------------------------------------------------ soak

@@ -661,11 +661,18 @@ def build(scalar, lanes: bool = False):
         p_mr = d.solver_scalar[w, P_MR]
         p_mp = d.solver_scalar[w, P_MP]
         # the derivatives at 0 first, then Newton steps (one call site of line_derivatives keeps
-        # the GPU kernel's registers down)
+        # the GPU kernel's registers down), safeguarded as rtsafe (Numerical Recipes 9.4): once
+        # the minimizer is bracketed, a Newton step that leaves the bracket, or that is not less
+        # than half the step before the last, is replaced by bisection. Across an elliptic cone's
+        # middle zone d1 bends so much that Newton from each side overshoots to the other, the
+        # bracket shrinking by a few percent a step: 50 steps ended far from the minimizer, and
+        # the solver stopped with a cost higher than before the step.
         gtol = scalar(0.0)
         lo = scalar(0.0)
         hi = scalar(-1.0)  # no upper bracket yet
         alpha = scalar(0.0)
+        dx = scalar(1.0)  # the last step, and the one before it (none: the first Newton step is free)
+        dx_old = scalar(1e30)
         it = int(0)
         while it <= LS_ITERATIONS:
             d1, d2, mag = line_derivatives(m, d, w, lane, nlanes, alpha, p_mr, p_mp)
@@ -683,9 +690,13 @@ def build(scalar, lanes: bool = False):
                     lo = alpha
                 else:
                     hi = alpha
-                step = alpha - d1 / wp.max(d2, scalar(MINVAL))
-                if hi >= scalar(0.0) and (step <= lo or step >= hi):
+                newton = d1 / wp.max(d2, scalar(MINVAL))
+                step = alpha - newton
+                if hi >= scalar(0.0) and (step <= lo or step >= hi
+                                          or scalar(2.0) * wp.abs(newton) > wp.abs(dx_old)):
                     step = scalar(0.5) * (lo + hi)
+                dx_old = dx
+                dx = step - alpha
                 # a step within rounding of alpha: converged as far as the precision allows
                 if wp.abs(step - alpha) <= scalar(4.0) * scalar(eps) * wp.abs(alpha):
                     alpha = step
