@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 import envs
 from envs.rsl_rl import RslRlVecEnv
 from simrl.errors import CheckpointError, ConfigError
+from simrl.rl import checkpoint as checkpoints
 from simrl.rl import ppo
 from simrl.rl.checkpoint import find_latest_checkpoint, load_checkpoint
 from simrl.rl.config import check_overrides, env_kwargs, validate
@@ -383,9 +384,9 @@ def test_an_interrupted_write_leaves_the_previous_checkpoint(runs, tmp_path, mon
         f.write(before[: len(before) // 2])
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ppo.torch, "save", crash)
+    monkeypatch.setattr(checkpoints.torch, "save", crash)
     with pytest.raises(KeyboardInterrupt):
-        ppo.atomic_torch_save({"x": torch.zeros(1)}, str(good))
+        checkpoints.atomic_torch_save({"x": torch.zeros(1)}, str(good))
     monkeypatch.undo()
     assert good.read_bytes() == before and [p.name for p in run.iterdir()] == ["model_0.pt"]
     # a hard crash (kill -9) leaves the temporary file behind: it is never taken for a checkpoint
@@ -557,7 +558,7 @@ def test_sigkill_while_writing_leaves_a_loadable_checkpoint(tmp_path):
     script = (
         "import sys, torch\n"
         f"sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n"
-        "from simrl.rl.ppo import atomic_torch_save\n"
+        "from simrl.rl.checkpoint import atomic_torch_save\n"
         "i = 0\n"
         "while True:\n"
         f"    atomic_torch_save({{'weights': torch.full((8_000_000,), float(i)), 'iter': i}}, {str(path)!r})\n"

@@ -208,7 +208,7 @@ def test_episode_ring_keeps_the_last_100_episodes():
     worlds finish at once; restore() continues from a checkpoint's lists."""
     import collections
 
-    from simrl.rl.shac import EpisodeRing
+    from simrl.rl.episodes import EpisodeRing
 
     gen = torch.Generator().manual_seed(3)
     ring = EpisodeRing(100, "cpu")

@@ -7,10 +7,12 @@ tensors and plain containers (dict, list, tuple, str, numbers), so a checkpoint 
 Everything simrl writes into a checkpoint is of those kinds.
 """
 
+import contextlib
 import os
 import pickle
 import random
 import re
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -141,3 +143,20 @@ def set_rng_state(state: dict) -> None:
     if "cuda" in state and torch.cuda.is_available():
         cuda = [s.cpu() for s in state["cuda"]][: torch.cuda.device_count()]
         torch.cuda.set_rng_state_all(cuda)
+
+
+def atomic_torch_save(obj, path: str) -> None:
+    """Write `obj` to a temporary file beside `path`, then rename: a crash mid-write leaves
+    the previous file intact."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix=".pt")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise

@@ -16,7 +16,6 @@ import io
 import json
 import os
 import statistics
-import tempfile
 import time
 
 import torch
@@ -24,7 +23,8 @@ from rsl_rl.runners import OnPolicyRunner
 
 from simrl.errors import CheckpointError
 from simrl.rl import distributed, export
-from simrl.rl.checkpoint import check_identity, load_checkpoint, rng_state, set_rng_state
+from simrl.rl.checkpoint import atomic_torch_save, check_identity, load_checkpoint, rng_state, set_rng_state
+from simrl.rl.episodes import EpisodeRing
 from simrl.rl.runlog import mean_text
 
 CHECKPOINT_FORMAT = 1
@@ -32,23 +32,6 @@ CHECKPOINT_FORMAT = 1
 
 class _StopTraining(Exception):
     """Raised at the end of an iteration after `Runner.request_stop()`."""
-
-
-def atomic_torch_save(obj, path: str) -> None:
-    """Write `obj` to a temporary file beside `path`, then rename: a crash mid-write leaves
-    the previous file intact."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix=".pt")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
-        raise
 
 
 class Runner(OnPolicyRunner):
@@ -79,8 +62,6 @@ class Runner(OnPolicyRunner):
         # episodes to the host at every step) give way to device-side ones, read once per iteration.
         self.sync_free = bool(getattr(getattr(env, "env", env), "sync_free", False))
         if self.sync_free:
-            from simrl.rl.shac import EpisodeRing
-
             self.cfg["check_for_nan"] = False
             self._episodes = EpisodeRing(self.logger.rewbuffer.maxlen or 100, self.device)
             self._host_process_env_step = self.logger.process_env_step
