@@ -21,6 +21,7 @@ import time
 import torch
 from rsl_rl.runners import OnPolicyRunner
 
+from simrl import deps
 from simrl.errors import CheckpointError
 from simrl.rl import distributed, export
 from simrl.rl.checkpoint import atomic_torch_save, check_identity, load_checkpoint, rng_state, set_rng_state
@@ -49,6 +50,7 @@ class Runner(OnPolicyRunner):
     def __init__(self, env, train_cfg: dict, log_dir: str | None, device: str, key_terms: list[str],
                  task: str | None = None):
         super().__init__(env, train_cfg, log_dir=log_dir, device=device)
+        deps.require(deps.private_api_problems("rsl-rl-lib") + deps.logger_attribute_problems(self.logger))
         self.key_terms = key_terms
         self.task = task or getattr(getattr(env, "env", env), "name", None)
         self.curve: list[dict] = []

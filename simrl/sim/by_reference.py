@@ -21,13 +21,17 @@ an array, and the step got slower than with copies. CUDA code is left as
 Warp writes it: the CUDA compiler inlines device functions, and the static GPU report
 (scripts/gpu_report.py) reads that code.
 
-A Warp version whose generated headers no longer look as this expects gets its source as it
-is (correct, only slower); tests/test_by_reference.py checks that the headers change, and
-that no function of the engine assigns a field of `m` or `d` (what makes the references safe).
+A Warp version without the code generator's two functions is refused with the version simrl is
+tested with (simrl.deps); one whose generated headers no longer look as this expects gets its
+source as it is (correct, only slower): tests/test_by_reference.py checks that the headers
+change, and that no function of the engine assigns a field of `m` or `d` (what makes the
+references safe).
 """
 
 
 import re
+
+from simrl import deps
 
 # native names (Warp's C++ type names) of the structs passed by reference
 _NATIVE_NAMES: set[str] = set()
@@ -71,6 +75,7 @@ def _install() -> None:
     global _installed
     if _installed:
         return
+    deps.require(deps.private_api_problems("warp-lang"))
     import warp._src.codegen as codegen
 
     original_func, original_kernel = codegen.codegen_func, codegen.codegen_kernel
