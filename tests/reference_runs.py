@@ -88,7 +88,8 @@ def _weights(checkpoint: Path) -> dict[str, list]:
             data = value.detach().contiguous().cpu()
             digest = hashlib.sha256(data.numpy().tobytes() if data.dtype != torch.bfloat16 else
                                     data.view(torch.int16).numpy().tobytes()).hexdigest()
-            out[prefix] = [digest, _float(float(data.double().abs().sum()))]
+            # math.fsum: exactly rounded, so the same in any process (torch's sum is not)
+            out[prefix] = [digest, _float(math.fsum(abs(x) for x in data.double().flatten().tolist()))]
         elif isinstance(value, dict):
             for k in sorted(value, key=str):
                 if not any(t in str(k) for t in _TIMING):

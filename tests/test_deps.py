@@ -2,10 +2,10 @@
 and the names simrl uses beyond their public API are there (simrl.deps)."""
 
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import warp._src.codegen
 from rsl_rl.utils.logger import Logger
 
