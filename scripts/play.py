@@ -46,12 +46,11 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simrl.errors import CheckpointError, ConfigError  # noqa: E402
-from simrl.rl.config import SIM_DEFAULTS, check_overrides, env_kwargs, register, resolve_device, validate  # noqa: E402
+from simrl.rl.config import resolve_device  # noqa: E402
 from simrl.rl.runlog import tee_output  # noqa: E402
+from tasks.config import check_overrides, env_kwargs, register, validate  # noqa: E402
 
-register("play", {"checkpoint": None, "num_envs": 100, "num_episodes": None, "device": "auto", "seed": 1,
-                  "video": False, "video_length_s": 10.0, "sim": SIM_DEFAULTS},
-         run_dir="runs/${task.name}/play_${now:%Y-%m-%d_%H-%M-%S}")
+register("play")
 
 
 SCRIPT = Path(__file__).resolve()

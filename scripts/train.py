@@ -16,8 +16,8 @@ path, a run directory, or `latest`: the most recently written model_<it>.pt unde
 relative to the current directory), init_policy (a checkpoint or run directory of another
 run whose policy starts this one: fine-tuning), sim.backend (warp: this engine; mujoco: MuJoCo itself, CPU
 only and much slower), dist_timeout_s. Any task field is `task.<field>`. A misspelt top-level key
-is named with the closest one (simrl.rl.config.check_overrides), and the configuration is
-checked before anything is built (simrl.rl.config.validate): unknown keys, wrong types and
+is named with the closest one (tasks.config.check_overrides), and the configuration is
+checked before anything is built (tasks.config.validate): unknown keys, wrong types and
 out-of-range values are errors that name the key. Each run writes to its directory
 (hydra.run.dir): the resolved config.yaml, train.log (everything the run printed), TensorBoard
 logs, checkpoints (model_<iteration>.pt, written atomically), learning_curve.json and
@@ -62,12 +62,11 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from simrl.errors import CheckpointError, ConfigError  # noqa: E402
-from simrl.rl.config import SIM_DEFAULTS, check_overrides, env_kwargs, register, resolve_device, validate  # noqa: E402
+from simrl.rl.config import resolve_device  # noqa: E402
 from simrl.rl.runlog import mean_text, tee_output  # noqa: E402
+from tasks.config import check_overrides, env_kwargs, register, validate  # noqa: E402
 
-register("train", {"num_envs": None, "device": "auto", "seed": 42, "max_iterations": None, "algo": "ppo",
-                   "resume": None, "init_policy": None, "sim": SIM_DEFAULTS, "dist_timeout_s": 900},
-         run_dir="runs/${task.name}/${now:%Y-%m-%d_%H-%M-%S}")
+register("train")
 
 
 def plot_curve(curve: list[dict], path: Path, title: str) -> None:

@@ -26,7 +26,7 @@ from test_unsupported import CASES
 import envs
 import tasks
 from simrl import Sim, UnsupportedFeatureError
-from simrl.rl.config import check_overrides, validate
+from tasks.config import check_overrides, validate
 
 DOCS = ROOT / "docs"
 PAGES = [README, *sorted(DOCS.glob("*.md"))]
