@@ -1,7 +1,10 @@
 """Task configurations: one `tasks/<name>.yaml` per task, selected with `task=<name>`. A task
 file names its environment (`name:`, an `envs.make` name) and gives its sections: env, terrain,
 robot, ppo, shac and the world and iteration counts. tasks.config registers them with Hydra and
-validates a configuration."""
+validates a configuration; tasks.cli holds what the command lines share.
+
+This module needs the standard library only (scripts/train.py imports the package before it
+knows whether the project's packages are installed)."""
 
 from pathlib import Path
 

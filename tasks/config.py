@@ -467,3 +467,24 @@ def shac_tasks() -> list[str]:
     """Tasks whose file has a `shac` section (their environments have a differentiable step)."""
     return [name for name in tasks.available() if "shac" in tasks.load(name)]
 
+
+@dataclasses.dataclass
+class TaskEnvFactory:
+    """How a run builds the environment of `task` (a task file's mapping) for simrl.rl.train
+    and simrl.rl.play, which import no environments (their EnvFactory)."""
+
+    task: Mapping
+
+    def make(self, num_envs: int, device: str, seed: int, backend: str):
+        """`envs.make` of the task's environment with its file's sections."""
+        import envs
+
+        return envs.make(self.task["name"], num_envs=num_envs, device=device, seed=seed, backend=backend,
+                         **env_kwargs(self.task))
+
+    @staticmethod
+    def vec_env(env, cfg: dict | None = None):
+        """`env` as rsl-rl's VecEnv (envs.rsl_rl.RslRlVecEnv); `cfg`: the run's configuration."""
+        from envs.rsl_rl import RslRlVecEnv
+
+        return RslRlVecEnv(env, cfg=cfg)

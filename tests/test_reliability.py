@@ -3,7 +3,6 @@ checkpoints (another task, corrupt, unsafe, half-written), resuming exactly, Ctr
 that goes non-finite (contained, reset, logged; training goes on) and determinism."""
 
 import contextlib
-import importlib.util
 import io
 import json
 import math
@@ -26,12 +25,11 @@ from simrl.errors import CheckpointError, ConfigError
 from simrl.rl import checkpoint as checkpoints
 from simrl.rl import ppo
 from simrl.rl.checkpoint import find_latest_checkpoint, load_checkpoint
-from tasks.config import check_overrides, env_kwargs, validate
+from simrl.rl.train import train as train_run
+from tasks.config import TaskEnvFactory, check_overrides, env_kwargs, register, validate
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("simrl_train_script", ROOT / "scripts" / "train.py")
-train_script = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(train_script)  # registers the `train` config
+register("train")  # the `train` config, as scripts/train.py registers it
 
 # a tiny cart-pole run: 8 worlds x 24 steps per iteration
 TINY = ["task=cartpole", "num_envs=8", "seed=3"]
@@ -43,10 +41,13 @@ def config(*overrides):
 
 
 def train(run_dir, *overrides, runs_root="runs"):
-    """scripts/train.py in this process; returns (exit status, stdout)."""
+    """scripts/train.py in this process (its validation, then its run); returns (exit status,
+    stdout)."""
+    cfg = config(*TINY, *overrides)
+    validate(cfg, "train")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        status = train_script.train(config(*TINY, *overrides), Path(run_dir), runs_root=runs_root)
+        status = train_run(cfg, Path(run_dir), TaskEnvFactory(cfg.task), runs_root=runs_root)
     return status, out.getvalue()
 
 
