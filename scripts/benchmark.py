@@ -131,7 +131,7 @@ def resolve_model(spec: str) -> tuple[str, mujoco.MjModel]:
 
         import envs
         import tasks
-        from simrl.rl.config import env_kwargs
+        from tasks.config import env_kwargs
 
         name = spec.removeprefix("task:")
         if name not in tasks.available():
@@ -1115,8 +1115,8 @@ def train_benchmark(task_name: str, worlds: list[int], args) -> list[dict]:
     import envs
     import tasks
     from envs.rsl_rl import RslRlVecEnv
-    from simrl.rl.config import env_kwargs
     from simrl.rl.ppo import Runner, rsl_rl_config
+    from tasks.config import env_kwargs
 
     if task_name not in tasks.available():
         raise SystemExit(f"--train needs a task name for --model ({', '.join(tasks.available())}), "

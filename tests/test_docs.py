@@ -26,7 +26,7 @@ from test_unsupported import CASES
 import envs
 import tasks
 from simrl import Sim, UnsupportedFeatureError
-from simrl.rl.config import check_overrides, validate
+from tasks.config import check_overrides, register, validate
 
 DOCS = ROOT / "docs"
 PAGES = [README, *sorted(DOCS.glob("*.md"))]
@@ -44,14 +44,6 @@ def test_the_readme_has_python_examples():
 
 
 # ------------------------------------------------------------------- README shell commands
-def _load_script(name: str):
-    """scripts/<name>.py as a module (registering its Hydra config), once."""
-    spec = importlib.util.spec_from_file_location(f"simrl_{name}_script_docs", ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @cache
 def _help(*command: str) -> str:
     result = subprocess.run([sys.executable, *command, "--help"], cwd=ROOT, capture_output=True, text=True,
@@ -77,7 +69,7 @@ def readme_commands() -> list[list[str]]:
 def check_hydra_overrides(script: str, overrides: list[str]) -> None:
     """What train.py / play.py check before they build anything: simrl's key check, Hydra's
     composition, and validate."""
-    _load_script(script)
+    register(script)  # the script's Hydra config, as scripts/<script>.py registers it
     check_overrides(script, overrides)
     with initialize(version_base=None):
         cfg = compose(script, overrides=overrides)

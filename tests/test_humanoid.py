@@ -276,7 +276,7 @@ def test_the_humanoid_tasks_step_in_simrl_and_on_terrain():
     from omegaconf import OmegaConf
 
     import tasks
-    from simrl.rl.config import env_kwargs
+    from tasks.config import env_kwargs
 
     for name, critic in (("humanoid", 84), ("humanoid_rough", 84 + 187)):
         task = OmegaConf.load(tasks.TASKS_DIR / f"{name}.yaml")

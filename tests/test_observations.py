@@ -153,11 +153,10 @@ def test_unknown_names_are_rejected_with_the_valid_ones():
 def test_task_config_checks_observation_terms():
     from omegaconf import OmegaConf
 
-    from simrl.rl.config import _check_env, _Checker
+    from tasks.config import check_env
 
-    c = _Checker()
-    _check_env(c, "quadruped", OmegaConf.create({"observations": {"policy": {"lin_vel": {}}}}))
-    assert len(c.errors) == 1 and "unknown observation term 'lin_vel'" in c.errors[0]
+    errors = check_env("quadruped", OmegaConf.create({"observations": {"policy": {"lin_vel": {}}}}))
+    assert len(errors) == 1 and "unknown observation term 'lin_vel'" in errors[0]
 
 
 def test_state_dict_round_trip_with_delay_and_history():

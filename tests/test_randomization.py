@@ -268,11 +268,10 @@ def test_configuration_errors_name_the_problem():
                             "b": {"type": "body_mass", "bodies": ["trunk"], "range": [0.9, 1.1]}})
     with pytest.raises(ValueError, match="unknown keys \\['kp'\\] for type mujoco"):
         quad(actuator={"type": "mujoco", "kp": 3})
-    from simrl.rl.config import _check_env, _Checker
+    from tasks.config import check_env
 
-    c = _Checker()
-    _check_env(c, "quadruped", {"randomization": {"mass": {"range": [1, 2]}}, "actuator": {"type": "servo"}})
-    assert any("unknown term type 'mass'" in e for e in c.errors) and any("servo" in e for e in c.errors)
+    errors = check_env("quadruped", {"randomization": {"mass": {"range": [1, 2]}}, "actuator": {"type": "servo"}})
+    assert any("unknown term type 'mass'" in e for e in errors) and any("servo" in e for e in errors)
 
 
 def test_every_term_type_names_its_fields_and_recomputation():

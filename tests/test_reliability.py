@@ -3,7 +3,6 @@ checkpoints (another task, corrupt, unsafe, half-written), resuming exactly, Ctr
 that goes non-finite (contained, reset, logged; training goes on) and determinism."""
 
 import contextlib
-import importlib.util
 import io
 import json
 import math
@@ -26,12 +25,11 @@ from simrl.errors import CheckpointError, ConfigError
 from simrl.rl import checkpoint as checkpoints
 from simrl.rl import ppo
 from simrl.rl.checkpoint import find_latest_checkpoint, load_checkpoint
-from simrl.rl.config import check_overrides, env_kwargs, validate
+from simrl.rl.train import train as train_run
+from tasks.config import TaskEnvFactory, check_overrides, env_kwargs, register, validate
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("simrl_train_script", ROOT / "scripts" / "train.py")
-train_script = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(train_script)  # registers the `train` config
+register("train")  # the `train` config, as scripts/train.py registers it
 
 # a tiny cart-pole run: 8 worlds x 24 steps per iteration
 TINY = ["task=cartpole", "num_envs=8", "seed=3"]
@@ -43,10 +41,13 @@ def config(*overrides):
 
 
 def train(run_dir, *overrides, runs_root="runs"):
-    """scripts/train.py in this process; returns (exit status, stdout)."""
+    """scripts/train.py in this process (its validation, then its run); returns (exit status,
+    stdout)."""
+    cfg = config(*TINY, *overrides)
+    validate(cfg, "train")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        status = train_script.train(config(*TINY, *overrides), Path(run_dir), runs_root=runs_root)
+        status = train_run(cfg, Path(run_dir), TaskEnvFactory(cfg.task), runs_root=runs_root)
     return status, out.getvalue()
 
 
@@ -62,6 +63,8 @@ def train(run_dir, *overrides, runs_root="runs"):
     (["algo=shac"], "algo=shac: task 'cartpole' has no `shac` section (SHAC needs a task with a differentiable step"),
     (["task=cartpole_swingup", "algo=shac", "task.shac.horizon=0"], "task.shac.horizon must be a positive integer"),
     (["task=cartpole_swingup", "algo=shac", "+task.shac.horizn=8"], "unknown key task.shac.horizn; did you mean"),
+    (["task=cartpole_swingup", "task.shac.num_envs=0"], "task.shac.num_envs must be a positive integer or null, got 0"),
+    (["~task.ppo.num_steps_per_env"], "task.ppo.num_steps_per_env must be a positive integer, got None"),
     (["+num_env=64"], "unknown key num_env; did you mean 'num_envs'?"),
     (["task.env.decimation=0"], "task.env.decimation must be a positive integer, got 0"),
     (["task.env.episode_length_s=-1"], "task.env.episode_length_s must be a number > 0, got -1"),
@@ -96,6 +99,28 @@ def test_every_problem_is_listed_and_the_shipped_tasks_are_valid():
     assert "num_envs must" in text and "max_iterations must" in text and "task.env.decimation must" in text
     for task in ("cartpole", "cartpole_swingup", "quadruped"):
         validate(config(f"task={task}"))
+
+
+def test_each_section_is_a_typed_dataclass_with_its_checks():
+    """A schema builds its section from a mapping (defaults filled in, nested sections typed)
+    and refuses a wrong one with the lines validate gives; the task registry's sections too."""
+    from simrl.rl.config import PpoCfg, ShacCfg
+    from tasks.config import ENV_SECTIONS, PlayCfg, TrainCfg, check_env
+
+    cfg = TrainCfg.from_dict(OmegaConf.to_container(config("task=cartpole_swingup", "seed=7"), resolve=True))
+    assert (cfg.seed, cfg.algo, cfg.sim.backend, cfg.dist_timeout_s) == (7, "ppo", "warp", 900)
+    ppo, shac = cfg.task.ppo, cfg.task.shac
+    assert isinstance(ppo, PpoCfg) and ppo.num_steps_per_env == 32 and ppo.cuda_graph is False
+    assert isinstance(shac, ShacCfg) and shac.horizon == 32 and shac.reward_scale == 1.0
+    assert PlayCfg.defaults() == {"checkpoint": None, "num_envs": 100, "num_episodes": None, "device": "auto",
+                                  "seed": 1, "video": False, "video_length_s": 10.0, "sim": {"backend": "warp"}}
+    with pytest.raises(ConfigError, match=r"configuration:\n  task.shac.horizon must be a positive integer, got 0"):
+        ShacCfg.from_dict({"horizon": 0})
+    assert ShacCfg.check({"horizn": 4}) == ["unknown key task.shac.horizn; did you mean 'horizon'?"]
+    assert sorted(ENV_SECTIONS) == ["actuator", "observations", "randomization"]
+    assert check_env("quadruped", {"actuator": {"type": "servo"}, "decimation": 0}) == [
+        "task.env.actuator.type: one of mujoco, pd, dc_motor, got 'servo'", "task.env.decimation must be a positive "
+        "integer, got 0"]
 
 
 def test_hydra_names_unknown_tasks_and_keys():

@@ -18,7 +18,7 @@ import envs
 from envs import ASSETS_DIR
 from envs.robot import RobotCfg
 from simrl.errors import ConfigError
-from simrl.rl.config import validate
+from tasks.config import validate
 
 QUADRUPED_XML = (ASSETS_DIR / "quadruped.xml").read_text()
 NO_PUSH = {"friction": {"mode": "reset", "range": [0.5, 1.25], "operation": "abs", "shared": True}}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import readme
 
-from simrl.rl.config import shac_tasks
+from tasks.config import shac_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 

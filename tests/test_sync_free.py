@@ -85,7 +85,7 @@ def _task_env(task):
     from omegaconf import OmegaConf
 
     import tasks
-    from simrl.rl.config import env_kwargs
+    from tasks.config import env_kwargs
 
     kwargs = env_kwargs(OmegaConf.to_container(OmegaConf.load(tasks.TASKS_DIR / f"{task}.yaml")))
     return envs.make(task, num_envs=6, device="cpu", seed=3, **{**kwargs, "episode_length_s": 0.4})

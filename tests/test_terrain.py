@@ -399,7 +399,7 @@ def test_task_terrain_keys_are_checked():
     from omegaconf import OmegaConf
 
     import tasks
-    from simrl.rl.config import env_kwargs, validate
+    from tasks.config import env_kwargs, validate
 
     task = OmegaConf.to_container(OmegaConf.load(tasks.TASKS_DIR / "quadruped_rough.yaml"))
     validate({"task": task})

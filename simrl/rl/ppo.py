@@ -17,6 +17,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Mapping
 
 import torch
 from rsl_rl.runners import OnPolicyRunner
@@ -25,6 +26,7 @@ from simrl import deps
 from simrl.errors import CheckpointError
 from simrl.rl import distributed, export
 from simrl.rl.checkpoint import atomic_torch_save, check_identity, load_checkpoint, rng_state, set_rng_state
+from simrl.rl.config import PpoCfg
 from simrl.rl.episodes import EpisodeRing
 from simrl.rl.runlog import mean_text
 
@@ -322,19 +324,21 @@ class Runner(OnPolicyRunner):
                 self.env.set_observations(state["observations"])
 
 
-def rsl_rl_config(ppo: dict) -> dict:
+def rsl_rl_config(ppo: Mapping | PpoCfg) -> dict:
     """The rsl-rl 5.x training configuration from a task's `ppo` section."""
+    if not isinstance(ppo, PpoCfg):
+        ppo = PpoCfg.from_dict(ppo)
     return {
-        "num_steps_per_env": int(ppo["num_steps_per_env"]),
-        "save_interval": int(ppo.get("save_interval", 50)),
+        "num_steps_per_env": int(ppo.num_steps_per_env),
+        "save_interval": int(ppo.save_interval),
         "obs_groups": {"actor": ["policy"], "critic": ["critic"]},
         "logger": "tensorboard",
         "check_for_nan": True,
-        "algorithm": {"class_name": "PPO", **ppo["algorithm"]},
-        "actor": {"class_name": "MLPModel", "hidden_dims": list(ppo["actor_hidden_dims"]),
-                  "activation": ppo.get("activation", "elu"), "obs_normalization": ppo.get("obs_normalization", True),
-                  "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": ppo.get("init_noise_std", 1.0),
+        "algorithm": {"class_name": "PPO", **ppo.algorithm},
+        "actor": {"class_name": "MLPModel", "hidden_dims": list(ppo.actor_hidden_dims),
+                  "activation": ppo.activation, "obs_normalization": ppo.obs_normalization,
+                  "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": ppo.init_noise_std,
                                        "std_type": "scalar"}},
-        "critic": {"class_name": "MLPModel", "hidden_dims": list(ppo["critic_hidden_dims"]),
-                   "activation": ppo.get("activation", "elu"), "obs_normalization": ppo.get("obs_normalization", True)},
+        "critic": {"class_name": "MLPModel", "hidden_dims": list(ppo.critic_hidden_dims),
+                   "activation": ppo.activation, "obs_normalization": ppo.obs_normalization},
     }

@@ -4,7 +4,7 @@ and the error that ended it), written as it goes.
 
 Hydra's own `<job>.log` records Python's `logging`, which simrl's scripts do not use (their
 progress lines are printed), so that file stayed empty; the scripts turn Hydra's job logging off
-(`hydra/job_logging: none`, simrl.rl.config.register) and keep this copy instead.
+(`hydra/job_logging: none`, tasks.config.register) and keep this copy instead.
 """
 
 import contextlib

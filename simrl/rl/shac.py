@@ -28,6 +28,7 @@ import copy
 import math
 import os
 import time
+from collections.abc import Mapping
 
 import torch
 from torch import nn
@@ -35,33 +36,18 @@ from torch import nn
 from simrl.errors import CheckpointError
 from simrl.rl import distributed
 from simrl.rl.checkpoint import atomic_torch_save, check_identity, load_checkpoint, rng_state, set_rng_state
+from simrl.rl.config import ACTIVATIONS, RUN_KEYS, ShacCfg
 from simrl.rl.episodes import EpisodeRing
 from simrl.rl.runlog import mean_text
 
 CHECKPOINT_FORMAT = 1
-
-#: the `shac` section of a task file: key -> default
-DEFAULTS = {
-    "horizon": 32, "gamma": 0.99, "lam": 0.95, "actor_learning_rate": 2e-3, "critic_learning_rate": 2e-3,
-    "lr_schedule": "linear", "betas": [0.7, 0.95], "grad_norm": 1.0, "critic_iterations": 16,
-    "critic_mini_batches": 4, "target_critic_alpha": 0.2, "actor_hidden_dims": [64, 64],
-    "critic_hidden_dims": [64, 64], "activation": "elu", "init_log_std": -1.0, "obs_normalization": True,
-    "reward_scale": 1.0, "save_interval": 50,
-    # true: the env steps without host synchronisation (BatchedEnv.set_sync_free); auto: on CUDA
-    "sync_free": False,
-    # read by scripts/train.py, not by the runner: the task's defaults when algo=shac (null: the task's own)
-    "num_envs": None, "num_envs_gpu": None, "max_iterations": None,
-}
-
-_ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh, "selu": nn.SELU, "silu": nn.SiLU}
-
 
 def mlp(sizes: list[int], activation: str) -> nn.Sequential:
     layers = []
     for i in range(len(sizes) - 1):
         layers.append(nn.Linear(sizes[i], sizes[i + 1]))
         if i < len(sizes) - 2:
-            layers.append(_ACTIVATIONS[activation]())
+            layers.append(getattr(nn, ACTIVATIONS[activation])())
     return nn.Sequential(*layers)
 
 
@@ -154,17 +140,21 @@ class ShacRunner:
     step averages the gradients of all ranks, so the networks stay identical. Only rank 0
     prints, logs and saves (pass `log_dir=None` on the others)."""
 
-    def __init__(self, env, cfg: dict, log_dir: str | None, device: str, key_terms: list[str], task: str | None = None,
-                 max_iterations: int | None = None):
+    def __init__(self, env, cfg: Mapping | ShacCfg, log_dir: str | None, device: str, key_terms: list[str],
+                 task: str | None = None, max_iterations: int | None = None):
+        """`cfg`: a task's `shac` section (a ShacCfg), or a mapping of the runner's settings (over
+        ShacCfg's defaults; the RUN_KEYS are the training driver's and refused here)."""
         if not getattr(env, "differentiable", False):
             raise ValueError(f"algo=shac needs a differentiable task; {type(env).__name__} is not one "
                              f"(differentiable tasks: cartpole, cartpole_swingup, ant)")
-        unknown = set(cfg) - set(DEFAULTS) | ({"num_envs", "num_envs_gpu", "max_iterations"} & set(cfg))
-        if unknown:
-            raise ValueError(f"unknown SHAC settings: {', '.join(sorted(unknown))}")
-        self.cfg = {**DEFAULTS, **cfg}
+        if not isinstance(cfg, ShacCfg):
+            unknown = set(cfg) - (set(ShacCfg.keys()) - set(RUN_KEYS))
+            if unknown:
+                raise ValueError(f"unknown SHAC settings: {', '.join(sorted(unknown))}")
+            cfg = ShacCfg.from_dict(cfg)
+        self.cfg = cfg
         self.env, self.device, self.log_dir = env, device, log_dir
-        sync_free = self.cfg["sync_free"]
+        sync_free = self.cfg.sync_free
         if sync_free == "auto":
             sync_free = str(device).startswith("cuda")
         if sync_free:
@@ -176,15 +166,14 @@ class ShacRunner:
         c = self.cfg
         obs = env.reset()
         num_obs, num_critic_obs = obs["policy"].shape[1], obs["critic"].shape[1]
-        self.actor = Actor(num_obs, env.num_actions, list(c["actor_hidden_dims"]), c["activation"],
-                           c["init_log_std"]).to(device)
-        self.critic = mlp([num_critic_obs, *c["critic_hidden_dims"], 1], c["activation"]).to(device)
+        self.actor = Actor(num_obs, env.num_actions, list(c.actor_hidden_dims), c.activation, c.init_log_std).to(device)
+        self.critic = mlp([num_critic_obs, *c.critic_hidden_dims, 1], c.activation).to(device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        self.obs_normalizer = _Normalizer(num_obs, c["obs_normalization"]).to(device)
-        self.critic_obs_normalizer = _Normalizer(num_critic_obs, c["obs_normalization"]).to(device)
-        betas = tuple(c["betas"])
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=c["actor_learning_rate"], betas=betas)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=c["critic_learning_rate"], betas=betas)
+        self.obs_normalizer = _Normalizer(num_obs, c.obs_normalization).to(device)
+        self.critic_obs_normalizer = _Normalizer(num_critic_obs, c.obs_normalization).to(device)
+        betas = tuple(c.betas)
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=c.actor_learning_rate, betas=betas)
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=c.critic_learning_rate, betas=betas)
         self.max_iterations = max_iterations
 
         n = env.num_envs
@@ -218,13 +207,13 @@ class ShacRunner:
         self.stop_requested = True
 
     def _learning_rates(self, iteration: int, total: int) -> None:
-        if self.cfg["lr_schedule"] != "linear":
+        if self.cfg.lr_schedule != "linear":
             return
         frac = max(0.0, 1.0 - iteration / max(total, 1))
         for opt, key in ((self.actor_optimizer, "actor_learning_rate"),
                          (self.critic_optimizer, "critic_learning_rate")):
             for group in opt.param_groups:
-                group["lr"] = self.cfg[key] * frac
+                group["lr"] = getattr(self.cfg, key) * frac
 
     def learn(self, num_learning_iterations: int) -> None:
         env, c = self.env, self.cfg
@@ -245,7 +234,7 @@ class ShacRunner:
                 self._log(it, first, first + num_learning_iterations, time.time() - t0, time.time() - start, stats)
                 last = it + 1 == first + num_learning_iterations
                 self.stop_requested = distributed.any_rank(self.stop_requested, self.device)
-                if self.log_dir is not None and (self.completed_iterations % c["save_interval"] == 0 or last
+                if self.log_dir is not None and (self.completed_iterations % c.save_interval == 0 or last
                                                  or self.stop_requested):
                     self.save(os.path.join(self.log_dir, f"model_{it}.pt"))
                 if self.stop_requested and not last:
@@ -259,8 +248,8 @@ class ShacRunner:
 
     def _iteration(self) -> dict:
         env, c = self.env, self.cfg
-        H, N = c["horizon"], env.num_envs
-        gamma = c["gamma"]
+        H, N = c.horizon, env.num_envs
+        gamma = c.gamma
         obs_norm, critic_norm = self.obs_normalizer.frozen(), self.critic_obs_normalizer.frozen()
         env.detach_state()
         obs = env.observations()
@@ -281,7 +270,7 @@ class ShacRunner:
             actions = self.actor(obs_norm(obs["policy"]))
             obs, reward, terminated, time_outs, extras = env.step(actions)
             self._track_episodes(reward.detach(), terminated | time_outs, extras)
-            reward = reward * c["reward_scale"]
+            reward = reward * c.reward_scale
             done = terminated | time_outs
             end = done if i < H - 1 else torch.ones_like(done)
             value = self.target_critic(critic_norm(extras["final_obs"]["critic"])).squeeze(-1)
@@ -300,7 +289,7 @@ class ShacRunner:
         self.actor_optimizer.zero_grad(set_to_none=True)
         loss.backward()
         distributed.average_gradients(self.actor.parameters())  # the mean over all ranks' worlds
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.actor.parameters(), c["grad_norm"])
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.actor.parameters(), c.grad_norm)
         skipped = not bool(torch.isfinite(grad_norm))
         if skipped:
             self.skipped_steps += 1
@@ -310,23 +299,23 @@ class ShacRunner:
         env.detach_state()
 
         # critic: TD(lambda) targets, minibatch regression, Polyak-averaged target network
-        targets = td_lambda_targets(rewards, next_values, ends, gamma, c["lam"])
+        targets = td_lambda_targets(rewards, next_values, ends, gamma, c.lam)
         valid = torch.isfinite(targets) & torch.isfinite(critic_obs).all(dim=-1)
         x, y = critic_obs[valid], targets[valid]
         critic_loss = torch.zeros((), device=self.device)
         # a fixed number of minibatches, so that every rank takes the same number of steps
-        for _ in range(c["critic_iterations"]):
+        for _ in range(c.critic_iterations):
             order = torch.randperm(x.shape[0], device=self.device)
-            for ids in torch.tensor_split(order, c["critic_mini_batches"]):
+            for ids in torch.tensor_split(order, c.critic_mini_batches):
                 predicted = self.critic(x[ids]).squeeze(-1)
                 critic_loss = (predicted - y[ids]).square().mean() if ids.numel() else predicted.sum() * 0.0
                 self.critic_optimizer.zero_grad(set_to_none=True)
                 critic_loss.backward()
                 distributed.average_gradients(self.critic.parameters())
-                torch.nn.utils.clip_grad_norm_(self.critic.parameters(), c["grad_norm"])
+                torch.nn.utils.clip_grad_norm_(self.critic.parameters(), c.grad_norm)
                 self.critic_optimizer.step()
         with torch.no_grad():
-            alpha = c["target_critic_alpha"]
+            alpha = c.target_critic_alpha
             for target, source in zip(self.target_critic.parameters(), self.critic.parameters(), strict=True):
                 target.mul_(alpha).add_(source, alpha=1.0 - alpha)
 
@@ -350,7 +339,7 @@ class ShacRunner:
 
     def _log(self, it: int, first: int, total: int, iteration_time: float, elapsed: float, stats: dict) -> None:
         """One progress line and TensorBoard scalars (rank 0: its own episodes; steps/s of all ranks)."""
-        steps = self.cfg["horizon"] * self.env.num_envs * self.world_size
+        steps = self.cfg.horizon * self.env.num_envs * self.world_size
         mean_return, mean_length = self.finished.means()
         # (a sync-free env logs NaN on the steps where no episode ended: left out, as the indexed
         # step leaves those steps' entries out)

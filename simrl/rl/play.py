@@ -1,0 +1,72 @@
+"""The evaluation of scripts/play.py: a trained policy (PPO or SHAC, as its checkpoint says) run
+headless for one deterministic episode per world, its metrics written to metrics.json and the
+policy exported as policy.onnx and policy.pt (TorchScript); with video=true, world 0's first
+episode as video.mp4 (simrl.rl.video).
+
+simrl.rl imports no environments: the caller passes an EnvFactory (simrl.rl.train) that builds
+the task's environment (tasks.config.TaskEnvFactory).
+"""
+
+import json
+import logging
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from simrl.errors import CheckpointError
+from simrl.rl.config import ShacCfg, resolve_device
+from simrl.rl.train import EnvFactory
+
+
+def play(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory) -> None:
+    """Evaluate and export as configured by `cfg` (the composed `play` config, validated:
+    tasks.config.validate) into `run_dir`, the environment built by `env_factory`. A missing or
+    unusable checkpoint raises SystemExit with a message naming it."""
+    from simrl.rl.checkpoint import checkpoint_algo, resolve_resume
+    from simrl.rl.evaluate import evaluate
+    from simrl.rl.ppo import Runner, rsl_rl_config
+    from simrl.rl.video import VideoRecorder, render_video
+
+    if not cfg.checkpoint:
+        raise SystemExit("simrl: checkpoint=... is required: a model_<iteration>.pt, a run directory (its last "
+                         "checkpoint) or latest (the newest under runs/<task>/)")
+    try:  # the same resolution as train.py's resume=
+        checkpoint = resolve_resume(str(cfg.checkpoint), cfg.task.name, key="checkpoint")
+    except CheckpointError as e:
+        raise SystemExit(f"simrl: {e}") from None
+    backend = str(OmegaConf.select(cfg, "sim.backend", default="warp"))
+    device = resolve_device(cfg.device, backend)
+    num_envs = int(cfg.num_episodes or cfg.num_envs)
+    task = cfg.task
+    env = env_factory.make(num_envs=num_envs, device=device, seed=int(cfg.seed), backend=backend)
+    try:
+        algo = checkpoint_algo(checkpoint, map_location=device)  # the algorithm that trained it
+        if algo == "shac":
+            from simrl.rl.shac import ShacRunner
+
+            if "shac" not in task:
+                raise SystemExit(f"simrl: checkpoint {checkpoint} was trained with algo=shac, but task "
+                                 f"{task.name} has no `shac` section describing its networks")
+            shac = ShacCfg.from_dict(OmegaConf.to_container(task.shac, resolve=True))
+            runner = ShacRunner(env, shac, log_dir=None, device=device, key_terms=[], task=task.name)
+        else:
+            runner = Runner(env_factory.vec_env(env), rsl_rl_config(OmegaConf.to_container(task.ppo, resolve=True)),
+                            log_dir=None, device=device, key_terms=[], task=task.name)
+        runner.load(str(checkpoint), map_location=device)
+    except CheckpointError as e:
+        raise SystemExit(f"simrl: {e}") from None
+    policy = runner.get_inference_policy(device=device)
+    recorder = VideoRecorder(max(1, round(cfg.video_length_s / env.step_dt))) if cfg.video else None
+    metrics = evaluate(env, policy, num_episodes=num_envs, on_step=recorder)
+    metrics.update({"task": task.name, "checkpoint": str(checkpoint), "algo": algo, "device": device,
+                    "backend": backend})
+    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    for name in ("onnxscript", "onnx_ir", "torch.onnx"):  # exporter progress chatter
+        logging.getLogger(name).setLevel(logging.WARNING)
+    runner.export_policy_to_onnx(str(run_dir), "policy.onnx")
+    runner.export_policy_to_jit(str(run_dir), "policy.pt")
+    for key, value in metrics.items():
+        print(f"{key:>26s}: {value}")
+    if cfg.video:
+        print(render_video(env.sim.mj_model, recorder.qpos, recorder.qvel, 1.0 / env.step_dt, run_dir / "video.mp4"))
+    print(f"wrote metrics.json, policy.onnx, policy.pt{', video.mp4' if cfg.video else ''} and play.log to {run_dir}")
