@@ -375,10 +375,10 @@ def test_benchmark_counts_instructions_per_stage(tmp_path):
 
 
 def test_render_terrain_draws_the_grid_with_a_robot_per_patch(tmp_path):
-    """scripts/render_terrain.py: a PNG of the asked size, not one flat colour, whose printed
+    """tools/render_terrain.py: a PNG of the asked size, not one flat colour, whose printed
     columns are the eight types in the task's order."""
     out = tmp_path / "terrain.png"
-    result = run("scripts/render_terrain.py", "--all-types", "--out", str(out), "--width", "320", "--height", "180")
+    result = run("tools/render_terrain.py", "--all-types", "--out", str(out), "--width", "320", "--height", "180")
     if result.returncode != 0 and "gl" in result.stderr.lower() and "render" not in result.stdout:
         pytest.skip(f"no OpenGL backend for MuJoCo's renderer here: {result.stderr.strip().splitlines()[-1]}")
     assert result.returncode == 0, result.stderr[-2000:]
@@ -392,19 +392,19 @@ def test_render_terrain_draws_the_grid_with_a_robot_per_patch(tmp_path):
 
 
 def test_curriculum_ceiling_by_closed_form():
-    """scripts/curriculum_ceiling.py on commands with closed-form paths: told 0.3 m/s straight
+    """tools/curriculum_ceiling.py on commands with closed-form paths: told 0.3 m/s straight
     ahead for 20 s a robot walks 6 m, beyond half a 4 m patch, so every world moves up each
     episode (with heading commands too: the yaw-rate range [0, 0] clips every turn); told 0.05 m/s it
     walks 1 m, neither up (< 2 m) nor down (not below half of 1 m), and the level stays at its
     start's mean, 0.5."""
-    fast = run("scripts/curriculum_ceiling.py", "--lin-vel-x", "0.3", "0.3", "--lin-vel-y", "0", "0",
+    fast = run("tools/curriculum_ceiling.py", "--lin-vel-x", "0.3", "0.3", "--lin-vel-y", "0", "0",
                "--ang-vel-yaw", "0", "0", "--worlds", "200", "--episodes", "3")
     assert fast.returncode == 0, fast.stderr[-2000:]
     rows = {line[:28].strip(): line[28:].split() for line in fast.stdout.splitlines()[2:]}
     assert rows["drawn yaw rates"] == ["1.00", "0.00", "6.00", "m", rows["drawn yaw rates"][4]]
     assert float(rows["drawn yaw rates"][4]) > 2.0  # three steps up from rows 0-1 (random past the top)
     assert rows["heading commands"][:4] == rows["drawn yaw rates"][:4]
-    slow = run("scripts/curriculum_ceiling.py", "--lin-vel-x", "0.05", "0.05", "--lin-vel-y", "0", "0",
+    slow = run("tools/curriculum_ceiling.py", "--lin-vel-x", "0.05", "0.05", "--lin-vel-y", "0", "0",
                "--ang-vel-yaw", "0", "0", "--worlds", "2000", "--episodes", "2")
     rows = {line[:28].strip(): line[28:].split() for line in slow.stdout.splitlines()[2:]}
     assert rows["drawn yaw rates"][:3] == ["0.00", "0.00", "1.00"]
@@ -532,24 +532,23 @@ def test_profile_lines_attributes_the_fused_step(tmp_path):
     assert "per line, self, per world-step" in result.stdout
 
 
-def test_run_scalars_averages_what_a_run_logged(tmp_path, capsys):
-    """scripts/run_scalars.py against a log written here: the mean of the last N iterations and of
+def test_run_scalars_averages_what_a_run_logged(tmp_path):
+    """tools/run_scalars.py against a log written here: the mean of the last N iterations and of
     windows is the arithmetic mean of the written values; a rewritten iteration (a resumed run)
     counts once, with its last value; an unknown tag is refused naming the ones there are."""
     from torch.utils.tensorboard import SummaryWriter
 
-    spec = importlib.util.spec_from_file_location("run_scalars", ROOT / "scripts" / "run_scalars.py")
-    run_scalars = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run_scalars)
     writer = SummaryWriter(log_dir=str(tmp_path))
     for it in range(10, 30):  # a run resumed at iteration 10
         writer.add_scalar("Curriculum/terrain_level", it / 10, it)
     writer.add_scalar("Curriculum/terrain_level", 5.0, 29)  # rewritten by a later write
     writer.close()
-    assert run_scalars.main([str(tmp_path), "Curriculum/terrain_level", "--last", "5", "--window", "10"]) == 0
-    out = capsys.readouterr().out
+    result = run("tools/run_scalars.py", str(tmp_path), "Curriculum/terrain_level", "--last", "5", "--window", "10")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout
     expected_last = (2.5 + 2.6 + 2.7 + 2.8 + 5.0) / 5
     assert f"mean over iterations 25-29 (last 5): {expected_last:.4g}" in out
     assert f"iterations 10-19: {sum(i / 10 for i in range(10, 20)) / 10:.4g}" in out
-    with pytest.raises(SystemExit, match="no scalar 'Train/nothing'.*Curriculum/terrain_level"):
-        run_scalars.main([str(tmp_path), "Train/nothing"])
+    refused = run("tools/run_scalars.py", str(tmp_path), "Train/nothing")
+    assert refused.returncode != 0
+    assert re.search("no scalar 'Train/nothing'.*Curriculum/terrain_level", refused.stderr), refused.stderr[-2000:]
