@@ -58,7 +58,8 @@ def run(args):
             raise SystemExit("--per-line profiles one world count and one schedule: give --worlds N and at most one "
                              "--schedule")
         schedule = "fused" if schedules[0] == "auto" else schedules[0]
-        line_profile(name, mjm, worlds[0], args.steps, schedule, args.dtype, args.top, args.out, args.keep)
+        line_profile(name, mjm, worlds[0], args.steps, schedule, args.dtype, args.top, args.out, args.keep,
+                     args.settle)
         return 0
     if args.count_instructions:
         from simrl.bench.instructions import count_benchmark

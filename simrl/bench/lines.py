@@ -170,11 +170,12 @@ def attribute(costs: collections.Counter, symbols: dict):
 
 
 def line_profile(name: str, mjm, worlds: int, steps: int, schedule: str, dtype: str, top: int,
-                 out: str | None = None, keep: str | None = None) -> dict:
+                 out: str | None = None, keep: str | None = None, settle: float = 0.0) -> dict:
     """Count `steps` steps of `worlds` worlds under callgrind and print the instructions per
     world-step of every Python function (inclusive) and line (self) of simrl's kernels, `top`
     rows each; the whole report written to `out` (JSON) and returned. `keep`: a directory for the
-    callgrind file, symbols and kernel cache (default: a temporary one, removed)."""
+    callgrind file, symbols and kernel cache (default: a temporary one, removed); `settle`: as
+    simrl.bench.models.initial_state's."""
     if worlds < 1 or steps < 1:
         raise SystemExit(f"--worlds {worlds} --steps {steps}: both must be at least 1")
     missing = [tool for tool in ("valgrind", "addr2line", "nm", "readelf") if shutil.which(tool) is None]
@@ -187,7 +188,7 @@ def line_profile(name: str, mjm, worlds: int, steps: int, schedule: str, dtype: 
     work.mkdir(parents=True, exist_ok=True)
     try:
         mujoco.mj_saveModel(mjm, str(work / "model.mjb"), None)
-        np.savez(work / "start.npz", **start_arrays(mjm, worlds))
+        np.savez(work / "start.npz", **start_arrays(mjm, worlds, settle))
 
         def child(counted_steps: int) -> list[str]:
             return child_command("simrl", str(work / "model.mjb"), str(work / "start.npz"), str(counted_steps),
