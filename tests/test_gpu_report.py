@@ -1,8 +1,10 @@
-"""scripts/gpu_report.py: its reading of ptxas's report and of PTX, its launch recorder (checked
-against Warp's own log of the launches it runs), and (slow) the whole report on the quadruped."""
+"""The GPU report (simrl.bench.gpu_report, scripts/gpu_report.py): its reading of ptxas's report
+and of PTX, its launch recorder (checked against Warp's own log of the launches it runs), and
+(slow) the whole report on the quadruped."""
 
 import ast
 import contextlib
+import importlib.util
 import json
 import re
 import subprocess
@@ -14,12 +16,12 @@ import pytest
 import torch
 import warp as wp
 
+import simrl
+from simrl.bench import gpu_report
+from simrl.bench.launches import Launch, LaunchRecorder, make_sim
+from simrl.bench.ptxas import find_ptxas, kernel_numbers, parse_ptxas, ptx_calls, ptx_entries
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import gpu_report  # noqa: E402
-
-import simrl  # noqa: E402
 
 PENDULUM = """
 <mujoco model="pendulum">
@@ -138,7 +140,7 @@ PTX_GRAD = f"""\
 
 
 def test_parse_ptxas_reads_every_entry():
-    report = gpu_report.parse_ptxas(PTXAS_SIM)
+    report = parse_ptxas(PTXAS_SIM)
     assert set(report) == {"build__locals__euler_d9602a49_cuda_kernel_forward",
                            "build__locals__forward_b5e921f9_cuda_kernel_forward"}
     forward = report["build__locals__forward_b5e921f9_cuda_kernel_forward"]
@@ -147,22 +149,22 @@ def test_parse_ptxas_reads_every_entry():
                        "smem_bytes": 1024}
     euler = report["build__locals__euler_d9602a49_cuda_kernel_forward"]
     assert (euler["registers"], euler["stack_frame_bytes"], euler["spill_store_bytes"]) == (48, 32, 0)
-    tiled = gpu_report.parse_ptxas(PTXAS_TILED)[CHOLESKY]
+    tiled = parse_ptxas(PTXAS_TILED)[CHOLESKY]
     # no "cumulative stack size" on the line: ptxas leaves out zero
     assert (tiled["registers"], tiled["smem_bytes"], tiled["cumulative_stack_bytes"]) == (38, 288, 0)
 
 
 def test_spills_of_called_functions_count_for_the_kernel_that_calls_them():
-    functions = gpu_report.parse_ptxas(PTXAS_GRAD)
+    functions = parse_ptxas(PTXAS_GRAD)
     assert "entry" not in functions[BOX_BOX] and functions[BOX_BOX]["spill_store_bytes"] == 876
-    assert gpu_report.ptx_entries(PTX_GRAD) == [f"{CONSTRAINT}_forward", f"{CONSTRAINT}_backward"]
-    calls = gpu_report.ptx_calls(PTX_GRAD)
+    assert ptx_entries(PTX_GRAD) == [f"{CONSTRAINT}_forward", f"{CONSTRAINT}_backward"]
+    calls = ptx_calls(PTX_GRAD)
     assert calls[f"{CONSTRAINT}_backward"] == {BOX_BOX, CLIP} and calls[f"{CONSTRAINT}_forward"] == set()
-    backward = gpu_report.kernel_numbers(f"{CONSTRAINT}_backward", functions, calls)
+    backward = kernel_numbers(f"{CONSTRAINT}_backward", functions, calls)
     assert backward["registers"] == 255 and backward["cumulative_stack_bytes"] == 12968
     assert backward["spill_store_bytes"] == 11110 + 876 + 144
     assert backward["spill_load_bytes"] == 13514 + 736 + 140
-    forward = gpu_report.kernel_numbers(f"{CONSTRAINT}_forward", functions, calls)
+    forward = kernel_numbers(f"{CONSTRAINT}_forward", functions, calls)
     assert (forward["spill_store_bytes"], forward["spill_load_bytes"]) == (1468, 1472)
 
 
@@ -228,7 +230,7 @@ def test_recorder_sees_every_launch_of_a_step(integrator):
     W = 5
     sim = simrl.Sim.from_model(mjm, num_worlds=W, device="cpu", cpu_threads=1)
     sim.step(1)
-    with warp_launch_log() as logged, gpu_report.LaunchRecorder() as recorder:
+    with warp_launch_log() as logged, LaunchRecorder() as recorder:
         sim.step(1)
     assert logged
     assert [as_logged(lc) for lc in recorder.launches] == logged
@@ -254,7 +256,7 @@ def test_recorder_counts_a_tiled_launch_once_with_the_block_it_asks_for():
     count = wp.zeros(3, dtype=wp.float32, device="cpu")
     wp.launch_tiled(_count_lanes, dim=(3,), inputs=[count], block_dim=32, device="cpu")  # compiles
     count.zero_()
-    with warp_launch_log() as logged, gpu_report.LaunchRecorder() as recorder:
+    with warp_launch_log() as logged, LaunchRecorder() as recorder:
         wp.launch_tiled(_count_lanes, dim=(3,), inputs=[count], block_dim=32, device="cpu")
     assert logged == [(_count_lanes.key, (3, 1))]  # on the CPU a tile runs one lane
     np.testing.assert_array_equal(count.numpy(), [1, 1, 1])
@@ -266,7 +268,7 @@ def test_recorder_counts_a_tiled_launch_once_with_the_block_it_asks_for():
 def test_recorder_marks_adjoint_launches():
     x = wp.array([1.0, 2.0, 3.0], dtype=wp.float32, device="cpu", requires_grad=True)
     y = wp.zeros(3, dtype=wp.float32, device="cpu", requires_grad=True)
-    with warp_launch_log() as logged, gpu_report.LaunchRecorder() as recorder:
+    with warp_launch_log() as logged, LaunchRecorder() as recorder:
         tape = wp.Tape()
         with tape:
             wp.launch(_square, dim=3, inputs=[x, y], device="cpu")
@@ -292,7 +294,7 @@ def test_recorder_sees_forward_and_adjoint_launches_of_diff_step():
         return ctrl.grad
 
     step()  # compiles
-    with warp_launch_log() as logged, gpu_report.LaunchRecorder() as recorder:
+    with warp_launch_log() as logged, LaunchRecorder() as recorder:
         grad_ctrl = step(recorder)
     assert torch.all(grad_ctrl != 0)
     assert [as_logged(lc) for lc in recorder.launches] == logged
@@ -305,7 +307,7 @@ def test_recorder_sees_forward_and_adjoint_launches_of_diff_step():
 
 
 def _launch(kernel, dim, seconds, block_dim=None, tiled=False):
-    return gpu_report.Launch(kernel, dim, block_dim, tiled, False, "forward", seconds)
+    return Launch(kernel, dim, block_dim, tiled, False, "forward", seconds)
 
 
 def test_report_aggregates_launches_and_shares_the_work():
@@ -338,10 +340,10 @@ def test_schedule_is_refused_when_the_sim_takes_none(monkeypatch):
     monkeypatch.setattr(simrl.Sim, "from_model", staticmethod(_from_model_without_schedule))
     mjm = simrl.compile_mjcf(PENDULUM)
     with pytest.raises(SystemExit, match="--schedule wide: this simrl's Sim.from_model takes no schedule="):
-        gpu_report.make_sim(mjm, 2, "wide")
-    sim, label = gpu_report.make_sim(mjm, 2, "fused")
+        make_sim(mjm, 2, "wide")
+    sim, label = make_sim(mjm, 2, "fused")
     assert sim.num_worlds == 2 and label.startswith("fused")
-    _, label = gpu_report.make_sim(mjm, 2, None)
+    _, label = make_sim(mjm, 2, None)
     assert label.startswith("fused")
 
 
@@ -355,33 +357,38 @@ def test_schedule_is_passed_through_when_the_sim_takes_one(monkeypatch):
     monkeypatch.setattr(simrl.Sim, "from_model", staticmethod(from_model))
     mjm = simrl.compile_mjcf(PENDULUM)
     # "auto" (the default) asks the Sim for what it runs on CUDA; the label says so
-    assert gpu_report.make_sim(mjm, 2, None)[1] == "auto (wide, as on a GPU)"
-    assert gpu_report.make_sim(mjm, 2, "fused")[1] == "fused"
+    assert make_sim(mjm, 2, None)[1] == "auto (wide, as on a GPU)"
+    assert make_sim(mjm, 2, "fused")[1] == "fused"
     assert asked == ["wide", "fused"]
 
 
 def test_missing_ptxas_says_how_to_install_it(monkeypatch, tmp_path):
     monkeypatch.setenv("PTXAS", str(tmp_path / "no_ptxas"))
     with pytest.raises(SystemExit, match="no such executable"):
-        gpu_report.find_ptxas()
+        find_ptxas()
     monkeypatch.setenv("PTXAS", sys.executable)
-    assert gpu_report.find_ptxas() == Path(sys.executable)
+    assert find_ptxas() == Path(sys.executable)
     monkeypatch.delenv("PTXAS")
-    monkeypatch.setattr(gpu_report.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(SystemExit, match=re.escape('pip install -e ".[gpu-tools]"')):
-        gpu_report.find_ptxas()
+        find_ptxas()
 
 
 def test_grad_is_refused_for_mujoco_warp():
     with pytest.raises(SystemExit, match="mujoco_warp has no differentiable step"):
-        gpu_report.main(["--model", "quadruped", "--grad", "--engine", "simrl,mujoco_warp"])
+        gpu_report.engines_of("simrl,mujoco_warp", grad=True)
     with pytest.raises(SystemExit, match="unknown engine"):
-        gpu_report.main(["--model", "quadruped", "--engine", "mujoco"])
+        gpu_report.engines_of("mujoco", grad=False)
+    assert gpu_report.engines_of("simrl,mujoco_warp", grad=False) == ["simrl", "mujoco_warp"]
+    # the command line refuses before it looks for ptxas or builds anything
+    result = subprocess.run([sys.executable, "scripts/gpu_report.py", "--model", "quadruped", "--grad", "--engine",
+                             "simrl,mujoco_warp"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0 and "mujoco_warp has no differentiable step" in result.stderr
 
 
 def _ptxas_or_skip() -> Path:
     try:
-        return gpu_report.find_ptxas()
+        return find_ptxas()
     except SystemExit as e:
         pytest.skip(f"no ptxas that reads Warp's PTX: {e}")
 

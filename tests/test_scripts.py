@@ -1,4 +1,5 @@
-"""The command-line scripts: exit codes, messages, and the benchmark's record format."""
+"""The command-line scripts and tools: exit codes, messages, and the benchmark's record format
+(simrl.bench, by import where a test needs its functions)."""
 
 import ast
 import importlib.util
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 import readme
 
+from simrl.bench import lines
 from tasks.config import shac_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,34 +187,32 @@ def test_benchmark_cores_pins_the_run(tmp_path):
 def test_benchmark_model_of_a_task():
     """--model task:NAME measures the model the task builds (the quadruped on its terrain grid:
     the task's own geoms and height field), and names an unknown task with the list."""
-    spec = importlib.util.spec_from_file_location("benchmark", ROOT / "scripts" / "benchmark.py")
-    benchmark = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(benchmark)
     import mujoco
 
-    name, mjm = benchmark.resolve_model("task:quadruped_rough")
-    _, flat = benchmark.resolve_model("quadruped")
+    from simrl.bench.models import resolve_model
+
+    name, mjm = resolve_model("task:quadruped_rough")
+    _, flat = resolve_model("quadruped")
     assert name == "quadruped_rough" and mjm.nhfield >= 1 and mjm.ngeom > flat.ngeom + 100
     assert mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, "trunk") >= 0
     with pytest.raises(SystemExit, match="no task 'no_such_task' \\(tasks: .*quadruped_rough"):
-        benchmark.resolve_model("task:no_such_task")
+        resolve_model("task:no_such_task")
 
 
 def test_benchmark_solver_note_when_one_engine_takes_no_iteration():
     """At rest MuJoCo's warm start can meet the tolerance with no iteration: the note says so
     instead of dividing by zero (it printed 1000000000.0x)."""
-    spec = importlib.util.spec_from_file_location("benchmark_note", ROOT / "scripts" / "benchmark.py")
-    benchmark = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(benchmark)
     import mujoco
+
+    from simrl.bench.speed import solver_note
 
     mjm = mujoco.MjModel.from_xml_string(PGS_BOXES.replace('solver="PGS" ', ""))
     stats = {"simrl": {"solver_niter_mean": 1.0}, "mujoco": {"solver_niter_mean": 0.0}}
-    note = benchmark.solver_note("same", 64, stats, "simrl", mjm)
+    note = solver_note("same", 64, stats, "simrl", mjm)
     assert note.startswith("Solver iterations differ by more than 2x (one takes none) (64 worlds)"), note
     assert "takes 0.0 per step" in note and "simrl's Newton 1.0" in note
     stats["mujoco"]["solver_niter_mean"] = 4.0
-    assert benchmark.solver_note("same", 64, stats, "simrl", mjm).startswith("Solver iterations differ by 4.0x")
+    assert solver_note("same", 64, stats, "simrl", mjm).startswith("Solver iterations differ by 4.0x")
 
 
 PGS_BOXES = """<mujoco>
@@ -259,13 +259,11 @@ def test_benchmark_settle_starts_every_engine_on_the_floor(tmp_path):
     import mujoco
     import numpy as np
 
-    spec = importlib.util.spec_from_file_location("benchmark_settle", ROOT / "scripts" / "benchmark.py")
-    benchmark = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(benchmark)
+    from simrl.bench.models import initial_state
+
     mjm = mujoco.MjModel.from_xml_string(FALLING_BOX)
-    assert benchmark.initial_state(mjm).qpos[2] == pytest.approx(0.6)  # no settling by default
-    benchmark.SETTLE_SECONDS = 1.0
-    settled = benchmark.initial_state(mjm)
+    assert initial_state(mjm).qpos[2] == pytest.approx(0.6)  # no settling by default
+    settled = initial_state(mjm, settle=1.0)
     by_hand = mujoco.MjData(mjm)
     for _ in range(round(1.0 / mjm.opt.timestep)):
         mujoco.mj_step(mjm, by_hand)
@@ -286,6 +284,57 @@ def test_benchmark_settle_starts_every_engine_on_the_floor(tmp_path):
     assert all(r["contacts_per_world"] == 4.0 for r in records)
     refused = run("scripts/benchmark.py", "--model", str(model), "--worlds", "1", "--settle", "-1")
     assert refused.returncode != 0 and "--settle -1.0: give a number of seconds >= 0" in refused.stderr
+
+
+def test_every_module_of_simrl_bench_imports():
+    import importlib
+    import pkgutil
+
+    import simrl.bench
+
+    names = [m.name for m in pkgutil.iter_modules(simrl.bench.__path__)]
+    assert {"benchmark", "engines", "gpu_report", "instructions", "lines", "step_worlds"} <= set(names)
+    for name in names:
+        importlib.import_module(f"simrl.bench.{name}")
+
+
+def test_the_counted_mujoco_child_loads_neither_simrl_nor_warp(tmp_path):
+    """simrl/bench/step_worlds.py runs by its path, so that MuJoCo's child imports no simrl, Warp
+    or torch (each would add seconds under valgrind to every counted run), and steps the worlds
+    it is given: the same final state as mj_step by hand."""
+    import mujoco
+    import numpy as np
+
+    from simrl.bench.instructions import STEP_WORLDS
+    from simrl.bench.models import resolve_model, start_arrays
+
+    _, mjm = resolve_model("inverted_pendulum")
+    mujoco.mj_saveModel(mjm, str(tmp_path / "model.mjb"), None)
+    arrays = start_arrays(mjm, 2)
+    np.savez(tmp_path / "start.npz", **arrays)
+    probe = ("import runpy, sys\n"
+             f"sys.argv = [{str(STEP_WORLDS)!r}, 'mujoco', {str(tmp_path / 'model.mjb')!r}, "
+             f"{str(tmp_path / 'start.npz')!r}, '3']\n"
+             "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('simrl', 'warp', 'torch') if m in sys.modules))")
+    result = run("-c", probe)
+    assert result.returncode == 0, result.stderr[-2000:]
+    stepped, loaded = result.stdout.strip().splitlines()
+    assert loaded == "[]"
+    qpos = []
+    for w in range(2):
+        mjd = mujoco.MjData(mjm)
+        mujoco.mj_setState(mjm, mjd, arrays["state"][w], mujoco.mjtState.mjSTATE_FULLPHYSICS)
+        mjd.ctrl[:] = arrays["ctrl"][w]
+        for _ in range(1 + 3):
+            mujoco.mj_step(mjm, mjd)
+        qpos.append(mjd.qpos.copy())
+    assert stepped == f"finite worlds 2/2, qpos sum {float(np.sum(qpos)):.6f}"
+
+
+def test_per_line_profiles_one_world_count():
+    refused = run("scripts/benchmark.py", "--model", "inverted_pendulum", "--per-line", "--worlds", "2,4")
+    assert refused.returncode != 0 and "--per-line profiles one world count and one schedule" in refused.stderr
 
 
 valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
@@ -375,10 +424,10 @@ def test_benchmark_counts_instructions_per_stage(tmp_path):
 
 
 def test_render_terrain_draws_the_grid_with_a_robot_per_patch(tmp_path):
-    """scripts/render_terrain.py: a PNG of the asked size, not one flat colour, whose printed
+    """tools/render_terrain.py: a PNG of the asked size, not one flat colour, whose printed
     columns are the eight types in the task's order."""
     out = tmp_path / "terrain.png"
-    result = run("scripts/render_terrain.py", "--all-types", "--out", str(out), "--width", "320", "--height", "180")
+    result = run("tools/render_terrain.py", "--all-types", "--out", str(out), "--width", "320", "--height", "180")
     if result.returncode != 0 and "gl" in result.stderr.lower() and "render" not in result.stdout:
         pytest.skip(f"no OpenGL backend for MuJoCo's renderer here: {result.stderr.strip().splitlines()[-1]}")
     assert result.returncode == 0, result.stderr[-2000:]
@@ -392,19 +441,19 @@ def test_render_terrain_draws_the_grid_with_a_robot_per_patch(tmp_path):
 
 
 def test_curriculum_ceiling_by_closed_form():
-    """scripts/curriculum_ceiling.py on commands with closed-form paths: told 0.3 m/s straight
+    """tools/curriculum_ceiling.py on commands with closed-form paths: told 0.3 m/s straight
     ahead for 20 s a robot walks 6 m, beyond half a 4 m patch, so every world moves up each
     episode (with heading commands too: the yaw-rate range [0, 0] clips every turn); told 0.05 m/s it
     walks 1 m, neither up (< 2 m) nor down (not below half of 1 m), and the level stays at its
     start's mean, 0.5."""
-    fast = run("scripts/curriculum_ceiling.py", "--lin-vel-x", "0.3", "0.3", "--lin-vel-y", "0", "0",
+    fast = run("tools/curriculum_ceiling.py", "--lin-vel-x", "0.3", "0.3", "--lin-vel-y", "0", "0",
                "--ang-vel-yaw", "0", "0", "--worlds", "200", "--episodes", "3")
     assert fast.returncode == 0, fast.stderr[-2000:]
     rows = {line[:28].strip(): line[28:].split() for line in fast.stdout.splitlines()[2:]}
     assert rows["drawn yaw rates"] == ["1.00", "0.00", "6.00", "m", rows["drawn yaw rates"][4]]
     assert float(rows["drawn yaw rates"][4]) > 2.0  # three steps up from rows 0-1 (random past the top)
     assert rows["heading commands"][:4] == rows["drawn yaw rates"][:4]
-    slow = run("scripts/curriculum_ceiling.py", "--lin-vel-x", "0.05", "0.05", "--lin-vel-y", "0", "0",
+    slow = run("tools/curriculum_ceiling.py", "--lin-vel-x", "0.05", "0.05", "--lin-vel-y", "0", "0",
                "--ang-vel-yaw", "0", "0", "--worlds", "2000", "--episodes", "2")
     rows = {line[:28].strip(): line[28:].split() for line in slow.stdout.splitlines()[2:]}
     assert rows["drawn yaw rates"][:3] == ["0.00", "0.00", "1.00"]
@@ -457,13 +506,6 @@ def test_benchmark_refuses_with_a_reason(model, tmp_path):
     assert "no such file" in result.stderr or "--smooth" in result.stderr
 
 
-def _profile_lines():
-    spec = importlib.util.spec_from_file_location("profile_lines", ROOT / "scripts" / "profile_lines.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_profile_lines_reads_callgrind_costs_per_instruction(tmp_path):
     """A callgrind file with --dump-instr=yes: absolute, relative and repeated positions, and a
     call's inclusive cost (the line after `calls=`) left out of the caller's self cost."""
@@ -483,7 +525,7 @@ fn=(2)
 """
     path = tmp_path / "callgrind.out"
     path.write_text(text)
-    costs = _profile_lines().self_costs(str(path))
+    costs = lines.self_costs(str(path))
     # 0x1000: 5 + 1 (back at -9 from 0x1009); 0x1004: 2 + 3; 0x1006: 7; the call's 1000 is not self cost
     assert dict(costs) == {0x1000: 6, 0x1004: 5, 0x1006: 7, 0x2000: 4}
 
@@ -506,7 +548,7 @@ static CUDA_CALLABLE void build__locals__solve_0(
     // x = 1                                                            <L 760>
     var_2 = 3;
 """)
-    table = _profile_lines().python_lines(str(cpp))
+    table = lines.python_lines(str(cpp))
     assert table[6] == ("factor_m.py:44", "factor_ld", 52)
     assert table[8] == ("factor_m.py:44", "factor_ld", 53)
     assert table[13] == ("solver.py:754", "solve", 760)
@@ -515,12 +557,12 @@ static CUDA_CALLABLE void build__locals__solve_0(
 @pytest.mark.slow
 @valgrind
 def test_profile_lines_attributes_the_fused_step(tmp_path):
-    """scripts/profile_lines.py on a small model: the self counts of the lines add up to the
+    """benchmark.py --per-line on a small model: the self counts of the lines add up to the
     kernels' count, the step kernel includes every function inlined into it, and the stages the
     step must run (the solver, the mass matrix factorization) are found by name."""
     out = tmp_path / "lines.json"
-    result = run("scripts/profile_lines.py", "--model", "inverted_pendulum", "--worlds", "2", "--steps", "3",
-                 "--json", str(out))
+    result = run("scripts/benchmark.py", "--per-line", "--model", "inverted_pendulum", "--worlds", "2", "--steps", "3",
+                 "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
     in_kernels = report["per_world_step_in_kernels"]
@@ -532,24 +574,23 @@ def test_profile_lines_attributes_the_fused_step(tmp_path):
     assert "per line, self, per world-step" in result.stdout
 
 
-def test_run_scalars_averages_what_a_run_logged(tmp_path, capsys):
-    """scripts/run_scalars.py against a log written here: the mean of the last N iterations and of
+def test_run_scalars_averages_what_a_run_logged(tmp_path):
+    """tools/run_scalars.py against a log written here: the mean of the last N iterations and of
     windows is the arithmetic mean of the written values; a rewritten iteration (a resumed run)
     counts once, with its last value; an unknown tag is refused naming the ones there are."""
     from torch.utils.tensorboard import SummaryWriter
 
-    spec = importlib.util.spec_from_file_location("run_scalars", ROOT / "scripts" / "run_scalars.py")
-    run_scalars = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run_scalars)
     writer = SummaryWriter(log_dir=str(tmp_path))
     for it in range(10, 30):  # a run resumed at iteration 10
         writer.add_scalar("Curriculum/terrain_level", it / 10, it)
     writer.add_scalar("Curriculum/terrain_level", 5.0, 29)  # rewritten by a later write
     writer.close()
-    assert run_scalars.main([str(tmp_path), "Curriculum/terrain_level", "--last", "5", "--window", "10"]) == 0
-    out = capsys.readouterr().out
+    result = run("tools/run_scalars.py", str(tmp_path), "Curriculum/terrain_level", "--last", "5", "--window", "10")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout
     expected_last = (2.5 + 2.6 + 2.7 + 2.8 + 5.0) / 5
     assert f"mean over iterations 25-29 (last 5): {expected_last:.4g}" in out
     assert f"iterations 10-19: {sum(i / 10 for i in range(10, 20)) / 10:.4g}" in out
-    with pytest.raises(SystemExit, match="no scalar 'Train/nothing'.*Curriculum/terrain_level"):
-        run_scalars.main([str(tmp_path), "Train/nothing"])
+    refused = run("tools/run_scalars.py", str(tmp_path), "Train/nothing")
+    assert refused.returncode != 0
+    assert re.search("no scalar 'Train/nothing'.*Curriculum/terrain_level", refused.stderr), refused.stderr[-2000:]

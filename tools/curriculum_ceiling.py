@@ -9,8 +9,8 @@ displacement goes through the task's own curriculum rule (envs.quadruped_rough
 a random row past the top). Printed: the chances of moving up and down per episode and the mean
 level after `--episodes` episodes, with drawn yaw rates and with heading commands.
 
-    python scripts/curriculum_ceiling.py                     # tasks/quadruped_rough.yaml's values
-    python scripts/curriculum_ceiling.py --lin-vel-x -0.5 1.0 --lin-vel-y -0.3 0.3   # the humanoid's
+    python tools/curriculum_ceiling.py                     # tasks/quadruped_rough.yaml's values
+    python tools/curriculum_ceiling.py --lin-vel-x -0.5 1.0 --lin-vel-y -0.3 0.3   # the humanoid's
 
 No physics: it measures the command design, not a policy. With drawn yaw rates a robot walks
 arcs of radius |v| / |yaw rate|, and its net displacement is often short of the rule's distances.
@@ -18,11 +18,15 @@ arcs of radius |v| / |yaw rate|, and its net displacement is often short of the 
 
 import argparse
 import math
+import sys
+from pathlib import Path
 
 import torch
 
-from envs.legged import heading_yaw_rate
-from envs.quadruped_rough import update_terrain_levels
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from envs.legged import heading_yaw_rate  # noqa: E402
+from envs.quadruped_rough import update_terrain_levels  # noqa: E402
 
 
 def episode_displacements(n: int, steps: int, dt: float, resample: int, ranges, heading: bool,

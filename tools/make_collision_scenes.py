@@ -2,7 +2,7 @@
 rather than shipped: icospheres of 12, 42, 162 and 642 vertices resting on the floor and on each
 other (the cost of a mesh's vertex count), and the project's quadruped on a rough height field.
 
-    python scripts/make_collision_scenes.py --out /tmp/scenes
+    python tools/make_collision_scenes.py --out /tmp/scenes
     python scripts/benchmark.py --model /tmp/scenes/icospheres_162.xml --worlds 64 --count-instructions \
         --steps 20 --engines simrl,mujoco
 """

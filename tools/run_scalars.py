@@ -1,9 +1,9 @@
 """Scalars a training run logged to TensorBoard, summarised: the mean of a tag over the last N
 iterations, or over windows of iterations (e.g. the terrain level a run ends at).
 
-    python scripts/run_scalars.py runs/quadruped_rough/<date> Curriculum/terrain_level --last 100
-    python scripts/run_scalars.py RUN_DIR Curriculum/terrain_level --window 100
-    python scripts/run_scalars.py RUN_DIR            # the tags the run logged
+    python tools/run_scalars.py runs/quadruped_rough/<date> Curriculum/terrain_level --last 100
+    python tools/run_scalars.py RUN_DIR Curriculum/terrain_level --window 100
+    python tools/run_scalars.py RUN_DIR            # the tags the run logged
 
 The run directory is train.py's (`hydra.run.dir`); a resumed run that wrote to the same directory
 adds its events there, and its iterations go on from the checkpoint's.

@@ -3,9 +3,9 @@
 `quadruped_rough` (with each given terrain) on the same machine, in the same run, with the number
 of terrain boxes, height fields and contact slots per world.
 
-    python scripts/terrain_cost.py --worlds 256 --steps 20
-    python scripts/terrain_cost.py --terrain '{"rows": 3, "robot_geoms": ["FR_foot", "FL_foot"]}'
-    python scripts/terrain_cost.py --terrain '{}' --terrain '{"cols": 6, "types": {"flat": 1, "pyramid_stairs": 1,
+    python tools/terrain_cost.py --worlds 256 --steps 20
+    python tools/terrain_cost.py --terrain '{"rows": 3, "robot_geoms": ["FR_foot", "FL_foot"]}'
+    python tools/terrain_cost.py --terrain '{}' --terrain '{"cols": 6, "types": {"flat": 1, "pyramid_stairs": 1,
         "pyramid_stairs_inv": 1, "discrete_obstacles": 1, "random_rough": 1, "pyramid_slope": 1}}'
 
 `--terrain` may be given several times (each is measured in turn, after the flat task); its
@@ -17,11 +17,15 @@ compile); resets included, as in training.
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-import envs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import envs  # noqa: E402
 
 
 def measure(name: str, worlds: int, steps: int, **kwargs) -> dict:

@@ -1,34 +1,39 @@
-#!/usr/bin/env python
-"""Step a batch of worlds with one engine and exit: the child process that
-`benchmark.py --count-instructions` runs under an instruction counter (valgrind's callgrind or
-`perf stat`), once with STEPS and once with 0 steps, so that the difference is the steps alone.
+"""Step a batch of worlds with one engine and exit: the child process that the instruction
+counts (simrl.bench.instructions, simrl.bench.lines) run under a counter (valgrind's callgrind
+or `perf stat`), once with STEPS and once with 0 steps, so that the difference is the steps alone.
 
-    python scripts/step_worlds.py ENGINE MODEL.mjb START.npz STEPS [--schedule fused] [--dtype float32]
+    python simrl/bench/step_worlds.py ENGINE MODEL.mjb START.npz STEPS [--schedule fused] [--dtype float32]
 
 ENGINE is `simrl` (Sim.step, one thread) or `mujoco` (mj_step through mujoco.rollout, one
 thread). MODEL.mjb is the compiled model (mujoco.mj_saveModel), START.npz the start of every
 world (`qpos [W, nq]`, `qvel [W, nv]`, `ctrl [W, nu]`, `state [W, nstate]`: MuJoCo's
 mjSTATE_FULLPHYSICS), written by the benchmark. Both engines take one step first (the same in
 the 0-step run, so that whatever the first step sets up is not counted), then STEPS steps,
-all under constant controls. Only what the engine needs is imported: MuJoCo's child never
-loads torch or Warp.
+all under constant controls. It is run by its path, not as `-m simrl.bench.step_worlds`, and
+imports only what the engine needs: MuJoCo's child never loads simrl, torch or Warp (the parent
+puts the simrl it runs on PYTHONPATH for simrl's child).
 
 `--callgrind` (under `valgrind --tool=callgrind --instr-atstart=no`): the steps, and nothing
 else, run with callgrind's instrumentation on, switched by the client requests
 CALLGRIND_START_INSTRUMENTATION and CALLGRIND_STOP_INSTRUMENTATION (callgrind.h), which the
 child makes itself through a few bytes of machine code (no compiler needed); so the imports
-and the Sim's construction run uninstrumented, about 10x faster than under full callgrind.
+and the Sim's construction run uninstrumented.
 
 `--portable-cpu` builds simrl's kernels for x86-64-v3 (AVX2 and FMA, the widest code valgrind
 executes) instead of `-march=native`, which here would emit AVX-512; the benchmark compiles
 them in its own process first, so that the child only loads them from Warp's kernel cache.
+
+`--by-launch` and `--line-tables DIR` attribute simrl's count: to each launch of the wide
+schedule (step_simrl_by_launch), or to the source lines of the kernels (step_simrl_with_symbols).
 """
 
 import argparse
 import contextlib
 import ctypes
+import json
 import mmap
 import platform
+import subprocess
 import sys
 from pathlib import Path
 
@@ -38,6 +43,8 @@ import numpy as np
 # Warp's defaults with a fixed target CPU in place of -march=native (warp.config.cpu_compiler_flags)
 PORTABLE_CPU_FLAGS = ("-target-cpu x86-64-v3 -mllvm=-inline-threshold=9000 "
                       "-mllvm=-inline-cold-callsite-threshold=3000 -mllvm=-slp-recursion-max-depth=4")
+# clang's flags for a line table in each kernel object (what addr2line reads), and no more debug info
+LINE_TABLES = "-debug-info-kind=line-tables-only -dwarf-version=4"
 
 
 # A Valgrind client request on x86-64 (valgrind.h, VALGRIND_DO_CLIENT_REQUEST_EXPR): rdi points
@@ -77,13 +84,19 @@ class ValgrindRequests:
         return self._call((ctypes.c_uint64 * 6)(request, arg1, 0, 0, 0, 0))
 
 
+def valgrind_requests(option: str) -> ValgrindRequests:
+    """The client requests, refused (naming `option`) outside valgrind."""
+    request = ValgrindRequests()
+    if not request(RUNNING_ON_VALGRIND):
+        raise SystemExit(f"{option}: not running under valgrind")
+    return request
+
+
 def counted(callgrind: bool):
     """A context in which callgrind counts (instrumentation on), or nothing when not asked."""
     if not callgrind:
         return contextlib.nullcontext()
-    request = ValgrindRequests()
-    if not request(RUNNING_ON_VALGRIND):
-        raise SystemExit("--callgrind: not running under valgrind")
+    request = valgrind_requests("--callgrind")
 
     @contextlib.contextmanager
     def instrumented():
@@ -96,19 +109,26 @@ def counted(callgrind: bool):
     return instrumented()
 
 
-def step_simrl(mjm, start, steps: int, schedule: str, dtype: str, portable: bool, callgrind: bool) -> np.ndarray:
+def simrl_at_start(mjm, start, schedule: str, dtype: str, compiler_flags: str | None):
+    """The Sim of START's worlds on the CPU, one thread, its state and controls START's; its kernels
+    built with `compiler_flags` (warp.config.cpu_compiler_flags) where given."""
     import torch
     import warp as wp
 
-    if portable:
-        wp.config.cpu_compiler_flags = PORTABLE_CPU_FLAGS
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    if compiler_flags is not None:
+        wp.config.cpu_compiler_flags = compiler_flags
     from simrl import Sim
 
-    W = start["qpos"].shape[0]
-    sim = Sim.from_model(mjm, num_worlds=W, device="cpu", dtype=dtype, cpu_threads=1, schedule=schedule)
+    sim = Sim.from_model(mjm, num_worlds=start["qpos"].shape[0], device="cpu", dtype=dtype, cpu_threads=1,
+                         schedule=schedule)
     for name in ("qpos", "qvel", "ctrl"):
         setattr(sim, name, torch.as_tensor(start[name], dtype=sim.torch_dtype))
+    return sim
+
+
+def step_simrl(mjm, start, steps: int, schedule: str, dtype: str, portable: bool, callgrind: bool) -> np.ndarray:
+    """1 + steps simrl steps, counted when `callgrind`; the final qpos."""
+    sim = simrl_at_start(mjm, start, schedule, dtype, PORTABLE_CPU_FLAGS if portable else None)
     with counted(callgrind):
         sim.step(1 + steps)
     return sim.qpos.double().numpy()
@@ -120,31 +140,19 @@ def step_simrl_by_launch(mjm, start, steps: int, dtype: str, portable: bool) -> 
     uncounted step, callgrind collects during each launch only and dumps the count with the
     kernel's name (CALLGRIND_DUMP_STATS_AT), one profile part per launch. The launches are
     recorded commands (arguments packed once), yet a part still holds a little Python, the same
-    at any world count: benchmark.py --per-stage runs two world counts and takes the difference."""
-    import torch
-    import warp as wp
-
-    if portable:
-        wp.config.cpu_compiler_flags = PORTABLE_CPU_FLAGS
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from simrl import Sim
+    at any world count: the per-stage count runs two world counts and takes the difference."""
     from simrl.sim import schedule as simrl_schedule
 
-    W = start["qpos"].shape[0]
-    sim = Sim.from_model(mjm, num_worlds=W, device="cpu", dtype=dtype, cpu_threads=1, schedule="wide")
-    for name in ("qpos", "qvel", "ctrl"):
-        setattr(sim, name, torch.as_tensor(start[name], dtype=sim.torch_dtype))
+    sim = simrl_at_start(mjm, start, "wide", dtype, PORTABLE_CPU_FLAGS if portable else None)
     sim.step(1)
-    request = ValgrindRequests()
-    if not request(RUNNING_ON_VALGRIND):
-        raise SystemExit("--by-launch: not running under valgrind")
+    request = valgrind_requests("--by-launch")
     # every launch of a step recorded once (wp.launch(record_cmd=True): the arguments packed
     # here), so that a counted launch is little more than the kernel's own call
     m, d = sim.model.struct, sim.data
     commands = []
     for segment in sim._step_segments:
         for item in segment.launches(sim.model):
-            command = simrl_schedule.launch(item, m, d, W, sim.device, record=True)
+            command = simrl_schedule.launch(item, m, d, sim.num_worlds, sim.device, record=True)
             # the kernel's name as a NUL-terminated buffer that stays alive for the requests
             commands.append((command, ctypes.create_string_buffer(item.kernel.key.encode())))
     import gc
@@ -161,7 +169,41 @@ def step_simrl_by_launch(mjm, start, steps: int, dtype: str, portable: bool) -> 
     return sim.qpos.double().numpy()
 
 
+def step_simrl_with_symbols(mjm, start, steps: int, schedule: str, dtype: str, cache: str,
+                            symbols: str) -> np.ndarray:
+    """--line-tables CACHE: the kernels built with line tables (x86-64-v3 code, as the counts'; a
+    private kernel cache CACHE), the JIT address and object file of every global symbol of their
+    modules written to `symbols` as JSON (Warp's own lookup), one step uncounted, then `steps`
+    steps under callgrind's instrumentation (none when `steps` is 0: the kernels are built)."""
+    import warp as wp
+
+    wp.config.kernel_cache_dir = cache
+    sim = simrl_at_start(mjm, start, schedule, dtype, f"{PORTABLE_CPU_FLAGS} {LINE_TABLES}")
+    import warp._src.context as warp_context
+
+    sim.step(1)
+    found = {}  # global symbol -> [JIT address, object file]
+    for module in warp_context.user_modules.values():
+        for ex in module.execs.values():
+            if ex is None or (ex.device is not None and not ex.device.is_cpu) or not ex.binary_path:
+                continue
+            listing = subprocess.run(["nm", "--defined-only", ex.binary_path], capture_output=True, text=True,
+                                     check=True).stdout
+            for line in listing.splitlines():
+                parts = line.split()
+                if len(parts) == 3 and parts[1] == "T":
+                    address = warp_context.runtime.llvm.wp_lookup(ex.handle.encode(), parts[2].encode())
+                    if address:
+                        found[parts[2]] = [address, ex.binary_path]
+    Path(symbols).write_text(json.dumps(found))
+    if steps > 0:
+        with counted(True):
+            sim.step(steps)
+    return sim.qpos.double().numpy()
+
+
 def step_mujoco(mjm, start, steps: int, callgrind: bool) -> np.ndarray:
+    """1 + steps mj_step calls per world through mujoco.rollout, counted when `callgrind`; the final qpos."""
     from mujoco import rollout
 
     W = start["state"].shape[0]
@@ -189,12 +231,19 @@ def main(argv=None) -> int:
     parser.add_argument("--by-launch", action="store_true",
                         help="simrl, wide schedule, under callgrind: one profile part per launch (see "
                              "step_simrl_by_launch)")
+    parser.add_argument("--line-tables", metavar="CACHE",
+                        help="simrl: kernels with line tables in this kernel cache, their symbols written to "
+                             "--symbols, the steps under callgrind (see step_simrl_with_symbols)")
+    parser.add_argument("--symbols", help="with --line-tables: the JSON file of the kernels' symbols")
     args = parser.parse_args(argv)
     mjm = mujoco.MjModel.from_binary_path(args.model)
     start = dict(np.load(args.start))
     if args.engine == "simrl":
         if args.by_launch:
             qpos = step_simrl_by_launch(mjm, start, args.steps, args.dtype, args.portable_cpu)
+        elif args.line_tables:
+            qpos = step_simrl_with_symbols(mjm, start, args.steps, args.schedule, args.dtype, args.line_tables,
+                                           args.symbols)
         else:
             qpos = step_simrl(mjm, start, args.steps, args.schedule, args.dtype, args.portable_cpu, args.callgrind)
     else:

@@ -2,7 +2,7 @@
 """Render a rough-terrain task's grid to a PNG: the robot in its home pose at the centre of
 every patch (where the environment's resets put it), seen from above a corner.
 
-    python scripts/render_terrain.py [--task quadruped_rough] [--all-types] [--out terrain.png]
+    python tools/render_terrain.py [--task quadruped_rough] [--all-types] [--out terrain.png]
 
 `--all-types` gives every column its own type (the five of BOX_TYPES, then the three of
 HEIGHTFIELD_TYPES); rows go up in difficulty along +x. The scene is the environment's own model

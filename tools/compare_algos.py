@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Compare learning curves of training runs (e.g. PPO and SHAC over several seeds) on one plot.
 
-    python scripts/compare_algos.py --title cartpole_swingup --out docs/shac_vs_ppo.png \\
+    python tools/compare_algos.py --title cartpole_swingup --out docs/shac_vs_ppo.png \\
         PPO=runs/cmp/ppo_s0,runs/cmp/ppo_s1,runs/cmp/ppo_s2 \\
         SHAC=runs/cmp/shac_s0,runs/cmp/shac_s1,runs/cmp/shac_s2
 
