@@ -28,7 +28,7 @@ def _task(name: str, refusal: str) -> dict:
 
     if name not in tasks.available():
         raise SystemExit(f"{refusal}: no task {name!r} (tasks: {', '.join(tasks.available())})")
-    return OmegaConf.to_container(OmegaConf.load(tasks.TASKS_DIR / f"{name}.yaml"), resolve=True)
+    return OmegaConf.to_container(tasks.load(name), resolve=True)
 
 
 def task_model(name: str, refusal: str = "task") -> mujoco.MjModel:
