@@ -36,13 +36,8 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim.data import data_struct
-from simrl.sim.model import BIAS_AFFINE, DYN_FILTER, DYN_FILTEREXACT, GAIN_AFFINE, TRN_SITE, model_struct
-from simrl.sim.types import scalar_types
-
-# mjMAXVAL: a control beyond it counts as bad (mju_isBad)
-MAXVAL = 1e10
-# mjMINVAL: the smallest time constant of a filter
-MINVAL = 1e-15
+from simrl.sim.model import model_struct
+from simrl.sim.types import MAXVAL, MINVAL, BiasType, DynType, GainType, TrnType, scalar_types
 
 
 @functools.cache
@@ -151,7 +146,7 @@ def build(scalar):
         then clamped to actrange when actlimited."""
         h = m.timestep
         value = act[w, m.actuator_actadr[a]]
-        if m.actuator_dyntype[a] == DYN_FILTEREXACT:
+        if m.actuator_dyntype[a] == DynType.FILTEREXACT:
             tau = wp.max(scalar(MINVAL), m.actuator_dynprm[a])
             value = value + act_dot * tau * (scalar(1.0) - wp.exp(-h / tau))
         else:
@@ -205,7 +200,7 @@ def build(scalar):
             if wp.static(transmission):
                 gear = m.actuator_gear[w % m.actuator_gear.shape[0], a]
                 t = m.actuator_tendon[a]
-                if m.actuator_trntype[a] == TRN_SITE:
+                if m.actuator_trntype[a] == TrnType.SITE:
                     length = d.actuator_length[w, a]
                     velocity = site_velocity(m, d, w, a)
                 else:
@@ -233,7 +228,7 @@ def build(scalar):
                     rate = scalar(0.0)
                     if m.enable_actuation:
                         rate = ctrl
-                        if m.actuator_dyntype[a] == DYN_FILTER or m.actuator_dyntype[a] == DYN_FILTEREXACT:
+                        if m.actuator_dyntype[a] == DynType.FILTER or m.actuator_dyntype[a] == DynType.FILTEREXACT:
                             tau = wp.max(scalar(MINVAL), m.actuator_dynprm[a])
                             rate = (ctrl - d.act[w, adr]) / tau
                     d.act_dot[w, adr] = rate
@@ -243,10 +238,10 @@ def build(scalar):
                 if m.enable_actuation and m.actuator_enabled[a]:
                     gp = m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a]
                     gain = gp[0]
-                    if m.actuator_gaintype[a] == GAIN_AFFINE:
+                    if m.actuator_gaintype[a] == GainType.AFFINE:
                         gain = gp[0] + gp[1] * length + gp[2] * velocity
                     frc = gain * actuator_input(m, d, w, a, ctrl)
-                    if m.actuator_biastype[a] == BIAS_AFFINE:
+                    if m.actuator_biastype[a] == BiasType.AFFINE:
                         bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
                         frc = frc + (bp[0] + bp[1] * length + bp[2] * velocity)
                 if m.actuator_forcelimited[a]:
@@ -286,9 +281,9 @@ def build(scalar):
                 force = d.actuator_force[w, a]
                 clamped = force <= r[0] or force >= r[1]
             if not clamped:
-                if m.actuator_biastype[a] == BIAS_AFFINE:
+                if m.actuator_biastype[a] == BiasType.AFFINE:
                     deriv = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a][2]
-                if m.actuator_gaintype[a] == GAIN_AFFINE:
+                if m.actuator_gaintype[a] == GainType.AFFINE:
                     deriv = deriv + m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a][2] * \
                         gain_input(m, d, w, a)
         return deriv
@@ -305,7 +300,7 @@ def build(scalar):
         for k in range(adr, adr + m.dof_actuator_num[i]):
             a = m.dof_actuator[k]
             # tendon and site transmissions couple dofs: simrl.sim.euler adds their terms
-            if m.actuator_tendon[a] < 0 and m.actuator_trntype[a] != TRN_SITE:
+            if m.actuator_tendon[a] < 0 and m.actuator_trntype[a] != TrnType.SITE:
                 gear = m.actuator_gear[wg, a]
                 deriv = deriv + gear * (gear * force_vel(m, d, w, a))
         j = m.dof_jntid[i]
@@ -320,7 +315,7 @@ def build(scalar):
     def site_force_vel(m: Model, d: Data, w: int, a: int):
         """actuator_qderiv[a]: force_vel of a site transmission's actuator, else 0."""
         deriv = scalar(0.0)
-        if m.actuator_trntype[a] == TRN_SITE:
+        if m.actuator_trntype[a] == TrnType.SITE:
             deriv = force_vel(m, d, w, a)
         d.actuator_qderiv[w, a] = deriv
 
@@ -350,7 +345,7 @@ def build(scalar):
             # the moment: the gear, times ten_J[t, i] for a tendon transmission; a site's row
             moment = m.actuator_gear[wg, a]
             t = m.actuator_tendon[a]
-            if m.actuator_trntype[a] == TRN_SITE:
+            if m.actuator_trntype[a] == TrnType.SITE:
                 moment = d.actuator_moment[w, a, i]
             elif t >= 0:
                 moment = moment * d.ten_J[w, t, i]

@@ -31,13 +31,6 @@ import warp as wp
 from simrl.sim import collision_gjk, collision_multiccd
 from simrl.sim.contact_tables import (
     CONVEX_KINDS,
-    GEOM_CAPSULE,
-    GEOM_CYLINDER,
-    GEOM_ELLIPSOID,
-    GEOM_HFIELD,
-    GEOM_MESH,
-    GEOM_PLANE,
-    GEOM_SPHERE,
     HFIELD_KINDS,
     KIND_PLANE_MESH,
     MAX_CONTACTS,
@@ -45,7 +38,7 @@ from simrl.sim.contact_tables import (
 )
 from simrl.sim.data import ccd_structs, data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import scalar_types
+from simrl.sim.types import GeomType, scalar_types
 
 #: contact slots of each convex kind
 CONVEX_SLOTS = {PAIR_KIND[pair]: n for pair, n in MAX_CONTACTS.items() if PAIR_KIND[pair] in CONVEX_KINDS}
@@ -81,12 +74,12 @@ def frames(scalar):
     def smooth(gtype: int, R: mat33, n: vec3) -> int:
         """1 when a geom's support point along n is unique and moves smoothly with its pose (a
         sphere's or ellipsoid's always, a capsule's off its side, a cylinder's on its rim)."""
-        if gtype == GEOM_SPHERE or gtype == GEOM_ELLIPSOID:
+        if gtype == GeomType.SPHERE or gtype == GeomType.ELLIPSOID:
             return 1
         ld = wp.transpose(R) * n
-        if gtype == GEOM_CAPSULE and wp.abs(ld[2]) > eps:
+        if gtype == GeomType.CAPSULE and wp.abs(ld[2]) > eps:
             return 1
-        if gtype == GEOM_CYLINDER and wp.abs(ld[2]) > eps and ld[0] * ld[0] + ld[1] * ld[1] > eps * eps:
+        if gtype == GeomType.CYLINDER and wp.abs(ld[2]) > eps and ld[0] * ld[0] + ld[1] * ld[1] > eps * eps:
             return 1
         return 0
 
@@ -185,7 +178,7 @@ def build(scalar):
         o.row = s
         o.col = col
         o.graphadr = -1
-        if o.type == GEOM_MESH:
+        if o.type == GeomType.MESH:
             mesh = m.mesh_info[m.geom_dataid[g]]
             o.vertadr = mesh.vertadr
             o.vertnum = mesh.vertnum
@@ -411,7 +404,7 @@ def build(scalar):
         dx = (f64(2.0) * size[0]) / f64(ncol - 1)
         dy = (f64(2.0) * size[1]) / f64(nrow - 1)
         o1 = Obj()
-        o1.type = GEOM_HFIELD
+        o1.type = GeomType.HFIELD
         o1.pos = vec3d(zero64, zero64, zero64)
         o1.mat = wp.identity(3, dtype=f64)
         o1.margin = zero64
@@ -440,7 +433,7 @@ def build(scalar):
                         # the field's world pose and the geom's, to record the contact in (read
                         # again here: held across the search, they cost a GPU thread registers)
                         w1 = Obj()
-                        w1.type = GEOM_HFIELD
+                        w1.type = GeomType.HFIELD
                         w1.pos = vec3d(d.geom_xpos[w, g1])
                         w1.mat = mat33d(d.geom_xmat[w, g1])
                         w1.margin = zero64
@@ -563,7 +556,7 @@ def build(scalar):
             c = d.ccd_contact[w, ccd + i]
             on = int(0)
             if c.found != 0:
-                dd, pp = rebuild(c, GEOM_HFIELD, p1, R1, s2, t2, p2, R2, s2, margin, zero)
+                dd, pp = rebuild(c, GeomType.HFIELD, p1, R1, s2, t2, p2, R2, s2, margin, zero)
                 d.contact_dist[w, slot + i] = dd
                 d.contact_pos[w, slot + i] = pp
                 d.contact_frame[w, slot + i] = make_frame(c.normal)
@@ -634,7 +627,7 @@ def build(scalar):
         """mjc_PlaneConvex for an ellipsoid: its support point along -normal, one contact."""
         normal = vec3(mat1[0, 2], mat1[1, 2], mat1[2, 2])
         o = ObjS()
-        o.type = GEOM_ELLIPSOID
+        o.type = GeomType.ELLIPSOID
         o.pos = pos2
         o.mat = mat2
         o.size = size2
@@ -655,4 +648,4 @@ def build(scalar):
 
 
 # the sphere's type is the lower one of a sphere pair: sphere-ellipsoid has no multiccd
-assert GEOM_SPHERE < GEOM_ELLIPSOID and GEOM_PLANE < GEOM_SPHERE
+assert GeomType.SPHERE < GeomType.ELLIPSOID and GeomType.PLANE < GeomType.SPHERE

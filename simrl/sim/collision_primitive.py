@@ -36,25 +36,14 @@ import types
 
 import warp as wp
 
-from simrl.sim.contact_tables import (  # noqa: F401
-    GEOM_BOX,
-    GEOM_CAPSULE,
-    GEOM_CYLINDER,
-    GEOM_ELLIPSOID,
-    GEOM_PLANE,
-    GEOM_SPHERE,
-    PRIMITIVE_MAX_CONTACTS,
-)
-from simrl.sim.types import MINVAL, scalar_types
+from simrl.sim.contact_tables import PRIMITIVE_MAX_CONTACTS
+from simrl.sim.types import MAXVAL, MINVAL, GeomType, scalar_types
 
 # mj_maxContact (engine_collision_driver.c) for the pairs implemented here (simrl.sim.contact_tables;
 # plane-ellipsoid is simrl.sim.collision_convex's).
 # Capsule-box reserves 4 slots but its collider makes at most 2 contacts (one sphere-box per
 # point on the segment).
-MAX_CONTACTS = {pair: n for pair, n in PRIMITIVE_MAX_CONTACTS.items() if GEOM_ELLIPSOID not in pair}
-
-# mjMAXVAL (mjmodel.h)
-MAXVAL = 1e10
+MAX_CONTACTS = {pair: n for pair, n in PRIMITIVE_MAX_CONTACTS.items() if GeomType.ELLIPSOID not in pair}
 
 # box-box: vertex capacity of the clipped incident face (mjBOXBOX_MAXVERT)
 BOXBOX_MAXVERT = 12

@@ -19,7 +19,7 @@ import warp as wp
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.subtree import subtree_sum
-from simrl.sim.types import JNT_BALL, JNT_FREE, JNT_SLIDE, MINVAL, scalar_types
+from simrl.sim.types import MINVAL, JointType, scalar_types
 
 
 @functools.cache
@@ -87,9 +87,9 @@ def build(scalar):
                         da = m.jnt_dofadr[j]
                         jtype = m.jnt_type[j]
                         offset = root_com - d.xanchor[w, j]
-                        if jtype == JNT_FREE or jtype == JNT_BALL:
+                        if jtype == JointType.FREE or jtype == JointType.BALL:
                             rot = da
-                            if jtype == JNT_FREE:
+                            if jtype == JointType.FREE:
                                 # translation along the world axes
                                 for k in range(3):
                                     e = vec3(scalar(0.0))
@@ -100,7 +100,7 @@ def build(scalar):
                             for k in range(3):
                                 axis = vec3(xmat[0, k], xmat[1, k], xmat[2, k])
                                 d.cdof[w, rot + k] = f.dof_com(axis, offset)
-                        elif jtype == JNT_SLIDE:
+                        elif jtype == JointType.SLIDE:
                             d.cdof[w, da] = f.dof_com_slide(d.xaxis[w, j])
                         else:
                             d.cdof[w, da] = f.dof_com(d.xaxis[w, j], offset)
@@ -114,18 +114,18 @@ def build(scalar):
         k = i - m.jnt_dofadr[j]
         jtype = m.jnt_type[j]
         offset = subtree_com(m, d, w, m.body_rootid[b]) - d.xanchor[w, j]
-        if jtype == JNT_FREE and k < 3:
+        if jtype == JointType.FREE and k < 3:
             # translation along the world axes
             e = vec3(scalar(0.0))
             e[k] = scalar(1.0)
             d.cdof[w, i] = f.dof_com_slide(e)
-        elif jtype == JNT_FREE or jtype == JNT_BALL:
+        elif jtype == JointType.FREE or jtype == JointType.BALL:
             # rotation about the body-frame axes
-            if jtype == JNT_FREE:
+            if jtype == JointType.FREE:
                 k = k - 3
             xmat = d.xmat[w, b]
             d.cdof[w, i] = f.dof_com(vec3(xmat[0, k], xmat[1, k], xmat[2, k]), offset)
-        elif jtype == JNT_SLIDE:
+        elif jtype == JointType.SLIDE:
             d.cdof[w, i] = f.dof_com_slide(d.xaxis[w, j])
         else:
             d.cdof[w, i] = f.dof_com(d.xaxis[w, j], offset)

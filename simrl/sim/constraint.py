@@ -32,25 +32,9 @@ import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import JNT_BALL, JNT_FREE, MINVAL, scalar_types
-
-# mjtConstraint
-CNSTR_EQUALITY = 0
-CNSTR_FRICTION_DOF = 1
-CNSTR_FRICTION_TENDON = 2
-CNSTR_LIMIT_JOINT = 3
-CNSTR_LIMIT_TENDON = 4
-CNSTR_CONTACT_FRICTIONLESS = 5
-CNSTR_CONTACT_PYRAMIDAL = 6
-CNSTR_CONTACT_ELLIPTIC = 7
+from simrl.sim.types import MINVAL, ConstraintType, EqType, JointType, scalar_types
 
 # solimp bounds (mjMINIMP, mjMAXIMP)
-# mjtEq
-EQ_CONNECT = 0
-EQ_WELD = 1
-EQ_JOINT = 2
-EQ_TENDON = 3
-
 MINIMP = 0.0001
 MAXIMP = 0.9999
 
@@ -350,9 +334,9 @@ def build(scalar):
         @wp.func
         def equality_jacobian(m: Model, d: Data, w: int, e: int):
             kind = m.eq[e].type
-            if (kind == EQ_CONNECT or kind == EQ_WELD) and m.enable_constraint != 0 and d.eq_active[w, e] != 0:
+            if (kind == EqType.CONNECT or kind == EqType.WELD) and m.enable_constraint != 0 and d.eq_active[w, e] != 0:
                 nrow = 3
-                if kind == EQ_WELD:
+                if kind == EqType.WELD:
                     nrow = 6
                 qleft, qright = weld_frames(m, d, w, e)
                 if wp.static(first):
@@ -381,21 +365,21 @@ def build(scalar):
             q_1 - q0_1 - poly(q_2 - q0_2). A connect's and a weld's impedance is of the norm of
             their residual. Inactive (eq_active 0): no rows."""
             kind = m.eq[e].type
-            of_bodies = kind == EQ_CONNECT or kind == EQ_WELD
-            if ((of_bodies and wp.static(bodies)) or (kind == EQ_JOINT and wp.static(joints))
-                    or (kind == EQ_TENDON and wp.static(tendons))):
+            of_bodies = kind == EqType.CONNECT or kind == EqType.WELD
+            if ((of_bodies and wp.static(bodies)) or (kind == EqType.JOINT and wp.static(joints))
+                    or (kind == EqType.TENDON and wp.static(tendons))):
                 r0 = m.eq[e].efc_adr
                 nrow = 1
-                if kind == EQ_CONNECT:
+                if kind == EqType.CONNECT:
                     nrow = 3
-                elif kind == EQ_WELD:
+                elif kind == EqType.WELD:
                     nrow = 6
                 if m.enable_constraint != 0 and d.eq_active[w, e] != 0:
                     for k in range(nrow):
                         zero_jacobian(m, d, w, r0 + k)
                     solimp = clamp_solimp(m.eq[e].solimp)
                     kk, bb = stiffness_damping(m, m.eq[e].solref, solimp[1])
-                    if kind == EQ_TENDON and wp.static(tendons):
+                    if kind == EqType.TENDON and wp.static(tendons):
                         # L_1 - L0_1 - poly(L_2 - L0_2), J = J_1 - poly'(L_2 - L0_2) J_2
                         t1 = m.eq[e].obj1id
                         t2 = m.eq[e].obj2id
@@ -417,7 +401,7 @@ def build(scalar):
                                 d.efc_J[w, r0, j] += -deriv * d.ten_J[w, t2, j]
                         imp = impedance(solimp, pos, scalar(0.0))
                         set_row(d, w, r0, pos, scalar(0.0), scalar(0.0), imp, regularizer(imp, diag), kk, bb)
-                    elif kind == EQ_JOINT and wp.static(joints):
+                    elif kind == EqType.JOINT and wp.static(joints):
                         j1 = m.eq[e].obj1id
                         j2 = m.eq[e].obj2id
                         c = m.eq[e].polycoef
@@ -486,7 +470,8 @@ def build(scalar):
                 cd = d.cdof_dot[w, i]
                 cdof = d.cdof[w, i]
                 jnt = m.dof_jntid[i]
-                if m.jnt_type[jnt] == JNT_BALL or (m.jnt_type[jnt] == JNT_FREE and i >= m.jnt_dofadr[jnt] + 3):
+                if m.jnt_type[jnt] == JointType.BALL or (m.jnt_type[jnt] == JointType.FREE
+                                                         and i >= m.jnt_dofadr[jnt] + 3):
                     cd = f.motion_cross(d.cvel[w, m.dof_bodyid[i]], cdof)
                 ang = vec3(cd[0], cd[1], cd[2])
                 v = d.qvel[w, i]
@@ -501,7 +486,7 @@ def build(scalar):
         mj_referenceConstraint): the anchors' Jdot qvel, and for a weld the time derivative of
         0.5 neg(q_2) (J_1 - J_2) qvel q_1 relpose by the product rule."""
         kind = m.eq[e].type
-        if m.enable_constraint != 0 and d.eq_active[w, e] != 0 and kind != EQ_JOINT and kind != EQ_TENDON:
+        if m.enable_constraint != 0 and d.eq_active[w, e] != 0 and kind != EqType.JOINT and kind != EqType.TENDON:
             r0 = m.eq[e].efc_adr
             b1 = m.eq[e].body1
             b2 = m.eq[e].body2
@@ -511,7 +496,7 @@ def build(scalar):
             jdv2, jrdv2 = jac_dot_v(m, d, w, b2, p2)
             for k in range(3):
                 d.efc_aref[w, r0 + k] = d.efc_aref[w, r0 + k] - (jdv1[k] - jdv2[k])
-            if kind == EQ_WELD:
+            if kind == EqType.WELD:
                 zero = scalar(0.0)
                 half = scalar(0.5)
                 cv1 = d.cvel[w, b1]
@@ -546,7 +531,7 @@ def build(scalar):
         """Row r (< nefc_friction): friction loss of a dof, J = e_dof, or of a tendon, J = ten_J;
         no position residual (K = 0) (mj_instantiateFriction)."""
         i = m.efc_id[r]
-        tendon = m.efc_type[r] == CNSTR_FRICTION_TENDON
+        tendon = m.efc_type[r] == ConstraintType.FRICTION_TENDON
         floss = scalar(0.0)
         if tendon:
             floss = m.tendon[i].frictionloss
@@ -608,12 +593,12 @@ def build(scalar):
             nearer end of the range. (The joint's case is written here, not in a function of its own:
             a Warp function takes the Model and Data structs by value, and a call the compiler does
             not inline copies them.)"""
-            if m.efc_type[r] == CNSTR_LIMIT_TENDON:
+            if m.efc_type[r] == ConstraintType.LIMIT_TENDON:
                 if wp.static(tendons):
                     tendon_limit_row(m, d, w, r)
             elif wp.static(joints or balls):
                 jnt = m.efc_id[r]
-                ball = m.jnt_type[jnt] == JNT_BALL
+                ball = m.jnt_type[jnt] == JointType.BALL
                 if ball and not wp.static(balls):
                     return
                 if not ball and not wp.static(joints):

@@ -14,16 +14,16 @@ import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import JNT_BALL, JNT_FREE, scalar_types
+from simrl.sim.types import JointType, scalar_types
 
 
 @wp.func
 def jnt_nq(jtype: int):
     """Coordinates of a joint of type jtype in qpos (mjtJoint)."""
     n = int(1)
-    if jtype == JNT_FREE:
+    if jtype == JointType.FREE:
         n = 7
-    elif jtype == JNT_BALL:
+    elif jtype == JointType.BALL:
         n = 4
     return n
 
@@ -32,9 +32,9 @@ def jnt_nq(jtype: int):
 def jnt_nv(jtype: int):
     """Dofs of a joint of type jtype."""
     n = int(1)
-    if jtype == JNT_FREE:
+    if jtype == JointType.FREE:
         n = 6
-    elif jtype == JNT_BALL:
+    elif jtype == JointType.BALL:
         n = 3
     return n
 
@@ -53,8 +53,8 @@ def build(scalar):
         padr = m.jnt_qposadr[j]
         vadr = m.jnt_dofadr[j]
         jtype = m.jnt_type[j]
-        if jtype == JNT_FREE or jtype == JNT_BALL:
-            if jtype == JNT_FREE:
+        if jtype == JointType.FREE or jtype == JointType.BALL:
+            if jtype == JointType.FREE:
                 for c in range(3):
                     qpos_out[w, padr + c] = qpos_in[w, padr + c] + dt * vel[w, vadr + c]
                 padr = padr + 3

@@ -18,7 +18,7 @@ import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import JNT_BALL, JNT_FREE, JNT_SLIDE, scalar_types
+from simrl.sim.types import JointType, scalar_types
 
 
 @functools.cache
@@ -39,11 +39,11 @@ def build(scalar):
         qadr = m.jnt_qposadr[j]
         jtype = m.jnt_type[j]
         qloc = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
-        if jtype == JNT_FREE:
+        if jtype == JointType.FREE:
             qloc = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr + 3))
-        elif jtype == JNT_BALL:
+        elif jtype == JointType.BALL:
             qloc = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
-        elif jtype != JNT_SLIDE:
+        elif jtype != JointType.SLIDE:
             qloc = f.axis_angle_quat(m.jnt_axis[j], d.qpos[w, qadr] - m.qpos0[qadr])
         d.jnt_qloc[w, j] = qloc
 
@@ -118,7 +118,7 @@ def build(scalar):
         jntadr = m.body_jntadr[b]
         jntnum = m.body_jntnum[b]
         for j in range(jntadr, jntadr + jntnum):
-            if m.jnt_type[j] == JNT_SLIDE:
+            if m.jnt_type[j] == JointType.SLIDE:
                 joint_slide(m, d, w, b, j)
             else:
                 joint_rotation(m, d, w, b, j)
@@ -137,7 +137,7 @@ def build(scalar):
         """Whether body b is placed without its parent's pose: the world, a mocap body, a body
         with a free joint (its only joint; MuJoCo allows one only in a child of the world)."""
         return b == 0 or m.body_mocapid[b] >= 0 or (
-            m.body_jntnum[b] == 1 and m.jnt_type[m.body_jntadr[b]] == JNT_FREE)
+            m.body_jntnum[b] == 1 and m.jnt_type[m.body_jntadr[b]] == JointType.FREE)
 
     @wp.func
     def body_root(m: Model, d: Data, w: int, b: int):
@@ -171,7 +171,7 @@ def build(scalar):
         for j in range(jntadr, jntadr + m.body_jntnum[b]):
             xaxis = wp.quat_rotate(xquat, m.jnt_axis[j])
             xanchor = wp.quat_rotate(xquat, m.jnt_pos[j]) + xpos
-            if m.jnt_type[j] == JNT_SLIDE:
+            if m.jnt_type[j] == JointType.SLIDE:
                 qadr = m.jnt_qposadr[j]
                 xpos = xpos + xaxis * (d.qpos[w, qadr] - m.qpos0[qadr])
             else:

@@ -29,45 +29,39 @@ from simrl.sim.contact_tables import (
     contact_tables,
     polytope_sizes,
 )
-from simrl.sim.types import JNT_BALL, JNT_HINGE, JNT_SLIDE, scalar_types
+from simrl.sim.types import (
+    RK4_A,
+    RK4_B,
+    BiasType,
+    ConeType,
+    ConstraintType,
+    DisableBit,
+    DynType,
+    EnableBit,
+    EqType,
+    GainType,
+    GeomType,
+    IntegratorType,
+    JointType,
+    ObjType,
+    SensorType,
+    TrnType,
+    WrapType,
+    scalar_types,
+)
 
 #: sensor types that read contact forces through cfrc_int or rays (touch, force, torque): the
 #: last entries of Model.sensor, evaluated by a pass of their own (simrl.sim.sensor)
-WRENCH_SENSOR_TYPES = tuple(int(t) for t in (mujoco.mjtSensor.mjSENS_TOUCH, mujoco.mjtSensor.mjSENS_FORCE,
-                                             mujoco.mjtSensor.mjSENS_TORQUE))
+WRENCH_SENSOR_TYPES = (SensorType.TOUCH, SensorType.FORCE, SensorType.TORQUE)
 
-# constraint rows of each supported equality type (mjtEq: connect, weld, joint)
-EQ_ROWS = {int(mujoco.mjtEq.mjEQ_CONNECT): 3, int(mujoco.mjtEq.mjEQ_WELD): 6, int(mujoco.mjtEq.mjEQ_JOINT): 1,
-           int(mujoco.mjtEq.mjEQ_TENDON): 1}
-WRAP_JOINT = int(mujoco.mjtWrap.mjWRAP_JOINT)
+#: constraint rows of each supported equality type
+EQ_ROWS = {EqType.CONNECT: 3, EqType.WELD: 6, EqType.JOINT: 1, EqType.TENDON: 1}
 #: rows of the stack of partial sums of simrl.sim.subtree (a tree deeper than this keeps the wide
 #: schedule's launches per level for its subtree sums)
 SUBTREE_STACK = 16
-WRAP_PULLEY = int(mujoco.mjtWrap.mjWRAP_PULLEY)
-WRAP_SITE = int(mujoco.mjtWrap.mjWRAP_SITE)
-TRN_JOINT = int(mujoco.mjtTrn.mjTRN_JOINT)
-TRN_TENDON = int(mujoco.mjtTrn.mjTRN_TENDON)
-TRN_SITE = int(mujoco.mjtTrn.mjTRN_SITE)
 
-DSBL = mujoco.mjtDisableBit
-ENBL = mujoco.mjtEnableBit
-
-INTEGRATOR_EULER = int(mujoco.mjtIntegrator.mjINT_EULER)
-INTEGRATOR_RK4 = int(mujoco.mjtIntegrator.mjINT_RK4)
-INTEGRATOR_IMPLICITFAST = int(mujoco.mjtIntegrator.mjINT_IMPLICITFAST)
-#: integrators whose step is one forward pass and mj_advance (mj_Euler, mj_implicit)
-EULER_LIKE = (INTEGRATOR_EULER, INTEGRATOR_IMPLICITFAST)
-
-GAIN_FIXED = int(mujoco.mjtGain.mjGAIN_FIXED)
-GAIN_AFFINE = int(mujoco.mjtGain.mjGAIN_AFFINE)
-BIAS_NONE = int(mujoco.mjtBias.mjBIAS_NONE)
-BIAS_AFFINE = int(mujoco.mjtBias.mjBIAS_AFFINE)
-DYN_NONE = int(mujoco.mjtDyn.mjDYN_NONE)
-DYN_INTEGRATOR = int(mujoco.mjtDyn.mjDYN_INTEGRATOR)
-DYN_FILTER = int(mujoco.mjtDyn.mjDYN_FILTER)
-DYN_FILTEREXACT = int(mujoco.mjtDyn.mjDYN_FILTEREXACT)
 #: activation dynamics the engine implements (mj_fwdActuation); muscle, dcmotor, pid and user are refused
-SUPPORTED_DYN = (DYN_NONE, DYN_INTEGRATOR, DYN_FILTER, DYN_FILTEREXACT)
+SUPPORTED_DYN = (DynType.NONE, DynType.INTEGRATOR, DynType.FILTER, DynType.FILTEREXACT)
 
 
 # Model arrays with a leading world axis (size 1: shared, or num_worlds: per world), which
@@ -594,7 +588,7 @@ def standalone_free_bodies(mjm: mujoco.MjModel) -> list[int]:
     bodies = []
     for b in range(1, mjm.nbody):
         jnt = int(mjm.body_jntadr[b])
-        if (mjm.body_jntnum[b] == 1 and mjm.jnt_type[jnt] == mujoco.mjtJoint.mjJNT_FREE
+        if (mjm.body_jntnum[b] == 1 and mjm.jnt_type[jnt] == JointType.FREE
                 and mjm.tree_dofnum[mjm.dof_treeid[mjm.jnt_dofadr[jnt]]] == 6
                 and mjm.body_subtreemass[b] == mjm.body_mass[b]):
             bodies.append(b)
@@ -609,16 +603,16 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
     """
     problems = []
     opt = mjm.opt
-    if opt.integrator not in (INTEGRATOR_EULER, INTEGRATOR_RK4, INTEGRATOR_IMPLICITFAST):
-        name = mujoco.mjtIntegrator(opt.integrator).name.removeprefix("mjINT_")
+    if opt.integrator not in (IntegratorType.EULER, IntegratorType.RK4, IntegratorType.IMPLICITFAST):
+        name = IntegratorType(opt.integrator).name
         problems.append(f"<option integrator='{name.lower()}'>: only Euler, RK4 and implicitfast are supported "
                         "(implicitfast is implicit without the derivative of the Coriolis and centrifugal forces)")
     if opt.density != 0 or opt.viscosity != 0:
         problems.append(f"<option density='{opt.density:g}' viscosity='{opt.viscosity:g}'>: "
                         "fluid forces are not supported (set both to 0)")
-    for flag in ("mjENBL_SLEEP", "mjENBL_IPC", "mjENBL_DIAGEXACT", "mjENBL_SPECULATIVE"):
-        if hasattr(ENBL, flag) and opt.enableflags & getattr(ENBL, flag):
-            problems.append(f"<option><flag {flag.removeprefix('mjENBL_').lower()}='enable'>: "
+    for flag in (EnableBit.SLEEP, EnableBit.IPC, EnableBit.DIAGEXACT, EnableBit.SPECULATIVE):
+        if opt.enableflags & flag:
+            problems.append(f"<option><flag {flag.name.lower()}='enable'>: "
                             "not supported")
     if mjm.nplugin:
         problems.append(f"<plugin>: {mjm.nplugin} plugin instance(s) are not supported")
@@ -627,27 +621,27 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
     if getattr(mjm, "nplastic", 0):
         problems.append("<joint springyield>: joint plasticity is not supported")
 
-    constraints_on = not _disabled(mjm, DSBL.mjDSBL_CONSTRAINT)
+    constraints_on = not _disabled(mjm, DisableBit.CONSTRAINT)
     how = "(disable with <option><flag {}='disable'/>)"
-    if constraints_on and mjm.neq and not _disabled(mjm, DSBL.mjDSBL_EQUALITY):
+    if constraints_on and mjm.neq and not _disabled(mjm, DisableBit.EQUALITY):
         for i in range(mjm.neq):
             kind = int(mjm.eq_type[i])
-            ename = _name(mjm, mujoco.mjtObj.mjOBJ_EQUALITY, i)
+            ename = _name(mjm, ObjType.EQUALITY, i)
             if kind not in EQ_ROWS:
-                tag = mujoco.mjtEq(kind).name.removeprefix("mjEQ_").lower()
+                tag = EqType(kind).name.lower()
                 problems.append(f"<equality><{tag}> {ename}: only connect, weld, joint and tendon equality "
                                 "constraints are supported " + how.format("equality"))
-            elif kind == int(mujoco.mjtEq.mjEQ_JOINT):
+            elif kind == EqType.JOINT:
                 for j in (int(mjm.eq_obj1id[i]), int(mjm.eq_obj2id[i])):
-                    if j >= 0 and int(mjm.jnt_type[j]) not in (JNT_HINGE, JNT_SLIDE):
+                    if j >= 0 and int(mjm.jnt_type[j]) not in (JointType.HINGE, JointType.SLIDE):
                         problems.append(f"<equality><joint> {ename}: joint "
-                                        f"{_name(mjm, mujoco.mjtObj.mjOBJ_JOINT, j)} is not a hinge or slide")
+                                        f"{_name(mjm, ObjType.JOINT, j)} is not a hinge or slide")
 
     # sensors
     from simrl.sim.sensor import FRAME_OBJECTS, SUPPORTED, frame_sensor
 
     for i in range(mjm.nsensor):
-        sname = _name(mjm, mujoco.mjtObj.mjOBJ_SENSOR, i)
+        sname = _name(mjm, ObjType.SENSOR, i)
         kind = int(mjm.sensor_type[i])
         tag = mujoco.mjtSensor(kind).name.removeprefix("mjSENS_").lower()
         if kind not in SUPPORTED:
@@ -662,22 +656,22 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
 
     # joints and dofs
     for j in range(mjm.njnt):
-        jname = _name(mjm, mujoco.mjtObj.mjOBJ_JOINT, j)
+        jname = _name(mjm, ObjType.JOINT, j)
         if np.any(mjm.jnt_stiffnesspoly[j] != 0):
             problems.append(f"<joint stiffnesspoly> on joint {jname}: not supported")
         if getattr(mjm, "jnt_springyield", None) is not None and np.any(mjm.jnt_springyield[j] != 0):
             problems.append(f"<joint springyield> on joint {jname}: not supported")
     for i in range(mjm.nv):
-        jname = _name(mjm, mujoco.mjtObj.mjOBJ_JOINT, int(mjm.dof_jntid[i]))
+        jname = _name(mjm, ObjType.JOINT, int(mjm.dof_jntid[i]))
         if np.any(mjm.dof_dampingpoly[i] != 0):
             problems.append(f"<joint dampingpoly> on joint {jname}: not supported")
 
     # tendons (mj_tendon): fixed, and spatial through sites and pulleys
     for t in range(mjm.ntendon):
-        tname = _name(mjm, mujoco.mjtObj.mjOBJ_TENDON, t)
+        tname = _name(mjm, ObjType.TENDON, t)
         adr, num = int(mjm.tendon_adr[t]), int(mjm.tendon_num[t])
         kinds = [int(k) for k in mjm.wrap_type[adr:adr + num]]
-        if any(k not in (WRAP_JOINT, WRAP_PULLEY, WRAP_SITE) for k in kinds):
+        if any(k not in (WrapType.JOINT, WrapType.PULLEY, WrapType.SITE) for k in kinds):
             problems.append(f"<spatial><geom> on tendon {tname}: wrapping around spheres and cylinders is not "
                             "supported (spatial tendons through sites and pulleys are)")
         if np.any(mjm.tendon_stiffnesspoly[t] != 0) or np.any(mjm.tendon_dampingpoly[t] != 0):
@@ -685,34 +679,32 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
                             "and dampers are not supported")
 
     # actuators
-    trn_joint = int(mujoco.mjtTrn.mjTRN_JOINT)
-    dyn_none = int(mujoco.mjtDyn.mjDYN_NONE)
     for a in range(mjm.nu):
-        aname = "actuator " + _name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, a)
+        aname = "actuator " + _name(mjm, ObjType.ACTUATOR, a)
         trn = int(mjm.actuator_trntype[a])
-        if trn not in (trn_joint, TRN_TENDON, TRN_SITE):
-            kind = mujoco.mjtTrn(trn).name.removeprefix("mjTRN_").lower()
+        if trn not in (TrnType.JOINT, TrnType.TENDON, TrnType.SITE):
+            kind = TrnType(trn).name.lower()
             problems.append(f"<actuator> {aname} transmission '{kind}': only joint, tendon and site transmissions "
                             "(joint=..., tendon=..., site=... with or without refsite=...) are supported")
-        elif trn == trn_joint and mjm.jnt_type[mjm.actuator_trnid[a, 0]] not in (JNT_HINGE, JNT_SLIDE):
+        elif trn == TrnType.JOINT and mjm.jnt_type[mjm.actuator_trnid[a, 0]] not in (JointType.HINGE, JointType.SLIDE):
             problems.append(f"<actuator joint> {aname}: actuators on ball or free joints are not "
                             "supported (hinge and slide only)")
         dyntype = int(mjm.actuator_dyntype[a])
         if dyntype not in SUPPORTED_DYN:
-            kind = mujoco.mjtDyn(dyntype).name.removeprefix("mjDYN_").lower()
+            kind = DynType(dyntype).name.lower()
             problems.append(f"<actuator dyntype='{kind}'> {aname}: only the activation dynamics none, "
                             "integrator, filter and filterexact are supported")
-        elif int(mjm.actuator_actnum[a]) != (0 if dyntype == dyn_none else 1):
-            kind = mujoco.mjtDyn(dyntype).name.removeprefix("mjDYN_").lower()
+        elif int(mjm.actuator_actnum[a]) != (0 if dyntype == DynType.NONE else 1):
+            kind = DynType(dyntype).name.lower()
             problems.append(f"<actuator actdim='{int(mjm.actuator_actnum[a])}'> {aname}: dyntype '{kind}' "
                             f"with {int(mjm.actuator_actnum[a])} activations is not supported (none has 0, "
                             "integrator, filter and filterexact have 1)")
-        if mjm.actuator_gaintype[a] not in (GAIN_FIXED, GAIN_AFFINE):
-            kind = mujoco.mjtGain(int(mjm.actuator_gaintype[a])).name.removeprefix("mjGAIN_").lower()
+        if mjm.actuator_gaintype[a] not in (GainType.FIXED, GainType.AFFINE):
+            kind = GainType(int(mjm.actuator_gaintype[a])).name.lower()
             problems.append(f"<actuator gaintype='{kind}'> {aname}: only fixed and affine gains "
                             "are supported")
-        if mjm.actuator_biastype[a] not in (BIAS_NONE, BIAS_AFFINE):
-            kind = mujoco.mjtBias(int(mjm.actuator_biastype[a])).name.removeprefix("mjBIAS_").lower()
+        if mjm.actuator_biastype[a] not in (BiasType.NONE, BiasType.AFFINE):
+            kind = BiasType(int(mjm.actuator_biastype[a])).name.lower()
             problems.append(f"<actuator biastype='{kind}'> {aname}: only none and affine biases "
                             "are supported")
         for attr in ("damping", "armature", "delay"):
@@ -729,9 +721,9 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
             problems.append(f"<actuator plugin> {aname}: not supported")
 
     # contacts: possible only when neither contact nor constraint is disabled
-    if constraints_on and not _disabled(mjm, DSBL.mjDSBL_CONTACT):
+    if constraints_on and not _disabled(mjm, DisableBit.CONTACT):
         pairs = candidate_geom_pairs(mjm)
-        geom = mujoco.mjtObj.mjOBJ_GEOM
+        geom = ObjType.GEOM
         if pairs and opt.noslip_iterations > 0:
             problems.append(f"<option noslip_iterations='{opt.noslip_iterations}'>: the noslip "
                             "post-processing is not supported")
@@ -740,14 +732,14 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
             types = tuple(sorted((int(mjm.geom_type[g1]), int(mjm.geom_type[g2]))))
             names = f"geoms {_name(mjm, geom, g1)} and {_name(mjm, geom, g2)}"
             if types not in MAX_CONTACTS:
-                kinds = "-".join(mujoco.mjtGeom(t).name.removeprefix("mjGEOM_").lower() for t in types)
+                kinds = "-".join(GeomType(t).name.lower() for t in types)
                 problems.append(f"<geom type> {names} can collide as {kinds}: the implemented pairs are plane "
                                 "or height field with sphere, capsule, ellipsoid, cylinder, box or mesh, and any "
                                 "two of sphere, capsule, ellipsoid, cylinder, box and mesh (SDFs and flexes are "
                                 "not supported) " + how.format("contact")
                                 + " or set contype/conaffinity so they cannot collide")
                 continue
-            if types in CONVEX_MAX_CONTACTS and _disabled(mjm, DSBL.mjDSBL_NATIVECCD) and not libccd_named:
+            if types in CONVEX_MAX_CONTACTS and _disabled(mjm, DisableBit.NATIVECCD) and not libccd_named:
                 libccd_named = True
                 problems.append(f"<option><flag nativeccd='disable'/> with {names}: convex pairs collide by "
                                 "MuJoCo's native GJK/EPA only (libccd's MPR is not implemented)")
@@ -795,22 +787,22 @@ def _dof_chain(mjm, body: int) -> list[int]:
 
 def _row_columns(mjm, tables, efc_type: int, efc_id: int) -> list[int]:
     """Increasing column indices where a constraint row's Jacobian can be non-zero."""
-    if efc_type == 0:  # equality
-        if int(mjm.eq_type[efc_id]) == int(mujoco.mjtEq.mjEQ_TENDON):
+    if efc_type == ConstraintType.EQUALITY:
+        if int(mjm.eq_type[efc_id]) == EqType.TENDON:
             tens = [t for t in (int(mjm.eq_obj1id[efc_id]), int(mjm.eq_obj2id[efc_id])) if t >= 0]
             return sorted({c for t in tens for c in tendon_columns(mjm, t)})
-        if int(mjm.eq_type[efc_id]) == int(mujoco.mjtEq.mjEQ_JOINT):
+        if int(mjm.eq_type[efc_id]) == EqType.JOINT:
             jnts = [j for j in (int(mjm.eq_obj1id[efc_id]), int(mjm.eq_obj2id[efc_id])) if j >= 0]
             return sorted({int(mjm.jnt_dofadr[j]) for j in jnts})
         bodies = _eq_bodies(mjm, efc_id)
         return sorted(set(_dof_chain(mjm, bodies[0])) | set(_dof_chain(mjm, bodies[1])))
-    if efc_type == 1:  # dof friction loss
+    if efc_type == ConstraintType.FRICTION_DOF:
         return [efc_id]
-    if efc_type in (2, 4):  # tendon friction loss, tendon limit
+    if efc_type in (ConstraintType.FRICTION_TENDON, ConstraintType.LIMIT_TENDON):
         return tendon_columns(mjm, efc_id)
-    if efc_type == 3:  # joint limit
+    if efc_type == ConstraintType.LIMIT_JOINT:
         dof = int(mjm.jnt_dofadr[efc_id])
-        return [dof, dof + 1, dof + 2] if mjm.jnt_type[efc_id] == JNT_BALL else [dof]
+        return [dof, dof + 1, dof + 2] if mjm.jnt_type[efc_id] == JointType.BALL else [dof]
     g1, g2 = tables["geom"][tables["slot_pair"][efc_id]]
     return sorted(set(_dof_chain(mjm, int(mjm.geom_bodyid[g1]))) | set(_dof_chain(mjm, int(mjm.geom_bodyid[g2]))))
 
@@ -822,9 +814,9 @@ def tendon_columns(mjm, t: int) -> list[int]:
     cols = set()
     for k in range(adr, adr + num):
         kind, obj = int(mjm.wrap_type[k]), int(mjm.wrap_objid[k])
-        if kind == WRAP_JOINT:
+        if kind == WrapType.JOINT:
             cols.add(int(mjm.jnt_dofadr[obj]))
-        elif kind == WRAP_SITE:
+        elif kind == WrapType.SITE:
             cols |= set(_dof_chain(mjm, int(mjm.site_bodyid[obj])))
     return sorted(cols)
 
@@ -832,7 +824,7 @@ def tendon_columns(mjm, t: int) -> list[int]:
 def _eq_bodies(mjm, i: int) -> tuple[int, int]:
     """The two bodies of a connect or weld (of its sites under site semantics)."""
     b = int(mjm.eq_obj1id[i]), int(mjm.eq_obj2id[i])
-    if int(mjm.eq_objtype[i]) == int(mujoco.mjtObj.mjOBJ_SITE):
+    if int(mjm.eq_objtype[i]) == ObjType.SITE:
         return int(mjm.site_bodyid[b[0]]), int(mjm.site_bodyid[b[1]])
     return b
 
@@ -884,24 +876,22 @@ class Model:
         m.nbody, m.njnt, m.nq, m.nv, m.nu, m.na = mjm.nbody, mjm.njnt, mjm.nq, mjm.nv, mjm.nu, mjm.na
         m.ngeom, m.nsite, m.nmocap = mjm.ngeom, mjm.nsite, mjm.nmocap
         m.timestep = dtype(opt.timestep)
-        gravity = np.zeros(3) if flags & DSBL.mjDSBL_GRAVITY else np.asarray(opt.gravity)
+        gravity = np.zeros(3) if flags & DisableBit.GRAVITY else np.asarray(opt.gravity)
         m.gravity = wp.array(np.asarray(gravity, dtype=npf).reshape(1, 3), dtype=T.vec3, device=self.device)
-        m.enable_spring = int(not flags & DSBL.mjDSBL_SPRING)
-        m.enable_damper = int(not flags & DSBL.mjDSBL_DAMPER)
-        m.enable_actuation = int(not flags & DSBL.mjDSBL_ACTUATION)
-        m.enable_clampctrl = int(not flags & DSBL.mjDSBL_CLAMPCTRL)
+        m.enable_spring = int(not flags & DisableBit.SPRING)
+        m.enable_damper = int(not flags & DisableBit.DAMPER)
+        m.enable_actuation = int(not flags & DisableBit.ACTUATION)
+        m.enable_clampctrl = int(not flags & DisableBit.CLAMPCTRL)
         # mj_EulerSkip integrates damping implicitly unless eulerdamp or damper is disabled;
         # with zero damping that path equals the explicit one, so it is skipped.
-        m.euler_damp = int(not flags & DSBL.mjDSBL_EULERDAMP and not flags & DSBL.mjDSBL_DAMPER
+        m.euler_damp = int(not flags & DisableBit.EULERDAMP and not flags & DisableBit.DAMPER
                            and bool(np.any(mjm.dof_damping > 0)))
-        m.implicitfast = int(opt.integrator == INTEGRATOR_IMPLICITFAST)
+        m.implicitfast = int(opt.integrator == IntegratorType.IMPLICITFAST)
         free_bodies = [int(mjm.body_jntadr[b]) for b in standalone_free_bodies(mjm)] if m.implicitfast else []
         m.free_body_num = len(free_bodies)
         m.jnt_free_body = ints([int(j in free_bodies) for j in range(mjm.njnt)] or [0])
 
-        from simrl.sim.rk4 import RK4_A, RK4_B  # (rk4 builds on this module's Model struct)
-
-        m.warmstart_at_end = int(opt.integrator == INTEGRATOR_RK4)
+        m.warmstart_at_end = int(opt.integrator == IntegratorType.RK4)
         m.rk4_a = T.vec3(*RK4_A)
         m.rk4_b = wp.types.vector(4, dtype=dtype)(*RK4_B)
         m.body_parentid = ints(mjm.body_parentid)
@@ -921,7 +911,7 @@ class Model:
 
         def placed_alone(b):  # as simrl.sim.kinematics.placed_alone
             return b == 0 or mjm.body_mocapid[b] >= 0 or (
-                mjm.body_jntnum[b] == 1 and mjm.jnt_type[mjm.body_jntadr[b]] == mujoco.mjtJoint.mjJNT_FREE)
+                mjm.body_jntnum[b] == 1 and mjm.jnt_type[mjm.body_jntadr[b]] == JointType.FREE)
 
         #: how many levels from the world's hold only bodies placed without their parent (the world,
         #: free and mocap bodies): the tree's kinematics pass skips them (kinematics.body_root places them)
@@ -977,8 +967,8 @@ class Model:
         m.jnt_actgravcomp = ints(mjm.jnt_actgravcomp)
         # mj_passive skips every passive force when both springs and dampers are disabled, and
         # mj_gravcomp does nothing with gravity disabled or zero
-        passive_on = not (flags & DSBL.mjDSBL_SPRING and flags & DSBL.mjDSBL_DAMPER)
-        m.enable_gravcomp = int(bool(gravcomp_bodies) and passive_on and not flags & DSBL.mjDSBL_GRAVITY
+        passive_on = not (flags & DisableBit.SPRING and flags & DisableBit.DAMPER)
+        m.enable_gravcomp = int(bool(gravcomp_bodies) and passive_on and not flags & DisableBit.GRAVITY
                                 and bool(np.any(np.asarray(opt.gravity) != 0)))
 
         m.jnt_type = ints(mjm.jnt_type)
@@ -1009,9 +999,9 @@ class Model:
         m.dof_armature = shared(mjm.dof_armature, dtype, 1)
 
         nu = mjm.nu
-        trn_tendon = [int(mjm.actuator_trnid[a, 0]) if int(mjm.actuator_trntype[a]) == TRN_TENDON else -1
+        trn_tendon = [int(mjm.actuator_trnid[a, 0]) if int(mjm.actuator_trntype[a]) == TrnType.TENDON else -1
                       for a in range(nu)]
-        trn_site = [int(mjm.actuator_trntype[a]) == TRN_SITE for a in range(nu)]
+        trn_site = [int(mjm.actuator_trntype[a]) == TrnType.SITE for a in range(nu)]
         # a tendon or site actuator's joint fields point at joint 0 (never read)
         trn_jnt = np.array([0 if trn_tendon[a] >= 0 or trn_site[a] else int(mjm.actuator_trnid[a, 0])
                             for a in range(nu)], dtype=np.int32)
@@ -1060,8 +1050,8 @@ class Model:
         m.geom_type = ints(mjm.geom_type)
         m.geom_size = arr(mjm.geom_size, T.vec3, (-1, 3))
         m.geom_rbound = arr(mjm.geom_rbound, dtype)
-        m.geom_dataid = ints(np.where((mjm.geom_type == mujoco.mjtGeom.mjGEOM_MESH)
-                                      | (mjm.geom_type == mujoco.mjtGeom.mjGEOM_HFIELD), mjm.geom_dataid, -1))
+        m.geom_dataid = ints(np.where((mjm.geom_type == GeomType.MESH)
+                                      | (mjm.geom_type == GeomType.HFIELD), mjm.geom_dataid, -1))
         fields = []
         for h in range(mjm.nhfield):
             hi = HFieldInfo()
@@ -1086,12 +1076,12 @@ class Model:
                                      device=self.device)
 
         # constraints
-        constraint_on = not flags & DSBL.mjDSBL_CONSTRAINT
-        contact_on = constraint_on and not flags & DSBL.mjDSBL_CONTACT
+        constraint_on = not flags & DisableBit.CONSTRAINT
+        contact_on = constraint_on and not flags & DisableBit.CONTACT
         m.enable_constraint = int(constraint_on)
-        m.enable_refsafe = int(not flags & DSBL.mjDSBL_REFSAFE)
+        m.enable_refsafe = int(not flags & DisableBit.REFSAFE)
         m.impratio = dtype(opt.impratio)
-        m.cone_elliptic = int(opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC)
+        m.cone_elliptic = int(opt.cone == ConeType.ELLIPTIC)
         m.solver_iterations = int(opt.iterations)
         m.solver_tolerance = dtype(opt.tolerance)
         m.solver_scale = dtype(1.0 / (mjm.stat.meaninertia * max(1, mjm.nv)))
@@ -1127,7 +1117,7 @@ class Model:
         #: (vertices, faces) of the EPA polytope per convex pair (collision_gjk.polytope_sizes)
         self.ccd_polytope = polytope_sizes(int(opt.ccd_iterations))
         m.ccd_maxfaces = self.ccd_polytope[1]
-        m.enable_multiccd = int(not flags & DSBL.mjDSBL_MULTICCD)
+        m.enable_multiccd = int(not flags & DisableBit.MULTICCD)
         # multiccd's face clipping (contact_tables.FACE_CLIP): its scratch columns per pair
         cylinder_clip = any(k in CYLINDER_CLIP_KINDS for k in tables["kind"])
         m.ccd_npolygon, m.ccd_ndeg = clip_sizes(mjm, cylinder=cylinder_clip)
@@ -1148,35 +1138,36 @@ class Model:
         # friction loss dofs, limits (2 per hinge/slide, 1 per ball), contact rows
         efc_type, efc_id, efc_sub = [], [], []
         eq_adr = []
-        eq_on = constraint_on and not flags & DSBL.mjDSBL_EQUALITY
+        eq_on = constraint_on and not flags & DisableBit.EQUALITY
         for i in range(mjm.neq):
             eq_adr.append(len(efc_type))
             if eq_on:
                 for e in range(EQ_ROWS[int(mjm.eq_type[i])]):
-                    efc_type.append(0), efc_id.append(i), efc_sub.append(e)
+                    efc_type.append(ConstraintType.EQUALITY), efc_id.append(i), efc_sub.append(e)
         ne = len(efc_type)
         self._equality(m, mjm, eq_adr, ints, arr)
         self._tendons(m, mjm, ints, arr)
-        if constraint_on and not flags & DSBL.mjDSBL_FRICTIONLOSS:
+        if constraint_on and not flags & DisableBit.FRICTIONLOSS:
             for i in np.flatnonzero(mjm.dof_frictionloss > 0):
-                efc_type.append(1), efc_id.append(int(i)), efc_sub.append(0)
+                efc_type.append(ConstraintType.FRICTION_DOF), efc_id.append(int(i)), efc_sub.append(0)
             for t in np.flatnonzero(mjm.tendon_frictionloss > 0):
-                efc_type.append(2), efc_id.append(int(t)), efc_sub.append(0)
+                efc_type.append(ConstraintType.FRICTION_TENDON), efc_id.append(int(t)), efc_sub.append(0)
         nf = len(efc_type) - ne
-        if constraint_on and not flags & DSBL.mjDSBL_LIMIT:
+        if constraint_on and not flags & DisableBit.LIMIT:
             for j in np.flatnonzero(mjm.jnt_limited):
-                sides = (0,) if mjm.jnt_type[j] == JNT_BALL else (-1, 1)
+                sides = (0,) if mjm.jnt_type[j] == JointType.BALL else (-1, 1)
                 for side in sides:
-                    efc_type.append(3), efc_id.append(int(j)), efc_sub.append(side)
+                    efc_type.append(ConstraintType.LIMIT_JOINT), efc_id.append(int(j)), efc_sub.append(side)
             for t in np.flatnonzero(mjm.tendon_limited):
                 for side in (-1, 1):
-                    efc_type.append(4), efc_id.append(int(t)), efc_sub.append(side)
+                    efc_type.append(ConstraintType.LIMIT_TENDON), efc_id.append(int(t)), efc_sub.append(side)
         nl = len(efc_type) - ne - nf
         base = len(efc_type)
         m.contact_efc_adr = ints([base + r for r in tables["slot_row"]])
         for slot, pair in enumerate(tables["slot_pair"]):
             rows = contact_rows(tables["condim"][pair], tables["elliptic"])
-            kind = 5 if rows == 1 else 7 if tables["elliptic"] else 6  # frictionless, elliptic, pyramidal
+            kind = (ConstraintType.CONTACT_FRICTIONLESS if rows == 1 else ConstraintType.CONTACT_ELLIPTIC
+                    if tables["elliptic"] else ConstraintType.CONTACT_PYRAMIDAL)
             for e in range(rows):
                 efc_type.append(kind), efc_id.append(slot), efc_sub.append(e)
         m.nefc, m.nefc_eq, m.nefc_friction, m.nefc_limit = len(efc_type), ne, nf, nl
@@ -1297,24 +1288,24 @@ class Model:
         for i in range(neq):
             kind, data = int(mjm.eq_type[i]), np.asarray(mjm.eq_data[i], dtype=np.float64)
             ident = np.array([1.0, 0.0, 0.0, 0.0])
-            if kind in (int(mujoco.mjtEq.mjEQ_JOINT), int(mujoco.mjtEq.mjEQ_TENDON)):
+            if kind in (EqType.JOINT, EqType.TENDON):
                 bodies, anchors, quats = (0, 0), (np.zeros(3), np.zeros(3)), (ident, ident)
                 j1.append(int(mjm.eq_obj1id[i])), j2.append(int(mjm.eq_obj2id[i]))
             else:
                 bodies = _eq_bodies(mjm, i)
                 j1.append(-1), j2.append(-1)
-                if int(mjm.eq_objtype[i]) == int(mujoco.mjtObj.mjOBJ_SITE):
+                if int(mjm.eq_objtype[i]) == ObjType.SITE:
                     s1, s2 = int(mjm.eq_obj1id[i]), int(mjm.eq_obj2id[i])
                     anchors = (mjm.site_pos[s1], mjm.site_pos[s2])
                     quats = (mjm.site_quat[s1], mjm.site_quat[s2])
-                elif kind == int(mujoco.mjtEq.mjEQ_CONNECT):
+                elif kind == EqType.CONNECT:
                     anchors, quats = (data[0:3], data[3:6]), (ident, ident)
                 else:  # weld: body 1's anchor is data[3:6], body 2's data[0:3]; relpose data[6:10]
                     anchors, quats = (data[3:6], data[0:3]), (data[6:10], ident)
             b1.append(bodies[0]), b2.append(bodies[1])
             a1.append(anchors[0]), a2.append(anchors[1])
             q1.append(quats[0]), q2.append(quats[1])
-            ts.append(data[10] if kind == int(mujoco.mjtEq.mjEQ_WELD) else 1.0)
+            ts.append(data[10] if kind == EqType.WELD else 1.0)
         Equality, Sensor = element_structs(self.dtype)
         eqs = []
         for i in range(neq):
@@ -1325,7 +1316,7 @@ class Model:
             e.quat1 = T.quat(*[float(x) for x in np.asarray(q1[i])[[1, 2, 3, 0]]])
             e.quat2 = T.quat(*[float(x) for x in np.asarray(q2[i])[[1, 2, 3, 0]]])
             e.torquescale = self.dtype(ts[i])
-            e.site = int(int(mjm.eq_objtype[i]) == int(mujoco.mjtObj.mjOBJ_SITE))
+            e.site = int(int(mjm.eq_objtype[i]) == ObjType.SITE)
             e.obj1id, e.obj2id = j1[i], j2[i]
             e.polycoef = T.vec5(*[float(x) for x in mjm.eq_data[i, :5]])
             e.solref = T.vec2(*[float(x) for x in mjm.eq_solref[i]])
@@ -1370,8 +1361,8 @@ class Model:
         T, nt, nv = self.T, mjm.ntendon, mjm.nv
         Tendon, Wrap, Segment = tendon_structs(self.dtype)
         m.ntendon = nt
-        m.tendon_armature_bias = int(any(mjm.tendon_armature[t] != 0 and mjm.wrap_type[mjm.tendon_adr[t]] != WRAP_JOINT
-                                         for t in range(nt)))
+        m.tendon_armature_bias = int(any(mjm.tendon_armature[t] != 0
+                                         and mjm.wrap_type[mjm.tendon_adr[t]] != WrapType.JOINT for t in range(nt)))
         tendons, wraps, segments = [], [], []
         cols = [tendon_columns(mjm, t) for t in range(nt)]
         for t in range(nt):
@@ -1380,7 +1371,7 @@ class Model:
             objs = [int(o) for o in mjm.wrap_objid[adr:adr + num]]
             prms = [float(x) for x in mjm.wrap_prm[adr:adr + num]]
             ten = Tendon()
-            ten.fixed = int(kinds[0] == WRAP_JOINT)
+            ten.fixed = int(kinds[0] == WrapType.JOINT)
             ten.wrapadr, ten.segadr, ten.nnz = len(wraps), len(segments), len(cols[t])
             if ten.fixed:
                 for obj, prm in zip(objs, prms, strict=True):
@@ -1392,9 +1383,9 @@ class Model:
                 # joins two consecutive sites
                 div = 1.0
                 for j in range(num - 1):
-                    if kinds[j] == WRAP_PULLEY:
+                    if kinds[j] == WrapType.PULLEY:
                         div = prms[j]
-                    elif kinds[j + 1] != WRAP_PULLEY:
+                    elif kinds[j + 1] != WrapType.PULLEY:
                         seg = Segment()
                         seg.site0, seg.site1, seg.divisor = objs[j], objs[j + 1], self.dtype(div)
                         segments.append(seg)

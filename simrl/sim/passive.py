@@ -14,7 +14,7 @@ import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import JNT_BALL, JNT_FREE, scalar_types
+from simrl.sim.types import JointType, scalar_types
 
 
 @functools.cache
@@ -45,7 +45,7 @@ def build(scalar):
             wq = w % m.qpos_spring.shape[0]
             padr = m.jnt_qposadr[j]
             dadr = m.jnt_dofadr[j]
-            if jtype == JNT_FREE:
+            if jtype == JointType.FREE:
                 if wp.static(others):
                     # linear spring on the position, world frame
                     for c in range(3):
@@ -55,7 +55,7 @@ def build(scalar):
                         d.qfrc_spring[w, dadr + c] = frc
                 padr = padr + 3
                 dadr = dadr + 3
-            if jtype == JNT_FREE or jtype == JNT_BALL:
+            if jtype == JointType.FREE or jtype == JointType.BALL:
                 if wp.static(balls):
                     # rotational spring on the orientation difference, local frame
                     torque = vec3(scalar(0.0))

@@ -26,7 +26,7 @@ The Sim runs
 
 Every part of it acts on one joint's coordinates and dofs, or on one actuator's activation, so
 each is an element `f(m, d, w, j)` over joints and `f(m, d, w, a)` over actuators; the
-coefficients come from the model (Model.rk4_a, rk4_b).
+coefficients come from the model (Model.rk4_a, rk4_b: simrl.sim.types.RK4_A, RK4_B).
 """
 
 import functools
@@ -38,10 +38,7 @@ from simrl.sim import actuation, integrate_pos
 from simrl.sim.data import data_struct
 from simrl.sim.integrate_pos import jnt_nq, jnt_nv
 from simrl.sim.model import model_struct
-from simrl.sim.types import JNT_BALL, JNT_FREE, scalar_types
-
-RK4_A = (0.5, 0.5, 1.0)
-RK4_B = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
+from simrl.sim.types import JointType, scalar_types
 
 
 @functools.cache
@@ -63,11 +60,11 @@ def stage_funcs(scalar):
         da = m.jnt_dofadr[j]
         jtype = m.jnt_type[j]
         rot = int(-1)
-        if jtype == JNT_FREE:
+        if jtype == JointType.FREE:
             for c in range(3):
                 k[w, da + c] = qvel[w, da + c]
             rot = da + 3
-        elif jtype == JNT_BALL:
+        elif jtype == JointType.BALL:
             rot = da
         else:
             k[w, da] = qvel[w, da]

@@ -17,7 +17,7 @@ import warp as wp
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.subtree import subtree_sum
-from simrl.sim.types import JNT_BALL, JNT_FREE, scalar_types
+from simrl.sim.types import JointType, scalar_types
 
 
 @functools.cache
@@ -75,9 +75,9 @@ def build(scalar):
         jtype = m.jnt_type[jnt]
         rel = i - m.jnt_dofadr[jnt]
         start = i
-        if jtype == JNT_BALL:
+        if jtype == JointType.BALL:
             start = i - rel
-        elif jtype == JNT_FREE:
+        elif jtype == JointType.FREE:
             start = -1
             if rel >= 3:
                 start = i - rel + 3

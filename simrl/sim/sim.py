@@ -27,9 +27,9 @@ from simrl.errors import MJCFError
 from simrl.sim import forward
 from simrl.sim import schedule as simrl_schedule
 from simrl.sim.data import CCD_SCRATCH, check_memory, data_struct, make_data, mocap_pose0
-from simrl.sim.model import EULER_LIKE, PER_WORLD_FIELDS, SET_CONST_INPUTS, Model, copy_struct
+from simrl.sim.model import PER_WORLD_FIELDS, SET_CONST_INPUTS, Model, copy_struct
 from simrl.sim.sensor import sensor_columns
-from simrl.sim.types import build_notice
+from simrl.sim.types import EULER_LIKE, DisableBit, ObjType, build_notice
 
 if not os.environ.get("SIMRL_WARP_VERBOSE"):
     # Warp's greeting and per-module load lines; warnings still show (SIMRL_WARP_VERBOSE=1 restores all)
@@ -496,8 +496,8 @@ class Sim:
             worlds = np.arange(W)[ids.numpy()] if ids.dtype == torch.bool else ids.numpy().astype(np.int64).ravel()
         # damping on where the compiled model had none (mj_EulerSkip, see Model.euler_damp)
         flags = int(mjm.opt.disableflags)
-        if (not struct.euler_damp and not flags & mujoco.mjtDisableBit.mjDSBL_EULERDAMP
-                and not flags & mujoco.mjtDisableBit.mjDSBL_DAMPER
+        if (not struct.euler_damp and not flags & DisableBit.EULERDAMP
+                and not flags & DisableBit.DAMPER
                 and bool((wp.to_torch(struct.dof_damping, requires_grad=False) > 0).any())):
             struct.euler_damp = 1
         if worlds.size == 0:
@@ -526,7 +526,7 @@ class Sim:
             if mjm.ntendon and not np.allclose(scratch.tendon_invweight0, mjm.tendon_invweight0, rtol=1e-9, atol=0):
                 raise UnsupportedFeatureError(
                     f"world {int(w)}: the randomized masses, inertias or armature change tendon_invweight0 "
-                    f"(tendon {mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_TENDON, 0)!r}, ...), which the engine "
+                    f"(tendon {mujoco.mj_id2name(mjm, ObjType.TENDON, 0)!r}, ...), which the engine "
                     f"keeps for all worlds; randomize bodies that no tendon spans, or no masses")
         index = torch.as_tensor(worlds, device=dof_iw.device)
         dof_iw[index] = torch.as_tensor(dof_out, dtype=dof_iw.dtype, device=dof_iw.device)

@@ -28,10 +28,9 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim import constraint, factor_m
-from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_EQUALITY, CNSTR_FRICTION_DOF, CNSTR_FRICTION_TENDON
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import MINVAL, block_sync, no_sync
+from simrl.sim.types import MINVAL, ConstraintType, block_sync, no_sync
 
 LS_ITERATIONS = 50
 
@@ -332,7 +331,7 @@ def build(scalar, lanes: bool = False):
             a = int(lane)
             while a < nactive:
                 r = d.efc_list[w, a]
-                if m.efc_type[r] == CNSTR_CONTACT_ELLIPTIC and m.efc_sub[r] == 0:
+                if m.efc_type[r] == ConstraintType.CONTACT_ELLIPTIC and m.efc_sub[r] == 0:
                     if mode == CONE_EVALUATE:
                         cone(m, d, w, r)
                     elif mode == CONE_QUAD:
@@ -350,7 +349,7 @@ def build(scalar, lanes: bool = False):
         cost = scalar(0.0)
         ds = scalar(0.0)
         dds = scalar(0.0)
-        if m.efc_type[r] == CNSTR_FRICTION_DOF or m.efc_type[r] == CNSTR_FRICTION_TENDON:
+        if m.efc_type[r] == ConstraintType.FRICTION_DOF or m.efc_type[r] == ConstraintType.FRICTION_TENDON:
             R = d.efc_R[w, r]
             fl = d.efc_frictionloss[w, r]
             if jar <= -R * fl:
@@ -363,7 +362,7 @@ def build(scalar, lanes: bool = False):
                 cost = scalar(0.5) * D * jar * jar
                 ds = D * jar
                 dds = D
-        elif jar < scalar(0.0) or m.efc_type[r] == CNSTR_EQUALITY:
+        elif jar < scalar(0.0) or m.efc_type[r] == ConstraintType.EQUALITY:
             # equality rows are bilateral: always quadratic
             cost = scalar(0.5) * D * jar * jar
             ds = D * jar
@@ -400,7 +399,7 @@ def build(scalar, lanes: bool = False):
                 jar = jar + d.efc_J[w, r, j] * d.qacc[w, j]
                 k = k + 1
             d.efc_jar[w, r] = jar
-            if m.efc_type[r] != CNSTR_CONTACT_ELLIPTIC:
+            if m.efc_type[r] != ConstraintType.CONTACT_ELLIPTIC:
                 c, ds, dds = row_cost(m, d, w, r, jar)
                 d.efc_cost[w, r] = c
                 d.efc_force[w, r] = -ds
@@ -456,7 +455,7 @@ def build(scalar, lanes: bool = False):
     def cone_middle(m: Model, d: Data, w: int, r: int):
         """Row r belongs to a contact in the elliptic cone's middle zone (a dense cone Hessian)."""
         middle = False
-        if m.efc_type[r] == CNSTR_CONTACT_ELLIPTIC:
+        if m.efc_type[r] == ConstraintType.CONTACT_ELLIPTIC:
             middle = d.efc_hcone[w, r - m.efc_sub[r], 0] != scalar(0.0)
         return middle
 
@@ -599,7 +598,7 @@ def build(scalar, lanes: bool = False):
         a = int(lane)
         while a < nactive:
             r = d.efc_list[w, a]
-            if m.efc_type[r] != CNSTR_CONTACT_ELLIPTIC:
+            if m.efc_type[r] != ConstraintType.CONTACT_ELLIPTIC:
                 jv = d.efc_jv[w, r]
                 c, ds, dds = row_cost(m, d, w, r, d.efc_jar[w, r] + alpha * jv)
                 d.efc_ls1[w, r] = ds * jv
@@ -744,7 +743,7 @@ def build(scalar, lanes: bool = False):
                 j = m.efc_colind[r, k]
                 jar = jar + d.efc_J[w, r, j] * d.qacc_smooth[w, j]
                 k = k + 1
-            if m.efc_type[r] != CNSTR_CONTACT_ELLIPTIC:
+            if m.efc_type[r] != ConstraintType.CONTACT_ELLIPTIC:
                 c, ds, dds = row_cost(m, d, w, r, jar)
                 d.efc_ls1[w, r] = c
             else:
