@@ -70,7 +70,7 @@ import torch
 
 from simrl.errors import UnsupportedFeatureError
 from simrl.sim.contact_tables import candidate_geom_pairs, contact_tables
-from simrl.sim.sensor import sensor_columns
+from simrl.sim.io import sensor_columns
 from simrl.sim.types import DisableBit, EnableBit, IntegratorType, ObjType
 
 #: state copied into each world's MjData before a step and back after it (the mocap poses are

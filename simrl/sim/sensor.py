@@ -13,7 +13,7 @@ each in passes of their own (their loops over contacts and ray casts would raise
 of every sensor's kernel on a GPU by half), the contact sensors without cutoff as MuJoCo. Noise
 is metadata MuJoCo does not apply; neither does simrl.
 
-Supported (SUPPORTED below): magnetometer, jointpos, actuatorpos, tendonpos, ballquat, framepos,
+Supported (SensorType, simrl.sim.types): magnetometer, jointpos, actuatorpos, tendonpos, ballquat, framepos,
 framexaxis/yaxis/zaxis, framequat, subtreecom (position stage); velocimeter, gyro, jointvel,
 actuatorvel, tendonvel, ballangvel, framelinvel, frameangvel, subtreelinvel, subtreeangmom
 (velocity stage); accelerometer, framelinacc, frameangacc, actuatorfrc, jointactfrc,
@@ -21,7 +21,7 @@ tendonactfrc (acceleration stage); jointlimitpos/vel/frc and tendonlimitpos/vel/
 first active limit row of the joint or tendon); touch, force, torque and contact (MuJoCo 4.0's
 mjSENS_CONTACT: matching, reduction and extraction as mj_computeSensorAcc and its helpers
 matchContact, checkMatch, copySensorData, total_wrench; its matching geom pairs fixed at load
-in mjData.contact's order, `contact_sensor_tables`). Objects: bodies
+in mjData.contact's order, simrl.sim.io.contact_sensor_tables). Objects: bodies
 (inertial and regular frames), geoms, sites. A body's acceleration (MuJoCo's cacc of
 mj_rnePostConstraint: -gravity at the world, cdof_dot qvel + cdof qacc added down the tree) is
 summed over the dof chain that moves it, so no tree pass is needed; a force or torque
@@ -33,19 +33,17 @@ equality wrenches, gathered in one pass over the contacts.
 import functools
 from types import SimpleNamespace
 
-import mujoco
-import numpy as np
 import warp as wp
 
 from simrl.sim import ray
 from simrl.sim.data import data_struct
+from simrl.sim.io import sensor_columns  # noqa: F401 (envs import it from here)
 from simrl.sim.model import model_struct
 from simrl.sim.types import (
     MINVAL,
     ConDataField,
     ConstraintType,
     DataType,
-    DisableBit,
     EqType,
     GeomType,
     ObjType,
@@ -53,124 +51,8 @@ from simrl.sim.types import (
     scalar_types,
 )
 
-#: the sensor types simrl computes (others are refused by name when the model is loaded): every
-#: member of SensorType
-SUPPORTED = frozenset(SensorType)
-#: object types a frame sensor can read
-FRAME_OBJECTS = frozenset((ObjType.BODY, ObjType.XBODY, ObjType.GEOM, ObjType.SITE))
-_FRAME_TYPES = frozenset((SensorType.FRAMEPOS, SensorType.FRAMEXAXIS, SensorType.FRAMEYAXIS, SensorType.FRAMEZAXIS,
-                          SensorType.FRAMEQUAT, SensorType.FRAMELINVEL, SensorType.FRAMEANGVEL, SensorType.FRAMELINACC,
-                          SensorType.FRAMEANGACC))
-
-
-def sensor_columns(mjm: mujoco.MjModel, name: str) -> slice:
-    """The columns of sensor `name` (its MJCF name) in `sensordata [W, nsensordata]`; KeyError
-    listing the model's sensors when it has none of that name."""
-    i = mujoco.mj_name2id(mjm, ObjType.SENSOR, name)
-    if i < 0:
-        names = [mujoco.mj_id2name(mjm, ObjType.SENSOR, k) for k in range(mjm.nsensor)]
-        raise KeyError(f"no sensor named {name!r}; the model's sensors: {[n for n in names if n] or 'none'}")
-    adr = int(mjm.sensor_adr[i])
-    return slice(adr, adr + int(mjm.sensor_dim[i]))
-
-
-def frame_sensor(kind: int) -> bool:
-    """The sensor reads an object's frame (objtype / reftype)."""
-    return kind in _FRAME_TYPES
-
-
-# --------------------------------------------------------------------------------------------
-# The contact sensor's tables (host side)
-
 # sensor_intprm[1] of a contact sensor (mj_computeSensorAcc's local enum)
 REDUCE_NONE, REDUCE_MINDIST, REDUCE_MAXFORCE, REDUCE_NETFORCE = 0, 1, 2, 3
-
-
-def contact_order(mjm: mujoco.MjModel, tables: dict) -> list[int]:
-    """The candidate pairs of `tables` (simrl.sim.contact_tables) in the order in which mj_collision
-    (engine_collision_driver.c) appends their contacts to mjData.contact: body pairs by signature
-    (body1 << 16) + body2 (mj_broadphase sorts them), and within one signature first the explicit
-    <pair>s (merged in pair_signature order), then the default pairs, one geom pair after another:
-    two single-geom bodies have one; the midphase (mj_collideTree, both bodies with a BVH, unless
-    mjDSBL_MIDPHASE) sorts its contacts by their geom ids (geom1 the lower geom type, as stored in
-    the contact), stably; otherwise all-to-all, the first body's geoms in the outer loop. A geom
-    pair's own contacts keep its collider's order, which its slots follow."""
-    explicit = {frozenset((int(mjm.pair_geom1[p]), int(mjm.pair_geom2[p]))): p for p in range(mjm.npair)}
-    midphase = not mjm.opt.disableflags & DisableBit.MIDPHASE
-
-    def key(p):
-        g1, g2 = (int(g) for g in tables["geom"][p])
-        b1, b2 = int(mjm.geom_bodyid[g1]), int(mjm.geom_bodyid[g2])
-        lo, hi = min(b1, b2), max(b1, b2)
-        ipair = explicit.get(frozenset((g1, g2)), -1)
-        if ipair >= 0:
-            return int(mjm.pair_signature[ipair]), 0, ipair, 0
-        if midphase and mjm.body_bvhadr[lo] >= 0 and mjm.body_bvhadr[hi] >= 0:
-            return (lo << 16) + hi, 1, g1, g2
-        return (lo << 16) + hi, 1, *((g1, g2) if b1 == lo else (g2, g1))
-
-    return sorted(range(len(tables["geom"])), key=key)
-
-
-def _contact_match(mjm, geoms, kind, objid) -> tuple[bool, bool]:
-    """checkMatch (engine_sensor.c) of a sensor object against the contact's two geoms and their
-    bodies: (matches the first, matches the second). A site matches both here (its volume is
-    tested while simulating); a subtree (mjOBJ_XBODY) holds the body or one of its ancestors."""
-    out = []
-    for g in geoms:
-        body = int(mjm.geom_bodyid[g])
-        if kind in (ObjType.UNKNOWN, ObjType.SITE):
-            out.append(True)
-        elif kind == ObjType.GEOM:
-            out.append(objid == g)
-        elif kind == ObjType.BODY:
-            out.append(objid == body)
-        elif kind == ObjType.XBODY:
-            while body > objid:
-                body = int(mjm.body_parentid[body])
-            out.append(body == objid)
-        else:
-            out.append(False)
-    return out[0], out[1]
-
-
-def contact_direction(mjm: mujoco.MjModel, i: int, geoms) -> int:
-    """matchContact (engine_sensor.c) of contact sensor i and a contact between `geoms` (geom1,
-    geom2 as mjData.contact stores them), apart from the site's volume: 0 no match, 1 a match
-    that keeps the contact's normal, -1 a match that flips it (the sensor's first object is the
-    contact's second)."""
-    type1, id1 = int(mjm.sensor_objtype[i]), int(mjm.sensor_objid[i])
-    type2, id2 = int(mjm.sensor_reftype[i]), int(mjm.sensor_refid[i])
-    if type1 == ObjType.UNKNOWN and type2 == ObjType.UNKNOWN:
-        return 1
-    m11, m12 = _contact_match(mjm, geoms, type1, id1)
-    m21, m22 = _contact_match(mjm, geoms, type2, id2)
-    if not (m11 or m12) or not (m21 or m22):
-        return 0
-    if type1 != ObjType.UNKNOWN and type2 != ObjType.UNKNOWN:
-        regular, reverse = m11 and m22, m12 and m21
-        return 1 if regular else -1 if reverse else 0
-    if type1 != ObjType.UNKNOWN:
-        return 1 if m11 else -1
-    return 1 if m22 else -1
-
-
-def contact_sensor_tables(mjm: mujoco.MjModel, tables: dict) -> tuple[list[tuple[int, int, int]],
-                                                                        list[tuple[int, int]]]:
-    """The contact sensors, as (sensor id, first candidate, number of candidates), and their
-    candidates: (contact slot, flip) of every slot whose geom pair the sensor matches (flip 1: the
-    normal is reversed), in mjData.contact's order (`contact_order`, then a pair's slots in turn)."""
-    order = contact_order(mjm, tables)
-    sensors, slots = [], []
-    for i in np.flatnonzero(mjm.sensor_type == SensorType.CONTACT):
-        start = len(slots)
-        for p in order:
-            direction = contact_direction(mjm, int(i), tables["geom"][p])
-            if direction != 0:
-                first, nslot = tables["slot"][p], tables["nslot"][p]
-                slots.extend((s, int(direction < 0)) for s in range(first, first + nslot))
-        sensors.append((int(i), start, len(slots) - start))
-    return sensors, slots
 
 
 @functools.cache

@@ -27,8 +27,8 @@ from simrl.errors import MJCFError
 from simrl.sim import forward
 from simrl.sim import schedule as simrl_schedule
 from simrl.sim.data import CCD_SCRATCH, check_memory, data_struct, make_data, mocap_pose0
-from simrl.sim.model import PER_WORLD_FIELDS, SET_CONST_INPUTS, Model, copy_struct
-from simrl.sim.sensor import sensor_columns
+from simrl.sim.io import Model, sensor_columns
+from simrl.sim.model import PER_WORLD_FIELDS, SET_CONST_INPUTS, copy_struct
 from simrl.sim.types import EULER_LIKE, DisableBit, ObjType, build_notice
 
 if not os.environ.get("SIMRL_WARP_VERBOSE"):
