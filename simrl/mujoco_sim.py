@@ -52,8 +52,7 @@ What the environments use of `simrl.Sim` is served the same way:
   armature follow each world's values.
 
 Speed: one Python loop over the worlds on one core, each world's `mj_step` plus a few
-microseconds of copying (the quadruped: about 20 us per world and step, measured on the
-project's CPU machine when unloaded). Worlds are not spread over threads.
+microseconds of copying. Worlds are not spread over threads.
 
 Anything else of `Sim` (gradients, `data`, constraint rows, solver statistics, the derived
 invweight0 as a parameter) raises an error that names it.

@@ -453,7 +453,11 @@ def build(scalar):
 
     @wp.func
     def detect_plane_mesh(m: Model, d: Data, w: int, p: int):
-        """Pass 1 for a plane-mesh pair p (mjc_PlaneConvex): into d.ccd_contact."""
+        """Pass 1 for a plane-mesh pair p (mjc_PlaneConvex): into d.ccd_contact.
+
+        Model: cpair_ccd_slot, cpair_gap, cpair_geom, cpair_margin, cpair_nslot, geom_dataid, geom_rbound,
+        mesh_info, mesh_int, mesh_polynormal, mesh_vec. Data in: geom_xpos, geom_xmat. Data out: ccd_contact (the
+        pair's entries)."""
         slot = m.cpair_ccd_slot[p]
         clear_slots(d, w, slot, m.cpair_nslot[p])
         g = m.cpair_geom[p]
@@ -461,7 +465,13 @@ def build(scalar):
 
     @wp.func
     def detect_hfield(m: Model, d: Data, w: int, p: int):
-        """Pass 1 for a height field pair p (mjc_ConvexHField): into d.ccd_contact."""
+        """Pass 1 for a height field pair p (mjc_ConvexHField): into d.ccd_contact.
+
+        Model: ccd_iterations, ccd_maxfaces, ccd_tolerance, cpair_ccd, cpair_ccd_slot, cpair_gap, cpair_geom,
+        cpair_margin, cpair_nslot, geom_dataid, geom_rbound, geom_size, geom_type, hfield_data, hfield_info,
+        mesh_info, mesh_int, mesh_vec, nccdpair. Data in: geom_xpos, geom_xmat. Data out: ccd_contact (the pair's
+        entries); the scratch rows of the pair (ccd_simplex, ccd_vert, ccd_face, ccd_map, ccd_horizon, ccd_stack,
+        ccd_index)."""
         nslot = m.cpair_nslot[p]
         slot = m.cpair_ccd_slot[p]
         clear_slots(d, w, slot, nslot)
@@ -472,7 +482,14 @@ def build(scalar):
     @wp.func
     def detect_gjk(m: Model, d: Data, w: int, p: int):
         """Pass 1 for a convex pair p of two geoms (mjc_Convex): GJK/EPA, and multiccd's face
-        clipping where the pair has the slots for it, into d.ccd_contact."""
+        clipping where the pair has the slots for it, into d.ccd_contact.
+
+        Model: ccd_iterations, ccd_maxfaces, ccd_ndeg, ccd_npolygon, ccd_tolerance, cpair_ccd, cpair_ccd_slot,
+        cpair_gap, cpair_geom, cpair_margin, cpair_nslot, enable_multiccd, geom_dataid, geom_rbound, geom_size,
+        geom_type, mesh_info, mesh_int, mesh_polynormal, mesh_vec, nccdpair. Data in: geom_xpos, geom_xmat. Data
+        out: ccd_contact (the pair's entries); the scratch rows of the pair (ccd_simplex, ccd_vert, ccd_face,
+        ccd_map, ccd_horizon, ccd_stack, ccd_index, and multiccd's ccd_clip, ccd_clipd, ccd_cliptag, ccd_norm,
+        ccd_normidx)."""
         nslot = m.cpair_nslot[p]
         slot = m.cpair_ccd_slot[p]
         clear_slots(d, w, slot, nslot)
@@ -516,7 +533,12 @@ def build(scalar):
     @wp.func
     def detect(m: Model, d: Data, w: int, p: int):
         """Pass 1 for convex pair p: GJK/EPA (and multiccd) into d.ccd_contact. (The wide
-        schedule launches the three kinds of search apart: `detect_kinds`.)"""
+        schedule launches the three kinds of search apart: `detect_kinds`.)
+
+        Model: ccd_iterations, ccd_maxfaces, ccd_ndeg, ccd_npolygon, ccd_tolerance, cpair_ccd, cpair_ccd_slot,
+        cpair_gap, cpair_geom, cpair_kind, cpair_margin, cpair_nslot, enable_multiccd, geom_dataid, geom_rbound,
+        geom_size, geom_type, hfield_data, hfield_info, mesh_info, mesh_int, mesh_polynormal, mesh_vec, nccdpair.
+        Data: those of detect_plane_mesh, detect_hfield and detect_gjk."""
         kind = m.cpair_kind[p]
         if kind == KIND_PLANE_MESH:
             detect_plane_mesh(m, d, w, p)
@@ -539,7 +561,11 @@ def build(scalar):
     def hfield_contacts(m: Model, d: Data, w: int, p: int):
         """Pass 2 for a height field pair: each prism's contact rebuilt (mjc_penetration is called
         with no margin: dist is the depth of the geom inflated by half the margin against prisms
-        raised by it)."""
+        raised by it).
+
+        Model: cpair_ccd_slot, cpair_gap, cpair_geom, cpair_margin, cpair_nslot, cpair_slot, geom_size, geom_type.
+        Data in: ccd_contact, geom_xpos, geom_xmat. Data out (the pair's slots): contact_dist, contact_pos,
+        contact_frame, contact_active."""
         g = m.cpair_geom[p]
         g1 = g[0]
         g2 = g[1]
@@ -585,7 +611,10 @@ def build(scalar):
     @wp.func
     def plane_mesh_contacts(m: Model, d: Data, w: int, p: int):
         """Pass 2 for plane-mesh: each found vertex moved with the mesh, its distance along the
-        plane's normal (differentiable in both poses)."""
+        plane's normal (differentiable in both poses).
+
+        Model: cpair_ccd_slot, cpair_geom, cpair_slot. Data in: ccd_contact, geom_xpos, geom_xmat. Data out (the
+        pair's slots): contact_dist, contact_pos, contact_frame, contact_active."""
         g = m.cpair_geom[p]
         p1 = d.geom_xpos[w, g[0]]
         R1 = d.geom_xmat[w, g[0]]
@@ -610,6 +639,11 @@ def build(scalar):
     def contacts(nslot: int):
         @wp.func
         def collide_pair(m: Model, d: Data, w: int, p: int):
+            """Pair p's contacts, rebuilt from what its detection pass found (`collide`).
+
+            Model: cpair_ccd_slot, cpair_gap, cpair_geom, cpair_margin, cpair_slot, geom_size, geom_type. Data in:
+            ccd_contact, geom_xpos, geom_xmat. Data out (the pair's slots): contact_dist, contact_pos,
+            contact_frame, contact_active."""
             g = m.cpair_geom[p]
             g1 = g[0]
             g2 = g[1]

@@ -66,10 +66,14 @@ def pair_functions(scalar):
         pass
 
     def make(collider, nslot):
-        # inlined into the loop over pairs (chosen when a call copied the Model and Data structs on
-        # the CPU; simrl.sim.by_reference now passes them by reference, the inlining is kept)
+        # inlined into the loop over pairs
         @wp.func(inline=True)
         def collide_pair(m: Model, d: Data, w: int, p: int):
+            """Pair p's contacts by its collider, unless mj_filterSphere rejects it; each slot flagged.
+
+            Model: cpair_gap, cpair_geom, cpair_margin, cpair_slot, geom_rbound, geom_size, geom_type. Data in:
+            geom_xpos, geom_xmat. Data out (the pair's slots): contact_dist, contact_pos, contact_frame,
+            contact_active."""
             g = m.cpair_geom[p]
             g1 = g[0]
             g2 = g[1]
@@ -142,10 +146,12 @@ def dispatch(scalar, kinds: tuple):
     first, last, f_first, rest = kinds[0], kinds[n - 1], funcs[kinds[0]], dispatch(scalar, kinds[n:])
     one = n == 1
 
-    # inlined (chosen when a call copied the Model and Data structs once per pair; see
-    # simrl.sim.by_reference, which now passes them by reference)
+    # inlined into the loop over pairs
     @wp.func(inline=True)
     def collide(m: Model, d: Data, w: int, p: int):
+        """Pair p's collision, by the function of its kind.
+
+        Model: cpair_kind. Data: those of the pair's function (collide_pair, collision_convex's contacts)."""
         kind = m.cpair_kind[p]
         hit = kind == first
         if wp.static(not one):
@@ -181,6 +187,10 @@ def detect(scalar, kinds: tuple = None):
 
     @wp.func
     def detect_pair(m: Model, d: Data, w: int, p: int):
+        """Pair p's convex detection, when its kind is one of this launch's.
+
+        Model: cpair_kind. Data: those of collision_convex's detection (geom_xpos, geom_xmat in; the pair's
+        ccd_contact entries and scratch rows out)."""
         kind = m.cpair_kind[p]
         if kind >= first and kind <= last:
             run(m, d, w, p)
@@ -199,6 +209,9 @@ def far_geoms(scalar):
 
     @wp.func
     def far(m: Model, d: Data, w: int):
+        """geom_far of world w's far geoms.
+
+        Model: far_geom, far_moving, geom_rbound, nfar_geom, nfar_moving. Data in: geom_xpos. Data out: geom_far."""
         # the sphere: the centre of the box around the moving geoms' centres, the radius that
         # encloses each one's bounding sphere
         lo = d.geom_xpos[w, m.far_moving[0]]

@@ -33,7 +33,7 @@ turns it into a contact patch:
    out by half the margin each (`margins`).
 
 Ported operation by operation (which polygon is clipped by which, the order of the points) from
-MuJoCo's source of 2026-08-22 and, where MuJoCo 4.0 changed it, from MuJoCo Warp 4.0.0's port of
+MuJoCo's C source before 4.0 and, where MuJoCo 4.0 changed it, from MuJoCo Warp 4.0.0's port of
 4.0 (collision_gjk.py, read for understanding), checked against the MuJoCo 4.0 binary in
 tests/test_multiccd.py. These rules follow the binary where the two sources differ from it:
 - when geom 1 touches with an edge or a vertex and none of its edges lies in a face of geom 2,

@@ -81,7 +81,7 @@ def build(scalar, schedule: str = "fused"):
     # call that asks for sensordata compiles them)
     sensors = segment("sensors", forward.sensor_passes(scalar), scalar, schedule, "grad_sensor", backward=True)
     # two launches in the wide schedule, as in the engine's step (forward._acceleration): in one
-    # kernel the list and the solver needed more registers than a GPU thread should use
+    # kernel the list and the solver need more registers than a GPU thread should use
     constraint_solve = segment("constraint_solve", (Pass("constraint_list", WORLD, (world.constraint_list,)),
                                                     Pass("constraint_solve", WORLD, (world.solve,))),
                                scalar, schedule, "grad_custom")
@@ -166,7 +166,7 @@ def build(scalar, schedule: str = "fused"):
         """efc_force of active row r at jar, differentiably: D (aref - J qacc) in the quadratic
         zone, -+ frictionloss in the linear zone of friction loss; the rows of contacts in the
         elliptic cone are constraint_force_cone's (apart: in one kernel the generated adjoint
-        needed more registers than a GPU thread should use)."""
+        needs more registers than a GPU thread should use)."""
         w, r = wp.tid()
         if d.efc_active[w, r] != 0 and m.efc_type[r] != ConstraintType.CONTACT_ELLIPTIC:
             value = jar[w, r]
@@ -682,9 +682,8 @@ class _Scratch:
     """The differentiable step's arrays beside the Data, one set per evaluation of the dynamics:
     `dA` (-h qDeriv, or zero), `zero` (a zero matrix standing for dA in the solves without
     one), `jar`, `force` (efc_force recomputed from the solution), `qfrc`, `rhs`, and the
-    backward's `lam`, `H`. They were allocated at every evaluation (about 5 MB per step at 1024
-    worlds on the quadruped, fresh pages each time); now they are views into two slabs that
-    come back with the Data and are zeroed by two memsets."""
+    backward's `lam`, `H`: views into two slabs that come back with the Data and are zeroed by
+    two memsets, not allocated (fresh pages) at every evaluation."""
 
     #: name -> (shape after W: "nv" or "nefc" entries, has a gradient)
     FIELDS = {"dA": (("nv", "nv"), True), "zero": (("nv", "nv"), True), "jar": (("nefc",), True),

@@ -49,7 +49,9 @@ def build(scalar):
     def joint(m: Model, qpos_in: wp.array2d(dtype=scalar), qpos_out: wp.array2d(dtype=scalar),
               vel: wp.array2d(dtype=scalar), dt: scalar, w: int, j: int):
         """Joint j's coordinates of qpos_out[w] = qpos_in[w] advanced by velocity vel[w] for time dt
-        (may alias)."""
+        (may alias).
+
+        Model: jnt_dofadr, jnt_qposadr, jnt_type. In: qpos_in, vel. Out: qpos_out."""
         padr = m.jnt_qposadr[j]
         vadr = m.jnt_dofadr[j]
         jtype = m.jnt_type[j]
@@ -69,7 +71,9 @@ def build(scalar):
     def check_joint(m: Model, d: Data, w: int, j: int):
         """Flag the world in nan_world when joint j's new qpos or qvel is not finite (it stays
         flagged until reset). The flag only ever goes from 0 to 1, so the joints of a world
-        setting it in any order give the same result."""
+        setting it in any order give the same result.
+
+        Model: jnt_dofadr, jnt_qposadr, jnt_type. Data in: qpos, qvel. Data out: nan_world (by atomic max)."""
         jtype = m.jnt_type[j]
         bad = int(0)
         padr = m.jnt_qposadr[j]

@@ -35,8 +35,8 @@ SET_CONST_INPUTS = ("body_mass", "body_inertia", "body_ipos", "body_iquat", "dof
 
 #: the largest Warp struct, in bytes, that CUDA keeps out of a thread's stack: a Model or Data
 #: struct above 8 KB is copied to local memory by every kernel that passes it to a function
-#: (sm_90, CUDA 13: a struct of 8,176 bytes costs 0 stack bytes, one of 8,400 bytes 21,704 stack
-#: and 8,460 spill bytes and 255 registers). Tables of new features are packed into arrays of
+#: (sm_90, CUDA 13: a struct just over the limit costs each such kernel tens of KB of stack,
+#: spills and every register). Tables of new features are packed into arrays of
 #: small structs to stay under it (tests/test_gpu_report.py checks).
 STRUCT_LIMIT = 8192
 

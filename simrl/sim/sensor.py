@@ -513,9 +513,9 @@ def build(scalar):
 
     def contact_sensor_of(sorted_reductions: bool):
         """The contact sensor, of the sensors whose reduction sorts (mindist, maxforce) or of the
-        others (none, netforce): two kernels in the wide schedule (as one it needs 168 registers
-        a thread on sm_90 in float32, as two 128 and 96: scripts/gpu_report.py), each leaving
-        the other's sensors alone."""
+        others (none, netforce): two kernels in the wide schedule (as one it needs more registers
+        than a GPU thread should use: scripts/gpu_report.py), each leaving the other's sensors
+        alone."""
 
         @wp.func
         def contact_sensor(m: Model, d: Data, w: int, i: int):
@@ -528,7 +528,12 @@ def build(scalar):
             world's x and y; all zero without a match, as MuJoCo 4.0 gives); empty slots zero.
             Every value is written once, and which contact fills a slot comes from a function
             (`nth_match`, `nth_sorted`), not from a counter carried through a loop: the generated
-            adjoint does not replay a loop's carried values (see `subtree_momentum`)."""
+            adjoint does not replay a loop's carried values (see `subtree_momentum`).
+
+            Model: body_dofend, body_rootid, cone_elliptic, contact_efc_adr, contact_pair, contact_sensor,
+            contact_sensor_slot, cpair_condim, cpair_friction, cpair_geom, geom_bodyid, site_size, site_type. Data
+            in: contact_active, contact_dist, contact_pos, contact_frame, site_xpos, site_xmat, cvel, subtree_com,
+            efc_active, efc_force. Data out: sensordata (the sensor's columns)."""
             reduce = m.contact_sensor[i].reduce
             if (reduce == REDUCE_MINDIST or reduce == REDUCE_MAXFORCE) == wp.static(sorted_reductions):
                 adr = m.contact_sensor[i].adr
@@ -849,7 +854,15 @@ def build(scalar):
     def sensor(m: Model, d: Data, w: int, i: int):
         """Sensor i (mj_computeSensorPos / Vel / Acc, then apply_cutoff), not a touch, force or
         torque sensor (`wrench_sensor`'s: Model.sensor holds them last) nor a contact sensor
-        (`contact_sensor`'s, which apply no cutoff, as MuJoCo)."""
+        (`contact_sensor`'s, which apply no cutoff, as MuJoCo).
+
+        Model: actuator_tendon, body_dofend, body_inertia, body_iquat, body_mass, body_parentid, body_rootid,
+        dof_ancestor, dof_ancestor_adr, dof_ancestor_num, efc_id, efc_type, geom_bodyid, geom_quat, gravity,
+        jnt_dofadr, jnt_qposadr, magnetic, nbody, nefc_eq, nefc_friction, nefc_limit, nu, sensor, site_bodyid,
+        site_quat. Data in: qpos, qvel, qacc, xpos, xquat, xmat, xipos, ximat, geom_xpos, geom_xmat, site_xpos,
+        site_xmat, subtree_com, subtree_mass, cvel, cdof, cdof_dot, ten_length, ten_velocity, actuator_length,
+        actuator_velocity, actuator_force, qfrc_actuator, efc_active, efc_pos, efc_margin, efc_vel, efc_force. Data
+        out: sensordata (the sensor's columns)."""
         if m.sensor[i].type != SensorType.CONTACT:
             write_sensor(m, d, w, i, sensor_value(m, d, w, i))
 
@@ -857,7 +870,13 @@ def build(scalar):
     def wrench_sensor(m: Model, d: Data, w: int, i: int):
         """Touch, force or torque sensor i, then apply_cutoff: a pass of its own, so that the
         sensors most models have are not compiled beside the contact-force loops and ray casts
-        of these (on sm_90 the `sensor` kernel needed 178 registers with them, 96 without)."""
+        of these (with them, the `sensor` kernel needs about twice the registers on a GPU).
+
+        Model: body_dofend, body_parentid, body_rootid, cone_elliptic, contact_efc_adr, contact_pair, cpair_condim,
+        cpair_friction, cpair_geom, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, eq, geom_bodyid, nbody,
+        ncon, nefc_eq, neq, sensor, site_bodyid, site_size, site_type. Data in: qacc, xpos, xmat,
+        site_xpos, site_xmat, subtree_com, cdof, cinert, cfrc_bias, eq_active, contact_pos, contact_frame,
+        efc_active, efc_force. Data out: sensordata (the sensor's columns)."""
         write_sensor(m, d, w, i, wrench_value(m, d, w, i))
 
     return SimpleNamespace(sensor=sensor, wrench_sensor=wrench_sensor, contact_sensor=contact_sensor_of(False),

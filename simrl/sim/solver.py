@@ -664,8 +664,8 @@ def build(scalar, lanes: bool = False):
         # the minimizer is bracketed, a Newton step that leaves the bracket, or that is not less
         # than half the step before the last, is replaced by bisection. Across an elliptic cone's
         # middle zone d1 bends so much that Newton from each side overshoots to the other, the
-        # bracket shrinking by a few percent a step: 50 steps ended far from the minimizer, and
-        # the solver stopped with a cost higher than before the step.
+        # bracket shrinking by a few percent a step: without the safeguard, 50 steps can end far
+        # from the minimizer, at a cost higher than before the step.
         gtol = scalar(0.0)
         lo = scalar(0.0)
         hi = scalar(-1.0)  # no upper bracket yet
@@ -764,7 +764,14 @@ def build(scalar, lanes: bool = False):
     @wp.func
     def solve(m: Model, d: Data, w: int, lane: int, nlanes: int):
         """qacc and efc_force from qacc_smooth and the constraint rows (qfrc_constraint zeroed:
-        `constraint_force` follows)."""
+        `constraint_force` follows).
+
+        Model: cone_elliptic, contact_pair, cpair_condim, dof_parentid, efc_chain, efc_colind, efc_colmask, efc_id,
+        efc_nnz, efc_sub, efc_type, nv, solver_iterations, solver_scale, solver_tolerance. Data in: qM, qacc_smooth,
+        qacc_warmstart, efc_list, efc_nactive, efc_J, efc_D, efc_R, efc_aref, efc_frictionloss, efc_mu. Data out:
+        qacc, efc_force, qfrc_constraint (zeroed), solver_niter; the scratch solver_res, solver_Mres, solver_grad,
+        solver_H, solver_search, solver_Msearch, solver_flag, solver_scalar, efc_jar, efc_cost, efc_dds, efc_hcone,
+        efc_jv, efc_quad, efc_ls1, efc_ls2, efc_ls3."""
         nv = m.nv
         nactive = d.efc_nactive[w]
         i = int(lane)
@@ -837,7 +844,10 @@ def build(scalar, lanes: bool = False):
         """qfrc_constraint = J' efc_force at the solution (efc_force set by the solver's last
         evaluate), the rows added in ascending order (scattered row by row by a thread per world,
         gathered per dof by a block: the same sums); the next step's warm start (unless the
-        integrator saves it at the end of the step: RK4)."""
+        integrator saves it at the end of the step: RK4).
+
+        Model: efc_colind, efc_colmask, efc_nnz, nv, warmstart_at_end. Data in: qacc, efc_list, efc_nactive, efc_J,
+        efc_force, qfrc_constraint. Data out: qfrc_constraint, qacc_warmstart."""
         nv = m.nv
         nactive = d.efc_nactive[w]
         if wp.static(lanes):

@@ -516,8 +516,8 @@ BUILD_NOTICE_SECONDS = 3.0
 @contextlib.contextmanager
 def build_notice(what: str, device, notice_after: float | None = None):
     """Around the first load (or launch) of Warp kernels (`what`, for the messages) on `device`:
-    a build of the engine's takes about a minute on a first run, a load from Warp's cache a
-    fraction of a second. When the body has run for `notice_after` seconds (default
+    a first run builds the engine's kernels, which takes a while; the runs after load them
+    from Warp's cache. When the body has run for `notice_after` seconds (default
     BUILD_NOTICE_SECONDS), a line on stderr says what is happening, and one more, at the end,
     how long it took: no silent minute. Yields a dict whose "seconds" is set at the end."""
     notice_after = BUILD_NOTICE_SECONDS if notice_after is None else notice_after
@@ -555,8 +555,8 @@ def kernel_module(scalar, name: str = "sim", backward: bool = False):
     step, simrl.sim.grad) also generates the kernels' adjoints; the engine's own module skips
     them, as generating them doubles its compile time."""
     module = wp.get_module(f"simrl_{name}_{scalar.__name__}")
-    # -O3 instead of Warp's CPU default -O2: ~1.5x faster steps on ant and humanoid for ~50%
-    # more compile time (once, then cached)
+    # -O3 instead of Warp's CPU default -O2: faster steps for a longer compile (once, then
+    # cached)
     module.options["optimization_level"] = 3
     module.options["enable_backward"] = backward
     # not a Warp option: it makes the module's hash (and its cache entry) differ from a build
