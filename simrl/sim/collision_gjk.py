@@ -266,29 +266,33 @@ def build(scalar):
         return 0
 
     @wp.func
+    def project_on_normal(n: vec3, v: vec3):
+        """One normal's try of projectOriginPlane: (1, 0) when n is zero (a degenerate triangle);
+        (0, the origin projected onto the plane of normal n through v) when n . v != 0 and n . n >
+        mjMINVAL; else (-1, 0), the next normal's turn."""
+        nv = wp.dot(n, v)
+        nn = wp.dot(n, n)
+        if nn == zero:
+            return 1, vec3(zero, zero, zero)
+        if nv != zero and nn > minval:
+            return 0, n * (nv / nn)
+        return -1, vec3(zero, zero, zero)
+
+    @wp.func
     def project_origin_plane(v1: vec3, v2: vec3, v3: vec3):
-        """projectOriginPlane: (1 if degenerate, the origin projected onto the plane v1 v2 v3)."""
+        """projectOriginPlane: (1 if degenerate, the origin projected onto the plane v1 v2 v3), by
+        the first of the triangle's normals that gives one (`project_on_normal`; the third as it is)."""
         diff21 = v2 - v1
         diff31 = v3 - v1
         diff32 = v3 - v2
-        n = cross3(diff32, diff21)
-        nv = wp.dot(n, v2)
-        nn = wp.dot(n, n)
-        if nn == zero:
-            return 1, vec3(zero, zero, zero)
-        if nv != zero and nn > minval:
-            return 0, n * (nv / nn)
-        n = cross3(diff21, diff31)
-        nv = wp.dot(n, v1)
-        nn = wp.dot(n, n)
-        if nn == zero:
-            return 1, vec3(zero, zero, zero)
-        if nv != zero and nn > minval:
-            return 0, n * (nv / nn)
-        n = cross3(diff31, diff32)
-        nv = wp.dot(n, v3)
-        nn = wp.dot(n, n)
-        return 0, n * (nv / nn)
+        status, p = project_on_normal(cross3(diff32, diff21), v2)
+        if status < 0:
+            status, p = project_on_normal(cross3(diff21, diff31), v1)
+        if status < 0:
+            n = cross3(diff31, diff32)
+            status = 0
+            p = n * (wp.dot(n, v3) / wp.dot(n, n))
+        return status, p
 
     @wp.func
     def s1d(s1: vec3, s2: vec3) -> vec2:

@@ -124,6 +124,24 @@ def build(scalar, lanes: bool = False):
         sync()
 
     @wp.func
+    def mul_m(m: Model, d: Data, x: wp.array2d(dtype=scalar), out: wp.array2d(dtype=scalar), w: int, lane: int,
+              nlanes: int):
+        """out[w] = qM[w] x[w] (mj_mulM), each row a dot product over all nv columns in order (qM is
+        stored dense, zero off M's sparsity), the rows shared among the lanes (no barrier: the
+        caller's `sync` before out is read across lanes).
+
+        Model: nv. Data in: qM. In: x. Out: out."""
+        i = int(lane)
+        while i < m.nv:
+            s = scalar(0.0)
+            j = int(0)
+            while j < m.nv:
+                s = s + d.qM[w, i, j] * x[w, j]
+                j = j + 1
+            out[w, i] = s
+            i = i + nlanes
+
+    @wp.func
     def factor_m(m: Model, d: Data, w: int, lane: int, nlanes: int):
         """qLD = L'DL factor of qM.
 
@@ -144,5 +162,5 @@ def build(scalar, lanes: bool = False):
         sync()
         solve_ld(m, d.qLD, d.qacc_smooth, w, lane, nlanes)
 
-    return SimpleNamespace(factor_ld=factor_ld, solve_ld=solve_ld, copy_tree=copy_tree, factor_m=factor_m,
+    return SimpleNamespace(factor_ld=factor_ld, solve_ld=solve_ld, copy_tree=copy_tree, mul_m=mul_m, factor_m=factor_m,
                            fwd_acceleration=fwd_acceleration)

@@ -56,6 +56,7 @@ def build(scalar, schedule: str = "fused"):
     ld = factor_m.build(scalar, lanes)
     factor_ld, solve_ld = ld.factor_ld, ld.solve_ld
     cholesky_factor, cholesky_solve = solver.dense_cholesky(scalar, lanes)
+    cone_middle = solver.elliptic_cone(scalar).cone_middle  # at the solution, as the solver left it
     integrate = integrate_pos.build(scalar)
     world = forward.world_functions(scalar, lanes)
     module = kernel_module(scalar, name="grad_step", backward=True)
@@ -112,14 +113,6 @@ def build(scalar, schedule: str = "fused"):
         elif jar < scalar(0.0) or m.efc_type[r] == ConstraintType.EQUALITY:
             zone = 1
         return zone
-
-    @wp.func
-    def cone_middle(m: Model, d: Data, w: int, r: int):
-        """Row r belongs to a contact in the elliptic cone's middle zone at the solution."""
-        middle = False
-        if m.efc_type[r] == ConstraintType.CONTACT_ELLIPTIC:
-            middle = d.efc_hcone[w, r - m.efc_sub[r], 0] != scalar(0.0)
-        return middle
 
     @wp.func
     def cone_force(m: Model, d: Data, w: int, r: int, jar: wp.array2d(dtype=scalar)):

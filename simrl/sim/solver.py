@@ -44,7 +44,7 @@ CONE_EVALUATE, CONE_QUAD, CONE_LINE, CONE_COST = range(4)
 
 @functools.cache
 def elliptic_cone(scalar):
-    """(cone, cone_line): the contact whose rows start at r0 in the elliptic cone
+    """The functions of the contact whose rows start at r0 in the elliptic cone
     (mj_constraintUpdate_impl, engine_core_constraint.c; the line search's terms as
     engine_solver.c's mj_lineSearch takes them). With U_0 = mu jar_0, U_j = friction_j jar_j,
     N = U_0, T = |U_1..|:
@@ -56,7 +56,8 @@ def elliptic_cone(scalar):
           H = [[1, -mu U'/T], [-mu U/T, mu N / T^3 U U' + (mu^2 - mu N / T) I]].
     `cone(m, d, w, r0)` (the solver's evaluation) writes efc_cost (on row r0), efc_force,
     efc_dds (D_j in the bottom zone, else 0) and efc_hcone (the middle zone's Hessian, else 0);
-    `cone_quad` and `cone_line` the line search's terms at jar + alpha jv; `cone_cost` the cost."""
+    `cone_quad` and `cone_line` the line search's terms at jar + alpha jv; `cone_cost` the cost;
+    `cone_middle(m, d, w, r)` whether row r's contact is in the middle zone (after `cone`)."""
     Model, Data = model_struct(scalar), data_struct(scalar)
 
     @wp.func
@@ -240,7 +241,19 @@ def elliptic_cone(scalar):
             cost = scalar(0.5) * d.efc_D[w, r0] / (mu * mu * (scalar(1.0) + mu * mu)) * NmT * NmT
         d.efc_ls1[w, r0] = cost
 
-    return cone, cone_quad, cone_line, cone_cost
+    @wp.func
+    def cone_middle(m: Model, d: Data, w: int, r: int):
+        """Row r belongs to a contact in the elliptic cone's middle zone (a dense cone Hessian), as
+        the last `cone` left it.
+
+        Model: efc_type, efc_sub. Data in: efc_hcone."""
+        middle = False
+        if m.efc_type[r] == ConstraintType.CONTACT_ELLIPTIC:
+            middle = d.efc_hcone[w, r - m.efc_sub[r], 0] != scalar(0.0)
+        return middle
+
+    return SimpleNamespace(cone=cone, cone_quad=cone_quad, cone_line=cone_line, cone_cost=cone_cost,
+                           cone_middle=cone_middle)
 
 
 @functools.cache
@@ -317,9 +330,11 @@ def build(scalar, lanes: bool = False):
     eps = 2.0**-23 if scalar == wp.float32 else 2.0**-52
     row_dot = constraint.build(scalar).row_dot
     ld = factor_m.build(scalar, lanes)
-    factor_ld, solve_ld = ld.factor_ld, ld.solve_ld
+    factor_ld, solve_ld, mul_m = ld.factor_ld, ld.solve_ld, ld.mul_m
     cholesky_factor, cholesky_solve = dense_cholesky(scalar, lanes)
-    cone, cone_quad, cone_line, cone_cost = elliptic_cone(scalar)
+    ec = elliptic_cone(scalar)
+    cone, cone_quad, cone_line, cone_cost = ec.cone, ec.cone_quad, ec.cone_line, ec.cone_cost
+    cone_middle = ec.cone_middle
 
     @wp.func
     def cone_pass(m: Model, d: Data, w: int, lane: int, nlanes: int, alpha: scalar, mode: int):
@@ -379,15 +394,7 @@ def build(scalar, lanes: bool = False):
             d.solver_res[w, i] = d.qacc[w, i] - d.qacc_smooth[w, i]
             i = i + nlanes
         sync()
-        i = int(lane)
-        while i < nv:
-            mr = scalar(0.0)
-            j = int(0)
-            while j < nv:
-                mr = mr + d.qM[w, i, j] * d.solver_res[w, j]
-                j = j + 1
-            d.solver_Mres[w, i] = mr
-            i = i + nlanes
+        mul_m(m, d, d.solver_res, d.solver_Mres, w, lane, nlanes)
         a = int(lane)
         while a < nactive:
             r = d.efc_list[w, a]
@@ -450,14 +457,6 @@ def build(scalar, lanes: bool = False):
                 a = a + 1
             d.solver_scalar[w, COST] = cost
         sync()
-
-    @wp.func
-    def cone_middle(m: Model, d: Data, w: int, r: int):
-        """Row r belongs to a contact in the elliptic cone's middle zone (a dense cone Hessian)."""
-        middle = False
-        if m.efc_type[r] == ConstraintType.CONTACT_ELLIPTIC:
-            middle = d.efc_hcone[w, r - m.efc_sub[r], 0] != scalar(0.0)
-        return middle
 
     @wp.func
     def cone_hessian_row(m: Model, d: Data, w: int, r: int, i: int):
@@ -629,15 +628,7 @@ def build(scalar, lanes: bool = False):
         """Exact minimizer alpha >= 0 of the convex piecewise-quadratic cost along the search
         (every lane returns the same alpha)."""
         nv = m.nv
-        i = int(lane)
-        while i < nv:
-            mp = scalar(0.0)
-            j = int(0)
-            while j < nv:
-                mp = mp + d.qM[w, i, j] * d.solver_search[w, j]
-                j = j + 1
-            d.solver_Msearch[w, i] = mp
-            i = i + nlanes
+        mul_m(m, d, d.solver_search, d.solver_Msearch, w, lane, nlanes)
         end1 = d.efc_nactive[w]
         a = int(lane)
         while a < end1:
