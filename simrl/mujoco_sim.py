@@ -52,8 +52,7 @@ What the environments use of `simrl.Sim` is served the same way:
   armature follow each world's values.
 
 Speed: one Python loop over the worlds on one core, each world's `mj_step` plus a few
-microseconds of copying (the quadruped: about 20 us per world and step, measured on the
-project's CPU machine when unloaded). Worlds are not spread over threads.
+microseconds of copying. Worlds are not spread over threads.
 
 Anything else of `Sim` (gradients, `data`, constraint rows, solver statistics, the derived
 invweight0 as a parameter) raises an error that names it.
@@ -70,10 +69,8 @@ import torch
 
 from simrl.errors import UnsupportedFeatureError
 from simrl.sim.contact_tables import candidate_geom_pairs, contact_tables
-from simrl.sim.sensor import sensor_columns
-
-_DSBL = mujoco.mjtDisableBit
-_INT = mujoco.mjtIntegrator
+from simrl.sim.io import sensor_columns
+from simrl.sim.types import DisableBit, EnableBit, IntegratorType, ObjType
 
 #: state copied into each world's MjData before a step and back after it (the mocap poses are
 #: inputs, [num_worlds, nmocap, 3 or 4])
@@ -156,7 +153,7 @@ class MujocoSim:
         self.num_worlds = W = int(num_worlds)
         mjm = copy.copy(mj_model)  # a full copy (mj_copyModel)
         # a bad state must stay visible (nan_worlds), not be replaced by qpos0 behind the caller's back
-        mjm.opt.disableflags |= _DSBL.mjDSBL_AUTORESET
+        mjm.opt.disableflags |= int(DisableBit.AUTORESET)
         self._mjm = mjm
         self._data = [mujoco.MjData(mjm) for _ in range(W)]
 
@@ -183,7 +180,7 @@ class MujocoSim:
 
         # contact slots: the Warp engine's tables, so that slot s means the same pair in both backends
         flags = mjm.opt.disableflags
-        contact_on = not flags & (_DSBL.mjDSBL_CONSTRAINT | _DSBL.mjDSBL_CONTACT)
+        contact_on = not flags & (DisableBit.CONSTRAINT | DisableBit.CONTACT)
         tables = contact_tables(mjm) if contact_on else contact_tables(None)
         self.model = _ModelInfo(mjm, tables)
         self._pair_of = np.full((mjm.ngeom, mjm.ngeom), -1, dtype=np.int64)  # geom1, geom2 -> pair
@@ -444,7 +441,7 @@ class MujocoSim:
 
     def _friction_param(self) -> torch.Tensor:
         if self._friction is None:
-            if self._mjm.opt.integrator == _INT.mjINT_RK4:
+            if self._mjm.opt.integrator == IntegratorType.RK4:
                 raise UnsupportedFeatureError(
                     "per-world cpair_friction with <option integrator='RK4'> is not supported by the MuJoCo backend "
                     "(RK4's intermediate stages detect contacts inside MuJoCo, where their friction cannot be set)")
@@ -522,7 +519,7 @@ class MujocoSim:
         mujoco.mj_checkVel(m, d)
         self._mj_forward(m, d, friction)
         mujoco.mj_checkAcc(m, d)
-        if m.opt.integrator == _INT.mjINT_EULER:
+        if m.opt.integrator == IntegratorType.EULER:
             mujoco.mj_Euler(m, d)
         else:  # implicit, implicitfast (RK4 is refused by per_world_param)
             mujoco.mj_implicit(m, d)
@@ -542,7 +539,7 @@ class MujocoSim:
             mujoco.mj_island(m, d)
             mujoco.mj_projectConstraint(m, d)
         mujoco.mj_sensorPos(m, d)
-        if m.opt.enableflags & mujoco.mjtEnableBit.mjENBL_ENERGY:
+        if m.opt.enableflags & EnableBit.ENERGY:
             mujoco.mj_energyPos(m, d)
         mujoco.mj_forwardSkip(m, d, mujoco.mjtStage.mjSTAGE_POS, 0)
 
@@ -592,5 +589,5 @@ class MujocoSim:
 
 
 def _geom_name(mjm: mujoco.MjModel, g: int) -> str:
-    name = mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_GEOM, int(g))
+    name = mujoco.mj_id2name(mjm, ObjType.GEOM, int(g))
     return repr(name) if name else f"#{int(g)}"

@@ -15,7 +15,7 @@ import warp as wp
 from conftest import axis_angle_quat, quat_mul
 
 from simrl.sim import collision_primitive as cp
-from simrl.sim.types import scalar_types
+from simrl.sim.types import GeomType, scalar_types
 
 SLOT = 1  # contacts are written from this slot on; slot 0 and the tail must stay untouched
 NSLOT = SLOT + 8 + 1
@@ -38,8 +38,7 @@ PAIRS = {
     "sphere_cylinder": ('type="sphere" size="0.3"', 'type="cylinder" size="0.25 0.4"'),
 }
 PAIR_IDS = {name: i for i, name in enumerate(PAIRS)}
-GEOM_TYPES = {"plane": cp.GEOM_PLANE, "sphere": cp.GEOM_SPHERE, "capsule": cp.GEOM_CAPSULE, "box": cp.GEOM_BOX,
-              "cylinder": cp.GEOM_CYLINDER}
+GEOM_TYPES = {name: GeomType[name.upper()] for name in ("plane", "sphere", "capsule", "box", "cylinder")}
 
 
 def _model(name: str) -> mujoco.MjModel:

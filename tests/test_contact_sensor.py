@@ -15,14 +15,8 @@ from test_schedule import assert_same_data, run
 
 from simrl import Sim
 from simrl.mujoco_sim import MujocoSim
-from simrl.sim.sensor import (
-    CONDATA_DIST,
-    CONDATA_FORCE,
-    CONDATA_FOUND,
-    CONDATA_TORQUE,
-    CONTACT,
-    REDUCE_NETFORCE,
-)
+from simrl.sim.sensor import REDUCE_NETFORCE
+from simrl.sim.types import ConDataField, SensorType
 
 # a crate (box and sphere, an arm on a hinge) with a lid, a ball held off the floor by an explicit
 # frictionless <pair>, a capsule with condim 6 and a site around it
@@ -81,7 +75,7 @@ def columns(mjm: mujoco.MjModel):
     found = np.zeros(mjm.nsensordata, bool)
     forces = np.zeros(mjm.nsensordata, bool)
     for i in range(mjm.nsensor):
-        assert mjm.sensor_type[i] == CONTACT
+        assert mjm.sensor_type[i] == SensorType.CONTACT
         spec, reduce = int(mjm.sensor_intprm[i, 0]), int(mjm.sensor_intprm[i, 1])
         sizes = [1, 3, 3, 1, 3, 3, 3, 3, 3]
         fields = [k for k in range(9) if spec & (1 << k)]
@@ -89,9 +83,10 @@ def columns(mjm: mujoco.MjModel):
         for slot in range(mjm.sensor_dim[i] // size):
             a = mjm.sensor_adr[i] + slot * size
             for k in fields:
-                if k == CONDATA_FOUND:
+                if k == ConDataField.FOUND:
                     found[a] = True
-                elif k in (CONDATA_FORCE, CONDATA_TORQUE) or (reduce == REDUCE_NETFORCE and k > CONDATA_DIST):
+                elif (k in (ConDataField.FORCE, ConDataField.TORQUE)
+                      or (reduce == REDUCE_NETFORCE and k > ConDataField.DIST)):
                     forces[a:a + sizes[k]] = True
                 a += sizes[k]
     return found, forces

@@ -98,7 +98,7 @@ def test_missing_file_is_named(tmp_path):
 
 def test_mocap_bodies_and_gravcomp_are_accepted():
     # once refused; now simulated (tests/test_mocap.py, tests/test_gravcomp.py)
-    from simrl.sim.model import unsupported_features
+    from simrl.sim.io import unsupported_features
 
     xml = body('<body name="light" gravcomp="1"><joint actuatorgravcomp="true"/><geom size="0.1"/></body>',
                extra='<worldbody><body name="m" mocap="true"><geom size="0.1"/></body></worldbody>')

@@ -36,13 +36,8 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim.data import data_struct
-from simrl.sim.model import BIAS_AFFINE, DYN_FILTER, DYN_FILTEREXACT, GAIN_AFFINE, TRN_SITE, model_struct
-from simrl.sim.types import scalar_types
-
-# mjMAXVAL: a control beyond it counts as bad (mju_isBad)
-MAXVAL = 1e10
-# mjMINVAL: the smallest time constant of a filter
-MINVAL = 1e-15
+from simrl.sim.model import model_struct
+from simrl.sim.types import MAXVAL, MINVAL, BiasType, DynType, GainType, TrnType, scalar_types
 
 
 @functools.cache
@@ -82,7 +77,11 @@ def build(scalar):
     @wp.func
     def transmission_site(m: Model, d: Data, w: int, k: int):
         """The k-th site transmission (mj_transmission, mjTRN_SITE): its actuator's length and
-        moment row (actuator_moment[a]). Its gear's first component is the world's actuator_gear."""
+        moment row (actuator_moment[a]). Its gear's first component is the world's actuator_gear.
+
+        Model: actuator_gear, actuator_trnsite, body_dofend, body_rootid, dof_ancestor, dof_ancestor_adr,
+        dof_ancestor_num, nv, site_bodyid, site_quat. Data in: site_xpos, site_xmat, xquat, cdof, subtree_com. Data
+        out: actuator_length, actuator_moment (of the site's actuator)."""
         trn = m.actuator_trnsite[k]
         a = trn.actuator
         g = trn.gear
@@ -124,7 +123,9 @@ def build(scalar):
         """ctrl_bad[w]: 1 when any control of world w is NaN or beyond mjMAXVAL, which MuJoCo
         answers by zeroing them all (mj_fwdActuation's mju_isBad). Once per world (the pass over
         CONTROLS), before the actuators read it. (A `for` loop: this function is differentiated,
-        and Warp's adjoint of a `while` loop would read ctrl at the index the loop ended with.)"""
+        and Warp's adjoint of a `while` loop would read ctrl at the index the loop ended with.)
+
+        Model: nu. Data in: ctrl. Data out: ctrl_bad."""
         bad = int(0)
         for a in range(m.nu):
             if not (wp.abs(d.ctrl[w, a]) <= scalar(MAXVAL)):
@@ -148,10 +149,13 @@ def build(scalar):
         """Actuator a's activation after a step of act_dot from act[w, actadr] (mj_nextActivation,
         engine_support.c): filterexact integrates its filter exactly,
         act + act_dot tau (1 - exp(-h / tau)), every other dyntype by Euler, act + act_dot h;
-        then clamped to actrange when actlimited."""
+        then clamped to actrange when actlimited.
+
+        Model: actuator_actadr, actuator_actlimited, actuator_actrange, actuator_dynprm, actuator_dyntype, timestep.
+        In: act."""
         h = m.timestep
         value = act[w, m.actuator_actadr[a]]
-        if m.actuator_dyntype[a] == DYN_FILTEREXACT:
+        if m.actuator_dyntype[a] == DynType.FILTEREXACT:
             tau = wp.max(scalar(MINVAL), m.actuator_dynprm[a])
             value = value + act_dot * tau * (scalar(1.0) - wp.exp(-h / tau))
         else:
@@ -166,7 +170,10 @@ def build(scalar):
                            act1: wp.array2d(dtype=scalar), w: int, a: int):
         """act1 = actuator a's activation advanced from act0 by act_dot over one step (mj_advance):
         mj_nextActivation, with act_dot taken as 0 when the actuator's group is disabled;
-        unchanged when actuation is disabled. act1 may alias act0 (read before written)."""
+        unchanged when actuation is disabled. act1 may alias act0 (read before written).
+
+        Model: actuator_actadr, actuator_actlimited, actuator_actrange, actuator_dynprm, actuator_dyntype,
+        actuator_enabled, enable_actuation, timestep. In: act0, act_dot. Out: act1 (the actuator's activation)."""
         adr = m.actuator_actadr[a]
         if adr >= 0:
             value = act0[w, adr]
@@ -192,11 +199,20 @@ def build(scalar):
     def make_actuator(transmission: bool, act_dot: bool, force: bool):
         """`actuator` with any of its three parts: the transmission's length and velocity, the
         activation's rate act_dot, the force. The engine's step runs all three in one pass; the
-        differentiable step launches them apart (in one kernel their generated adjoint needed
+        differentiable step launches them apart (in one kernel their generated adjoint needs
         more registers than a GPU thread should use), each later part reading what the earlier
         wrote."""
         @wp.func
         def actuator(m: Model, d: Data, w: int, a: int):
+            """Actuator a's transmission, activation rate and force (the parts `make_actuator` was asked for).
+
+            Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
+            actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dofadr, actuator_dynprm,
+            actuator_dyntype, actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm,
+            actuator_gaintype, actuator_gear, actuator_qposadr, actuator_tendon, actuator_trntype, enable_actuation,
+            enable_clampctrl, nv, timestep. Data in: qpos, qvel, ten_length, ten_velocity, actuator_moment, ctrl,
+            ctrl_bad, act; the parts after the transmission actuator_length, actuator_velocity, act_dot. Data out:
+            actuator_length, actuator_velocity (transmission), act_dot (act_dot), actuator_force (force)."""
             # transmission (mj_transmission, mj_fwdVelocity): length and velocity along the joint or
             # the tendon, scaled by the gear; a site transmission's length is its pass's
             # (transmission_site), its velocity moment qvel
@@ -205,7 +221,7 @@ def build(scalar):
             if wp.static(transmission):
                 gear = m.actuator_gear[w % m.actuator_gear.shape[0], a]
                 t = m.actuator_tendon[a]
-                if m.actuator_trntype[a] == TRN_SITE:
+                if m.actuator_trntype[a] == TrnType.SITE:
                     length = d.actuator_length[w, a]
                     velocity = site_velocity(m, d, w, a)
                 else:
@@ -233,7 +249,7 @@ def build(scalar):
                     rate = scalar(0.0)
                     if m.enable_actuation:
                         rate = ctrl
-                        if m.actuator_dyntype[a] == DYN_FILTER or m.actuator_dyntype[a] == DYN_FILTEREXACT:
+                        if m.actuator_dyntype[a] == DynType.FILTER or m.actuator_dyntype[a] == DynType.FILTEREXACT:
                             tau = wp.max(scalar(MINVAL), m.actuator_dynprm[a])
                             rate = (ctrl - d.act[w, adr]) / tau
                     d.act_dot[w, adr] = rate
@@ -243,10 +259,10 @@ def build(scalar):
                 if m.enable_actuation and m.actuator_enabled[a]:
                     gp = m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a]
                     gain = gp[0]
-                    if m.actuator_gaintype[a] == GAIN_AFFINE:
+                    if m.actuator_gaintype[a] == GainType.AFFINE:
                         gain = gp[0] + gp[1] * length + gp[2] * velocity
                     frc = gain * actuator_input(m, d, w, a, ctrl)
-                    if m.actuator_biastype[a] == BIAS_AFFINE:
+                    if m.actuator_biastype[a] == BiasType.AFFINE:
                         bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
                         frc = frc + (bp[0] + bp[1] * length + bp[2] * velocity)
                 if m.actuator_forcelimited[a]:
@@ -277,7 +293,12 @@ def build(scalar):
         gain multiplies (the control clamped to ctrlrange, as the installed MuJoCo uses it; with
         activation dynamics the activation, with actearly the next one), zero when actuation or
         the actuator is disabled or when forcerange clamps the force. The activations of the
-        supported dyntypes do not depend on the velocity."""
+        supported dyntypes do not depend on the velocity.
+
+        Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
+        actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
+        actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
+        enable_actuation, enable_clampctrl, timestep. Data in: actuator_force, ctrl, act, act_dot."""
         deriv = scalar(0.0)
         if m.enable_actuation and m.actuator_enabled[a]:
             clamped = False
@@ -286,9 +307,9 @@ def build(scalar):
                 force = d.actuator_force[w, a]
                 clamped = force <= r[0] or force >= r[1]
             if not clamped:
-                if m.actuator_biastype[a] == BIAS_AFFINE:
+                if m.actuator_biastype[a] == BiasType.AFFINE:
                     deriv = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a][2]
-                if m.actuator_gaintype[a] == GAIN_AFFINE:
+                if m.actuator_gaintype[a] == GainType.AFFINE:
                     deriv = deriv + m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a][2] * \
                         gain_input(m, d, w, a)
         return deriv
@@ -298,14 +319,21 @@ def build(scalar):
         """qDeriv[i, i] = d qfrc_actuator[i] / d qvel[i]: gear^2 force_vel of the actuators on dof
         i (joint transmissions of hinges and slides act on one dof each, so the actuators'
         part of qDeriv is diagonal; mjd_actuator_vel adds moment' force_vel moment). Zero when
-        the joint's actuatorfrcrange clamps their sum (as the installed MuJoCo 4.0 does)."""
+        the joint's actuatorfrcrange clamps their sum (as the installed MuJoCo 4.0 does).
+
+        Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
+        actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
+        actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
+        actuator_gear, actuator_tendon, actuator_trntype, dof_actuator, dof_actuator_adr, dof_actuator_num,
+        dof_jntid, enable_actuation, enable_clampctrl, jnt_actfrclimited, jnt_actfrcrange, timestep. Data in:
+        actuator_force, ctrl, act, act_dot, qfrc_actuator_raw."""
         deriv = scalar(0.0)
         wg = w % m.actuator_gear.shape[0]
         adr = m.dof_actuator_adr[i]
         for k in range(adr, adr + m.dof_actuator_num[i]):
             a = m.dof_actuator[k]
             # tendon and site transmissions couple dofs: simrl.sim.euler adds their terms
-            if m.actuator_tendon[a] < 0 and m.actuator_trntype[a] != TRN_SITE:
+            if m.actuator_tendon[a] < 0 and m.actuator_trntype[a] != TrnType.SITE:
                 gear = m.actuator_gear[wg, a]
                 deriv = deriv + gear * (gear * force_vel(m, d, w, a))
         j = m.dof_jntid[i]
@@ -318,9 +346,15 @@ def build(scalar):
 
     @wp.func
     def site_force_vel(m: Model, d: Data, w: int, a: int):
-        """actuator_qderiv[a]: force_vel of a site transmission's actuator, else 0."""
+        """actuator_qderiv[a]: force_vel of a site transmission's actuator, else 0.
+
+        Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
+        actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
+        actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
+        actuator_trntype, enable_actuation, enable_clampctrl, timestep. Data in: actuator_force, ctrl, act, act_dot.
+        Data out: actuator_qderiv."""
         deriv = scalar(0.0)
-        if m.actuator_trntype[a] == TRN_SITE:
+        if m.actuator_trntype[a] == TrnType.SITE:
             deriv = force_vel(m, d, w, a)
         d.actuator_qderiv[w, a] = deriv
 
@@ -329,7 +363,9 @@ def build(scalar):
         """The site transmissions' part of qDeriv[i, j]: actuator_qderiv moment[i] moment[j]
         summed over the site actuators on dof i (mjd_actuator_vel's moment' force_vel moment),
         after `site_force_vel` (a table read keeps this small: it is inlined into every entry
-        of a free body's 6x6 block)."""
+        of a free body's 6x6 block).
+
+        Model: dof_actuator, dof_actuator_adr, dof_actuator_num. Data in: actuator_qderiv, actuator_moment."""
         deriv = scalar(0.0)
         adr = m.dof_actuator_adr[i]
         for k in range(adr, adr + m.dof_actuator_num[i]):
@@ -341,7 +377,11 @@ def build(scalar):
     def dof(m: Model, d: Data, w: int, i: int):
         """qfrc_actuator[i]: gear x force of the actuators on dof i, in ascending order, into
         qfrc_actuator_raw; then the joint-level limit (actuatorfrcrange) into a second array, so
-        that no element is overwritten after it was read (exact adjoints)."""
+        that no element is overwritten after it was read (exact adjoints).
+
+        Model: actuator_gear, actuator_tendon, actuator_trntype, dof_actuator, dof_actuator_adr, dof_actuator_num,
+        dof_jntid, enable_actuation, enable_gravcomp, jnt_actfrclimited, jnt_actfrcrange, jnt_actgravcomp, nu. Data
+        in: actuator_force, actuator_moment, ten_J, qfrc_gravcomp. Data out: qfrc_actuator_raw, qfrc_actuator."""
         d.qfrc_actuator_raw[w, i] = scalar(0.0)
         wg = w % m.actuator_gear.shape[0]
         adr = m.dof_actuator_adr[i]
@@ -350,7 +390,7 @@ def build(scalar):
             # the moment: the gear, times ten_J[t, i] for a tendon transmission; a site's row
             moment = m.actuator_gear[wg, a]
             t = m.actuator_tendon[a]
-            if m.actuator_trntype[a] == TRN_SITE:
+            if m.actuator_trntype[a] == TrnType.SITE:
                 moment = d.actuator_moment[w, a, i]
             elif t >= 0:
                 moment = moment * d.ten_J[w, t, i]
@@ -368,7 +408,9 @@ def build(scalar):
 
     @wp.func
     def smooth_force_dof(m: Model, d: Data, w: int, i: int):
-        """qfrc_smooth = passive - bias + applied + actuator."""
+        """qfrc_smooth = passive - bias + applied + actuator.
+
+        Data in: qfrc_passive, qfrc_bias, qfrc_applied, qfrc_actuator. Data out: qfrc_smooth."""
         d.qfrc_smooth[w, i] = d.qfrc_passive[w, i] - d.qfrc_bias[w, i] + d.qfrc_applied[w, i] + \
             d.qfrc_actuator[w, i]
 

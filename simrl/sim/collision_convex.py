@@ -31,13 +31,6 @@ import warp as wp
 from simrl.sim import collision_gjk, collision_multiccd
 from simrl.sim.contact_tables import (
     CONVEX_KINDS,
-    GEOM_CAPSULE,
-    GEOM_CYLINDER,
-    GEOM_ELLIPSOID,
-    GEOM_HFIELD,
-    GEOM_MESH,
-    GEOM_PLANE,
-    GEOM_SPHERE,
     HFIELD_KINDS,
     KIND_PLANE_MESH,
     MAX_CONTACTS,
@@ -45,7 +38,7 @@ from simrl.sim.contact_tables import (
 )
 from simrl.sim.data import ccd_structs, data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import scalar_types
+from simrl.sim.types import GeomType, scalar_types
 
 #: contact slots of each convex kind
 CONVEX_SLOTS = {PAIR_KIND[pair]: n for pair, n in MAX_CONTACTS.items() if PAIR_KIND[pair] in CONVEX_KINDS}
@@ -81,12 +74,12 @@ def frames(scalar):
     def smooth(gtype: int, R: mat33, n: vec3) -> int:
         """1 when a geom's support point along n is unique and moves smoothly with its pose (a
         sphere's or ellipsoid's always, a capsule's off its side, a cylinder's on its rim)."""
-        if gtype == GEOM_SPHERE or gtype == GEOM_ELLIPSOID:
+        if gtype == GeomType.SPHERE or gtype == GeomType.ELLIPSOID:
             return 1
         ld = wp.transpose(R) * n
-        if gtype == GEOM_CAPSULE and wp.abs(ld[2]) > eps:
+        if gtype == GeomType.CAPSULE and wp.abs(ld[2]) > eps:
             return 1
-        if gtype == GEOM_CYLINDER and wp.abs(ld[2]) > eps and ld[0] * ld[0] + ld[1] * ld[1] > eps * eps:
+        if gtype == GeomType.CYLINDER and wp.abs(ld[2]) > eps and ld[0] * ld[0] + ld[1] * ld[1] > eps * eps:
             return 1
         return 0
 
@@ -185,7 +178,7 @@ def build(scalar):
         o.row = s
         o.col = col
         o.graphadr = -1
-        if o.type == GEOM_MESH:
+        if o.type == GeomType.MESH:
             mesh = m.mesh_info[m.geom_dataid[g]]
             o.vertadr = mesh.vertadr
             o.vertnum = mesh.vertnum
@@ -411,7 +404,7 @@ def build(scalar):
         dx = (f64(2.0) * size[0]) / f64(ncol - 1)
         dy = (f64(2.0) * size[1]) / f64(nrow - 1)
         o1 = Obj()
-        o1.type = GEOM_HFIELD
+        o1.type = GeomType.HFIELD
         o1.pos = vec3d(zero64, zero64, zero64)
         o1.mat = wp.identity(3, dtype=f64)
         o1.margin = zero64
@@ -440,7 +433,7 @@ def build(scalar):
                         # the field's world pose and the geom's, to record the contact in (read
                         # again here: held across the search, they cost a GPU thread registers)
                         w1 = Obj()
-                        w1.type = GEOM_HFIELD
+                        w1.type = GeomType.HFIELD
                         w1.pos = vec3d(d.geom_xpos[w, g1])
                         w1.mat = mat33d(d.geom_xmat[w, g1])
                         w1.margin = zero64
@@ -460,7 +453,11 @@ def build(scalar):
 
     @wp.func
     def detect_plane_mesh(m: Model, d: Data, w: int, p: int):
-        """Pass 1 for a plane-mesh pair p (mjc_PlaneConvex): into d.ccd_contact."""
+        """Pass 1 for a plane-mesh pair p (mjc_PlaneConvex): into d.ccd_contact.
+
+        Model: cpair_ccd_slot, cpair_gap, cpair_geom, cpair_margin, cpair_nslot, geom_dataid, geom_rbound,
+        mesh_info, mesh_int, mesh_polynormal, mesh_vec. Data in: geom_xpos, geom_xmat. Data out: ccd_contact (the
+        pair's entries)."""
         slot = m.cpair_ccd_slot[p]
         clear_slots(d, w, slot, m.cpair_nslot[p])
         g = m.cpair_geom[p]
@@ -468,7 +465,13 @@ def build(scalar):
 
     @wp.func
     def detect_hfield(m: Model, d: Data, w: int, p: int):
-        """Pass 1 for a height field pair p (mjc_ConvexHField): into d.ccd_contact."""
+        """Pass 1 for a height field pair p (mjc_ConvexHField): into d.ccd_contact.
+
+        Model: ccd_iterations, ccd_maxfaces, ccd_tolerance, cpair_ccd, cpair_ccd_slot, cpair_gap, cpair_geom,
+        cpair_margin, cpair_nslot, geom_dataid, geom_rbound, geom_size, geom_type, hfield_data, hfield_info,
+        mesh_info, mesh_int, mesh_vec, nccdpair. Data in: geom_xpos, geom_xmat. Data out: ccd_contact (the pair's
+        entries); the scratch rows of the pair (ccd_simplex, ccd_vert, ccd_face, ccd_map, ccd_horizon, ccd_stack,
+        ccd_index)."""
         nslot = m.cpair_nslot[p]
         slot = m.cpair_ccd_slot[p]
         clear_slots(d, w, slot, nslot)
@@ -479,7 +482,14 @@ def build(scalar):
     @wp.func
     def detect_gjk(m: Model, d: Data, w: int, p: int):
         """Pass 1 for a convex pair p of two geoms (mjc_Convex): GJK/EPA, and multiccd's face
-        clipping where the pair has the slots for it, into d.ccd_contact."""
+        clipping where the pair has the slots for it, into d.ccd_contact.
+
+        Model: ccd_iterations, ccd_maxfaces, ccd_ndeg, ccd_npolygon, ccd_tolerance, cpair_ccd, cpair_ccd_slot,
+        cpair_gap, cpair_geom, cpair_margin, cpair_nslot, enable_multiccd, geom_dataid, geom_rbound, geom_size,
+        geom_type, mesh_info, mesh_int, mesh_polynormal, mesh_vec, nccdpair. Data in: geom_xpos, geom_xmat. Data
+        out: ccd_contact (the pair's entries); the scratch rows of the pair (ccd_simplex, ccd_vert, ccd_face,
+        ccd_map, ccd_horizon, ccd_stack, ccd_index, and multiccd's ccd_clip, ccd_clipd, ccd_cliptag, ccd_norm,
+        ccd_normidx)."""
         nslot = m.cpair_nslot[p]
         slot = m.cpair_ccd_slot[p]
         clear_slots(d, w, slot, nslot)
@@ -523,7 +533,12 @@ def build(scalar):
     @wp.func
     def detect(m: Model, d: Data, w: int, p: int):
         """Pass 1 for convex pair p: GJK/EPA (and multiccd) into d.ccd_contact. (The wide
-        schedule launches the three kinds of search apart: `detect_kinds`.)"""
+        schedule launches the three kinds of search apart: `detect_kinds`.)
+
+        Model: ccd_iterations, ccd_maxfaces, ccd_ndeg, ccd_npolygon, ccd_tolerance, cpair_ccd, cpair_ccd_slot,
+        cpair_gap, cpair_geom, cpair_kind, cpair_margin, cpair_nslot, enable_multiccd, geom_dataid, geom_rbound,
+        geom_size, geom_type, hfield_data, hfield_info, mesh_info, mesh_int, mesh_polynormal, mesh_vec, nccdpair.
+        Data: those of detect_plane_mesh, detect_hfield and detect_gjk."""
         kind = m.cpair_kind[p]
         if kind == KIND_PLANE_MESH:
             detect_plane_mesh(m, d, w, p)
@@ -546,7 +561,11 @@ def build(scalar):
     def hfield_contacts(m: Model, d: Data, w: int, p: int):
         """Pass 2 for a height field pair: each prism's contact rebuilt (mjc_penetration is called
         with no margin: dist is the depth of the geom inflated by half the margin against prisms
-        raised by it)."""
+        raised by it).
+
+        Model: cpair_ccd_slot, cpair_gap, cpair_geom, cpair_margin, cpair_nslot, cpair_slot, geom_size, geom_type.
+        Data in: ccd_contact, geom_xpos, geom_xmat. Data out (the pair's slots): contact_dist, contact_pos,
+        contact_frame, contact_active."""
         g = m.cpair_geom[p]
         g1 = g[0]
         g2 = g[1]
@@ -563,7 +582,7 @@ def build(scalar):
             c = d.ccd_contact[w, ccd + i]
             on = int(0)
             if c.found != 0:
-                dd, pp = rebuild(c, GEOM_HFIELD, p1, R1, s2, t2, p2, R2, s2, margin, zero)
+                dd, pp = rebuild(c, GeomType.HFIELD, p1, R1, s2, t2, p2, R2, s2, margin, zero)
                 d.contact_dist[w, slot + i] = dd
                 d.contact_pos[w, slot + i] = pp
                 d.contact_frame[w, slot + i] = make_frame(c.normal)
@@ -592,7 +611,10 @@ def build(scalar):
     @wp.func
     def plane_mesh_contacts(m: Model, d: Data, w: int, p: int):
         """Pass 2 for plane-mesh: each found vertex moved with the mesh, its distance along the
-        plane's normal (differentiable in both poses)."""
+        plane's normal (differentiable in both poses).
+
+        Model: cpair_ccd_slot, cpair_geom, cpair_slot. Data in: ccd_contact, geom_xpos, geom_xmat. Data out (the
+        pair's slots): contact_dist, contact_pos, contact_frame, contact_active."""
         g = m.cpair_geom[p]
         p1 = d.geom_xpos[w, g[0]]
         R1 = d.geom_xmat[w, g[0]]
@@ -617,6 +639,11 @@ def build(scalar):
     def contacts(nslot: int):
         @wp.func
         def collide_pair(m: Model, d: Data, w: int, p: int):
+            """Pair p's contacts, rebuilt from what its detection pass found (`collide`).
+
+            Model: cpair_ccd_slot, cpair_gap, cpair_geom, cpair_margin, cpair_slot, geom_size, geom_type. Data in:
+            ccd_contact, geom_xpos, geom_xmat. Data out (the pair's slots): contact_dist, contact_pos,
+            contact_frame, contact_active."""
             g = m.cpair_geom[p]
             g1 = g[0]
             g2 = g[1]
@@ -634,7 +661,7 @@ def build(scalar):
         """mjc_PlaneConvex for an ellipsoid: its support point along -normal, one contact."""
         normal = vec3(mat1[0, 2], mat1[1, 2], mat1[2, 2])
         o = ObjS()
-        o.type = GEOM_ELLIPSOID
+        o.type = GeomType.ELLIPSOID
         o.pos = pos2
         o.mat = mat2
         o.size = size2
@@ -655,4 +682,4 @@ def build(scalar):
 
 
 # the sphere's type is the lower one of a sphere pair: sphere-ellipsoid has no multiccd
-assert GEOM_SPHERE < GEOM_ELLIPSOID and GEOM_PLANE < GEOM_SPHERE
+assert GeomType.SPHERE < GeomType.ELLIPSOID and GeomType.PLANE < GeomType.SPHERE

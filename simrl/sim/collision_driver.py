@@ -20,14 +20,6 @@ import warp as wp
 from simrl.sim import collision_convex, collision_primitive
 from simrl.sim.contact_tables import (
     CONVEX_KINDS,
-    GEOM_BOX,
-    GEOM_CAPSULE,
-    GEOM_CYLINDER,
-    GEOM_ELLIPSOID,
-    GEOM_HFIELD,
-    GEOM_MESH,
-    GEOM_PLANE,
-    GEOM_SPHERE,
     HFIELD_KINDS,
     KIND_PLANE_MESH,
     MAX_CONTACTS,
@@ -36,12 +28,10 @@ from simrl.sim.contact_tables import (
 )
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import scalar_types
+from simrl.sim.types import GeomType, scalar_types
 
 #: collider names by kind (contact_tables.PAIR_KIND): collision_primitive's, "<type1>_<type2>"
-_TYPE_NAMES = {GEOM_PLANE: "plane", GEOM_HFIELD: "hfield", GEOM_SPHERE: "sphere", GEOM_CAPSULE: "capsule",
-               GEOM_ELLIPSOID: "ellipsoid", GEOM_CYLINDER: "cylinder", GEOM_BOX: "box", GEOM_MESH: "mesh"}
-COLLIDERS = {PAIR_KIND[pair]: f"{_TYPE_NAMES[pair[0]]}_{_TYPE_NAMES[pair[1]]}" for pair in MAX_CONTACTS}
+COLLIDERS = {PAIR_KIND[pair]: f"{pair[0].name.lower()}_{pair[1].name.lower()}" for pair in MAX_CONTACTS}
 #: contact slots of one pair of each kind
 KIND_SLOTS = {PAIR_KIND[pair]: n for pair, n in MAX_CONTACTS.items()}
 
@@ -64,7 +54,7 @@ def pair_functions(scalar):
         p2 = d.geom_xpos[w, g2]
         if r1 > scalar(0.0) and r2 > scalar(0.0):
             return wp.length(p1 - p2) > r1 + r2 + margin
-        if m.geom_type[g1] == GEOM_PLANE and r2 > scalar(0.0):
+        if m.geom_type[g1] == GeomType.PLANE and r2 > scalar(0.0):
             mat = d.geom_xmat[w, g1]
             normal = vec3(mat[0, 2], mat[1, 2], mat[2, 2])
             return wp.dot(p2 - p1, normal) > margin + r2
@@ -76,10 +66,14 @@ def pair_functions(scalar):
         pass
 
     def make(collider, nslot):
-        # inlined into the loop over pairs (chosen when a call copied the Model and Data structs on
-        # the CPU; simrl.sim.by_reference now passes them by reference, the inlining is kept)
+        # inlined into the loop over pairs
         @wp.func(inline=True)
         def collide_pair(m: Model, d: Data, w: int, p: int):
+            """Pair p's contacts by its collider, unless mj_filterSphere rejects it; each slot flagged.
+
+            Model: cpair_gap, cpair_geom, cpair_margin, cpair_slot, geom_rbound, geom_size, geom_type. Data in:
+            geom_xpos, geom_xmat. Data out (the pair's slots): contact_dist, contact_pos, contact_frame,
+            contact_active."""
             g = m.cpair_geom[p]
             g1 = g[0]
             g2 = g[1]
@@ -129,8 +123,9 @@ assert all(list(g) == list(range(g[0], g[0] + len(g))) for g in DETECT_GROUPS)
 #: kinds launched together in the wide schedule: the pairs of geom1's type, plane or sphere
 #: (consecutive kinds: cpair_by_kind keeps a group's pairs contiguous); the colliders whose kernels
 #: need many registers (capsule-capsule, capsule-box, box-box) alone
-GROUPS = tuple(tuple(PAIR_KIND[p] for p in PRIMITIVE_MAX_CONTACTS if p[0] == t) for t in (GEOM_PLANE, GEOM_SPHERE)) \
-    + tuple((PAIR_KIND[p],) for p in PRIMITIVE_MAX_CONTACTS if p[0] not in (GEOM_PLANE, GEOM_SPHERE)) \
+GROUPS = tuple(tuple(PAIR_KIND[p] for p in PRIMITIVE_MAX_CONTACTS if p[0] == t)
+               for t in (GeomType.PLANE, GeomType.SPHERE)) \
+    + tuple((PAIR_KIND[p],) for p in PRIMITIVE_MAX_CONTACTS if p[0] not in (GeomType.PLANE, GeomType.SPHERE)) \
     + DETECT_GROUPS
 assert sorted(k for g in GROUPS for k in g) == sorted(PAIR_KIND.values())
 assert all(list(g) == list(range(g[0], g[0] + len(g))) for g in GROUPS)
@@ -151,10 +146,12 @@ def dispatch(scalar, kinds: tuple):
     first, last, f_first, rest = kinds[0], kinds[n - 1], funcs[kinds[0]], dispatch(scalar, kinds[n:])
     one = n == 1
 
-    # inlined (chosen when a call copied the Model and Data structs once per pair; see
-    # simrl.sim.by_reference, which now passes them by reference)
+    # inlined into the loop over pairs
     @wp.func(inline=True)
     def collide(m: Model, d: Data, w: int, p: int):
+        """Pair p's collision, by the function of its kind.
+
+        Model: cpair_kind. Data: those of the pair's function (collide_pair, collision_convex's contacts)."""
         kind = m.cpair_kind[p]
         hit = kind == first
         if wp.static(not one):
@@ -190,6 +187,10 @@ def detect(scalar, kinds: tuple = None):
 
     @wp.func
     def detect_pair(m: Model, d: Data, w: int, p: int):
+        """Pair p's convex detection, when its kind is one of this launch's.
+
+        Model: cpair_kind. Data: those of collision_convex's detection (geom_xpos, geom_xmat in; the pair's
+        ccd_contact entries and scratch rows out)."""
         kind = m.cpair_kind[p]
         if kind >= first and kind <= last:
             run(m, d, w, p)
@@ -208,6 +209,9 @@ def far_geoms(scalar):
 
     @wp.func
     def far(m: Model, d: Data, w: int):
+        """geom_far of world w's far geoms.
+
+        Model: far_geom, far_moving, geom_rbound, nfar_geom, nfar_moving. Data in: geom_xpos. Data out: geom_far."""
         # the sphere: the centre of the box around the moving geoms' centres, the radius that
         # encloses each one's bounding sphere
         lo = d.geom_xpos[w, m.far_moving[0]]

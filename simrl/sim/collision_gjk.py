@@ -23,17 +23,8 @@ import types
 
 import warp as wp
 
-from simrl.sim.contact_tables import (
-    GEOM_BOX,
-    GEOM_CAPSULE,
-    GEOM_CYLINDER,
-    GEOM_ELLIPSOID,
-    GEOM_HFIELD,
-    GEOM_MESH,
-    GEOM_SPHERE,
-)
 from simrl.sim.data import ccd_structs
-from simrl.sim.types import MINVAL, scalar_types
+from simrl.sim.types import MINVAL, GeomType, scalar_types
 
 # shrunk forms of a sphere (its centre) and a capsule (its segment) for mjc_ccd's first GJK pass
 GEOM_POINT = -2
@@ -163,17 +154,17 @@ def build(scalar):
             if ld[2] < zero:
                 scl = -size[1]
             res = vec3(mat[0, 2] * scl + pos[0], mat[1, 2] * scl + pos[1], mat[2, 2] * scl + pos[2])
-        elif o.type == GEOM_SPHERE:
+        elif o.type == GeomType.SPHERE:
             res = vec3(size[0] * d[0] + pos[0], size[0] * d[1] + pos[1], size[0] * d[2] + pos[2])
         else:
-            if o.type == GEOM_CAPSULE:
+            if o.type == GeomType.CAPSULE:
                 lz = ld[2] * size[0]
                 if ld[2] >= zero:
                     lz = lz + size[1]
                 else:
                     lz = lz - size[1]
                 local = vec3(ld[0] * size[0], ld[1] * size[0], lz)
-            elif o.type == GEOM_ELLIPSOID:
+            elif o.type == GeomType.ELLIPSOID:
                 s = vec3(ld[0] * size[0], ld[1] * size[1], ld[2] * size[2])
                 norm2 = s[0] * s[0] + s[1] * s[1] + s[2] * s[2]
                 if norm2 < minval2:
@@ -181,7 +172,7 @@ def build(scalar):
                 else:
                     inv = one / wp.sqrt(norm2)
                     local = vec3(s[0] * inv * size[0], s[1] * inv * size[1], s[2] * inv * size[2])
-            elif o.type == GEOM_CYLINDER:
+            elif o.type == GeomType.CYLINDER:
                 n2 = ld[0] * ld[0] + ld[1] * ld[1]
                 scl = zero
                 if n2 >= minval2:
@@ -192,7 +183,7 @@ def build(scalar):
                     lz = -size[1]
                     index = 1
                 local = vec3(scl * ld[0], scl * ld[1], lz)
-            elif o.type == GEOM_BOX:
+            elif o.type == GeomType.BOX:
                 lx = size[0]
                 if ld[0] < zero:
                     lx = -size[0]
@@ -210,10 +201,10 @@ def build(scalar):
                     index += 2
                 if lz > zero:
                     index += 4
-            elif o.type == GEOM_MESH:
+            elif o.type == GeomType.MESH:
                 index = mesh_support(o, ld)
                 local = vec3(o.vec[o.vertadr + index])
-            elif o.type == GEOM_HFIELD:
+            elif o.type == GeomType.HFIELD:
                 # mjc_prism_support: the best of the top or (d down) the bottom three vertices;
                 # the prism's pose is the identity (its vertices are in the field's frame)
                 tri = o.prism_hi
@@ -275,29 +266,33 @@ def build(scalar):
         return 0
 
     @wp.func
+    def project_on_normal(n: vec3, v: vec3):
+        """One normal's try of projectOriginPlane: (1, 0) when n is zero (a degenerate triangle);
+        (0, the origin projected onto the plane of normal n through v) when n . v != 0 and n . n >
+        mjMINVAL; else (-1, 0), the next normal's turn."""
+        nv = wp.dot(n, v)
+        nn = wp.dot(n, n)
+        if nn == zero:
+            return 1, vec3(zero, zero, zero)
+        if nv != zero and nn > minval:
+            return 0, n * (nv / nn)
+        return -1, vec3(zero, zero, zero)
+
+    @wp.func
     def project_origin_plane(v1: vec3, v2: vec3, v3: vec3):
-        """projectOriginPlane: (1 if degenerate, the origin projected onto the plane v1 v2 v3)."""
+        """projectOriginPlane: (1 if degenerate, the origin projected onto the plane v1 v2 v3), by
+        the first of the triangle's normals that gives one (`project_on_normal`; the third as it is)."""
         diff21 = v2 - v1
         diff31 = v3 - v1
         diff32 = v3 - v2
-        n = cross3(diff32, diff21)
-        nv = wp.dot(n, v2)
-        nn = wp.dot(n, n)
-        if nn == zero:
-            return 1, vec3(zero, zero, zero)
-        if nv != zero and nn > minval:
-            return 0, n * (nv / nn)
-        n = cross3(diff21, diff31)
-        nv = wp.dot(n, v1)
-        nn = wp.dot(n, n)
-        if nn == zero:
-            return 1, vec3(zero, zero, zero)
-        if nv != zero and nn > minval:
-            return 0, n * (nv / nn)
-        n = cross3(diff31, diff32)
-        nv = wp.dot(n, v3)
-        nn = wp.dot(n, n)
-        return 0, n * (nv / nn)
+        status, p = project_on_normal(cross3(diff32, diff21), v2)
+        if status < 0:
+            status, p = project_on_normal(cross3(diff21, diff31), v1)
+        if status < 0:
+            n = cross3(diff31, diff32)
+            status = 0
+            p = n * (wp.dot(n, v3) / wp.dot(n, n))
+        return status, p
 
     @wp.func
     def s1d(s1: vec3, s2: vec3) -> vec2:
@@ -981,9 +976,9 @@ def build(scalar):
                   lam[0] * a.vert2[2] + lam[1] * b.vert2[2] + lam[2] * c.vert2[2])
         # which witness is one vertex of its polytope (the final face's three points share it)
         vertex = int(0)
-        if a.index1 >= 0 and a.index1 == b.index1 and b.index1 == c.index1 and o1.type != GEOM_CYLINDER:
+        if a.index1 >= 0 and a.index1 == b.index1 and b.index1 == c.index1 and o1.type != GeomType.CYLINDER:
             vertex = 1
-        if a.index2 >= 0 and a.index2 == b.index2 and b.index2 == c.index2 and o2.type != GEOM_CYLINDER:
+        if a.index2 >= 0 and a.index2 == b.index2 and b.index2 == c.index2 and o2.type != GeomType.CYLINDER:
             vertex += 2
         return 1, -wp.sqrt(fc.dist2), x1, x2, vertex, face
 
@@ -1013,7 +1008,7 @@ def build(scalar):
     @wp.func
     def obj_center(o: Obj) -> vec3:
         """mjc_center: GJK's first point of a shape, its position, or a prism's vertex mean."""
-        if o.type == GEOM_HFIELD:
+        if o.type == GeomType.HFIELD:
             lo = o.prism_lo
             hi = o.prism_hi
             c = vec3(zero, zero, zero)
@@ -1026,7 +1021,7 @@ def build(scalar):
 
     @wp.func
     def is_discrete(o: Obj) -> int:
-        if o.margin == zero and (o.type == GEOM_BOX or o.type == GEOM_MESH or o.type == GEOM_HFIELD):
+        if o.margin == zero and (o.type == GeomType.BOX or o.type == GeomType.MESH or o.type == GeomType.HFIELD):
             return 1
         return 0
 
@@ -1035,10 +1030,10 @@ def build(scalar):
         """A shape's core (mjc_ccd): a sphere as its centre, a capsule as its segment, without
         margin; another shape without its margin when `core_margin`."""
         r = copy_obj(o)
-        if o.type == GEOM_SPHERE:
+        if o.type == GeomType.SPHERE:
             r.type = GEOM_POINT
             r.margin = zero
-        elif o.type == GEOM_CAPSULE:
+        elif o.type == GeomType.CAPSULE:
             r.type = GEOM_LINE
             r.margin = zero
         elif core_margin:
@@ -1048,7 +1043,7 @@ def build(scalar):
     @wp.func
     def full_margin(o: Obj, core_margin: bool) -> scalar:
         """How far the shape reaches beyond its core."""
-        if o.type == GEOM_SPHERE or o.type == GEOM_CAPSULE:
+        if o.type == GeomType.SPHERE or o.type == GeomType.CAPSULE:
             return o.size[0] + half * o.margin
         if core_margin:
             return half * o.margin
@@ -1082,8 +1077,8 @@ def build(scalar):
         x1 = obj_center(o1)
         x2 = obj_center(o2)
         core_margin = clip != 0 and (o1.margin > zero or o2.margin > zero)
-        if o1.type == GEOM_SPHERE or o2.type == GEOM_SPHERE or o1.type == GEOM_CAPSULE or o2.type == GEOM_CAPSULE \
-                or core_margin:
+        if (o1.type == GeomType.SPHERE or o2.type == GeomType.SPHERE or o1.type == GeomType.CAPSULE
+                or o2.type == GeomType.CAPSULE or core_margin):
             m1 = full_margin(o1, core_margin)
             m2 = full_margin(o2, core_margin)
             c1 = shrink(o1, core_margin)

@@ -33,7 +33,7 @@ turns it into a contact patch:
    out by half the margin each (`margins`).
 
 Ported operation by operation (which polygon is clipped by which, the order of the points) from
-MuJoCo's source of 2026-08-22 and, where MuJoCo 4.0 changed it, from MuJoCo Warp 4.0.0's port of
+MuJoCo's C source before 4.0 and, where MuJoCo 4.0 changed it, from MuJoCo Warp 4.0.0's port of
 4.0 (collision_gjk.py, read for understanding), checked against the MuJoCo 4.0 binary in
 tests/test_multiccd.py. These rules follow the binary where the two sources differ from it:
 - when geom 1 touches with an edge or a vertex and none of its edges lies in a face of geom 2,
@@ -66,10 +66,9 @@ import types
 
 import warp as wp
 
-from simrl.sim.contact_tables import GEOM_BOX, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_MESH
 from simrl.sim.data import ccd_structs, data_struct
 from simrl.sim.model import MeshInfo, model_struct
-from simrl.sim.types import MINVAL
+from simrl.sim.types import MINVAL, GeomType
 
 #: face-face alignment: cos of about 5.1 degrees (mjFACE_TOL); edge-face: |cos| below mjEDGE_TOL
 FACE_TOL = 0.996
@@ -765,11 +764,11 @@ def build(scalar):
     def normals(m: Model, d: Data, s: int, base: int, o: Obj, mesh: MeshInfo, dim: int, vi: wp.vec3i,
                 dir: vec3d) -> int:
         """The face normals at a geom's feature; none for a capsule (its side is an edge)."""
-        if o.type == GEOM_BOX:
+        if o.type == GeomType.BOX:
             return box_normals(d, s, base, o, dim, vi, dir)
-        if o.type == GEOM_MESH:
+        if o.type == GeomType.MESH:
             return mesh_normals(m, d, s, base, o, mesh, dim, vi)
-        if o.type == GEOM_CYLINDER:
+        if o.type == GeomType.CYLINDER:
             return cylinder_normals(d, s, base, o, dim, vi)
         return 0
 
@@ -779,11 +778,11 @@ def build(scalar):
         """The edges at a geom's feature (directions at base, far ends at ebase): their number and
         their common first end (p1; a capsule's or cylinder's side line passes through its witness
         point w)."""
-        if o.type == GEOM_BOX:
+        if o.type == GeomType.BOX:
             return box_edge_normals(d, s, base, ebase, o, dim, p1, p2, vi[0]), p1
-        if o.type == GEOM_MESH:
+        if o.type == GeomType.MESH:
             return mesh_edge_normals(m, d, s, base, ebase, o, mesh, dim, p1, p2, vi[0]), p1
-        if o.type == GEOM_CYLINDER:
+        if o.type == GeomType.CYLINDER:
             # from the cap of its support point (a vertex), or of the second (the side: MuJoCo
             # 4.0's binary starts there)
             cap = vi[0]
@@ -794,9 +793,9 @@ def build(scalar):
 
     @wp.func
     def polygon(m: Model, d: Data, s: int, base: int, o: Obj, mesh: MeshInfo, idx: int) -> int:
-        if o.type == GEOM_BOX:
+        if o.type == GeomType.BOX:
             return box_face(d, s, base, o, idx)
-        if o.type == GEOM_CYLINDER:
+        if o.type == GeomType.CYLINDER:
             return cylinder_face(d, s, base, o, idx)
         return mesh_face(m, d, s, base, o, mesh, idx)
 
@@ -804,10 +803,10 @@ def build(scalar):
     def feature_vertex(m: Model, o: Obj, mesh: MeshInfo, index: int, p: vec3d) -> vec3d:
         """The vertex a support point p names: a box's corner by its sign bits, a mesh's vertex by
         its number; p itself for other shapes."""
-        if o.type == GEOM_BOX:
+        if o.type == GeomType.BOX:
             sg = corner_signs(index)
             return corner(o, sg[0], sg[1], sg[2])
-        if o.type == GEOM_MESH:
+        if o.type == GeomType.MESH:
             return vertex(m, o, mesh, index)
         return p
 
@@ -816,7 +815,7 @@ def build(scalar):
         """`bit` when the clipped edge is a cylinder's or capsule's side line: its points are then
         on the curved side, where the geom's support along the normal is as it turns
         (collision_convex.frames' track)."""
-        if o.type == GEOM_CYLINDER or o.type == GEOM_CAPSULE:
+        if o.type == GeomType.CYLINDER or o.type == GeomType.CAPSULE:
             return bit
         return 0
 
@@ -825,16 +824,16 @@ def build(scalar):
         """Half the margin of each geom that its faces and edges leave out (a capsule's side line
         has it: it passes through the witness of the inflated capsule)."""
         m1 = zero
-        if o1.type != GEOM_CAPSULE:
+        if o1.type != GeomType.CAPSULE:
             m1 = half * o1.margin
         m2 = zero
-        if o2.type != GEOM_CAPSULE:
+        if o2.type != GeomType.CAPSULE:
             m2 = half * o2.margin
         return m1, m2
 
     @wp.func
     def mesh_of(m: Model, o: Obj, g: int) -> MeshInfo:
-        if o.type == GEOM_MESH:
+        if o.type == GeomType.MESH:
             return m.mesh_info[m.geom_dataid[g]]
         return MeshInfo()
 
@@ -849,9 +848,9 @@ def build(scalar):
         distance d.ccd_clipd[s, P + k] (P = m.ccd_npolygon)."""
         mesh1 = mesh_of(m, o1, g1)
         mesh2 = mesh_of(m, o2, g2)
-        if o1.type == GEOM_MESH and mesh1.polynum == 0:
+        if o1.type == GeomType.MESH and mesh1.polynum == 0:
             return 0
-        if o2.type == GEOM_MESH and mesh2.polynum == 0:
+        if o2.type == GeomType.MESH and mesh2.polynum == 0:
             return 0
         P = m.ccd_npolygon
         D = m.ccd_ndeg

@@ -36,25 +36,14 @@ import types
 
 import warp as wp
 
-from simrl.sim.contact_tables import (  # noqa: F401
-    GEOM_BOX,
-    GEOM_CAPSULE,
-    GEOM_CYLINDER,
-    GEOM_ELLIPSOID,
-    GEOM_PLANE,
-    GEOM_SPHERE,
-    PRIMITIVE_MAX_CONTACTS,
-)
-from simrl.sim.types import MINVAL, scalar_types
+from simrl.sim.contact_tables import PRIMITIVE_MAX_CONTACTS
+from simrl.sim.types import MAXVAL, MINVAL, GeomType, scalar_types
 
 # mj_maxContact (engine_collision_driver.c) for the pairs implemented here (simrl.sim.contact_tables;
 # plane-ellipsoid is simrl.sim.collision_convex's).
 # Capsule-box reserves 4 slots but its collider makes at most 2 contacts (one sphere-box per
 # point on the segment).
-MAX_CONTACTS = {pair: n for pair, n in PRIMITIVE_MAX_CONTACTS.items() if GEOM_ELLIPSOID not in pair}
-
-# mjMAXVAL (mjmodel.h)
-MAXVAL = 1e10
+MAX_CONTACTS = {pair: n for pair, n in PRIMITIVE_MAX_CONTACTS.items() if GeomType.ELLIPSOID not in pair}
 
 # box-box: vertex capacity of the clipped incident face (mjBOXBOX_MAXVERT)
 BOXBOX_MAXVERT = 12
@@ -172,9 +161,9 @@ def build(scalar):
 
     @wp.func_grad(make_frame)
     def adj_make_frame(normal: vec3, tangent: vec3, adj_ret: mat33):
-        """The adjoint of make_frame, written out: the generated one held every intermediate of
-        the two normalizations and the cross product at once (it took the plane-capsule kernel's
-        adjoint from 124 to 159 registers on a GPU). With rows x = n / |n|, u = y0 - x (x . y0),
+        """The adjoint of make_frame, written out: the generated one holds every intermediate of
+        the two normalizations and the cross product at once (a plane-capsule kernel's adjoint
+        then needs far more registers on a GPU). With rows x = n / |n|, u = y0 - x (x . y0),
         y = u / |u|, z = x cross y (y0 the tangent when it is set, else a constant):
         adj_x += y cross adj_z, adj_y += adj_z cross x; through a normalization v = w / |w|,
         adj_w = (adj_v - v (v . adj_v)) / |w| (none when |w| < mjMINVAL: v is a constant);
@@ -318,7 +307,7 @@ def build(scalar):
                       w: int, slot: int) -> int:
         """mjc_PlaneCapsule: plane-sphere at both ends of the segment, tangent = capsule axis. Both
         contacts have the same frame, made once and written after them (the adjoint of two
-        plane-sphere collisions, each making its frame, needed 159 registers on a GPU; 112 so)."""
+        plane-sphere collisions, each making its frame, needs far more registers on a GPU)."""
         axis = col(mat2, 2)
         normal = col(mat1, 2)
         segment = axis * size2[1]
@@ -369,8 +358,8 @@ def build(scalar):
         """mjc_PlaneBox: the (first four) box corners below the plane and within the margin, each
         with the frame of the plane's normal (made once, written after). The touching corners are
         found first (an integer mask), then each writes its contact in a loop Warp does not unroll,
-        with no variable carried across iterations: the adjoint of the eight corners unrolled held
-        all their values at once (255 registers on a GPU; 126 so)."""
+        with no variable carried across iterations: the adjoint of the eight corners unrolled would
+        hold all their values at once (more registers than a GPU thread has)."""
         norm = col(mat1, 2)
         center_dist = wp.dot(pos2 - pos1, norm)
         contact_frame = make_frame(norm, zero3())
@@ -689,8 +678,8 @@ def build(scalar):
                     bestdist = d
                     best = 100 + 10 * ii + c2 + 1
         # the segment against the edges of the box: edge e runs along axis j = e // 4 through the
-        # (e % 4)-th corner with bit j clear (a loop Warp does not unroll: 12 unrolled edges took
-        # the kernel to 255 registers and spills on a GPU)
+        # (e % 4)-th corner with bit j clear (a loop Warp does not unroll: 12 unrolled edges spill
+        # the kernel's registers on a GPU)
         e = int(0)
         while e < 12:
             j = e // 4
@@ -893,10 +882,10 @@ def build(scalar):
         sgn * p[coord] <= limit (coord 0: x, 1: y); z is interpolated as an attribute.
 
         Its loops run over the nin vertices (Warp does not unroll them: unrolled over all
-        BOXBOX_MAXVERT slots, four calls held the box-box kernel at 253 registers on a GPU); the
+        BOXBOX_MAXVERT slots, four calls fill the box-box kernel's registers on a GPU); the
         output count is carried from one vertex to the next, so the adjoint is written out
         (`adj_clip_half_plane`)."""
-        # (written out here, not through the adjoint's helpers: calling them cost the kernel 7
+        # (written out here, not through the adjoint's helpers: calling them costs the kernel
         # registers on a GPU)
         all_inside = int(1)
         for k in range(nin):

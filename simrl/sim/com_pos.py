@@ -19,7 +19,7 @@ import warp as wp
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.subtree import subtree_sum
-from simrl.sim.types import JNT_BALL, JNT_FREE, JNT_SLIDE, MINVAL, scalar_types
+from simrl.sim.types import MINVAL, JointType, scalar_types
 
 
 @functools.cache
@@ -33,7 +33,10 @@ def build(scalar):
     def subtree_body(m: Model, d: Data, w: int, b: int):
         """Subtree mass and mass-weighted position of body b, gathered from its children in
         ascending order (each element is written once, then only added to: the adjoints stay
-        exact)."""
+        exact).
+
+        Model: body_child, body_child_adr, body_child_num, body_mass. Data in: xipos; the children's subtree_mass,
+        subtree_mcom. Data out: subtree_mass, subtree_mcom."""
         mass = m.body_mass[w % m.body_mass.shape[0], b]
         d.subtree_mass[w, b] = mass
         d.subtree_mcom[w, b] = d.xipos[w, b] * mass
@@ -67,11 +70,15 @@ def build(scalar):
     def make_body(cdof: bool):
         """`body`, with its dofs' cdof (the engine's step) or without (the differentiable step
         computes them in `cdof_dof`, a launch of its own: in one kernel the generated adjoint of
-        both needed more registers than a GPU thread should use)."""
+        both needs more registers than a GPU thread should use)."""
         @wp.func
         def body(m: Model, d: Data, w: int, b: int):
             """subtree_com of body b, its cinert about its tree's CoM, and cdof of the dofs of its
-            joints: [rotation axis, linear velocity of the reference point]."""
+            joints: [rotation axis, linear velocity of the reference point].
+
+            Model: body_inertia, body_jntadr, body_jntnum, body_mass, body_rootid, jnt_dofadr, jnt_type. Data in:
+            xipos, ximat, xmat, xanchor, xaxis; subtree_mass, subtree_mcom of the body and of its tree's root. Data
+            out: subtree_com, cinert, cdof (`cdof`: of its joints' dofs)."""
             d.subtree_com[w, b] = subtree_com(m, d, w, b)
             if b == 0:
                 d.cinert[w, 0] = vec10(scalar(0.0))
@@ -87,9 +94,9 @@ def build(scalar):
                         da = m.jnt_dofadr[j]
                         jtype = m.jnt_type[j]
                         offset = root_com - d.xanchor[w, j]
-                        if jtype == JNT_FREE or jtype == JNT_BALL:
+                        if jtype == JointType.FREE or jtype == JointType.BALL:
                             rot = da
-                            if jtype == JNT_FREE:
+                            if jtype == JointType.FREE:
                                 # translation along the world axes
                                 for k in range(3):
                                     e = vec3(scalar(0.0))
@@ -100,7 +107,7 @@ def build(scalar):
                             for k in range(3):
                                 axis = vec3(xmat[0, k], xmat[1, k], xmat[2, k])
                                 d.cdof[w, rot + k] = f.dof_com(axis, offset)
-                        elif jtype == JNT_SLIDE:
+                        elif jtype == JointType.SLIDE:
                             d.cdof[w, da] = f.dof_com_slide(d.xaxis[w, j])
                         else:
                             d.cdof[w, da] = f.dof_com(d.xaxis[w, j], offset)
@@ -108,29 +115,33 @@ def build(scalar):
 
     @wp.func
     def cdof_dof(m: Model, d: Data, w: int, i: int):
-        """cdof of dof i, as `body` computes it for the dofs of the body's joints."""
+        """cdof of dof i, as `body` computes it for the dofs of the body's joints.
+
+        Model: body_rootid, dof_bodyid, dof_jntid, jnt_dofadr, jnt_type. Data in: xipos, xmat, xanchor, xaxis;
+        subtree_mass, subtree_mcom of the tree's root. Data out: cdof."""
         j = m.dof_jntid[i]
         b = m.dof_bodyid[i]
         k = i - m.jnt_dofadr[j]
         jtype = m.jnt_type[j]
         offset = subtree_com(m, d, w, m.body_rootid[b]) - d.xanchor[w, j]
-        if jtype == JNT_FREE and k < 3:
+        if jtype == JointType.FREE and k < 3:
             # translation along the world axes
             e = vec3(scalar(0.0))
             e[k] = scalar(1.0)
             d.cdof[w, i] = f.dof_com_slide(e)
-        elif jtype == JNT_FREE or jtype == JNT_BALL:
+        elif jtype == JointType.FREE or jtype == JointType.BALL:
             # rotation about the body-frame axes
-            if jtype == JNT_FREE:
+            if jtype == JointType.FREE:
                 k = k - 3
             xmat = d.xmat[w, b]
             d.cdof[w, i] = f.dof_com(vec3(xmat[0, k], xmat[1, k], xmat[2, k]), offset)
-        elif jtype == JNT_SLIDE:
+        elif jtype == JointType.SLIDE:
             d.cdof[w, i] = f.dof_com_slide(d.xaxis[w, j])
         else:
             d.cdof[w, i] = f.dof_com(d.xaxis[w, j], offset)
 
     return SimpleNamespace(subtree_body=subtree_body, body=make_body(True), body_cinert=make_body(False),
                            cdof_dof=cdof_dof,
-                           # subtree_body's sums for a body alone (simrl.sim.subtree: the same bits)
+                           # subtree_body's sums for a body alone (simrl.sim.subtree: the same bits). Model:
+                           # body_subtree, body_mass. Data in: xipos. Data out: subtree_mass, subtree_mcom
                            subtree_body_alone=subtree_sum(scalar, vec4, mass_own, mass_write))

@@ -32,25 +32,9 @@ import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import JNT_BALL, JNT_FREE, MINVAL, scalar_types
-
-# mjtConstraint
-CNSTR_EQUALITY = 0
-CNSTR_FRICTION_DOF = 1
-CNSTR_FRICTION_TENDON = 2
-CNSTR_LIMIT_JOINT = 3
-CNSTR_LIMIT_TENDON = 4
-CNSTR_CONTACT_FRICTIONLESS = 5
-CNSTR_CONTACT_PYRAMIDAL = 6
-CNSTR_CONTACT_ELLIPTIC = 7
+from simrl.sim.types import MINVAL, ConstraintType, EqType, JointType, scalar_types
 
 # solimp bounds (mjMINIMP, mjMAXIMP)
-# mjtEq
-EQ_CONNECT = 0
-EQ_WELD = 1
-EQ_JOINT = 2
-EQ_TENDON = 3
-
 MINIMP = 0.0001
 MAXIMP = 0.9999
 
@@ -89,8 +73,8 @@ def build(scalar):
 
     # Hand-written adjoints of the row parameters' functions. Their generated adjoints also
     # differentiate solimp, solref, margin and the timestep, constants of the model that the
-    # differentiable step never differentiates (simrl.diff.PARAMS), and needed about 50 more
-    # registers in every kernel that makes rows (scripts/gpu_report.py --grad).
+    # differentiable step never differentiates (simrl.diff.PARAMS), which costs registers in every
+    # kernel that makes rows (scripts/gpu_report.py --grad).
     @wp.func_grad(impedance)
     def adj_impedance(solimp: vec5, pos: scalar, margin: scalar, adj_ret: scalar):
         """d imp / d pos: (dmax - dmin) y'(x) dx/dpos inside the transition zone (0 < |x| < 1),
@@ -228,7 +212,7 @@ def build(scalar):
         the second geom's body's part (`first`), the first's (`second`) or both; with the rows
         zeroed first (`zero`) or not (the differentiable step zeroes them with the rows'
         parameters, and launches the cones and the two bodies apart: in one kernel their
-        generated adjoint needed more registers than a GPU thread should use)."""
+        generated adjoint needs more registers than a GPU thread should use)."""
         @wp.func
         def add_contact_dof(m: Model, d: Data, w: int, r0: int, nrow: int, dof: int, offset: vec3,
                             frame: T.mat33, friction: vec5, sign: scalar):
@@ -274,7 +258,12 @@ def build(scalar):
         def contact_jacobian(m: Model, d: Data, w: int, c: int):
             """The Jacobian of contact slot c's rows, when the slot holds a contact within its
             margin (`contact_rows`' test): J of the point on the second geom's body minus that on
-            the first, in the contact frame (mj_instantiateContact)."""
+            the first, in the contact frame (mj_instantiateContact).
+
+            Model: body_dofend, body_rootid, cone_elliptic, contact_efc_adr, contact_pair, cpair_friction,
+            cpair_geom, cpair_margin, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, efc_colind, efc_nnz,
+            enable_constraint, geom_bodyid, ncon, nefc. Data in: contact_active, contact_dist, contact_pos,
+            contact_frame, cdof, subtree_com. Data out: efc_J (the slot's rows)."""
             if d.contact_active[w, c] != 0 and m.enable_constraint != 0:
                 p = m.contact_pair[c]
                 r0 = m.contact_efc_adr[c]
@@ -346,13 +335,18 @@ def build(scalar):
     def make_equality_jacobian(first: bool):
         """The differentiable step's `equality_jacobian`: a connect's or weld's Jacobian, the
         first body's part (`first`) or the second's, added to rows `equality_rows` zeroed (in
-        one kernel with the rows, the generated adjoint needed 240 registers)."""
+        one kernel with the rows, the generated adjoint needs more registers than a GPU thread
+        should use)."""
         @wp.func
         def equality_jacobian(m: Model, d: Data, w: int, e: int):
+            """A connect's or weld's Jacobian: one body's part, added to its rows.
+
+            Model: body_dofend, body_rootid, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, enable_constraint,
+            eq. Data in: eq_active, xpos, xmat, xquat, cdof, subtree_com. Data out: efc_J (the constraint's rows)."""
             kind = m.eq[e].type
-            if (kind == EQ_CONNECT or kind == EQ_WELD) and m.enable_constraint != 0 and d.eq_active[w, e] != 0:
+            if (kind == EqType.CONNECT or kind == EqType.WELD) and m.enable_constraint != 0 and d.eq_active[w, e] != 0:
                 nrow = 3
-                if kind == EQ_WELD:
+                if kind == EqType.WELD:
                     nrow = 6
                 qleft, qright = weld_frames(m, d, w, e)
                 if wp.static(first):
@@ -370,7 +364,7 @@ def build(scalar):
     def make_equality_rows(bodies: bool, joints: bool, tendons: bool, jacobian: bool = True):
         """`equality_rows` for connects and welds (`bodies`), joint couplings, tendon couplings,
         or all (the differentiable step launches the three apart: in one kernel their generated
-        adjoint needed more registers than a GPU thread should use); a connect's or weld's rows
+        adjoint needs more registers than a GPU thread should use); a connect's or weld's rows
         with their Jacobian (`jacobian`) or zeroed (the differentiable step adds it after, with
         `equality_jacobian`)."""
         @wp.func
@@ -379,23 +373,29 @@ def build(scalar):
             mj_makeImpedance for its R, K, B): connect, 3 rows, pos_1 - pos_2 of the anchors; weld,
             6 rows, that and torquescale Im(neg(q_2) q_1 relpose); joint, 1 row,
             q_1 - q0_1 - poly(q_2 - q0_2). A connect's and a weld's impedance is of the norm of
-            their residual. Inactive (eq_active 0): no rows."""
+            their residual. Inactive (eq_active 0): no rows.
+
+            Model: body_dofend, body_invweight0, body_rootid, dof_ancestor, dof_ancestor_adr, dof_ancestor_num,
+            dof_invweight0, efc_colind, efc_nnz, enable_constraint, enable_refsafe, eq, jnt_dofadr, jnt_qposadr,
+            qpos0, tendon, tendon_colind, timestep. Data in: eq_active, qpos, xpos, xmat, xquat, cdof, subtree_com,
+            ten_length, ten_J. Data out (the constraint's rows): efc_J, efc_active, efc_pos, efc_margin,
+            efc_frictionloss, efc_R, efc_D, efc_K, efc_B, efc_imp, efc_force."""
             kind = m.eq[e].type
-            of_bodies = kind == EQ_CONNECT or kind == EQ_WELD
-            if ((of_bodies and wp.static(bodies)) or (kind == EQ_JOINT and wp.static(joints))
-                    or (kind == EQ_TENDON and wp.static(tendons))):
+            of_bodies = kind == EqType.CONNECT or kind == EqType.WELD
+            if ((of_bodies and wp.static(bodies)) or (kind == EqType.JOINT and wp.static(joints))
+                    or (kind == EqType.TENDON and wp.static(tendons))):
                 r0 = m.eq[e].efc_adr
                 nrow = 1
-                if kind == EQ_CONNECT:
+                if kind == EqType.CONNECT:
                     nrow = 3
-                elif kind == EQ_WELD:
+                elif kind == EqType.WELD:
                     nrow = 6
                 if m.enable_constraint != 0 and d.eq_active[w, e] != 0:
                     for k in range(nrow):
                         zero_jacobian(m, d, w, r0 + k)
                     solimp = clamp_solimp(m.eq[e].solimp)
                     kk, bb = stiffness_damping(m, m.eq[e].solref, solimp[1])
-                    if kind == EQ_TENDON and wp.static(tendons):
+                    if kind == EqType.TENDON and wp.static(tendons):
                         # L_1 - L0_1 - poly(L_2 - L0_2), J = J_1 - poly'(L_2 - L0_2) J_2
                         t1 = m.eq[e].obj1id
                         t2 = m.eq[e].obj2id
@@ -417,7 +417,7 @@ def build(scalar):
                                 d.efc_J[w, r0, j] += -deriv * d.ten_J[w, t2, j]
                         imp = impedance(solimp, pos, scalar(0.0))
                         set_row(d, w, r0, pos, scalar(0.0), scalar(0.0), imp, regularizer(imp, diag), kk, bb)
-                    elif kind == EQ_JOINT and wp.static(joints):
+                    elif kind == EqType.JOINT and wp.static(joints):
                         j1 = m.eq[e].obj1id
                         j2 = m.eq[e].obj2id
                         c = m.eq[e].polycoef
@@ -486,7 +486,8 @@ def build(scalar):
                 cd = d.cdof_dot[w, i]
                 cdof = d.cdof[w, i]
                 jnt = m.dof_jntid[i]
-                if m.jnt_type[jnt] == JNT_BALL or (m.jnt_type[jnt] == JNT_FREE and i >= m.jnt_dofadr[jnt] + 3):
+                if m.jnt_type[jnt] == JointType.BALL or (m.jnt_type[jnt] == JointType.FREE
+                                                         and i >= m.jnt_dofadr[jnt] + 3):
                     cd = f.motion_cross(d.cvel[w, m.dof_bodyid[i]], cdof)
                 ang = vec3(cd[0], cd[1], cd[2])
                 v = d.qvel[w, i]
@@ -499,9 +500,13 @@ def build(scalar):
     def equality_reference(m: Model, d: Data, w: int, e: int):
         """aref -= Jdot qvel of a connect's or weld's rows (mj_Jdotv, after
         mj_referenceConstraint): the anchors' Jdot qvel, and for a weld the time derivative of
-        0.5 neg(q_2) (J_1 - J_2) qvel q_1 relpose by the product rule."""
+        0.5 neg(q_2) (J_1 - J_2) qvel q_1 relpose by the product rule.
+
+        Model: body_dofend, body_rootid, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, dof_bodyid, dof_jntid,
+        enable_constraint, eq, jnt_dofadr, jnt_type. Data in: eq_active, qvel, xpos, xmat, xquat, cvel, cdof,
+        cdof_dot, subtree_com, efc_aref. Data out: efc_aref (the constraint's rows)."""
         kind = m.eq[e].type
-        if m.enable_constraint != 0 and d.eq_active[w, e] != 0 and kind != EQ_JOINT and kind != EQ_TENDON:
+        if m.enable_constraint != 0 and d.eq_active[w, e] != 0 and kind != EqType.JOINT and kind != EqType.TENDON:
             r0 = m.eq[e].efc_adr
             b1 = m.eq[e].body1
             b2 = m.eq[e].body2
@@ -511,7 +516,7 @@ def build(scalar):
             jdv2, jrdv2 = jac_dot_v(m, d, w, b2, p2)
             for k in range(3):
                 d.efc_aref[w, r0 + k] = d.efc_aref[w, r0 + k] - (jdv1[k] - jdv2[k])
-            if kind == EQ_WELD:
+            if kind == EqType.WELD:
                 zero = scalar(0.0)
                 half = scalar(0.5)
                 cv1 = d.cvel[w, b1]
@@ -544,9 +549,13 @@ def build(scalar):
     @wp.func
     def friction_row(m: Model, d: Data, w: int, r: int):
         """Row r (< nefc_friction): friction loss of a dof, J = e_dof, or of a tendon, J = ten_J;
-        no position residual (K = 0) (mj_instantiateFriction)."""
+        no position residual (K = 0) (mj_instantiateFriction).
+
+        Model: dof_frictionloss, dof_invweight0, dof_solimp, dof_solref, efc_colind, efc_id, efc_nnz, efc_type,
+        enable_constraint, enable_refsafe, tendon, timestep. Data in: ten_J. Data out (row r): efc_J, efc_active,
+        efc_pos, efc_margin, efc_frictionloss, efc_R, efc_D, efc_K, efc_B, efc_imp, efc_force."""
         i = m.efc_id[r]
-        tendon = m.efc_type[r] == CNSTR_FRICTION_TENDON
+        tendon = m.efc_type[r] == ConstraintType.FRICTION_TENDON
         floss = scalar(0.0)
         if tendon:
             floss = m.tendon[i].frictionloss
@@ -579,7 +588,11 @@ def build(scalar):
     @wp.func
     def tendon_limit_row(m: Model, d: Data, w: int, r: int):
         """Row r, a tendon limit side (mj_instantiateLimit): dist = side (range[side] - length),
-        J = -side ten_J."""
+        J = -side ten_J.
+
+        Model: efc_colind, efc_id, efc_nnz, efc_sub, enable_constraint, enable_refsafe, tendon, timestep. Data in:
+        ten_length, ten_J. Data out (row r): efc_J, efc_active, efc_pos, efc_margin, efc_frictionloss, efc_R, efc_D,
+        efc_K, efc_B, efc_imp, efc_force."""
         t = m.efc_id[r]
         side = m.efc_sub[r]
         ten = m.tendon[t]
@@ -601,19 +614,22 @@ def build(scalar):
     def make_limit_row(joints: bool, balls: bool, tendons: bool):
         """`limit_row` for the rows of hinges and slides (`joints`), of ball joints (`balls`), of
         tendons, or all (the differentiable step launches the three apart: together their
-        generated adjoint needed more registers than a GPU thread should use)."""
+        generated adjoint needs more registers than a GPU thread should use)."""
         @wp.func
         def limit_row(m: Model, d: Data, w: int, r: int):
             """Row r (< nefc_limit), a joint's or a tendon's limit side: residual = distance to the
-            nearer end of the range. (The joint's case is written here, not in a function of its own:
-            a Warp function takes the Model and Data structs by value, and a call the compiler does
-            not inline copies them.)"""
-            if m.efc_type[r] == CNSTR_LIMIT_TENDON:
+            nearer end of the range.
+
+            Model: dof_invweight0, efc_colind, efc_id, efc_nnz, efc_sub, efc_type, enable_constraint,
+            enable_refsafe, jnt_dofadr, jnt_margin, jnt_qposadr, jnt_range, jnt_solimp, jnt_solref, jnt_type,
+            tendon, timestep. Data in: qpos, ten_length, ten_J. Data out (row r): efc_J, efc_active, efc_pos,
+            efc_margin, efc_frictionloss, efc_R, efc_D, efc_K, efc_B, efc_imp, efc_force."""
+            if m.efc_type[r] == ConstraintType.LIMIT_TENDON:
                 if wp.static(tendons):
                     tendon_limit_row(m, d, w, r)
             elif wp.static(joints or balls):
                 jnt = m.efc_id[r]
-                ball = m.jnt_type[jnt] == JNT_BALL
+                ball = m.jnt_type[jnt] == JointType.BALL
                 if ball and not wp.static(balls):
                     return
                 if not ball and not wp.static(joints):
@@ -697,14 +713,21 @@ def build(scalar):
         one), elliptic ones, or all. The differentiable step uses the elliptic one without the
         Jacobian, and `contact_row` for the others (their rows zeroed: it launches
         `contact_jacobian` apart)."""
-        # inlined into the loop over slots (chosen when a call copied the Model and Data structs on the
-        # CPU; simrl.sim.by_reference now passes them by reference, the inlining is kept)
+        # inlined into the loop over slots
         @wp.func(inline=True)
         def contact_rows(m: Model, d: Data, w: int, c: int):
             """The rows of contact slot c: active when the slot holds a contact within its margin
             (contacts in the gap get no rows). A slot without a contact, the common case on terrain
             (thousands of slots, a few contacts), reads three ints and, unless its rows were active,
-            writes nothing."""
+            writes nothing.
+
+            Model: body_dofend, body_invweight0, body_rootid, cone_elliptic, contact_efc_adr, contact_pair,
+            cpair_friction, cpair_geom, cpair_margin, cpair_solimp, cpair_solref, cpair_solreffriction,
+            dof_ancestor, dof_ancestor_adr, dof_ancestor_num, efc_colind, efc_nnz, enable_constraint,
+            enable_refsafe, geom_bodyid, impratio, ncon, nefc, timestep. Data in: contact_active, contact_dist,
+            contact_pos, contact_frame, cdof, subtree_com, efc_active. Data out (the slot's rows): efc_J,
+            efc_active, efc_pos, efc_margin, efc_frictionloss, efc_R, efc_D, efc_K, efc_B, efc_imp, efc_force,
+            efc_mu."""
             r0 = m.contact_efc_adr[c]
             within = int(0)
             if d.contact_active[w, c] != 0 and m.enable_constraint != 0:
@@ -754,9 +777,9 @@ def build(scalar):
                                 set_row(d, w, r0 + e, scalar(0.0), scalar(0.0), scalar(0.0), imp, r_e, scalar(0.0), bf)
                                 d.efc_mu[w, r0 + e] = fr[e - 1]
             if within == 0 and wp.static(pyramid) and d.efc_active[w, r0] != 0:
-                # deactivate the rows (clear_row's writes, inline: a call copied the Data struct on the
-                # CPU); rows that were inactive already are left alone, so that a far slot costs a
-                # few loads (an inactive row has D = 0 and force 0 by then)
+                # deactivate the rows (clear_row's writes); rows that were inactive already are left
+                # alone, so that a far slot costs a few loads (an inactive row has D = 0 and force 0
+                # by then)
                 for r in range(r0, slot_rows_end(m, c)):
                     d.efc_active[w, r] = 0
                     d.efc_D[w, r] = scalar(0.0)
@@ -766,10 +789,16 @@ def build(scalar):
     @wp.func
     def contact_row(m: Model, d: Data, w: int, r: int):
         """The differentiable step's contact rows, one row per element (contact_rows' loop over a
-        slot's rows cost its generated adjoint 22 registers): row r of slot c = efc_id[r], with the
+        slot's rows costs its generated adjoint registers): row r of slot c = efc_id[r], with the
         arithmetic of `contact_rows` for frictionless and pyramidal cones, the Jacobian zeroed
         (`contact_jacobian` adds each body's part after), and deactivated when the slot holds no
-        contact within its margin. Elliptic cones' rows: `contact_rows_elliptic`."""
+        contact within its margin. Elliptic cones' rows: `contact_rows_elliptic`.
+
+        Model: body_invweight0, cone_elliptic, contact_efc_adr, contact_pair, cpair_friction, cpair_geom,
+        cpair_margin, cpair_solimp, cpair_solref, efc_colind, efc_id, efc_nnz, enable_constraint, enable_refsafe,
+        geom_bodyid, impratio, ncon, nefc, timestep. Data in: contact_active, contact_dist, efc_active. Data out
+        (row r): efc_J (zeroed), efc_active, efc_pos, efc_margin, efc_frictionloss, efc_R, efc_D, efc_K, efc_B,
+        efc_imp, efc_force."""
         c = m.efc_id[r]
         within = int(0)
         if d.contact_active[w, c] != 0 and m.enable_constraint != 0:
@@ -801,7 +830,7 @@ def build(scalar):
     def list_leading_rows(m: Model, d: Data, w: int):
         """efc_list's start: the active rows before the contacts', one by one; returns their
         count. (`while` loops here and below: never differentiated, and Warp's CPU code for them
-        takes about a third of the instructions of `for ... in range(n)` with a run-time n.)"""
+        is leaner than for `for ... in range(n)` with a run-time n.)"""
         n = int(0)
         r = int(0)
         end = contact_rows_start(m)
@@ -857,7 +886,10 @@ def build(scalar):
         lane counts its share's active rows, then writes them from the count of the lanes before
         it (efc_lane_count, a barrier between): the same list, in the same order, where one
         thread's walk over thousands of slots made the block wait for it. Barriers: the caller's
-        `sync` (block_sync), before and after."""
+        `sync` (block_sync), before and after.
+
+        Model: contact_efc_adr, ncon, nefc. Data in: efc_active, contact_active. Data out: efc_lane_count (the
+        lane's)."""
         first = contact_rows_start(m)
         total = first + m.ncon
         share = (total + nlanes - 1) // nlanes
@@ -875,7 +907,10 @@ def build(scalar):
     def constraint_list_lanes_write(m: Model, d: Data, w: int, lane: int, nlanes: int, lo: int, hi: int,
                                     first: int):
         """The second half of `constraint_list_lanes`, after the barrier: the lane's rows written
-        from the lanes before it; the last lane sets efc_nactive."""
+        from the lanes before it; the last lane sets efc_nactive.
+
+        Model: contact_efc_adr, ncon, nefc. Data in: efc_active, contact_active, efc_lane_count. Data out: efc_list
+        (the lane's share), efc_nactive (the last lane)."""
         n = int(0)
         k = int(0)
         while k < lane:
@@ -892,7 +927,10 @@ def build(scalar):
     def constraint_list_listed(m: Model, d: Data, w: int):
         """`constraint_list` over the slots listed by the fused schedule's pass over the slots
         (Data.contact_slots: those that hold a contact, increasing; the others have no active
-        rows): the same list."""
+        rows): the same list.
+
+        Model: contact_efc_adr, ncon, nefc. Data in: efc_active, contact_slots, contact_nslots. Data out: efc_list,
+        efc_nactive."""
         n = list_leading_rows(m, d, w)
         k = int(0)
         while k < d.contact_nslots[w]:
@@ -903,7 +941,10 @@ def build(scalar):
     @wp.func
     def reference_row(m: Model, d: Data, w: int, r: int):
         """efc_vel = J qvel and aref = -B vel - K imp (pos - margin) of active row r
-        (mj_referenceConstraint)."""
+        (mj_referenceConstraint).
+
+        Model: efc_colind, efc_nnz. Data in: qvel, efc_J, efc_B, efc_K, efc_imp, efc_pos, efc_margin. Data out:
+        efc_vel, efc_aref (row r)."""
         # accumulated in memory, not in a local carried across a dynamic loop (exact adjoints)
         d.efc_vel[w, r] = scalar(0.0)
         for k in range(m.efc_nnz[r]):

@@ -12,6 +12,8 @@ deterministic and differentiable. The model (simrl.sim.model) copies these table
 import mujoco
 import numpy as np
 
+from simrl.sim.types import ConeType, DisableBit, EnableBit, GeomType
+
 
 def _weld_parent(mjm: mujoco.MjModel, weld: int) -> int:
     return int(mjm.body_weldid[mjm.body_parentid[weld]])
@@ -24,7 +26,7 @@ def filter_body_pair(mjm: mujoco.MjModel, b1: int, b2: int) -> bool:
         return True
     if mjm.body_dofnum[w1] == 0 and mjm.body_dofnum[w2] == 0:
         return True
-    filterparent = not (mjm.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_FILTERPARENT)
+    filterparent = not (mjm.opt.disableflags & DisableBit.FILTERPARENT)
     if filterparent and w1 != 0 and w2 != 0 and (w1 == _weld_parent(mjm, w2) or w2 == _weld_parent(mjm, w1)):
         return True
     return False
@@ -64,20 +66,18 @@ def candidate_geom_pairs(mjm: mujoco.MjModel) -> list[tuple[int, int, int]]:
 # --------------------------------------------------------------------------------------------
 # Static contact tables: every candidate pair owns fixed contact slots and constraint rows
 
-# mjtGeom values and the contacts each pair of types can produce (mj_maxContact)
-GEOM_PLANE, GEOM_HFIELD, GEOM_SPHERE, GEOM_CAPSULE, GEOM_ELLIPSOID, GEOM_CYLINDER, GEOM_BOX, GEOM_MESH = \
-    0, 1, 2, 3, 4, 5, 6, 7
 #: contacts of one geom pair at most (mjMAXCONPAIR): a height field's prisms stop there
 MAXCONPAIR = 50
 # pairs with a collider of their own (collision_primitive; plane-ellipsoid: mjc_PlaneConvex), in
 # MuJoCo's type order (geom1 <= geom2), so that the pairs of one geom1 type have consecutive
 # kinds (collision_driver.GROUPS launches them together)
 PRIMITIVE_MAX_CONTACTS = {
-    (GEOM_PLANE, GEOM_SPHERE): 1, (GEOM_PLANE, GEOM_CAPSULE): 2, (GEOM_PLANE, GEOM_ELLIPSOID): 1,
-    (GEOM_PLANE, GEOM_CYLINDER): 4, (GEOM_PLANE, GEOM_BOX): 4,
-    (GEOM_SPHERE, GEOM_SPHERE): 1, (GEOM_SPHERE, GEOM_CAPSULE): 1, (GEOM_SPHERE, GEOM_CYLINDER): 1,
-    (GEOM_SPHERE, GEOM_BOX): 1,
-    (GEOM_CAPSULE, GEOM_CAPSULE): 2, (GEOM_CAPSULE, GEOM_BOX): 4, (GEOM_BOX, GEOM_BOX): 8,
+    (GeomType.PLANE, GeomType.SPHERE): 1, (GeomType.PLANE, GeomType.CAPSULE): 2,
+    (GeomType.PLANE, GeomType.ELLIPSOID): 1, (GeomType.PLANE, GeomType.CYLINDER): 4, (GeomType.PLANE, GeomType.BOX): 4,
+    (GeomType.SPHERE, GeomType.SPHERE): 1, (GeomType.SPHERE, GeomType.CAPSULE): 1,
+    (GeomType.SPHERE, GeomType.CYLINDER): 1, (GeomType.SPHERE, GeomType.BOX): 1,
+    (GeomType.CAPSULE, GeomType.CAPSULE): 2, (GeomType.CAPSULE, GeomType.BOX): 4,
+    (GeomType.BOX, GeomType.BOX): 8,
 }
 assert list(PRIMITIVE_MAX_CONTACTS) == sorted(PRIMITIVE_MAX_CONTACTS)
 # pairs MuJoCo collides with its general convex collision (mjc_Convex: GJK and EPA,
@@ -92,27 +92,32 @@ assert list(PRIMITIVE_MAX_CONTACTS) == sorted(PRIMITIVE_MAX_CONTACTS)
 # contact per prism, up to MAXCONPAIR; each pair owns as many slots as it has prisms under it
 # at most (hfield_slots); one contact per prism with multiccd on or off
 CONVEX_MAX_CONTACTS = {
-    (GEOM_PLANE, GEOM_MESH): 4,
-    (GEOM_HFIELD, GEOM_SPHERE): MAXCONPAIR, (GEOM_HFIELD, GEOM_CAPSULE): MAXCONPAIR,
-    (GEOM_HFIELD, GEOM_ELLIPSOID): MAXCONPAIR, (GEOM_HFIELD, GEOM_CYLINDER): MAXCONPAIR,
-    (GEOM_HFIELD, GEOM_BOX): MAXCONPAIR, (GEOM_HFIELD, GEOM_MESH): MAXCONPAIR,
-    (GEOM_SPHERE, GEOM_ELLIPSOID): 1, (GEOM_SPHERE, GEOM_MESH): 1,
-    (GEOM_CAPSULE, GEOM_ELLIPSOID): 1, (GEOM_CAPSULE, GEOM_CYLINDER): 4, (GEOM_CAPSULE, GEOM_MESH): 4,
-    (GEOM_ELLIPSOID, GEOM_ELLIPSOID): 1, (GEOM_ELLIPSOID, GEOM_CYLINDER): 1, (GEOM_ELLIPSOID, GEOM_BOX): 1,
-    (GEOM_ELLIPSOID, GEOM_MESH): 1,
-    (GEOM_CYLINDER, GEOM_CYLINDER): 4, (GEOM_CYLINDER, GEOM_BOX): 4, (GEOM_CYLINDER, GEOM_MESH): 4,
-    (GEOM_BOX, GEOM_MESH): 4, (GEOM_MESH, GEOM_MESH): 4,
+    (GeomType.PLANE, GeomType.MESH): 4,
+    (GeomType.HFIELD, GeomType.SPHERE): MAXCONPAIR, (GeomType.HFIELD, GeomType.CAPSULE): MAXCONPAIR,
+    (GeomType.HFIELD, GeomType.ELLIPSOID): MAXCONPAIR, (GeomType.HFIELD, GeomType.CYLINDER): MAXCONPAIR,
+    (GeomType.HFIELD, GeomType.BOX): MAXCONPAIR, (GeomType.HFIELD, GeomType.MESH): MAXCONPAIR,
+    (GeomType.SPHERE, GeomType.ELLIPSOID): 1, (GeomType.SPHERE, GeomType.MESH): 1,
+    (GeomType.CAPSULE, GeomType.ELLIPSOID): 1, (GeomType.CAPSULE, GeomType.CYLINDER): 4,
+    (GeomType.CAPSULE, GeomType.MESH): 4,
+    (GeomType.ELLIPSOID, GeomType.ELLIPSOID): 1, (GeomType.ELLIPSOID, GeomType.CYLINDER): 1,
+    (GeomType.ELLIPSOID, GeomType.BOX): 1, (GeomType.ELLIPSOID, GeomType.MESH): 1,
+    (GeomType.CYLINDER, GeomType.CYLINDER): 4, (GeomType.CYLINDER, GeomType.BOX): 4,
+    (GeomType.CYLINDER, GeomType.MESH): 4,
+    (GeomType.BOX, GeomType.MESH): 4,
+    (GeomType.MESH, GeomType.MESH): 4,
 }
 #: the pairs whose multiccd clips faces (MuJoCo 4.0's `multicontact`): two geoms with faces (box,
 #: mesh, cylinder: its caps) or a capsule's side and a face; the convex pairs with more than one
 #: slot that are not height fields or plane-mesh
-FACE_CLIP = ((GEOM_CAPSULE, GEOM_CYLINDER), (GEOM_CAPSULE, GEOM_MESH), (GEOM_CYLINDER, GEOM_CYLINDER),
-             (GEOM_CYLINDER, GEOM_BOX), (GEOM_CYLINDER, GEOM_MESH), (GEOM_BOX, GEOM_MESH), (GEOM_MESH, GEOM_MESH))
+FACE_CLIP = ((GeomType.CAPSULE, GeomType.CYLINDER), (GeomType.CAPSULE, GeomType.MESH),
+             (GeomType.CYLINDER, GeomType.CYLINDER), (GeomType.CYLINDER, GeomType.BOX),
+             (GeomType.CYLINDER, GeomType.MESH), (GeomType.BOX, GeomType.MESH), (GeomType.MESH, GeomType.MESH))
 #: a cylinder's cap as a polygon of MuJoCo 4.0's multicontact (collision_multiccd.CYLINDER_POLYGON)
 CYLINDER_POLYGON = 16
 #: contacts of a face-clipping pair (mjc_Convex's maxContacts)
 MAX_CLIP_CONTACTS = 4
-assert set(FACE_CLIP) == {p for p, n in CONVEX_MAX_CONTACTS.items() if n == MAX_CLIP_CONTACTS and p[0] != GEOM_PLANE}
+assert set(FACE_CLIP) == {p for p, n in CONVEX_MAX_CONTACTS.items()
+                          if n == MAX_CLIP_CONTACTS and p[0] != GeomType.PLANE}
 assert list(CONVEX_MAX_CONTACTS) == sorted(CONVEX_MAX_CONTACTS)
 #: every implemented pair of geom types and its contact slots
 MAX_CONTACTS = {**PRIMITIVE_MAX_CONTACTS, **CONVEX_MAX_CONTACTS}
@@ -121,14 +126,14 @@ MAX_CONTACTS = {**PRIMITIVE_MAX_CONTACTS, **CONVEX_MAX_CONTACTS}
 PAIR_KIND = {pair: i for i, pair in enumerate(MAX_CONTACTS)}
 CONVEX_KINDS = tuple(PAIR_KIND[pair] for pair in CONVEX_MAX_CONTACTS)
 #: plane-mesh: found by the detection pass without GJK (no scratch rows); the others search by GJK
-KIND_PLANE_MESH = PAIR_KIND[(GEOM_PLANE, GEOM_MESH)]
+KIND_PLANE_MESH = PAIR_KIND[(GeomType.PLANE, GeomType.MESH)]
 GJK_KINDS = tuple(k for k in CONVEX_KINDS if k != KIND_PLANE_MESH)
 #: the kinds with multiccd's face clipping
 FACE_CLIP_KINDS = tuple(PAIR_KIND[pair] for pair in FACE_CLIP)
 #: those that clip a cylinder's cap (a 16-gon: the scratch rows' polygons are at least that long)
-CYLINDER_CLIP_KINDS = tuple(PAIR_KIND[pair] for pair in FACE_CLIP if GEOM_CYLINDER in pair)
+CYLINDER_CLIP_KINDS = tuple(PAIR_KIND[pair] for pair in FACE_CLIP if GeomType.CYLINDER in pair)
 #: the height-field kinds (consecutive)
-HFIELD_KINDS = tuple(PAIR_KIND[pair] for pair in CONVEX_MAX_CONTACTS if pair[0] == GEOM_HFIELD)
+HFIELD_KINDS = tuple(PAIR_KIND[pair] for pair in CONVEX_MAX_CONTACTS if pair[0] == GeomType.HFIELD)
 assert list(HFIELD_KINDS) == list(range(HFIELD_KINDS[0], HFIELD_KINDS[-1] + 1))
 
 
@@ -178,7 +183,7 @@ MINMU = 1e-5  # mjMINMU: smallest friction coefficient
 
 
 def _override(mjm) -> bool:
-    return bool(mjm.opt.enableflags & mujoco.mjtEnableBit.mjENBL_OVERRIDE)
+    return bool(mjm.opt.enableflags & EnableBit.OVERRIDE)
 
 
 def friction_geoms(mjm: mujoco.MjModel, g1: int, g2: int, ipair: int) -> tuple[int, int]:
@@ -257,7 +262,7 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
     """Per candidate pair and per contact slot, everything the collision and constraint stages
     need that does not change while simulating (empty tables for None: contacts disabled)."""
     pairs = candidate_geom_pairs(mjm) if mjm is not None else []
-    elliptic = mjm is not None and mjm.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+    elliptic = mjm is not None and mjm.opt.cone == ConeType.ELLIPTIC
     t = {name: [] for name in ("geom", "kind", "slot", "nslot", "ccd", "ccd_slot", "condim", "solref", "solreffriction",
                                "solimp", "friction", "friction_geoms", "margin", "gap")}
     slot_pair, slot_row = [], []
@@ -269,7 +274,7 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         if types not in MAX_CONTACTS:
             continue  # refused by model checks; kept out of the tables
         condim, solref, solreffriction, solimp, friction, margin, gap = contact_parameters(mjm, g1, g2, ipair)
-        nslot = MAX_CONTACTS[types] if types[0] != GEOM_HFIELD else hfield_slots(mjm, g1, g2)
+        nslot = MAX_CONTACTS[types] if types[0] != GeomType.HFIELD else hfield_slots(mjm, g1, g2)
         t["geom"].append((g1, g2))
         t["kind"].append(PAIR_KIND[types])
         t["slot"].append(nslot_total)

@@ -27,7 +27,9 @@ def build(scalar):
 
     @wp.func
     def body(m: Model, d: Data, w: int, b: int):
-        """Composite inertia of the subtree of body b (b > 0), children in ascending order."""
+        """Composite inertia of the subtree of body b (b > 0), children in ascending order.
+
+        Model: body_child, body_child_adr, body_child_num. Data in: cinert; the children's crb. Data out: crb."""
         d.crb[w, b] = d.cinert[w, b]
         adr = m.body_child_adr[b]
         for k in range(adr, adr + m.body_child_num[b]):
@@ -44,7 +46,11 @@ def build(scalar):
     @wp.func
     def dof(m: Model, d: Data, w: int, i: int):
         """M(i, j) = cdof_j . (crb_body(i) cdof_i) for j = i and every ancestor dof j of i, and
-        M(j, i); entries between dofs that are not ancestors of each other stay zero."""
+        M(j, i); entries between dofs that are not ancestors of each other stay zero.
+
+        Model: dof_ancestor, dof_ancestor_adr, dof_ancestor_num, dof_armature, dof_bodyid, dof_tendon,
+        dof_tendon_adr, tendon. Data in: crb, cdof, ten_J. Data out: qM (row i and column i: the entries between dof
+        i and its ancestors)."""
         buf = f.inert_mul(d.crb[w, m.dof_bodyid[i]], d.cdof[w, i])
         d.qM[w, i, i] = m.dof_armature[w % m.dof_armature.shape[0], i] + wp.dot(d.cdof[w, i], buf)
         adr = m.dof_ancestor_adr[i]
@@ -69,4 +75,6 @@ def build(scalar):
                     d.qM[w, i, j] += mij
                     d.qM[w, j, i] += mij
 
+    # body_alone: body's sums for a body alone (simrl.sim.subtree: the same bits). Model: body_subtree.
+    # Data in: cinert. Data out: crb
     return SimpleNamespace(body=body, body_alone=subtree_sum(scalar, T.vec10, cinert_own, crb_write), dof=dof)

@@ -57,11 +57,19 @@ def build(scalar, lanes: bool = False):
     def make_qderiv_dof(actuators: bool):
         """`qderiv_dof`, or without the actuators' part (`actuators` False: for a model without
         implicitfast, whose differentiable step launches it: the actuators' part, never run there,
-        cost the generated adjoint 161 registers)."""
+        would cost the generated adjoint registers)."""
         @wp.func
         def qderiv_dof(m: Model, d: Data, w: int, i: int):
             """qDeriv[i, i] without the tendons: with implicitfast the actuators' derivative, then
-            minus the dof damping (mjd_smooth_vel's order); for Euler only the damping (mj_EulerSkip)."""
+            minus the dof damping (mjd_smooth_vel's order); for Euler only the damping (mj_EulerSkip).
+
+            Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
+            actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
+            actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
+            actuator_gear, actuator_tendon, actuator_trntype, dof_actuator, dof_actuator_adr, dof_actuator_num,
+            dof_damping, dof_jntid, enable_actuation, enable_clampctrl, enable_damper, implicitfast,
+            jnt_actfrclimited, jnt_actfrcrange, timestep. Data in: actuator_force, ctrl, act, act_dot,
+            qfrc_actuator_raw."""
             deriv = scalar(0.0)
             if wp.static(actuators):
                 if m.implicitfast:
@@ -78,7 +86,13 @@ def build(scalar, lanes: bool = False):
     def tendon_qderiv(m: Model, d: Data, w: int, t: int):
         """d (force along tendon t) / d ten_velocity[t] with implicitfast: minus its damping
         (mjd_passive_vel) plus gear^2 force_vel of each actuator on it (mjd_actuator_vel; the
-        joints' actuatorfrcrange does not drop these, as in MuJoCo 4.0)."""
+        joints' actuatorfrcrange does not drop these, as in MuJoCo 4.0).
+
+        Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
+        actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
+        actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
+        actuator_gear, actuator_tendon, enable_actuation, enable_clampctrl, enable_damper, nu, tendon, timestep.
+        Data in: actuator_force, ctrl, act, act_dot."""
         deriv = scalar(0.0)
         if m.enable_damper:
             deriv = -m.tendon[t].damping
@@ -94,7 +108,10 @@ def build(scalar, lanes: bool = False):
         """qDeriv[i, j] for j = i or a dof of the same chain: the diagonal terms (dof_qderiv), and
         with implicitfast the site transmissions on dof i (simrl.sim.actuation.site_qderiv) and the
         tendons through dof i, ten_qderiv[t] ten_J[t, i] ten_J[t, j]. Tables filled beforehand keep
-        it small: it is inlined into each of the 36 entries of a free body's block."""
+        it small: it is inlined into each of the 36 entries of a free body's block.
+
+        Model: dof_actuator, dof_actuator_adr, dof_actuator_num, dof_tendon, dof_tendon_adr, implicitfast,
+        nsite_trn. Data in: dof_qderiv, ten_qderiv, ten_J, actuator_qderiv, actuator_moment."""
         deriv = scalar(0.0)
         if i == j:
             deriv = d.dof_qderiv[w, i]
@@ -115,7 +132,11 @@ def build(scalar, lanes: bool = False):
         blocks solved by the Schur complement of the linear one). B = d qfrc_bias / d qvel has
         only angular columns: with w = R qvel_rot (R = xmat), s = xipos - xpos, the bias is the
         force f = m w x (w x s) and the torque R' (s x f + w x I w), so d f / d w = -m K with
-        K = [w x s]x + [w]x [s]x and d tau / d w = [w]x I - [I w]x."""
+        K = [w x s]x + [w]x [s]x and d tau / d w = [w]x I - [I w]x.
+
+        Model: body_inertia, body_mass, dof_actuator, dof_actuator_adr, dof_actuator_num, dof_bodyid, dof_tendon,
+        dof_tendon_adr, implicitfast, jnt_dofadr, nsite_trn, timestep. Data in: qM, qvel, xpos, xmat, xipos, ximat,
+        and qderiv's. In: f1, f2."""
         h = m.timestep
         adr = m.jnt_dofadr[jnt]
         body = m.dof_bodyid[adr]
@@ -151,7 +172,18 @@ def build(scalar, lanes: bool = False):
 
     @wp.func
     def damping(m: Model, d: Data, w: int, lane: int, nlanes: int):
-        """qacc_int: (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint), or qacc."""
+        """qacc_int: (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint), or qacc.
+
+        Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
+        actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
+        actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
+        actuator_gear, actuator_tendon, actuator_trntype, body_inertia, body_mass, dof_actuator, dof_actuator_adr,
+        dof_actuator_num, dof_bodyid, dof_damping, dof_jntid, dof_parentid, dof_tendon, dof_tendon_adr,
+        enable_actuation, enable_clampctrl, enable_damper, euler_damp, free_body_num, implicitfast,
+        jnt_actfrclimited, jnt_actfrcrange, jnt_dofadr, jnt_free_body, njnt, nsite_trn, ntendon, nu, nv, tendon,
+        timestep. Data in: qM, qacc, qfrc_smooth, qfrc_constraint, qvel, xpos, xmat, xipos, ximat, ten_J,
+        actuator_force, actuator_moment, qfrc_actuator_raw, ctrl, act, act_dot. Data out: qacc_int; the scratch
+        dof_qderiv, ten_qderiv, actuator_qderiv, qH."""
         h = m.timestep
         if m.euler_damp or m.implicitfast:
             i = int(lane)
@@ -203,6 +235,10 @@ def build(scalar, lanes: bool = False):
 
     @wp.func
     def joint(m: Model, d: Data, w: int, j: int):
+        """Joint j's velocity advanced by h qacc_int, then its position (mj_advance), then checked.
+
+        Model: jnt_dofadr, jnt_qposadr, jnt_type, timestep. Data in: qacc_int, qpos, qvel. Data out: qvel, qpos (of
+        the joint's dofs and coordinates), nan_world (by atomic max)."""
         h = m.timestep
         dadr = m.jnt_dofadr[j]
         for k in range(jnt_nv(m.jnt_type[j])):
@@ -215,7 +251,11 @@ def build(scalar, lanes: bool = False):
 
     @wp.func
     def actuator(m: Model, d: Data, w: int, a: int):
-        """Actuator a's activation advanced by its act_dot (mj_advance)."""
+        """Actuator a's activation advanced by its act_dot (mj_advance).
+
+        Model: actuator_actadr, actuator_actlimited, actuator_actrange, actuator_dynprm, actuator_dyntype,
+        actuator_enabled, enable_actuation, timestep. Data in: act, act_dot. Data out: act (the actuator's
+        activation)."""
         advance_activation(m, d.act, d.act_dot, d.act, w, a)
 
     return SimpleNamespace(damping=damping, joint=joint, qderiv_dof=qderiv_dof, damping_qderiv_dof=damping_qderiv_dof,

@@ -39,11 +39,13 @@ def build(scalar, lanes: bool = False):
         return True
 
     # Loops walk parent chains with `while`: Warp's CPU code for `for i in range(n)` with a
-    # run-time n, or over an index table, is about half as fast on these short loops.
+    # run-time n, or over an index table, is slower on these short loops.
 
     @wp.func
     def factor_ld(m: Model, mat: wp.array3d(dtype=scalar), w: int, lane: int, nlanes: int):
-        """In-place L'DL factorization of mat[w] (mj_factorI): D on the diagonal, L below."""
+        """In-place L'DL factorization of mat[w] (mj_factorI): D on the diagonal, L below.
+
+        Model: dof_parentid, nv. In and out: mat (on M's sparsity)."""
         k = m.nv - 1
         while k >= 0:
             inv_d = scalar(1.0) / mat[w, k, k]
@@ -74,7 +76,9 @@ def build(scalar, lanes: bool = False):
     @wp.func
     def solve_ld(m: Model, mat: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar), w: int, lane: int,
                  nlanes: int):
-        """x[w] <- inv(L' D L) x[w] in place, with the factor from `factor_ld` (mj_solveLD)."""
+        """x[w] <- inv(L' D L) x[w] in place, with the factor from `factor_ld` (mj_solveLD).
+
+        Model: dof_parentid, nv. In: mat. In and out: x."""
         if lane == 0:
             # x <- inv(L') x
             i = m.nv - 1
@@ -106,7 +110,9 @@ def build(scalar, lanes: bool = False):
     @wp.func
     def copy_tree(m: Model, src: wp.array3d(dtype=scalar), dst: wp.array3d(dtype=scalar), w: int, lane: int,
                   nlanes: int):
-        """dst[w] = src[w] on the sparsity pattern of M (diagonal and ancestor entries)."""
+        """dst[w] = src[w] on the sparsity pattern of M (diagonal and ancestor entries).
+
+        Model: dof_parentid, nv. In: src. Out: dst (on M's sparsity)."""
         i = int(lane)
         while i < m.nv:
             dst[w, i, i] = src[w, i, i]
@@ -118,14 +124,36 @@ def build(scalar, lanes: bool = False):
         sync()
 
     @wp.func
+    def mul_m(m: Model, d: Data, x: wp.array2d(dtype=scalar), out: wp.array2d(dtype=scalar), w: int, lane: int,
+              nlanes: int):
+        """out[w] = qM[w] x[w] (mj_mulM), each row a dot product over all nv columns in order (qM is
+        stored dense, zero off M's sparsity), the rows shared among the lanes (no barrier: the
+        caller's `sync` before out is read across lanes).
+
+        Model: nv. Data in: qM. In: x. Out: out."""
+        i = int(lane)
+        while i < m.nv:
+            s = scalar(0.0)
+            j = int(0)
+            while j < m.nv:
+                s = s + d.qM[w, i, j] * x[w, j]
+                j = j + 1
+            out[w, i] = s
+            i = i + nlanes
+
+    @wp.func
     def factor_m(m: Model, d: Data, w: int, lane: int, nlanes: int):
-        """qLD = L'DL factor of qM."""
+        """qLD = L'DL factor of qM.
+
+        Model: dof_parentid, nv. Data in: qM. Data out: qLD."""
         copy_tree(m, d.qM, d.qLD, w, lane, nlanes)
         factor_ld(m, d.qLD, w, lane, nlanes)
 
     @wp.func
     def fwd_acceleration(m: Model, d: Data, w: int, lane: int, nlanes: int):
-        """qLD, and qacc_smooth = M^-1 qfrc_smooth (mj_fwdAcceleration)."""
+        """qLD, and qacc_smooth = M^-1 qfrc_smooth (mj_fwdAcceleration).
+
+        Model: dof_parentid, nv. Data in: qM, qfrc_smooth. Data out: qLD, qacc_smooth."""
         factor_m(m, d, w, lane, nlanes)
         i = int(lane)
         while i < m.nv:
@@ -134,5 +162,5 @@ def build(scalar, lanes: bool = False):
         sync()
         solve_ld(m, d.qLD, d.qacc_smooth, w, lane, nlanes)
 
-    return SimpleNamespace(factor_ld=factor_ld, solve_ld=solve_ld, copy_tree=copy_tree, factor_m=factor_m,
+    return SimpleNamespace(factor_ld=factor_ld, solve_ld=solve_ld, copy_tree=copy_tree, mul_m=mul_m, factor_m=factor_m,
                            fwd_acceleration=fwd_acceleration)

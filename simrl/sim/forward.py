@@ -183,7 +183,10 @@ def world_functions(scalar, lanes: bool) -> SimpleNamespace:
         @wp.func
         def constraint_list(m: Model, d: Data, w: int, lane: int, nlanes: int):
             """efc_list and efc_nactive, every lane walking its share of the rows and slots
-            (constraint.constraint_list_lanes)."""
+            (constraint.constraint_list_lanes).
+
+            Model: contact_efc_adr, ncon, nefc. Data in: efc_active, contact_active. Data out: efc_list,
+            efc_nactive; the scratch efc_lane_count."""
             lo, hi, first = c.constraint_list_lanes(m, d, w, lane, nlanes)
             block_sync()
             c.constraint_list_lanes_write(m, d, w, lane, nlanes, lo, hi, first)
@@ -191,7 +194,10 @@ def world_functions(scalar, lanes: bool) -> SimpleNamespace:
     else:
         @wp.func
         def constraint_list(m: Model, d: Data, w: int, lane: int, nlanes: int):
-            """efc_list and efc_nactive (one thread)."""
+            """efc_list and efc_nactive (one thread).
+
+            Model: contact_efc_adr, ncon, nefc. Data in: efc_active, contact_slots, contact_nslots. Data out:
+            efc_list, efc_nactive."""
             c.constraint_list_listed(m, d, w)
 
     sv = solver.build(scalar, lanes)

@@ -24,14 +24,23 @@ import weakref
 import warp as wp
 
 from simrl.sim import actuation, euler, factor_m, forward, integrate_pos, rk4, schedule, solver
-from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_EQUALITY, CNSTR_FRICTION_DOF, CNSTR_FRICTION_TENDON
 from simrl.sim.constraint import build as constraint_functions
 from simrl.sim.contact_tables import MINMU
 from simrl.sim.data import available_memory, data_bytes_per_world, data_struct, make_data, size_text
 from simrl.sim.integrate_pos import jnt_nv
-from simrl.sim.model import EULER_LIKE, model_struct
+from simrl.sim.model import model_struct
 from simrl.sim.schedule import WORLD, Pass, coop_module, segment
-from simrl.sim.types import block_sync, build_notice, kernel_module, no_sync, scalar_types
+from simrl.sim.types import (
+    EULER_LIKE,
+    RK4_A,
+    RK4_B,
+    ConstraintType,
+    block_sync,
+    build_notice,
+    kernel_module,
+    no_sync,
+    scalar_types,
+)
 
 
 @functools.cache
@@ -47,6 +56,7 @@ def build(scalar, schedule: str = "fused"):
     ld = factor_m.build(scalar, lanes)
     factor_ld, solve_ld = ld.factor_ld, ld.solve_ld
     cholesky_factor, cholesky_solve = solver.dense_cholesky(scalar, lanes)
+    cone_middle = solver.elliptic_cone(scalar).cone_middle  # at the solution, as the solver left it
     integrate = integrate_pos.build(scalar)
     world = forward.world_functions(scalar, lanes)
     module = kernel_module(scalar, name="grad_step", backward=True)
@@ -72,7 +82,7 @@ def build(scalar, schedule: str = "fused"):
     # call that asks for sensordata compiles them)
     sensors = segment("sensors", forward.sensor_passes(scalar), scalar, schedule, "grad_sensor", backward=True)
     # two launches in the wide schedule, as in the engine's step (forward._acceleration): in one
-    # kernel the list and the solver needed more registers than a GPU thread should use
+    # kernel the list and the solver need more registers than a GPU thread should use
     constraint_solve = segment("constraint_solve", (Pass("constraint_list", WORLD, (world.constraint_list,)),
                                                     Pass("constraint_solve", WORLD, (world.solve,))),
                                scalar, schedule, "grad_custom")
@@ -92,25 +102,17 @@ def build(scalar, schedule: str = "fused"):
         the bottom zone (D_r), 0 in the top and middle zones (`cone_middle`), as the solver
         left them."""
         zone = int(0)
-        if m.efc_type[r] == CNSTR_FRICTION_DOF or m.efc_type[r] == CNSTR_FRICTION_TENDON:
+        if m.efc_type[r] == ConstraintType.FRICTION_DOF or m.efc_type[r] == ConstraintType.FRICTION_TENDON:
             zone = 1
             fl = d.efc_frictionloss[w, r] * d.efc_R[w, r]
             if jar <= -fl or jar >= fl:
                 zone = -1
-        elif m.efc_type[r] == CNSTR_CONTACT_ELLIPTIC:
+        elif m.efc_type[r] == ConstraintType.CONTACT_ELLIPTIC:
             if d.efc_dds[w, r] != scalar(0.0):
                 zone = 1
-        elif jar < scalar(0.0) or m.efc_type[r] == CNSTR_EQUALITY:
+        elif jar < scalar(0.0) or m.efc_type[r] == ConstraintType.EQUALITY:
             zone = 1
         return zone
-
-    @wp.func
-    def cone_middle(m: Model, d: Data, w: int, r: int):
-        """Row r belongs to a contact in the elliptic cone's middle zone at the solution."""
-        middle = False
-        if m.efc_type[r] == CNSTR_CONTACT_ELLIPTIC:
-            middle = d.efc_hcone[w, r - m.efc_sub[r], 0] != scalar(0.0)
-        return middle
 
     @wp.func
     def cone_force(m: Model, d: Data, w: int, r: int, jar: wp.array2d(dtype=scalar)):
@@ -157,9 +159,9 @@ def build(scalar, schedule: str = "fused"):
         """efc_force of active row r at jar, differentiably: D (aref - J qacc) in the quadratic
         zone, -+ frictionloss in the linear zone of friction loss; the rows of contacts in the
         elliptic cone are constraint_force_cone's (apart: in one kernel the generated adjoint
-        needed more registers than a GPU thread should use)."""
+        needs more registers than a GPU thread should use)."""
         w, r = wp.tid()
-        if d.efc_active[w, r] != 0 and m.efc_type[r] != CNSTR_CONTACT_ELLIPTIC:
+        if d.efc_active[w, r] != 0 and m.efc_type[r] != ConstraintType.CONTACT_ELLIPTIC:
             value = jar[w, r]
             fr = scalar(0.0)
             zone = row_zone(m, d, w, r, value)
@@ -176,7 +178,7 @@ def build(scalar, schedule: str = "fused"):
         """efc_force of active row r of a contact in the elliptic cone at jar, differentiably
         (launched for models with elliptic cones)."""
         w, r = wp.tid()
-        if d.efc_active[w, r] != 0 and m.efc_type[r] == CNSTR_CONTACT_ELLIPTIC:
+        if d.efc_active[w, r] != 0 and m.efc_type[r] == ConstraintType.CONTACT_ELLIPTIC:
             force[w, r] = cone_force(m, d, w, r, jar)
 
     @wp.kernel(module=module)
@@ -673,9 +675,8 @@ class _Scratch:
     """The differentiable step's arrays beside the Data, one set per evaluation of the dynamics:
     `dA` (-h qDeriv, or zero), `zero` (a zero matrix standing for dA in the solves without
     one), `jar`, `force` (efc_force recomputed from the solution), `qfrc`, `rhs`, and the
-    backward's `lam`, `H`. They were allocated at every evaluation (about 5 MB per step at 1024
-    worlds on the quadruped, fresh pages each time); now they are views into two slabs that
-    come back with the Data and are zeroed by two memsets."""
+    backward's `lam`, `H`: views into two slabs that come back with the Data and are zeroed by
+    two memsets, not allocated (fresh pages) at every evaluation."""
 
     #: name -> (shape after W: "nv" or "nefc" entries, has a gradient)
     FIELDS = {"dA": (("nv", "nv"), True), "zero": (("nv", "nv"), True), "jar": (("nefc",), True),
@@ -898,8 +899,8 @@ class Rollout:
         """MuJoCo 4.0's RK4 (simrl.sim.rk4): four evaluations, each on buffers of its own."""
         k, m, W, scalar = self.kernels, self.m, qpos.shape[0], self.model.dtype
         njnt, nu, na = self.model.struct.njnt, self.model.nu, self.model.na
-        A = [scalar(a) for a in rk4.RK4_A]
-        B = [scalar(b) for b in rk4.RK4_B]
+        A = [scalar(a) for a in RK4_A]
+        B = [scalar(b) for b in RK4_B]
         derivatives, accelerations, act_dots = [], [], []
         qpos_i, qvel_i, act_i = qpos, qvel, act
         for i in range(4):

@@ -14,16 +14,16 @@ import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import JNT_BALL, JNT_FREE, scalar_types
+from simrl.sim.types import JointType, scalar_types
 
 
 @wp.func
 def jnt_nq(jtype: int):
     """Coordinates of a joint of type jtype in qpos (mjtJoint)."""
     n = int(1)
-    if jtype == JNT_FREE:
+    if jtype == JointType.FREE:
         n = 7
-    elif jtype == JNT_BALL:
+    elif jtype == JointType.BALL:
         n = 4
     return n
 
@@ -32,9 +32,9 @@ def jnt_nq(jtype: int):
 def jnt_nv(jtype: int):
     """Dofs of a joint of type jtype."""
     n = int(1)
-    if jtype == JNT_FREE:
+    if jtype == JointType.FREE:
         n = 6
-    elif jtype == JNT_BALL:
+    elif jtype == JointType.BALL:
         n = 3
     return n
 
@@ -49,12 +49,14 @@ def build(scalar):
     def joint(m: Model, qpos_in: wp.array2d(dtype=scalar), qpos_out: wp.array2d(dtype=scalar),
               vel: wp.array2d(dtype=scalar), dt: scalar, w: int, j: int):
         """Joint j's coordinates of qpos_out[w] = qpos_in[w] advanced by velocity vel[w] for time dt
-        (may alias)."""
+        (may alias).
+
+        Model: jnt_dofadr, jnt_qposadr, jnt_type. In: qpos_in, vel. Out: qpos_out."""
         padr = m.jnt_qposadr[j]
         vadr = m.jnt_dofadr[j]
         jtype = m.jnt_type[j]
-        if jtype == JNT_FREE or jtype == JNT_BALL:
-            if jtype == JNT_FREE:
+        if jtype == JointType.FREE or jtype == JointType.BALL:
+            if jtype == JointType.FREE:
                 for c in range(3):
                     qpos_out[w, padr + c] = qpos_in[w, padr + c] + dt * vel[w, vadr + c]
                 padr = padr + 3
@@ -69,7 +71,9 @@ def build(scalar):
     def check_joint(m: Model, d: Data, w: int, j: int):
         """Flag the world in nan_world when joint j's new qpos or qvel is not finite (it stays
         flagged until reset). The flag only ever goes from 0 to 1, so the joints of a world
-        setting it in any order give the same result."""
+        setting it in any order give the same result.
+
+        Model: jnt_dofadr, jnt_qposadr, jnt_type. Data in: qpos, qvel. Data out: nan_world (by atomic max)."""
         jtype = m.jnt_type[j]
         bad = int(0)
         padr = m.jnt_qposadr[j]

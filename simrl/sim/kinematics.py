@@ -18,7 +18,7 @@ import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import JNT_BALL, JNT_FREE, JNT_SLIDE, scalar_types
+from simrl.sim.types import JointType, scalar_types
 
 
 @functools.cache
@@ -35,15 +35,17 @@ def build(scalar):
     @wp.func
     def joint(m: Model, d: Data, w: int, j: int):
         """jnt_qloc: joint j's rotation in its parent frame from qpos (a unit quaternion; the
-        identity for slide joints; a free joint's own orientation)."""
+        identity for slide joints; a free joint's own orientation).
+
+        Model: jnt_axis, jnt_qposadr, jnt_type, qpos0. Data in: qpos. Data out: jnt_qloc."""
         qadr = m.jnt_qposadr[j]
         jtype = m.jnt_type[j]
         qloc = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
-        if jtype == JNT_FREE:
+        if jtype == JointType.FREE:
             qloc = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr + 3))
-        elif jtype == JNT_BALL:
+        elif jtype == JointType.BALL:
             qloc = f.quat_normalize(f.quat_from_qpos(d.qpos, w, qadr))
-        elif jtype != JNT_SLIDE:
+        elif jtype != JointType.SLIDE:
             qloc = f.axis_angle_quat(m.jnt_axis[j], d.qpos[w, qadr] - m.qpos0[qadr])
         d.jnt_qloc[w, j] = qloc
 
@@ -118,7 +120,7 @@ def build(scalar):
         jntadr = m.body_jntadr[b]
         jntnum = m.body_jntnum[b]
         for j in range(jntadr, jntadr + jntnum):
-            if m.jnt_type[j] == JNT_SLIDE:
+            if m.jnt_type[j] == JointType.SLIDE:
                 joint_slide(m, d, w, b, j)
             else:
                 joint_rotation(m, d, w, b, j)
@@ -137,11 +139,14 @@ def build(scalar):
         """Whether body b is placed without its parent's pose: the world, a mocap body, a body
         with a free joint (its only joint; MuJoCo allows one only in a child of the world)."""
         return b == 0 or m.body_mocapid[b] >= 0 or (
-            m.body_jntnum[b] == 1 and m.jnt_type[m.body_jntadr[b]] == JNT_FREE)
+            m.body_jntnum[b] == 1 and m.jnt_type[m.body_jntadr[b]] == JointType.FREE)
 
     @wp.func
     def body_root(m: Model, d: Data, w: int, b: int):
-        """Pose of body b if it is placed alone (placed_alone): the world body is the identity."""
+        """Pose of body b if it is placed alone (placed_alone): the world body is the identity.
+
+        Model: body_jntadr, body_jntnum, body_mocapid, jnt_axis, jnt_qposadr, jnt_type. Data in: qpos, jnt_qloc,
+        mocap_pos, mocap_quat. Data out: xpos, xquat; a free body's joint's xanchor, xaxis, jnt_xpos, jnt_xquat."""
         if b == 0:
             d.xpos[w, 0] = vec3(scalar(0.0))
             d.xquat[w, 0] = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
@@ -155,9 +160,13 @@ def build(scalar):
         """Pose of body b from its parent's, unless it is placed alone (mj_kinematics1). Both
         schedules place the bodies placed alone first (`body_root` over every body), then the
         tree from the root; the wide schedule launches the tree's levels from the first that holds
-        a body placed from its parent (Pass.skip_placed_alone). In one kernel with body_root,
-        the differentiable step's generated adjoint needed 167 registers on a GPU; each kind of
-        body is a function of its own for the same reason (234 registers as one function)."""
+        a body placed from its parent (Pass.skip_placed_alone). It is a function apart from
+        body_root, and each kind of body one of its own, so that the differentiable step's
+        generated adjoint stays within a GPU thread's registers.
+
+        Model: body_jntadr, body_jntnum, body_mocapid, body_parentid, body_pos, body_quat, jnt_axis, jnt_pos,
+        jnt_qposadr, jnt_type, qpos0. Data in: qpos, jnt_qloc, the parent's xpos and xquat. Data out: xpos, xquat;
+        its joints' xanchor, xaxis, jnt_xpos, jnt_xquat."""
         if not placed_alone(m, b):
             body_joints(m, d, w, b)
 
@@ -171,7 +180,7 @@ def build(scalar):
         for j in range(jntadr, jntadr + m.body_jntnum[b]):
             xaxis = wp.quat_rotate(xquat, m.jnt_axis[j])
             xanchor = wp.quat_rotate(xquat, m.jnt_pos[j]) + xpos
-            if m.jnt_type[j] == JNT_SLIDE:
+            if m.jnt_type[j] == JointType.SLIDE:
                 qadr = m.jnt_qposadr[j]
                 xpos = xpos + xaxis * (d.qpos[w, qadr] - m.qpos0[qadr])
             else:
@@ -190,7 +199,11 @@ def build(scalar):
         in turn (from the pose of the last one placed alone, which body_root stored): the wide
         schedule's engine step places all bodies in one launch, not a launch per tree level.
         The differentiable step keeps the levels (here an ancestor's qpos is read by every
-        descendant's thread, and the generated adjoint would sum into it with atomics)."""
+        descendant's thread, and the generated adjoint would sum into it with atomics).
+
+        Model: body_jntadr, body_jntnum, body_mocapid, body_path, body_path_adr, body_pos, body_quat, jnt_axis,
+        jnt_pos, jnt_qposadr, jnt_type, qpos0. Data in: qpos, jnt_qloc, xpos and xquat of the bodies placed alone
+        (body_root). Data out: xpos, xquat; its joints' xanchor, xaxis, jnt_xpos, jnt_xquat."""
         if not placed_alone(m, b):
             xpos = vec3(scalar(0.0))
             xquat = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
@@ -208,7 +221,11 @@ def build(scalar):
     @wp.func
     def frame(m: Model, d: Data, w: int, e: int):
         """Frame e: body e's rotation matrix and inertial frame (mj_kinematics2; e < nbody), else
-        geom e - nbody, else site e - nbody - ngeom, placed on its body."""
+        geom e - nbody, else site e - nbody - ngeom, placed on its body.
+
+        Model: body_ipos, body_iquat, geom_bodyid, geom_pos, geom_quat, nbody, ngeom, site_bodyid, site_pos,
+        site_quat. Data in: xpos, xquat. Data out: xmat, xipos, ximat (body e), geom_xpos, geom_xmat, site_xpos,
+        site_xmat."""
         if e < m.nbody:
             xquat = d.xquat[w, e]
             d.xmat[w, e] = wp.quat_to_matrix(xquat)

@@ -14,7 +14,7 @@ import warp as wp
 
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import JNT_BALL, JNT_FREE, scalar_types
+from simrl.sim.types import JointType, scalar_types
 
 
 @functools.cache
@@ -32,12 +32,15 @@ def build(scalar):
     def make_spring_joint(balls: bool, others: bool):
         """`spring_joint` for the rotations of free and ball joints (`balls`), for hinges, slides
         and the free joints' positions (`others`), or all: the differentiable step launches the
-        two apart (in one kernel their generated adjoint needed more registers than a GPU thread
+        two apart (in one kernel their generated adjoint needs more registers than a GPU thread
         should use)."""
         @wp.func
         def spring_joint(m: Model, d: Data, w: int, j: int):
             """Every dof belongs to one joint and one part of it, so each element of qfrc_spring
-            is written once."""
+            is written once.
+
+            Model: enable_spring, jnt_dofadr, jnt_qposadr, jnt_stiffness, jnt_type, qpos_spring. Data in: qpos. Data
+            out: qfrc_spring (of the joint's dofs)."""
             jtype = m.jnt_type[j]
             k = scalar(0.0)
             if m.enable_spring:
@@ -45,7 +48,7 @@ def build(scalar):
             wq = w % m.qpos_spring.shape[0]
             padr = m.jnt_qposadr[j]
             dadr = m.jnt_dofadr[j]
-            if jtype == JNT_FREE:
+            if jtype == JointType.FREE:
                 if wp.static(others):
                     # linear spring on the position, world frame
                     for c in range(3):
@@ -55,7 +58,7 @@ def build(scalar):
                         d.qfrc_spring[w, dadr + c] = frc
                 padr = padr + 3
                 dadr = dadr + 3
-            if jtype == JNT_FREE or jtype == JNT_BALL:
+            if jtype == JointType.FREE or jtype == JointType.BALL:
                 if wp.static(balls):
                     # rotational spring on the orientation difference, local frame
                     torque = vec3(scalar(0.0))
@@ -94,13 +97,18 @@ def build(scalar):
     @wp.func
     def dof(m: Model, d: Data, w: int, i: int):
         """qfrc_damper[i] and qfrc_passive[i] = spring + damper + gravcomp (unless the joint's
-        actuatorgravcomp sends gravcomp to qfrc_actuator, simrl.sim.actuation)."""
+        actuatorgravcomp sends gravcomp to qfrc_actuator, simrl.sim.actuation).
+
+        Model: body_gravcomp, body_mass, body_rootid, dof_damping, dof_gravcomp_adr, dof_gravcomp_body,
+        dof_gravcomp_num, dof_jntid, dof_tendon, dof_tendon_adr, enable_damper, enable_gravcomp, gravity,
+        jnt_actgravcomp. Data in: qvel, qfrc_spring, cdof, xipos, subtree_com, ten_J, ten_spring, ten_damper. Data
+        out: qfrc_spring (the tendons' added), qfrc_damper, qfrc_gravcomp, qfrc_passive."""
         damper = scalar(0.0)
         if m.enable_damper:
             damper = -m.dof_damping[w % m.dof_damping.shape[0], i] * d.qvel[w, i]
         d.qfrc_damper[w, i] = damper
         # the tendons through dof i, ascending: ten_J[t, i] times their spring and damper forces
-        # (mj_springdamper; inline: a function call copied the Model and Data structs before simrl.sim.by_reference)
+        # (mj_springdamper)
         span = m.dof_tendon_adr[i]
         for k in range(span[0], span[0] + span[1]):
             t = m.dof_tendon[k]

@@ -16,8 +16,8 @@ import warp as wp
 
 from simrl.sim import forward, schedule
 from simrl.sim.data import data_struct
-from simrl.sim.model import EULER_LIKE, model_struct
-from simrl.sim.types import kernel_module
+from simrl.sim.model import model_struct
+from simrl.sim.types import EULER_LIKE, kernel_module
 
 
 class StageProfiler:

@@ -12,9 +12,10 @@ import functools
 
 import warp as wp
 
-from simrl.sim.types import MINVAL, scalar_types
+from simrl.sim.types import MINVAL, GeomType, scalar_types
 
-GEOM_SPHERE, GEOM_CAPSULE, GEOM_ELLIPSOID, GEOM_CYLINDER, GEOM_BOX = 2, 3, 4, 5, 6
+#: envs/height_scan.py reads the box's type here (GeomType is the enum's home)
+GEOM_BOX = GeomType.BOX
 
 
 @functools.cache
@@ -141,15 +142,15 @@ def build(scalar):
     def ray_geom(pos: vec3, mat: mat33, size: vec3, gtype: int, pnt: vec3, vec: vec3):
         """mju_rayGeom for the solid types; -1 for the others (planes, meshes, ...)."""
         x = scalar(-1.0)
-        if gtype == GEOM_SPHERE:
+        if gtype == GeomType.SPHERE:
             x = ray_sphere(pos, size[0] * size[0], pnt, vec)
-        elif gtype == GEOM_CAPSULE:
+        elif gtype == GeomType.CAPSULE:
             x = ray_capsule(pos, mat, size, pnt, vec)
-        elif gtype == GEOM_ELLIPSOID:
+        elif gtype == GeomType.ELLIPSOID:
             x = ray_ellipsoid(pos, mat, size, pnt, vec)
-        elif gtype == GEOM_CYLINDER:
+        elif gtype == GeomType.CYLINDER:
             x = ray_cylinder(pos, mat, size, pnt, vec)
-        elif gtype == GEOM_BOX:
+        elif gtype == GeomType.BOX:
             x = ray_box(pos, mat, size, pnt, vec)
         return x
 

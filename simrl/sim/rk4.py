@@ -26,7 +26,7 @@ The Sim runs
 
 Every part of it acts on one joint's coordinates and dofs, or on one actuator's activation, so
 each is an element `f(m, d, w, j)` over joints and `f(m, d, w, a)` over actuators; the
-coefficients come from the model (Model.rk4_a, rk4_b).
+coefficients come from the model (Model.rk4_a, rk4_b: simrl.sim.types.RK4_A, RK4_B).
 """
 
 import functools
@@ -38,10 +38,7 @@ from simrl.sim import actuation, integrate_pos
 from simrl.sim.data import data_struct
 from simrl.sim.integrate_pos import jnt_nq, jnt_nv
 from simrl.sim.model import model_struct
-from simrl.sim.types import JNT_BALL, JNT_FREE, scalar_types
-
-RK4_A = (0.5, 0.5, 1.0)
-RK4_B = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
+from simrl.sim.types import JointType, scalar_types
 
 
 @functools.cache
@@ -58,16 +55,18 @@ def stage_funcs(scalar):
                          k: wp.array2d(dtype=scalar), a: scalar, w: int, j: int):
         """Joint j's part of k <- k_i of the stage just evaluated (velocity qvel), placed at
         theta_i = h a k_{i-1} (k_prev). k may alias k_prev: the joint reads its entries before
-        writing them."""
+        writing them.
+
+        Model: jnt_dofadr, jnt_type, timestep. In: k_prev, qvel. Out: k."""
         h = m.timestep
         da = m.jnt_dofadr[j]
         jtype = m.jnt_type[j]
         rot = int(-1)
-        if jtype == JNT_FREE:
+        if jtype == JointType.FREE:
             for c in range(3):
                 k[w, da + c] = qvel[w, da + c]
             rot = da + 3
-        elif jtype == JNT_BALL:
+        elif jtype == JointType.BALL:
             rot = da
         else:
             k[w, da] = qvel[w, da]
@@ -84,7 +83,9 @@ def stage_funcs(scalar):
                    k: wp.array2d(dtype=scalar), qacc: wp.array2d(dtype=scalar), a: scalar,
                    qpos: wp.array2d(dtype=scalar), qvel: wp.array2d(dtype=scalar), w: int, j: int):
         """Joint j's part of (qpos, qvel) = X0 = (qpos0, qvel0) advanced by h a (k, qacc) of the
-        stage just evaluated."""
+        stage just evaluated.
+
+        Model: jnt_dofadr, jnt_qposadr, jnt_type, timestep. In: qpos0, qvel0, k, qacc. Out: qpos, qvel."""
         h = m.timestep
         integrate.joint(m, qpos0, qpos, k, a * h, w, j)
         dadr = m.jnt_dofadr[j]
@@ -104,7 +105,9 @@ def activation_funcs(scalar):
     @wp.func
     def next_stage_act(m: Model, act0: wp.array2d(dtype=scalar), act_dot: wp.array2d(dtype=scalar), a: scalar,
                        act: wp.array2d(dtype=scalar), w: int, u: int):
-        """Actuator u's activation of the next stage: act0 + h a act_dot (mj_RungeKutta: no clamp)."""
+        """Actuator u's activation of the next stage: act0 + h a act_dot (mj_RungeKutta: no clamp).
+
+        Model: actuator_actadr, timestep. In: act0, act_dot. Out: act."""
         adr = m.actuator_actadr[u]
         if adr >= 0:
             act[w, adr] = act0[w, adr] + (act_dot[w, adr] * a) * m.timestep
@@ -113,7 +116,10 @@ def activation_funcs(scalar):
     def end_act(m: Model, act0: wp.array2d(dtype=scalar), dact: wp.array2d(dtype=scalar),
                 act: wp.array2d(dtype=scalar), w: int, u: int):
         """Actuator u's activation at the step's end: act0 advanced by the B-weighted rate dact
-        (mj_advance, mj_nextActivation)."""
+        (mj_advance, mj_nextActivation).
+
+        Model: actuator_actadr, actuator_actlimited, actuator_actrange, actuator_dynprm, actuator_dyntype,
+        actuator_enabled, enable_actuation, timestep. In: act0, dact. Out: act."""
         advance_activation(m, act0, dact, act, w, u)
 
     return next_stage_act, end_act
@@ -137,7 +143,10 @@ def build(scalar):
 
     @wp.func
     def begin(m: Model, d: Data, w: int, j: int):
-        """Save X0, start the B-weighted sums with stage 1 (k_1 = qvel), move to stage 2."""
+        """Save X0, start the B-weighted sums with stage 1 (k_1 = qvel), move to stage 2.
+
+        Model: jnt_dofadr, jnt_qposadr, jnt_type, rk4_a, rk4_b, timestep. Data in: qpos, qvel, qacc. Data out:
+        rk_qpos, rk_qvel, rk_k, rk_dqpos, rk_dqvel, qpos, qvel (each of the joint's coordinates and dofs)."""
         padr = m.jnt_qposadr[j]
         for c in range(jnt_nq(m.jnt_type[j])):
             d.rk_qpos[w, padr + c] = d.qpos[w, padr + c]
@@ -154,7 +163,11 @@ def build(scalar):
     def make_stage(i):
         @wp.func
         def stage(m: Model, d: Data, w: int, j: int):
-            """Add the stage just evaluated (placed with A coefficient a_{i-1}), move to the next."""
+            """Add the stage just evaluated (placed with A coefficient a_{i-1}), move to the next.
+
+            Model: jnt_dofadr, jnt_qposadr, jnt_type, rk4_a, rk4_b, timestep. Data in: qvel, qacc, rk_qpos, rk_qvel,
+            rk_k, rk_dqpos, rk_dqvel. Data out: rk_k, rk_dqpos, rk_dqvel, qpos, qvel (each of the joint's
+            coordinates and dofs)."""
             stage_derivative(m, d.rk_k, d.qvel, d.rk_k, m.rk4_a[i - 1], w, j)
             accumulate(m, d, w, j, m.rk4_b[i])
             next_stage(m, d.rk_qpos, d.rk_qvel, d.rk_k, d.qacc, m.rk4_a[i], d.qpos, d.qvel, w, j)
@@ -164,7 +177,11 @@ def build(scalar):
     @wp.func
     def end(m: Model, d: Data, w: int, j: int):
         """Add the last stage, then advance X0 by h times the B-weighted sums, and keep the last
-        stage's qacc as the next warm start (mj_advance)."""
+        stage's qacc as the next warm start (mj_advance).
+
+        Model: jnt_dofadr, jnt_qposadr, jnt_type, rk4_a, rk4_b, timestep. Data in: qvel, qacc, rk_qpos, rk_qvel,
+        rk_k, rk_dqpos, rk_dqvel. Data out: rk_k, rk_dqpos, rk_dqvel, qvel, qpos, qacc_warmstart (each of the
+        joint's coordinates and dofs), nan_world (by atomic max)."""
         h = m.timestep
         stage_derivative(m, d.rk_k, d.qvel, d.rk_k, m.rk4_a[2], w, j)
         accumulate(m, d, w, j, m.rk4_b[3])
@@ -181,7 +198,10 @@ def build(scalar):
 
     @wp.func
     def begin_actuator(m: Model, d: Data, w: int, u: int):
-        """Save act_0, start the B-weighted sum of act_dot, move to stage 2."""
+        """Save act_0, start the B-weighted sum of act_dot, move to stage 2.
+
+        Model: actuator_actadr, rk4_a, rk4_b, timestep. Data in: act, act_dot. Data out: rk_act, rk_dact, act (the
+        actuator's activation)."""
         adr = m.actuator_actadr[u]
         if adr >= 0:
             d.rk_act[w, adr] = d.act[w, adr]
@@ -191,7 +211,10 @@ def build(scalar):
     def make_stage_actuator(i):
         @wp.func
         def stage_actuator(m: Model, d: Data, w: int, u: int):
-            """Add the stage's act_dot (weight B_i), move to the next stage (A coefficient a_i)."""
+            """Add the stage's act_dot (weight B_i), move to the next stage (A coefficient a_i).
+
+            Model: actuator_actadr, rk4_a, rk4_b, timestep. Data in: act_dot, rk_act, rk_dact. Data out: rk_dact,
+            act (the actuator's activation)."""
             adr = m.actuator_actadr[u]
             if adr >= 0:
                 d.rk_dact[w, adr] = d.rk_dact[w, adr] + d.act_dot[w, adr] * m.rk4_b[i]
@@ -201,7 +224,11 @@ def build(scalar):
 
     @wp.func
     def end_actuator(m: Model, d: Data, w: int, u: int):
-        """Add the last stage's act_dot, then advance act_0 by the B-weighted rate."""
+        """Add the last stage's act_dot, then advance act_0 by the B-weighted rate.
+
+        Model: actuator_actadr, actuator_actlimited, actuator_actrange, actuator_dynprm, actuator_dyntype,
+        actuator_enabled, enable_actuation, rk4_b, timestep. Data in: act_dot, rk_act, rk_dact. Data out: rk_dact,
+        act (the actuator's activation)."""
         adr = m.actuator_actadr[u]
         if adr >= 0:
             d.rk_dact[w, adr] = d.rk_dact[w, adr] + d.act_dot[w, adr] * m.rk4_b[3]

@@ -17,7 +17,7 @@ import warp as wp
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.subtree import subtree_sum
-from simrl.sim.types import JNT_BALL, JNT_FREE, scalar_types
+from simrl.sim.types import JointType, scalar_types
 
 
 @functools.cache
@@ -30,7 +30,10 @@ def build(scalar):
     def com_vel_body(m: Model, d: Data, w: int, b: int):
         """cvel of body b (spatial velocity in the CoM frame) and dof_cvel, the body's velocity with
         its dofs up to i added (kept in memory so that no local is carried across iterations:
-        Warp's adjoints replay loop bodies)."""
+        Warp's adjoints replay loop bodies).
+
+        Model: body_dofadr, body_dofnum, body_parentid. Data in: qvel, cdof; the parent's cvel. Data out: cvel,
+        dof_cvel (of its dofs)."""
         if b == 0:
             d.cvel[w, 0] = vec6(scalar(0.0))
         else:
@@ -52,7 +55,10 @@ def build(scalar):
         """com_vel_body's cvel and dof_cvel of body b, the velocity summed in registers over the
         dofs of its path from the world in order (the same sums in the same order: the same bits):
         the wide schedule's engine step runs all bodies in one launch, not a launch per tree
-        level. The differentiable step keeps the levels (kinematics.body_from_root says why)."""
+        level. The differentiable step keeps the levels (kinematics.body_from_root says why).
+
+        Model: body_dofadr, body_dofnum, body_path, body_path_adr. Data in: qvel, cdof. Data out: cvel, dof_cvel (of
+        its dofs)."""
         cvel = vec6(scalar(0.0))
         span = m.body_path_adr[b]
         for k in range(span[0] + 1, span[0] + span[1]):  # the world moves no dof
@@ -68,16 +74,19 @@ def build(scalar):
     def cdof_dot_dof(m: Model, d: Data, w: int, i: int):
         """cdof_dot = cvel x cdof of dof i, with the velocity before the dof's joint part: a ball's
         three dofs share one, a free joint's rotation sees its translation, its translation has
-        none."""
+        none.
+
+        Model: body_dofadr, body_parentid, dof_bodyid, dof_jntid, jnt_dofadr, jnt_type. Data in: cdof, cvel,
+        dof_cvel. Data out: cdof_dot."""
         b = m.dof_bodyid[i]
         dofadr = m.body_dofadr[b]
         jnt = m.dof_jntid[i]
         jtype = m.jnt_type[jnt]
         rel = i - m.jnt_dofadr[jnt]
         start = i
-        if jtype == JNT_BALL:
+        if jtype == JointType.BALL:
             start = i - rel
-        elif jtype == JNT_FREE:
+        elif jtype == JointType.FREE:
             start = -1
             if rel >= 3:
                 start = i - rel + 3
@@ -104,7 +113,10 @@ def build(scalar):
     def rne_body(m: Model, d: Data, w: int, b: int):
         """Bias acceleration of body b (the world accelerates at -g, then the dofs from the root to
         the body add cdof_dot qvel, in that order) and its own bias force I a + v x* I v, before
-        its children's are added."""
+        its children's are added.
+
+        Model: body_dofend, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, gravity. Data in: qvel, cdof_dot,
+        cinert, cvel. Data out: cacc, cfrc_bias."""
         g = m.gravity[w % m.gravity.shape[0]]
         d.cacc[w, b] = vec6(scalar(0.0), scalar(0.0), scalar(0.0), -g[0], -g[1], -g[2])
         if b == 0:
@@ -122,7 +134,9 @@ def build(scalar):
 
     @wp.func
     def rne_subtree_body(m: Model, d: Data, w: int, b: int):
-        """cfrc_bias of body b (b > 0) plus its children's, ascending (the world gets none)."""
+        """cfrc_bias of body b (b > 0) plus its children's, ascending (the world gets none).
+
+        Model: body_child, body_child_adr, body_child_num. Data in: the children's cfrc_bias. Data out: cfrc_bias."""
         adr = m.body_child_adr[b]
         for k in range(adr, adr + m.body_child_num[b]):
             d.cfrc_bias[w, b] += d.cfrc_bias[w, m.body_child[k]]
@@ -130,7 +144,10 @@ def build(scalar):
     @wp.func
     def rne_dof(m: Model, d: Data, w: int, i: int):
         """qfrc_bias[i]: the subtree force of dof i's body along its motion axis, plus the spatial
-        tendons' armature bias ten_J[t, i] ten_bias[t] (mj_tendonBias, after mj_rne)."""
+        tendons' armature bias ten_J[t, i] ten_bias[t] (mj_tendonBias, after mj_rne).
+
+        Model: dof_bodyid, dof_tendon, dof_tendon_adr, tendon_armature_bias. Data in: cdof, cfrc_bias, ten_J,
+        ten_bias. Data out: qfrc_bias."""
         d.qfrc_bias[w, i] = wp.dot(d.cdof[w, i], d.cfrc_bias[w, m.dof_bodyid[i]])
         if m.tendon_armature_bias != 0:
             span = m.dof_tendon_adr[i]
@@ -142,5 +159,6 @@ def build(scalar):
                            cdof_dot_dof=cdof_dot_dof, rne_body=rne_body,
                            rne_subtree_body=rne_subtree_body, rne_dof=rne_dof,
                            # rne_subtree_body's sums for a body alone (simrl.sim.subtree: the same
-                           # bits), each body's own force computed again as rne_body computes it
+                           # bits), each body's own force computed again as rne_body computes it. Model:
+                           # body_subtree. Data in: cacc, cinert, cvel. Data out: cfrc_bias
                            rne_subtree_alone=subtree_sum(scalar, vec6, own_force, bias_write))

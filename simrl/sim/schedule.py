@@ -355,8 +355,8 @@ def _replays_nothing(run, Model, Data):
 def _fused_pass(p: Pass, scalar, backward: bool = True):
     """The fused schedule's loop over pass p's elements in one world. In a module without
     adjoints (`backward` False: the engine's own step) the loops are `while` loops, which
-    Warp's CPU code runs with about a third of the instructions of `for e in range(n)` with a
-    run-time n (its range iterator); the differentiable step keeps `for` loops, whose adjoints
+    Warp's CPU code runs with far fewer instructions than `for e in range(n)` with a run-time n
+    (its range iterator); the differentiable step keeps `for` loops, whose adjoints
     Warp generates in reverse order, and neither the loop nor its element function is replayed
     in the backward kernel (`_without_replay`)."""
     run = _fused_loop(p, scalar, backward)

@@ -13,7 +13,7 @@ each in passes of their own (their loops over contacts and ray casts would raise
 of every sensor's kernel on a GPU by half), the contact sensors without cutoff as MuJoCo. Noise
 is metadata MuJoCo does not apply; neither does simrl.
 
-Supported (SUPPORTED below): magnetometer, jointpos, actuatorpos, tendonpos, ballquat, framepos,
+Supported (SensorType, simrl.sim.types): magnetometer, jointpos, actuatorpos, tendonpos, ballquat, framepos,
 framexaxis/yaxis/zaxis, framequat, subtreecom (position stage); velocimeter, gyro, jointvel,
 actuatorvel, tendonvel, ballangvel, framelinvel, frameangvel, subtreelinvel, subtreeangmom
 (velocity stage); accelerometer, framelinacc, frameangacc, actuatorfrc, jointactfrc,
@@ -21,7 +21,7 @@ tendonactfrc (acceleration stage); jointlimitpos/vel/frc and tendonlimitpos/vel/
 first active limit row of the joint or tendon); touch, force, torque and contact (MuJoCo 4.0's
 mjSENS_CONTACT: matching, reduction and extraction as mj_computeSensorAcc and its helpers
 matchContact, checkMatch, copySensorData, total_wrench; its matching geom pairs fixed at load
-in mjData.contact's order, `contact_sensor_tables`). Objects: bodies
+in mjData.contact's order, simrl.sim.io.contact_sensor_tables). Objects: bodies
 (inertial and regular frames), geoms, sites. A body's acceleration (MuJoCo's cacc of
 mj_rnePostConstraint: -gravity at the world, cdof_dot qvel + cdof qacc added down the tree) is
 summed over the dof chain that moves it, so no tree pass is needed; a force or torque
@@ -33,167 +33,26 @@ equality wrenches, gathered in one pass over the contacts.
 import functools
 from types import SimpleNamespace
 
-import mujoco
-import numpy as np
 import warp as wp
 
 from simrl.sim import ray
-from simrl.sim.constraint import CNSTR_LIMIT_JOINT, CNSTR_LIMIT_TENDON, EQ_CONNECT, EQ_WELD
-from simrl.sim.contact_tables import GEOM_BOX, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_ELLIPSOID, GEOM_SPHERE
 from simrl.sim.data import data_struct
+from simrl.sim.io import sensor_columns  # noqa: F401 (envs import it from here)
 from simrl.sim.model import model_struct
-from simrl.sim.types import MINVAL, scalar_types
+from simrl.sim.types import (
+    MINVAL,
+    ConDataField,
+    ConstraintType,
+    DataType,
+    EqType,
+    GeomType,
+    ObjType,
+    SensorType,
+    scalar_types,
+)
 
-S = mujoco.mjtSensor
-OBJ_BODY, OBJ_XBODY, OBJ_GEOM, OBJ_SITE = (int(mujoco.mjtObj.mjOBJ_BODY), int(mujoco.mjtObj.mjOBJ_XBODY),
-                                           int(mujoco.mjtObj.mjOBJ_GEOM), int(mujoco.mjtObj.mjOBJ_SITE))
-(MAGNETOMETER, JOINTPOS, ACTUATORPOS, BALLQUAT, FRAMEPOS, FRAMEXAXIS, FRAMEYAXIS, FRAMEZAXIS, FRAMEQUAT,
- SUBTREECOM, VELOCIMETER, GYRO, JOINTVEL, ACTUATORVEL, BALLANGVEL, FRAMELINVEL, FRAMEANGVEL, ACCELEROMETER,
- FRAMELINACC, FRAMEANGACC, ACTUATORFRC, JOINTACTFRC) = (int(getattr(S, "mjSENS_" + n)) for n in (
-    "MAGNETOMETER", "JOINTPOS", "ACTUATORPOS", "BALLQUAT", "FRAMEPOS", "FRAMEXAXIS", "FRAMEYAXIS", "FRAMEZAXIS",
-    "FRAMEQUAT", "SUBTREECOM", "VELOCIMETER", "GYRO", "JOINTVEL", "ACTUATORVEL", "BALLANGVEL", "FRAMELINVEL",
-    "FRAMEANGVEL", "ACCELEROMETER", "FRAMELINACC", "FRAMEANGACC", "ACTUATORFRC", "JOINTACTFRC"))
-SUBTREELINVEL, SUBTREEANGMOM = int(S.mjSENS_SUBTREELINVEL), int(S.mjSENS_SUBTREEANGMOM)
-TENDONPOS, TENDONVEL = int(S.mjSENS_TENDONPOS), int(S.mjSENS_TENDONVEL)
-TOUCH, FORCE, TORQUE = int(S.mjSENS_TOUCH), int(S.mjSENS_FORCE), int(S.mjSENS_TORQUE)
-CONTACT = int(S.mjSENS_CONTACT)
-(TENDONACTFRC, JOINTLIMITPOS, JOINTLIMITVEL, JOINTLIMITFRC, TENDONLIMITPOS, TENDONLIMITVEL,
- TENDONLIMITFRC) = (int(getattr(S, "mjSENS_" + n)) for n in (
-    "TENDONACTFRC", "JOINTLIMITPOS", "JOINTLIMITVEL", "JOINTLIMITFRC", "TENDONLIMITPOS", "TENDONLIMITVEL",
-    "TENDONLIMITFRC"))
-#: the sensor types simrl computes (others are refused by name when the model is loaded)
-SUPPORTED = frozenset((MAGNETOMETER, JOINTPOS, ACTUATORPOS, BALLQUAT, FRAMEPOS, FRAMEXAXIS, FRAMEYAXIS, FRAMEZAXIS,
-                       FRAMEQUAT, SUBTREECOM, VELOCIMETER, GYRO, JOINTVEL, ACTUATORVEL, BALLANGVEL, FRAMELINVEL,
-                       FRAMEANGVEL, ACCELEROMETER, FRAMELINACC, FRAMEANGACC, ACTUATORFRC, JOINTACTFRC,
-                       SUBTREELINVEL, SUBTREEANGMOM, TENDONPOS, TENDONVEL, TENDONACTFRC, JOINTLIMITPOS,
-                       JOINTLIMITVEL, JOINTLIMITFRC, TENDONLIMITPOS, TENDONLIMITVEL, TENDONLIMITFRC,
-                       TOUCH, FORCE, TORQUE, CONTACT))
-#: object types a frame sensor can read
-FRAME_OBJECTS = frozenset((OBJ_BODY, OBJ_XBODY, OBJ_GEOM, OBJ_SITE))
-_FRAME_TYPES = frozenset((FRAMEPOS, FRAMEXAXIS, FRAMEYAXIS, FRAMEZAXIS, FRAMEQUAT, FRAMELINVEL, FRAMEANGVEL,
-                          FRAMELINACC, FRAMEANGACC))
-
-
-def sensor_columns(mjm: mujoco.MjModel, name: str) -> slice:
-    """The columns of sensor `name` (its MJCF name) in `sensordata [W, nsensordata]`; KeyError
-    listing the model's sensors when it has none of that name."""
-    i = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_SENSOR, name)
-    if i < 0:
-        names = [mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_SENSOR, k) for k in range(mjm.nsensor)]
-        raise KeyError(f"no sensor named {name!r}; the model's sensors: {[n for n in names if n] or 'none'}")
-    adr = int(mjm.sensor_adr[i])
-    return slice(adr, adr + int(mjm.sensor_dim[i]))
-
-
-def frame_sensor(kind: int) -> bool:
-    """The sensor reads an object's frame (objtype / reftype)."""
-    return kind in _FRAME_TYPES
-
-
-# --------------------------------------------------------------------------------------------
-# The contact sensor's tables (host side)
-
-OBJ_UNKNOWN = int(mujoco.mjtObj.mjOBJ_UNKNOWN)
-_CONDATA = mujoco.mjtConDataField
-# the fields of a contact sensor's slot (mjtConDataField: bit k of sensor_intprm[0]), their sizes
-# (mjCONDATA_SIZE, engine_support.c), in the slot's order
-(CONDATA_FOUND, CONDATA_FORCE, CONDATA_TORQUE, CONDATA_DIST, CONDATA_POS, CONDATA_NORMAL, CONDATA_TANGENT,
- CONDATA_LINVEL, CONDATA_ANGVEL) = (int(getattr(_CONDATA, "mjCONDATA_" + n)) for n in (
-    "FOUND", "FORCE", "TORQUE", "DIST", "POS", "NORMAL", "TANGENT", "LINVEL", "ANGVEL"))
-NCONDATA = int(_CONDATA.mjNCONDATA)
-assert NCONDATA == 9
 # sensor_intprm[1] of a contact sensor (mj_computeSensorAcc's local enum)
 REDUCE_NONE, REDUCE_MINDIST, REDUCE_MAXFORCE, REDUCE_NETFORCE = 0, 1, 2, 3
-
-
-def contact_order(mjm: mujoco.MjModel, tables: dict) -> list[int]:
-    """The candidate pairs of `tables` (simrl.sim.contact_tables) in the order in which mj_collision
-    (engine_collision_driver.c) appends their contacts to mjData.contact: body pairs by signature
-    (body1 << 16) + body2 (mj_broadphase sorts them), and within one signature first the explicit
-    <pair>s (merged in pair_signature order), then the default pairs, one geom pair after another:
-    two single-geom bodies have one; the midphase (mj_collideTree, both bodies with a BVH, unless
-    mjDSBL_MIDPHASE) sorts its contacts by their geom ids (geom1 the lower geom type, as stored in
-    the contact), stably; otherwise all-to-all, the first body's geoms in the outer loop. A geom
-    pair's own contacts keep its collider's order, which its slots follow."""
-    explicit = {frozenset((int(mjm.pair_geom1[p]), int(mjm.pair_geom2[p]))): p for p in range(mjm.npair)}
-    midphase = not mjm.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_MIDPHASE
-
-    def key(p):
-        g1, g2 = (int(g) for g in tables["geom"][p])
-        b1, b2 = int(mjm.geom_bodyid[g1]), int(mjm.geom_bodyid[g2])
-        lo, hi = min(b1, b2), max(b1, b2)
-        ipair = explicit.get(frozenset((g1, g2)), -1)
-        if ipair >= 0:
-            return int(mjm.pair_signature[ipair]), 0, ipair, 0
-        if midphase and mjm.body_bvhadr[lo] >= 0 and mjm.body_bvhadr[hi] >= 0:
-            return (lo << 16) + hi, 1, g1, g2
-        return (lo << 16) + hi, 1, *((g1, g2) if b1 == lo else (g2, g1))
-
-    return sorted(range(len(tables["geom"])), key=key)
-
-
-def _contact_match(mjm, geoms, kind, objid) -> tuple[bool, bool]:
-    """checkMatch (engine_sensor.c) of a sensor object against the contact's two geoms and their
-    bodies: (matches the first, matches the second). A site matches both here (its volume is
-    tested while simulating); a subtree (mjOBJ_XBODY) holds the body or one of its ancestors."""
-    out = []
-    for g in geoms:
-        body = int(mjm.geom_bodyid[g])
-        if kind in (OBJ_UNKNOWN, OBJ_SITE):
-            out.append(True)
-        elif kind == OBJ_GEOM:
-            out.append(objid == g)
-        elif kind == OBJ_BODY:
-            out.append(objid == body)
-        elif kind == OBJ_XBODY:
-            while body > objid:
-                body = int(mjm.body_parentid[body])
-            out.append(body == objid)
-        else:
-            out.append(False)
-    return out[0], out[1]
-
-
-def contact_direction(mjm: mujoco.MjModel, i: int, geoms) -> int:
-    """matchContact (engine_sensor.c) of contact sensor i and a contact between `geoms` (geom1,
-    geom2 as mjData.contact stores them), apart from the site's volume: 0 no match, 1 a match
-    that keeps the contact's normal, -1 a match that flips it (the sensor's first object is the
-    contact's second)."""
-    type1, id1 = int(mjm.sensor_objtype[i]), int(mjm.sensor_objid[i])
-    type2, id2 = int(mjm.sensor_reftype[i]), int(mjm.sensor_refid[i])
-    if type1 == OBJ_UNKNOWN and type2 == OBJ_UNKNOWN:
-        return 1
-    m11, m12 = _contact_match(mjm, geoms, type1, id1)
-    m21, m22 = _contact_match(mjm, geoms, type2, id2)
-    if not (m11 or m12) or not (m21 or m22):
-        return 0
-    if type1 != OBJ_UNKNOWN and type2 != OBJ_UNKNOWN:
-        regular, reverse = m11 and m22, m12 and m21
-        return 1 if regular else -1 if reverse else 0
-    if type1 != OBJ_UNKNOWN:
-        return 1 if m11 else -1
-    return 1 if m22 else -1
-
-
-def contact_sensor_tables(mjm: mujoco.MjModel, tables: dict) -> tuple[list[tuple[int, int, int]],
-                                                                        list[tuple[int, int]]]:
-    """The contact sensors, as (sensor id, first candidate, number of candidates), and their
-    candidates: (contact slot, flip) of every slot whose geom pair the sensor matches (flip 1: the
-    normal is reversed), in mjData.contact's order (`contact_order`, then a pair's slots in turn)."""
-    order = contact_order(mjm, tables)
-    sensors, slots = [], []
-    for i in np.flatnonzero(mjm.sensor_type == CONTACT):
-        start = len(slots)
-        for p in order:
-            direction = contact_direction(mjm, int(i), tables["geom"][p])
-            if direction != 0:
-                first, nslot = tables["slot"][p], tables["nslot"][p]
-                slots.extend((s, int(direction < 0)) for s in range(first, first + nslot))
-        sensors.append((int(i), start, len(slots) - start))
-    return sensors, slots
-
-
-DATATYPE_REAL, DATATYPE_POSITIVE = int(mujoco.mjtDataType.mjDATATYPE_REAL), int(mujoco.mjtDataType.mjDATATYPE_POSITIVE)
 
 
 @functools.cache
@@ -209,9 +68,9 @@ def build(scalar):
     def frame_body(m: Model, objtype: int, objid: int):
         """The body that carries an object's frame."""
         b = objid
-        if objtype == OBJ_GEOM:
+        if objtype == ObjType.GEOM:
             b = m.geom_bodyid[objid]
-        elif objtype == OBJ_SITE:
+        elif objtype == ObjType.SITE:
             b = m.site_bodyid[objid]
         return b
 
@@ -219,11 +78,11 @@ def build(scalar):
     def frame_pos(d: Data, w: int, objtype: int, objid: int):
         """get_xpos_xmat's position: xipos (body), xpos (xbody), geom_xpos, site_xpos."""
         p = d.xpos[w, objid]
-        if objtype == OBJ_BODY:
+        if objtype == ObjType.BODY:
             p = d.xipos[w, objid]
-        elif objtype == OBJ_GEOM:
+        elif objtype == ObjType.GEOM:
             p = d.geom_xpos[w, objid]
-        elif objtype == OBJ_SITE:
+        elif objtype == ObjType.SITE:
             p = d.site_xpos[w, objid]
         return p
 
@@ -231,11 +90,11 @@ def build(scalar):
     def frame_mat(d: Data, w: int, objtype: int, objid: int):
         """get_xpos_xmat's orientation: ximat, xmat, geom_xmat, site_xmat."""
         r = d.xmat[w, objid]
-        if objtype == OBJ_BODY:
+        if objtype == ObjType.BODY:
             r = d.ximat[w, objid]
-        elif objtype == OBJ_GEOM:
+        elif objtype == ObjType.GEOM:
             r = d.geom_xmat[w, objid]
-        elif objtype == OBJ_SITE:
+        elif objtype == ObjType.SITE:
             r = d.site_xmat[w, objid]
         return r
 
@@ -243,11 +102,11 @@ def build(scalar):
     def frame_quat(m: Model, d: Data, w: int, objtype: int, objid: int):
         """get_xquat: the body's xquat times the object's local quaternion."""
         q = d.xquat[w, objid]
-        if objtype == OBJ_BODY:
+        if objtype == ObjType.BODY:
             q = d.xquat[w, objid] * m.body_iquat[w % m.body_iquat.shape[0], objid]
-        elif objtype == OBJ_GEOM:
+        elif objtype == ObjType.GEOM:
             q = d.xquat[w, m.geom_bodyid[objid]] * m.geom_quat[objid]
-        elif objtype == OBJ_SITE:
+        elif objtype == ObjType.SITE:
             q = d.xquat[w, m.site_bodyid[objid]] * m.site_quat[objid]
         return q
 
@@ -332,7 +191,7 @@ def build(scalar):
         p = zero3
         for i in range(1, m.nbody):
             if in_subtree(m, i, root):
-                ang, lin = object_velocity(m, d, w, OBJ_BODY, i, 0)
+                ang, lin = object_velocity(m, d, w, ObjType.BODY, i, 0)
                 p = p + lin * m.body_mass[w % m.body_mass.shape[0], i]
         return p
 
@@ -343,7 +202,7 @@ def build(scalar):
         c = d.subtree_com[w, root]
         for i in range(1, m.nbody):
             if in_subtree(m, i, root):
-                ang, lin = object_velocity(m, d, w, OBJ_BODY, i, 0)
+                ang, lin = object_velocity(m, d, w, ObjType.BODY, i, 0)
                 r = d.ximat[w, i]
                 local = wp.transpose(r) * ang
                 inertia = m.body_inertia[w % m.body_inertia.shape[0], i]
@@ -475,12 +334,12 @@ def build(scalar):
                         force = force + fw
         for e in range(m.neq):
             kind = m.eq[e].type
-            if m.nefc_eq > 0 and (kind == EQ_CONNECT or kind == EQ_WELD) and d.eq_active[w, e] != 0:
+            if m.nefc_eq > 0 and (kind == EqType.CONNECT or kind == EqType.WELD) and d.eq_active[w, e] != 0:
                 r0 = m.eq[e].efc_adr
                 if d.efc_active[w, r0] != 0:
                     fw = vec3(d.efc_force[w, r0], d.efc_force[w, r0 + 1], d.efc_force[w, r0 + 2])
                     tw = zero3
-                    if kind == EQ_WELD:
+                    if kind == EqType.WELD:
                         tw = vec3(d.efc_force[w, r0 + 3], d.efc_force[w, r0 + 4], d.efc_force[w, r0 + 5])
                     b1 = m.eq[e].body1
                     b2 = m.eq[e].body2
@@ -542,17 +401,17 @@ def build(scalar):
         v = point - d.site_xpos[w, site]
         p = wp.transpose(d.site_xmat[w, site]) * v
         inside = False
-        if kind == GEOM_SPHERE:
+        if kind == GeomType.SPHERE:
             inside = wp.dot(v, v) < size[0] * size[0]
-        elif kind == GEOM_CAPSULE:
+        elif kind == GeomType.CAPSULE:
             dz = p[2] - wp.clamp(p[2], -size[1], size[1])
             inside = p[0] * p[0] + p[1] * p[1] + dz * dz < size[0] * size[0]
-        elif kind == GEOM_ELLIPSOID:
+        elif kind == GeomType.ELLIPSOID:
             inside = (p[0] * p[0] / (size[0] * size[0]) + p[1] * p[1] / (size[1] * size[1])
                       + p[2] * p[2] / (size[2] * size[2])) < scalar(1.0)
-        elif kind == GEOM_CYLINDER:
+        elif kind == GeomType.CYLINDER:
             inside = wp.abs(p[2]) < size[1] and p[0] * p[0] + p[1] * p[1] < size[0] * size[0]
-        elif kind == GEOM_BOX:
+        elif kind == GeomType.BOX:
             inside = wp.abs(p[0]) < size[0] and wp.abs(p[1]) < size[1] and wp.abs(p[2]) < size[2]
         return inside
 
@@ -561,7 +420,7 @@ def build(scalar):
         """Contact slot c holds a contact (mjData.contact) that contact sensor i matches: its geom
         pair matched at load (Model.contact_sensor_slot); a site's volume holds its position."""
         found = d.contact_active[w, c] != 0
-        if found and m.contact_sensor[i].objtype == OBJ_SITE:
+        if found and m.contact_sensor[i].objtype == ObjType.SITE:
             found = inside_site(m, d, w, m.contact_sensor[i].objid, d.contact_pos[w, c])
         return found
 
@@ -613,50 +472,50 @@ def build(scalar):
         sign = scalar(1.0)
         if flip != 0:
             sign = scalar(-1.0)
-        if (dataspec & (1 << CONDATA_FOUND)) != 0:
+        if (dataspec & (1 << ConDataField.FOUND)) != 0:
             d.sensordata[w, a] = scalar(nmatch)
             a = a + 1
         force = zero3
         torque = zero3
-        if (dataspec & ((1 << CONDATA_FORCE) | (1 << CONDATA_TORQUE))) != 0:
+        if (dataspec & ((1 << ConDataField.FORCE) | (1 << ConDataField.TORQUE))) != 0:
             force, torque = contact_wrench(m, d, w, c)
-        if (dataspec & (1 << CONDATA_FORCE)) != 0:
+        if (dataspec & (1 << ConDataField.FORCE)) != 0:
             write_flipped(d, w, a, force, flip)
             a = a + 3
-        if (dataspec & (1 << CONDATA_TORQUE)) != 0:
+        if (dataspec & (1 << ConDataField.TORQUE)) != 0:
             write_flipped(d, w, a, torque, flip)
             a = a + 3
-        if (dataspec & (1 << CONDATA_DIST)) != 0:
+        if (dataspec & (1 << ConDataField.DIST)) != 0:
             d.sensordata[w, a] = d.contact_dist[w, c]
             a = a + 1
         pos = d.contact_pos[w, c]
-        if (dataspec & (1 << CONDATA_POS)) != 0:
+        if (dataspec & (1 << ConDataField.POS)) != 0:
             write3(d, w, a, pos)
             a = a + 3
         frame = d.contact_frame[w, c]
-        if (dataspec & (1 << CONDATA_NORMAL)) != 0:
+        if (dataspec & (1 << ConDataField.NORMAL)) != 0:
             write3(d, w, a, sign * vec3(frame[0, 0], frame[0, 1], frame[0, 2]))
             a = a + 3
-        if (dataspec & (1 << CONDATA_TANGENT)) != 0:
+        if (dataspec & (1 << ConDataField.TANGENT)) != 0:
             write3(d, w, a, sign * vec3(frame[1, 0], frame[1, 1], frame[1, 2]))
             a = a + 3
-        if (dataspec & ((1 << CONDATA_LINVEL) | (1 << CONDATA_ANGVEL))) != 0:
+        if (dataspec & ((1 << ConDataField.LINVEL) | (1 << ConDataField.ANGVEL))) != 0:
             # the velocity of the second geom's body relative to the first's at the contact point,
             # in the contact frame
             g = m.cpair_geom[m.contact_pair[c]]
             ang1, lin1 = point_velocity(m, d, w, m.geom_bodyid[g[0]], pos)
             ang2, lin2 = point_velocity(m, d, w, m.geom_bodyid[g[1]], pos)
-            if (dataspec & (1 << CONDATA_LINVEL)) != 0:
+            if (dataspec & (1 << ConDataField.LINVEL)) != 0:
                 write_flipped(d, w, a, frame * (lin2 - lin1), flip)
                 a = a + 3
-            if (dataspec & (1 << CONDATA_ANGVEL)) != 0:
+            if (dataspec & (1 << ConDataField.ANGVEL)) != 0:
                 write_flipped(d, w, a, frame * (ang2 - ang1), flip)
 
     def contact_sensor_of(sorted_reductions: bool):
         """The contact sensor, of the sensors whose reduction sorts (mindist, maxforce) or of the
-        others (none, netforce): two kernels in the wide schedule (as one it needs 168 registers
-        a thread on sm_90 in float32, as two 128 and 96: scripts/gpu_report.py), each leaving
-        the other's sensors alone."""
+        others (none, netforce): two kernels in the wide schedule (as one it needs more registers
+        than a GPU thread should use: scripts/gpu_report.py), each leaving the other's sensors
+        alone."""
 
         @wp.func
         def contact_sensor(m: Model, d: Data, w: int, i: int):
@@ -669,7 +528,12 @@ def build(scalar):
             world's x and y; all zero without a match, as MuJoCo 4.0 gives); empty slots zero.
             Every value is written once, and which contact fills a slot comes from a function
             (`nth_match`, `nth_sorted`), not from a counter carried through a loop: the generated
-            adjoint does not replay a loop's carried values (see `subtree_momentum`)."""
+            adjoint does not replay a loop's carried values (see `subtree_momentum`).
+
+            Model: body_dofend, body_rootid, cone_elliptic, contact_efc_adr, contact_pair, contact_sensor,
+            contact_sensor_slot, cpair_condim, cpair_friction, cpair_geom, geom_bodyid, site_size, site_type. Data
+            in: contact_active, contact_dist, contact_pos, contact_frame, site_xpos, site_xmat, cvel, subtree_com,
+            efc_active, efc_force. Data out: sensordata (the sensor's columns)."""
             reduce = m.contact_sensor[i].reduce
             if (reduce == REDUCE_MINDIST or reduce == REDUCE_MAXFORCE) == wp.static(sorted_reductions):
                 adr = m.contact_sensor[i].adr
@@ -707,9 +571,9 @@ def build(scalar):
     def condata_size(dataspec: int):
         """mju_condataSize: found and dist one value, the other fields three."""
         size = int(0)
-        for k in range(NCONDATA):
+        for k in range(wp.static(len(ConDataField))):
             if (dataspec & (1 << k)) != 0:
-                if k == CONDATA_FOUND or k == CONDATA_DIST:
+                if k == ConDataField.FOUND or k == ConDataField.DIST:
                     size = size + 1
                 else:
                     size = size + 3
@@ -817,25 +681,25 @@ def build(scalar):
         point = weighted * (scalar(1.0) / wp.max(total, scalar(MINVAL)))
         net_force, net_torque = net_wrench(m, d, w, i, point)
         a = adr
-        if (dataspec & (1 << CONDATA_FOUND)) != 0:
+        if (dataspec & (1 << ConDataField.FOUND)) != 0:
             d.sensordata[w, a] = scalar(nmatch)
             a = a + 1
-        if (dataspec & (1 << CONDATA_FORCE)) != 0:
+        if (dataspec & (1 << ConDataField.FORCE)) != 0:
             write3(d, w, a, net_force)
             a = a + 3
-        if (dataspec & (1 << CONDATA_TORQUE)) != 0:
+        if (dataspec & (1 << ConDataField.TORQUE)) != 0:
             write3(d, w, a, net_torque)
             a = a + 3
-        if (dataspec & (1 << CONDATA_DIST)) != 0:
+        if (dataspec & (1 << ConDataField.DIST)) != 0:
             d.sensordata[w, a] = scalar(0.0)
             a = a + 1
-        if (dataspec & (1 << CONDATA_POS)) != 0:
+        if (dataspec & (1 << ConDataField.POS)) != 0:
             write3(d, w, a, point)
             a = a + 3
-        if (dataspec & (1 << CONDATA_NORMAL)) != 0:
+        if (dataspec & (1 << ConDataField.NORMAL)) != 0:
             write3(d, w, a, vec3(scalar(1.0), scalar(0.0), scalar(0.0)))
             a = a + 3
-        if (dataspec & (1 << CONDATA_TANGENT)) != 0:
+        if (dataspec & (1 << ConDataField.TANGENT)) != 0:
             write3(d, w, a, vec3(scalar(0.0), scalar(1.0), scalar(0.0)))
 
     @wp.func
@@ -861,51 +725,51 @@ def build(scalar):
         reftype = m.sensor[i].reftype
         refid = m.sensor[i].refid
         v = vec4()
-        if kind == MAGNETOMETER:
+        if kind == SensorType.MAGNETOMETER:
             v = value3(wp.transpose(d.site_xmat[w, objid]) * m.magnetic)
-        elif kind == JOINTPOS:
+        elif kind == SensorType.JOINTPOS:
             v = value1(d.qpos[w, m.jnt_qposadr[objid]])
-        elif kind == ACTUATORPOS:
+        elif kind == SensorType.ACTUATORPOS:
             v = value1(d.actuator_length[w, objid])
-        elif kind == TENDONPOS:
+        elif kind == SensorType.TENDONPOS:
             v = value1(d.ten_length[w, objid])
-        elif kind == TENDONVEL:
+        elif kind == SensorType.TENDONVEL:
             v = value1(d.ten_velocity[w, objid])
-        elif kind == BALLQUAT:
+        elif kind == SensorType.BALLQUAT:
             v = value_quat(f.quat_normalize(f.quat_from_qpos(d.qpos, w, m.jnt_qposadr[objid])))
-        elif kind == FRAMEPOS:
+        elif kind == SensorType.FRAMEPOS:
             p = frame_pos(d, w, objtype, objid)
             if refid >= 0:
                 p = wp.transpose(frame_mat(d, w, reftype, refid)) * (p - frame_pos(d, w, reftype, refid))
             v = value3(p)
-        elif kind == FRAMEXAXIS or kind == FRAMEYAXIS or kind == FRAMEZAXIS:
+        elif kind == SensorType.FRAMEXAXIS or kind == SensorType.FRAMEYAXIS or kind == SensorType.FRAMEZAXIS:
             r = frame_mat(d, w, objtype, objid)
-            c = kind - FRAMEXAXIS
+            c = kind - SensorType.FRAMEXAXIS
             axis = vec3(r[0, c], r[1, c], r[2, c])
             if refid >= 0:
                 axis = wp.transpose(frame_mat(d, w, reftype, refid)) * axis
             v = value3(axis)
-        elif kind == FRAMEQUAT:
+        elif kind == SensorType.FRAMEQUAT:
             q = frame_quat(m, d, w, objtype, objid)
             if refid >= 0:
                 q = wp.quat_inverse(frame_quat(m, d, w, reftype, refid)) * q
             v = value_quat(q)
-        elif kind == SUBTREECOM:
+        elif kind == SensorType.SUBTREECOM:
             v = value3(d.subtree_com[w, objid])
-        elif kind == VELOCIMETER:
-            ang, lin = object_velocity(m, d, w, OBJ_SITE, objid, 1)
+        elif kind == SensorType.VELOCIMETER:
+            ang, lin = object_velocity(m, d, w, ObjType.SITE, objid, 1)
             v = value3(lin)
-        elif kind == GYRO:
-            ang, lin = object_velocity(m, d, w, OBJ_SITE, objid, 1)
+        elif kind == SensorType.GYRO:
+            ang, lin = object_velocity(m, d, w, ObjType.SITE, objid, 1)
             v = value3(ang)
-        elif kind == JOINTVEL:
+        elif kind == SensorType.JOINTVEL:
             v = value1(d.qvel[w, m.jnt_dofadr[objid]])
-        elif kind == ACTUATORVEL:
+        elif kind == SensorType.ACTUATORVEL:
             v = value1(d.actuator_velocity[w, objid])
-        elif kind == BALLANGVEL:
+        elif kind == SensorType.BALLANGVEL:
             a = m.jnt_dofadr[objid]
             v = vec4(d.qvel[w, a], d.qvel[w, a + 1], d.qvel[w, a + 2], scalar(0.0))
-        elif kind == FRAMELINVEL or kind == FRAMEANGVEL:
+        elif kind == SensorType.FRAMELINVEL or kind == SensorType.FRAMEANGVEL:
             ang, lin = object_velocity(m, d, w, objtype, objid, 0)
             if refid >= 0:
                 rang, rlin = object_velocity(m, d, w, reftype, refid, 0)
@@ -913,38 +777,40 @@ def build(scalar):
                 rvec = frame_pos(d, w, objtype, objid) - frame_pos(d, w, reftype, refid)
                 lin = rt * (lin - rlin + wp.cross(rvec, rang))
                 ang = rt * (ang - rang)
-            if kind == FRAMELINVEL:
+            if kind == SensorType.FRAMELINVEL:
                 v = value3(lin)
             else:
                 v = value3(ang)
-        elif kind == ACCELEROMETER:
-            ang, lin = object_acceleration(m, d, w, OBJ_SITE, objid, 1)
+        elif kind == SensorType.ACCELEROMETER:
+            ang, lin = object_acceleration(m, d, w, ObjType.SITE, objid, 1)
             v = value3(lin)
-        elif kind == FRAMELINACC or kind == FRAMEANGACC:
+        elif kind == SensorType.FRAMELINACC or kind == SensorType.FRAMEANGACC:
             ang, lin = object_acceleration(m, d, w, objtype, objid, 0)
-            if kind == FRAMELINACC:
+            if kind == SensorType.FRAMELINACC:
                 v = value3(lin)
             else:
                 v = value3(ang)
-        elif kind == SUBTREELINVEL:
+        elif kind == SensorType.SUBTREELINVEL:
             v = value3(subtree_momentum(m, d, w, objid, 0))
-        elif kind == SUBTREEANGMOM:
+        elif kind == SensorType.SUBTREEANGMOM:
             v = value3(subtree_momentum(m, d, w, objid, 1))
-        elif kind == ACTUATORFRC:
+        elif kind == SensorType.ACTUATORFRC:
             v = value1(d.actuator_force[w, objid])
-        elif kind == JOINTACTFRC:
+        elif kind == SensorType.JOINTACTFRC:
             v = value1(d.qfrc_actuator[w, m.jnt_dofadr[objid]])
-        elif kind == TENDONACTFRC:
+        elif kind == SensorType.TENDONACTFRC:
             # the forces of the actuators on the tendon, without their gears
             total = scalar(0.0)
             for a in range(m.nu):
                 if m.actuator_tendon[a] == objid:
                     total = total + d.actuator_force[w, a]
             v = value1(total)
-        elif kind == JOINTLIMITPOS or kind == JOINTLIMITVEL or kind == JOINTLIMITFRC:
-            v = value1(limit_value(m, d, w, CNSTR_LIMIT_JOINT, objid, kind - JOINTLIMITPOS))
-        elif kind == TENDONLIMITPOS or kind == TENDONLIMITVEL or kind == TENDONLIMITFRC:
-            v = value1(limit_value(m, d, w, CNSTR_LIMIT_TENDON, objid, kind - TENDONLIMITPOS))
+        elif (kind == SensorType.JOINTLIMITPOS or kind == SensorType.JOINTLIMITVEL
+              or kind == SensorType.JOINTLIMITFRC):
+            v = value1(limit_value(m, d, w, ConstraintType.LIMIT_JOINT, objid, kind - SensorType.JOINTLIMITPOS))
+        elif (kind == SensorType.TENDONLIMITPOS or kind == SensorType.TENDONLIMITVEL
+              or kind == SensorType.TENDONLIMITFRC):
+            v = value1(limit_value(m, d, w, ConstraintType.LIMIT_TENDON, objid, kind - SensorType.TENDONLIMITPOS))
         return v
 
     @wp.func
@@ -953,14 +819,14 @@ def build(scalar):
         kind = m.sensor[i].type
         site = m.sensor[i].objid
         v = vec4()
-        if kind == TOUCH:
+        if kind == SensorType.TOUCH:
             v = value1(touch(m, d, w, site))
         else:
             # cfrc_int of the site's body moved to the site, in its frame (mju_transformSpatial)
             b = m.site_bodyid[site]
             t, fo = subtree_wrench_int(m, d, w, b)
             rt = wp.transpose(d.site_xmat[w, site])
-            if kind == FORCE:
+            if kind == SensorType.FORCE:
                 v = value3(rt * fo)
             else:
                 v = value3(rt * (t - wp.cross(d.site_xpos[w, site] - d.subtree_com[w, m.body_rootid[b]], fo)))
@@ -978,9 +844,9 @@ def build(scalar):
             if k < dim:
                 x = v[k]
                 if cutoff > scalar(0.0):
-                    if datatype == DATATYPE_REAL:
+                    if datatype == DataType.REAL:
                         x = wp.clamp(x, -cutoff, cutoff)
-                    elif datatype == DATATYPE_POSITIVE:
+                    elif datatype == DataType.POSITIVE:
                         x = wp.min(cutoff, x)
                 d.sensordata[w, adr + k] = x
 
@@ -988,15 +854,29 @@ def build(scalar):
     def sensor(m: Model, d: Data, w: int, i: int):
         """Sensor i (mj_computeSensorPos / Vel / Acc, then apply_cutoff), not a touch, force or
         torque sensor (`wrench_sensor`'s: Model.sensor holds them last) nor a contact sensor
-        (`contact_sensor`'s, which apply no cutoff, as MuJoCo)."""
-        if m.sensor[i].type != CONTACT:
+        (`contact_sensor`'s, which apply no cutoff, as MuJoCo).
+
+        Model: actuator_tendon, body_dofend, body_inertia, body_iquat, body_mass, body_parentid, body_rootid,
+        dof_ancestor, dof_ancestor_adr, dof_ancestor_num, efc_id, efc_type, geom_bodyid, geom_quat, gravity,
+        jnt_dofadr, jnt_qposadr, magnetic, nbody, nefc_eq, nefc_friction, nefc_limit, nu, sensor, site_bodyid,
+        site_quat. Data in: qpos, qvel, qacc, xpos, xquat, xmat, xipos, ximat, geom_xpos, geom_xmat, site_xpos,
+        site_xmat, subtree_com, subtree_mass, cvel, cdof, cdof_dot, ten_length, ten_velocity, actuator_length,
+        actuator_velocity, actuator_force, qfrc_actuator, efc_active, efc_pos, efc_margin, efc_vel, efc_force. Data
+        out: sensordata (the sensor's columns)."""
+        if m.sensor[i].type != SensorType.CONTACT:
             write_sensor(m, d, w, i, sensor_value(m, d, w, i))
 
     @wp.func
     def wrench_sensor(m: Model, d: Data, w: int, i: int):
         """Touch, force or torque sensor i, then apply_cutoff: a pass of its own, so that the
         sensors most models have are not compiled beside the contact-force loops and ray casts
-        of these (on sm_90 the `sensor` kernel needed 178 registers with them, 96 without)."""
+        of these (with them, the `sensor` kernel needs about twice the registers on a GPU).
+
+        Model: body_dofend, body_parentid, body_rootid, cone_elliptic, contact_efc_adr, contact_pair, cpair_condim,
+        cpair_friction, cpair_geom, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, eq, geom_bodyid, nbody,
+        ncon, nefc_eq, neq, sensor, site_bodyid, site_size, site_type. Data in: qacc, xpos, xmat,
+        site_xpos, site_xmat, subtree_com, cdof, cinert, cfrc_bias, eq_active, contact_pos, contact_frame,
+        efc_active, efc_force. Data out: sensordata (the sensor's columns)."""
         write_sensor(m, d, w, i, wrench_value(m, d, w, i))
 
     return SimpleNamespace(sensor=sensor, wrench_sensor=wrench_sensor, contact_sensor=contact_sensor_of(False),

@@ -27,9 +27,9 @@ from simrl.errors import MJCFError
 from simrl.sim import forward
 from simrl.sim import schedule as simrl_schedule
 from simrl.sim.data import CCD_SCRATCH, check_memory, data_struct, make_data, mocap_pose0
-from simrl.sim.model import EULER_LIKE, PER_WORLD_FIELDS, SET_CONST_INPUTS, Model, copy_struct
-from simrl.sim.sensor import sensor_columns
-from simrl.sim.types import build_notice
+from simrl.sim.io import Model, sensor_columns
+from simrl.sim.model import PER_WORLD_FIELDS, SET_CONST_INPUTS, copy_struct
+from simrl.sim.types import EULER_LIKE, DisableBit, ObjType, build_notice
 
 if not os.environ.get("SIMRL_WARP_VERBOSE"):
     # Warp's greeting and per-module load lines; warnings still show (SIMRL_WARP_VERBOSE=1 restores all)
@@ -182,8 +182,8 @@ class Sim:
         self.device = _resolve_device(device)
         if self.device.is_cpu:
             # Warp's CPU kernels run on this thread. Symmetric models seed float32 values below
-            # 1e-38 that would otherwise run at a fraction of normal speed (5x slower steps seen
-            # on gymnasium's ant); flushing them to zero changes nothing MuJoCo would resolve.
+            # 1e-38 that would otherwise run at a fraction of normal speed; flushing them to zero
+            # changes nothing MuJoCo would resolve.
             torch.set_flush_denormal(True)
         self.num_worlds = int(num_worlds)
         self.model = Model(mj_model, self.device, _DTYPES[dtype])
@@ -255,8 +255,8 @@ class Sim:
 
     def _block_model(self, lo: int, hi: int, key: tuple | None):
         """The model for worlds [lo, hi): the Sim's own (key None: no per-world arrays), or a
-        copy whose per-world parameter arrays are sliced to those worlds. The copy (about 1.6 ms
-        of Python per block for the quadruped) is kept until `key` (`_graph_key`: every Model
+        copy whose per-world parameter arrays are sliced to those worlds. The copy (Python work per
+        block) is kept until `key` (`_graph_key`: every Model
         field, arrays by address and shape) changes."""
         m = self.model.struct
         if key is None:
@@ -273,7 +273,7 @@ class Sim:
     def _run(self, segment, m, d, num_worlds: int) -> None:
         """Launch a segment's kernels on the worlds of (m, d). On the CPU from launches recorded
         once per (segment, m, d) (Warp's record_cmd: the arguments packed once), which saves
-        about 12 us of Python per quadruped step, 40% of a one-world step. A recorded launch
+        most of a launch's Python on a small step. A recorded launch
         holds the structs' live argument blocks (Warp keeps a struct's block in step with its
         fields), so a Model field replaced later (per_world_param, set_solver) is seen."""
         if (not self.device.is_cpu or self.device.is_capturing or wp.config.print_launches
@@ -470,8 +470,8 @@ class Sim:
         diagonal approximation of the constraint's inverse inertia, which scales every
         constraint row's regularizer R) from the world's body_mass, body_inertia, body_ipos,
         body_iquat and dof_armature. MuJoCo itself computes them: the world's values are set on a
-        host copy of the MjModel and mj_setConst is called (about 20 us per world for the
-        quadruped; on a GPU one device-host round trip). `world_ids` (indices or a boolean
+        host copy of the MjModel and mj_setConst is called (host work per world; on a GPU one
+        device-host round trip). `world_ids` (indices or a boolean
         mask; None: all worlds) limits the work to the worlds that changed.
 
         Also turns on the implicit Euler damping of mj_EulerSkip when some world's dof_damping
@@ -496,8 +496,8 @@ class Sim:
             worlds = np.arange(W)[ids.numpy()] if ids.dtype == torch.bool else ids.numpy().astype(np.int64).ravel()
         # damping on where the compiled model had none (mj_EulerSkip, see Model.euler_damp)
         flags = int(mjm.opt.disableflags)
-        if (not struct.euler_damp and not flags & mujoco.mjtDisableBit.mjDSBL_EULERDAMP
-                and not flags & mujoco.mjtDisableBit.mjDSBL_DAMPER
+        if (not struct.euler_damp and not flags & DisableBit.EULERDAMP
+                and not flags & DisableBit.DAMPER
                 and bool((wp.to_torch(struct.dof_damping, requires_grad=False) > 0).any())):
             struct.euler_damp = 1
         if worlds.size == 0:
@@ -526,7 +526,7 @@ class Sim:
             if mjm.ntendon and not np.allclose(scratch.tendon_invweight0, mjm.tendon_invweight0, rtol=1e-9, atol=0):
                 raise UnsupportedFeatureError(
                     f"world {int(w)}: the randomized masses, inertias or armature change tendon_invweight0 "
-                    f"(tendon {mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_TENDON, 0)!r}, ...), which the engine "
+                    f"(tendon {mujoco.mj_id2name(mjm, ObjType.TENDON, 0)!r}, ...), which the engine "
                     f"keeps for all worlds; randomize bodies that no tendon spans, or no masses")
         index = torch.as_tensor(worlds, device=dof_iw.device)
         dof_iw[index] = torch.as_tensor(dof_out, dtype=dof_iw.dtype, device=dof_iw.device)
@@ -587,8 +587,7 @@ class Sim:
         """What a captured graph depends on besides the Data arrays (which never move): every
         Model field (per_world_param and diff_step replace arrays), as the bytes of the struct's
         argument block, which Warp keeps in step with its fields: each array's address, shape
-        and strides, each scalar's value (a microsecond, where reading the fields one by one
-        took 60 per step call)."""
+        and strides, each scalar's value (one read, not one per field)."""
         return bytes(self.model.struct.__ctype__())
 
     def _replay(self, n: int) -> None:

@@ -28,10 +28,9 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim import constraint, factor_m
-from simrl.sim.constraint import CNSTR_CONTACT_ELLIPTIC, CNSTR_EQUALITY, CNSTR_FRICTION_DOF, CNSTR_FRICTION_TENDON
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import MINVAL, block_sync, no_sync
+from simrl.sim.types import MINVAL, ConstraintType, block_sync, no_sync
 
 LS_ITERATIONS = 50
 
@@ -45,7 +44,7 @@ CONE_EVALUATE, CONE_QUAD, CONE_LINE, CONE_COST = range(4)
 
 @functools.cache
 def elliptic_cone(scalar):
-    """(cone, cone_line): the contact whose rows start at r0 in the elliptic cone
+    """The functions of the contact whose rows start at r0 in the elliptic cone
     (mj_constraintUpdate_impl, engine_core_constraint.c; the line search's terms as
     engine_solver.c's mj_lineSearch takes them). With U_0 = mu jar_0, U_j = friction_j jar_j,
     N = U_0, T = |U_1..|:
@@ -57,7 +56,8 @@ def elliptic_cone(scalar):
           H = [[1, -mu U'/T], [-mu U/T, mu N / T^3 U U' + (mu^2 - mu N / T) I]].
     `cone(m, d, w, r0)` (the solver's evaluation) writes efc_cost (on row r0), efc_force,
     efc_dds (D_j in the bottom zone, else 0) and efc_hcone (the middle zone's Hessian, else 0);
-    `cone_quad` and `cone_line` the line search's terms at jar + alpha jv; `cone_cost` the cost."""
+    `cone_quad` and `cone_line` the line search's terms at jar + alpha jv; `cone_cost` the cost;
+    `cone_middle(m, d, w, r)` whether row r's contact is in the middle zone (after `cone`)."""
     Model, Data = model_struct(scalar), data_struct(scalar)
 
     @wp.func
@@ -241,7 +241,19 @@ def elliptic_cone(scalar):
             cost = scalar(0.5) * d.efc_D[w, r0] / (mu * mu * (scalar(1.0) + mu * mu)) * NmT * NmT
         d.efc_ls1[w, r0] = cost
 
-    return cone, cone_quad, cone_line, cone_cost
+    @wp.func
+    def cone_middle(m: Model, d: Data, w: int, r: int):
+        """Row r belongs to a contact in the elliptic cone's middle zone (a dense cone Hessian), as
+        the last `cone` left it.
+
+        Model: efc_type, efc_sub. Data in: efc_hcone."""
+        middle = False
+        if m.efc_type[r] == ConstraintType.CONTACT_ELLIPTIC:
+            middle = d.efc_hcone[w, r - m.efc_sub[r], 0] != scalar(0.0)
+        return middle
+
+    return SimpleNamespace(cone=cone, cone_quad=cone_quad, cone_line=cone_line, cone_cost=cone_cost,
+                           cone_middle=cone_middle)
 
 
 @functools.cache
@@ -318,9 +330,11 @@ def build(scalar, lanes: bool = False):
     eps = 2.0**-23 if scalar == wp.float32 else 2.0**-52
     row_dot = constraint.build(scalar).row_dot
     ld = factor_m.build(scalar, lanes)
-    factor_ld, solve_ld = ld.factor_ld, ld.solve_ld
+    factor_ld, solve_ld, mul_m = ld.factor_ld, ld.solve_ld, ld.mul_m
     cholesky_factor, cholesky_solve = dense_cholesky(scalar, lanes)
-    cone, cone_quad, cone_line, cone_cost = elliptic_cone(scalar)
+    ec = elliptic_cone(scalar)
+    cone, cone_quad, cone_line, cone_cost = ec.cone, ec.cone_quad, ec.cone_line, ec.cone_cost
+    cone_middle = ec.cone_middle
 
     @wp.func
     def cone_pass(m: Model, d: Data, w: int, lane: int, nlanes: int, alpha: scalar, mode: int):
@@ -332,7 +346,7 @@ def build(scalar, lanes: bool = False):
             a = int(lane)
             while a < nactive:
                 r = d.efc_list[w, a]
-                if m.efc_type[r] == CNSTR_CONTACT_ELLIPTIC and m.efc_sub[r] == 0:
+                if m.efc_type[r] == ConstraintType.CONTACT_ELLIPTIC and m.efc_sub[r] == 0:
                     if mode == CONE_EVALUATE:
                         cone(m, d, w, r)
                     elif mode == CONE_QUAD:
@@ -350,7 +364,7 @@ def build(scalar, lanes: bool = False):
         cost = scalar(0.0)
         ds = scalar(0.0)
         dds = scalar(0.0)
-        if m.efc_type[r] == CNSTR_FRICTION_DOF or m.efc_type[r] == CNSTR_FRICTION_TENDON:
+        if m.efc_type[r] == ConstraintType.FRICTION_DOF or m.efc_type[r] == ConstraintType.FRICTION_TENDON:
             R = d.efc_R[w, r]
             fl = d.efc_frictionloss[w, r]
             if jar <= -R * fl:
@@ -363,7 +377,7 @@ def build(scalar, lanes: bool = False):
                 cost = scalar(0.5) * D * jar * jar
                 ds = D * jar
                 dds = D
-        elif jar < scalar(0.0) or m.efc_type[r] == CNSTR_EQUALITY:
+        elif jar < scalar(0.0) or m.efc_type[r] == ConstraintType.EQUALITY:
             # equality rows are bilateral: always quadratic
             cost = scalar(0.5) * D * jar * jar
             ds = D * jar
@@ -380,15 +394,7 @@ def build(scalar, lanes: bool = False):
             d.solver_res[w, i] = d.qacc[w, i] - d.qacc_smooth[w, i]
             i = i + nlanes
         sync()
-        i = int(lane)
-        while i < nv:
-            mr = scalar(0.0)
-            j = int(0)
-            while j < nv:
-                mr = mr + d.qM[w, i, j] * d.solver_res[w, j]
-                j = j + 1
-            d.solver_Mres[w, i] = mr
-            i = i + nlanes
+        mul_m(m, d, d.solver_res, d.solver_Mres, w, lane, nlanes)
         a = int(lane)
         while a < nactive:
             r = d.efc_list[w, a]
@@ -400,7 +406,7 @@ def build(scalar, lanes: bool = False):
                 jar = jar + d.efc_J[w, r, j] * d.qacc[w, j]
                 k = k + 1
             d.efc_jar[w, r] = jar
-            if m.efc_type[r] != CNSTR_CONTACT_ELLIPTIC:
+            if m.efc_type[r] != ConstraintType.CONTACT_ELLIPTIC:
                 c, ds, dds = row_cost(m, d, w, r, jar)
                 d.efc_cost[w, r] = c
                 d.efc_force[w, r] = -ds
@@ -451,14 +457,6 @@ def build(scalar, lanes: bool = False):
                 a = a + 1
             d.solver_scalar[w, COST] = cost
         sync()
-
-    @wp.func
-    def cone_middle(m: Model, d: Data, w: int, r: int):
-        """Row r belongs to a contact in the elliptic cone's middle zone (a dense cone Hessian)."""
-        middle = False
-        if m.efc_type[r] == CNSTR_CONTACT_ELLIPTIC:
-            middle = d.efc_hcone[w, r - m.efc_sub[r], 0] != scalar(0.0)
-        return middle
 
     @wp.func
     def cone_hessian_row(m: Model, d: Data, w: int, r: int, i: int):
@@ -599,7 +597,7 @@ def build(scalar, lanes: bool = False):
         a = int(lane)
         while a < nactive:
             r = d.efc_list[w, a]
-            if m.efc_type[r] != CNSTR_CONTACT_ELLIPTIC:
+            if m.efc_type[r] != ConstraintType.CONTACT_ELLIPTIC:
                 jv = d.efc_jv[w, r]
                 c, ds, dds = row_cost(m, d, w, r, d.efc_jar[w, r] + alpha * jv)
                 d.efc_ls1[w, r] = ds * jv
@@ -630,15 +628,7 @@ def build(scalar, lanes: bool = False):
         """Exact minimizer alpha >= 0 of the convex piecewise-quadratic cost along the search
         (every lane returns the same alpha)."""
         nv = m.nv
-        i = int(lane)
-        while i < nv:
-            mp = scalar(0.0)
-            j = int(0)
-            while j < nv:
-                mp = mp + d.qM[w, i, j] * d.solver_search[w, j]
-                j = j + 1
-            d.solver_Msearch[w, i] = mp
-            i = i + nlanes
+        mul_m(m, d, d.solver_search, d.solver_Msearch, w, lane, nlanes)
         end1 = d.efc_nactive[w]
         a = int(lane)
         while a < end1:
@@ -665,8 +655,8 @@ def build(scalar, lanes: bool = False):
         # the minimizer is bracketed, a Newton step that leaves the bracket, or that is not less
         # than half the step before the last, is replaced by bisection. Across an elliptic cone's
         # middle zone d1 bends so much that Newton from each side overshoots to the other, the
-        # bracket shrinking by a few percent a step: 50 steps ended far from the minimizer, and
-        # the solver stopped with a cost higher than before the step.
+        # bracket shrinking by a few percent a step: without the safeguard, 50 steps can end far
+        # from the minimizer, at a cost higher than before the step.
         gtol = scalar(0.0)
         lo = scalar(0.0)
         hi = scalar(-1.0)  # no upper bracket yet
@@ -744,7 +734,7 @@ def build(scalar, lanes: bool = False):
                 j = m.efc_colind[r, k]
                 jar = jar + d.efc_J[w, r, j] * d.qacc_smooth[w, j]
                 k = k + 1
-            if m.efc_type[r] != CNSTR_CONTACT_ELLIPTIC:
+            if m.efc_type[r] != ConstraintType.CONTACT_ELLIPTIC:
                 c, ds, dds = row_cost(m, d, w, r, jar)
                 d.efc_ls1[w, r] = c
             else:
@@ -765,7 +755,14 @@ def build(scalar, lanes: bool = False):
     @wp.func
     def solve(m: Model, d: Data, w: int, lane: int, nlanes: int):
         """qacc and efc_force from qacc_smooth and the constraint rows (qfrc_constraint zeroed:
-        `constraint_force` follows)."""
+        `constraint_force` follows).
+
+        Model: cone_elliptic, contact_pair, cpair_condim, dof_parentid, efc_chain, efc_colind, efc_colmask, efc_id,
+        efc_nnz, efc_sub, efc_type, nv, solver_iterations, solver_scale, solver_tolerance. Data in: qM, qacc_smooth,
+        qacc_warmstart, efc_list, efc_nactive, efc_J, efc_D, efc_R, efc_aref, efc_frictionloss, efc_mu. Data out:
+        qacc, efc_force, qfrc_constraint (zeroed), solver_niter; the scratch solver_res, solver_Mres, solver_grad,
+        solver_H, solver_search, solver_Msearch, solver_flag, solver_scalar, efc_jar, efc_cost, efc_dds, efc_hcone,
+        efc_jv, efc_quad, efc_ls1, efc_ls2, efc_ls3."""
         nv = m.nv
         nactive = d.efc_nactive[w]
         i = int(lane)
@@ -838,7 +835,10 @@ def build(scalar, lanes: bool = False):
         """qfrc_constraint = J' efc_force at the solution (efc_force set by the solver's last
         evaluate), the rows added in ascending order (scattered row by row by a thread per world,
         gathered per dof by a block: the same sums); the next step's warm start (unless the
-        integrator saves it at the end of the step: RK4)."""
+        integrator saves it at the end of the step: RK4).
+
+        Model: efc_colind, efc_colmask, efc_nnz, nv, warmstart_at_end. Data in: qacc, efc_list, efc_nactive, efc_J,
+        efc_force, qfrc_constraint. Data out: qfrc_constraint, qacc_warmstart."""
         nv = m.nv
         nactive = d.efc_nactive[w]
         if wp.static(lanes):

@@ -29,6 +29,10 @@ def subtree_sum(scalar, vec, own, write):
 
     @wp.func
     def body(m: Model, d: Data, w: int, b: int):
+        """Body b's subtree sum, written by `write`.
+
+        Model: body_subtree, and what `own` reads. Data: what `own` reads (of every body of the subtree)
+        in, what `write` writes (of body b) out."""
         stack = stack_type()
         tree = m.body_subtree[b]  # (end, depth)
         top = int(0)

@@ -61,7 +61,11 @@ def build(scalar):
 
     @wp.func
     def length(m: Model, d: Data, w: int, t: int):
-        """ten_length[t] and ten_J[t] (mj_tendon)."""
+        """ten_length[t] and ten_J[t] (mj_tendon).
+
+        Model: body_dofend, body_rootid, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, jnt_dofadr, jnt_qposadr,
+        site_bodyid, tendon, tendon_colind, tendon_seg, wrap. Data in: qpos, site_xpos, cdof, subtree_com. Data out:
+        ten_length, ten_J."""
         ten = m.tendon[t]
         for k in range(ten.nnz):
             d.ten_J[w, t, m.tendon_colind[t, k]] = scalar(0.0)
@@ -96,7 +100,10 @@ def build(scalar):
     @wp.func
     def velocity(m: Model, d: Data, w: int, t: int):
         """ten_velocity[t] = ten_J[t] qvel; the spring force -k x, x the length's distance from the
-        dead band [lengthspring], and the damper force -b v along the tendon (mj_springdamper)."""
+        dead band [lengthspring], and the damper force -b v along the tendon (mj_springdamper).
+
+        Model: enable_damper, enable_spring, tendon, tendon_colind. Data in: qvel, ten_J, ten_length. Data out:
+        ten_velocity, ten_spring, ten_damper."""
         ten = m.tendon[t]
         d.ten_velocity[w, t] = scalar(0.0)
         for k in range(ten.nnz):
@@ -168,7 +175,11 @@ def build(scalar):
     @wp.func
     def bias(m: Model, d: Data, w: int, t: int):
         """ten_bias[t] = armature ten_Jdot qvel, the force along tendon t that the dofs' bias
-        forces gain through ten_J (mj_tendonBias); 0 for a fixed tendon or without armature."""
+        forces gain through ten_J (mj_tendonBias); 0 for a fixed tendon or without armature.
+
+        Model: body_dofend, body_rootid, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, dof_bodyid, dof_jntid,
+        jnt_dofadr, jnt_type, site_bodyid, tendon, tendon_seg. Data in: qvel, site_xpos, subtree_com, cvel, cdof,
+        cdof_dot. Data out: ten_bias."""
         ten = m.tendon[t]
         value = scalar(0.0)
         if ten.fixed == 0 and ten.armature != scalar(0.0):

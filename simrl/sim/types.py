@@ -1,4 +1,7 @@
-"""Scalar types and spatial algebra shared by every stage of the engine.
+"""MuJoCo's enums, scalar types and spatial algebra shared by every stage of the engine.
+
+MuJoCo's enums (mjtJoint, mjtGeom, mjtConstraint, ...) are IntEnum groups with MuJoCo Warp's
+names (`JointType.FREE` for mjJNT_FREE), used by kernels and host code alike.
 
 The engine is written once and built for a chosen floating-point type (float32 for
 training, float64 for crisp parity and gradient checks). `scalar_types(wp.float64)` returns a
@@ -19,6 +22,7 @@ Conventions follow MuJoCo (doc/computation/index.rst, engine_util_spatial.c):
 
 
 import contextlib
+import enum
 import functools
 import sys
 import threading
@@ -28,14 +32,272 @@ from typing import Any
 
 import warp as wp
 
-# MuJoCo's smallest safe divisor (mjMINVAL in mjmodel.h).
+#: MuJoCo's smallest safe divisor (mjMINVAL in mjmodel.h)
 MINVAL = 1e-15
+#: MuJoCo's largest valid value (mjMAXVAL): a control beyond it is bad (mju_isBad)
+MAXVAL = 1e10
 
-# mjtJoint
-JNT_FREE = 0
-JNT_BALL = 1
-JNT_SLIDE = 2
-JNT_HINGE = 3
+
+# --------------------------------------------------------------------------------------------
+# MuJoCo's enums (mjmodel.h), one group per enum with MuJoCo Warp's names (mjJNT_FREE is
+# JointType.FREE). The values are written out so that kernels and host code share one source
+# without importing mujoco here; tests/test_types.py holds each to MuJoCo's own. Kernels compare
+# with the members directly (`if jtype == JointType.FREE:`).
+
+
+class JointType(enum.IntEnum):
+    """mjtJoint: the type of a joint (qpos coordinates, dofs)."""
+
+    FREE = 0  # position and orientation (7, 6)
+    BALL = 1  # orientation (4, 3)
+    SLIDE = 2  # translation along an axis (1, 1)
+    HINGE = 3  # rotation about an axis (1, 1)
+
+
+class GeomType(enum.IntEnum):
+    """mjtGeom: the shape of a geom (or of a site's volume)."""
+
+    PLANE = 0
+    HFIELD = 1
+    SPHERE = 2
+    CAPSULE = 3
+    ELLIPSOID = 4
+    CYLINDER = 5
+    BOX = 6
+    MESH = 7
+    SDF = 8
+
+
+class ConstraintType(enum.IntEnum):
+    """mjtConstraint: the kind of a constraint row (Model.efc_type)."""
+
+    EQUALITY = 0
+    FRICTION_DOF = 1
+    FRICTION_TENDON = 2
+    LIMIT_JOINT = 3
+    LIMIT_TENDON = 4
+    CONTACT_FRICTIONLESS = 5
+    CONTACT_PYRAMIDAL = 6
+    CONTACT_ELLIPTIC = 7
+
+
+class EqType(enum.IntEnum):
+    """mjtEq: the kind of an equality constraint."""
+
+    CONNECT = 0
+    WELD = 1
+    JOINT = 2
+    TENDON = 3
+    FLEX = 4
+    FLEXVERT = 5
+    FLEXSTRAIN = 6
+    DISTANCE = 7
+
+
+class TrnType(enum.IntEnum):
+    """mjtTrn: an actuator's transmission."""
+
+    JOINT = 0
+    JOINTINPARENT = 1
+    SLIDERCRANK = 2
+    TENDON = 3
+    SITE = 4
+    BODY = 5
+    SO3 = 6
+
+
+class DynType(enum.IntEnum):
+    """mjtDyn: an actuator's activation dynamics."""
+
+    NONE = 0
+    INTEGRATOR = 1
+    FILTER = 2
+    FILTEREXACT = 3
+    MUSCLE = 4
+    DCMOTOR = 5
+    PID = 6
+    USER = 7
+
+
+class GainType(enum.IntEnum):
+    """mjtGain: an actuator's gain."""
+
+    FIXED = 0
+    AFFINE = 1
+    MUSCLE = 2
+    DCMOTOR = 3
+    SO3 = 4
+    PID = 5
+    USER = 6
+
+
+class BiasType(enum.IntEnum):
+    """mjtBias: an actuator's bias."""
+
+    NONE = 0
+    AFFINE = 1
+    MUSCLE = 2
+    DCMOTOR = 3
+    SO3 = 4
+    USER = 5
+
+
+class WrapType(enum.IntEnum):
+    """mjtWrap: an element of a tendon's path."""
+
+    NONE = 0
+    JOINT = 1
+    PULLEY = 2
+    SITE = 3
+    SPHERE = 4
+    CYLINDER = 5
+
+
+class IntegratorType(enum.IntEnum):
+    """mjtIntegrator: the integrator of <option integrator>."""
+
+    EULER = 0
+    RK4 = 1
+    IMPLICIT = 2
+    IMPLICITFAST = 3
+    DISCRETE = 4
+
+
+#: integrators whose step is one forward pass and mj_advance (mj_Euler, mj_implicit)
+EULER_LIKE = (IntegratorType.EULER, IntegratorType.IMPLICITFAST)
+
+#: the tableau of MuJoCo's RK4 (mj_RungeKutta's _RK4A, _RK4B, engine_forward.c): A's diagonal,
+#: the weights B (simrl.sim.rk4)
+RK4_A = (0.5, 0.5, 1.0)
+RK4_B = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
+
+
+class ConeType(enum.IntEnum):
+    """mjtCone: the friction cone of <option cone>."""
+
+    PYRAMIDAL = 0
+    ELLIPTIC = 1
+
+
+class DisableBit(enum.IntFlag):
+    """mjtDisableBit: the bits of <option><flag ... = 'disable'> (opt.disableflags)."""
+
+    CONSTRAINT = 1 << 0
+    EQUALITY = 1 << 1
+    FRICTIONLOSS = 1 << 2
+    LIMIT = 1 << 3
+    CONTACT = 1 << 4
+    SPRING = 1 << 5
+    DAMPER = 1 << 6
+    GRAVITY = 1 << 7
+    CLAMPCTRL = 1 << 8
+    WARMSTART = 1 << 9
+    FILTERPARENT = 1 << 10
+    ACTUATION = 1 << 11
+    REFSAFE = 1 << 12
+    SENSOR = 1 << 13
+    MIDPHASE = 1 << 14
+    EULERDAMP = 1 << 15
+    AUTORESET = 1 << 16
+    NATIVECCD = 1 << 17
+    ISLAND = 1 << 18
+    MULTICCD = 1 << 19
+
+
+class EnableBit(enum.IntFlag):
+    """mjtEnableBit: the bits of <option><flag ... = 'enable'> (opt.enableflags)."""
+
+    OVERRIDE = 1 << 0
+    ENERGY = 1 << 1
+    FWDINV = 1 << 2
+    INVDISCRETE = 1 << 3
+    SLEEP = 1 << 4
+    DIAGEXACT = 1 << 5
+    IPC = 1 << 6
+    SPECULATIVE = 1 << 7
+
+
+class ObjType(enum.IntEnum):
+    """mjtObj: the kind of a model object (a sensor's objtype, mj_id2name's type)."""
+
+    UNKNOWN = 0
+    BODY = 1
+    XBODY = 2  # a body's regular frame, not its inertial frame
+    JOINT = 3
+    DOF = 4
+    GEOM = 5
+    SITE = 6
+    CAMERA = 7
+    EQUALITY = 17
+    TENDON = 18
+    ACTUATOR = 19
+    SENSOR = 20
+
+
+class SensorType(enum.IntEnum):
+    """mjtSensor: the sensor types simrl computes, and those it names when it refuses them."""
+
+    TOUCH = 0
+    ACCELEROMETER = 1
+    VELOCIMETER = 2
+    GYRO = 3
+    FORCE = 4
+    TORQUE = 5
+    MAGNETOMETER = 6
+    JOINTPOS = 9
+    JOINTVEL = 10
+    TENDONPOS = 11
+    TENDONVEL = 12
+    ACTUATORPOS = 13
+    ACTUATORVEL = 14
+    ACTUATORFRC = 15
+    JOINTACTFRC = 16
+    TENDONACTFRC = 17
+    BALLQUAT = 18
+    BALLANGVEL = 19
+    JOINTLIMITPOS = 20
+    JOINTLIMITVEL = 21
+    JOINTLIMITFRC = 22
+    TENDONLIMITPOS = 23
+    TENDONLIMITVEL = 24
+    TENDONLIMITFRC = 25
+    FRAMEPOS = 26
+    FRAMEQUAT = 27
+    FRAMEXAXIS = 28
+    FRAMEYAXIS = 29
+    FRAMEZAXIS = 30
+    FRAMELINVEL = 31
+    FRAMEANGVEL = 32
+    FRAMELINACC = 33
+    FRAMEANGACC = 34
+    SUBTREECOM = 35
+    SUBTREELINVEL = 36
+    SUBTREEANGMOM = 37
+    CONTACT = 42
+
+
+class DataType(enum.IntEnum):
+    """mjtDataType: how a sensor's cutoff applies (mj_sensor's apply_cutoff)."""
+
+    REAL = 0
+    POSITIVE = 1
+    AXIS = 2
+    QUATERNION = 3
+
+
+class ConDataField(enum.IntEnum):
+    """mjtConDataField: the fields of a contact sensor's slot, in their order (bit k of
+    sensor_intprm[0] selects field k)."""
+
+    FOUND = 0
+    FORCE = 1
+    TORQUE = 2
+    DIST = 3
+    POS = 4
+    NORMAL = 5
+    TANGENT = 6
+    LINVEL = 7
+    ANGVEL = 8
 
 
 @dataclass(frozen=True)
@@ -254,8 +516,8 @@ BUILD_NOTICE_SECONDS = 3.0
 @contextlib.contextmanager
 def build_notice(what: str, device, notice_after: float | None = None):
     """Around the first load (or launch) of Warp kernels (`what`, for the messages) on `device`:
-    a build of the engine's takes about a minute on a first run, a load from Warp's cache a
-    fraction of a second. When the body has run for `notice_after` seconds (default
+    a first run builds the engine's kernels, which takes a while; the runs after load them
+    from Warp's cache. When the body has run for `notice_after` seconds (default
     BUILD_NOTICE_SECONDS), a line on stderr says what is happening, and one more, at the end,
     how long it took: no silent minute. Yields a dict whose "seconds" is set at the end."""
     notice_after = BUILD_NOTICE_SECONDS if notice_after is None else notice_after
@@ -293,8 +555,8 @@ def kernel_module(scalar, name: str = "sim", backward: bool = False):
     step, simrl.sim.grad) also generates the kernels' adjoints; the engine's own module skips
     them, as generating them doubles its compile time."""
     module = wp.get_module(f"simrl_{name}_{scalar.__name__}")
-    # -O3 instead of Warp's CPU default -O2: ~1.5x faster steps on ant and humanoid for ~50%
-    # more compile time (once, then cached)
+    # -O3 instead of Warp's CPU default -O2: faster steps for a longer compile (once, then
+    # cached)
     module.options["optimization_level"] = 3
     module.options["enable_backward"] = backward
     # not a Warp option: it makes the module's hash (and its cache entry) differ from a build
