@@ -4,7 +4,7 @@ Warp's generated C++ passes a struct argument of a `@wp.func` by value: every ca
 function that takes the Model and the Data copies about 13 KB in float32 (Model 7,064 bytes,
 Data 6,328) onto the stack before the call. The fused schedule calls its element functions
 once per body, dof, pair, slot and row, so on the CPU these copies are a large share of a
-step (docs/BENCHMARKS.md, "Struct copies on the CPU"). Warp's own pass-by-reference
+step (docs/notes/benchmarks-2026.md, "Struct copies on the CPU"). Warp's own pass-by-reference
 annotation, `wp.ref[T]`, is refused in kernels that have a backward pass, and every stage of
 this engine has one.
 
@@ -60,7 +60,7 @@ def _kernel_by_reference(source: str) -> str:
 
     The adjoint structs too: a backward kernel that hands `adj_m`, `adj_d` to the adjoint of a
     function makes the compiler copy all 13 KB of them into every thread, which for a kernel
-    over (worlds x constraint rows) costs more than the row's own arithmetic (docs/BENCHMARKS.md,
+    over (worlds x constraint rows) costs more than the row's own arithmetic (docs/notes/benchmarks-2026.md,
     "The backward pass: adjoint structs by reference"). Their array fields are the gradients,
     written through and never replaced, so a reference writes the same gradients; their scalar fields (the
     Model's options, e.g. timestep) only collect adjoints that nothing reads (a leaf's adjoint

@@ -305,7 +305,7 @@ def _without_replay(f, Model, Data, world: bool):
     forward launch left in memory: the stages' discipline (each element writes its own outputs
     once, and no later pass of a segment overwrites what an earlier one reads) makes them the
     same values. Skipping them leaves one forward evaluation per element in the backward pass
-    instead of three (docs/BENCHMARKS.md, "The backward pass: adjoint structs by reference,
+    instead of three (docs/notes/benchmarks-2026.md, "The backward pass: adjoint structs by reference,
     and no replay of the passes"). The gradients
     are the same to the bit as with the replays (measured on the quadruped with the pyramidal
     and the elliptic cone, implicitfast with sensors, the ant and the humanoid, both schedules);
