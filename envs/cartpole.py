@@ -25,6 +25,7 @@ class CartpoleEnv(BatchedEnv):
     squared).
     """
 
+    differentiable = True
     REWARD_TERMS = mdp.REWARDS
     TERMINATION_TERMS = mdp.TERMINATIONS
     REWARDS = {"alive": {"weight": 1.0}}
@@ -45,8 +46,6 @@ class CartpoleEnv(BatchedEnv):
         self.swingup = swingup
         super().__init__(sim, num_actions=1, decimation=decimation, episode_length_s=episode_length_s,
                          rewards=rewards, terminations=terminations, seed=seed, nonfinite_actions=nonfinite_actions)
-
-    differentiable = True
 
     def action_bounds(self):
         """_ctrl clamps the action to [-1, 1] (gymnasium adapter)."""

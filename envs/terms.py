@@ -222,7 +222,15 @@ def former_key_error(cls, key: str, env_cfg: Mapping, prefix: str = "task.env.")
     if key == "command_curriculum":
         return (f"{head}: list the term, {prefix}curriculum.command_vel: {{max_lin_vel_x: "
                 f"{_flow(env_cfg.get('max_lin_vel_x', 2.0))}}}" if value else f"{head}: leave it out")
-    known = registry(cls, section)
-    targets = [f"{prefix}{section}.{term}.{param}={_flow(value)}" for term in names if term in known] or [
-        f"{prefix}{section}.{names[0]}.{param}={_flow(value)}"]
-    return f"{head}: write {' and '.join(targets)}"
+    takers = [term for term in names if term in registry(cls, section)] or list(names[:1])
+    # the terms the former file used: its reward_weights, or the class's default terms
+    if section == "rewards" and "reward_weights" in env_cfg:
+        listed = env_cfg["reward_weights"] or {}
+    else:
+        listed = getattr(cls, SECTIONS[section][1], {})
+    targets = [f"{prefix}{section}.{term}.{param}={_flow(value)}" for term in takers if term in listed]
+    if targets:
+        return f"{head}: write {' and '.join(targets)}"
+    weight = "weight: w, " if section == "rewards" else ""
+    return (f"{head}: leave it out (none of the terms that take it is listed: {', '.join(takers)}), or list one "
+            f"with it: {prefix}{section}.{takers[0]}: {{{weight}{param}: {_flow(value)}}}")

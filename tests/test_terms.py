@@ -404,8 +404,8 @@ def test_the_former_flat_keys_are_refused_with_what_to_write():
             "reward_weights is the former form of the task's rewards (the task file lists its terms now, "
             "envs/terms.py): write rewards: {tracking_lin_vel: {weight: 1.0, sigma: 0.3}, "
             "feet_air_time: {weight: 1.0, threshold: 0.4}}",
-            "write rewards.tracking_lin_vel.sigma=0.3 and rewards.tracking_ang_vel.sigma=0.3",
-            "write rewards.feet_air_time.threshold=0.4 and rewards.feet_air_time_biped.threshold=0.4",
+            "write rewards.tracking_lin_vel.sigma=0.3;",  # the terms listed take it
+            "write rewards.feet_air_time.threshold=0.4;",
             "write terminations.base_height.min_height=0.2",
             "write commands.base_velocity.resample_s=5.0",
             "write commands.base_velocity.lin_vel_x=[-2.0, 2.0]",
@@ -413,3 +413,8 @@ def test_the_former_flat_keys_are_refused_with_what_to_write():
         assert expected in message, (expected, message)
     with pytest.raises(ValueError, match=r"max_angle is the former form .* write terminations.pole_fallen.limit=0.3"):
         envs.make("cartpole", num_envs=1, max_angle=0.3)
+    # a parameter of a term the former file did not list: leave it out, or list the term with it
+    with pytest.raises(ValueError, match=r"deviation_joints is the former form .*: leave it out \(none of the terms "
+                                         r"that take it is listed: joint_deviation\), or list one with it: "
+                                         r"rewards.joint_deviation: \{weight: w, joints: \[waist_yaw\]\}"):
+        envs.make("humanoid", num_envs=1, reward_weights={"upright": 1.0}, deviation_joints=["waist_yaw"])
