@@ -47,7 +47,6 @@ from envs.mdp import commands as command_terms
 from envs.mdp import observations as obs
 from envs.mdp import rewards as reward_terms
 from envs.mdp import terminations as termination_terms
-from envs.mdp.commands import heading_yaw_rate  # noqa: F401 (scripts/curriculum_ceiling.py imports it from here)
 from envs.observations import ObservationPipeline, merge
 from envs.robot import Robot, RobotCfg, with_floor
 from simrl.sim.sensor import sensor_columns

@@ -1,7 +1,6 @@
 """The project's quadruped on rough terrain (`task=quadruped_rough`): envs.rough's terrain grid,
 curriculum and height scan with envs.quadruped's robot section and terms."""
 
-from envs.mdp.curriculum import update_terrain_levels  # noqa: F401 (scripts/curriculum_ceiling.py imports it from here)
 from envs.quadruped import QuadrupedEnv
 from envs.rough import RoughTerrainEnv
 

@@ -136,7 +136,10 @@ def test_each_section_is_a_typed_dataclass_with_its_checks():
     with pytest.raises(ConfigError, match=r"configuration:\n  task.shac.horizon must be a positive integer, got 0"):
         ShacCfg.from_dict({"horizon": 0})
     assert ShacCfg.check({"horizn": 4}) == ["unknown key task.shac.horizn; did you mean 'horizon'?"]
-    assert sorted(ENV_SECTIONS) == ["actuator", "observations", "randomization"]
+    assert sorted(ENV_SECTIONS) == ["actuator", "commands", "curriculum", "observations", "randomization", "rewards",
+                                    "terminations"]
+    assert check_env("cartpole", {"terminations": {"pole_fallen": {"limit": "far"}}}) == [
+        "task.env.terminations.pole_fallen.limit must be a finite number, got 'far'"]
     assert check_env("quadruped", {"actuator": {"type": "servo"}, "decimation": 0}) == [
         "task.env.actuator.type: one of mujoco, pd, dc_motor, got 'servo'", "task.env.decimation must be a positive "
         "integer, got 0"]

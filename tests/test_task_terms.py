@@ -208,7 +208,7 @@ def test_quadruped_feet_air_time_and_undesired_contacts_by_hand(quad_mjm):
 
 
 def test_quadruped_terminations_by_hand(quad_mjm):
-    """Terminated = trunk or hip touches the floor, or the trunk is below min_base_height, or
+    """Terminated = trunk or hip touches the floor, or the trunk is below base_height's min_height, or
     its z axis points down (projected gravity z > 0). Contacts from MuJoCo."""
     standing = feet_on_ground_state()
     standing[2] = foot_height_to_touch(quad_mjm, standing)
@@ -220,7 +220,7 @@ def test_quadruped_terminations_by_hand(quad_mjm):
             q[7:] = joints
         return q
 
-    cases = [  # (state, terminated with the default min_base_height 0.15)
+    cases = [  # (state, terminated with the default min_height 0.15)
         ("standing", standing, False),
         ("tilted 80 deg in the air", posed(1.0, (1, 1, 0), 80), False),
         ("tilted 100 deg in the air", posed(1.0, (1, 1, 0), 100), True),
@@ -337,7 +337,7 @@ def test_quadruped_observation_noise_is_uniform_with_the_documented_scales(obs_n
 
 
 def test_quadruped_commands_are_resampled_on_schedule_and_uniform():
-    """Commands are drawn at reset and every command_resample_s on each world's own clock,
+    """Commands are drawn at reset and every resample_s (the base_velocity command) on each world's own clock,
     uniformly within (lin_vel_x, lin_vel_y, ang_vel_yaw); in between they do not change."""
     ranges = np.array([[-0.7, 1.2], [-0.4, 0.1], [0.3, 0.9]])
     n, every = 512, 5
