@@ -16,8 +16,9 @@ def _registry():
     from envs.ant import AntEnv
     from envs.cartpole import CartpoleEnv
     from envs.humanoid import HumanoidEnv
+    from envs.humanoid_rough import HumanoidRoughEnv
     from envs.quadruped import QuadrupedEnv
-    from envs.quadruped_rough import HumanoidRoughEnv, QuadrupedRoughEnv
+    from envs.quadruped_rough import QuadrupedRoughEnv
 
     return {
         "ant": (AntEnv, {}),
@@ -36,11 +37,18 @@ def names() -> list[str]:
 
 
 def make(name: str, **kwargs):
-    """Create the environment `name` (see `names()`); keyword arguments override its defaults."""
+    """Create the environment `name` (see `names()`); keyword arguments override its defaults.
+    Keywords of the form before the terms (`reward_weights`, `tracking_sigma`, ...) are refused
+    with what to pass instead (envs/terms.py)."""
+    from envs.terms import former_key_error
+
     registry = _registry()
     if name not in registry:
         raise ValueError(f"unknown environment {name!r}; available: {', '.join(sorted(registry))}")
     cls, defaults = registry[name]
+    former = [e for e in (former_key_error(cls, key, kwargs, prefix="") for key in kwargs) if e]
+    if former:
+        raise ValueError("; ".join(former))
     env = cls(**{**defaults, **kwargs})
     env.name = name
     return env

@@ -33,8 +33,9 @@ import mujoco
 import numpy as np
 import torch
 
+from envs.model_names import HINGE_SLIDE, names
+
 ACTUATOR_TYPES = ("mujoco", "pd", "dc_motor")
-_HINGE_SLIDE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 _KEYS = {"mujoco": {"type", "delay"}, "pd": {"type", "delay", "kp", "kd", "effort_limit"},
          "dc_motor": {"type", "delay", "kp", "kd", "effort_limit", "saturation_effort", "velocity_limit"}}
 
@@ -78,16 +79,16 @@ class ActuatorModel:
         self.type = cfg.get("type", "mujoco")
         self.cfg = cfg
         nu = mjm.nu
-        names = [mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, a) or f"#{a}" for a in range(nu)]
+        actuators = names(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, nu, numbered=True)
         joint = mujoco.mjtTrn.mjTRN_JOINT
         if self.type != "mujoco":
             for a in range(nu):
                 jnt = int(mjm.actuator_trnid[a, 0])
-                ok = (mjm.actuator_trntype[a] == joint and mjm.jnt_type[jnt] in _HINGE_SLIDE
+                ok = (mjm.actuator_trntype[a] == joint and mjm.jnt_type[jnt] in HINGE_SLIDE
                       and mjm.actuator_gear[a, 0] == 1.0 and mjm.actuator_dyntype[a] == mujoco.mjtDyn.mjDYN_NONE)
                 if not ok:
-                    raise ValueError(f"actuator model {self.type}: actuator {names[a]!r} must drive one hinge or slide "
-                                     f"joint with gear 1 and no activation dynamics")
+                    raise ValueError(f"actuator model {self.type}: actuator {actuators[a]!r} must drive one hinge or "
+                                     f"slide joint with gear 1 and no activation dynamics")
         self.dofadr = [int(mjm.jnt_dofadr[mjm.actuator_trnid[a, 0]]) for a in range(nu)]
         self.qposadr = [int(mjm.jnt_qposadr[mjm.actuator_trnid[a, 0]]) for a in range(nu)]
         servo_kp = np.asarray(mjm.actuator_gainprm[:, 0], dtype=np.float64)

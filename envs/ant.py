@@ -28,6 +28,7 @@ import mujoco
 import torch
 
 from envs.base import BatchedEnv, make_sim
+from envs.mdp import ant as mdp
 
 
 def gym_asset(name: str):
@@ -40,20 +41,24 @@ def gym_asset(name: str):
 
 
 class AntEnv(BatchedEnv):
+    """Ant-v5 (see the module docstring); terms in envs/mdp/ant.py."""
+
     differentiable = True
+    REWARD_TERMS = mdp.REWARDS
+    TERMINATION_TERMS = mdp.TERMINATIONS
+    REWARDS = {"forward": {"weight": 1.0}, "healthy": {"weight": 1.0}, "ctrl_cost": {"weight": -0.5}}
+    TERMINATIONS = {"unhealthy": {}}
 
     def __init__(self, num_envs: int = 256, device=None, seed: int = 0, decimation: int = 5,
                  episode_length_s: float = 50.0, healthy_z_range: tuple = (0.2, 1.0), reset_noise_scale: float = 0.1,
-                 reward_weights: dict | None = None, dtype: str = "float32", nonfinite_actions: str = "error",
-                 backend: str = "warp"):
+                 rewards: dict | None = None, terminations: dict | None = None, dtype: str = "float32",
+                 nonfinite_actions: str = "error", backend: str = "warp"):
         mjm = mujoco.MjModel.from_xml_path(str(gym_asset("ant.xml")))
         sim = make_sim(mjm, num_envs, device=device, dtype=dtype, backend=backend)
-        if reward_weights is None:
-            reward_weights = {"forward": 1.0, "healthy": 1.0, "ctrl_cost": -0.5}
         self.healthy_z_range = tuple(float(z) for z in healthy_z_range)
         self.reset_noise_scale = float(reset_noise_scale)
         super().__init__(sim, num_actions=mjm.nu, decimation=decimation, episode_length_s=episode_length_s,
-                         reward_weights=reward_weights, seed=seed, nonfinite_actions=nonfinite_actions)
+                         rewards=rewards, terminations=terminations, seed=seed, nonfinite_actions=nonfinite_actions)
         self.qpos0 = torch.as_tensor(mjm.qpos0, dtype=torch.float32, device=self.device)
         self.ctrl_low = torch.as_tensor(mjm.actuator_ctrlrange[:, 0], dtype=torch.float32, device=self.device)
         self.ctrl_high = torch.as_tensor(mjm.actuator_ctrlrange[:, 1], dtype=torch.float32, device=self.device)
@@ -73,14 +78,12 @@ class AntEnv(BatchedEnv):
         obs = torch.cat([self.qpos[:, 2:].float(), self.qvel.float()], dim=1)
         return {"policy": obs, "critic": obs}
 
-    def _healthy(self):
+    def healthy(self) -> torch.Tensor:
+        """[num_envs] bool: the torso height in healthy_z_range and the state finite."""
         z = self.qpos[:, 2].detach()
         lo, hi = self.healthy_z_range
         finite = torch.isfinite(self.qpos.detach()).all(1) & torch.isfinite(self.qvel.detach()).all(1)
         return (z >= lo) & (z <= hi) & finite
-
-    def _terminated(self):
-        return ~self._healthy()
 
     def _reset_envs(self, env_ids):
         n, nq, nv = env_ids.numel(), self.sim.nq, self.sim.nv
@@ -92,13 +95,3 @@ class AntEnv(BatchedEnv):
         self.sim.qpos[env_ids] = qpos.to(self.sim.qpos.dtype)
         self.sim.qvel[env_ids] = (normal * scale).reshape(n, nv).to(self.sim.qvel.dtype)
         self.sim.ctrl[env_ids] = 0.0
-
-    # reward terms ------------------------------------------------------------------------
-    def _reward_forward(self):
-        return (self.qpos[:, 0].float() - self.x_before) / self.step_dt
-
-    def _reward_healthy(self):
-        return self._healthy().float()
-
-    def _reward_ctrl_cost(self):
-        return (self.actions.float() ** 2).sum(dim=1)

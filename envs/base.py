@@ -9,9 +9,11 @@ while the others keep running. Nothing leaves the device inside `step`.
 A subclass implements
     _apply_actions(actions)      # [num_envs, num_actions] -> self.sim.ctrl
     _observations() -> dict      # {"policy": [num_envs, n], "critic": [num_envs, m], ...}
-    _reward_<name>() -> tensor   # [num_envs], one per key of `reward_weights`
-    _terminated() -> bool tensor # [num_envs], failure (time-outs are handled here)
     _reset_envs(env_ids)         # write the initial state of those worlds into self.sim
+and names its reward and termination terms (envs/terms.py: the registries REWARD_TERMS and
+TERMINATION_TERMS, the defaults REWARDS and TERMINATIONS): `rewards` and `terminations` choose
+among them with their weights and parameters. The step reward is the sum of each term times its
+weight, in the order listed; the terminations are or-ed (time-outs are handled here).
 
 Actions are checked in `step`: a torch.Tensor of shape [num_envs, num_actions], floating
 point, on the env's device, and finite. A non-finite action is an error by default
@@ -62,10 +64,13 @@ generator), so that a resumed training run continues exactly where it stopped.
 """
 
 import contextlib
+import functools
 import math
+import types
 
 import torch
 
+from envs import terms
 from simrl import Sim
 
 _GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)  # as a signed int64
@@ -87,7 +92,10 @@ class BatchedEnv:
         num_actions: size of the action vector.
         decimation: physics steps per action.
         episode_length_s: episode duration in seconds; an episode that reaches it is a time-out.
-        reward_weights: {term name: weight}; the step reward is sum(weight * term).
+        rewards: {term name: {weight: w, parameters}} (envs/terms.py; None: the class's REWARDS);
+            the step reward is sum(weight * term).
+        terminations: {term name: {parameters}} (None: the class's TERMINATIONS); an episode
+            fails when any is true.
         seed: seed of the environment's random generator (resets, commands, noise).
         nonfinite_actions: "error" (default): `step` raises on NaN or inf actions; "zero": they
             are replaced by 0 and counted (see the module docstring).
@@ -121,8 +129,17 @@ class BatchedEnv:
     #: clipped at zero before the termination term is added (the episode sums stay unclipped)
     only_positive_rewards: bool = False
 
+    #: the reward and termination terms a task can list (envs/terms.py), and those used when it lists none
+    REWARD_TERMS: dict = {}
+    TERMINATION_TERMS: dict = {}
+    REWARDS: dict = {}
+    TERMINATIONS: dict = {}
+    #: a robot's own defaults of term parameters: {section: {term: {parameter: value}}}
+    TERM_PARAMS: dict = {}
+
     def __init__(self, sim: Sim, num_actions: int, decimation: int, episode_length_s: float,
-                 reward_weights: dict[str, float], seed: int = 0, nonfinite_actions: str = "error"):
+                 rewards: dict | None = None, terminations: dict | None = None, seed: int = 0,
+                 nonfinite_actions: str = "error"):
         if nonfinite_actions not in ("error", "zero"):
             raise ValueError(f"nonfinite_actions must be 'error' or 'zero', got {nonfinite_actions!r}")
         if decimation < 1:
@@ -136,11 +153,12 @@ class BatchedEnv:
         self.decimation = int(decimation)
         self.step_dt = sim.timestep * self.decimation
         self.max_episode_length = int(math.ceil(episode_length_s / self.step_dt))
-        for name in reward_weights:
-            if not callable(getattr(self, f"_reward_{name}", None)):
-                raise ValueError(f"unknown reward term {name!r} for {type(self).__name__}; "
-                                 f"available: {sorted(self.reward_term_names())}")
-        self.reward_weights = {k: float(v) for k, v in reward_weights.items()}
+        #: the reward terms (envs/terms.py Term: name, function, parameters, weight), in order
+        self.reward_terms = terms.build(self, "rewards", rewards)
+        #: {term name: weight}
+        self.reward_weights = {name: term.weight for name, term in self.reward_terms.items()}
+        #: the termination terms, in order
+        self.termination_terms = terms.build(self, "terminations", terminations)
         self.generator = torch.Generator(device=self.device)
         self.seed(seed)
         self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
@@ -183,10 +201,6 @@ class BatchedEnv:
         h = self.action_history
         h.copy_(torch.cat([actions[:, None].to(h.dtype), h[:, :-1]], dim=1))
         return h[torch.arange(self.num_envs, device=self.device), self.action_delay]
-
-    @classmethod
-    def reward_term_names(cls) -> list[str]:
-        return [n.removeprefix("_reward_") for n in dir(cls) if n.startswith("_reward_")]
 
     def seed(self, seed: int) -> None:
         self.generator.manual_seed(int(seed))
@@ -288,8 +302,8 @@ class BatchedEnv:
         # reach neither the reward nor the logged episode sums
         reward = torch.zeros(self.num_envs, device=self.device)
         termination = None
-        for name, weight in self.reward_weights.items():
-            term = getattr(self, f"_reward_{name}")() * weight
+        for name, reward_term in self.reward_terms.items():
+            term = reward_term(self) * reward_term.weight
             term = torch.where(nan, torch.zeros_like(term), term)
             self.episode_sums[name] += term.detach()
             if name == "termination" and self.only_positive_rewards:
@@ -671,8 +685,22 @@ class BatchedEnv:
     def _observations(self) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
+    def terminations(self) -> dict[str, torch.Tensor]:
+        """The termination terms' values [num_envs] bool of the current state, by name."""
+        return {name: term(self) for name, term in self.termination_terms.items()}
+
+    def terminated(self) -> torch.Tensor:
+        """[num_envs] bool: the current state fails (any termination term; time-outs aside)."""
+        return self._terminated()
+
     def _terminated(self) -> torch.Tensor:
-        raise NotImplementedError
+        values = self.terminations()
+        #: the last terminations() (simrl.rl.evaluate counts the falls by cause); a read-only
+        #: mapping, not a dict: no step depends on it, so it is no part of state_dict()
+        self.termination_causes = types.MappingProxyType(values)
+        if not values:
+            return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        return functools.reduce(torch.logical_or, values.values())
 
     def _reset_envs(self, env_ids: torch.Tensor) -> None:
         raise NotImplementedError

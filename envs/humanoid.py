@@ -4,11 +4,12 @@ actuator models as for the quadruped) with a humanoid's robot section and reward
 
 - Robot: base body `pelvis`; feet `left_ankle_roll_link` and `right_ankle_roll_link` (their box
   geoms); the pelvis, torso or head touching the ground ends the episode, as does the pelvis
-  below `min_base_height` (0.4 m; it stands at 0.77 m) or tilting past horizontal; thighs,
+  below the base_height termination's min_height (0.4 m; it stands at 0.77 m) or tilting past
+  horizontal; thighs,
   shins, arms and hands touching it are undesired contacts; the `home` keyframe is the default
   pose; action scale 0.25 rad (unitree_rl_gym's for its G1).
-- Rewards: mjlab's G1 velocity terms (its velocity task, config/g1/env_cfgs.py): tracking of
-  (vx, vy) and yaw rate (exp(-err^2 / 0.25), std 0.5) weighted 2 each, `upright`
+- Rewards (envs/mdp/rewards.py): mjlab's G1 velocity terms (its velocity task,
+  config/g1/env_cfgs.py): tracking of (vx, vy) and yaw rate (exp(-err^2 / 0.25), std 0.5) weighted 2 each, `upright`
   (exp(-|gravity_xy|^2 / 0.2)) and `pose` (mjlab's variable_posture: each joint's distance from the
   default pose over a std chosen by the command's regime, POSE_STD) weighted 1, an action-rate
   penalty of -0.1 (20 times Isaac Lab's), the angular-velocity penalty, the feet's sliding speed
@@ -16,9 +17,9 @@ actuator models as for the quadruped) with a humanoid's robot section and reward
   termination penalty. With them and an initial action noise of 0.5 the humanoid walks on
   command (docs/RESULTS.md, humanoid, fifth attempt); Isaac Lab's G1 terms (flat_env_cfg.py over
   rough_env_cfg.py: flat orientation, lin_vel_z, hip and knee torques and accelerations
-  (`torque_joints`, `acc_joints`), the biped air time up to 0.4 s, joint deviation of
-  `deviation_joints`, termination -200) taught it to stand only. Every term is in envs.legged;
-  weights in tasks/humanoid.yaml.
+  (`joints` of torques and dof_acc), the biped air time up to 0.4 s, joint deviation of the
+  hips' yaw and roll, waist and arms, termination -200) taught it to stand only; they keep this
+  robot's parameters (TERM_PARAMS) when a task lists them. Weights in tasks/humanoid.yaml.
 - Commands: vx in [-0.5, 1.0] m/s, vy in [-0.3, 0.3] m/s, yaw rate in [-1, 1] rad/s.
 """
 
@@ -38,10 +39,11 @@ DEVIATION_JOINTS = (".*_hip_yaw", ".*_hip_roll", "waist_yaw", ".*_shoulder_.*", 
 #: joints whose accelerations and torques are penalised (Isaac Lab's G1 flat task: hips and knees)
 LEG_JOINTS = (".*_hip_.*", ".*_knee")
 
-DEFAULT_REWARDS = {
+#: the reward terms when the task gives none: mjlab's G1 velocity recipe
+DEFAULT_REWARDS = {name: {"weight": weight} for name, weight in {
     "tracking_lin_vel": 2.0, "tracking_ang_vel": 2.0, "upright": 1.0, "pose": 1.0, "ang_vel_xy": -0.05,
     "action_rate": -0.1, "feet_slide": -0.1, "dof_pos_limits": -1.0, "undesired_contacts": -1.0,
-}
+}.items()}
 
 
 #: the pose term's per-joint std (rad) in each command regime: mjlab's G1 values (its
@@ -64,14 +66,13 @@ class HumanoidEnv(LeggedEnv):
 
     MJCF = ASSETS_DIR / "humanoid23.xml"
     ROBOT = HUMANOID
-    DEFAULT_REWARDS = DEFAULT_REWARDS
-    POSE_STD = POSE_STD
-
-    def __init__(self, num_envs: int = 256, lin_vel_x: tuple = (-0.5, 1.0), lin_vel_y: tuple = (-0.3, 0.3),
-                 ang_vel_yaw: tuple = (-1.0, 1.0), air_time_target: float = 0.4, min_base_height: float = 0.4,
-                 deviation_joints: tuple = DEVIATION_JOINTS, acc_joints: tuple = LEG_JOINTS,
-                 torque_joints: tuple = LEG_JOINTS, **kwargs):
-        super().__init__(num_envs=num_envs, lin_vel_x=lin_vel_x, lin_vel_y=lin_vel_y, ang_vel_yaw=ang_vel_yaw,
-                         air_time_target=air_time_target, min_base_height=min_base_height,
-                         deviation_joints=deviation_joints, acc_joints=acc_joints, torque_joints=torque_joints,
-                         **kwargs)
+    REWARDS = DEFAULT_REWARDS
+    #: the humanoid's own defaults of the terms' parameters (envs/terms.py)
+    TERM_PARAMS = {
+        "commands": {"base_velocity": {"lin_vel_x": (-0.5, 1.0), "lin_vel_y": (-0.3, 0.3), "ang_vel_yaw": (-1.0, 1.0)}},
+        "rewards": {"pose": {"std": POSE_STD}, "feet_air_time": {"threshold": 0.4},
+                    "feet_air_time_biped": {"threshold": 0.4}, "joint_deviation": {"joints": DEVIATION_JOINTS},
+                    "dof_acc": {"joints": LEG_JOINTS}, "torques": {"joints": LEG_JOINTS}},
+        # the pelvis stands at 0.77 m
+        "terminations": {"base_height": {"min_height": 0.4}},
+    }

@@ -38,6 +38,8 @@ from pathlib import Path
 
 import mujoco
 
+from envs.model_names import HINGE_SLIDE, names
+
 #: the fields of a robot section that list MJCF names (and the object each names)
 _GEOM_LISTS = ("foot_geoms", "termination_geoms", "undesired_geoms")
 _BODY_LISTS = ("foot_bodies", "termination_bodies", "undesired_bodies")
@@ -106,22 +108,18 @@ class RobotCfg:
         return path
 
 
-def _names(mjm: mujoco.MjModel, obj: mujoco.mjtObj, count: int) -> list[str]:
-    return [mujoco.mj_id2name(mjm, obj, i) or "" for i in range(count)]
-
-
-def _match(key: str, patterns, names: list[str], kind: str) -> list[list[int]]:
-    """Ids of `names` matched by each pattern (re.fullmatch), one list per pattern, in the
-    model's order; ValueError naming a pattern that matches nothing and listing `names`."""
+def _match(key: str, patterns, candidates: list[str], kind: str) -> list[list[int]]:
+    """Ids of `candidates` (names) matched by each pattern (re.fullmatch), one list per pattern, in
+    the model's order; ValueError naming a pattern that matches nothing and listing `candidates`."""
     groups = []
     for pattern in patterns:
         try:
             regex = re.compile(pattern)
         except re.error as e:
             raise ValueError(f"robot.{key}: {pattern!r} is not a valid regular expression ({e})") from None
-        ids = [i for i, n in enumerate(names) if n and regex.fullmatch(n)]
+        ids = [i for i, n in enumerate(candidates) if n and regex.fullmatch(n)]
         if not ids:
-            shown = [n for n in names if n]
+            shown = [n for n in candidates if n]
             raise ValueError(f"robot.{key}: no {kind} of the model is named {pattern!r} (a name or a regular "
                              f"expression); its {kind}s: {', '.join(shown) or 'none'}")
         groups.append(ids)
@@ -150,8 +148,8 @@ class Robot:
 
     def __init__(self, cfg: RobotCfg, mjm: mujoco.MjModel, source: str):
         self.cfg = cfg
-        bodies = _names(mjm, mujoco.mjtObj.mjOBJ_BODY, mjm.nbody)
-        geoms = _names(mjm, mujoco.mjtObj.mjOBJ_GEOM, mjm.ngeom)
+        bodies = names(mjm, mujoco.mjtObj.mjOBJ_BODY, mjm.nbody)
+        geoms = names(mjm, mujoco.mjtObj.mjOBJ_GEOM, mjm.ngeom)
         if cfg.base_body not in bodies:
             raise ValueError(f"robot.base_body: {source} has no body named {cfg.base_body!r}; its bodies: "
                              f"{', '.join(n for n in bodies if n)}")
@@ -168,7 +166,7 @@ class Robot:
         if cfg.keyframe is None:
             self.key, self.qpos0 = None, mjm.qpos0.copy()
         else:
-            keys = _names(mjm, mujoco.mjtObj.mjOBJ_KEY, mjm.nkey)
+            keys = names(mjm, mujoco.mjtObj.mjOBJ_KEY, mjm.nkey)
             if cfg.keyframe not in keys:
                 raise ValueError(f"robot.keyframe: {source} has no keyframe named {cfg.keyframe!r}; its keyframes: "
                                  f"{', '.join(repr(k) for k in keys) or 'none'} (or robot.keyframe=null for qpos0)")
@@ -202,13 +200,12 @@ class Robot:
         self.undesired_geoms = flat(_match("undesired_geoms", cfg.undesired_geoms, geoms, "geom")
                                     + geoms_of(_match("undesired_bodies", cfg.undesired_bodies, bodies, "body")))
 
-        actuators = _names(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, mjm.nu)
+        actuators = names(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, mjm.nu)
         if mjm.nu == 0:
             raise ValueError(f"robot: {source} has no actuators: the policy's actions are actuator targets")
-        hinge_slide = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
         for a in range(mjm.nu):
             j = int(mjm.actuator_trnid[a, 0])
-            if mjm.actuator_trntype[a] != int(mujoco.mjtTrn.mjTRN_JOINT) or int(mjm.jnt_type[j]) not in hinge_slide:
+            if mjm.actuator_trntype[a] != int(mujoco.mjtTrn.mjTRN_JOINT) or int(mjm.jnt_type[j]) not in HINGE_SLIDE:
                 raise ValueError(f"robot: actuator {actuators[a] or a!r} of {source} does not drive one hinge or slide "
                                  f"joint; a legged task's actions are joint-position targets")
         self.actuator_qposadr = [int(mjm.jnt_qposadr[mjm.actuator_trnid[a, 0]]) for a in range(mjm.nu)]

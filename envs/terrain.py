@@ -137,7 +137,8 @@ class TerrainCfg:
     #: names of the robot geoms that collide with the terrain boxes; None: every geom that
     #: collides with the floor. Each box is a candidate pair with each of them, so fewer is cheaper
     robot_geoms: tuple | None = None
-    #: terrain curriculum (envs.quadruped_rough.QuadrupedRoughEnv): worlds move between rows
+    #: the rows are levels of a curriculum: worlds start on rows 0..max_init_level, and the curriculum
+    #: term terrain_levels (envs/mdp/curriculum.py; envs.rough) moves them; false: rows drawn uniformly once
     curriculum: bool = True
     #: curriculum: worlds start on a row in 0..max_init_level (legged_gym max_init_terrain_level)
     max_init_level: int = 1

@@ -95,12 +95,23 @@ def _observations(value, env_class) -> list[str]:
     return observations.check_config(value, groups)
 
 
+def _terms(section: str) -> Callable[[object, type], list[str]]:
+    """The checker of a section of the env's terms (envs/terms.py: rewards, terminations, ...)."""
+    def check(value, env_class) -> list[str]:
+        from envs import terms
+
+        return terms.check_config(env_class, section, value)
+
+    return check
+
+
 #: sections of `task.env` with a checker of their own: key -> checker(value, environment class),
 #: which returns the problems of the section, one line each (naming task.env.<key>...)
 ENV_SECTIONS: dict[str, Callable[[object, type], list[str]]] = {
     "randomization": _randomization,
     "actuator": _actuator,
     "observations": _observations,
+    **{section: _terms(section) for section in ("rewards", "terminations", "commands", "curriculum")},
 }
 
 
@@ -110,30 +121,15 @@ def _scale(v) -> bool:
     return bool(values) and all(is_number(x) and math.isfinite(x) and x > 0 for x in values)
 
 
-def _check_weights(c: Checker, key: str, value) -> None:
-    if value is None:
-        return
-    if not isinstance(value, Mapping):
-        c.fail(key, value, "a mapping {term: weight}")
-        return
-    for term, weight in value.items():
-        number()(c, f"{key}.{term}", weight)
-
-
-_JOINT_NAMES = expect(lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v),
-                      "a list of joint names (regular expressions)")
-
 #: environment keyword arguments checked by name; the others by their default's type (_rule_by_default)
 ENV_RULES: dict[str, Rule] = {
     "nonfinite_actions": one_of("error", "zero"),
     "observation_source": one_of("sensors", "state"),
     "dtype": one_of("float32", "float64"),
     "decimation": positive_int(),
-    "deviation_joints": _JOINT_NAMES, "acc_joints": _JOINT_NAMES, "torque_joints": _JOINT_NAMES,
     # the legged tasks' (null: the robot section's task.robot.action_scale)
     "action_scale": expect(lambda v: v is None or _scale(v),
                            "a number > 0, a list of them (one per actuator) or null (task.robot.action_scale)"),
-    "reward_weights": _check_weights,
 }
 
 
@@ -176,7 +172,10 @@ def _check_env(c: Checker, task_name: str, env_cfg) -> None:
         elif key in ("terrain", "robot") and key in params:
             c.errors.append(f"{full}: set the task's {key} section, task.{key}.*, instead")
         elif key not in params:
-            c.errors.append(f"unknown key {full} for environment {task_name!r}"
+            from envs.terms import former_key_error  # a key of the form before the terms: what to write
+
+            c.errors.append(former_key_error(_env_class(task_name)[0], key, env_cfg)
+                            or f"unknown key {full} for environment {task_name!r}"
                             f"{suggest(key, [p for p in params if p not in ENV_TOP_LEVEL])}")
         elif key in ENV_SECTIONS:
             c.errors.extend(ENV_SECTIONS[key](value, _env_class(task_name)[0]))

@@ -281,7 +281,7 @@ def test_reset_and_env_state(rng, sims):
     with pytest.raises(ValueError, match=r"act must have shape \(3, 6\)"):
         sim.act = torch.zeros(W, 5, dtype=torch.float64)
 
-    env = BatchedEnv(sim, num_actions=mjm.nu, decimation=1, episode_length_s=1.0, reward_weights={})
+    env = BatchedEnv(sim, num_actions=mjm.nu, decimation=1, episode_length_s=1.0, rewards={})
     set_state(sim, qpos, qvel, act, ctrl)
     state = env.state_dict()
     assert torch.equal(state["tensors"]["sim.act"], torch.as_tensor(act))
@@ -294,7 +294,7 @@ def test_reset_and_env_state(rng, sims):
     assert torch.equal(sim.qpos, after[0]) and torch.equal(sim.act, after[1])
     plain = Sim.from_mjcf("<mujoco><worldbody><body><joint/><geom size='0.1'/></body></worldbody></mujoco>",
                           dtype="float64")
-    keys = BatchedEnv(plain, num_actions=1, decimation=1, episode_length_s=1.0, reward_weights={}).state_dict()
+    keys = BatchedEnv(plain, num_actions=1, decimation=1, episode_length_s=1.0, rewards={}).state_dict()
     assert "sim.act" not in keys["tensors"] and plain.act.shape == (1, 0)
 
 

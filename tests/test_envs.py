@@ -24,7 +24,7 @@ def test_quadruped_observation_groups():
 
 def test_reward_term_names_are_checked():
     with pytest.raises(ValueError, match="unknown reward term 'flying'"):
-        envs.make("cartpole", num_envs=2, reward_weights={"flying": 1.0})
+        envs.make("cartpole", num_envs=2, rewards={"flying": {"weight": 1.0}})
 
 
 def test_actions_are_checked():
@@ -65,7 +65,8 @@ def test_failed_worlds_reset_alone_and_log_their_terms():
 
 
 def test_time_outs_are_not_terminations():
-    env = envs.make("cartpole", num_envs=2, device="cpu", seed=0, episode_length_s=0.1, max_angle=3.0)
+    env = envs.make("cartpole", num_envs=2, device="cpu", seed=0, episode_length_s=0.1,
+                    terminations={"cart_out_of_bounds": {}, "pole_fallen": {"limit": 3.0}})
     env.reset()
     for _ in range(env.max_episode_length):
         _, _, terminated, time_outs, _ = env.step(torch.zeros(2, 1))

@@ -68,10 +68,11 @@ def test_quadruped_tracking_errors_are_episode_means_by_hand():
     """lin_vel_tracking_error = mean over episodes of the episode mean of |command_xy - v_xy|
     (trunk frame, MuJoCo's trunk velocity), taken in the state each action is applied in; yaw
     the same with |command_yaw - w_z|. Half the worlds fold their legs and fall (below
-    min_base_height 0.28 m) after 3 or 4 steps: their episodes count only those steps."""
+    the base_height termination's 0.28 m) after 3 or 4 steps: their episodes count only those steps."""
     n = 8
     mjm = mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "quadruped.xml"))
-    kwargs = dict(num_envs=n, device="cpu", seed=0, episode_length_s=0.2, min_base_height=0.28)
+    kwargs = dict(num_envs=n, device="cpu", seed=0, episode_length_s=0.2,
+                  terminations={"base_contact": {}, "base_height": {"min_height": 0.28}, "upside_down": {}})
     fold = torch.zeros(n, 12)
     fold[: n // 2] = torch.tensor([0.0, 4.0, -4.0] * 4)  # targets beyond the hip and knee limits
     policy = lambda obs: fold
@@ -90,7 +91,7 @@ def test_quadruped_tracking_errors_are_episode_means_by_hand():
     np.testing.assert_allclose(result["yaw_rate_tracking_error"], (yaw_err / lengths).mean(), rtol=1e-5)
     np.testing.assert_allclose(result["mean_return"], returns.mean(), rtol=1e-5, atol=1e-7)
     assert result["fall_rate"] == fell.mean() == 0.5
-    # the folded legs put the base below min_base_height; none turned over
+    # the folded legs put the base below the base_height termination's; none turned over
     causes = result["falls_by_cause"]
     assert causes.keys() == {"base_contact", "base_height", "upside_down"}
     assert causes["base_height"] == 0.5 and causes["upside_down"] == 0.0 and causes["base_contact"] <= 0.5

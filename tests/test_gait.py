@@ -15,12 +15,12 @@ from envs.humanoid import DEFAULT_REWARDS
 
 DT = 0.02
 NO_PUSH = {"friction": {"mode": "reset", "range": [0.5, 1.25], "operation": "abs", "shared": True}}
-GAIT_REWARDS = {**DEFAULT_REWARDS, "gait_contact": 0.18, "feet_swing_height": -20.0, "alive": 0.15,
-                "base_height": -10.0}
+GAIT_REWARDS = {**DEFAULT_REWARDS, "gait_contact": {"weight": 0.18}, "feet_swing_height": {"weight": -20.0},
+                "alive": {"weight": 0.15}, "base_height": {"weight": -10.0, "target": 0.76}}
 
 
 def gait_env(n=4, name="humanoid", **kwargs):
-    kwargs = {"gait_period": 0.8, "base_height_target": 0.76, "reward_weights": GAIT_REWARDS, **kwargs}
+    kwargs = {"gait_period": 0.8, "rewards": GAIT_REWARDS, **kwargs}
     env = envs.make(name, num_envs=n, device="cpu", seed=0, randomization=NO_PUSH, **kwargs)
     env.reset()
     return env
@@ -52,10 +52,11 @@ def test_gait_contact_counts_the_feet_that_follow_the_clock():
     env = gait_env(4)
     env.episode_length_buf[:] = 10  # first foot at 0.25 (stance), second at 0.75 (swing)
     contacts = torch.tensor([[True, False], [True, True], [False, True], [False, False]])
-    env._in_contact = lambda index: contacts
-    np.testing.assert_allclose(env._reward_gait_contact().numpy(), np.array([2, 1, 0, 1]) * DT, atol=1e-7)
+    env.feet_contact = lambda: contacts
+    gait_contact = env.reward_terms["gait_contact"]
+    np.testing.assert_allclose(gait_contact(env).numpy(), np.array([2, 1, 0, 1]) * DT, atol=1e-7)
     env.episode_length_buf[:] = 30  # 0.75 and 0.25: the roles swap
-    np.testing.assert_allclose(env._reward_gait_contact().numpy(), np.array([0, 1, 2, 1]) * DT, atol=1e-7)
+    np.testing.assert_allclose(gait_contact(env).numpy(), np.array([0, 1, 2, 1]) * DT, atol=1e-7)
 
 
 def test_swing_height_and_base_height_against_mujoco():
@@ -70,7 +71,7 @@ def test_swing_height_and_base_height_against_mujoco():
     env.sim.qvel[:] = 0.0
     env.sim.forward()
     env._base_cache = env._contact_cache = None
-    contact = env._in_contact(env._foot_index)
+    contact = env.feet_contact()
     assert contact.tolist() == [[False, False], [False, True]]
     d = mujoco.MjData(mjm)
     expected = []
@@ -80,9 +81,10 @@ def test_swing_height_and_base_height_against_mujoco():
         z = np.array([d.body(f"{side}_ankle_roll_link").xpos[2] for side in ("left", "right")])
         expected.append(float((((z - 0.08) ** 2) * ~contact[w].numpy()).sum()))
     assert expected[1] > 0.0
-    np.testing.assert_allclose(env._reward_feet_swing_height().numpy(), np.array(expected) * DT, rtol=1e-5)
-    np.testing.assert_allclose(env._reward_base_height().numpy(), (q[:, 2] - 0.76) ** 2 * DT, rtol=1e-5)
-    np.testing.assert_allclose(env._reward_alive().numpy(), [DT, DT])
+    terms = env.reward_terms
+    np.testing.assert_allclose(terms["feet_swing_height"](env).numpy(), np.array(expected) * DT, rtol=1e-5)
+    np.testing.assert_allclose(terms["base_height"](env).numpy(), (q[:, 2] - 0.76) ** 2 * DT, rtol=1e-5)
+    np.testing.assert_allclose(terms["alive"](env).numpy(), [DT, DT])
 
 
 def test_foot_heights_over_terrain_are_above_its_surface():
@@ -97,16 +99,16 @@ def test_foot_heights_over_terrain_are_above_its_surface():
     pos = env.sim.view("xpos")[:, env._foot_bodies].double()
     ground = env.terrain.height_at(pos[..., 0].numpy().ravel(), pos[..., 1].numpy().ravel()).reshape(4, 4)
     assert np.abs(ground).max() > 0.01  # not the flat floor
-    np.testing.assert_allclose(env._foot_heights().numpy(), pos[..., 2].numpy() - ground, atol=2e-6)
+    np.testing.assert_allclose(env.foot_heights().numpy(), pos[..., 2].numpy() - ground, atol=2e-6)
     # the quadruped's default clock is a trot: diagonal feet together
     assert env._gait_offsets.tolist() == [0.0, 0.5, 0.5, 0.0]
 
 
 def test_inconsistent_gait_settings_are_errors():
     with pytest.raises(ValueError, match="gait_contact needs the gait clock: set task.env.gait_period"):
-        envs.make("humanoid", num_envs=1, device="cpu", reward_weights={"gait_contact": 1.0})
-    with pytest.raises(ValueError, match="base_height needs task.env.base_height_target"):
-        envs.make("humanoid", num_envs=1, device="cpu", reward_weights={"base_height": -1.0})
+        envs.make("humanoid", num_envs=1, device="cpu", rewards={"gait_contact": {"weight": 1.0}})
+    with pytest.raises(ValueError, match="rewards.base_height.target is required"):
+        envs.make("humanoid", num_envs=1, device="cpu", rewards={"base_height": {"weight": -1.0}})
     with pytest.raises(ValueError, match="gait_offsets has 3 entries, the robot has 2 feet"):
         envs.make("humanoid", num_envs=1, device="cpu", gait_period=0.8, gait_offsets=[0.0, 0.5, 0.2])
     with pytest.raises(ValueError, match=r"gait_offsets must lie in \[0, 1\)"):

@@ -161,7 +161,7 @@ def test_sync_free_env_step_on_cuda_never_synchronises():
     terrain = {"rows": 2, "cols": 2, "types": {"pyramid_stairs": 1.0, "pyramid_stairs_inv": 1.0}, "border": 3.0,
                "max_init_level": 1}
     kwargs = dict(num_envs=64, device="cuda:0", seed=3, terrain=terrain, episode_length_s=0.4,
-                  command_resample_s=0.16,
+                  commands={"base_velocity": {"resample_s": 0.16}},
                   randomization={"friction": {"mode": "reset", "range": [0.5, 1.25], "operation": "abs",
                                               "shared": True},
                                  "push": {"mode": "interval", "interval_s": [0.08, 0.2], "range": [-0.5, 0.5]}})
@@ -192,7 +192,7 @@ def _rough_cuda(num_envs=64):
     terrain = {"rows": 2, "cols": 2, "types": {"pyramid_stairs": 1.0, "pyramid_stairs_inv": 1.0}, "border": 3.0,
                "max_init_level": 1}
     env = envs.make("quadruped_rough", num_envs=num_envs, device="cuda:0", seed=3, terrain=terrain,
-                    episode_length_s=0.4, command_resample_s=0.16,
+                    episode_length_s=0.4, commands={"base_velocity": {"resample_s": 0.16}},
                     randomization={"friction": {"mode": "reset", "range": [0.5, 1.25], "operation": "abs",
                                                 "shared": True},
                                    "push": {"mode": "interval", "interval_s": [0.08, 0.2], "range": [-0.5, 0.5]}})

@@ -1,7 +1,8 @@
-"""Heading commands of the legged tasks (envs/legged.py `heading_command`; legged_gym's
-`heading_command`, Isaac Lab's UniformVelocityCommand): the base's heading against MuJoCo's body
-frame, the yaw-rate command's law by hand (wrapping across +-pi, clipping to the ang_vel_yaw
-range), the targets' draws, a robot steered by it, and the settings' errors."""
+"""Heading commands of the legged tasks (the base_velocity command's `heading_command`,
+envs/mdp/commands.py; legged_gym's `heading_command`, Isaac Lab's UniformVelocityCommand): the
+base's heading against MuJoCo's body frame, the yaw-rate command's law by hand (wrapping across
++-pi, clipping to the ang_vel_yaw range), the targets' draws, a robot steered by it, and the
+settings' errors."""
 
 import math
 
@@ -16,9 +17,10 @@ import envs
 NO_PUSH = {"friction": {"mode": "reset", "range": [0.5, 1.25], "operation": "abs", "shared": True}}
 
 
-def heading_env(n, **kwargs):
-    env = envs.make("quadruped", num_envs=n, device="cpu", seed=0, randomization=NO_PUSH, heading_command=True,
-                    **kwargs)
+def heading_env(n, **velocity):
+    """A quadruped whose velocity command (envs/mdp/commands.py) has heading control and `velocity`."""
+    env = envs.make("quadruped", num_envs=n, device="cpu", seed=0, randomization=NO_PUSH,
+                    commands={"base_velocity": {"heading_command": True, **velocity}})
     env.reset()
     return env
 
@@ -72,7 +74,7 @@ def test_targets_are_drawn_in_range_with_the_commands_and_kept_in_the_state():
     """Each reset and resample draws a target uniformly in heading_range; the yaw-rate command
     is no longer drawn; heading_target is per-world state (state_dict)."""
     n = 512
-    env = heading_env(n, heading_range=(-1.0, 2.0), command_resample_s=0.1)
+    env = heading_env(n, heading_range=(-1.0, 2.0), resample_s=0.1)
     first = env.heading_target.clone()
     for _ in range(5):
         env.step(torch.zeros(n, env.num_actions))
@@ -115,7 +117,7 @@ def test_a_turning_base_meets_its_heading():
 ])
 def test_bad_heading_settings_are_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        envs.make("quadruped", num_envs=1, device="cpu", heading_command=True, **kwargs)
+        heading_env(1, **kwargs)
 
 
 def test_without_heading_commands_nothing_changes():

@@ -16,6 +16,7 @@ from conftest import axis_angle_quat
 
 import envs
 from envs import ASSETS_DIR
+from envs.mdp import rewards as reward_terms
 from simrl import Sim
 
 PATH = ASSETS_DIR / "humanoid23.xml"
@@ -96,6 +97,11 @@ def test_simrl_reproduces_mujoco_on_the_humanoid(mjm):
     assert torch.equal(sim.qpos[0], sim.qpos[1])
 
 
+def listing(*names, weight=-1.0):
+    """A rewards section with the terms `names` at the humanoid's parameters (TERM_PARAMS)."""
+    return {name: {"weight": weight} for name in names}
+
+
 def humanoid_env(n, **kwargs):
     env = envs.make("humanoid", num_envs=n, device="cpu", seed=0, randomization=NO_PUSH, **kwargs)
     env.reset()
@@ -118,7 +124,7 @@ def test_humanoid_observations_and_feet():
     mjm = env.sim.mj_model
     assert env.robot.feet == [[mjm.geom("left_foot").id], [mjm.geom("right_foot").id]]
     set_state(env, np.tile(mjm.key_qpos[0], (2, 1)))
-    assert env._in_contact(env._foot_index).all()
+    assert env.feet_contact().all()
     assert not env._terminated().any()
 
 
@@ -126,7 +132,7 @@ def test_humanoid_terminations_by_hand(mjm):
     """Pelvis, torso or head on the ground, the pelvis below 0.4 m, or upside down: terminated."""
     home = mjm.key_qpos[0].copy()
     low = home.copy()
-    low[2] = 0.35  # crouched through the floor: below min_base_height (feet deep in the floor too)
+    low[2] = 0.35  # crouched through the floor: below base_height's 0.4 m (feet deep in the floor too)
     lying = home.copy()
     lying[3:7] = axis_angle_quat([0, 1, 0], math.pi / 2)  # on its back... or front: torso on the ground
     lying[2] = 0.1
@@ -137,13 +143,13 @@ def test_humanoid_terminations_by_hand(mjm):
     env = humanoid_env(4)
     set_state(env, states)
     np.testing.assert_array_equal(env._terminated().numpy(), [False, True, True, True])
-    np.testing.assert_array_equal(env._reward_termination().numpy(), [0.0, 1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(reward_terms.termination(env).numpy(), [0.0, 1.0, 1.0, 1.0])
 
 
 def test_joint_deviation_and_limit_terms_by_hand(mjm):
     """joint_deviation: sum |q - home| over hip yaw/roll, waist and arm joints (not the hip
     pitch, knees, ankles); dof_pos_limits: how far joints are beyond their ranges."""
-    env = humanoid_env(3)
+    env = humanoid_env(3, rewards=listing("joint_deviation", "dof_pos_limits"))
     home = mjm.key_qpos[0].copy()
     q = np.tile(home, (3, 1))
     col = {name: mjm.joint(name).qposadr[0] for name in JOINTS}
@@ -154,8 +160,10 @@ def test_joint_deviation_and_limit_terms_by_hand(mjm):
     q[2, col["left_ankle_roll"]] = 0.26 + 0.05  # beyond its range by 0.05
     q[2, col["right_knee"]] = -0.087 - 0.02  # by 0.02
     set_state(env, q)
-    np.testing.assert_allclose(env._reward_joint_deviation().numpy(), np.array([0.0, 0.6, 0.0]) * DT, atol=1e-7)
-    np.testing.assert_allclose(env._reward_dof_pos_limits().numpy(), np.array([0.0, 0.0, 0.07]) * DT, atol=1e-7)
+    np.testing.assert_allclose(env.reward_terms["joint_deviation"](env).numpy(), np.array([0.0, 0.6, 0.0]) * DT,
+                               atol=1e-7)
+    np.testing.assert_allclose(env.reward_terms["dof_pos_limits"](env).numpy(), np.array([0.0, 0.0, 0.07]) * DT,
+                               atol=1e-7)
 
 
 def test_pose_and_upright_terms_by_hand(mjm):
@@ -164,7 +172,7 @@ def test_pose_and_upright_terms_by_hand(mjm):
     0.05; from 1.5: running); upright: exp(-|gravity_xy in the pelvis frame|^2 / 0.2). Times dt."""
     from envs.humanoid import POSE_STD
 
-    env = humanoid_env(4, reward_weights={"pose": 1.0, "upright": 1.0})
+    env = humanoid_env(4, rewards=listing("pose", "upright", weight=1.0))
     home = mjm.key_qpos[0].copy()
     q = np.tile(home, (4, 1))
     col = {name: mjm.joint(name).qposadr[0] for name in JOINTS}
@@ -181,17 +189,17 @@ def test_pose_and_upright_terms_by_hand(mjm):
     regimes = [0, 1, 2, 0]  # speeds 0.04, 0.5, 1.6, 0
     expected = [math.exp(-sum((deviation[j] / std[j][r]) ** 2 for j in deviation) / len(JOINTS)) * DT
                 for r in regimes]
-    np.testing.assert_allclose(env._reward_pose().numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(env.reward_terms["pose"](env).numpy(), expected, rtol=1e-5)
     tilt = [0.0, math.sin(0.3) ** 2, math.sin(0.5) ** 2, math.sin(0.2) ** 2]  # |gravity_xy|^2 = sin^2(tilt)
-    np.testing.assert_allclose(env._reward_upright().numpy(), np.exp(-np.array(tilt) / 0.2) * DT, rtol=1e-5)
+    np.testing.assert_allclose(env.reward_terms["upright"](env).numpy(), np.exp(-np.array(tilt) / 0.2) * DT, rtol=1e-5)
 
 
 def test_pose_term_names_the_joint_it_has_no_std_for():
-    with pytest.raises(ValueError, match=r"pose_std.walking: joint 'left_hip_pitch' .* no pattern"):
-        humanoid_env(1, reward_weights={"pose": 1.0},
-                     pose_std={"standing": {".*": 0.1}, "walking": {".*_knee": 0.3}, "running": {".*": 0.5}})
+    std = {"standing": {".*": 0.1}, "walking": {".*_knee": 0.3}, "running": {".*": 0.5}}
+    with pytest.raises(ValueError, match=r"rewards.pose.std.walking: joint 'left_hip_pitch' .* no pattern"):
+        humanoid_env(1, rewards={"pose": {"weight": 1.0, "std": std}})
     with pytest.raises(ValueError, match="keys standing, walking, running"):
-        humanoid_env(1, reward_weights={"pose": 1.0}, pose_std={"walking": {".*": 0.3}})
+        humanoid_env(1, rewards={"pose": {"weight": 1.0, "std": {"walking": {".*": 0.3}}}})
 
 
 def test_feet_slide_against_mj_object_velocity(mjm):
@@ -205,8 +213,8 @@ def test_feet_slide_against_mj_object_velocity(mjm):
     v = rng.normal(0.0, 1.0, (3, mjm.nv))
     set_state(env, q, v)
     contact = torch.tensor([[True, True], [True, False], [False, False]])
-    env._in_contact = lambda index: contact
-    got = env._reward_feet_slide().numpy() / DT
+    env.feet_contact = lambda: contact
+    got = env.reward_terms["feet_slide"](env).numpy() / DT
     d = mujoco.MjData(mjm)
     expected = []
     for w in range(3):
@@ -226,29 +234,30 @@ def test_acc_and_torque_joints_restrict_their_terms(mjm):
     """dof_acc and torques over the task's joints only (hips and knees): a joint acceleration or
     torque of an arm changes nothing, one of a knee counts; a pattern that names no joint is an
     error that lists the model's joints."""
-    env = humanoid_env(1)
+    env = humanoid_env(1, rewards=listing("dof_acc", "torques"))
     env._prestep_qvel = torch.zeros(1, mjm.nv)
     dof = {name: mjm.joint(name).dofadr[0] for name in JOINTS}
     env.sim.qvel[:] = 0.0
     env.sim.qvel[0, dof["right_elbow"]] = 1.0
-    assert env._reward_dof_acc().item() == 0.0
+    dof_acc, torques = env.reward_terms["dof_acc"], env.reward_terms["torques"]
+    assert dof_acc(env).item() == 0.0
     env.sim.qvel[0, dof["left_knee"]] = 0.5
-    np.testing.assert_allclose(env._reward_dof_acc().item(), (0.5 / DT) ** 2 * DT, rtol=1e-6)
+    np.testing.assert_allclose(dof_acc(env).item(), (0.5 / DT) ** 2 * DT, rtol=1e-6)
     torque = torch.zeros(1, mjm.nu)
     env.actuator_model.applied_torque = lambda: torque
     torque[0, mjm.actuator("left_shoulder_pitch").id] = 10.0
-    assert env._reward_torques().item() == 0.0
+    assert torques(env).item() == 0.0
     torque[0, mjm.actuator("right_hip_roll").id] = 3.0
-    np.testing.assert_allclose(env._reward_torques().item(), 9.0 * DT, rtol=1e-6)
-    with pytest.raises(ValueError, match=r"acc_joints: no hinge or slide joint .* 'ankle'.*left_hip_pitch"):
-        envs.make("humanoid", num_envs=1, device="cpu", acc_joints=["ankle"])
+    np.testing.assert_allclose(torques(env).item(), 9.0 * DT, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"dof_acc.joints: no hinge or slide joint .* 'ankle'.*left_hip_pitch"):
+        envs.make("humanoid", num_envs=1, device="cpu", rewards={"dof_acc": {"weight": -1.0, "joints": ["ankle"]}})
 
 
 def test_biped_air_time_by_hand():
     """Isaac Lab's feet_air_time_positive_biped on a sequence of contacts: while exactly one foot
     is down, the shorter of the two feet's times in their modes, capped at 0.4 s; nothing when
     both or neither are down, or for a standing command."""
-    env = humanoid_env(2)
+    env = humanoid_env(2, rewards=listing("feet_air_time_biped", weight=1.0))
     env.commands[:] = torch.tensor([[0.5, 0.0, 0.0], [0.05, 0.0, 0.3]])
     # contact sequence of (left, right): both down 3 steps, right lifted 30 steps, both down 2
     seq = [(True, True)] * 3 + [(True, False)] * 30 + [(True, True)] * 2
@@ -257,8 +266,8 @@ def test_biped_air_time_by_hand():
     last = np.zeros(2, bool)
     for k, contact in enumerate(seq):
         c = torch.tensor([contact, contact])
-        env._in_contact = lambda index, c=c: c  # the feet's contacts of this step
-        got = env._reward_feet_air_time_biped().numpy()
+        env.feet_contact = lambda c=c: c  # the feet's contacts of this step
+        got = env.reward_terms["feet_air_time_biped"](env).numpy()
         now = np.array(contact)
         air = np.where(now, 0.0, air + DT)
         down = np.where(now, np.where(last, down + DT, DT), 0.0)

@@ -57,8 +57,9 @@ def test_ppo_learns_to_walk_the_quadruped_forward():
     35 s). Standing still scores 2.92 (tracking error 0.61 m/s). Best return within 40
     iterations over seeds 0-4: at least 3.73, 3.91, 5.17, 5.03, 4.02 (seed 4 was at 3.02 after
     30 iterations); the bar is +15% (3.35)."""
-    env_kwargs = dict(episode_length_s=4.0, lin_vel_x=(0.6, 0.6), lin_vel_y=(0.0, 0.0), ang_vel_yaw=(0.0, 0.0),
-                      reward_weights={"tracking_lin_vel": 1.0, "tracking_ang_vel": 0.5})
+    velocity = {"lin_vel_x": (0.6, 0.6), "lin_vel_y": (0.0, 0.0), "ang_vel_yaw": (0.0, 0.0)}
+    env_kwargs = dict(episode_length_s=4.0, commands={"base_velocity": velocity},
+                      rewards={"tracking_lin_vel": {"weight": 1.0}, "tracking_ang_vel": {"weight": 0.5}})
     best, zero = train_and_evaluate("quadruped", 256, 40, env_kwargs)
     assert best["mean_return"] > 1.15 * zero["mean_return"], (best, zero)
     assert best["lin_vel_tracking_error"] < zero["lin_vel_tracking_error"], (best, zero)

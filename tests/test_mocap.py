@@ -201,7 +201,7 @@ def test_env_state_holds_the_mocap_poses(rng):
     from envs.base import BatchedEnv
 
     sim = Sim.from_model(pusher(), num_worlds=2, dtype="float64")
-    env = BatchedEnv(sim, num_actions=1, decimation=1, episode_length_s=1.0, reward_weights={})
+    env = BatchedEnv(sim, num_actions=1, decimation=1, episode_length_s=1.0, rewards={})
     pos, quat = _random_mocap(sim.mj_model, 2, rng)
     sim.mocap_pos, sim.mocap_quat = torch.as_tensor(pos), torch.as_tensor(quat)
     state = env.state_dict()
@@ -211,7 +211,7 @@ def test_env_state_holds_the_mocap_poses(rng):
     assert np.array_equal(sim.mocap_pos.numpy(), pos) and np.array_equal(sim.mocap_quat.numpy(), quat)
     plain = Sim.from_mjcf("<mujoco><worldbody><body><joint/><geom size='0.1'/></body></worldbody></mujoco>",
                           dtype="float64")
-    keys = BatchedEnv(plain, num_actions=1, decimation=1, episode_length_s=1.0, reward_weights={}).state_dict()
+    keys = BatchedEnv(plain, num_actions=1, decimation=1, episode_length_s=1.0, rewards={}).state_dict()
     assert not any("mocap" in k for k in keys["tensors"])
 
 

@@ -33,7 +33,7 @@ def hand_written_policy(env, obs_noise):
     and uniform noise amplitudes), drawing from the env's generator."""
     q, v = env.sim.qpos.float(), env.sim.qvel.float()
     q_seen = q + env.encoder_bias if hasattr(env, "encoder_bias") else q
-    lin_vel, ang_vel, gravity = env._imu() if env.observation_source == "sensors" else env._base()
+    lin_vel, ang_vel, gravity = env.imu() if env.observation_source == "sensors" else env.base_state()
     clean = torch.cat([lin_vel * 2.0, ang_vel * 0.25, gravity, env.commands * torch.tensor([2.0, 2.0, 0.25]),
                        q_seen[:, 7:] - env.default_joint_pos, v[:, 6:] * 0.05, env.last_actions], dim=1)
     noise_scale = torch.cat([torch.full((3,), 0.2), torch.full((3,), 0.05), torch.full((3,), 0.05),

@@ -69,9 +69,28 @@ def train(run_dir, *overrides, runs_root="runs"):
     (["task.env.decimation=0"], "task.env.decimation must be a positive integer, got 0"),
     (["task.env.episode_length_s=-1"], "task.env.episode_length_s must be a number > 0, got -1"),
     (["task.env.episode_length_s=abc"], "task.env.episode_length_s must be a number > 0, got 'abc'"),
-    (["task.env.max_angle=[1,2]"], "task.env.max_angle must be a finite number, got [1, 2]"),
-    (["+task.env.max_angel=0.3"],
-     "unknown key task.env.max_angel for environment 'cartpole'; did you mean 'max_angle'?"),
+    (["task.env.terminations.pole_fallen.limit=[1,2]"],
+     "task.env.terminations.pole_fallen.limit must be a finite number, got [1, 2]"),
+    (["+task.env.terminations.pole_fallen.limt=0.3"],
+     "unknown key task.env.terminations.pole_fallen.limt; did you mean 'limit'?"),
+    (["+task.env.terminations.pole_falen={}"],
+     "task.env.terminations: unknown termination term 'pole_falen' for CartpoleEnv; did you mean 'pole_fallen'?"),
+    (["task.env.rewards.alive.weight=abc"], "task.env.rewards.alive.weight must be a finite number, got 'abc'"),
+    (["+task.env.decimaton=2"],
+     "unknown key task.env.decimaton for environment 'cartpole'; did you mean 'decimation'?"),
+    # the form before the terms: refused with what to write instead
+    (["+task.env.max_angle=0.3"], "task.env.max_angle is the former form of the task's terminations (the task file "
+     "lists its terms now, envs/terms.py): write task.env.terminations.pole_fallen.limit=0.3"),
+    (["task=quadruped", "+task.env.reward_weights={termination: -5.0}"],
+     "task.env.reward_weights is the former form of the task's rewards (the task file lists its terms now, "
+     "envs/terms.py): write task.env.rewards: {termination: {weight: -5.0}}"),
+    (["task=quadruped", "+task.env.tracking_sigma=0.5"],
+     "write task.env.rewards.tracking_lin_vel.sigma=0.5 and task.env.rewards.tracking_ang_vel.sigma=0.5"),
+    (["task=quadruped", "+task.env.lin_vel_x=[0,1]"], "write task.env.commands.base_velocity.lin_vel_x=[0, 1]"),
+    (["task=quadruped", "+task.env.min_base_height=0.2"],
+     "write task.env.terminations.base_height.min_height=0.2"),
+    (["task=quadruped_rough", "+task.env.command_curriculum=true", "+task.env.max_lin_vel_x=1.5"],
+     "list the term, task.env.curriculum.command_vel: {max_lin_vel_x: 1.5}"),
     (["+task.env.num_envs=4"], "task.env.num_envs: set the top-level key num_envs=... instead"),
     (["task.env.nonfinite_actions=clamp"], "task.env.nonfinite_actions must be one of 'error', 'zero', got 'clamp'"),
     (["task=quadruped", "task.env.observation_source=imu"],
@@ -117,7 +136,10 @@ def test_each_section_is_a_typed_dataclass_with_its_checks():
     with pytest.raises(ConfigError, match=r"configuration:\n  task.shac.horizon must be a positive integer, got 0"):
         ShacCfg.from_dict({"horizon": 0})
     assert ShacCfg.check({"horizn": 4}) == ["unknown key task.shac.horizn; did you mean 'horizon'?"]
-    assert sorted(ENV_SECTIONS) == ["actuator", "observations", "randomization"]
+    assert sorted(ENV_SECTIONS) == ["actuator", "commands", "curriculum", "observations", "randomization", "rewards",
+                                    "terminations"]
+    assert check_env("cartpole", {"terminations": {"pole_fallen": {"limit": "far"}}}) == [
+        "task.env.terminations.pole_fallen.limit must be a finite number, got 'far'"]
     assert check_env("quadruped", {"actuator": {"type": "servo"}, "decimation": 0}) == [
         "task.env.actuator.type: one of mujoco, pd, dc_motor, got 'servo'", "task.env.decimation must be a positive "
         "integer, got 0"]
@@ -167,7 +189,7 @@ def test_train_script_exits_with_the_message_and_no_traceback(tmp_path):
 
 def test_progress_line_shows_a_dash_until_an_episode_ends(tmp_path):
     # a pole allowed to fall to 3.2 rad does not end any episode in the first 24 steps
-    status, out = train(tmp_path, "max_iterations=1", "task.env.max_angle=3.2")
+    status, out = train(tmp_path, "max_iterations=1", "task.env.terminations.pole_fallen.limit=3.2")
     assert status == 0
     line = next(line for line in out.splitlines() if line.startswith("it "))
     assert "return         -  length       -  " in line and "nan" not in out, line
@@ -252,7 +274,7 @@ def test_env_state_round_trip_continues_exactly():
                      "push": {"mode": "interval", "interval_s": [0.04, 0.08], "range": [-0.5, 0.5]},
                      "body_mass": {"mode": "reset", "range": [0.8, 1.2]},
                      "action_delay": {"mode": "reset", "range": [0, 2]}}
-    kwargs = dict(num_envs=3, device="cpu", episode_length_s=0.1, command_resample_s=0.04,
+    kwargs = dict(num_envs=3, device="cpu", episode_length_s=0.1, commands={"base_velocity": {"resample_s": 0.04}},
                   randomization=randomization, actuator={"type": "pd", "delay": [0, 1]})
     a = envs.make("quadruped", seed=0, **kwargs)
     a.reset()

@@ -58,7 +58,8 @@ def rollout(env, steps=15, seed=3):
 def test_a_renamed_quadruped_runs_the_quadruped_task_bit_for_bit(tmp_path):
     """Observations (with the IMU sensors under their new names and the feet's contacts),
     rewards and terminations over 15 steps of random actions equal the quadruped's."""
-    kw = dict(num_envs=6, device="cpu", seed=0, randomization=NO_PUSH, min_base_height=0.25)
+    kw = dict(num_envs=6, device="cpu", seed=0, randomization=NO_PUSH,
+              terminations={"base_contact": {}, "base_height": {"min_height": 0.25}, "upside_down": {}})
     mine = envs.make("quadruped", robot=my_robot_section(renamed_quadruped(tmp_path)), **kw)
     ours = envs.make("quadruped", **kw)
     assert mine.robot.feet != [] and len(mine.foot_slots) == 4
@@ -83,7 +84,7 @@ def test_a_robot_file_without_a_floor_gets_one(tmp_path):
     env.reset()
     for _ in range(25):
         env.step(torch.zeros(2, env.num_actions))
-    feet = env._in_contact(env._foot_index)
+    feet = env.feet_contact()
     assert feet.all(), feet
     assert (env.sim.qpos[:, 2] > 0.2).all()
 

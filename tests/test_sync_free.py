@@ -63,8 +63,8 @@ SMALL = {"rows": 2, "cols": 2, "types": {"pyramid_stairs": 1.0, "pyramid_stairs_
 
 def _rough(**kwargs):
     # short episodes, frequent pushes and command draws: every kind of reset within a few steps
-    options = dict(num_envs=6, device="cpu", seed=3, terrain=SMALL, episode_length_s=0.4, command_resample_s=0.16,
-                   obs_noise=1.0,
+    options = dict(num_envs=6, device="cpu", seed=3, terrain=SMALL, episode_length_s=0.4,
+                   commands={"base_velocity": {"resample_s": 0.16}}, obs_noise=1.0,
                    randomization={"friction": {"mode": "reset", "range": [0.5, 1.25], "operation": "abs",
                                                "shared": True},
                                   "push": {"mode": "interval", "interval_s": [0.08, 0.2], "range": [-0.5, 0.5]}})
@@ -153,7 +153,7 @@ def test_sync_free_refuses_what_needs_the_host_by_name():
     with pytest.raises(ValueError, match="randomization term 'mass'.*mode startup"):
         env.set_sync_free()
     assert not env.sync_free
-    env = _rough(command_curriculum=True, max_lin_vel_x=1.0)
+    env = _rough(curriculum={"terrain_levels": {}, "command_vel": {"max_lin_vel_x": 1.0}})
     with pytest.raises(ValueError, match="command curriculum"):
         env.set_sync_free()
     env = envs.make("cartpole", num_envs=2, device="cpu", backend="mujoco")

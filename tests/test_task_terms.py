@@ -5,6 +5,7 @@ closed forms need from the physics: base-frame velocities from `mj_objectVelocit
 frame from `mju_quat2Mat`, and which geoms touch the floor from `mj_forward`'s contact list.
 Also by value: the step's weighted sum and the logged episode sums of the terms, observation
 scaling, observation noise statistics, command resampling, pushes and per-world friction.
+Terms are called as the env calls them: `env.reward_terms[name](env)` (envs/terms.py).
 """
 
 import math
@@ -18,6 +19,7 @@ from task_reference import mujoco_reference
 
 import envs
 from envs import ASSETS_DIR
+from envs.mdp import cartpole
 from envs.quadruped import DEFAULT_RANDOMIZATION
 
 DT = 0.02  # the quadruped's policy step: 4 x 0.005 s
@@ -32,6 +34,16 @@ JOINT_RANGE = np.tile([[-0.8, 0.8], [-1.0, 3.5], [-2.7, -0.9]], (4, 1))  # = ctr
 @pytest.fixture(scope="module")
 def quad_mjm():
     return mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "quadruped.xml"))
+
+
+def terminations(min_height):
+    """The quadruped's terminations with the base_height term's min_height (m)."""
+    return {"base_contact": {}, "base_height": {"min_height": min_height}, "upside_down": {}}
+
+
+def rewards(weights):
+    """A rewards section of the terms in `weights` ({name: weight}), at their default parameters."""
+    return {name: {"weight": weight} for name, weight in weights.items()}
 
 
 def quad_env(num_envs, **kwargs):
@@ -84,7 +96,7 @@ def test_quadruped_velocity_and_orientation_terms_by_hand(quad_mjm, rng):
         "orientation": (gravity[:, :2] ** 2).sum(1) * DT,
     }
     for name, value in expected.items():
-        got = getattr(env, f"_reward_{name}")().numpy()
+        got = env.reward_terms[name](env).numpy()
         np.testing.assert_allclose(got, value, rtol=2e-5, atol=1e-8, err_msg=name)
     # the tracking terms were exercised away from their maximum and the others away from zero
     assert expected["tracking_lin_vel"].min() < 0.5 * DT and expected["orientation"].min() > 1e-4 * DT
@@ -106,17 +118,18 @@ def test_quadruped_torque_acceleration_and_action_rate_terms_by_hand(rng):
     force = np.clip(KP * (target - qpos[:, 7:]) - KV * qvel[:, 6:], -FORCE_LIMIT, FORCE_LIMIT)
     assert (np.abs(force) == FORCE_LIMIT).any() and (np.abs(force) < FORCE_LIMIT).any()
     assert (ctrl != target).any()
-    np.testing.assert_allclose(env._reward_torques().numpy(), (force ** 2).sum(1) * DT, rtol=1e-5)
+    np.testing.assert_allclose(env.reward_terms["torques"](env).numpy(), (force ** 2).sum(1) * DT, rtol=1e-5)
 
     before = qvel + rng.normal(0.0, 0.5, (n, 18))
     env._prestep_qvel = torch.as_tensor(before, dtype=torch.float32)
     acc = (qvel[:, 6:] - before[:, 6:]) / DT  # the base's six dofs do not count
-    np.testing.assert_allclose(env._reward_dof_acc().numpy(), (acc ** 2).sum(1) * DT, rtol=1e-4)
+    np.testing.assert_allclose(env.reward_terms["dof_acc"](env).numpy(), (acc ** 2).sum(1) * DT, rtol=1e-4)
 
     actions, last = rng.normal(size=(n, 12)), rng.normal(size=(n, 12))
     env.actions[:] = torch.as_tensor(actions, dtype=torch.float32)
     env.last_actions[:] = torch.as_tensor(last, dtype=torch.float32)
-    np.testing.assert_allclose(env._reward_action_rate().numpy(), ((actions - last) ** 2).sum(1) * DT, rtol=1e-5)
+    np.testing.assert_allclose(env.reward_terms["action_rate"](env).numpy(), ((actions - last) ** 2).sum(1) * DT,
+                               rtol=1e-5)
 
 
 def feet_on_ground_state(lifted=()):
@@ -184,18 +197,18 @@ def test_quadruped_feet_air_time_and_undesired_contacts_by_hand(quad_mjm):
         expected = ((air_time - 0.5) * first).sum(1) * command_fast * DT
         air_time *= ~contact
         last = contact
-        got = env._reward_feet_air_time().numpy()
+        got = env.reward_terms["feet_air_time"](env).numpy()
         np.testing.assert_allclose(got, expected, atol=1e-7, err_msg=f"step {k}")
         if k == air_steps:  # the landing step: 31 steps in the air, 0.12 s beyond the target
             np.testing.assert_allclose(got, [4 * 0.12 * DT, 3 * 0.12 * DT, 0.0, 0.0], atol=1e-7)
 
     undesired = [sum(name.endswith(("_thigh", "_calf")) for name in r["touching"]) for r in ref_ground]
     assert undesired[:3] == [0, 0, 0] and undesired[3] >= 2
-    np.testing.assert_allclose(env._reward_undesired_contacts().numpy(), np.array(undesired) * DT, rtol=1e-6)
+    np.testing.assert_allclose(env.reward_terms["undesired_contacts"](env).numpy(), np.array(undesired) * DT, rtol=1e-6)
 
 
 def test_quadruped_terminations_by_hand(quad_mjm):
-    """Terminated = trunk or hip touches the floor, or the trunk is below min_base_height, or
+    """Terminated = trunk or hip touches the floor, or the trunk is below base_height's min_height, or
     its z axis points down (projected gravity z > 0). Contacts from MuJoCo."""
     standing = feet_on_ground_state()
     standing[2] = foot_height_to_touch(quad_mjm, standing)
@@ -207,7 +220,7 @@ def test_quadruped_terminations_by_hand(quad_mjm):
             q[7:] = joints
         return q
 
-    cases = [  # (state, terminated with the default min_base_height 0.15)
+    cases = [  # (state, terminated with the default min_height 0.15)
         ("standing", standing, False),
         ("tilted 80 deg in the air", posed(1.0, (1, 1, 0), 80), False),
         ("tilted 100 deg in the air", posed(1.0, (1, 1, 0), 100), True),
@@ -221,11 +234,17 @@ def test_quadruped_terminations_by_hand(quad_mjm):
     assert "trunk" not in ref[5]["touching"] and {"FR_hip", "RR_hip"} <= set(ref[5]["touching"])
     trunk_geoms = {"trunk", *(f"{leg}_hip" for leg in LEGS)}
     for min_height in (0.15, 0.5, 0.0):  # 0: only contacts and orientation end an episode
-        env = quad_env(len(qpos), min_base_height=min_height)
+        env = quad_env(len(qpos), terminations=terminations(min_height))
         set_state(env, qpos, np.zeros((len(qpos), 18)))
         expected = [bool(trunk_geoms & set(r["touching"])) or q[2] < min_height or r["R"][2, 2] < 0
                     for q, r in zip(qpos, ref, strict=True)]
         assert env._terminated().tolist() == expected, (min_height, [c[0] for c in cases])
+        # each term by itself, as evaluate counts the falls by cause
+        causes = dict(env.termination_causes)
+        assert list(causes) == ["base_contact", "base_height", "upside_down"]
+        assert causes["base_contact"].tolist() == [bool(trunk_geoms & set(r["touching"])) for r in ref]
+        assert causes["base_height"].tolist() == [bool(q[2] < min_height) for q in qpos]
+        assert causes["upside_down"].tolist() == [bool(r["R"][2, 2] < 0) for r in ref]
         if min_height == 0.15:
             assert expected == [t for _, _, t in cases]
         elif min_height == 0.5:  # standing (0.32 m) is now too low; the states in the air at 1 m are not
@@ -240,11 +259,11 @@ def test_quadruped_step_reward_is_the_weighted_sum_and_logs_episode_sums(quad_mj
     each weighted term summed over their episodes (here the velocity terms, by hand)."""
     weights = {"tracking_lin_vel": 1.5, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0, "orientation": -1.0}
     n, steps = 4, 3
-    env = quad_env(n, reward_weights=weights, episode_length_s=steps * DT, obs_noise=0.0)
+    env = quad_env(n, rewards=rewards(weights), episode_length_s=steps * DT, obs_noise=0.0)
     sums = {k: np.zeros(n) for k in weights}
     # the same env with long episodes reaches the same states, and keeps the last one (where
     # the env resets its worlds)
-    probe = quad_env(n, reward_weights=weights, episode_length_s=100.0, obs_noise=0.0)
+    probe = quad_env(n, rewards=rewards(weights), episode_length_s=100.0, obs_noise=0.0)
     actions = torch.full((n, 12), 0.3)
     for _ in range(steps):
         commands = env.commands.numpy().astype(np.float64)
@@ -318,13 +337,14 @@ def test_quadruped_observation_noise_is_uniform_with_the_documented_scales(obs_n
 
 
 def test_quadruped_commands_are_resampled_on_schedule_and_uniform():
-    """Commands are drawn at reset and every command_resample_s on each world's own clock,
+    """Commands are drawn at reset and every resample_s (the base_velocity command) on each world's own clock,
     uniformly within (lin_vel_x, lin_vel_y, ang_vel_yaw); in between they do not change."""
     ranges = np.array([[-0.7, 1.2], [-0.4, 0.1], [0.3, 0.9]])
     n, every = 512, 5
-    env = quad_env(n, command_resample_s=every * DT, lin_vel_x=tuple(ranges[0]), lin_vel_y=tuple(ranges[1]),
-                   ang_vel_yaw=tuple(ranges[2]), episode_length_s=100.0, randomization=NO_PUSH,
-                   min_base_height=0.0)
+    velocity = {"resample_s": every * DT, "lin_vel_x": tuple(ranges[0]), "lin_vel_y": tuple(ranges[1]),
+                "ang_vel_yaw": tuple(ranges[2])}
+    env = quad_env(n, commands={"base_velocity": velocity}, episode_length_s=100.0, randomization=NO_PUSH,
+                   terminations=terminations(0.0))
     draws = [env.commands.numpy().copy()]
     env._terminated = lambda: torch.zeros(n, dtype=torch.bool)  # keep every world on its clock
     restarted = 3  # world 0 restarts after 3 steps: its schedule moves by 3
@@ -355,7 +375,7 @@ def test_quadruped_pushes_kick_the_base_velocity_on_schedule():
     (x, y) gets a kick drawn uniformly from the term's range; nothing else changes. The reference is the
     same env with push_velocity = 0 (it makes the same random draws)."""
     n, every, push = 256, 4, 0.7
-    kw = dict(episode_length_s=100.0, min_base_height=0.0)
+    kw = dict(episode_length_s=100.0, terminations=terminations(0.0))
 
     def pushes(velocity):
         term = {"mode": "interval", "interval_s": every * DT, "range": [-velocity, velocity]}
@@ -411,11 +431,11 @@ def test_ant_terms_and_terminations_by_hand():
     env.sim.qvel[-1, 3] = float("nan")
     actions = np.linspace(-1.6, 1.6, n * 8).reshape(n, 8)
     env.actions = torch.as_tensor(actions, dtype=torch.float32)
-    np.testing.assert_allclose(env._reward_forward().numpy(), (x_before + dx - x_before) / 0.05, rtol=1e-5,
-                               atol=1e-6)
-    np.testing.assert_allclose(env._reward_ctrl_cost().numpy(), (actions ** 2).sum(1), rtol=1e-6)
+    np.testing.assert_allclose(env.reward_terms["forward"](env).numpy(), (x_before + dx - x_before) / 0.05,
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(env.reward_terms["ctrl_cost"](env).numpy(), (actions ** 2).sum(1), rtol=1e-6)
     healthy = [0.0, 1.0, 1.0, 1.0, 0.0, 0.0]
-    assert env._reward_healthy().tolist() == healthy
+    assert env.reward_terms["healthy"](env).tolist() == healthy
     assert env._terminated().tolist() == [h == 0.0 for h in healthy]
 
 
@@ -449,7 +469,8 @@ def test_ant_terminates_with_gymnasium_when_it_jumps_out_of_the_healthy_range():
 # ------------------------------------------------------------------------------- cartpole
 def test_cartpole_terms_and_terminations_by_hand():
     """alive = 1, upright = (1 + cos angle) / 2, centered = exp(-x^2), effort = action^2;
-    balance fails beyond |x| > max_cart or |angle| > max_angle, the swing-up never."""
+    balance fails beyond |x| > 2.5 m (cart_out_of_bounds) or |angle| > 0.4 rad (pole_fallen), the swing-up
+    never."""
     qpos = np.array([[0.0, 0.0], [2.49, 0.39], [2.51, 0.0], [-2.51, 0.0], [0.3, 0.41], [-1.0, -0.41],
                      [0.5, math.pi], [-2.9, 3.0]])
     n = len(qpos)
@@ -459,11 +480,11 @@ def test_cartpole_terms_and_terminations_by_hand():
         env.reset()
         env.sim.qpos[:] = torch.as_tensor(qpos, dtype=torch.float32)
         env.actions = torch.as_tensor(actions, dtype=torch.float32)
-        np.testing.assert_array_equal(env._reward_alive().numpy(), np.ones(n))
-        np.testing.assert_allclose(env._reward_upright().numpy(), (1 + np.cos(qpos[:, 1])) / 2, rtol=1e-6,
+        np.testing.assert_array_equal(cartpole.alive(env).numpy(), np.ones(n))
+        np.testing.assert_allclose(cartpole.upright(env).numpy(), (1 + np.cos(qpos[:, 1])) / 2, rtol=1e-6,
                                    atol=1e-7)
-        np.testing.assert_allclose(env._reward_centered().numpy(), np.exp(-qpos[:, 0] ** 2), rtol=1e-6)
-        np.testing.assert_allclose(env._reward_effort().numpy(), actions[:, 0] ** 2, rtol=1e-6)
+        np.testing.assert_allclose(cartpole.centered(env).numpy(), np.exp(-qpos[:, 0] ** 2), rtol=1e-6)
+        np.testing.assert_allclose(cartpole.effort(env).numpy(), actions[:, 0] ** 2, rtol=1e-6)
         expected = np.zeros(n, bool) if swingup else (np.abs(qpos[:, 0]) > 2.5) | (np.abs(qpos[:, 1]) > 0.4)
         assert env._terminated().tolist() == expected.tolist()
     assert expected.tolist() == [False] * n
@@ -503,11 +524,11 @@ def test_only_positive_rewards_clips_before_the_termination_term():
     seed reach the same states; the plain one's reward, clipped, is the other's."""
     weights = {"tracking_lin_vel": 1.0, "lin_vel_z": -50.0, "termination": -200.0}
     n = 8
-    plain = quad_env(n, reward_weights=weights, obs_noise=0.0)
-    clipped = quad_env(n, reward_weights=weights, obs_noise=0.0, only_positive_rewards=True)
+    plain = quad_env(n, rewards=rewards(weights), obs_noise=0.0)
+    clipped = quad_env(n, rewards=rewards(weights), obs_noise=0.0, only_positive_rewards=True)
     failed = torch.tensor([True, False] * (n // 2))
     for env in (plain, clipped):  # a termination term of known value in half the worlds
-        env._reward_termination = lambda: failed.float()
+        env.reward_terms["termination"].func = lambda env: failed.float()
     rng = np.random.default_rng(5)
     seen_negative = seen_positive = False
     for _ in range(6):

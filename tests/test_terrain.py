@@ -1,5 +1,5 @@
 """Terrain (envs/terrain.py: boxes and height fields), the height scan (envs/height_scan.py) and the
-rough-terrain task (envs/quadruped_rough.py): generator determinism and geometry, difficulty
+rough-terrain task (envs/rough.py, envs/quadruped_rough.py): generator determinism and geometry, difficulty
 scaling of the heightfield types, the curriculum rule, the surface and the ray casts against
 mujoco.mj_ray, spawning at patch centres, stepping on height fields, both backends."""
 
@@ -15,7 +15,8 @@ from omegaconf import OmegaConf
 import envs
 from envs import ASSETS_DIR
 from envs.height_scan import HeightScan
-from envs.quadruped_rough import edge_warning, update_terrain_levels
+from envs.mdp.curriculum import update_terrain_levels
+from envs.rough import edge_warning
 from envs.terrain import BOX_TYPES, HEIGHTFIELD_TYPES, TERRAIN_GROUP, TerrainCfg, add_terrain, generate, terrain_model
 from simrl.errors import ConfigError
 
@@ -287,7 +288,8 @@ def test_edge_warning():
     for name in ("quadruped_rough", "humanoid_rough"):
         task = OmegaConf.load(Path(envs.__file__).parents[1] / "tasks" / f"{name}.yaml")
         terrain = TerrainCfg.from_dict(OmegaConf.to_container(task.terrain))
-        assert edge_warning(terrain, task.env.lin_vel_x, task.env.lin_vel_y, task.env.episode_length_s) is None, name
+        velocity = task.env.commands.base_velocity
+        assert edge_warning(terrain, velocity.lin_vel_x, velocity.lin_vel_y, task.env.episode_length_s) is None, name
     with pytest.warns(UserWarning, match="terrain.border=1 m"):
         _rough(num_envs=1)
 
@@ -320,7 +322,7 @@ def test_command_curriculum_widens_the_ranges_and_a_saved_env_keeps_them():
     lin_vel_x's range widens by 0.5 m/s each way (up to max_lin_vel_x); state_dict keeps the
     widened ranges and the step counter, so a resumed run goes on as the uninterrupted one."""
     def ending_env(tracking_share):
-        env = _rough(command_curriculum=True)
+        env = _rough(curriculum={"terrain_levels": {}, "command_vel": {}})
         env.reset()
         n = env.max_episode_length
         env._steps = n - 1  # the next step is the curriculum's
@@ -341,7 +343,7 @@ def test_command_curriculum_widens_the_ranges_and_a_saved_env_keeps_them():
     for _ in range(3):
         env.step(torch.zeros(4, 12))
     state = env.state_dict()
-    resumed = _rough(command_curriculum=True)
+    resumed = _rough(curriculum={"terrain_levels": {}, "command_vel": {}})
     resumed.reset()
     resumed.load_state_dict(state)
     assert resumed.command_ranges.tolist() == env.command_ranges.tolist() and resumed._steps == env._steps
@@ -376,12 +378,12 @@ def test_quadruped_steps_on_height_fields():
         assert len(slots) == 8  # 2 x 2 cells of 0.1 m under a 2 cm sphere, two prisms each
         assert contact.active[:, slots].any(dim=1).all()
         assert float(contact.dist[:, slots][contact.active[:, slots]].min()) > -0.01
-    assert ((env._base_height() > 0.2) & (env._base_height() < 0.4)).all()
+    assert ((env.base_height() > 0.2) & (env.base_height() < 0.4)).all()
     # the base height the termination reads (one ray under the base) is Terrain.height_at's
     q = env.sim.qpos.float()
     reference = q[:, 2] - torch.as_tensor(t.height_at(q[:, 0].numpy().astype(np.float64),
                                                       q[:, 1].numpy().astype(np.float64)), dtype=torch.float32)
-    assert torch.allclose(env._base_height(), reference, atol=1e-6, rtol=0)
+    assert torch.allclose(env.base_height(), reference, atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("terrain", [SMALL, HFIELD_SMALL], ids=["boxes", "height_fields"])

@@ -41,8 +41,9 @@ def test_play_records_world_0_as_mp4(tmp_path):
     # the pole may fall freely: every episode runs its full 50 steps (1 s at 50 Hz), longer than
     # the 0.6 s of video asked for, so the video has 30 frames
     result = run("scripts/play.py", "task=cartpole", f"checkpoint={train_dir / 'model_0.pt'}", "num_envs=2",
-                 "video=true", "video_length_s=0.6", "task.env.episode_length_s=1.0", "task.env.max_angle=100.0",
-                 "+task.env.max_cart=100.0", f"hydra.run.dir={play_dir}")
+                 "video=true", "video_length_s=0.6", "task.env.episode_length_s=1.0",
+                 "task.env.terminations.pole_fallen.limit=100.0",
+                 "task.env.terminations.cart_out_of_bounds.limit=100.0", f"hydra.run.dir={play_dir}")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "wrote video.mp4: 30 frames at 50 fps" in result.stdout, result.stdout[-2000:]
     assert json.loads((play_dir / "metrics.json").read_text())["mean_episode_length"] == 50

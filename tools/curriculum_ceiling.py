@@ -4,7 +4,7 @@ commands.
 A robot that tracks every command exactly (its base moves at the commanded body-frame velocity
 and turns at the commanded yaw rate, or toward its commanded heading) is integrated over episodes
 of the task's length, commands redrawn every `command_resample_s`; each episode's net
-displacement goes through the task's own curriculum rule (envs.quadruped_rough
+displacement goes through the task's own curriculum rule (envs/mdp/curriculum.py
 `update_terrain_levels`: up a row beyond half a patch, down below half the commanded distance,
 a random row past the top). Printed: the chances of moving up and down per episode and the mean
 level after `--episodes` episodes, with drawn yaw rates and with heading commands.
@@ -25,8 +25,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envs.legged import heading_yaw_rate  # noqa: E402
-from envs.quadruped_rough import update_terrain_levels  # noqa: E402
+from envs.mdp.commands import heading_yaw_rate  # noqa: E402
+from envs.mdp.curriculum import update_terrain_levels  # noqa: E402
 
 
 def episode_displacements(n: int, steps: int, dt: float, resample: int, ranges, heading: bool,
