@@ -41,7 +41,7 @@ _KEYS = {"mujoco": {"type", "delay"}, "pd": {"type", "delay", "kp", "kd", "effor
 
 
 def check_config(cfg) -> list[str]:
-    """Problems of an `actuator` mapping found without a model (for simrl.rl.config)."""
+    """Problems of an `actuator` mapping found without a model (for tasks.config)."""
     if cfg is None:
         return []
     if not isinstance(cfg, dict):

@@ -25,11 +25,7 @@ import torch
 import warp as wp
 
 from simrl.sim import ray as simrl_ray
-
-GEOM_PLANE = 0
-GEOM_HFIELD = 1
-#: MINVAL of engine_ray.c (mjMINVAL)
-_MINVAL = 1e-15
+from simrl.sim.types import MINVAL, GeomType
 
 _ray_geom = simrl_ray.build(wp.float32)
 
@@ -41,7 +37,7 @@ def ray_plane(pos: wp.vec3, mat: wp.mat33, size: wp.vec3, pnt: wp.vec3, vec: wp.
     lpnt = wp.transpose(mat) * (pnt - pos)
     lvec = wp.transpose(mat) * vec
     x = float(-1.0)
-    if lvec[2] <= -_MINVAL:
+    if lvec[2] <= -MINVAL:
         sol = -lpnt[2] / lvec[2]
         if sol >= 0.0:
             p0 = lpnt[0] + sol * lvec[0]
@@ -90,9 +86,9 @@ def _ray_one(g: int, geom_type: wp.array(dtype=int), geom_pos: wp.array(dtype=wp
              hfield_adr: wp.array(dtype=int), hfield_data: wp.array(dtype=float), pnt: wp.vec3, vec: wp.vec3):
     """Distance along the ray to geom g (mju_rayGeom), -1 for none."""
     x = float(-1.0)
-    if geom_type[g] == GEOM_PLANE:
+    if geom_type[g] == GeomType.PLANE:
         x = ray_plane(geom_pos[g], geom_mat[g], geom_size[g], pnt, vec)
-    elif geom_type[g] == GEOM_HFIELD:
+    elif geom_type[g] == GeomType.HFIELD:
         h = geom_hfield[g]
         x = ray_hfield_down(geom_pos[g], geom_mat[g], hfield_size[h], hfield_nrow[h], hfield_ncol[h],
                             hfield_adr[h], hfield_data, pnt)
@@ -190,7 +186,7 @@ class HeightScan:
             if int(mjm.geom_bodyid[g]) != 0:
                 raise ValueError(f"height scan: geom {mjm.geom(g).name!r} is not on the world body (the scan casts "
                                  f"against static geoms only)")
-            if int(mjm.geom_type[g]) not in (GEOM_PLANE, GEOM_HFIELD, simrl_ray.GEOM_BOX):
+            if int(mjm.geom_type[g]) not in (GeomType.PLANE, GeomType.HFIELD, GeomType.BOX):
                 raise ValueError(f"height scan: geom {mjm.geom(g).name!r} is a "
                                  f"{mujoco.mjtGeom(int(mjm.geom_type[g])).name}; the scan hits planes, boxes and "
                                  f"height fields")
@@ -204,16 +200,16 @@ class HeightScan:
         mats = np.zeros((len(geom_ids), 9))
         for k, g in enumerate(geom_ids):
             mujoco.mju_quat2Mat(mats[k], mjm.geom_quat[g])
-            if int(mjm.geom_type[g]) == GEOM_HFIELD and abs(mats[k, 6]) + abs(mats[k, 7]) > 1e-9:
+            if int(mjm.geom_type[g]) == GeomType.HFIELD and abs(mats[k, 6]) + abs(mats[k, 7]) > 1e-9:
                 raise ValueError(f"height scan: height field geom {mjm.geom(g).name!r} is tilted (its z axis is "
                                  f"not vertical); the scan's vertical rays handle height fields turned about z "
                                  f"only (mj_ray's general hfield case is not implemented)")
-        hfield = [int(mjm.geom_dataid[g]) if mjm.geom_type[g] == GEOM_HFIELD else -1 for g in geom_ids]
+        hfield = [int(mjm.geom_dataid[g]) if mjm.geom_type[g] == GeomType.HFIELD else -1 for g in geom_ids]
 
         def top(k, g):
-            if mjm.geom_type[g] == simrl_ray.GEOM_BOX:
+            if mjm.geom_type[g] == GeomType.BOX:
                 return mjm.geom_pos[g][2] + mjm.geom_size[g][2]
-            if mjm.geom_type[g] == GEOM_HFIELD:
+            if mjm.geom_type[g] == GeomType.HFIELD:
                 return mjm.geom_pos[g][2] + mjm.hfield_size[hfield[k]][2]
             return mjm.geom_pos[g][2]
 
@@ -244,12 +240,12 @@ class HeightScan:
         lo, hi, bounded, everywhere = [], [], [], []
         for k, g in enumerate(geom_ids):
             kind, size, rot = int(mjm.geom_type[g]), mjm.geom_size[g], np.abs(mats[k][:2])
-            if kind == GEOM_PLANE and (size[0] <= 0 or size[1] <= 0):
+            if kind == GeomType.PLANE and (size[0] <= 0 or size[1] <= 0):
                 everywhere.append(k)
                 continue
-            if kind == GEOM_PLANE:
+            if kind == GeomType.PLANE:
                 half = rot[:, :2] @ size[:2]
-            elif kind == GEOM_HFIELD:
+            elif kind == GeomType.HFIELD:
                 half = rot[:, :2] @ mjm.hfield_size[hfield[k]][:2]
             else:
                 half = rot @ size

@@ -49,7 +49,7 @@ from envs.mdp import rewards as reward_terms
 from envs.mdp import terminations as termination_terms
 from envs.observations import ObservationPipeline, merge
 from envs.robot import Robot, RobotCfg, with_floor
-from simrl.sim.sensor import sensor_columns
+from simrl.sim.io import sensor_columns
 
 #: where the policy's observations come from (`observation_source`)
 OBSERVATION_SOURCES = ("sensors", "state")

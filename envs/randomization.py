@@ -24,7 +24,7 @@ __all__ = ["TERM_TYPES", "Randomization", "check_config"]
 
 
 def check_config(cfg) -> list[str]:
-    """Problems of a randomization mapping found without a model (for simrl.rl.config)."""
+    """Problems of a randomization mapping found without a model (for tasks.config)."""
     if cfg is None:
         return []
     if not isinstance(cfg, dict):

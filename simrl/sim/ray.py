@@ -14,9 +14,6 @@ import warp as wp
 
 from simrl.sim.types import MINVAL, GeomType, scalar_types
 
-#: envs/height_scan.py reads the box's type here (GeomType is the enum's home)
-GEOM_BOX = GeomType.BOX
-
 
 @functools.cache
 def build(scalar):

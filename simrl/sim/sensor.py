@@ -37,7 +37,6 @@ import warp as wp
 
 from simrl.sim import ray
 from simrl.sim.data import data_struct
-from simrl.sim.io import sensor_columns  # noqa: F401 (envs import it from here)
 from simrl.sim.model import model_struct
 from simrl.sim.types import (
     MINVAL,
