@@ -38,7 +38,7 @@ def names() -> list[str]:
 
 def make(name: str, **kwargs):
     """Create the environment `name` (see `names()`); keyword arguments override its defaults.
-    Keywords of the form before the terms (`reward_weights`, `tracking_sigma`, ...) are refused
+    Keywords of the former flat form (`reward_weights`, `tracking_sigma`, ...) are refused
     with what to pass instead (envs/terms.py)."""
     from envs.terms import former_key_error
 

@@ -30,7 +30,7 @@ themselves, envs/mdp/rewards.py), the terminations are or-ed, the curriculum ter
 reset. Events (domain randomization) are the terms of `envs.randomization` (envs/mdp/events.py),
 observations those of `envs.observations` (envs/mdp/observations.py).
 
-A task file of the form before the terms (flat keys such as `reward_weights` and
+A task file in the former flat form (keys such as `reward_weights` and
 `tracking_sigma`) is refused, each such key with what to write instead (`former_key_error`).
 """
 
@@ -209,7 +209,7 @@ def former_key_error(cls, key: str, env_cfg: Mapping, prefix: str = "task.env.")
         return None
     section, names, param = FORMER_KEYS[key]
     value = env_cfg[key]
-    head = (f"{prefix}{key} is the former form of the task's {section} (the task file lists its terms now, "
+    head = (f"{prefix}{key} is the former form of the task's {section} (task files list terms by section, "
             f"envs/terms.py)")
     if key == "reward_weights":
         params = {term: {} for term in (value or {})}

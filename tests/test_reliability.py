@@ -79,10 +79,10 @@ def train(run_dir, *overrides, runs_root="runs"):
     (["+task.env.decimaton=2"],
      "unknown key task.env.decimaton for environment 'cartpole'; did you mean 'decimation'?"),
     # the form before the terms: refused with what to write instead
-    (["+task.env.max_angle=0.3"], "task.env.max_angle is the former form of the task's terminations (the task file "
-     "lists its terms now, envs/terms.py): write task.env.terminations.pole_fallen.limit=0.3"),
+    (["+task.env.max_angle=0.3"], "task.env.max_angle is the former form of the task's terminations (task files list "
+     "terms by section, envs/terms.py): write task.env.terminations.pole_fallen.limit=0.3"),
     (["task=quadruped", "+task.env.reward_weights={termination: -5.0}"],
-     "task.env.reward_weights is the former form of the task's rewards (the task file lists its terms now, "
+     "task.env.reward_weights is the former form of the task's rewards (task files list terms by section, "
      "envs/terms.py): write task.env.rewards: {termination: {weight: -5.0}}"),
     (["task=quadruped", "+task.env.tracking_sigma=0.5"],
      "write task.env.rewards.tracking_lin_vel.sigma=0.5 and task.env.rewards.tracking_ang_vel.sigma=0.5"),

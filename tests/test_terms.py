@@ -401,7 +401,7 @@ def test_the_former_flat_keys_are_refused_with_what_to_write():
         quad(1, **former)
     message = str(info.value)
     for expected in (
-            "reward_weights is the former form of the task's rewards (the task file lists its terms now, "
+            "reward_weights is the former form of the task's rewards (task files list terms by section, "
             "envs/terms.py): write rewards: {tracking_lin_vel: {weight: 1.0, sigma: 0.3}, "
             "feet_air_time: {weight: 1.0, threshold: 0.4}}",
             "write rewards.tracking_lin_vel.sigma=0.3;",  # the terms listed take it
