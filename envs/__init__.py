@@ -12,7 +12,9 @@ from pathlib import Path
 ASSETS_DIR = Path(__file__).resolve().parent / "assets"
 
 
-def _registry():
+def registry() -> dict:
+    """The environments `make` knows: name -> (environment class, keyword arguments it fixes). A
+    task file names its environment with `name:` (tasks/)."""
     from envs.ant import AntEnv
     from envs.cartpole import CartpoleEnv
     from envs.humanoid import HumanoidEnv
@@ -33,7 +35,7 @@ def _registry():
 
 def names() -> list[str]:
     """Names accepted by `make`."""
-    return sorted(_registry())
+    return sorted(registry())
 
 
 def make(name: str, **kwargs):
@@ -42,10 +44,10 @@ def make(name: str, **kwargs):
     with what to pass instead (envs/terms.py)."""
     from envs.terms import former_key_error
 
-    registry = _registry()
-    if name not in registry:
-        raise ValueError(f"unknown environment {name!r}; available: {', '.join(sorted(registry))}")
-    cls, defaults = registry[name]
+    known = registry()
+    if name not in known:
+        raise ValueError(f"unknown environment {name!r}; available: {', '.join(sorted(known))}")
+    cls, defaults = known[name]
     former = [e for e in (former_key_error(cls, key, kwargs, prefix="") for key in kwargs) if e]
     if former:
         raise ValueError("; ".join(former))

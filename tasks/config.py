@@ -52,7 +52,7 @@ def _env_class(task_name: str):
     """The environment class `envs.make(task_name)` builds and its registered defaults, or None."""
     import envs
 
-    return envs._registry().get(task_name)
+    return envs.registry().get(task_name)
 
 
 def _env_parameters(task_name: str) -> dict | None:
