@@ -15,7 +15,7 @@ actuator models as for the quadruped) with a humanoid's robot section and reward
   penalty of -0.1 (20 times Isaac Lab's), the angular-velocity penalty, the feet's sliding speed
   while on the ground (`feet_slide`), joint-limit violations and undesired contacts; no
   termination penalty. With them and an initial action noise of 0.5 the humanoid walks on
-  command (docs/RESULTS.md, humanoid, fifth attempt); Isaac Lab's G1 terms (flat_env_cfg.py over
+  command (docs/notes/results-2026.md, humanoid); Isaac Lab's G1 terms (flat_env_cfg.py over
   rough_env_cfg.py: flat orientation, lin_vel_z, hip and knee torques and accelerations
   (`joints` of torques and dof_acc), the biped air time up to 0.4 s, joint deviation of the
   hips' yaw and roll, waist and arms, termination -200) taught it to stand only; they keep this

@@ -4,7 +4,7 @@
     python scripts/benchmark.py --model quadruped --worlds 1,64,1024
     python scripts/benchmark.py --model quadruped --worlds 1024 --cores 1
     python scripts/benchmark.py --model quadruped --worlds 64 --count-instructions --steps 20
-    python scripts/benchmark.py --model path/to/robot.xml --out bench.json --markdown docs/BENCHMARKS.md
+    python scripts/benchmark.py --model path/to/robot.xml --out bench.json --markdown bench.md
     python scripts/benchmark.py --model task:quadruped_rough --worlds 8 --count-instructions
     python scripts/benchmark.py --model quadruped --worlds 16 --steps 10 --per-line
 

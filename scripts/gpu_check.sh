@@ -9,7 +9,7 @@
 # Each part has a time limit so that a slow part cannot take the others' time; each part's output
 # goes to $OUT/NAME.txt (OUT: ./gpu_out unless set) and its last lines to the screen. The summary
 # at the end names the parts that failed (the exit status is theirs: 0 when all passed);
-# $OUT/bench.md holds the tables docs/BENCHMARKS.md records.
+# $OUT/bench.md holds the tables whose figures go into docs/BENCHMARKS.md, by topic.
 #
 # GPU_CHECK_DRY=1 runs every command on the CPU at the smallest sizes (8 worlds, one PPO
 # iteration, no mujoco_warp): tests/test_scripts.py does, so that a changed flag or script shows

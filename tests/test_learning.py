@@ -52,7 +52,7 @@ def train_and_evaluate(name, num_envs, iterations, env_kwargs, ppo=None, algorit
 def test_ppo_learns_to_walk_the_quadruped_forward():
     """The quadruped task reduced to one command, walk forward at 0.6 m/s, paid by its two
     tracking terms only (with the penalties, standing still is the better policy for the first
-    few hundred iterations: docs/RESULTS.md, and measured here, every deterministic episode
+    few hundred iterations: docs/notes/results-2026.md, and measured here, every deterministic episode
     falls after 30-80 iterations of 128 worlds), 4 s episodes, 256 worlds, 40 iterations (about
     35 s). Standing still scores 2.92 (tracking error 0.61 m/s). Best return within 40
     iterations over seeds 0-4: at least 3.73, 3.91, 5.17, 5.03, 4.02 (seed 4 was at 3.02 after
@@ -81,8 +81,8 @@ def test_ppo_learns_to_move_the_ant_forward():
 @pytest.mark.slow
 def test_ppo_trains_the_quadruped_task():
     """The full task as `make train` runs it: 512 worlds, 1000 iterations (about 45 min on one
-    core), 20 s episodes with commands, pushes and friction randomised. docs/RESULTS.md measured
-    for this run: tracking error 0.086 m/s, 3% falls, return 26.1. Bars: tracking error below
+    core), 20 s episodes with commands, pushes and friction randomised (docs/RESULTS.md: at 450
+    iterations, tracking error 0.087 m/s, 3% falls). Bars: tracking error below
     the issue's 0.25 m/s, at most 10% falls, the return 10 above standing still."""
     task = OmegaConf.to_container(OmegaConf.load(tasks.TASKS_DIR / "quadruped.yaml"))
     trained, zero = _full_run("quadruped", task, eval_worlds=64)

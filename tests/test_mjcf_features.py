@@ -1,4 +1,4 @@
-"""A MuJoCo comparison for each feature of the README's supported-MJCF table that the other
+"""A MuJoCo comparison for each feature of docs/GUIDE.md's supported-MJCF table that the other
 parity tests do not reach: dof friction loss, ball-joint limits, geom priority and solmix
 (with condim 1, margin and gap), direct (negative) solref, impratio, option overrides,
 opt.disableactuator, the limit / frictionloss / refsafe disable flags, per-world friction and
