@@ -9,6 +9,8 @@ fills the slots each step and flags which are detected, with no compaction, so t
 deterministic and differentiable. The model (simrl.sim.model) copies these tables to the device.
 """
 
+from dataclasses import dataclass
+
 import mujoco
 import numpy as np
 
@@ -263,8 +265,8 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
     need that does not change while simulating (empty tables for None: contacts disabled)."""
     pairs = candidate_geom_pairs(mjm) if mjm is not None else []
     elliptic = mjm is not None and mjm.opt.cone == ConeType.ELLIPTIC
-    t = {name: [] for name in ("geom", "kind", "slot", "nslot", "ccd", "ccd_slot", "condim", "solref", "solreffriction",
-                               "solimp", "friction", "friction_geoms", "margin", "gap")}
+    t = {name: [] for name in ("geom", "kind", "slot", "nslot", "ccd", "ccd_slot", "condim", "rows", "solref",
+                               "solreffriction", "solimp", "friction", "friction_geoms", "margin", "gap")}
     slot_pair, slot_row = [], []
     nslot_total = nrow = nccd_slot = 0
     for g1, g2, ipair in pairs:
@@ -287,6 +289,7 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         t["ccd_slot"].append(nccd_slot if PAIR_KIND[types] in CONVEX_KINDS else -1)
         nccd_slot += nslot if PAIR_KIND[types] in CONVEX_KINDS else 0
         t["condim"].append(condim)
+        t["rows"].append(contact_rows(condim, elliptic))
         t["solref"].append(solref)
         t["solreffriction"].append(solreffriction)
         t["solimp"].append(solimp)
@@ -297,7 +300,7 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         for _ in range(nslot):
             slot_pair.append(len(t["geom"]) - 1)
             slot_row.append(nrow)
-            nrow += contact_rows(condim, elliptic)
+            nrow += t["rows"][-1]
         nslot_total += nslot
     t["slot_pair"] = slot_pair
     t["slot_row"] = slot_row
@@ -306,3 +309,61 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
     t["nrow"] = nrow
     t["elliptic"] = elliptic
     return t
+
+
+# --------------------------------------------------------------------------------------------
+# Budgets: what one world's contacts may hold
+
+#: contacts per moving geom in the default budget (a box resting on a box has 4, a foot on
+#: terrain 1 to 4), and the least default
+CONTACTS_PER_GEOM = 4
+MIN_CONTACTS = 16
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Per-world budgets of one model: `njmax` constraint rows (the rows before the contacts',
+    `nefc_fixed`, included: MuJoCo Warp's meaning), the contact rows the model's candidate pairs
+    could need at most (`contact_rows_max`), and the default and its rule."""
+
+    njmax: int
+    njmax_default: int
+    nefc_fixed: int
+    contact_rows_max: int
+    nconmax_rule: int  # contacts the default row budget is sized for
+
+    def describe(self) -> str:
+        return (f"njmax {self.njmax:,} constraint rows per world ({self.nefc_fixed:,} fixed + room for "
+                f"{self.njmax - self.nefc_fixed:,} contact rows; the model's pairs could need "
+                f"{self.contact_rows_max:,})")
+
+
+def default_nconmax(mjm: mujoco.MjModel | None, tables: dict) -> int:
+    """The contacts a world's default budgets hold: CONTACTS_PER_GEOM for every geom of a moving
+    body that some candidate pair holds, at least MIN_CONTACTS, at most every slot."""
+    if not tables["geom"]:
+        return 0
+    moving = {g for pair in tables["geom"] for g in pair if mjm.body_weldid[mjm.geom_bodyid[g]] != 0}
+    return min(tables["nslot_total"], max(MIN_CONTACTS, CONTACTS_PER_GEOM * len(moving)))
+
+
+def contact_budgets(mjm: mujoco.MjModel, tables: dict, nefc_fixed: int, njmax: int | None = None) -> Budgets:
+    """The row budget of a world: `njmax` when given (at least the fixed rows; more than every
+    slot's rows is cut to that), else the default: the fixed rows and the rows of
+    `default_nconmax` contacts of the model's largest condim (at most every slot's rows)."""
+    rows_max = tables["nrow"]
+    per_contact = max(tables["rows"], default=0)
+    nconmax = default_nconmax(mjm, tables)
+    default = nefc_fixed + min(rows_max, nconmax * per_contact)
+    if njmax is None:
+        chosen = default
+    else:
+        if isinstance(njmax, bool) or not isinstance(njmax, (int, np.integer)):
+            raise TypeError(f"njmax must be an integer (constraint rows per world), got {njmax!r}")
+        if njmax < nefc_fixed:
+            raise ValueError(f"njmax={njmax} is less than the model's {nefc_fixed} rows of equality constraints, "
+                             f"friction loss and limits, which every world needs; set at least {nefc_fixed} "
+                             f"(default {default})")
+        chosen = min(int(njmax), nefc_fixed + rows_max)
+    return Budgets(njmax=chosen, njmax_default=default, nefc_fixed=nefc_fixed, contact_rows_max=rows_max,
+                   nconmax_rule=nconmax)
