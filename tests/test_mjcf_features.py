@@ -635,7 +635,8 @@ def test_efc_force_and_solver_niter_are_mujocos(rng):
     for w in range(n):
         mjd.qpos[:], mjd.qvel[:], mjd.ctrl[:] = (x[w] for x in states)
         mujoco.mj_forward(mjm, mjd)
-        efc_type, efc_id, efc_sub = (getattr(rows_of, f).numpy()[w] for f in ("efc_type", "efc_id", "efc_sub"))
+        efc_type, efc_id, efc_sub = (getattr(rows_of, f).numpy()[w].copy() for f in ("efc_type", "efc_id", "efc_sub"))
+        efc_type[rows_of.nefc.numpy()[w]:] = -1  # rows not in use
         scale_ = max(np.abs(mjd.efc_force).max(), 1.0)
         matched = np.zeros(len(efc_type), bool)
         slots_left = list(np.flatnonzero(con.active[w].numpy()))

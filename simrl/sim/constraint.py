@@ -933,8 +933,8 @@ def build(scalar):
     def contact_row(m: Model, d: Data, w: int, r: int):
         """The differentiable step's contact rows, one row per element (contact_rows' loop over a
         slot's rows costs its generated adjoint registers): row r (< nefc[w]) of slot c = efc_id[r],
-        with the arithmetic of `contact_rows` for frictionless and pyramidal cones, the Jacobian
-        zeroed (`contact_jacobian` adds each body's part after). Elliptic cones' rows:
+        with the arithmetic of `contact_rows` for frictionless and pyramidal cones; every row's
+        Jacobian zeroed (`contact_jacobian` adds each body's part after). Elliptic cones' rows:
         `contact_rows_elliptic`.
 
         Model: body_invweight0, cone_elliptic, contact_pair, cpair_friction, cpair_geom, cpair_margin, cpair_nrow,
@@ -945,10 +945,10 @@ def build(scalar):
             c = d.efc_id[w, r]
             p = m.contact_pair[c]
             nrow = m.cpair_nrow[p]
+            zero_jacobian(m, d, w, r)  # every cone's (contact_jacobian adds to it)
             if nrow == 1 or m.cone_elliptic == 0:
                 dist = d.contact_dist[w, c]
                 margin = m.cpair_margin[p]
-                zero_jacobian(m, d, w, r)
                 fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
                 g = m.cpair_geom[p]
                 iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], m.geom_bodyid[g[0]]]

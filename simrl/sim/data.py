@@ -352,10 +352,11 @@ def check_memory(model, num_worlds: int):
     if need <= available:
         return
     rows = sum(b for name, b in sizes.items() if name.startswith("efc_"))
+    slots = sum(b for name, b in sizes.items() if name.startswith("contact_"))
     nefc, ncon = model.struct.nefc, model.struct.ncon
-    detail = (f", {size_text(rows)} of which are its {nefc:,} constraint rows, mostly those of {ncon:,} contact "
-              f"slots: each contact the model's pairs can make has rows of its own, and pairs that cannot touch "
-              f"can be left out with <contact><exclude> or contype/conaffinity") if ncon else ""
+    detail = (f", {size_text(rows)} of which are its budget of {nefc:,} constraint rows (njmax) and "
+              f"{size_text(slots)} its {ncon:,} contact slots: pairs that cannot touch can be left out with "
+              f"<contact><exclude> or contype/conaffinity, and a smaller njmax holds fewer rows") if ncon else ""
     raise MemoryError(
         f"{num_worlds:,} worlds of this model need {size_text(need)} for the simulation's data "
         f"({size_text(per_world)} per world{detail}), "
