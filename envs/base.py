@@ -431,6 +431,8 @@ class BatchedEnv:
                 raise ValueError(f"{type(self).__name__} cannot step without host synchronisation: "
                                  + "; ".join(problems))
         self.sync_free = bool(enabled)
+        if isinstance(self.sim, Sim):  # its overflow flags are read by raise_deferred_errors instead
+            self.sim.auto_check_overflow = not self.sync_free
 
     def _sync_free_problems(self) -> list[str]:
         """What keeps this env from stepping without host synchronisation (a subclass adds its own)."""

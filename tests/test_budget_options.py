@@ -184,19 +184,26 @@ def test_a_rollout_warns_once_when_the_sim_reads_its_flags():
     assert re.search(r"outgrew njmax=16 \(they needed up to \d+\).*sim\.njmax=\d+", str(caught[0].message))
 
 
-def test_a_sync_free_rollout_warns_when_the_runner_reads_the_flags():
-    """A step replayed as a CUDA graph reads no flags (nor does the ant's sync-free step before
-    the Sim's own read is due); the runners' raise_deferred_errors, once per iteration, does."""
-    env = envs.make("ant", num_envs=4, device="cpu", seed=0, njmax=16)
-    env.set_sync_free()
-    env.reset()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for _ in range(5):
-            env.step(torch.zeros(env.num_envs, env.num_actions))
-        assert caught == []
-        env.raise_deferred_errors()
-        assert len(caught) == 1 and "outgrew njmax=16" in str(caught[0].message)
+def test_a_sync_free_rollout_reads_the_flags_once_per_iteration():
+    """Sync-free (and so inside a CUDA graph) the Sim reads no flags in its steps; the runners'
+    raise_deferred_errors does: it warns, or raises with strict."""
+    for strict in (False, True):
+        env = envs.make("ant", num_envs=4, device="cpu", seed=0, njmax=16, strict=strict)
+        env.set_sync_free()
+        env.reset()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(OVERFLOW_CHECK_STEPS // env.decimation + 4):
+                env.step(torch.zeros(env.num_envs, env.num_actions))
+            assert caught == []
+            if strict:
+                with pytest.raises(OverflowError, match="outgrew njmax=16"):
+                    env.raise_deferred_errors()
+            else:
+                env.raise_deferred_errors()
+                assert len(caught) == 1 and "outgrew njmax=16" in str(caught[0].message)
+        env.set_sync_free(False)
+        assert env.sim.auto_check_overflow
 
 
 def test_train_logs_the_overflow_and_its_warning(tmp_path):
