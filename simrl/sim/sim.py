@@ -204,6 +204,10 @@ class Sim:
         self.model = Model(mj_model, self.device, _DTYPES[dtype], njmax=njmax)
         #: raise OverflowError (not warn) when a world outgrows a budget
         self.strict = bool(strict)
+        #: True: step and forward read the overflow flags themselves (check_overflow: step every
+        #: OVERFLOW_CHECK_STEPS steps, forward on the CPU, both at every call when strict); False:
+        #: the caller does (an environment stepping without host synchronisation, once per iteration)
+        self.auto_check_overflow = True
         self._overflow_warned = False
         self._steps_unchecked = 0
         if self.model.struct.ncon:
@@ -590,7 +594,7 @@ class Sim:
                 self._parallel(lambda run: run(self._forward))
             finally:
                 skip.zero_()
-        if self.device.is_cpu or self.strict:
+        if self.auto_check_overflow and (self.device.is_cpu or self.strict):
             self.check_overflow()
 
     def step(self, n: int = 1) -> None:
@@ -604,9 +608,10 @@ class Sim:
             # every thread runs all n steps of its worlds: worlds never interact
             self._parallel(lambda run: self._steps(run, n))
         # a look at the overflow flags now and then (every call when strict): on a GPU, a read waits
-        # for the device
+        # for the device, which a graph being captured cannot
         self._steps_unchecked += n
-        if self.strict or (self._steps_unchecked >= OVERFLOW_CHECK_STEPS and not self.device.is_capturing):
+        if self.auto_check_overflow and not self.device.is_capturing and (
+                self.strict or self._steps_unchecked >= OVERFLOW_CHECK_STEPS):
             self.check_overflow()
 
     @property
