@@ -734,40 +734,58 @@ def build(scalar):
             bits = bits + OVERFLOW_ROWS
         d.overflow[w] = bits
 
-    @wp.func
-    def efc_address(m: Model, d: Data, w: int):
-        """Places of the constraint rows (mj_makeConstraint's counts, by one thread): the fixed rows,
-        then the rows of each slot that holds a contact within its margin, in slot order, as long
-        as they fit the row budget (Model.nefc); the slots whose rows do not fit, and every slot
-        after them, get none (the overflow is flagged). Also the list of the slots with rows
-        (Data.contact_slots), which the fused schedule's pass over the contacts visits.
+    def make_efc_address(write_all: bool):
+        """`efc_address` that writes every slot's first row (`write_all`: for buffers whose values
+        say nothing, the differentiable step's pooled Data) or only those of the slots listed
+        before and now (Data.contact_slots: every other slot has none already)."""
+        @wp.func
+        def efc_address(m: Model, d: Data, w: int):
+            """Places of the constraint rows (mj_makeConstraint's counts, by one thread): the fixed
+            rows, then the rows of each slot that holds a contact within its margin, in slot order,
+            as long as they fit the row budget (Model.nefc); the slots whose rows do not fit, and
+            every slot after them, get none (the overflow is flagged). Also the list of the slots
+            with rows (Data.contact_slots), which the fused schedule's passes over the contacts
+            visit.
 
-        Model: contact_pair, cpair_efc_type, cpair_margin, cpair_nrow, efc_id, efc_sub, efc_type,
-        enable_constraint, ncon, nefc, nefc_eq, nefc_friction, nefc_limit. Data in: contact_active,
-        contact_dist, nefc, overflow. Data out: contact_efc_adr, contact_slots, contact_nslots, efc_type, efc_id,
-        efc_sub, efc_cols, efc_active, efc_D, efc_force (rows no longer in use), nefc, overflow, overflow_need."""
-        first = contact_rows_start(m)
-        old = d.nefc[w]
-        place_fixed_rows(m, d, w, 0, first)
-        n = first
-        need = first
-        k = int(0)
-        c = int(0)
-        while c < m.ncon:
-            placed = int(0)
-            if slot_has_rows(m, d, w, c):
-                need = need + m.cpair_nrow[m.contact_pair[c]]
-                if need <= m.nefc:
-                    place_slot_rows(m, d, w, c, n)
-                    n = need
-                    d.contact_slots[w, k] = c
+            Model: contact_pair, cpair_efc_type, cpair_margin, cpair_nrow, efc_id, efc_sub, efc_type,
+            enable_constraint, ncon, nefc, nefc_eq, nefc_friction, nefc_limit. Data in: contact_active,
+            contact_dist, contact_slots, contact_nslots, nefc, overflow. Data out: contact_efc_adr,
+            contact_slots, contact_nslots, efc_type, efc_id, efc_sub, efc_cols, efc_active, efc_D,
+            efc_force (rows no longer in use), nefc, overflow, overflow_need."""
+            first = contact_rows_start(m)
+            old = d.nefc[w]
+            place_fixed_rows(m, d, w, 0, first)
+            k = int(0)
+            if wp.static(not write_all):
+                # the slots that had rows: none now, unless placed again below
+                while k < d.contact_nslots[w]:
+                    d.contact_efc_adr[w, d.contact_slots[w, k]] = -1
                     k = k + 1
-                    placed = 1
-            if placed == 0:
-                d.contact_efc_adr[w, c] = -1
-            c = c + 1
-        d.contact_nslots[w] = k
-        finish_address(m, d, w, n, need, old)
+                k = int(0)
+            n = first
+            need = first
+            c = int(0)
+            while c < m.ncon:
+                placed = int(0)
+                if slot_has_rows(m, d, w, c):
+                    need = need + m.cpair_nrow[m.contact_pair[c]]
+                    if need <= m.nefc:
+                        place_slot_rows(m, d, w, c, n)
+                        n = need
+                        d.contact_slots[w, k] = c
+                        k = k + 1
+                        placed = 1
+                if wp.static(write_all):
+                    if placed == 0:
+                        d.contact_efc_adr[w, c] = -1
+                c = c + 1
+            d.contact_nslots[w] = k
+            finish_address(m, d, w, n, need, old)
+
+        return efc_address
+
+    efc_address = make_efc_address(False)
+    efc_address_all = make_efc_address(True)
 
     @wp.func
     def efc_address_lanes(m: Model, d: Data, w: int, lane: int, nlanes: int):
@@ -1057,7 +1075,8 @@ def build(scalar):
                            constraint_list_one=constraint_list_one,
                            constraint_list_lanes=constraint_list_lanes,
                            constraint_list_lanes_write=constraint_list_lanes_write,
-                           efc_address=efc_address, efc_address_lanes=efc_address_lanes,
+                           efc_address=efc_address, efc_address_all=efc_address_all,
+                           efc_address_lanes=efc_address_lanes,
                            efc_address_lanes_write=efc_address_lanes_write,
                            reference_row=reference_row, row_dot=row_dot, contact_rows_start=contact_rows_start,
                            jac_dot_v=jac_dot_v)

@@ -229,8 +229,16 @@ def world_functions(scalar, lanes: bool) -> SimpleNamespace:
             Data: those of constraint.efc_address."""
             c.efc_address(m, d, w)
 
+        @wp.func
+        def efc_address_all(m: Model, d: Data, w: int, lane: int, nlanes: int):
+            """`efc_address` writing every slot's first row (the differentiable step's pooled buffers).
+
+            Data: those of constraint.efc_address."""
+            c.efc_address_all(m, d, w)
+
     sv = solver.build(scalar, lanes)
     return SimpleNamespace(constraint_list=constraint_list, efc_address=efc_address,
+                           efc_address_all=efc_address if lanes else efc_address_all,
                            fwd_acceleration=factor_m.build(scalar, lanes).fwd_acceleration,
                            solve=sv.solve, constraint_force=sv.constraint_force,
                            euler_damping=euler.build(scalar, lanes).damping)

@@ -76,8 +76,8 @@ def build(scalar, schedule: str = "fused"):
     # the narrow phase on the tape, then the places of the rows (integers: off the tape), then the rows
     narrowphase = segment("narrowphase", forward.collision(scalar, grouped=False), scalar, schedule, "grad",
                           backward=True)
-    efc_address = segment("efc_address", (Pass("efc_address", WORLD, (world.efc_address,)),), scalar, schedule,
-                          "grad_custom")
+    efc_address = segment("efc_address", (Pass("efc_address", WORLD, (world.efc_address_all,)),), scalar,
+                          schedule, "grad_custom")
     constraint = segment("constraint", forward.rows(scalar, grouped=False), scalar, schedule, "grad", backward=True)
     # the Newton solver (simrl.sim.solver), run forward only: its result is differentiated
     # implicitly by `constraint_adjoint`

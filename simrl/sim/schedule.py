@@ -61,11 +61,15 @@ SITES = "sites"
 ACTUATORS = "actuators"
 CONTROLS = "controls"  # the world's controls, checked together: one element when nu > 0
 SITE_TRANSMISSIONS = "site_transmissions"  # the actuators' site transmissions (Model.actuator_trnsite)
-CONTACTS = "contacts"  # contact slots
-# the contact slots of a model with pyramidal (or frictionless) cones, none in one with elliptic
-# cones, and the other way round: passes for one kind of cone (the differentiable step's)
+# the contact slots that have constraint rows (constraint.efc_address): the fused schedule visits
+# Data.contact_slots' list, the wide one a thread per contact row of the budget (a slot at its
+# first row), not per slot: on terrain thousands of slots, a few with rows
+CONTACTS = "contacts"
+# those of a model with pyramidal (or frictionless) cones, none in one with elliptic cones, and
+# the other way round: passes for one kind of cone (the differentiable step's)
 PYRAMIDAL_CONTACTS = "pyramidal_contacts"
 ELLIPTIC_CONTACTS = "elliptic_contacts"
+SLOTS_WITH_ROWS = (CONTACTS, PYRAMIDAL_CONTACTS, ELLIPTIC_CONTACTS)
 EQUALITIES = "equalities"  # equality constraints that have rows
 SENSORS = "sensors"
 CONTACT_SENSORS = "contact_sensors"  # the contact sensors (Model.contact_sensor)
@@ -480,17 +484,24 @@ def _fused_loop(p: Pass, scalar, backward: bool):
                             f(m, d, w, q)
 
         return run_pairs
-    if p.over == CONTACTS:
+    if p.over in SLOTS_WITH_ROWS:
+        bounds = _range_funcs(scalar)[p.over]  # no slots for a pass of the other cone
+
         @wp.func
         def run_contacts(m: Model, d: Data, w: int):
             # the slots that have rows, listed by constraint.efc_address (Data.contact_slots): on
             # terrain thousands of slots, a few with rows; the others have nothing to do
+            start, count = bounds(m)
             if wp.static(backward):
-                for k in range(d.contact_nslots[w]):
-                    f(m, d, w, d.contact_slots[w, k])
+                if count > 0:
+                    for k in range(d.contact_nslots[w]):
+                        f(m, d, w, d.contact_slots[w, k])
             else:
                 k = int(0)
-                while k < d.contact_nslots[w]:
+                end = int(0)
+                if count > 0:
+                    end = d.contact_nslots[w]
+                while k < end:
                     f(m, d, w, d.contact_slots[w, k])
                     k = k + 1
 
@@ -578,6 +589,21 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
             f(m, d, w, start + e)
 
         return range_kernel
+    if index == "slots":
+        # a thread per contact row of the budget (start: the first); the first row of each contact
+        # runs f for its slot
+        @wp.kernel(module=module, name=name)
+        def slots_kernel(m: Model, d: Data, start: int):
+            w, e = wp.tid()
+            if wp.static(guard):
+                if d.world_skip[w] != 0:
+                    return
+            r = start + e
+            if r < d.nefc[w]:
+                if d.efc_sub[w, r] == 0:
+                    f(m, d, w, d.efc_id[w, r])
+
+        return slots_kernel
     if index == "active":
         # a thread per row of the budget: those in use and active run f
         @wp.kernel(module=module, name=name)
@@ -649,6 +675,8 @@ def _wide_pass(p: Pass, scalar, module_name: str, backward: bool) -> _WidePass:
         return _WidePass(p, _wide_kernel(p.name, f, "table", scalar, module), ())
     if p.over == ACTIVE_ROWS:
         return _WidePass(p, _wide_kernel(p.name, f, "active", scalar, module), ())
+    if p.over in SLOTS_WITH_ROWS:
+        return _WidePass(p, _wide_kernel(p.name, f, "slots", scalar, module), ())
     return _WidePass(p, _wide_kernel(p.name, f, "range", scalar, module), ())
 
 
@@ -669,6 +697,10 @@ def _wide_launches(wp_: _WidePass, model) -> list[Launch]:
         return [Launch(wp_.kernel, (count,), (s.body_tree, start)) for start, count in levels]
     if p.over == ACTIVE_ROWS:
         return [Launch(wp_.kernel, (model.struct.nefc,))] if model.struct.nefc else []
+    if p.over in SLOTS_WITH_ROWS:
+        fixed = s.nefc_eq + s.nefc_friction + s.nefc_limit
+        return [Launch(wp_.kernel, (s.nefc - fixed,), (fixed,))] if _host_range(model, p.over)[1] and s.nefc > fixed \
+            else []
     if p.over == PAIRS:
         # a group's pairs are contiguous in cpair_by_kind (sorted by kind)
         launches = []
