@@ -90,9 +90,9 @@ assert list(PRIMITIVE_MAX_CONTACTS) == sorted(PRIMITIVE_MAX_CONTACTS)
 # up to three more of the hull face most opposed to the plane's normal, found in the same
 # detection pass
 #
-# height fields (mjc_ConvexHField): GJK/EPA on each prism of the cells under the geom, one
-# contact per prism, up to MAXCONPAIR; each pair owns as many slots as it has prisms under it
-# at most (hfield_slots); one contact per prism with multiccd on or off
+# height fields (mjc_ConvexHField): GJK/EPA on each prism of the cells under the geom's box grown
+# by the margin, one contact per prism, up to MAXCONPAIR; each pair owns as many slots as it has
+# prisms under it at most (hfield_slots); one contact per prism with multiccd on or off
 CONVEX_MAX_CONTACTS = {
     (GeomType.PLANE, GeomType.MESH): 4,
     (GeomType.HFIELD, GeomType.SPHERE): MAXCONPAIR, (GeomType.HFIELD, GeomType.CAPSULE): MAXCONPAIR,
@@ -162,15 +162,15 @@ def clip_scratch_widths(P: int, D: int) -> dict:
             "ccd_cliptag": 4 * P + MAX_CLIP_CONTACTS, "ccd_norm": 4 * D, "ccd_normidx": 2 * D}
 
 
-def hfield_slots(mjm: mujoco.MjModel, hfield_geom: int, geom: int) -> int:
+def hfield_slots(mjm: mujoco.MjModel, hfield_geom: int, geom: int, margin: float = 0.0) -> int:
     """The contacts a geom can have with a height field: one per prism of the sub-grid under its
-    bounding sphere (mjc_ConvexHField spans cells floor(xmin) to ceil(xmax), two prisms each), at
-    most MAXCONPAIR."""
+    bounding sphere grown by the pair's `margin` (margin + gap; mjc_ConvexHField spans cells
+    floor(xmin - margin) to ceil(xmax + margin), two prisms each), at most MAXCONPAIR."""
     h = int(mjm.geom_dataid[hfield_geom])
     nrow, ncol = int(mjm.hfield_nrow[h]), int(mjm.hfield_ncol[h])
     dx = 2 * mjm.hfield_size[h][0] / (ncol - 1)
     dy = 2 * mjm.hfield_size[h][1] / (nrow - 1)
-    extent = 2 * float(mjm.geom_rbound[geom])
+    extent = 2 * (float(mjm.geom_rbound[geom]) + margin)
     ncells_x = min(ncol - 1, int(np.floor(extent / dx)) + 2)
     ncells_y = min(nrow - 1, int(np.floor(extent / dy)) + 2)
     return min(MAXCONPAIR, 2 * ncells_x * ncells_y)
@@ -276,7 +276,8 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         if types not in MAX_CONTACTS:
             continue  # refused by model checks; kept out of the tables
         condim, solref, solreffriction, solimp, friction, margin, gap = contact_parameters(mjm, g1, g2, ipair)
-        nslot = MAX_CONTACTS[types] if types[0] != GeomType.HFIELD else hfield_slots(mjm, g1, g2)
+        nslot = (MAX_CONTACTS[types] if types[0] != GeomType.HFIELD
+                 else hfield_slots(mjm, g1, g2, margin + gap))
         t["geom"].append((g1, g2))
         t["kind"].append(PAIR_KIND[types])
         t["slot"].append(nslot_total)
