@@ -52,9 +52,10 @@ class AntEnv(BatchedEnv):
     def __init__(self, num_envs: int = 256, device=None, seed: int = 0, decimation: int = 5,
                  episode_length_s: float = 50.0, healthy_z_range: tuple = (0.2, 1.0), reset_noise_scale: float = 0.1,
                  rewards: dict | None = None, terminations: dict | None = None, dtype: str = "float32",
-                 nonfinite_actions: str = "error", backend: str = "warp"):
+                 nonfinite_actions: str = "error", backend: str = "warp", njmax: int | None = None,
+                 strict: bool = False):
         mjm = mujoco.MjModel.from_xml_path(str(gym_asset("ant.xml")))
-        sim = make_sim(mjm, num_envs, device=device, dtype=dtype, backend=backend)
+        sim = make_sim(mjm, num_envs, device=device, dtype=dtype, backend=backend, njmax=njmax, strict=strict)
         self.healthy_z_range = tuple(float(z) for z in healthy_z_range)
         self.reset_noise_scale = float(reset_noise_scale)
         super().__init__(sim, num_actions=mjm.nu, decimation=decimation, episode_length_s=episode_length_s,

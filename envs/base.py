@@ -50,9 +50,10 @@ device-to-host round trip. Every world runs the reset, a command draw or an inte
 only the worlds it was due for keep the result (`_rows_only`: the rows of every per-world tensor
 are chosen with torch.where), which gives each world exactly what the indexed reset gives it
 (the per-world random streams draw only for the chosen worlds). The episode logs become masked
-means (NaN on steps where no episode ended; simrl.rl.ppo drops those), and with
+means (NaN on steps where no episode ended; simrl.rl.ppo drops those), with
 nonfinite_actions="error" a non-finite action is replaced by 0 and raised by
-`raise_deferred_errors()` (the PPO runner calls it once per iteration). It costs a reset of
+`raise_deferred_errors()` (the PPO runner calls it once per iteration), and the Sim's budget
+overflow is warned about (or raised, `strict`) there too. It costs a reset of
 every world per step (the forward pass after it only of the worlds that reset); on the CPU the
 indexed path, the default, is cheaper.
 
@@ -276,25 +277,33 @@ class BatchedEnv:
         Returns (observations, reward [num_envs], terminated [num_envs] bool,
         time_outs [num_envs] bool, extras). Worlds that finished are reset before the
         observations are computed; extras["log"] holds the mean episode sum of each reward term
-        over the episodes that ended ("Episode_Reward/<term>") and "Diagnostics/nan_resets", and
-        with nonfinite_actions="zero", "Diagnostics/nonfinite_actions" (worlds whose actions had
-        NaN or inf entries, replaced by 0) at every step. With `keep_final_obs`, on steps where a
-        world finished, extras["final_obs"] holds the observation groups [num_envs, ...] computed
-        before the reset (the rows of the finished worlds are their final observations); the
-        random draws they take are replayed for the returned observations, so keeping them
-        changes nothing else.
+        over the episodes that ended ("Episode_Reward/<term>") and "Diagnostics/nan_resets"; at
+        every step "Diagnostics/overflow", the share of worlds in which some physics step of this
+        step outgrew a budget of the Sim (`sim.overflow`; not with the MuJoCo backend, nor in a
+        differentiable step), and with nonfinite_actions="zero", "Diagnostics/nonfinite_actions"
+        (worlds whose actions had NaN or inf entries, replaced by 0). With `keep_final_obs`, on
+        steps where a world finished, extras["final_obs"] holds the observation groups
+        [num_envs, ...] computed before the reset (the rows of the finished worlds are their final
+        observations); the random draws they take are replayed for the returned observations, so
+        keeping them changes nothing else.
         """
         actions, nonfinite = self._check_actions(actions)
         self._pre_physics()
         if self.grad_enabled:
             self.actions = actions.clone()  # on the graph: the rewards differentiate it
             nan = self._physics_grad(self.actions)
+            overflow = None  # the differentiable step's evaluations keep their own buffers
         else:
             self.actions.copy_(actions)  # the env's own buffer: resets below must not zero the caller's tensor
             applied = self._delayed_actions(actions)
+            # what outgrew a budget in any of the physics steps (the Sim's flags describe its last
+            # step only); MuJoCo has no budgets
+            overflow = torch.zeros_like(self.sim.overflow) if isinstance(self.sim, Sim) else None
             for _ in range(self.decimation):
                 self._apply_actions(applied)
                 self.sim.step()
+                if overflow is not None:
+                    overflow |= self.sim.overflow
             nan = self.sim.nan_worlds
         self.episode_length_buf += 1
 
@@ -319,6 +328,8 @@ class BatchedEnv:
         done = terminated | time_outs
 
         extras = {"log": {}}
+        if overflow is not None:
+            extras["log"]["Diagnostics/overflow"] = (overflow != 0).float().mean()
         if self.grad_enabled:
             extras["final_obs"] = self._observations()
         if nonfinite is not None:
@@ -420,6 +431,8 @@ class BatchedEnv:
                 raise ValueError(f"{type(self).__name__} cannot step without host synchronisation: "
                                  + "; ".join(problems))
         self.sync_free = bool(enabled)
+        if isinstance(self.sim, Sim):  # its overflow flags are read by raise_deferred_errors instead
+            self.sim.auto_check_overflow = not self.sync_free
 
     def _sync_free_problems(self) -> list[str]:
         """What keeps this env from stepping without host synchronisation (a subclass adds its own)."""
@@ -431,8 +444,11 @@ class BatchedEnv:
         return out
 
     def raise_deferred_errors(self) -> None:
-        """sync_free with nonfinite_actions="error": raise the ValueError `step` would have
-        raised for non-finite actions since the last call (one host synchronisation)."""
+        """sync_free: with nonfinite_actions="error", raise the ValueError `step` would have
+        raised for non-finite actions since the last call; then read the Sim's overflow flags of
+        the last physics step (`Sim.check_overflow`: a RuntimeWarning the first time, with
+        `strict` an OverflowError), which a step replayed as a CUDA graph does not read. One host
+        synchronisation (two reads); the runners call it once per iteration."""
         count = int(self._deferred_nonfinite)
         if count:
             self._deferred_nonfinite.zero_()
@@ -440,6 +456,8 @@ class BatchedEnv:
                              f"policy has probably diverged (the steps replaced them by 0: sync_free). Set "
                              f"nonfinite_actions='zero' (task.env.nonfinite_actions=zero) to replace them by 0 "
                              f"and count them in Diagnostics/nonfinite_actions instead")
+        if isinstance(self.sim, Sim):
+            self.sim.check_overflow()
 
     def _physics_grad(self, actions: torch.Tensor) -> torch.Tensor:
         """`decimation` steps of `simrl.diff_step` from the current (differentiable) state; the
@@ -711,15 +729,25 @@ class BatchedEnv:
 BACKENDS = ("warp", "mujoco")
 
 
-def make_sim(mjm, num_worlds: int, device=None, dtype: str = "float32", backend: str = "warp"):
+def make_sim(mjm, num_worlds: int, device=None, dtype: str = "float32", backend: str = "warp",
+             njmax: int | None = None, strict: bool = False):
     """The simulation an environment runs on: `simrl.Sim` (backend "warp", this engine, in
     `dtype`) or `simrl.mujoco_sim.MujocoSim` (backend "mujoco": MuJoCo itself, one MjData per
     world, CPU only). MuJoCo computes in double precision whatever `dtype` says, so with
-    "mujoco" the simulation's tensors are float64 (the environments convert what they read)."""
+    "mujoco" the simulation's tensors are float64 (the environments convert what they read).
+
+    `njmax` (constraint rows per world; None: the model's default) and `strict` (raise
+    OverflowError, not warn, when a world outgrows a budget) are the Sim's (the environments'
+    keyword arguments of the same names, a task's `sim.njmax` and `sim.strict`); MuJoCo has no
+    budgets, and refuses them."""
     if backend == "warp":
-        return Sim.from_model(mjm, num_worlds=num_worlds, device=device, dtype=dtype)
+        return Sim.from_model(mjm, num_worlds=num_worlds, device=device, dtype=dtype, njmax=njmax, strict=strict)
     if backend == "mujoco":
         from simrl.mujoco_sim import MujocoSim
+
+        if njmax is not None or strict:
+            raise ValueError(f"njmax={njmax!r}, strict={strict!r}: MuJoCo (backend 'mujoco') has no constraint-row "
+                             f"budget; leave njmax=None and strict=False, or use backend 'warp'")
 
         if dtype not in ("float32", "float64"):
             raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")

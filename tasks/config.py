@@ -43,8 +43,10 @@ from simrl.rl.config import (
 
 DEFAULT_TASK = "quadruped"
 
-#: env keyword arguments that come from top-level keys instead (`backend` from sim.backend)
-ENV_TOP_LEVEL = {"num_envs", "device", "seed", "backend"}
+#: env keyword arguments that come from the `sim` section (SimCfg): sim.backend, sim.njmax, sim.strict
+SIM_KEYS = ("backend", "njmax", "strict")
+#: env keyword arguments that come from top-level keys instead (num_envs=, ..., sim.backend=, ...)
+ENV_TOP_LEVEL = {"num_envs", "device", "seed", *SIM_KEYS}
 
 
 # ------------------------------------------------------------------- the environment's section
@@ -167,7 +169,7 @@ def _check_env(c: Checker, task_name: str, env_cfg) -> None:
     for key, value in env_cfg.items():
         full = f"task.env.{key}"
         if key in ENV_TOP_LEVEL:
-            top = "sim.backend" if key == "backend" else key
+            top = f"sim.{key}" if key in SIM_KEYS else key
             c.errors.append(f"{full}: set the top-level key {top}=... instead")
         elif key in ("terrain", "robot") and key in params:
             c.errors.append(f"{full}: set the task's {key} section, task.{key}.*, instead")
@@ -308,6 +310,24 @@ class SimCfg(Section):
 
     #: warp: this engine; mujoco: MuJoCo itself, one MjData per world, CPU only (sim-to-sim)
     backend: str = setting("warp", _check_backend)
+    #: constraint rows per world (simrl.Sim's njmax, MuJoCo Warp's name); null: the model's
+    #: default, which the Sim prints when it is made
+    njmax: int | None = setting(None, positive_int(allow_none=True))
+    #: true: a world that outgrows a budget raises OverflowError; false: a RuntimeWarning the
+    #: first time, and the share of such worlds in Diagnostics/overflow
+    strict: bool = setting(False, boolean())
+
+    @classmethod
+    def check_together(cls, c: Checker, values: Mapping) -> None:
+        """MuJoCo (backend mujoco) has no budgets: njmax and strict belong to this engine."""
+        if values.get("backend") != "mujoco":
+            return
+        for key, unset, text in (("njmax", None, "null"), ("strict", False, "false")):
+            value = values.get(key, unset)
+            if value is not unset:
+                shown = str(value).lower() if isinstance(value, bool) else value
+                c.errors.append(f"sim.{key}={shown}: MuJoCo (sim.backend=mujoco) has no constraint-row budget; "
+                                f"leave sim.{key}={text} or use sim.backend=warp")
 
 
 def _file(also: str = "") -> Rule:
@@ -356,7 +376,7 @@ class TrainCfg(_RunCfg):
     algo: str = setting("ppo", one_of("ppo", "shac"))
     resume: str | None = setting(None, _file(", a run directory or latest"))
     init_policy: str | None = setting(None, _file(" or a run directory"))
-    sim: SimCfg = setting(SimCfg(), section(SimCfg, "a mapping (sim.backend=...)"))
+    sim: SimCfg = setting(SimCfg(), section(SimCfg, "a mapping (sim.backend=..., sim.njmax=..., sim.strict=...)"))
     dist_timeout_s: float = setting(900, number(low=0.0, low_open=True))
     task: TaskCfg = setting(rule=_TASK)
 
@@ -374,7 +394,7 @@ class PlayCfg(_RunCfg):
     seed: int = setting(1, _SEED)
     video: bool = setting(False, boolean())
     video_length_s: float = setting(10.0, number(low=0, low_open=True))
-    sim: SimCfg = setting(SimCfg(), section(SimCfg, "a mapping (sim.backend=...)"))
+    sim: SimCfg = setting(SimCfg(), section(SimCfg, "a mapping (sim.backend=..., sim.njmax=..., sim.strict=...)"))
     task: TaskCfg = setting(rule=_TASK)
 
 
@@ -474,12 +494,14 @@ class TaskEnvFactory:
 
     task: Mapping
 
-    def make(self, num_envs: int, device: str, seed: int, backend: str):
-        """`envs.make` of the task's environment with its file's sections."""
+    def make(self, num_envs: int, device: str, seed: int, backend: str, njmax: int | None = None,
+             strict: bool = False):
+        """`envs.make` of the task's environment with its file's sections; `backend`, `njmax` and
+        `strict` are the run's `sim` section (SimCfg)."""
         import envs
 
         return envs.make(self.task["name"], num_envs=num_envs, device=device, seed=seed, backend=backend,
-                         **env_kwargs(self.task))
+                         njmax=njmax, strict=strict, **env_kwargs(self.task))
 
     @staticmethod
     def vec_env(env, cfg: dict | None = None):

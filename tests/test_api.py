@@ -241,8 +241,9 @@ def test_worlds_that_would_not_fit_in_memory_are_refused(monkeypatch):
     assert Sim.from_model(mjm, num_worlds=10).num_worlds == 10
     kib = f"{per_world / 1024:.2f}".replace(".", r"\.")
     message = (rf"11 worlds of this model need \d+\.\d\d KiB for the simulation's data \({kib} KiB per world, "
-               r"\d+\.\d\d KiB of which are its \d+ constraint rows, mostly those of \d+ contact slots: .*<contact>"
-               r"<exclude>.*\), but cpu has \d+\.\d\d KiB available: the data of at most 10 worlds fits")
+               r"\d+\.\d\d KiB of which are its budget of \d+ constraint rows \(njmax\) and \d+\.\d\d KiB its \d+ "
+               r"contact slots: .*<contact><exclude>.*smaller njmax.*\), but cpu has \d+\.\d\d KiB available: "
+               r"the data of at most 10 worlds fits")
     with pytest.raises(MemoryError, match=message):
         Sim.from_model(mjm, num_worlds=11)
 

@@ -26,13 +26,24 @@ SCENE = """
 
 
 def test_rows_per_contact():
-    """2 (condim - 1) pyramid edges per contact slot: 10 for condim 6, 6 for condim 4."""
-    sim = Sim.from_mjcf(SCENE, num_worlds=1, dtype="float64")
-    tables, s = sim.model.contact_tables, sim.model.struct
+    """2 (condim - 1) pyramid edges per contact: 10 for condim 6, 6 for condim 4, placed one after
+    another in slot order after the fixed rows."""
+    mjm = mujoco.MjModel.from_xml_string(SCENE)
+    sim = Sim.from_model(mjm, num_worlds=1, dtype="float64")
+    tables = sim.model.contact_tables
     assert sorted(set(tables["condim"])) == [3, 4, 6]
-    rows = np.diff(np.append(s.contact_efc_adr.numpy(), s.nefc))
-    expected = [2 * (tables["condim"][p] - 1) for p in tables["slot_pair"]]
-    assert rows.tolist() == expected
+    qpos = mjm.qpos0.copy()
+    for b in range(mjm.nbody - 1):  # every geom pressed 5 mm into the floor
+        qpos[7 * b + 2] -= 0.005
+    sim.qpos = torch.tensor(qpos[None])
+    sim.forward()
+    adr, nefc = sim.data.contact_efc_adr.numpy()[0], int(sim.data.nefc.numpy()[0])
+    slots = np.flatnonzero(adr >= 0)
+    assert len(slots) >= mjm.nbody - 1, "every geom touches the floor"
+    assert adr[slots[0]] == sim.model.budgets.nefc_fixed
+    rows = np.diff(np.append(adr[slots], nefc))
+    assert rows.tolist() == [2 * (tables["condim"][tables["slot_pair"][c]] - 1) for c in slots]
+    assert (sim.data.efc_type.numpy()[0, adr[slots[0]]:nefc] == 6).all()
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -112,8 +123,8 @@ def test_gradients_through_torsional_and_rolling_contacts(rng):
     qvel = rng.normal(0.0, 0.3, (2, mjm.nv))
     sim.qpos, sim.qvel = torch.tensor(qpos), torch.tensor(qvel)
     sim.forward()
-    edges = sim.model.struct.efc_type.numpy() == 6
-    assert (sim.efc_force.numpy()[:, edges] > 0).sum(axis=1).min() > 10, "contacts with friction"
+    edges = sim.data.efc_type.numpy() == 6
+    assert ((sim.efc_force.numpy() > 0) & edges).sum(axis=1).min() > 10, "contacts with friction"
 
     gen = torch.Generator().manual_seed(0)
     wq, wv = torch.randn(2, mjm.nq, generator=gen, dtype=torch.float64), torch.randn(2, mjm.nv, generator=gen,

@@ -13,7 +13,7 @@ import torch
 
 import simrl
 from simrl import Sim
-from simrl.sim.contact_tables import MAXCONPAIR
+from simrl.sim.contact_tables import MAXCONPAIR, hfield_slots
 
 PHI = (1 + 5 ** 0.5) / 2
 ICO = " ".join(f"{0.08 * x:.9g}" for p in ((-1, PHI, 0), (1, PHI, 0), (-1, -PHI, 0), (1, -PHI, 0), (0, -1, PHI),
@@ -122,6 +122,77 @@ def test_each_pair_has_slots_for_every_prism_under_it(field_scene):
                                np.sort([c.dist for c in mjd.contact[:mjd.ncon]]), atol=1e-12)
 
 
+def margin_scene(radius: float, z: float, x: float = 0.0, y: float = 0.0, margin: float = 0.0, gap: float = 0.0,
+                 n: int = 3, geom: str = "", quat: str = "1 0 0 0") -> mujoco.MjModel:
+    """A sphere (its margin and gap given) with its lowest point z over a flat n x n field; or
+    `geom` (type and size), its centre radius + z high, turned by `quat`."""
+    geom = geom or f"type='sphere' size='{radius}'"
+    return mujoco.MjModel.from_xml_string(
+        f"<mujoco><asset><hfield name='h' nrow='{n}' ncol='{n}' size='1 1 0.1 0.1'/></asset><worldbody>"
+        f"<geom type='hfield' hfield='h'/><body pos='{x} {y} {radius + z}' quat='{quat}'><freejoint/>"
+        f"<geom {geom} margin='{margin}' gap='{gap}'/></body></worldbody></mujoco>")
+
+
+def contacts_of_both(mjm: mujoco.MjModel):
+    """(MuJoCo's, simrl's) contacts at qpos0, each [(dist, x, y, z)] sorted (on values rounded
+    to 1e-9, so that rounding does not reorder contacts at equal distances)."""
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    sim = Sim.from_model(mjm, num_worlds=1, dtype="float64")
+    sim.forward()
+    on = np.flatnonzero(sim.contact.active[0].numpy())
+    ours = np.column_stack([sim.contact.dist[0].numpy()[on], sim.contact.pos[0].numpy()[on]]).reshape(-1, 4)
+    theirs = np.array([[c.dist, *c.pos] for c in mjd.contact[:mjd.ncon]]).reshape(-1, 4)
+    return tuple(c[np.lexsort(np.round(c, 9).T[::-1])] for c in (theirs, ours))
+
+
+@pytest.mark.parametrize("z, margin, gap, dist, ncon", [
+    (0.009, 0.01, 0.0, 0.009, 6),    # within the margin: its true distance, not 1.5 margins less
+    (0.009, 0.0, 0.01, 0.009, 6),    # the gap alike
+    (-0.004, 0.01, 0.0, -0.004, 6),  # into the field
+    (0.012, 0.01, 0.0, None, 0),     # beyond the margin
+])
+def test_margin_and_gap_on_a_height_field_match_mujoco(z, margin, gap, dist, ncon):
+    """A sphere over the common vertex of six prisms of a flat field, its margin or gap set:
+    MuJoCo 4.0's contacts (dist at the true distance, pos midway between the shapes inflated by
+    half the margin each)."""
+    theirs, ours = contacts_of_both(margin_scene(0.1, z, margin=margin, gap=gap))
+    assert len(theirs) == ncon and np.allclose(theirs[:, 0], dist if ncon else [])
+    np.testing.assert_allclose(ours, theirs, atol=1e-12)
+
+
+def test_a_prism_beside_the_geom_within_the_margin_has_a_contact():
+    """A small sphere 1 mm over cell column 1, its bounding box 0.5 mm clear of column 0: the
+    prism of column 0 is within the margin (at 5.2 mm) and MuJoCo collides it too, so the cells
+    span the box grown by the margin."""
+    theirs, ours = contacts_of_both(margin_scene(0.01, 0.001, x=0.0105, y=0.5, margin=0.01))
+    assert len(theirs) == 2 and np.isclose(theirs[:, 0].max(), np.hypot(0.0105, 0.011) - 0.01)
+    np.testing.assert_allclose(ours, theirs, atol=1e-12)
+
+
+@pytest.mark.parametrize("z, quat, dist", [(0.004, "1 0 0 0", 0.004), (-0.004, "1 0 0 0", -0.00399993107555),
+                                            (0.004, "0.99 0.1 0.05 0", -0.00657124974956)])
+def test_a_box_within_the_margin_of_a_flat_field_matches_mujoco(z, quat, dist):
+    """A box over two prisms, margin 1 cm: apart, GJK runs on the box and the prism without
+    their margins (MuJoCo 4.0's dist is exact: 0.004); into the field, GJK and EPA on the shapes
+    inflated by half the margin each (EPA's stopping error, 7e-8 here, is MuJoCo's too)."""
+    mjm = margin_scene(0.1, z, x=0.3, y=0.3, margin=0.01, geom="type='box' size='0.1 0.1 0.1'", quat=quat)
+    theirs, ours = contacts_of_both(mjm)
+    assert len(theirs) == 2 and np.isclose(theirs[:, 0].max(), dist, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(ours, theirs, atol=1e-12)
+
+
+def test_slots_cover_the_prisms_within_a_margin():
+    """A sphere with a wide margin over a fine field touches more prisms than lie under its
+    bounding sphere; hfield_slots counts the cells under the sphere grown by the margin, and every
+    contact MuJoCo reports is simrl's."""
+    mjm = margin_scene(0.02, 0.001, x=0.013, y=-0.021, margin=0.05, n=41)
+    assert hfield_slots(mjm, 0, 1, 0.05) > hfield_slots(mjm, 0, 1)
+    theirs, ours = contacts_of_both(mjm)
+    assert hfield_slots(mjm, 0, 1) < len(theirs) <= hfield_slots(mjm, 0, 1, 0.05)
+    np.testing.assert_allclose(ours, theirs, atol=1e-12)
+
+
 def test_shapes_dropped_on_bumps_follow_mujocos_trajectory():
     """Each shape dropped on the random field (gravity on) for 1 s, float64: within 1e-3 of
     MuJoCo's state every 0.1 s."""
@@ -173,12 +244,14 @@ def test_quadruped_walks_on_rough_terrain_with_mujocos_trajectory(rng):
     assert mjd.qpos[2] > 0.15 and sim.qpos[0, 2].item() > 0.15
 
 
-def test_gradients_through_hfield_contacts_match_finite_differences():
+@pytest.mark.parametrize("margin", [0.0, 0.01])
+def test_gradients_through_hfield_contacts_match_finite_differences(margin):
     """d(qvel1)/d(qpos0, qvel0) of one step with a sphere resting on a prism's face (GJK on its
-    centre: smooth), against central differences."""
+    centre: smooth), without and with a margin, against central differences."""
     xml = ("<mujoco><option timestep='0.002'/><asset><hfield name='h' nrow='3' ncol='3' size='1 1 0.2 0.1' "
            "elevation='0 0.2 0.4  0.1 0.3 0.5  0.2 0.4 0.6'/></asset><worldbody><geom type='hfield' hfield='h'/>"
-           "<body pos='0.13 0.21 0.25'><freejoint/><geom type='sphere' size='0.1'/></body></worldbody></mujoco>")
+           f"<body pos='0.13 0.21 0.25'><freejoint/><geom type='sphere' size='0.1' margin='{margin}'/></body>"
+           "</worldbody></mujoco>")
     sim = Sim.from_mjcf(xml, num_worlds=1, dtype="float64")
     mjm = sim.model.mjm
     # just touching: lower it until MuJoCo reports 2 mm of penetration
@@ -215,10 +288,11 @@ def test_gradients_through_hfield_contacts_match_finite_differences():
 @pytest.mark.slow  # compiles the wide schedule's convex kernels
 def test_both_schedules_agree_on_height_fields(monkeypatch):
     """Both schedules, and the wide one with every element launch's threads in reverse order
-    (tests/test_schedule.py::reverse_thread_order), give the same bits."""
+    (tests/test_schedule.py::reverse_thread_order), give the same bits; the field with a margin."""
     from test_schedule import reverse_thread_order
 
-    xml = scene(np.random.default_rng(3), copies=1).replace("gravity='0 0 0'", "timestep='0.002'")
+    xml = (scene(np.random.default_rng(3), copies=1).replace("gravity='0 0 0'", "timestep='0.002'")
+           .replace("hfield='terrain'", "hfield='terrain' margin='0.005'"))
     mjm = mujoco.MjModel.from_xml_string(xml)
     out = []
     for schedule in ("fused", "wide", "reversed"):

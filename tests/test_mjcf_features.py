@@ -627,8 +627,7 @@ def test_efc_force_and_solver_niter_are_mujocos(rng):
     qpos[:4, 9] = mjm.jnt_range[mjm.joint("FR_knee").id, 0] - 0.02  # a knee beyond its lower limit
     sim = make_sim(mjm, states)
     sim.forward()
-    m = sim.model.struct
-    efc_type, efc_id, efc_sub = m.efc_type.numpy(), m.efc_id.numpy(), m.efc_sub.numpy()
+    rows_of = sim.data  # each world's rows (the contacts' are placed per world)
     force, active = sim.efc_force.numpy(), sim.view("efc_active").numpy() != 0
     con = sim.contact
     mjd = mujoco.MjData(mjm)
@@ -636,6 +635,8 @@ def test_efc_force_and_solver_niter_are_mujocos(rng):
     for w in range(n):
         mjd.qpos[:], mjd.qvel[:], mjd.ctrl[:] = (x[w] for x in states)
         mujoco.mj_forward(mjm, mjd)
+        efc_type, efc_id, efc_sub = (getattr(rows_of, f).numpy()[w].copy() for f in ("efc_type", "efc_id", "efc_sub"))
+        efc_type[rows_of.nefc.numpy()[w]:] = -1  # rows not in use
         scale_ = max(np.abs(mjd.efc_force).max(), 1.0)
         matched = np.zeros(len(efc_type), bool)
         slots_left = list(np.flatnonzero(con.active[w].numpy()))

@@ -57,20 +57,20 @@ def run(mjm, schedule_name, dtype, steps, seed=0, W=6):
     return sim
 
 
-# the fused schedule's list of the slots that hold a contact (only its first contact_nslots
-# entries are the step's; the wide schedule makes none): checked against contact_active instead;
-# and its flags of far world geoms (the wide schedule tests every pair)
+# the fused schedule's list of the slots that have rows (only its first contact_nslots entries
+# are the step's; the wide schedule makes none): checked against contact_efc_adr instead; and its
+# flags of far world geoms (the wide schedule tests every pair)
 FUSED_ONLY = ("contact_slots", "contact_nslots", "geom_far")
-# the wide schedule's: each lane's count of active rows (constraint.constraint_list_lanes)
+# the wide schedule's: each lane's count (constraint.constraint_list_lanes, efc_address_lanes)
 WIDE_ONLY = ("efc_lane_count",)
 
 
 def assert_contact_list(sim: Sim):
-    """The fused schedule's Data.contact_slots: the slots that hold a contact, increasing."""
-    active = sim.view("contact_active").numpy()
+    """The fused schedule's Data.contact_slots: the slots that have rows, increasing."""
+    adr = sim.view("contact_efc_adr").numpy()
     slots, count = sim.view("contact_slots").numpy(), sim.view("contact_nslots").numpy()
     for w in range(sim.num_worlds):
-        assert slots[w, :count[w]].tolist() == np.flatnonzero(active[w]).tolist(), f"world {w}"
+        assert slots[w, :count[w]].tolist() == np.flatnonzero(adr[w] >= 0).tolist(), f"world {w}"
 
 
 def assert_same_data(a: Sim, b: Sim):

@@ -161,6 +161,13 @@ def test_benchmark_records(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # memory: the Sim's arrays per world; the model's share shrinks as worlds are added
     assert 2 * 4 * 2 < simrl[(8, 1)]["state_bytes_per_world"] < simrl[(1, 1)]["state_bytes_per_world"]
+    # and every engine's simulation data per world, side by side (mujoco_warp's where put_data ran)
+    assert "| engine | worlds | data KiB/world | contacts per world | constraint rows per world |" in table
+    for r in records:
+        if r["engine"] == "simrl":
+            assert r["data_bytes_per_world"] < r["state_bytes_per_world"]
+        if "data_bytes_per_world" in r:
+            assert f"| {r['engine']} | {r['num_worlds']} | {r['data_bytes_per_world'] / 1024:,.1f} |" in table
     assert simrl[(8, 1)]["resident_mib"] > 0 and simrl[(1, 1)]["cuda_graph"] is False
 
 
@@ -182,6 +189,51 @@ def test_benchmark_cores_pins_the_run(tmp_path):
     assert f"run on core(s) {first_core}" in result.stdout or len(os.sched_getaffinity(0)) == 1
     refused = run("scripts/benchmark.py", "--model", "inverted_pendulum", "--cores", "999", "--worlds", "1")
     assert refused.returncode != 0 and "--cores 999: this process may use" in refused.stderr
+
+
+def test_benchmark_simrl_data_per_world():
+    """simrl's "data KiB/world": one world's Data, data_bytes_per_world summed, which the Data of
+    three worlds holds three times over; the table prints it beside the slots and rows that size it."""
+    import warp as wp
+
+    from simrl import Sim
+    from simrl.bench.engines import simrl_data_memory
+    from simrl.bench.models import resolve_model
+    from simrl.bench.records import data_table
+    from simrl.sim.data import data_bytes_per_world
+
+    _, mjm = resolve_model("quadruped")
+    sim = Sim.from_model(mjm, num_worlds=3, device="cpu")
+    memory = simrl_data_memory(sim)
+    assert memory["data_bytes_per_world"] == sum(data_bytes_per_world(sim.model).values())
+    held = sum(a.capacity for a in (getattr(sim.data, n) for n in sim.data._cls.vars) if isinstance(a, wp.array))
+    assert 3 * memory["data_bytes_per_world"] == held
+    assert memory["contact_slots"] == sim.model.struct.ncon > 0
+    record = {"engine": "simrl", "num_worlds": 3, **memory}
+    assert (f"| simrl | 3 | {held / 3 / 1024:,.1f} | {memory['contact_slots']:,} slots | "
+            f"{memory['constraint_rows']:,} |") in data_table([record])
+    assert data_table([{"engine": "mujoco", "num_worlds": 3}]) == ""  # MuJoCo has no per-world figure
+
+
+def test_benchmark_mujoco_warp_data_per_world():
+    """MuJoCo Warp's "data KiB/world": every array of put_data at its default budgets, over its
+    worlds (the contact arrays are shared by all worlds: naconmax = nconmax x nworld)."""
+    mjw = pytest.importorskip("mujoco_warp")
+    from simrl.bench.engines import mujoco_warp_memory
+    from simrl.bench.models import resolve_model
+    from simrl.bench.records import data_table
+
+    _, mjm = resolve_model("quadruped")
+    one, four = (mujoco_warp_memory(mjw, mjm, n) for n in (1, 4))
+    # put_data's defaults for a model without a height field: the first of 16, 24, 32, 48, 64, ...
+    # at least 45 contacts and 53 rows
+    assert (four["nconmax"], four["naconmax"], four["njmax"]) == (48, 4 * 48, 64)
+    assert four["data_bytes_per_world"] == pytest.approx(one["data_bytes_per_world"], rel=1e-3)
+    if mjw.__version__ == "4.0.0":  # the figure quoted in issue #50 (put_data at 64 worlds)
+        assert four["data_bytes_per_world"] / 1024 == pytest.approx(31.8, abs=0.05)
+    table = data_table([{"engine": "mujoco_warp", "num_worlds": 4, **four}])
+    assert (f"| mujoco_warp | 4 | {four['data_bytes_per_world'] / 1024:,.1f} | nconmax 48 (naconmax 192 for all "
+            "worlds) | njmax 64 |") in table
 
 
 def test_benchmark_model_of_a_task():
@@ -368,6 +420,10 @@ def test_benchmark_counts_instructions_of_both_engines(tmp_path):
                  "--steps", "3", "--counter", "callgrind", "--schedule", "fused,wide", "--out", str(out))
     assert result.returncode == 0, result.stderr
     records = {r["engine"]: r for r in json.loads(out.read_text())}
+    # mujoco_warp (a default engine) is not counted: its data per world alone, from put_data
+    memory = records.pop("mujoco_warp", None)
+    assert (memory is None) == (importlib.util.find_spec("mujoco_warp") is None)
+    assert memory is None or (memory["mode"] == "memory" and memory["data_bytes_per_world"] > 0)
     assert set(records) == {"simrl-fused", "simrl-wide", "mujoco"}
     states = {r["final_state"] for r in records.values()}
     assert len(states) == 1, states  # float32 and float64 agree to the printed digits here
@@ -390,7 +446,7 @@ def test_benchmark_counts_instructions_at_matched_solver_work(tmp_path):
     result = run("scripts/benchmark.py", "--model", str(model), "--worlds", "2", "--count-instructions",
                  "--steps", "3", "--counter", "callgrind", "--out", str(out))
     assert result.returncode == 0, result.stderr
-    records = {r["engine"]: r for r in json.loads(out.read_text())}
+    records = {r["engine"]: r for r in json.loads(out.read_text()) if r["mode"] != "memory"}  # not mujoco_warp's
     assert set(records) == {"simrl", "mujoco", "mujoco_newton"}
     simrl, newton = records["simrl"], records["mujoco_newton"]
     assert records["mujoco"]["solver_niter_mean"] > 2 * simrl["solver_niter_mean"] >= newton["solver_niter_mean"]
@@ -408,7 +464,7 @@ def test_benchmark_counts_instructions_per_stage(tmp_path):
     result = run("scripts/benchmark.py", "--model", "inverted_pendulum", "--worlds", "2", "--count-instructions",
                  "--steps", "3", "--counter", "callgrind", "--schedule", "wide", "--per-stage", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
-    records = {r["engine"]: r for r in json.loads(out.read_text())}
+    records = {r["engine"]: r for r in json.loads(out.read_text()) if r["mode"] != "memory"}  # not mujoco_warp's
     assert set(records) == {"simrl", "mujoco", "simrl-wide-stages"}
     stages = dict(records["simrl-wide-stages"]["per_stage"])
     assert {"kinematics_body", "crb_dof", "solve"} <= set(stages) and min(stages.values()) > 0

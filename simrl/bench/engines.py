@@ -19,11 +19,21 @@ Engines:
 Every engine runs the same compiled model: same timestep, integrator, solver iterations and
 tolerance. `--smooth` disables contacts and constraints in all of them.
 
+Simulation data per world (`data_bytes_per_world` in the records, "data KiB/world" in a table
+of the timed and the counted modes): simrl's, the bytes of one world's Data
+(simrl.sim.data.data_bytes_per_world, summed), sized by its contact slots and constraint rows,
+fixed when the model loads; MuJoCo Warp's, the bytes of every array of
+`mujoco_warp.put_data(mjm, mjd, nworld=W)` at put_data's default budgets (contacts per world
+`nconmax`, shared by all worlds as `naconmax` = nconmax x W, and constraint rows per world
+`njmax`), over W. MuJoCo has no such figure: mujoco.rollout keeps one MjData per thread, not
+per world, with a preallocated arena of its own.
+
 A runner is a pair (run, info): `run()` steps the engine and returns the steps it took (a
 world-step count is that times the worlds), `run.stats()` the solver iterations and contacts
 of the timed steps in the first STATS_WORLDS worlds, and `info()` the record's fields.
 """
 
+import dataclasses
 import time
 
 import mujoco
@@ -34,6 +44,7 @@ import warp as wp
 from simrl import Sim
 from simrl.bench.host import resident_mib
 from simrl.bench.models import STATE_SPEC, initial_state, solver_name, start_arrays
+from simrl.sim.data import data_bytes_per_world
 
 #: the solver iterations and contacts of the timed steps are read in the first STATS_WORLDS worlds
 STATS_WORLDS = 64
@@ -56,6 +67,13 @@ def state_bytes(sim) -> int:
     return total
 
 
+def simrl_data_memory(sim) -> dict:
+    """simrl's simulation data per world: `data_bytes_per_world`, the bytes of one world's Data
+    (W worlds hold W times it), and the contact slots and constraint rows that size it."""
+    return {"data_bytes_per_world": sum(data_bytes_per_world(sim.model).values()),
+            "contact_slots": sim.model.struct.ncon, "constraint_rows": sim.model.struct.nefc}
+
+
 def simrl_runner(mjm, num_worlds, device, dtype, schedule="auto", threads=None, horizon=100, settle=0.0):
     """Build the Sim; return a callable that steps it `horizon` steps from the start states, and
     a callable that summarizes it. `threads`: its cpu_threads on the CPU (ignored on CUDA)."""
@@ -66,7 +84,7 @@ def simrl_runner(mjm, num_worlds, device, dtype, schedule="auto", threads=None, 
     sim = Sim.from_model(mjm, num_worlds=num_worlds, device=device, dtype=dtype, schedule=schedule,
                          cpu_threads=threads if cpu else None)
     setup = time.perf_counter() - start
-    memory = {"state_bytes_per_world": state_bytes(sim) / num_worlds}
+    memory = {"state_bytes_per_world": state_bytes(sim) / num_worlds, **simrl_data_memory(sim)}
     if free_before is not None:  # what the device lost to the Sim (its arrays and Warp's pools)
         memory["device_bytes_per_world"] = (free_before - sim.device.free_memory) / num_worlds
     else:  # what the process grew by building it (the arrays, first-touched)
@@ -173,7 +191,12 @@ def mujoco_runner(mjm, num_worlds, nthread, horizon=100, settle=0.0):
 
 
 class MujocoWarpFailure(RuntimeError):
-    """mujoco_warp failed on this model or device; the message names the stage and the error."""
+    """mujoco_warp failed on this model or device; the message names the stage and the error.
+    `memory`: its data per world (mujoco_warp_data_memory) where put_data got that far, else {}."""
+
+    def __init__(self, message: str, memory: dict | None = None):
+        super().__init__(message)
+        self.memory = memory or {}
 
 
 def import_mujoco_warp():
@@ -190,12 +213,50 @@ def import_mujoco_warp():
     return mujoco_warp, None
 
 
+def warp_arrays(data) -> list[wp.array]:
+    """Every Warp array of a dataclass and of the dataclasses it holds (MuJoCo Warp's Data holds
+    its Contact and its Constraint), each allocation once."""
+    arrays, seen = [], set()
+
+    def visit(obj):
+        for field in dataclasses.fields(obj):
+            value = getattr(obj, field.name)
+            if isinstance(value, wp.array):
+                key = value.ptr or id(value)  # empty arrays have no allocation
+                if key not in seen:
+                    seen.add(key)
+                    arrays.append(value)
+            elif dataclasses.is_dataclass(value):
+                visit(value)
+
+    visit(data)
+    return arrays
+
+
+def mujoco_warp_data_memory(d) -> dict:
+    """MuJoCo Warp's simulation data per world, of a Data `d` from put_data: `data_bytes_per_world`,
+    the bytes of all its arrays over its nworld (the contact arrays, naconmax entries, are shared
+    by all worlds), and the budgets that size them: `nconmax` contacts per world (naconmax /
+    nworld), `naconmax`, and `njmax` constraint rows per world."""
+    total = sum(a.capacity for a in warp_arrays(d))
+    return {"data_bytes_per_world": total / d.nworld, "nconmax": d.naconmax // d.nworld, "naconmax": d.naconmax,
+            "njmax": d.njmax}
+
+
+def mujoco_warp_memory(mjw, mjm, num_worlds, device="cpu", settle=0.0) -> dict:
+    """MuJoCo Warp's data per world (mujoco_warp_data_memory) of `num_worlds` worlds at put_data's
+    default budgets, from put_data alone: nothing is compiled or stepped."""
+    with wp.ScopedDevice(wp.get_device(device)):
+        return mujoco_warp_data_memory(mjw.put_data(mjm, initial_state(mjm, settle), nworld=num_worlds))
+
+
 def mujoco_warp_runner(mjw, mjm, num_worlds, device, horizon=100, settle=0.0):
     """MuJoCo Warp (module `mjw`) on `device`: all worlds in one batch (nworld), the same
     start states and controls as simrl, the same `horizon` steps from them (in chunks of about
     50 ms, back to the start states after the last). Returns the same pair as simrl_runner;
-    raises MujocoWarpFailure naming the stage that failed."""
-    stage = "device"
+    raises MujocoWarpFailure naming the stage that failed (with the data per world where
+    put_data got that far). `run.memory`: the data per world (mujoco_warp_data_memory)."""
+    stage, memory = "device", {}
     try:
         dev = wp.get_device(device)
         with wp.ScopedDevice(dev):
@@ -204,6 +265,7 @@ def mujoco_warp_runner(mjw, mjm, num_worlds, device, horizon=100, settle=0.0):
             m = mjw.put_model(mjm)
             stage = "put_data"
             d = mjw.put_data(mjm, initial_state(mjm, settle), nworld=num_worlds)
+            memory = mujoco_warp_data_memory(d)
             arrays = start_arrays(mjm, num_worlds, settle)
             d.ctrl.assign(arrays["ctrl"].astype(np.float32))
             qpos0 = wp.array(arrays["qpos"].astype(np.float32), device=dev)
@@ -238,7 +300,7 @@ def mujoco_warp_runner(mjw, mjm, num_worlds, device, horizon=100, settle=0.0):
             wp.synchronize_device(dev)
             step_seconds = time.perf_counter() - start
     except Exception as e:
-        raise MujocoWarpFailure(f"{stage}: {type(e).__name__}: {e}") from e
+        raise MujocoWarpFailure(f"{stage}: {type(e).__name__}: {e}", memory) from e
     # a chunk of about 50 ms (at most 4096 world-steps), at least one step, at most the horizon
     chunk = max(1, min(horizon, 4096 // num_worlds, int(0.05 / max(step_seconds, 1e-6))))
     position = [horizon]  # steps done since the start states
@@ -261,6 +323,8 @@ def mujoco_warp_runner(mjw, mjm, num_worlds, device, horizon=100, settle=0.0):
         position[0] += n
         return n
 
+    run.memory = memory
+
     def stats():
         k = min(num_worlds, STATS_WORLDS)
         niter, ncon = [], []
@@ -281,7 +345,7 @@ def mujoco_warp_runner(mjw, mjm, num_worlds, device, horizon=100, settle=0.0):
         finite = np.isfinite(qpos).all(axis=1) & np.isfinite(qvel).all(axis=1)
         return {"compile_seconds": compile_seconds, "setup_seconds": setup,
                 "nan_free_worlds": int(finite.sum()), "dtype": "float32", "device": dev.alias,
-                "cuda_graph": graph is not None, "version": getattr(mjw, "__version__", "unknown"),
+                "cuda_graph": graph is not None, "version": getattr(mjw, "__version__", "unknown"), **memory,
                 **({"cuda_graph_error": graph_error} if graph_error else {}),
                 "threads": 1 if dev.is_cpu else None}
 

@@ -244,7 +244,9 @@ def step_passes(grad: bool) -> tuple:
 
     scalar = wp.float32
     passes = (forward.position(scalar, fine=grad) + forward.velocity(scalar, fine=grad)
-              + forward.constraint_rows(scalar, grouped=not grad, detect=not grad) + forward.sensor_passes(scalar))
+              + (forward.collision(scalar, grouped=False) + forward.rows(scalar, grouped=False) if grad
+                 else forward.constraint_rows(scalar, lanes=True, detect=True))
+              + forward.sensor_passes(scalar))
     return tuple(p for p in passes if p.over != schedule.WORLD)
 
 

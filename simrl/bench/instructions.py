@@ -18,6 +18,10 @@ counted steps. Where the iterations differ by more than 2x and MuJoCo's solver i
 (`mujoco_newton`), and the table adds the ratio to that count ("vs mj_step with Newton") with a
 line that says why, as the timed benchmark does.
 
+The simulation data per world of simrl and of MuJoCo Warp (simrl.bench.engines) follows in a
+table of its own; MuJoCo Warp's instructions are not counted (its kernels run in Warp on the
+CPU, not in mj_step's C), its data comes from put_data alone.
+
 `--per-stage` (with `--count-instructions` and callgrind) also splits the counts by stage.
 simrl: its wide schedule, every pass a kernel of its own (the per-element functions the fused
 step calls in loops: the same arithmetic), stepped launch by launch with callgrind collecting
@@ -43,10 +47,10 @@ import mujoco
 import numpy as np
 import warp as wp
 
-from simrl.bench.engines import mujoco_stats, simrl_runner
+from simrl.bench.engines import import_mujoco_warp, mujoco_stats, mujoco_warp_memory, simrl_data_memory, simrl_runner
 from simrl.bench.host import machine
 from simrl.bench.models import integrator_name, solver_name, start_arrays, start_description, with_newton
-from simrl.bench.records import write_results
+from simrl.bench.records import data_table, write_results
 from simrl.bench.speed import solver_mismatch, solver_note
 from simrl.bench.step_worlds import PORTABLE_CPU_FLAGS
 
@@ -140,9 +144,14 @@ def count_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]:
         raise SystemExit("--per-stage attributes instructions with callgrind: add --counter callgrind")
     if args.per_stage and shutil.which("callgrind_annotate") is None:
         raise SystemExit("--per-stage needs callgrind_annotate (valgrind's tools), which is not on PATH")
-    unknown = set(engines) - {"simrl", "mujoco"}
-    if unknown:
-        print(f"--count-instructions counts simrl and mujoco; leaving out {', '.join(sorted(unknown))}")
+    mjw = None
+    if "mujoco_warp" in engines:
+        mjw, import_error = import_mujoco_warp()
+        if mjw is None:
+            print("--count-instructions: mujoco_warp " + (f"fails to import ({import_error})" if import_error
+                                                           else "is not installed") + ": leaving it out")
+        else:
+            print("--count-instructions counts simrl and mujoco; mujoco_warp: its data per world only (put_data)")
     schedules = [("fused" if s == "auto" else s) for s in dict.fromkeys(schedules)]
     portable = counter == "callgrind" and "simrl" in engines
     if portable:
@@ -169,7 +178,7 @@ def count_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]:
                     # built here first: the kernels compiled (or loaded) outside the counter, and the
                     # solver iterations of the counted steps
                     run, _ = simrl_runner(mjm, w, "cpu", args.dtype, schedule, 1, 1 + args.steps, args.settle)
-                    stats = run.stats(skip=1)
+                    stats = {**run.stats(skip=1), **simrl_data_memory(run.sim)}
                     child = ["simrl", str(model_path), str(start_path), "--schedule", schedule, "--dtype",
                              args.dtype, *(["--portable-cpu"] if portable else [])]
                     jobs.append((key, args.dtype, child, stats))
@@ -206,12 +215,20 @@ def count_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]:
                 records.append(rec)
                 print(f"  {key:12s} worlds={w:5d}  {per_step:12,.0f} instructions per world-step  "
                       f"({rec['count_seconds']:.0f} s; {outputs[1]})")
+            if mjw is not None:
+                memory = mujoco_warp_memory(mjw, mjm, w, "cpu", args.settle)
+                records.append({"engine": "mujoco_warp", "model": name, "mode": "memory", "num_worlds": w,
+                                "device": "cpu", "dtype": "float32", "settle_seconds": args.settle,
+                                "version": getattr(mjw, "__version__", "unknown"), **memory})
+                print(f"  {'mujoco_warp':12s} worlds={w:5d}  {memory['data_bytes_per_world'] / 1024:,.1f} KiB of data "
+                      f"per world (nconmax {memory['nconmax']}, njmax {memory['njmax']})")
             if args.per_stage and "simrl" in engines:
                 records.append(simrl_stage_counts(name, mjm, w, args, portable, tmp, model_path))
     counted_records = [r for r in records if r["mode"] == "instructions"]
     add_count_ratios(counted_records)
-    write_results(args, counted_records, count_table(counted_records, mjm),
-                  f"Instructions per world-step: {name}, {counter}")
+    written = counted_records + [r for r in records if r["mode"] == "memory"]
+    tables = [count_table(counted_records, mjm), data_table(written)]
+    write_results(args, written, "\n\n".join(t for t in tables if t), f"Instructions per world-step: {name}, {counter}")
     for r in records:
         if "per_stage" in r:
             write_results(args, records, stage_table(r),

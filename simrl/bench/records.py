@@ -40,3 +40,30 @@ def write_results(args, records: list[dict], table: str, title: str) -> None:
         Path(args.out).write_text(json.dumps(records, indent=2))
     if args.markdown:
         append_markdown(args.markdown, title, f"`{command_line(args)}` on {machine()}\n\n{table}\n")
+
+
+def data_table(records: list[dict]) -> str:
+    """Markdown table of the simulation data per world of every engine that has the figure
+    (`data_bytes_per_world`: simrl's Data, MuJoCo Warp's put_data; simrl.bench.engines), one row
+    per engine and world count, with what sizes it: simrl's contact slots and constraint rows
+    (fixed at load), MuJoCo Warp's budgets (put_data's defaults). "" when no record has it."""
+    rows, done = [], set()
+    for r in records:
+        key = (r["engine"], r["num_worlds"])
+        if "data_bytes_per_world" not in r or key in done:
+            continue  # the data does not depend on the thread count: one row
+        done.add(key)
+        if "naconmax" in r:
+            contacts = f"nconmax {r['nconmax']:,} (naconmax {r['naconmax']:,} for all worlds)"
+            rows_per_world = f"njmax {r['njmax']:,}"
+        else:
+            contacts = f"{r['contact_slots']:,} slots"
+            rows_per_world = f"{r['constraint_rows']:,}"
+        rows.append(f"| {r['engine']} | {r['num_worlds']} | {r['data_bytes_per_world'] / 1024:,.1f} | {contacts} | "
+                    f"{rows_per_world} |")
+    if not rows:
+        return ""
+    return "\n".join(["Simulation data per world: simrl's Data (simrl.sim.data.data_bytes_per_world), MuJoCo Warp's "
+                      "put_data arrays at its default budgets over its worlds.", "",
+                      "| engine | worlds | data KiB/world | contacts per world | constraint rows per world |",
+                      "|---|---:|---:|---|---:|", *rows])

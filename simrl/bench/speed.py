@@ -24,6 +24,11 @@ line says so and nothing more is measured.
 mj_step at mid-range controls: the ant and gymnasium's humanoid start in the air, and their
 first steps have no contacts; `--settle 2` puts them on the floor with theirs.
 
+Memory: the table's "Sim KiB/world" is simrl's whole Sim per world (its Data and its Model's
+arrays shared out over the worlds; on CUDA what the device lost to the Sim); a second table
+gives every engine's simulation data per world side by side ("data KiB/world",
+simrl.bench.engines), with MuJoCo Warp's budgets.
+
 `--png PATH` draws steps/s against the world count, one line per engine, on log-log axes.
 
 `--profile` also times each pass of simrl's step on its own (the wide schedule's launches, which
@@ -50,7 +55,7 @@ from simrl.bench.engines import (
 )
 from simrl.bench.host import machine, thread_counts, thread_cpus
 from simrl.bench.models import integrator_name, solver_name, start_description, with_newton
-from simrl.bench.records import append_markdown, command_line
+from simrl.bench.records import append_markdown, command_line, data_table
 
 
 def forward_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]:
@@ -108,15 +113,17 @@ def forward_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]
                         raise SystemExit(f"simrl cannot simulate this model: {e}\n(--smooth disables contacts and "
                                          "constraints in every engine)") from e
                     worlds_of[f"{key}@{t}"] = w
-        failures = {}
+        failures, mjw_memory = {}, {}  # mujoco_warp's data per world, for its record should it fail
         if "mujoco_warp" in engines:
             failures["mujoco_warp@1"] = mjw_import_error
             if mjw is not None:
                 try:
                     runners["mujoco_warp@1"] = mujoco_warp_runner(mjw, mjm, w, args.device, args.horizon, args.settle)
                     worlds_of["mujoco_warp@1"] = w
+                    mjw_memory["mujoco_warp@1"] = runners["mujoco_warp@1"][0].memory
                 except MujocoWarpFailure as e:
                     failures["mujoco_warp@1"] = str(e)
+                    mjw_memory["mujoco_warp@1"] = e.memory
         # iterations of the same steps: once per engine (they do not depend on the thread count)
         for key, (run, _) in runners.items():
             engine = key.split("@")[0]
@@ -149,16 +156,20 @@ def forward_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]
         for key, error in failures.items():
             if error is not None:
                 record(key.split("@")[0], w, None, {"error": error, "device": args.device, "dtype": "float32",
-                                                    "threads": None})
+                                                    "threads": None, **mjw_memory.get(key, {})})
     add_ratios(records)
     # a world count's rows by thread count: each ratio beside the MuJoCo figure it divides by
     rank = {"mujoco": 0, "mujoco_newton": 2, "mujoco_warp": 3}
     records.sort(key=lambda r: (worlds.index(r["num_worlds"]), r.get("threads") or 0, rank.get(r["engine"], 1)))
     table = summary_table(records)
     notes_text = "".join(f"\n{note}\n" for note in dict.fromkeys(notes))
+    memory_text = data_table(records)
+    memory_text = f"\n{memory_text}\n" if memory_text else ""
     print()
     print(table)
     print(notes_text)
+    if memory_text:
+        print(memory_text)
     profile_text = ""
     for w, per_world in profiles:
         from simrl.sim.profile import profile_table
@@ -180,7 +191,7 @@ def forward_benchmark(name, mjm, worlds, engines, schedules, args) -> list[dict]
                         f"- model: nq={mjm.nq} nv={mjm.nv} nu={mjm.nu}, timestep {mjm.opt.timestep}, "
                         f"{integrator}, MuJoCo's solver {solver}"
                         f"{', contacts and constraints disabled' if args.smooth else ''}\n\n"
-                        f"{table}\n{notes_text}{profile_text}")
+                        f"{table}\n{notes_text}{memory_text}{profile_text}")
     return records
 
 
@@ -237,7 +248,7 @@ def summary_table(records) -> str:
     newton = any("vs_mujoco_newton" in r for r in records)
     head = ("| engine | device | dtype | threads | worlds | steps/s | vs mujoco, same threads "
             + ("| vs mujoco Newton, same threads " if newton else "")
-            + "| compile s | NaN-free worlds | contacts/world | solver iters mean/max | KiB/world |")
+            + "| compile s | NaN-free worlds | contacts/world | solver iters mean/max | Sim KiB/world |")
     lines = [head, "|---|---|---|---:|---:|---:|---:|" + ("---:|" if newton else "") + "---:|---:|---:|---:|---:|"]
 
     def ratio(r, key):

@@ -322,7 +322,16 @@ class ShacCfg(Section):
     max_iterations: int | None = setting(None, positive_int(allow_none=True))
 
 
-# --------------------------------------------------------------------------------- devices
+# ------------------------------------------------------------------- the simulation, devices
+def sim_options(cfg: Mapping) -> dict:
+    """The `sim` section of a composed run configuration (tasks.config.SimCfg, validated) as the
+    keyword arguments of an EnvFactory's `make`: backend, njmax, strict."""
+    sim = cfg.get("sim") or {}
+    njmax = sim.get("njmax")
+    return {"backend": str(sim.get("backend", "warp")), "njmax": None if njmax is None else int(njmax),
+            "strict": bool(sim.get("strict", False))}
+
+
 def available_devices() -> list[str]:
     """Devices simrl can run on here: cpu and every CUDA device torch sees."""
     import torch

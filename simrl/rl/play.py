@@ -14,7 +14,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from simrl.errors import CheckpointError
-from simrl.rl.config import ShacCfg, resolve_device
+from simrl.rl.config import ShacCfg, resolve_device, sim_options
 from simrl.rl.train import EnvFactory
 
 
@@ -34,11 +34,12 @@ def play(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory) -> None:
         checkpoint = resolve_resume(str(cfg.checkpoint), cfg.task.name, key="checkpoint")
     except CheckpointError as e:
         raise SystemExit(f"simrl: {e}") from None
-    backend = str(OmegaConf.select(cfg, "sim.backend", default="warp"))
+    sim = sim_options(cfg)
+    backend = sim["backend"]
     device = resolve_device(cfg.device, backend)
     num_envs = int(cfg.num_episodes or cfg.num_envs)
     task = cfg.task
-    env = env_factory.make(num_envs=num_envs, device=device, seed=int(cfg.seed), backend=backend)
+    env = env_factory.make(num_envs=num_envs, device=device, seed=int(cfg.seed), **sim)
     try:
         algo = checkpoint_algo(checkpoint, map_location=device)  # the algorithm that trained it
         if algo == "shac":

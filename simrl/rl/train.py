@@ -19,15 +19,17 @@ from typing import Protocol
 from omegaconf import DictConfig, OmegaConf
 
 from simrl.errors import CheckpointError, ConfigError
-from simrl.rl.config import PpoCfg, ShacCfg, resolve_device
+from simrl.rl.config import PpoCfg, ShacCfg, resolve_device, sim_options
 from simrl.rl.runlog import mean_text, tee_output
 
 
 class EnvFactory(Protocol):
     """What a run needs from the environments' side."""
 
-    def make(self, num_envs: int, device: str, seed: int, backend: str):
-        """The task's batched environment (envs.base.BatchedEnv's interface)."""
+    def make(self, num_envs: int, device: str, seed: int, backend: str, njmax: int | None = None,
+             strict: bool = False):
+        """The task's batched environment (envs.base.BatchedEnv's interface); `backend`, `njmax`
+        and `strict` come from the run's `sim` section (sim_options)."""
 
     def vec_env(self, env, cfg: dict | None = None):
         """`env` as rsl-rl's VecEnv; `cfg`, the run's resolved configuration, is kept on it."""
@@ -74,7 +76,8 @@ def train(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory, runs_root: st
 def _train(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory, runs_root) -> int:
     from simrl.rl import distributed
 
-    backend = str(OmegaConf.select(cfg, "sim.backend", default="warp"))
+    sim = sim_options(cfg)
+    backend = sim["backend"]
     try:
         dist = distributed.from_environment()
         device = distributed.rank_device(resolve_device(cfg.device, backend), dist)
@@ -85,7 +88,7 @@ def _train(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory, runs_root) -
     logged = tee_output(Path(run_dir) / "train.log") if dist.is_main else contextlib.nullcontext()
     with logged:
         try:
-            return _train_rank(cfg, run_dir, env_factory, runs_root, dist, device, backend)
+            return _train_rank(cfg, run_dir, env_factory, runs_root, dist, device, sim)
         except MemoryError as e:  # e.g. a differentiable rollout that outgrew the memory (simrl.sim.grad)
             raise SystemExit(f"simrl: {e} (checkpoints saved so far, if any, are in {run_dir})") from None
         except Exception as e:
@@ -101,7 +104,7 @@ def _train(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory, runs_root) -
 
 
 def _train_rank(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory, runs_root, dist, device: str,
-                backend: str) -> int:
+                sim: dict) -> int:
     import torch
 
     from simrl.rl import distributed
@@ -156,7 +159,7 @@ def _train_rank(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory, runs_ro
         print(f"simrl: rank {dist.rank} of {dist.world_size} (local rank {dist.local_rank}), pid {os.getpid()}, "
               f"device {device}, seed {seed}", flush=True)
     try:
-        env = env_factory.make(num_envs=num_envs, device=device, seed=seed, backend=backend)
+        env = env_factory.make(num_envs=num_envs, device=device, seed=seed, **sim)
     except ValueError as e:  # MJCFError, UnsupportedFeatureError, bad reward terms, ...
         raise SystemExit(f"simrl: task {task.name}: {type(e).__name__}: {e}") from None
     except MemoryError as e:  # simrl.sim.data.check_memory: the worlds would not fit

@@ -347,26 +347,33 @@ def build(scalar):
 
     @wp.func
     def prism_vert(o: Obj, hf: wp.array(dtype=wp.float32), adr: int, ncol: int, r: int, c: int, i: int, dx: f64,
-                   dy: f64, size: wp.vec4d, margin: f64) -> Obj:
+                   dy: f64, size: wp.vec4d) -> Obj:
         """addPrismVert: the prism's vertices shifted by one, the new one the field's point
-        (r + 1 - i, c), its top raised by the margin."""
+        (r + 1 - i, c)."""
         q = gjk.copy_obj(o)
         lo = o.prism_lo
         hi = o.prism_hi
         dr = 1 - i
         x = dx * f64(c) - size[0]
         y = dy * f64(r + dr) - size[1]
-        z = f64(hf[adr + (r + dr) * ncol + c]) * size[2] + margin
+        z = f64(hf[adr + (r + dr) * ncol + c]) * size[2]
         q.prism_lo = mat33d(lo[1, 0], lo[1, 1], lo[1, 2], lo[2, 0], lo[2, 1], lo[2, 2], x, y, lo[2, 2])
         q.prism_hi = mat33d(hi[1, 0], hi[1, 1], hi[1, 2], hi[2, 0], hi[2, 1], hi[2, 2], x, y, z)
         return q
 
     @wp.func
     def hfield_pair(m: Model, d: Data, w: int, g1: int, g2: int, margin: scalar, slot: int, nslot: int, s: int):
-        """mjc_ConvexHField: the geom in the field's frame, its bounding box by its support
-        points, then GJK/EPA against each prism of the cells under it (two per cell, those whose
-        top is above the geom's lowest point), one contact each, until the pair's slots (at most
-        MAXCONPAIR) are full."""
+        """mjc_ConvexHField as MuJoCo 4.0 runs it: the geom in the field's frame, its bounding box
+        by its support points, then GJK/EPA against each prism of the cells under the box grown
+        by the margin (two per cell, those whose top is within the margin of the geom's lowest
+        point), one contact each, until the pair's slots (at most MAXCONPAIR) are full.
+
+        The margin (the pair's margin + gap) enters as in mjc_Convex: the prism and the geom are
+        each inflated by half of it, GJK runs first on the two without it (collision_gjk.ccd),
+        and a contact's dist is margin - depth: a prism within the margin of the geom gives a
+        contact at their true distance. This is MuJoCo 4.0's rule, measured against its wheel
+        (tests/test_hfield.py); the published C source of mjc_ConvexHField (3.x) raises each
+        prism's top by the margin instead, which reports dist 1.5 margins lower."""
         p1 = vec3d(d.geom_xpos[w, g1])
         R1 = mat33d(d.geom_xmat[w, g1])
         p2 = vec3d(d.geom_xpos[w, g2])
@@ -396,10 +403,13 @@ def build(scalar):
             return
         nrow = info.nrow
         ncol = info.ncol
-        cmin = wp.max(0, int(wp.floor((xmin + size[0]) / (f64(2.0) * size[0]) * f64(ncol - 1))))
-        cmax = wp.min(ncol - 1, int(wp.ceil((xmax + size[0]) / (f64(2.0) * size[0]) * f64(ncol - 1))))
-        rmin = wp.max(0, int(wp.floor((ymin + size[1]) / (f64(2.0) * size[1]) * f64(nrow - 1))))
-        rmax = wp.min(nrow - 1, int(wp.ceil((ymax + size[1]) / (f64(2.0) * size[1]) * f64(nrow - 1))))
+        # the cells under the box grown by the margin: a prism beside the geom but within the
+        # margin gives a contact (checked against MuJoCo 4.0; contact_tables.hfield_slots counts
+        # the same cells)
+        cmin = wp.max(0, int(wp.floor((xmin - mg + size[0]) / (f64(2.0) * size[0]) * f64(ncol - 1))))
+        cmax = wp.min(ncol - 1, int(wp.ceil((xmax + mg + size[0]) / (f64(2.0) * size[0]) * f64(ncol - 1))))
+        rmin = wp.max(0, int(wp.floor((ymin - mg + size[1]) / (f64(2.0) * size[1]) * f64(nrow - 1))))
+        rmax = wp.min(nrow - 1, int(wp.ceil((ymax + mg + size[1]) / (f64(2.0) * size[1]) * f64(nrow - 1))))
         o2.margin = mg
         dx = (f64(2.0) * size[0]) / f64(ncol - 1)
         dy = (f64(2.0) * size[1]) / f64(nrow - 1)
@@ -407,7 +417,7 @@ def build(scalar):
         o1.type = GeomType.HFIELD
         o1.pos = vec3d(zero64, zero64, zero64)
         o1.mat = wp.identity(3, dtype=f64)
-        o1.margin = zero64
+        o1.margin = mg
         o1.graphadr = -1
         bottom = -size[3]
         o1.prism_lo = mat33d(zero64, zero64, bottom, zero64, zero64, bottom, zero64, zero64, bottom)
@@ -416,17 +426,19 @@ def build(scalar):
         for r in range(rmin, rmax):
             if ncon >= nslot:
                 break
-            o1 = prism_vert(o1, m.hfield_data, info.adr, ncol, r, cmin, 0, dx, dy, size, mg)
-            o1 = prism_vert(o1, m.hfield_data, info.adr, ncol, r, cmin, 1, dx, dy, size, mg)
+            o1 = prism_vert(o1, m.hfield_data, info.adr, ncol, r, cmin, 0, dx, dy, size)
+            o1 = prism_vert(o1, m.hfield_data, info.adr, ncol, r, cmin, 1, dx, dy, size)
             for c in range(cmin + 1, cmax + 1):
                 if ncon >= nslot:
                     break
                 for i in range(2):
                     if ncon >= nslot:
                         break
-                    o1 = prism_vert(o1, m.hfield_data, info.adr, ncol, r, c, i, dx, dy, size, mg)
+                    o1 = prism_vert(o1, m.hfield_data, info.adr, ncol, r, c, i, dx, dy, size)
+                    # a prism whose top is more than the margin below the geom cannot touch it
                     top = o1.prism_hi
-                    if top[0, 2] < zmin and top[1, 2] < zmin and top[2, 2] < zmin:
+                    low = zmin - mg
+                    if top[0, 2] < low and top[1, 2] < low and top[2, 2] < low:
                         continue
                     found, normal, x1, x2, pos, vertex, _face = penetration(d, s, o1, o2, m, 0)
                     if found:
@@ -436,7 +448,7 @@ def build(scalar):
                         w1.type = GeomType.HFIELD
                         w1.pos = vec3d(d.geom_xpos[w, g1])
                         w1.mat = mat33d(d.geom_xmat[w, g1])
-                        w1.margin = zero64
+                        w1.margin = mg
                         w2 = gjk.copy_obj(o2)
                         w2.pos = vec3d(d.geom_xpos[w, g2])
                         w2.mat = mat33d(d.geom_xmat[w, g2])
@@ -559,9 +571,8 @@ def build(scalar):
 
     @wp.func
     def hfield_contacts(m: Model, d: Data, w: int, p: int):
-        """Pass 2 for a height field pair: each prism's contact rebuilt (mjc_penetration is called
-        with no margin: dist is the depth of the geom inflated by half the margin against prisms
-        raised by it).
+        """Pass 2 for a height field pair: each prism's contact rebuilt, dist = margin - depth of
+        the prism and the geom inflated by half the margin each (as mjc_Convex's).
 
         Model: cpair_ccd_slot, cpair_gap, cpair_geom, cpair_margin, cpair_nslot, cpair_slot, geom_size, geom_type.
         Data in: ccd_contact, geom_xpos, geom_xmat. Data out (the pair's slots): contact_dist, contact_pos,
@@ -582,7 +593,7 @@ def build(scalar):
             c = d.ccd_contact[w, ccd + i]
             on = int(0)
             if c.found != 0:
-                dd, pp = rebuild(c, GeomType.HFIELD, p1, R1, s2, t2, p2, R2, s2, margin, zero)
+                dd, pp = rebuild(c, GeomType.HFIELD, p1, R1, s2, t2, p2, R2, s2, margin, margin)
                 d.contact_dist[w, slot + i] = dd
                 d.contact_pos[w, slot + i] = pp
                 d.contact_frame[w, slot + i] = make_frame(c.normal)

@@ -1071,12 +1071,16 @@ def build(scalar):
         contacts (mjc_ccd's `multicontact` when max_contacts > 1).
 
         A sphere's core is its centre, a capsule's its segment; for a face-clipping pair (`clip`,
-        MuJoCo 4.0) with a margin, a box's, mesh's or cylinder's core is itself without the
-        margin. GJK runs on the cores first; only when they penetrate do GJK and EPA run on the
-        full shapes."""
+        MuJoCo 4.0) or a height field's prism (mjc_ConvexHField, with or without multiccd) with
+        a margin, a box's, mesh's, cylinder's or prism's core is itself without the margin. GJK
+        runs on the cores first; only when they penetrate do GJK and EPA run on the full
+        shapes."""
         x1 = obj_center(o1)
         x2 = obj_center(o2)
-        core_margin = clip != 0 and (o1.margin > zero or o2.margin > zero)
+        # MuJoCo 4.0's prism contacts within a margin are exact on flat faces (a box 4 mm over a
+        # flat field, margin 1 cm: dist 0.004 to rounding), as GJK on the cores gives
+        core_margin = ((clip != 0 or o1.type == GeomType.HFIELD or o2.type == GeomType.HFIELD)
+                       and (o1.margin > zero or o2.margin > zero))
         if (o1.type == GeomType.SPHERE or o2.type == GeomType.SPHERE or o1.type == GeomType.CAPSULE
                 or o2.type == GeomType.CAPSULE or core_margin):
             m1 = full_margin(o1, core_margin)

@@ -5,24 +5,29 @@ mj_instantiateFriction, mj_instantiateLimit, mj_instantiateContact, mj_diagAppro
 getsolparam, getimpedance, mj_makeImpedance, mj_referenceConstraint; doc/computation
 "Constraint model" and "Parameters").
 
-Rows have fixed places, decided when the model is loaded (see `Model`): first the rows of every
-equality constraint (3 per connect, 6 per weld, 1 per joint or tendon equality), then one row
-per dof and then per tendon with friction loss, then two rows per limited hinge or slide joint
-(lower, upper) and one per limited ball joint, then two per limited tendon, then the rows of
-every contact slot (1 for condim 1, 2 (condim - 1) pyramid edges otherwise: sliding in two
-directions for condim 3, with torsion for condim 4, with rolling about both tangents for condim
-6; in the elliptic cone condim rows: the normal, then one per friction direction). `efc_active`
-says which rows exist in the current state; an inactive row has D = 0 and force 0.
-`efc_list[:efc_nactive]` lists the active rows in increasing order: later stages iterate it
-instead of scanning all rows. A row's Jacobian can be non-zero only in the model's `efc_colind`
-columns of that row (fixed when the model is loaded), so only those are written and read.
+The rows of a world come in MuJoCo's order (mj_makeConstraint): the rows of every equality
+constraint (3 per connect, 6 per weld, 1 per joint or tendon equality), one row per dof and then
+per tendon with friction loss, two rows per limited hinge or slide joint (lower, upper) and one
+per limited ball joint, two per limited tendon; these have fixed places, decided when the model
+is loaded (see `Model`). Then the rows of the contacts (1 for condim 1, 2 (condim - 1) pyramid
+edges otherwise: sliding in two directions for condim 3, with torsion for condim 4, with rolling
+about both tangents for condim 6; in the elliptic cone condim rows: the normal, then one per
+friction direction), placed each evaluation by `efc_address`: the slots that hold a contact
+within its margin, in slot order, one after another, by a prefix sum (no atomics: the same
+places every run), up to the row budget (Model.nefc, `njmax`); what does not fit is left out,
+the last in slot order first, and flagged (Data.overflow). Data.nefc[w] counts the rows in use;
+Data.efc_type, efc_id, efc_sub say what each is, Data.efc_cols its column set: a row's
+Jacobian can be non-zero only in those columns (Model.efc_colind, fixed when the model is
+loaded), so only those are written and read. `efc_active` says which fixed rows exist in the
+current state (an inactive row has D = 0 and force 0); every contact row is active.
+`efc_list[:efc_nactive]` lists the active rows in increasing order: later stages iterate it.
 
 Elements: `equality_rows` (the rows of one equality constraint), `friction_row` and
 `limit_row` (one row each), `contact_rows` (the rows of one contact slot), each writing only
-its own rows; then the list of active rows (per world: `constraint_list_lanes`, a world's
-lanes sharing the walk over rows and slots, or the fused schedule's `constraint_list_listed` over
-the slots its pass listed), `reference_row` (one active row) and `equality_reference` (the
-Jdot qvel term of a connect or weld).
+its own rows; per world `efc_address` (by a world's lanes: `efc_address_lanes`) before the
+contact rows and the list of active rows after them (`constraint_list_lanes`, or one thread's
+`constraint_list_one`), `reference_row` (one active row) and `equality_reference` (the Jdot
+qvel term of a connect or weld).
 """
 
 import functools
@@ -30,7 +35,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from simrl.sim.data import data_struct
+from simrl.sim.data import OVERFLOW_ROWS, data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import MINVAL, ConstraintType, EqType, JointType, scalar_types
 
@@ -163,15 +168,17 @@ def build(scalar):
     @wp.func
     def zero_jacobian(m: Model, d: Data, w: int, r: int):
         # outside its columns (efc_colind) a row's Jacobian is never written: it stays zero
-        for k in range(m.efc_nnz[r]):
-            d.efc_J[w, r, m.efc_colind[r, k]] = scalar(0.0)
+        cs = d.efc_cols[w, r]
+        for k in range(m.efc_nnz[cs]):
+            d.efc_J[w, r, m.efc_colind[cs, k]] = scalar(0.0)
 
     @wp.func
     def row_dot(m: Model, d: Data, w: int, r: int, x: wp.array2d(dtype=scalar)):
         """efc_J[w, r] . x[w], over the row's possibly non-zero columns."""
         s = scalar(0.0)
-        for k in range(m.efc_nnz[r]):
-            j = m.efc_colind[r, k]
+        cs = d.efc_cols[w, r]
+        for k in range(m.efc_nnz[cs]):
+            j = m.efc_colind[cs, k]
             s = s + d.efc_J[w, r, j] * x[w, j]
         return s
 
@@ -256,21 +263,20 @@ def build(scalar):
 
         @wp.func
         def contact_jacobian(m: Model, d: Data, w: int, c: int):
-            """The Jacobian of contact slot c's rows, when the slot holds a contact within its
-            margin (`contact_rows`' test): J of the point on the second geom's body minus that on
-            the first, in the contact frame (mj_instantiateContact).
+            """The Jacobian of contact slot c's rows, when the slot has rows (efc_address: a contact
+            within its margin): J of the point on the second geom's body minus that on the first, in
+            the contact frame (mj_instantiateContact).
 
-            Model: body_dofend, body_rootid, cone_elliptic, contact_efc_adr, contact_pair, cpair_friction,
-            cpair_geom, cpair_margin, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, efc_colind, efc_nnz,
-            enable_constraint, geom_bodyid, ncon, nefc. Data in: contact_active, contact_dist, contact_pos,
-            contact_frame, cdof, subtree_com. Data out: efc_J (the slot's rows)."""
-            if d.contact_active[w, c] != 0 and m.enable_constraint != 0:
+            Model: body_dofend, body_rootid, cone_elliptic, contact_pair, cpair_friction, cpair_geom, cpair_nrow,
+            dof_ancestor, dof_ancestor_adr, dof_ancestor_num, efc_colind, efc_nnz, geom_bodyid. Data in:
+            contact_efc_adr, contact_pos, contact_frame, efc_cols, cdof, subtree_com. Data out: efc_J (the slot's
+            rows)."""
+            r0 = d.contact_efc_adr[w, c]
+            if r0 >= 0:
                 p = m.contact_pair[c]
-                r0 = m.contact_efc_adr[c]
-                nrow = slot_rows_end(m, c) - r0
+                nrow = m.cpair_nrow[p]
                 cone = m.cone_elliptic != 0
-                if d.contact_dist[w, c] < m.cpair_margin[p] and ((cone and wp.static(elliptic))
-                                                                  or (not cone and wp.static(pyramid))):
+                if (cone and wp.static(elliptic)) or (not cone and wp.static(pyramid)):
                     fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
                     g = m.cpair_geom[p]
                     frame = d.contact_frame[w, c]
@@ -675,19 +681,187 @@ def build(scalar):
     @wp.func
     def contact_rows_start(m: Model):
         """The first contact row: the rows before it are the equality, friction and limit rows."""
-        first = m.nefc
-        if m.ncon > 0:
-            first = m.contact_efc_adr[0]
-        return first
+        return m.nefc_eq + m.nefc_friction + m.nefc_limit
 
     @wp.func
-    def slot_rows_end(m: Model, c: int):
-        """One past the last row of contact slot c: a slot's rows are contiguous, the slots' rows
-        follow one another in slot order after every other row (see `Model`)."""
-        end = m.nefc
-        if c + 1 < m.ncon:
-            end = m.contact_efc_adr[c + 1]
-        return end
+    def slot_has_rows(m: Model, d: Data, w: int, c: int):
+        """Contact slot c holds a contact within its margin (contacts in the gap get no rows)."""
+        has = False
+        if d.contact_active[w, c] != 0 and m.enable_constraint != 0:
+            has = d.contact_dist[w, c] < m.cpair_margin[m.contact_pair[c]]
+        return has
+
+    @wp.func
+    def place_slot_rows(m: Model, d: Data, w: int, c: int, r0: int):
+        """Slot c's rows at r0: their (type, id, sub, column set) and the slot's first row."""
+        p = m.contact_pair[c]
+        kind = m.cpair_efc_type[p]
+        cs = contact_rows_start(m) + p
+        for e in range(m.cpair_nrow[p]):
+            d.efc_type[w, r0 + e] = kind
+            d.efc_id[w, r0 + e] = c
+            d.efc_sub[w, r0 + e] = e
+            d.efc_cols[w, r0 + e] = cs
+        d.contact_efc_adr[w, c] = r0
+
+    @wp.func
+    def place_fixed_rows(m: Model, d: Data, w: int, lo: int, hi: int):
+        """The fixed rows lo .. hi - 1: their (type, id, sub) from the model, column set their own."""
+        r = lo
+        while r < hi:
+            d.efc_type[w, r] = m.efc_type[r]
+            d.efc_id[w, r] = m.efc_id[r]
+            d.efc_sub[w, r] = m.efc_sub[r]
+            d.efc_cols[w, r] = r
+            r = r + 1
+
+    @wp.func
+    def finish_address(m: Model, d: Data, w: int, n: int, need: int, old: int):
+        """The row count n of world w (need: what its contacts needed), the rows n .. old - 1 that
+        held contacts in the last evaluation deactivated, the row budget's overflow recorded."""
+        r = n
+        while r < old:
+            d.efc_active[w, r] = 0
+            d.efc_D[w, r] = scalar(0.0)
+            d.efc_force[w, r] = scalar(0.0)
+            r = r + 1
+        d.nefc[w] = n
+        d.overflow_need[w, 2] = need
+        bits = d.overflow[w]
+        if (bits & OVERFLOW_ROWS) != 0:
+            bits = bits - OVERFLOW_ROWS
+        if need > m.nefc:
+            bits = bits + OVERFLOW_ROWS
+        d.overflow[w] = bits
+
+    def make_efc_address(write_all: bool):
+        """`efc_address` that writes every slot's first row (`write_all`: for buffers whose values
+        say nothing, the differentiable step's pooled Data) or only those of the slots listed
+        before and now (Data.contact_slots: every other slot has none already)."""
+        @wp.func
+        def efc_address(m: Model, d: Data, w: int):
+            """Places of the constraint rows (mj_makeConstraint's counts, by one thread): the fixed
+            rows, then the rows of each slot that holds a contact within its margin, in slot order,
+            as long as they fit the row budget (Model.nefc); the slots whose rows do not fit, and
+            every slot after them, get none (the overflow is flagged). Also the list of the slots
+            with rows (Data.contact_slots), which the fused schedule's passes over the contacts
+            visit.
+
+            Model: contact_pair, cpair_efc_type, cpair_margin, cpair_nrow, efc_id, efc_sub, efc_type,
+            enable_constraint, ncon, nefc, nefc_eq, nefc_friction, nefc_limit. Data in: contact_active,
+            contact_dist, contact_slots, contact_nslots, nefc, overflow. Data out: contact_efc_adr,
+            contact_slots, contact_nslots, efc_type, efc_id, efc_sub, efc_cols, efc_active, efc_D,
+            efc_force (rows no longer in use), nefc, overflow, overflow_need."""
+            first = contact_rows_start(m)
+            old = d.nefc[w]
+            place_fixed_rows(m, d, w, 0, first)
+            k = int(0)
+            if wp.static(not write_all):
+                # the slots that had rows: none now, unless placed again below
+                while k < d.contact_nslots[w]:
+                    d.contact_efc_adr[w, d.contact_slots[w, k]] = -1
+                    k = k + 1
+                k = int(0)
+            n = first
+            need = first
+            c = int(0)
+            while c < m.ncon:
+                placed = int(0)
+                if slot_has_rows(m, d, w, c):
+                    need = need + m.cpair_nrow[m.contact_pair[c]]
+                    if need <= m.nefc:
+                        place_slot_rows(m, d, w, c, n)
+                        n = need
+                        d.contact_slots[w, k] = c
+                        k = k + 1
+                        placed = 1
+                if wp.static(write_all):
+                    if placed == 0:
+                        d.contact_efc_adr[w, c] = -1
+                c = c + 1
+            d.contact_nslots[w] = k
+            finish_address(m, d, w, n, need, old)
+
+        return efc_address
+
+    efc_address = make_efc_address(False)
+    efc_address_all = make_efc_address(True)
+
+    @wp.func
+    def efc_address_lanes(m: Model, d: Data, w: int, lane: int, nlanes: int):
+        """`efc_address` by the nlanes threads of world w's block (the wide schedule): the slots
+        split into contiguous shares, one per lane; each lane counts the rows its share's contacts
+        need, then places them from the count of the lanes before it (efc_lane_count, a barrier
+        between): the same places. Returns the lane's share and the rows before it for
+        `efc_address_lanes_write`. Barriers: the caller's (block_sync), before and after.
+
+        Model: contact_pair, cpair_margin, cpair_nrow, efc_id, efc_sub, efc_type, enable_constraint, ncon,
+        nefc_eq, nefc_friction, nefc_limit. Data in: contact_active, contact_dist. Data out: efc_lane_count (the
+        lane's), efc_type, efc_id, efc_sub, efc_cols (the fixed rows of the lane's share)."""
+        first = contact_rows_start(m)
+        fshare = (first + nlanes - 1) // nlanes
+        place_fixed_rows(m, d, w, wp.min(lane * fshare, first), wp.min(lane * fshare + fshare, first))
+        share = (m.ncon + nlanes - 1) // nlanes
+        lo = wp.min(lane * share, m.ncon)
+        hi = wp.min(lo + share, m.ncon)
+        count = int(0)
+        c = lo
+        while c < hi:
+            if slot_has_rows(m, d, w, c):
+                count = count + m.cpair_nrow[m.contact_pair[c]]
+            c = c + 1
+        d.efc_lane_count[w, lane] = count
+        return lo, hi
+
+    @wp.func
+    def efc_address_lanes_write(m: Model, d: Data, w: int, lane: int, nlanes: int, lo: int, hi: int, old: int):
+        """The second half of `efc_address_lanes`, after the barrier: the lane's slots placed from
+        the rows of the lanes before it; the last lane counts the rows and records the overflow
+        (`old`: Data.nefc before this evaluation, read before the barrier).
+
+        Model: contact_pair, cpair_efc_type, cpair_margin, cpair_nrow, enable_constraint, nefc, nefc_eq,
+        nefc_friction, nefc_limit. Data in: contact_active, contact_dist, efc_lane_count, overflow. Data out:
+        contact_efc_adr (the lane's slots), efc_type, efc_id, efc_sub, efc_cols (their rows); the last lane's
+        nefc, overflow, overflow_need, efc_active, efc_D, efc_force (rows no longer in use)."""
+        need = contact_rows_start(m)
+        k = int(0)
+        while k < lane:
+            need = need + d.efc_lane_count[w, k]
+            k = k + 1
+        c = lo
+        while c < hi:
+            placed = int(0)
+            if slot_has_rows(m, d, w, c):
+                n = need
+                need = need + m.cpair_nrow[m.contact_pair[c]]
+                if need <= m.nefc:
+                    place_slot_rows(m, d, w, c, n)
+                    placed = 1
+            if placed == 0:
+                d.contact_efc_adr[w, c] = -1
+            c = c + 1
+        if lane == nlanes - 1:
+            # the rows the budget kept: every lane's up to the first whose contacts do not all fit,
+            # then that lane's contacts up to the first that does not (as it placed them)
+            n = contact_rows_start(m)
+            share = (m.ncon + nlanes - 1) // nlanes
+            k = int(0)
+            while k < nlanes:
+                step = d.efc_lane_count[w, k]
+                if n + step > m.nefc:
+                    c = wp.min(k * share, m.ncon)
+                    end = wp.min(c + share, m.ncon)
+                    while c < end:
+                        if slot_has_rows(m, d, w, c):
+                            nrow = m.cpair_nrow[m.contact_pair[c]]
+                            if n + nrow > m.nefc:
+                                break
+                            n = n + nrow
+                        c = c + 1
+                    break
+                n = n + step
+                k = k + 1
+            finish_address(m, d, w, n, need, old)
 
     contact_jacobian = make_contact_jacobian(True, True)
 
@@ -716,226 +890,149 @@ def build(scalar):
         # inlined into the loop over slots
         @wp.func(inline=True)
         def contact_rows(m: Model, d: Data, w: int, c: int):
-            """The rows of contact slot c: active when the slot holds a contact within its margin
-            (contacts in the gap get no rows). A slot without a contact, the common case on terrain
-            (thousands of slots, a few contacts), reads three ints and, unless its rows were active,
-            writes nothing.
+            """The rows of contact slot c, when efc_address gave it rows (a contact within its
+            margin: contacts in the gap get none). A slot without rows, the common case on terrain
+            (thousands of slots, a few contacts), reads one int.
 
-            Model: body_dofend, body_invweight0, body_rootid, cone_elliptic, contact_efc_adr, contact_pair,
-            cpair_friction, cpair_geom, cpair_margin, cpair_solimp, cpair_solref, cpair_solreffriction,
-            dof_ancestor, dof_ancestor_adr, dof_ancestor_num, efc_colind, efc_nnz, enable_constraint,
-            enable_refsafe, geom_bodyid, impratio, ncon, nefc, timestep. Data in: contact_active, contact_dist,
-            contact_pos, contact_frame, cdof, subtree_com, efc_active. Data out (the slot's rows): efc_J,
-            efc_active, efc_pos, efc_margin, efc_frictionloss, efc_R, efc_D, efc_K, efc_B, efc_imp, efc_force,
-            efc_mu."""
-            r0 = m.contact_efc_adr[c]
-            within = int(0)
-            if d.contact_active[w, c] != 0 and m.enable_constraint != 0:
+            Model: body_dofend, body_invweight0, body_rootid, cone_elliptic, contact_pair, cpair_friction,
+            cpair_geom, cpair_margin, cpair_nrow, cpair_solimp, cpair_solref, cpair_solreffriction, dof_ancestor,
+            dof_ancestor_adr, dof_ancestor_num, efc_colind, efc_nnz, enable_refsafe, geom_bodyid, impratio,
+            timestep. Data in: contact_efc_adr, contact_dist, contact_pos, contact_frame, efc_cols, cdof,
+            subtree_com. Data out (the slot's rows): efc_J, efc_active, efc_pos, efc_margin, efc_frictionloss,
+            efc_R, efc_D, efc_K, efc_B, efc_imp, efc_mu."""
+            r0 = d.contact_efc_adr[w, c]
+            if r0 >= 0:
                 p = m.contact_pair[c]
                 dist = d.contact_dist[w, c]
                 margin = m.cpair_margin[p]
-                if dist < margin:
-                    within = 1
-                    nrow = slot_rows_end(m, c) - r0  # 1 (condim 1), 2 (condim - 1) pyramid edges or condim
-                    fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
-                    g = m.cpair_geom[p]
-                    b1 = m.geom_bodyid[g[0]]
-                    b2 = m.geom_bodyid[g[1]]
-                    if wp.static(jacobian):
-                        contact_jacobian(m, d, w, c)
+                nrow = m.cpair_nrow[p]  # 1 (condim 1), 2 (condim - 1) pyramid edges or condim
+                fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
+                g = m.cpair_geom[p]
+                b1 = m.geom_bodyid[g[0]]
+                b2 = m.geom_bodyid[g[1]]
+                if wp.static(jacobian):
+                    contact_jacobian(m, d, w, c)
 
-                    # approximate inverse inertia of the contact (mj_diagApprox): both bodies
-                    iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], b1]
-                    iw2 = m.body_invweight0[w % m.body_invweight0.shape[0], b2]
-                    tran = iw1[0] + iw2[0]
-                    solimp = clamp_solimp(m.cpair_solimp[p])
-                    imp = impedance(solimp, dist, margin)
-                    k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
-                    # the rows of each kind of cone in one loop over set_row
-                    if nrow == 1 or m.cone_elliptic == 0:
-                        if wp.static(pyramid):
-                            reg = pyramid_regularizer(m, imp, tran, fr[0], nrow)
-                            for e in range(nrow):
-                                set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, reg, k, b)
-                    elif wp.static(elliptic):
-                        # the normal row's R, R_1 = R_0 / impratio, R_j mu_j^2 = R_1 mu_1^2; the
-                        # friction rows have no position residual (K = 0) and solreffriction's B
-                        # when set (mj_makeImpedance); mu of the regularized cone =
-                        # friction_0 sqrt(R_1 / R_0)
-                        r_0 = regularizer(imp, tran)
-                        r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
-                        ref = m.cpair_solreffriction[p]
-                        if ref[0] == scalar(0.0) and ref[1] == scalar(0.0):
-                            ref = m.cpair_solref[p]
-                        kf, bf = stiffness_damping(m, ref, solimp[1])
+                # approximate inverse inertia of the contact (mj_diagApprox): both bodies
+                iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], b1]
+                iw2 = m.body_invweight0[w % m.body_invweight0.shape[0], b2]
+                tran = iw1[0] + iw2[0]
+                solimp = clamp_solimp(m.cpair_solimp[p])
+                imp = impedance(solimp, dist, margin)
+                k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
+                # the rows of each kind of cone in one loop over set_row
+                if nrow == 1 or m.cone_elliptic == 0:
+                    if wp.static(pyramid):
+                        reg = pyramid_regularizer(m, imp, tran, fr[0], nrow)
                         for e in range(nrow):
-                            if e == 0:
-                                set_row(d, w, r0, dist, margin, scalar(0.0), imp, r_0, k, b)
-                                d.efc_mu[w, r0] = fr[0] * wp.sqrt(r_1 / r_0)
-                            else:
-                                r_e = r_1 * fr[0] * fr[0] / (fr[e - 1] * fr[e - 1])
-                                set_row(d, w, r0 + e, scalar(0.0), scalar(0.0), scalar(0.0), imp, r_e, scalar(0.0), bf)
-                                d.efc_mu[w, r0 + e] = fr[e - 1]
-            if within == 0 and wp.static(pyramid) and d.efc_active[w, r0] != 0:
-                # deactivate the rows (clear_row's writes); rows that were inactive already are left
-                # alone, so that a far slot costs a few loads (an inactive row has D = 0 and force 0
-                # by then)
-                for r in range(r0, slot_rows_end(m, c)):
-                    d.efc_active[w, r] = 0
-                    d.efc_D[w, r] = scalar(0.0)
-                    d.efc_force[w, r] = scalar(0.0)
+                            set_row(d, w, r0 + e, dist, margin, scalar(0.0), imp, reg, k, b)
+                elif wp.static(elliptic):
+                    # the normal row's R, R_1 = R_0 / impratio, R_j mu_j^2 = R_1 mu_1^2; the
+                    # friction rows have no position residual (K = 0) and solreffriction's B
+                    # when set (mj_makeImpedance); mu of the regularized cone =
+                    # friction_0 sqrt(R_1 / R_0)
+                    r_0 = regularizer(imp, tran)
+                    r_1 = r_0 / wp.max(scalar(MINVAL), m.impratio)
+                    ref = m.cpair_solreffriction[p]
+                    if ref[0] == scalar(0.0) and ref[1] == scalar(0.0):
+                        ref = m.cpair_solref[p]
+                    kf, bf = stiffness_damping(m, ref, solimp[1])
+                    for e in range(nrow):
+                        if e == 0:
+                            set_row(d, w, r0, dist, margin, scalar(0.0), imp, r_0, k, b)
+                            d.efc_mu[w, r0] = fr[0] * wp.sqrt(r_1 / r_0)
+                        else:
+                            r_e = r_1 * fr[0] * fr[0] / (fr[e - 1] * fr[e - 1])
+                            set_row(d, w, r0 + e, scalar(0.0), scalar(0.0), scalar(0.0), imp, r_e, scalar(0.0), bf)
+                            d.efc_mu[w, r0 + e] = fr[e - 1]
         return contact_rows
 
     @wp.func
     def contact_row(m: Model, d: Data, w: int, r: int):
         """The differentiable step's contact rows, one row per element (contact_rows' loop over a
-        slot's rows costs its generated adjoint registers): row r of slot c = efc_id[r], with the
-        arithmetic of `contact_rows` for frictionless and pyramidal cones, the Jacobian zeroed
-        (`contact_jacobian` adds each body's part after), and deactivated when the slot holds no
-        contact within its margin. Elliptic cones' rows: `contact_rows_elliptic`.
+        slot's rows costs its generated adjoint registers): row r (< nefc[w]) of slot c = efc_id[r],
+        with the arithmetic of `contact_rows` for frictionless and pyramidal cones; every row's
+        Jacobian zeroed (`contact_jacobian` adds each body's part after). Elliptic cones' rows:
+        `contact_rows_elliptic`.
 
-        Model: body_invweight0, cone_elliptic, contact_efc_adr, contact_pair, cpair_friction, cpair_geom,
-        cpair_margin, cpair_solimp, cpair_solref, efc_colind, efc_id, efc_nnz, enable_constraint, enable_refsafe,
-        geom_bodyid, impratio, ncon, nefc, timestep. Data in: contact_active, contact_dist, efc_active. Data out
-        (row r): efc_J (zeroed), efc_active, efc_pos, efc_margin, efc_frictionloss, efc_R, efc_D, efc_K, efc_B,
-        efc_imp, efc_force."""
-        c = m.efc_id[r]
-        within = int(0)
-        if d.contact_active[w, c] != 0 and m.enable_constraint != 0:
+        Model: body_invweight0, cone_elliptic, contact_pair, cpair_friction, cpair_geom, cpair_margin, cpair_nrow,
+        cpair_solimp, cpair_solref, efc_colind, efc_nnz, enable_refsafe, geom_bodyid, impratio, timestep. Data
+        in: nefc, efc_id, efc_cols, contact_dist. Data out (row r): efc_J (zeroed), efc_active, efc_pos, efc_margin,
+        efc_frictionloss, efc_R, efc_D, efc_K, efc_B, efc_imp."""
+        if r < d.nefc[w]:
+            c = d.efc_id[w, r]
             p = m.contact_pair[c]
-            dist = d.contact_dist[w, c]
-            margin = m.cpair_margin[p]
-            if dist < margin:
-                within = 1
-                zero_jacobian(m, d, w, r)
-                r0 = m.contact_efc_adr[c]
-                nrow = slot_rows_end(m, c) - r0
-                if nrow == 1 or m.cone_elliptic == 0:
-                    fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
-                    g = m.cpair_geom[p]
-                    iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], m.geom_bodyid[g[0]]]
-                    iw2 = m.body_invweight0[w % m.body_invweight0.shape[0], m.geom_bodyid[g[1]]]
-                    tran = iw1[0] + iw2[0]
-                    solimp = clamp_solimp(m.cpair_solimp[p])
-                    imp = impedance(solimp, dist, margin)
-                    k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
-                    reg = pyramid_regularizer(m, imp, tran, fr[0], nrow)
-                    set_row(d, w, r, dist, margin, scalar(0.0), imp, reg, k, b)
-        if within == 0 and d.efc_active[w, r] != 0:
-            d.efc_active[w, r] = 0
-            d.efc_D[w, r] = scalar(0.0)
-            d.efc_force[w, r] = scalar(0.0)
-
-    @wp.func
-    def list_leading_rows(m: Model, d: Data, w: int):
-        """efc_list's start: the active rows before the contacts', one by one; returns their
-        count. (`while` loops here and below: never differentiated, and Warp's CPU code for them
-        is leaner than for `for ... in range(n)` with a run-time n.)"""
-        n = int(0)
-        r = int(0)
-        end = contact_rows_start(m)
-        while r < end:
-            if d.efc_active[w, r] != 0:
-                d.efc_list[w, n] = r
-                n = n + 1
-            r = r + 1
-        return n
-
-    @wp.func
-    def list_slot_rows(m: Model, d: Data, w: int, c: int, n: int):
-        """Appends slot c's rows to efc_list at n when they are active (a slot's rows are active
-        together); returns the new count."""
-        r0 = m.contact_efc_adr[c]
-        if d.efc_active[w, r0] != 0:
-            r1 = slot_rows_end(m, c)
-            while r0 < r1:
-                d.efc_list[w, n] = r0
-                n = n + 1
-                r0 = r0 + 1
-        return n
-
-    @wp.func
-    def item_rows(m: Model, d: Data, w: int, first: int, i: int) -> int:
-        """The active rows of item i of `constraint_list`'s walk: row i when i < first (the rows
-        before the contacts'), else contact slot i - first (its rows are active together)."""
-        n = int(0)
-        if i < first:
-            if d.efc_active[w, i] != 0:
-                n = 1
-        elif d.contact_active[w, i - first] != 0:
-            r0 = m.contact_efc_adr[i - first]
-            if d.efc_active[w, r0] != 0:
-                n = slot_rows_end(m, i - first) - r0
-        return n
-
-    @wp.func
-    def list_item(m: Model, d: Data, w: int, first: int, i: int, n: int):
-        """Appends item i's active rows (`item_rows`) to efc_list at n; returns the new count."""
-        if i < first:
-            if d.efc_active[w, i] != 0:
-                d.efc_list[w, n] = i
-                n = n + 1
-        elif d.contact_active[w, i - first] != 0:
-            n = list_slot_rows(m, d, w, i - first, n)
-        return n
+            nrow = m.cpair_nrow[p]
+            zero_jacobian(m, d, w, r)  # every cone's (contact_jacobian adds to it)
+            if nrow == 1 or m.cone_elliptic == 0:
+                dist = d.contact_dist[w, c]
+                margin = m.cpair_margin[p]
+                fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
+                g = m.cpair_geom[p]
+                iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], m.geom_bodyid[g[0]]]
+                iw2 = m.body_invweight0[w % m.body_invweight0.shape[0], m.geom_bodyid[g[1]]]
+                tran = iw1[0] + iw2[0]
+                solimp = clamp_solimp(m.cpair_solimp[p])
+                imp = impedance(solimp, dist, margin)
+                k, b = stiffness_damping(m, m.cpair_solref[p], solimp[1])
+                reg = pyramid_regularizer(m, imp, tran, fr[0], nrow)
+                set_row(d, w, r, dist, margin, scalar(0.0), imp, reg, k, b)
 
     @wp.func
     def constraint_list_lanes(m: Model, d: Data, w: int, lane: int, nlanes: int):
-        """`constraint_list` by the nlanes threads of world w's block (the wide schedule): the
-        rows before the contacts' and the slots split into contiguous shares, one per lane; each
-        lane counts its share's active rows, then writes them from the count of the lanes before
-        it (efc_lane_count, a barrier between): the same list, in the same order, where one
-        thread's walk over thousands of slots made the block wait for it. Barriers: the caller's
-        `sync` (block_sync), before and after.
+        """`constraint_list` by the nlanes threads of world w's block (the wide schedule): the rows
+        in use split into contiguous shares, one per lane; each lane counts its share's active rows,
+        then writes them from the count of the lanes before it (efc_lane_count, a barrier between):
+        the same list, in the same order. Returns the lane's share. Barriers: the caller's `sync`
+        (block_sync), before and after.
 
-        Model: contact_efc_adr, ncon, nefc. Data in: efc_active, contact_active. Data out: efc_lane_count (the
-        lane's)."""
-        first = contact_rows_start(m)
-        total = first + m.ncon
+        Data in: nefc, efc_active. Data out: efc_lane_count (the lane's)."""
+        total = d.nefc[w]
         share = (total + nlanes - 1) // nlanes
         lo = wp.min(lane * share, total)
         hi = wp.min(lo + share, total)
         count = int(0)
-        i = lo
-        while i < hi:
-            count = count + item_rows(m, d, w, first, i)
-            i = i + 1
+        r = lo
+        while r < hi:
+            count = count + d.efc_active[w, r]
+            r = r + 1
         d.efc_lane_count[w, lane] = count
-        return lo, hi, first
+        return lo, hi
 
     @wp.func
-    def constraint_list_lanes_write(m: Model, d: Data, w: int, lane: int, nlanes: int, lo: int, hi: int,
-                                    first: int):
+    def constraint_list_lanes_write(m: Model, d: Data, w: int, lane: int, nlanes: int, lo: int, hi: int):
         """The second half of `constraint_list_lanes`, after the barrier: the lane's rows written
         from the lanes before it; the last lane sets efc_nactive.
 
-        Model: contact_efc_adr, ncon, nefc. Data in: efc_active, contact_active, efc_lane_count. Data out: efc_list
-        (the lane's share), efc_nactive (the last lane)."""
+        Data in: efc_active, efc_lane_count. Data out: efc_list (the lane's share), efc_nactive (the last lane)."""
         n = int(0)
         k = int(0)
         while k < lane:
             n = n + d.efc_lane_count[w, k]
             k = k + 1
-        i = lo
-        while i < hi:
-            n = list_item(m, d, w, first, i, n)
-            i = i + 1
+        r = lo
+        while r < hi:
+            if d.efc_active[w, r] != 0:
+                d.efc_list[w, n] = r
+                n = n + 1
+            r = r + 1
         if lane == nlanes - 1:
             d.efc_nactive[w] = n
 
     @wp.func
-    def constraint_list_listed(m: Model, d: Data, w: int):
-        """`constraint_list` over the slots listed by the fused schedule's pass over the slots
-        (Data.contact_slots: those that hold a contact, increasing; the others have no active
-        rows): the same list.
+    def constraint_list_one(m: Model, d: Data, w: int):
+        """efc_list: the active rows of the rows in use (a fixed row may be inactive, every contact
+        row is active), increasing, by one thread.
 
-        Model: contact_efc_adr, ncon, nefc. Data in: efc_active, contact_slots, contact_nslots. Data out: efc_list,
-        efc_nactive."""
-        n = list_leading_rows(m, d, w)
-        k = int(0)
-        while k < d.contact_nslots[w]:
-            n = list_slot_rows(m, d, w, d.contact_slots[w, k], n)
-            k = k + 1
+        Data in: nefc, efc_active. Data out: efc_list, efc_nactive."""
+        n = int(0)
+        r = int(0)
+        end = d.nefc[w]
+        while r < end:
+            if d.efc_active[w, r] != 0:
+                d.efc_list[w, n] = r
+                n = n + 1
+            r = r + 1
         d.efc_nactive[w] = n
 
     @wp.func
@@ -947,8 +1044,9 @@ def build(scalar):
         efc_vel, efc_aref (row r)."""
         # accumulated in memory, not in a local carried across a dynamic loop (exact adjoints)
         d.efc_vel[w, r] = scalar(0.0)
-        for k in range(m.efc_nnz[r]):
-            j = m.efc_colind[r, k]
+        cs = d.efc_cols[w, r]
+        for k in range(m.efc_nnz[cs]):
+            j = m.efc_colind[cs, k]
             d.efc_vel[w, r] += d.efc_J[w, r, j] * d.qvel[w, j]
         vel = d.efc_vel[w, r]
         d.efc_aref[w, r] = (-d.efc_B[w, r] * vel
@@ -974,9 +1072,11 @@ def build(scalar):
                            contact_jacobian_elliptic_2=make_contact_jacobian(False, True, False, True, False),
                            contact_row=contact_row,
                            contact_rows_elliptic=make_contact_rows(False, False, True),
-                           constraint_list_listed=constraint_list_listed,
+                           constraint_list_one=constraint_list_one,
                            constraint_list_lanes=constraint_list_lanes,
                            constraint_list_lanes_write=constraint_list_lanes_write,
-                           reference_row=reference_row, row_dot=row_dot,
-                           slot_rows_end=slot_rows_end, contact_rows_start=contact_rows_start,
+                           efc_address=efc_address, efc_address_all=efc_address_all,
+                           efc_address_lanes=efc_address_lanes,
+                           efc_address_lanes_write=efc_address_lanes_write,
+                           reference_row=reference_row, row_dot=row_dot, contact_rows_start=contact_rows_start,
                            jac_dot_v=jac_dot_v)

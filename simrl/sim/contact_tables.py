@@ -9,6 +9,8 @@ fills the slots each step and flags which are detected, with no compaction, so t
 deterministic and differentiable. The model (simrl.sim.model) copies these tables to the device.
 """
 
+from dataclasses import dataclass
+
 import mujoco
 import numpy as np
 
@@ -88,9 +90,9 @@ assert list(PRIMITIVE_MAX_CONTACTS) == sorted(PRIMITIVE_MAX_CONTACTS)
 # up to three more of the hull face most opposed to the plane's normal, found in the same
 # detection pass
 #
-# height fields (mjc_ConvexHField): GJK/EPA on each prism of the cells under the geom, one
-# contact per prism, up to MAXCONPAIR; each pair owns as many slots as it has prisms under it
-# at most (hfield_slots); one contact per prism with multiccd on or off
+# height fields (mjc_ConvexHField): GJK/EPA on each prism of the cells under the geom's box grown
+# by the margin, one contact per prism, up to MAXCONPAIR; each pair owns as many slots as it has
+# prisms under it at most (hfield_slots); one contact per prism with multiccd on or off
 CONVEX_MAX_CONTACTS = {
     (GeomType.PLANE, GeomType.MESH): 4,
     (GeomType.HFIELD, GeomType.SPHERE): MAXCONPAIR, (GeomType.HFIELD, GeomType.CAPSULE): MAXCONPAIR,
@@ -160,15 +162,15 @@ def clip_scratch_widths(P: int, D: int) -> dict:
             "ccd_cliptag": 4 * P + MAX_CLIP_CONTACTS, "ccd_norm": 4 * D, "ccd_normidx": 2 * D}
 
 
-def hfield_slots(mjm: mujoco.MjModel, hfield_geom: int, geom: int) -> int:
+def hfield_slots(mjm: mujoco.MjModel, hfield_geom: int, geom: int, margin: float = 0.0) -> int:
     """The contacts a geom can have with a height field: one per prism of the sub-grid under its
-    bounding sphere (mjc_ConvexHField spans cells floor(xmin) to ceil(xmax), two prisms each), at
-    most MAXCONPAIR."""
+    bounding sphere grown by the pair's `margin` (margin + gap; mjc_ConvexHField spans cells
+    floor(xmin - margin) to ceil(xmax + margin), two prisms each), at most MAXCONPAIR."""
     h = int(mjm.geom_dataid[hfield_geom])
     nrow, ncol = int(mjm.hfield_nrow[h]), int(mjm.hfield_ncol[h])
     dx = 2 * mjm.hfield_size[h][0] / (ncol - 1)
     dy = 2 * mjm.hfield_size[h][1] / (nrow - 1)
-    extent = 2 * float(mjm.geom_rbound[geom])
+    extent = 2 * (float(mjm.geom_rbound[geom]) + margin)
     ncells_x = min(ncol - 1, int(np.floor(extent / dx)) + 2)
     ncells_y = min(nrow - 1, int(np.floor(extent / dy)) + 2)
     return min(MAXCONPAIR, 2 * ncells_x * ncells_y)
@@ -263,8 +265,8 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
     need that does not change while simulating (empty tables for None: contacts disabled)."""
     pairs = candidate_geom_pairs(mjm) if mjm is not None else []
     elliptic = mjm is not None and mjm.opt.cone == ConeType.ELLIPTIC
-    t = {name: [] for name in ("geom", "kind", "slot", "nslot", "ccd", "ccd_slot", "condim", "solref", "solreffriction",
-                               "solimp", "friction", "friction_geoms", "margin", "gap")}
+    t = {name: [] for name in ("geom", "kind", "slot", "nslot", "ccd", "ccd_slot", "condim", "rows", "solref",
+                               "solreffriction", "solimp", "friction", "friction_geoms", "margin", "gap")}
     slot_pair, slot_row = [], []
     nslot_total = nrow = nccd_slot = 0
     for g1, g2, ipair in pairs:
@@ -274,7 +276,8 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         if types not in MAX_CONTACTS:
             continue  # refused by model checks; kept out of the tables
         condim, solref, solreffriction, solimp, friction, margin, gap = contact_parameters(mjm, g1, g2, ipair)
-        nslot = MAX_CONTACTS[types] if types[0] != GeomType.HFIELD else hfield_slots(mjm, g1, g2)
+        nslot = (MAX_CONTACTS[types] if types[0] != GeomType.HFIELD
+                 else hfield_slots(mjm, g1, g2, margin + gap))
         t["geom"].append((g1, g2))
         t["kind"].append(PAIR_KIND[types])
         t["slot"].append(nslot_total)
@@ -287,6 +290,7 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         t["ccd_slot"].append(nccd_slot if PAIR_KIND[types] in CONVEX_KINDS else -1)
         nccd_slot += nslot if PAIR_KIND[types] in CONVEX_KINDS else 0
         t["condim"].append(condim)
+        t["rows"].append(contact_rows(condim, elliptic))
         t["solref"].append(solref)
         t["solreffriction"].append(solreffriction)
         t["solimp"].append(solimp)
@@ -297,7 +301,7 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         for _ in range(nslot):
             slot_pair.append(len(t["geom"]) - 1)
             slot_row.append(nrow)
-            nrow += contact_rows(condim, elliptic)
+            nrow += t["rows"][-1]
         nslot_total += nslot
     t["slot_pair"] = slot_pair
     t["slot_row"] = slot_row
@@ -306,3 +310,61 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
     t["nrow"] = nrow
     t["elliptic"] = elliptic
     return t
+
+
+# --------------------------------------------------------------------------------------------
+# Budgets: what one world's contacts may hold
+
+#: contacts per moving geom in the default budget (a box resting on a box has 4, a foot on
+#: terrain 1 to 4), and the least default
+CONTACTS_PER_GEOM = 4
+MIN_CONTACTS = 16
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Per-world budgets of one model: `njmax` constraint rows (the rows before the contacts',
+    `nefc_fixed`, included: MuJoCo Warp's meaning), the contact rows the model's candidate pairs
+    could need at most (`contact_rows_max`), and the default and its rule."""
+
+    njmax: int
+    njmax_default: int
+    nefc_fixed: int
+    contact_rows_max: int
+    nconmax_rule: int  # contacts the default row budget is sized for
+
+    def describe(self) -> str:
+        return (f"njmax {self.njmax:,} constraint rows per world ({self.nefc_fixed:,} fixed + room for "
+                f"{self.njmax - self.nefc_fixed:,} contact rows; the model's pairs could need "
+                f"{self.contact_rows_max:,})")
+
+
+def default_nconmax(mjm: mujoco.MjModel | None, tables: dict) -> int:
+    """The contacts a world's default budgets hold: CONTACTS_PER_GEOM for every geom of a moving
+    body that some candidate pair holds, at least MIN_CONTACTS, at most every slot."""
+    if not tables["geom"]:
+        return 0
+    moving = {g for pair in tables["geom"] for g in pair if mjm.body_weldid[mjm.geom_bodyid[g]] != 0}
+    return min(tables["nslot_total"], max(MIN_CONTACTS, CONTACTS_PER_GEOM * len(moving)))
+
+
+def contact_budgets(mjm: mujoco.MjModel, tables: dict, nefc_fixed: int, njmax: int | None = None) -> Budgets:
+    """The row budget of a world: `njmax` when given (at least the fixed rows; more than every
+    slot's rows is cut to that), else the default: the fixed rows and the rows of
+    `default_nconmax` contacts of the model's largest condim (at most every slot's rows)."""
+    rows_max = tables["nrow"]
+    per_contact = max(tables["rows"], default=0)
+    nconmax = default_nconmax(mjm, tables)
+    default = nefc_fixed + min(rows_max, nconmax * per_contact)
+    if njmax is None:
+        chosen = default
+    else:
+        if isinstance(njmax, bool) or not isinstance(njmax, (int, np.integer)):
+            raise TypeError(f"njmax must be an integer (constraint rows per world), got {njmax!r}")
+        if njmax < nefc_fixed:
+            raise ValueError(f"njmax={njmax} is less than the model's {nefc_fixed} rows of equality constraints, "
+                             f"friction loss and limits, which every world needs; set at least {nefc_fixed} "
+                             f"(default {default})")
+        chosen = min(int(njmax), nefc_fixed + rows_max)
+    return Budgets(njmax=chosen, njmax_default=default, nefc_fixed=nefc_fixed, contact_rows_max=rows_max,
+                   nconmax_rule=nconmax)

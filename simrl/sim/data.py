@@ -17,6 +17,13 @@ from simrl.sim.types import scalar_types
 #: the most threads a world's block may have (simrl.sim.schedule.LANES): Data.efc_lane_count's width
 MAX_LANES = 64
 
+#: Data.overflow's bits: what outgrew its budget in a world's last evaluation (the candidate pairs
+#: the broadphase kept, the contacts, the constraint rows); Data.overflow_need's columns, in order
+OVERFLOW_PAIRS = 1
+OVERFLOW_CONTACTS = 2
+OVERFLOW_ROWS = 4
+OVERFLOW_NAMES = ("pairs", "contacts", "rows")
+
 CCD_SCRATCH = ("ccd_simplex", "ccd_vert", "ccd_face", "ccd_map", "ccd_horizon", "ccd_stack", "ccd_index", "ccd_clip",
                "ccd_clipd", "ccd_cliptag", "ccd_norm", "ccd_normidx")
 
@@ -206,7 +213,18 @@ def data_struct(scalar):
         ccd_normidx: wp.array2d(dtype=int)
         sensordata: wp.array2d(dtype=scalar)  # [W, nsensordata] (or [W, 1])
         eq_active: wp.array2d(dtype=int)  # [W, neq] (or [W, 1]): 1 where the equality constraint acts
-        # constraint rows [W, nefc]
+        # constraint rows [W, nefc] (nefc: the row budget, Model.nefc): the fixed rows, then the
+        # rows of the slots whose contact is within its margin, in slot order (constraint.efc_address)
+        nefc: wp.array(dtype=int)  # [W], rows in use
+        contact_efc_adr: wp.array2d(dtype=int)  # [W, ncon], a slot's first row, -1: none
+        efc_type: wp.array2d(dtype=int)  # mjtConstraint
+        efc_id: wp.array2d(dtype=int)  # equality, dof, joint, tendon or contact slot
+        efc_sub: wp.array2d(dtype=int)  # limit side (-1 lower, +1 upper, 0 ball); the row's index in its constraint
+        efc_cols: wp.array2d(dtype=int)  # the row's column set (Model.efc_colind)
+        # [W], what outgrew its budget in the last evaluation (types.Overflow bits, 0: none), and
+        # [W, 3] how much each would have needed: pairs, contacts, rows
+        overflow: wp.array(dtype=int)
+        overflow_need: wp.array2d(dtype=int)
         efc_active: wp.array2d(dtype=int)
         efc_nactive: wp.array(dtype=int)  # [W], number of active rows
         efc_list: wp.array2d(dtype=int)  # [W, nefc], the active rows, increasing, first efc_nactive
@@ -334,10 +352,11 @@ def check_memory(model, num_worlds: int):
     if need <= available:
         return
     rows = sum(b for name, b in sizes.items() if name.startswith("efc_"))
+    slots = sum(b for name, b in sizes.items() if name.startswith("contact_"))
     nefc, ncon = model.struct.nefc, model.struct.ncon
-    detail = (f", {size_text(rows)} of which are its {nefc:,} constraint rows, mostly those of {ncon:,} contact "
-              f"slots: each contact the model's pairs can make has rows of its own, and pairs that cannot touch "
-              f"can be left out with <contact><exclude> or contype/conaffinity") if ncon else ""
+    detail = (f", {size_text(rows)} of which are its budget of {nefc:,} constraint rows (njmax) and "
+              f"{size_text(slots)} its {ncon:,} contact slots: pairs that cannot touch can be left out with "
+              f"<contact><exclude> or contype/conaffinity, and a smaller njmax holds fewer rows") if ncon else ""
     raise MemoryError(
         f"{num_worlds:,} worlds of this model need {size_text(need)} for the simulation's data "
         f"({size_text(per_world)} per world{detail}), "
@@ -430,6 +449,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.qfrc_smooth = zeros((W, nv))
     d.qacc_smooth = zeros((W, nv))
     ncon, nefc = model.struct.ncon, model.struct.nefc
+    nefc_fixed = model.budgets.nefc_fixed
     d.contact_active = zeros((W, ncon), int)
     d.contact_dist = zeros((W, ncon))
     d.contact_pos = zeros((W, ncon), T.vec3)
@@ -461,6 +481,17 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.sensordata = zeros((W, max(1, mjm.nsensordata)))
     d.eq_active = wp.array(np.tile(np.asarray(mjm.eq_active0, dtype=np.int32).reshape(1, -1), (W, 1))
                            if mjm.neq else np.zeros((W, 1), dtype=np.int32), dtype=int, device=model.device)
+    d.nefc = wp.array(np.full(W, nefc_fixed, dtype=np.int32), dtype=int, device=device)
+    d.contact_efc_adr = wp.array(np.full((W, ncon), -1, dtype=np.int32), dtype=int, device=device)
+    for name, fixed in zip(("efc_type", "efc_id", "efc_sub"), model.efc_fixed, strict=True):
+        rows = np.zeros((W, nefc), dtype=np.int32)
+        rows[:, :nefc_fixed] = fixed
+        setattr(d, name, wp.array(rows, dtype=int, device=device))
+    cols = np.zeros((W, nefc), dtype=np.int32)
+    cols[:, :nefc_fixed] = np.arange(nefc_fixed)
+    d.efc_cols = wp.array(cols, dtype=int, device=device)
+    d.overflow = zeros(W, int)
+    d.overflow_need = zeros((W, 3), int)
     d.efc_active = zeros((W, nefc), int)
     d.efc_nactive = zeros(W, int)
     d.efc_list = zeros((W, nefc), int)

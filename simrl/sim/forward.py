@@ -127,24 +127,37 @@ def detect_contacts(scalar) -> tuple:
 
 
 @functools.cache
-def constraint_rows(scalar, grouped: bool = True, detect: bool = False) -> tuple:
-    """mj_collision, mj_makeConstraint and mj_referenceConstraint: contacts and constraint rows.
-    `grouped`: the wide schedule launches collider kinds in groups (collision_driver.GROUPS), and
-    each kind of row in one launch; else the differentiable step's finer launches: one per
-    collider kind, the equalities of bodies and of joints or tendons apart (a connect's or weld's
-    Jacobian, each body's part, apart from its rows), the limits of hinges
-    and slides, of ball joints and of tendons apart, a contact's Jacobian (each body's part) apart
-    from its rows, the rows of frictionless and pyramidal contacts one per element, the two
-    friction cones apart (in one kernel, the generated adjoints need more than a GPU thread's
-    share of registers). `detect`: with the convex collision's search
-    first (for models with convex pairs: it is a large function the others need not compile;
-    the differentiable step launches it apart, off the tape)."""
-    c = constraint.build(scalar)
+def collision(scalar, grouped: bool = True, detect: bool = False) -> tuple:
+    """mj_collision: the contacts of the candidate pairs. `grouped`: the wide schedule launches
+    collider kinds in groups (collision_driver.GROUPS); else one per collider kind (the
+    differentiable step's). `detect`: with the convex collision's search first (for models with
+    convex pairs: it is a large function the others need not compile; the differentiable step
+    launches it apart, off the tape)."""
     groups = collision_driver.GROUPS if grouped else tuple((k,) for group in collision_driver.GROUPS for k in group)
     groups = tuple((kinds, collision_driver.dispatch(scalar, kinds)) for kinds in groups)
     return (detect_contacts(scalar) if detect else ()) + (
-        Pass("narrowphase", PAIRS, (collision_driver.build(scalar),), kinds=groups, writes_slots=True),
-    ) + ((Pass("equality_rows", EQUALITIES, (c.equality_rows,)),) if grouped else (
+        Pass("narrowphase", PAIRS, (collision_driver.build(scalar),), kinds=groups, writes_slots=True),)
+
+
+@functools.cache
+def constraint_rows(scalar, lanes: bool, detect: bool = False) -> tuple:
+    """mj_collision, mj_makeConstraint and mj_referenceConstraint: contacts, the places of the
+    constraint rows (a world function, a block of threads per world with `lanes`), the rows."""
+    address = Pass("efc_address", WORLD, (world_functions(scalar, lanes).efc_address,))
+    return collision(scalar, detect=detect) + (address,) + rows(scalar)
+
+
+@functools.cache
+def rows(scalar, grouped: bool = True) -> tuple:
+    """mj_makeConstraint and mj_referenceConstraint once the rows have places (efc_address).
+    `grouped`: each kind of row in one launch; else the differentiable step's finer launches:
+    the equalities of bodies and of joints or tendons apart (a connect's or weld's Jacobian,
+    each body's part, apart from its rows), the limits of hinges and slides, of ball joints and
+    of tendons apart, a contact's Jacobian (each body's part) apart from its rows, the rows of
+    frictionless and pyramidal contacts one per element, the two friction cones apart (in one
+    kernel, the generated adjoints need more than a GPU thread's share of registers)."""
+    c = constraint.build(scalar)
+    return ((Pass("equality_rows", EQUALITIES, (c.equality_rows,)),) if grouped else (
         Pass("equality_rows", EQUALITIES, (c.equality_rows_bodies,)),
         Pass("equality_jacobian", EQUALITIES, (c.equality_jacobian_1,)),
         Pass("equality_jacobian_2", EQUALITIES, (c.equality_jacobian_2,)),
@@ -175,33 +188,57 @@ def constraint_rows(scalar, grouped: bool = True, detect: bool = False) -> tuple
 def world_functions(scalar, lanes: bool) -> SimpleNamespace:
     """The per-world dense work, for a block of threads per world (`lanes`) or for one thread."""
     Model, Data = model_struct(scalar), data_struct(scalar)
-    # one thread per world: the fused schedule, whose pass over the slots lists those that hold
-    # a contact (Data.contact_slots); the wide schedule's launch over (world, slot) lists none
     c = constraint.build(scalar)
 
     if lanes:
         @wp.func
         def constraint_list(m: Model, d: Data, w: int, lane: int, nlanes: int):
-            """efc_list and efc_nactive, every lane walking its share of the rows and slots
+            """efc_list and efc_nactive, every lane walking its share of the rows
             (constraint.constraint_list_lanes).
 
-            Model: contact_efc_adr, ncon, nefc. Data in: efc_active, contact_active. Data out: efc_list,
-            efc_nactive; the scratch efc_lane_count."""
-            lo, hi, first = c.constraint_list_lanes(m, d, w, lane, nlanes)
+            Data in: nefc, efc_active. Data out: efc_list, efc_nactive; the scratch efc_lane_count."""
+            lo, hi = c.constraint_list_lanes(m, d, w, lane, nlanes)
             block_sync()
-            c.constraint_list_lanes_write(m, d, w, lane, nlanes, lo, hi, first)
+            c.constraint_list_lanes_write(m, d, w, lane, nlanes, lo, hi)
+            block_sync()
+
+        @wp.func
+        def efc_address(m: Model, d: Data, w: int, lane: int, nlanes: int):
+            """The places of the constraint rows, every lane walking its share of the slots
+            (constraint.efc_address_lanes).
+
+            Data: those of constraint.efc_address but contact_slots and contact_nslots; the scratch
+            efc_lane_count."""
+            old = d.nefc[w]
+            lo, hi = c.efc_address_lanes(m, d, w, lane, nlanes)
+            block_sync()
+            c.efc_address_lanes_write(m, d, w, lane, nlanes, lo, hi, old)
             block_sync()
     else:
         @wp.func
         def constraint_list(m: Model, d: Data, w: int, lane: int, nlanes: int):
             """efc_list and efc_nactive (one thread).
 
-            Model: contact_efc_adr, ncon, nefc. Data in: efc_active, contact_slots, contact_nslots. Data out:
-            efc_list, efc_nactive."""
-            c.constraint_list_listed(m, d, w)
+            Data in: nefc, efc_active. Data out: efc_list, efc_nactive."""
+            c.constraint_list_one(m, d, w)
+
+        @wp.func
+        def efc_address(m: Model, d: Data, w: int, lane: int, nlanes: int):
+            """The places of the constraint rows (one thread: constraint.efc_address).
+
+            Data: those of constraint.efc_address."""
+            c.efc_address(m, d, w)
+
+        @wp.func
+        def efc_address_all(m: Model, d: Data, w: int, lane: int, nlanes: int):
+            """`efc_address` writing every slot's first row (the differentiable step's pooled buffers).
+
+            Data: those of constraint.efc_address."""
+            c.efc_address_all(m, d, w)
 
     sv = solver.build(scalar, lanes)
-    return SimpleNamespace(constraint_list=constraint_list,
+    return SimpleNamespace(constraint_list=constraint_list, efc_address=efc_address,
+                           efc_address_all=efc_address if lanes else efc_address_all,
                            fwd_acceleration=factor_m.build(scalar, lanes).fwd_acceleration,
                            solve=sv.solve, constraint_force=sv.constraint_force,
                            euler_damping=euler.build(scalar, lanes).damping)
@@ -234,7 +271,7 @@ def _acceleration(scalar, lanes: bool, integrator: bool, sensors: bool = True) -
 
 
 def _forward_passes(scalar, lanes: bool, euler_step: bool, sensors: bool = True, convex: bool = False) -> tuple:
-    return (position(scalar) + velocity(scalar) + constraint_rows(scalar, detect=convex)
+    return (position(scalar) + velocity(scalar) + constraint_rows(scalar, lanes, detect=convex)
             + _acceleration(scalar, lanes, euler_step, sensors))
 
 

@@ -73,9 +73,12 @@ def build(scalar, schedule: str = "fused"):
     # the convex collision's search (GJK/EPA), off the tape: the constraint segment's narrow phase
     # rebuilds its contacts from the poses differentiably (simrl.sim.collision_convex)
     convex_detect = segment("convex_detect", forward.detect_contacts(scalar), scalar, schedule, "grad_detect")
-    constraint = segment("constraint", forward.constraint_rows(scalar, grouped=False), scalar,
-                         schedule, "grad",
-                         backward=True)
+    # the narrow phase on the tape, then the places of the rows (integers: off the tape), then the rows
+    narrowphase = segment("narrowphase", forward.collision(scalar, grouped=False), scalar, schedule, "grad",
+                          backward=True)
+    efc_address = segment("efc_address", (Pass("efc_address", WORLD, (world.efc_address_all,)),), scalar,
+                          schedule, "grad_custom")
+    constraint = segment("constraint", forward.rows(scalar, grouped=False), scalar, schedule, "grad", backward=True)
     # the Newton solver (simrl.sim.solver), run forward only: its result is differentiated
     # implicitly by `constraint_adjoint`
     # the sensors (mj_sensorPos/Vel/Acc), with generated adjoints, in a module of their own (only a
@@ -102,15 +105,15 @@ def build(scalar, schedule: str = "fused"):
         the bottom zone (D_r), 0 in the top and middle zones (`cone_middle`), as the solver
         left them."""
         zone = int(0)
-        if m.efc_type[r] == ConstraintType.FRICTION_DOF or m.efc_type[r] == ConstraintType.FRICTION_TENDON:
+        if d.efc_type[w, r] == ConstraintType.FRICTION_DOF or d.efc_type[w, r] == ConstraintType.FRICTION_TENDON:
             zone = 1
             fl = d.efc_frictionloss[w, r] * d.efc_R[w, r]
             if jar <= -fl or jar >= fl:
                 zone = -1
-        elif m.efc_type[r] == ConstraintType.CONTACT_ELLIPTIC:
+        elif d.efc_type[w, r] == ConstraintType.CONTACT_ELLIPTIC:
             if d.efc_dds[w, r] != scalar(0.0):
                 zone = 1
-        elif jar < scalar(0.0) or m.efc_type[r] == ConstraintType.EQUALITY:
+        elif jar < scalar(0.0) or d.efc_type[w, r] == ConstraintType.EQUALITY:
             zone = 1
         return zone
 
@@ -118,8 +121,8 @@ def build(scalar, schedule: str = "fused"):
     def cone_force(m: Model, d: Data, w: int, r: int, jar: wp.array2d(dtype=scalar)):
         """efc_force of row r of a contact in the elliptic cone at jar (`solver.elliptic_cone`),
         differentiably: the contact's at most 6 rows unrolled, no square root at T = 0."""
-        r0 = r - m.efc_sub[r]
-        n = m.cpair_condim[m.contact_pair[m.efc_id[r]]]
+        r0 = r - d.efc_sub[w, r]
+        n = m.cpair_condim[m.contact_pair[d.efc_id[w, r]]]
         mu = d.efc_mu[w, r0]
         N = mu * jar[w, r0]
         T2 = scalar(0.0)
@@ -150,8 +153,8 @@ def build(scalar, schedule: str = "fused"):
         w, r = wp.tid()
         if d.efc_active[w, r] != 0:
             jar[w, r] = -d.efc_aref[w, r]
-            for k in range(m.efc_nnz[r]):
-                j = m.efc_colind[r, k]
+            for k in range(m.efc_nnz[d.efc_cols[w, r]]):
+                j = m.efc_colind[d.efc_cols[w, r], k]
                 jar[w, r] += d.efc_J[w, r, j] * qacc[w, j]
 
     @wp.kernel(module=module)
@@ -161,7 +164,7 @@ def build(scalar, schedule: str = "fused"):
         elliptic cone are constraint_force_cone's (apart: in one kernel the generated adjoint
         needs more registers than a GPU thread should use)."""
         w, r = wp.tid()
-        if d.efc_active[w, r] != 0 and m.efc_type[r] != ConstraintType.CONTACT_ELLIPTIC:
+        if d.efc_active[w, r] != 0 and d.efc_type[w, r] != ConstraintType.CONTACT_ELLIPTIC:
             value = jar[w, r]
             fr = scalar(0.0)
             zone = row_zone(m, d, w, r, value)
@@ -178,7 +181,7 @@ def build(scalar, schedule: str = "fused"):
         """efc_force of active row r of a contact in the elliptic cone at jar, differentiably
         (launched for models with elliptic cones)."""
         w, r = wp.tid()
-        if d.efc_active[w, r] != 0 and m.efc_type[r] == ConstraintType.CONTACT_ELLIPTIC:
+        if d.efc_active[w, r] != 0 and d.efc_type[w, r] == ConstraintType.CONTACT_ELLIPTIC:
             force[w, r] = cone_force(m, d, w, r, jar)
 
     @wp.kernel(module=module)
@@ -188,7 +191,7 @@ def build(scalar, schedule: str = "fused"):
         qfrc[w, i] = scalar(0.0)
         for a in range(d.efc_nactive[w]):
             r = d.efc_list[w, a]
-            if m.efc_colmask[r, i] != 0:
+            if m.efc_colmask[d.efc_cols[w, r], i] != 0:
                 qfrc[w, i] += d.efc_J[w, r, i] * force[w, r]
 
     row_product = constraint_functions(scalar).row_dot  # efc_J[w, r] . x[w]
@@ -206,14 +209,14 @@ def build(scalar, schedule: str = "fused"):
             mu_bar_j (friction_j) += ds/dT T_fj + c (jar_0 - T) / T 2 friction_j jar_j jl_j,
         c = D_0 / (1 + mu^2), T_fj = friction_j jar_j^2 / T, Q = sum friction_j^2 jar_j jl_j,
         ds/dT = c (jl_0 - Q / T - (jar_0 - T) Q / T^2)."""
-        r0 = r - m.efc_sub[r]
-        n = m.cpair_condim[m.contact_pair[m.efc_id[r]]]
+        r0 = r - d.efc_sub[w, r]
+        n = m.cpair_condim[m.contact_pair[d.efc_id[w, r]]]
         gjl = scalar(0.0)  # (G' jl)_r = -(H_cone jl)_r (H_cone symmetric)
         for e in range(n):
             gjl = gjl - d.efc_hcone[w, r, e] * row_product(m, d, w, r0 + e, lam)
         fr = d.efc_force[w, r]
-        for k in range(m.efc_nnz[r]):
-            j = m.efc_colind[r, k]
+        for k in range(m.efc_nnz[d.efc_cols[w, r]]):
+            j = m.efc_colind[d.efc_cols[w, r], k]
             J_bar[w, r, j] = J_bar[w, r, j] + fr * lam[w, j] + gjl * qacc[w, j]
         aref_bar[w, r] = aref_bar[w, r] - gjl
         if r == r0:
@@ -267,8 +270,8 @@ def build(scalar, schedule: str = "fused"):
         for a in range(lane, nactive, nlanes):
             r = d.efc_list[w, a]
             jar = -d.efc_aref[w, r]
-            for k in range(m.efc_nnz[r]):
-                j = m.efc_colind[r, k]
+            for k in range(m.efc_nnz[d.efc_cols[w, r]]):
+                j = m.efc_colind[d.efc_cols[w, r], k]
                 jar = jar + d.efc_J[w, r, j] * qacc[w, j]
             d.efc_ls1[w, r] = jar
         sync()
@@ -277,22 +280,22 @@ def build(scalar, schedule: str = "fused"):
                 H[w, i, j] = d.qM[w, i, j]
             for a in range(nactive):
                 r = d.efc_list[w, a]
-                if m.efc_colmask[r, i] != 0 and row_zone(m, d, w, r, d.efc_ls1[w, r]) == 1:
+                if m.efc_colmask[d.efc_cols[w, r], i] != 0 and row_zone(m, d, w, r, d.efc_ls1[w, r]) == 1:
                     D = d.efc_D[w, r]
-                    for kj in range(m.efc_nnz[r]):
-                        j = m.efc_colind[r, kj]
+                    for kj in range(m.efc_nnz[d.efc_cols[w, r]]):
+                        j = m.efc_colind[d.efc_cols[w, r], kj]
                         if j <= i:
                             H[w, i, j] = H[w, i, j] + D * d.efc_J[w, r, i] * d.efc_J[w, r, j]
             # the cone Hessians of the elliptic contacts in the middle zone: J_r' H_rs J_s
             if m.cone_elliptic != 0:
                 for a in range(nactive):
                     r = d.efc_list[w, a]
-                    if m.efc_colmask[r, i] != 0 and cone_middle(m, d, w, r):
-                        r0 = r - m.efc_sub[r]
-                        for e in range(m.cpair_condim[m.contact_pair[m.efc_id[r]]]):
+                    if m.efc_colmask[d.efc_cols[w, r], i] != 0 and cone_middle(m, d, w, r):
+                        r0 = r - d.efc_sub[w, r]
+                        for e in range(m.cpair_condim[m.contact_pair[d.efc_id[w, r]]]):
                             h = d.efc_J[w, r, i] * d.efc_hcone[w, r, e]
-                            for kj in range(m.efc_nnz[r0 + e]):
-                                j = m.efc_colind[r0 + e, kj]
+                            for kj in range(m.efc_nnz[d.efc_cols[w, r0 + e]]):
+                                j = m.efc_colind[d.efc_cols[w, r0 + e], kj]
                                 if j <= i:
                                     H[w, i, j] = H[w, i, j] + h * d.efc_J[w, r0 + e, j]
         sync()
@@ -318,8 +321,8 @@ def build(scalar, schedule: str = "fused"):
             r = d.efc_list[w, a]
             ja = scalar(0.0)
             jl = scalar(0.0)
-            for k in range(m.efc_nnz[r]):
-                j = m.efc_colind[r, k]
+            for k in range(m.efc_nnz[d.efc_cols[w, r]]):
+                j = m.efc_colind[d.efc_cols[w, r], k]
                 ja = ja + d.efc_J[w, r, j] * qacc[w, j]
                 jl = jl + d.efc_J[w, r, j] * lam[w, j]
             jar = ja - d.efc_aref[w, r]
@@ -327,8 +330,8 @@ def build(scalar, schedule: str = "fused"):
             if zone == 1:
                 D = d.efc_D[w, r]
                 fr = -D * jar
-                for k in range(m.efc_nnz[r]):
-                    j = m.efc_colind[r, k]
+                for k in range(m.efc_nnz[d.efc_cols[w, r]]):
+                    j = m.efc_colind[d.efc_cols[w, r], k]
                     J_bar[w, r, j] = J_bar[w, r, j] + fr * lam[w, j] - D * jl * qacc[w, j]
                 D_bar[w, r] = D_bar[w, r] - jl * jar
                 aref_bar[w, r] = aref_bar[w, r] + D * jl
@@ -337,8 +340,8 @@ def build(scalar, schedule: str = "fused"):
                 if jar < scalar(0.0):
                     sign = scalar(1.0)
                 fr = sign * d.efc_frictionloss[w, r]
-                for k in range(m.efc_nnz[r]):
-                    j = m.efc_colind[r, k]
+                for k in range(m.efc_nnz[d.efc_cols[w, r]]):
+                    j = m.efc_colind[d.efc_cols[w, r], k]
                     J_bar[w, r, j] = J_bar[w, r, j] + fr * lam[w, j]
                 floss_bar[w, r] = floss_bar[w, r] + sign * jl
             elif cone_middle(m, d, w, r):
@@ -567,7 +570,7 @@ def build(scalar, schedule: str = "fused"):
         out[w, p] = value
 
     return {"geom_friction_to_cpair": geom_friction_to_cpair, "smooth": smooth, "convex_detect": convex_detect,
-            "constraint": constraint,
+            "narrowphase": narrowphase, "efc_address": efc_address, "constraint": constraint,
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row, "constraint_force_cone": constraint_force_cone,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
@@ -579,7 +582,8 @@ def build(scalar, schedule: str = "fused"):
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors,
-            "modules": (module, custom, *smooth.modules, *convex_detect.modules, *constraint.modules,
+            "modules": (module, custom, *smooth.modules, *convex_detect.modules, *narrowphase.modules,
+                        *efc_address.modules, *constraint.modules,
                         *constraint_solve.modules, *sensors.modules)}
 
 
@@ -996,6 +1000,9 @@ class Rollout:
             for item in k["convex_detect"].launches(model):
                 wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
                           record_tape=False)
+        self._segment(k["narrowphase"], m, d, W)
+        for item in k["efc_address"].launches(model):
+            _custom(k, item.kernel, W, [m, d], device)
         self._segment(k["constraint"], m, d, W)
         if self.warmstart is not None:
             wp.copy(d.qacc_warmstart, self.warmstart)

@@ -25,7 +25,7 @@ from simrl.sim.contact_tables import (
     candidate_geom_pairs,
     clip_scratch_widths,
     clip_sizes,
-    contact_rows,
+    contact_budgets,
     contact_tables,
     polytope_sizes,
 )
@@ -446,8 +446,8 @@ def _dof_chain(mjm, body: int) -> list[int]:
     return chain
 
 
-def _row_columns(mjm, tables, efc_type: int, efc_id: int) -> list[int]:
-    """Increasing column indices where a constraint row's Jacobian can be non-zero."""
+def _row_columns(mjm, efc_type: int, efc_id: int) -> list[int]:
+    """Increasing column indices where the Jacobian of a row before the contacts' can be non-zero."""
     if efc_type == ConstraintType.EQUALITY:
         if int(mjm.eq_type[efc_id]) == EqType.TENDON:
             tens = [t for t in (int(mjm.eq_obj1id[efc_id]), int(mjm.eq_obj2id[efc_id])) if t >= 0]
@@ -464,7 +464,12 @@ def _row_columns(mjm, tables, efc_type: int, efc_id: int) -> list[int]:
     if efc_type == ConstraintType.LIMIT_JOINT:
         dof = int(mjm.jnt_dofadr[efc_id])
         return [dof, dof + 1, dof + 2] if mjm.jnt_type[efc_id] == JointType.BALL else [dof]
-    g1, g2 = tables["geom"][tables["slot_pair"][efc_id]]
+    raise ValueError(f"no fixed columns for a row of type {efc_type}")
+
+
+def _pair_columns(mjm, g1: int, g2: int) -> list[int]:
+    """Increasing column indices where the Jacobian of a contact between geoms g1 and g2 can be
+    non-zero: the dof chains that move their two bodies."""
     return sorted(set(_dof_chain(mjm, int(mjm.geom_bodyid[g1]))) | set(_dof_chain(mjm, int(mjm.geom_bodyid[g2]))))
 
 
@@ -508,7 +513,7 @@ class Model:
     `struct` is what kernels receive. Attributes mirror MuJoCo's names.
     """
 
-    def __init__(self, mjm: mujoco.MjModel, device, dtype=wp.float32):
+    def __init__(self, mjm: mujoco.MjModel, device, dtype=wp.float32, njmax: int | None = None):
         check_supported(mjm)
         self.mjm = mjm
         self.device = wp.get_device(device)
@@ -824,29 +829,33 @@ class Model:
                     efc_type.append(ConstraintType.LIMIT_TENDON), efc_id.append(int(t)), efc_sub.append(side)
         nl = len(efc_type) - ne - nf
         base = len(efc_type)
-        m.contact_efc_adr = ints([base + r for r in tables["slot_row"]])
-        for slot, pair in enumerate(tables["slot_pair"]):
-            rows = contact_rows(tables["condim"][pair], tables["elliptic"])
-            kind = (ConstraintType.CONTACT_FRICTIONLESS if rows == 1 else ConstraintType.CONTACT_ELLIPTIC
-                    if tables["elliptic"] else ConstraintType.CONTACT_PYRAMIDAL)
-            for e in range(rows):
-                efc_type.append(kind), efc_id.append(slot), efc_sub.append(e)
-        m.nefc, m.nefc_eq, m.nefc_friction, m.nefc_limit = len(efc_type), ne, nf, nl
-        #: items of a pass over the active rows in the wide schedule: each row before the contacts'
-        #: (base of them), then one per contact slot (its rows together)
-        self.active_row_items = base + len(tables["slot_pair"])
-        m.efc_type, m.efc_id, m.efc_sub = ints(efc_type), ints(efc_id), ints(efc_sub)
-        cols = [_row_columns(mjm, tables, t, i) for t, i in zip(efc_type, efc_id, strict=True)]
-        colind = np.zeros((len(cols), max(1, mjm.nv)), dtype=np.int32)
+        m.nefc_eq, m.nefc_friction, m.nefc_limit = ne, nf, nl
+        # the rows before the contacts' have fixed places; the contacts' rows are given places
+        # each evaluation, in slot order after them, up to the row budget (constraint.efc_address)
+        m.efc_type, m.efc_id, m.efc_sub = ints(efc_type or [0]), ints(efc_id or [0]), ints(efc_sub or [0])
+        #: the fixed rows' (type, id, sub), which every world's Data starts with (make_data)
+        self.efc_fixed = (efc_type, efc_id, efc_sub)
+        m.cpair_nrow = ints(tables["rows"] or [0])
+        m.cpair_efc_type = ints([ConstraintType.CONTACT_FRICTIONLESS if n == 1 else ConstraintType.CONTACT_ELLIPTIC
+                                 if tables["elliptic"] else ConstraintType.CONTACT_PYRAMIDAL
+                                 for n in tables["rows"]] or [0])
+        self.budgets = contact_budgets(mjm, tables, base, njmax)
+        m.nefc = self.budgets.njmax
+        # the columns where a row's Jacobian can be non-zero, by column set: one per row before the
+        # contacts' (set r for row r), then one per candidate pair (set base + p: the dof chains of
+        # its two bodies), which every row of its contacts uses (Data.efc_cols)
+        cols = [_row_columns(mjm, t, i) for t, i in zip(efc_type, efc_id, strict=True)]
+        cols += [_pair_columns(mjm, g1, g2) for g1, g2 in tables["geom"]]
+        colind = np.zeros((max(1, len(cols)), max(1, mjm.nv)), dtype=np.int32)
         for r, c in enumerate(cols):
             colind[r, :len(c)] = c
-        m.efc_nnz = ints([len(c) for c in cols])
+        m.efc_nnz = ints([len(c) for c in cols] or [0])
         m.efc_colind = wp.array(colind, dtype=int, device=self.device)
         colmask = np.zeros((max(1, len(cols)), max(1, mjm.nv)), dtype=np.int32)
         for r, c in enumerate(cols):
             colmask[r, c] = 1
         m.efc_colmask = wp.array(colmask, dtype=int, device=self.device)
-        m.efc_chain = ints([int(_is_chain(mjm, c)) for c in cols])
+        m.efc_chain = ints([int(_is_chain(mjm, c)) for c in cols] or [0])
 
         m.jnt_range = arr(mjm.jnt_range, T.vec2, (-1, 2))
         m.jnt_solref = arr(mjm.jnt_solref, T.vec2, (-1, 2))

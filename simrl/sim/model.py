@@ -414,7 +414,8 @@ def model_struct(scalar):
         cpair_solimp: wp.array(dtype=T.vec5)
         cpair_friction: wp.array2d(dtype=T.vec5)  # [1 or W, ncpair]
         contact_pair: wp.array(dtype=int)  # [ncon]
-        contact_efc_adr: wp.array(dtype=int)  # [ncon], first constraint row of the slot
+        cpair_nrow: wp.array(dtype=int)  # constraint rows of one contact of the pair (contact_tables.contact_rows)
+        cpair_efc_type: wp.array(dtype=int)  # mjtConstraint of those rows
         # equality constraints (connect, weld, joint), mjtEq: the bodies (of the sites) and
         # their anchors in the body frames, the frames' orientations relative to the bodies
         # (weld: body 1's relpose), torquescale, the joints and polycoef of joint equalities
@@ -447,20 +448,25 @@ def model_struct(scalar):
         contact_sensor: wp.array(dtype=contact_sensor_struct())
         contact_sensor_slot: wp.array(dtype=wp.vec2i)
         magnetic: T.vec3
-        # constraint rows, fixed at load: equality, friction loss, then limits, then contact rows
+        # constraint rows: nefc is the row budget of a world (njmax, Data's rows); the first
+        # nefc_eq + nefc_friction + nefc_limit rows have fixed places (equality, friction loss,
+        # limits), the contacts' rows follow in slot order, placed each evaluation (Data.efc_type,
+        # efc_id, efc_sub, efc_cols; constraint.efc_address)
         nefc: int
         nefc_eq: int
         nefc_friction: int
         nefc_limit: int
-        efc_type: wp.array(dtype=int)  # mjtConstraint
-        efc_id: wp.array(dtype=int)  # dof, joint or contact slot
-        efc_sub: wp.array(dtype=int)  # limit side (-1 lower, +1 upper, 0 ball); a contact's row index
-        # the only columns in which row r of efc_J can be non-zero (the dofs of its joint, or of
-        # the dof chains that move the contact's two bodies), increasing: efc_colind[r, :efc_nnz[r]]
-        efc_nnz: wp.array(dtype=int)  # [nefc]
-        efc_colind: wp.array2d(dtype=int)  # [nefc, nv]
-        efc_colmask: wp.array2d(dtype=int)  # [nefc, nv], 1 in the columns of efc_colind
-        efc_chain: wp.array(dtype=int)  # [nefc], 1: the row's columns are one chain of ancestor dofs
+        efc_type: wp.array(dtype=int)  # [fixed rows] mjtConstraint
+        efc_id: wp.array(dtype=int)  # [fixed rows] equality, dof, joint or tendon
+        efc_sub: wp.array(dtype=int)  # [fixed rows] limit side (-1 lower, +1 upper, 0 ball); an equality's row
+        # column sets: the only columns in which a row of efc_J can be non-zero (the dofs of its
+        # joint, or of the dof chains that move a contact's two bodies), increasing:
+        # efc_colind[s, :efc_nnz[s]] for set s = Data.efc_cols[w, r] (fixed row r's own set r, a
+        # contact row's its pair's, fixed rows + pair)
+        efc_nnz: wp.array(dtype=int)  # [fixed rows + ncpair]
+        efc_colind: wp.array2d(dtype=int)  # [fixed rows + ncpair, nv]
+        efc_colmask: wp.array2d(dtype=int)  # [fixed rows + ncpair, nv], 1 in the columns of efc_colind
+        efc_chain: wp.array(dtype=int)  # [fixed rows + ncpair], 1: the columns are one chain of ancestor dofs
         # joint limits and dof friction
         jnt_range: wp.array(dtype=T.vec2)
         jnt_solref: wp.array(dtype=T.vec2)

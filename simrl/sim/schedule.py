@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 import warp as wp
 
-from simrl.sim import constraint
 from simrl.sim.data import MAX_LANES, data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import kernel_module
@@ -62,11 +61,15 @@ SITES = "sites"
 ACTUATORS = "actuators"
 CONTROLS = "controls"  # the world's controls, checked together: one element when nu > 0
 SITE_TRANSMISSIONS = "site_transmissions"  # the actuators' site transmissions (Model.actuator_trnsite)
-CONTACTS = "contacts"  # contact slots
-# the contact slots of a model with pyramidal (or frictionless) cones, none in one with elliptic
-# cones, and the other way round: passes for one kind of cone (the differentiable step's)
+# the contact slots that have constraint rows (constraint.efc_address): the fused schedule visits
+# Data.contact_slots' list, the wide one a thread per contact row of the budget (a slot at its
+# first row), not per slot: on terrain thousands of slots, a few with rows
+CONTACTS = "contacts"
+# those of a model with pyramidal (or frictionless) cones, none in one with elliptic cones, and
+# the other way round: passes for one kind of cone (the differentiable step's)
 PYRAMIDAL_CONTACTS = "pyramidal_contacts"
 ELLIPTIC_CONTACTS = "elliptic_contacts"
+SLOTS_WITH_ROWS = (CONTACTS, PYRAMIDAL_CONTACTS, ELLIPTIC_CONTACTS)
 EQUALITIES = "equalities"  # equality constraints that have rows
 SENSORS = "sensors"
 CONTACT_SENSORS = "contact_sensors"  # the contact sensors (Model.contact_sensor)
@@ -404,41 +407,20 @@ def _fused_loop(p: Pass, scalar, backward: bool):
 
         return run_up
     if p.over == ACTIVE_ROWS:
-        c_ = constraint.build(scalar)
-        slot_rows_end, contact_rows_start = c_.slot_rows_end, c_.contact_rows_start
-
         @wp.func
         def run_rows(m: Model, d: Data, w: int):
-            # the rows before the contacts' one by one, then the rows of each slot that holds a
-            # contact (listed by the pass over the slots; the rows of a slot are active together),
-            # as constraint.constraint_list_listed
+            # the rows in use that are active (every contact row is; constraint.efc_address)
             if wp.static(backward):
-                for r in range(contact_rows_start(m)):
+                for r in range(d.nefc[w]):
                     if d.efc_active[w, r] != 0:
                         f(m, d, w, r)
-                for k in range(d.contact_nslots[w]):
-                    c = d.contact_slots[w, k]
-                    r0 = m.contact_efc_adr[c]
-                    if d.efc_active[w, r0] != 0:
-                        for r in range(r0, slot_rows_end(m, c)):
-                            f(m, d, w, r)
             else:
                 r = int(0)
-                end = contact_rows_start(m)
+                end = d.nefc[w]
                 while r < end:
                     if d.efc_active[w, r] != 0:
                         f(m, d, w, r)
                     r = r + 1
-                k = int(0)
-                while k < d.contact_nslots[w]:
-                    c = d.contact_slots[w, k]
-                    r0 = m.contact_efc_adr[c]
-                    if d.efc_active[w, r0] != 0:
-                        r1 = slot_rows_end(m, c)
-                        while r0 < r1:
-                            f(m, d, w, r0)
-                            r0 = r0 + 1
-                    k = k + 1
 
         return run_rows
     if p.over == PAIRS:
@@ -502,68 +484,41 @@ def _fused_loop(p: Pass, scalar, backward: bool):
                             f(m, d, w, q)
 
         return run_pairs
-    if p.over == CONTACTS:
+    if p.over in SLOTS_WITH_ROWS:
+        bounds = _range_funcs(scalar)[p.over]  # no slots for a pass of the other cone
+
         @wp.func
         def run_contacts(m: Model, d: Data, w: int):
-            # and the list of the slots that hold a contact (Data.contact_slots), for the passes
-            # over active rows and constraint_list of this step (one thread per world: in order)
+            # the slots that have rows, listed by constraint.efc_address (Data.contact_slots): on
+            # terrain thousands of slots, a few with rows; the others have nothing to do
+            start, count = bounds(m)
             if wp.static(backward):
-                d.contact_nslots[w] = 0
-                for c in range(m.ncon):
-                    f(m, d, w, c)
-                    if d.contact_active[w, c] != 0:
-                        k = d.contact_nslots[w]
-                        d.contact_slots[w, k] = c
-                        d.contact_nslots[w] = k + 1
+                if count > 0:
+                    for k in range(d.contact_nslots[w]):
+                        f(m, d, w, d.contact_slots[w, k])
             else:
-                # Only two kinds of slot have anything to do: those holding a contact now, and
-                # those whose rows are still active from the last evaluation, which are among the
-                # slots it listed (a slot's rows are active only while it holds a contact, and
-                # every slot holding one is listed). Every other slot (on terrain, thousands per
-                # world) costs one load here instead of a visit: the same writes as visiting all.
                 k = int(0)
-                while k < d.contact_nslots[w]:
-                    c = d.contact_slots[w, k]
-                    if d.contact_active[w, c] == 0:
-                        f(m, d, w, c)
+                end = int(0)
+                if count > 0:
+                    end = d.contact_nslots[w]
+                while k < end:
+                    f(m, d, w, d.contact_slots[w, k])
                     k = k + 1
-                n = int(0)
-                c = int(0)
-                while c < m.ncon:
-                    if d.contact_active[w, c] != 0:
-                        f(m, d, w, c)
-                        d.contact_slots[w, n] = c
-                        n = n + 1
-                    c = c + 1
-                d.contact_nslots[w] = n
 
         return run_contacts
     if p.over == CONTACT_ROWS:
         @wp.func
         def run_contact_rows(m: Model, d: Data, w: int):
-            # every contact row in order, and, as the pass over the slots does, the list of the
-            # slots that hold a contact (Data.contact_slots), at each slot's first row
+            # the contact rows in use
             start = m.nefc_eq + m.nefc_friction + m.nefc_limit
             if wp.static(backward):
-                d.contact_nslots[w] = 0
-                for r in range(start, m.nefc):
+                for r in range(start, d.nefc[w]):
                     f(m, d, w, r)
-                    c = m.efc_id[r]
-                    if m.efc_sub[r] == 0 and d.contact_active[w, c] != 0:
-                        k = d.contact_nslots[w]
-                        d.contact_slots[w, k] = c
-                        d.contact_nslots[w] = k + 1
             else:
-                n = int(0)
                 r = start
-                while r < m.nefc:
+                while r < d.nefc[w]:
                     f(m, d, w, r)
-                    c = m.efc_id[r]
-                    if m.efc_sub[r] == 0 and d.contact_active[w, c] != 0:
-                        d.contact_slots[w, n] = c
-                        n = n + 1
                     r = r + 1
-                d.contact_nslots[w] = n
 
         return run_contact_rows
     bounds = _range_funcs(scalar)[p.over]
@@ -634,28 +589,32 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
             f(m, d, w, start + e)
 
         return range_kernel
-    if index == "active":
-        c_ = constraint.build(scalar)
-        slot_rows_end, contact_rows_start = c_.slot_rows_end, c_.contact_rows_start
-
-        # a thread per row before the contacts' and per contact slot (Model.active_row_items),
-        # not per row: on terrain thousands of slots hold four times as many rows, a few active
+    if index == "slots":
+        # a thread per contact row of the budget (start: the first); the first row of each contact
+        # runs f for its slot
         @wp.kernel(module=module, name=name)
-        def rows_kernel(m: Model, d: Data):
-            w, i = wp.tid()
+        def slots_kernel(m: Model, d: Data, start: int):
+            w, e = wp.tid()
             if wp.static(guard):
                 if d.world_skip[w] != 0:
                     return
-            first = contact_rows_start(m)
-            if i < first:
-                if d.efc_active[w, i] != 0:
-                    f(m, d, w, i)
-            elif d.contact_active[w, i - first] != 0:  # else its rows are inactive (constraint.contact_rows)
-                c = i - first
-                r0 = m.contact_efc_adr[c]
-                if d.efc_active[w, r0] != 0:
-                    for r in range(r0, slot_rows_end(m, c)):
-                        f(m, d, w, r)
+            r = start + e
+            if r < d.nefc[w]:
+                if d.efc_sub[w, r] == 0:
+                    f(m, d, w, d.efc_id[w, r])
+
+        return slots_kernel
+    if index == "active":
+        # a thread per row of the budget: those in use and active run f
+        @wp.kernel(module=module, name=name)
+        def rows_kernel(m: Model, d: Data):
+            w, r = wp.tid()
+            if wp.static(guard):
+                if d.world_skip[w] != 0:
+                    return
+            if r < d.nefc[w]:
+                if d.efc_active[w, r] != 0:
+                    f(m, d, w, r)
 
         return rows_kernel
     assert index == "world"
@@ -716,6 +675,8 @@ def _wide_pass(p: Pass, scalar, module_name: str, backward: bool) -> _WidePass:
         return _WidePass(p, _wide_kernel(p.name, f, "table", scalar, module), ())
     if p.over == ACTIVE_ROWS:
         return _WidePass(p, _wide_kernel(p.name, f, "active", scalar, module), ())
+    if p.over in SLOTS_WITH_ROWS:
+        return _WidePass(p, _wide_kernel(p.name, f, "slots", scalar, module), ())
     return _WidePass(p, _wide_kernel(p.name, f, "range", scalar, module), ())
 
 
@@ -735,7 +696,11 @@ def _wide_launches(wp_: _WidePass, model) -> list[Launch]:
             levels = levels[::-1]
         return [Launch(wp_.kernel, (count,), (s.body_tree, start)) for start, count in levels]
     if p.over == ACTIVE_ROWS:
-        return [Launch(wp_.kernel, (model.active_row_items,))] if model.active_row_items else []
+        return [Launch(wp_.kernel, (model.struct.nefc,))] if model.struct.nefc else []
+    if p.over in SLOTS_WITH_ROWS:
+        fixed = s.nefc_eq + s.nefc_friction + s.nefc_limit
+        return [Launch(wp_.kernel, (s.nefc - fixed,), (fixed,))] if _host_range(model, p.over)[1] and s.nefc > fixed \
+            else []
     if p.over == PAIRS:
         # a group's pairs are contiguous in cpair_by_kind (sorted by kind)
         launches = []

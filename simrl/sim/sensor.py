@@ -265,7 +265,7 @@ def build(scalar):
         tangent 1, tangent 2) and (torsion, rolling 1, rolling 2); a pyramid's edge forces decoded
         (mju_decodePyramid: the normal their sum, friction k (f_2k - f_2k+1) mu_k)."""
         p = m.contact_pair[c]
-        r0 = m.contact_efc_adr[c]
+        r0 = d.contact_efc_adr[w, c]
         condim = m.cpair_condim[p]
         fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
         # loops of constant length (unrolled): the generated adjoint of a vector's component
@@ -293,7 +293,7 @@ def build(scalar):
         """The normal force of contact slot c, mj_contactForce's first component: a pyramid's
         edge forces summed (mju_decodePyramid), else the normal row's force."""
         p = m.contact_pair[c]
-        r0 = m.contact_efc_adr[c]
+        r0 = d.contact_efc_adr[w, c]
         condim = m.cpair_condim[p]
         normal = d.efc_force[w, r0]
         if condim > 1 and m.cone_elliptic == 0:
@@ -315,8 +315,7 @@ def build(scalar):
         torque = zero3
         force = zero3
         for c in range(m.ncon):
-            r0 = m.contact_efc_adr[c]
-            if d.efc_active[w, r0] != 0:
+            if d.contact_efc_adr[w, c] >= 0:
                 g = m.cpair_geom[m.contact_pair[c]]
                 in1 = in_subtree(m, m.geom_bodyid[g[0]], root)
                 in2 = in_subtree(m, m.geom_bodyid[g[1]], root)
@@ -373,8 +372,7 @@ def build(scalar):
         b = m.site_bodyid[site]
         total = scalar(0.0)
         for c in range(m.ncon):
-            r0 = m.contact_efc_adr[c]
-            if d.efc_active[w, r0] != 0:
+            if d.contact_efc_adr[w, c] >= 0:
                 g = m.cpair_geom[m.contact_pair[c]]
                 b1 = m.geom_bodyid[g[0]]
                 b2 = m.geom_bodyid[g[1]]
@@ -429,7 +427,7 @@ def build(scalar):
         constraint rows (one in the gap, dist >= margin - gap)."""
         force = zero3
         torque = zero3
-        if d.efc_active[w, m.contact_efc_adr[c]] != 0:
+        if d.contact_efc_adr[w, c] >= 0:
             force, torque = contact_force(m, d, w, c)
         return force, torque
 
@@ -529,7 +527,7 @@ def build(scalar):
             (`nth_match`, `nth_sorted`), not from a counter carried through a loop: the generated
             adjoint does not replay a loop's carried values (see `subtree_momentum`).
 
-            Model: body_dofend, body_rootid, cone_elliptic, contact_efc_adr, contact_pair, contact_sensor,
+            Model: body_dofend, body_rootid, cone_elliptic, contact_pair, contact_sensor,
             contact_sensor_slot, cpair_condim, cpair_friction, cpair_geom, geom_bodyid, site_size, site_type. Data
             in: contact_active, contact_dist, contact_pos, contact_frame, site_xpos, site_xmat, cvel, subtree_com,
             efc_active, efc_force. Data out: sensordata (the sensor's columns)."""
@@ -871,7 +869,7 @@ def build(scalar):
         sensors most models have are not compiled beside the contact-force loops and ray casts
         of these (with them, the `sensor` kernel needs about twice the registers on a GPU).
 
-        Model: body_dofend, body_parentid, body_rootid, cone_elliptic, contact_efc_adr, contact_pair, cpair_condim,
+        Model: body_dofend, body_parentid, body_rootid, cone_elliptic, contact_pair, cpair_condim,
         cpair_friction, cpair_geom, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, eq, geom_bodyid, nbody,
         ncon, nefc_eq, neq, sensor, site_bodyid, site_size, site_type. Data in: qacc, xpos, xmat,
         site_xpos, site_xmat, subtree_com, cdof, cinert, cfrc_bias, eq_active, contact_pos, contact_frame,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,7 +27,16 @@ import warp as wp
 from simrl.errors import MJCFError
 from simrl.sim import forward
 from simrl.sim import schedule as simrl_schedule
-from simrl.sim.data import CCD_SCRATCH, check_memory, data_struct, make_data, mocap_pose0
+from simrl.sim.data import (
+    CCD_SCRATCH,
+    OVERFLOW_CONTACTS,
+    OVERFLOW_PAIRS,
+    OVERFLOW_ROWS,
+    check_memory,
+    data_struct,
+    make_data,
+    mocap_pose0,
+)
 from simrl.sim.io import Model, sensor_columns
 from simrl.sim.model import PER_WORLD_FIELDS, SET_CONST_INPUTS, copy_struct
 from simrl.sim.types import EULER_LIKE, DisableBit, ObjType, build_notice
@@ -131,6 +141,10 @@ def assign_view(view: torch.Tensor, name: str, value) -> None:
         raise ValueError(f"{name} must have shape {tuple(view.shape)} [num_worlds, ...], got {tuple(value.shape)}")
     view.copy_(value)
 
+#: Sim.step reads the overflow flags (check_overflow) after this many steps since the last read
+OVERFLOW_CHECK_STEPS = 100
+
+
 class Sim:
     """Batched simulation of `num_worlds` copies of a MuJoCo model.
 
@@ -169,7 +183,8 @@ class Sim:
     """
 
     def __init__(self, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32",
-                 cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool | None = None):
+                 cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool | None = None,
+                 njmax: int | None = None, strict: bool = False):
         if not isinstance(mj_model, mujoco.MjModel):
             raise TypeError(f"expected a mujoco.MjModel, got {type(mj_model).__name__}")
         if isinstance(num_worlds, bool) or not isinstance(num_worlds, (int, np.integer)) or num_worlds < 1:
@@ -186,7 +201,17 @@ class Sim:
             # changes nothing MuJoCo would resolve.
             torch.set_flush_denormal(True)
         self.num_worlds = int(num_worlds)
-        self.model = Model(mj_model, self.device, _DTYPES[dtype])
+        self.model = Model(mj_model, self.device, _DTYPES[dtype], njmax=njmax)
+        #: raise OverflowError (not warn) when a world outgrows a budget
+        self.strict = bool(strict)
+        #: True: step and forward read the overflow flags themselves (check_overflow: step every
+        #: OVERFLOW_CHECK_STEPS steps, forward on the CPU, both at every call when strict); False:
+        #: the caller does (an environment stepping without host synchronisation, once per iteration)
+        self.auto_check_overflow = True
+        self._overflow_warned = False
+        self._steps_unchecked = 0
+        if self.model.struct.ncon:
+            print(f"simrl: {self.model.budgets.describe()}; set Sim(njmax=...) or the task's sim.njmax", flush=True)
         check_memory(self.model, self.num_worlds)  # a MemoryError that says how many worlds fit
         self.data = make_data(self.model, self.num_worlds)
         scalar = self.model.dtype
@@ -217,7 +242,8 @@ class Sim:
         #: seconds spent compiling (or loading from Warp's cache) the engine's kernels
         self.compile_time = built["seconds"]
         self._setup_threads(cpu_threads)
-        self.forward()
+        # the state at qpos0; its overflow flags are read with those of the first forward or steps
+        self._parallel(lambda run: run(self._forward))
 
     def _setup_threads(self, cpu_threads: int | None) -> None:
         """Per-thread blocks of worlds: (Model struct, Data struct of array views, worlds)."""
@@ -320,15 +346,17 @@ class Sim:
     # ---------------------------------------------------------------------------- construction
     @classmethod
     def from_mjcf(cls, mjcf: str | os.PathLike, num_worlds: int = 1, device=None, dtype="float32",
-                  cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool | None = None) -> Sim:
+                  cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool | None = None,
+                  njmax: int | None = None, strict: bool = False) -> Sim:
         """Compile MJCF (a file path or an XML string) with MuJoCo and load it."""
-        return cls(compile_mjcf(mjcf), num_worlds, device, dtype, cpu_threads, schedule, use_graphs)
+        return cls(compile_mjcf(mjcf), num_worlds, device, dtype, cpu_threads, schedule, use_graphs, njmax, strict)
 
     @classmethod
     def from_model(cls, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32",
-                   cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool | None = None) -> Sim:
+                   cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool | None = None,
+                   njmax: int | None = None, strict: bool = False) -> Sim:
         """Load an already compiled `mujoco.MjModel`."""
-        return cls(mj_model, num_worlds, device, dtype, cpu_threads, schedule, use_graphs)
+        return cls(mj_model, num_worlds, device, dtype, cpu_threads, schedule, use_graphs, njmax, strict)
 
     # ---------------------------------------------------------------------------- sizes
     @property
@@ -558,14 +586,16 @@ class Sim:
         which on the CPU costs them nothing."""
         if worlds is None:
             self._parallel(lambda run: run(self._forward))
-            return
-        skip = self.view("world_skip")
-        check_world_mask(worlds, self.num_worlds, skip.device)
-        skip.copy_(~worlds)
-        try:
-            self._parallel(lambda run: run(self._forward))
-        finally:
-            skip.zero_()
+        else:
+            skip = self.view("world_skip")
+            check_world_mask(worlds, self.num_worlds, skip.device)
+            skip.copy_(~worlds)
+            try:
+                self._parallel(lambda run: run(self._forward))
+            finally:
+                skip.zero_()
+        if self.auto_check_overflow and (self.device.is_cpu or self.strict):
+            self.check_overflow()
 
     def step(self, n: int = 1) -> None:
         """Like mj_step with the model's integrator (Euler, implicitfast or RK4), `n` times."""
@@ -574,9 +604,46 @@ class Sim:
         n = int(n)
         if self.use_graphs and n > 0 and self._blocks is None and not self.device.is_capturing:
             self._replay(n)
+        else:
+            # every thread runs all n steps of its worlds: worlds never interact
+            self._parallel(lambda run: self._steps(run, n))
+        # a look at the overflow flags now and then (every call when strict): on a GPU, a read waits
+        # for the device, which a graph being captured cannot
+        self._steps_unchecked += n
+        if self.auto_check_overflow and not self.device.is_capturing and (
+                self.strict or self._steps_unchecked >= OVERFLOW_CHECK_STEPS):
+            self.check_overflow()
+
+    @property
+    def overflow(self) -> torch.Tensor:
+        """Int [num_worlds]: what outgrew its budget in each world's last evaluation, as bits
+        (simrl.sim.data.OVERFLOW_PAIRS, OVERFLOW_CONTACTS, OVERFLOW_ROWS; 0: nothing). What did not
+        fit was left out, the last in pair and slot order first; `check_overflow` names the
+        budget to raise."""
+        return self.view("overflow")
+
+    def check_overflow(self) -> None:
+        """Warn (the first time for this Sim), or with `strict` raise OverflowError, when some
+        world's last evaluation outgrew a budget: which budget, in how many worlds, and the value
+        that would have held every world's. Reads the device's flags (a synchronization)."""
+        self._steps_unchecked = 0
+        flags = self.view("overflow")
+        if not bool(flags.any()):
             return
-        # every thread runs all n steps of its worlds: worlds never interact
-        self._parallel(lambda run: self._steps(run, n))
+        need = self.view("overflow_need").max(dim=0).values.tolist()
+        over = [int(((flags & bit) != 0).sum()) for bit in (OVERFLOW_PAIRS, OVERFLOW_CONTACTS, OVERFLOW_ROWS)]
+        budgets = self.model.budgets
+        parts = []
+        if over[2]:
+            parts.append(f"the constraint rows of {over[2]} of {self.num_worlds} worlds outgrew njmax={budgets.njmax} "
+                         f"(they needed up to {need[2]}): the contacts last in slot order were left out; "
+                         f"set Sim(njmax={need[2]}) or the task's sim.njmax={need[2]}")
+        message = "simrl: " + "; ".join(parts)
+        if self.strict:
+            raise OverflowError(message)
+        if not self._overflow_warned:
+            self._overflow_warned = True
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
 
     def _steps(self, run, n: int) -> None:
         for _ in range(n):

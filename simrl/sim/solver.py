@@ -72,7 +72,7 @@ def elliptic_cone(scalar):
 
     @wp.func
     def cone(m: Model, d: Data, w: int, r0: int):
-        n = m.cpair_condim[m.contact_pair[m.efc_id[r0]]]
+        n = m.cpair_condim[m.contact_pair[d.efc_id[w, r0]]]
         mu = d.efc_mu[w, r0]
         N = mu * d.efc_jar[w, r0]
         T2 = scalar(0.0)
@@ -141,7 +141,7 @@ def elliptic_cone(scalar):
         bottom zone's sum D_j jar_j^2, sum D_j jar_j jv_j, sum D_j jv_j^2, sum |D_j jar_j jv_j|;
         efc_quad[r0 + 1]: N, V_0 = mu jv_0, D_m, sum |U_j V_j|; efc_quad[r0 + 2]: U.U, U.V, V.V
         (V = S jv). Zeroes the line-search terms of the contact's other rows."""
-        n = m.cpair_condim[m.contact_pair[m.efc_id[r0]]]
+        n = m.cpair_condim[m.contact_pair[d.efc_id[w, r0]]]
         mu = d.efc_mu[w, r0]
         a = scalar(0.0)
         b = scalar(0.0)
@@ -220,7 +220,7 @@ def elliptic_cone(scalar):
     @wp.func
     def cone_cost(m: Model, d: Data, w: int, r0: int):
         """The contact's cost at jar in efc_ls1 of row r0 (0 on its other rows)."""
-        n = m.cpair_condim[m.contact_pair[m.efc_id[r0]]]
+        n = m.cpair_condim[m.contact_pair[d.efc_id[w, r0]]]
         mu = d.efc_mu[w, r0]
         N = mu * d.efc_jar[w, r0]
         a = d.efc_D[w, r0] * d.efc_jar[w, r0] * d.efc_jar[w, r0]
@@ -248,8 +248,8 @@ def elliptic_cone(scalar):
 
         Model: efc_type, efc_sub. Data in: efc_hcone."""
         middle = False
-        if m.efc_type[r] == ConstraintType.CONTACT_ELLIPTIC:
-            middle = d.efc_hcone[w, r - m.efc_sub[r], 0] != scalar(0.0)
+        if d.efc_type[w, r] == ConstraintType.CONTACT_ELLIPTIC:
+            middle = d.efc_hcone[w, r - d.efc_sub[w, r], 0] != scalar(0.0)
         return middle
 
     return SimpleNamespace(cone=cone, cone_quad=cone_quad, cone_line=cone_line, cone_cost=cone_cost,
@@ -346,7 +346,7 @@ def build(scalar, lanes: bool = False):
             a = int(lane)
             while a < nactive:
                 r = d.efc_list[w, a]
-                if m.efc_type[r] == ConstraintType.CONTACT_ELLIPTIC and m.efc_sub[r] == 0:
+                if d.efc_type[w, r] == ConstraintType.CONTACT_ELLIPTIC and d.efc_sub[w, r] == 0:
                     if mode == CONE_EVALUATE:
                         cone(m, d, w, r)
                     elif mode == CONE_QUAD:
@@ -364,7 +364,7 @@ def build(scalar, lanes: bool = False):
         cost = scalar(0.0)
         ds = scalar(0.0)
         dds = scalar(0.0)
-        if m.efc_type[r] == ConstraintType.FRICTION_DOF or m.efc_type[r] == ConstraintType.FRICTION_TENDON:
+        if d.efc_type[w, r] == ConstraintType.FRICTION_DOF or d.efc_type[w, r] == ConstraintType.FRICTION_TENDON:
             R = d.efc_R[w, r]
             fl = d.efc_frictionloss[w, r]
             if jar <= -R * fl:
@@ -377,7 +377,7 @@ def build(scalar, lanes: bool = False):
                 cost = scalar(0.5) * D * jar * jar
                 ds = D * jar
                 dds = D
-        elif jar < scalar(0.0) or m.efc_type[r] == ConstraintType.EQUALITY:
+        elif jar < scalar(0.0) or d.efc_type[w, r] == ConstraintType.EQUALITY:
             # equality rows are bilateral: always quadratic
             cost = scalar(0.5) * D * jar * jar
             ds = D * jar
@@ -398,15 +398,16 @@ def build(scalar, lanes: bool = False):
         a = int(lane)
         while a < nactive:
             r = d.efc_list[w, a]
+            cs = d.efc_cols[w, r]
             jar = -d.efc_aref[w, r]
-            end1 = m.efc_nnz[r]
+            end1 = m.efc_nnz[cs]
             k = int(0)
             while k < end1:
-                j = m.efc_colind[r, k]
+                j = m.efc_colind[cs, k]
                 jar = jar + d.efc_J[w, r, j] * d.qacc[w, j]
                 k = k + 1
             d.efc_jar[w, r] = jar
-            if m.efc_type[r] != ConstraintType.CONTACT_ELLIPTIC:
+            if d.efc_type[w, r] != ConstraintType.CONTACT_ELLIPTIC:
                 c, ds, dds = row_cost(m, d, w, r, jar)
                 d.efc_cost[w, r] = c
                 d.efc_force[w, r] = -ds
@@ -423,8 +424,9 @@ def build(scalar, lanes: bool = False):
                 a = int(0)
                 while a < nactive:
                     r = d.efc_list[w, a]
+                    cs = d.efc_cols[w, r]
                     ds = -d.efc_force[w, r]
-                    if ds != scalar(0.0) and m.efc_colmask[r, i] != 0:
+                    if ds != scalar(0.0) and m.efc_colmask[cs, i] != 0:
                         d.solver_grad[w, i] = d.solver_grad[w, i] + d.efc_J[w, r, i] * ds
                     a = a + 1
                 i = i + nlanes
@@ -436,12 +438,13 @@ def build(scalar, lanes: bool = False):
             a = int(0)
             while a < nactive:
                 r = d.efc_list[w, a]
+                cs = d.efc_cols[w, r]
                 ds = -d.efc_force[w, r]
                 if ds != scalar(0.0):
-                    end2 = m.efc_nnz[r]
+                    end2 = m.efc_nnz[cs]
                     k = int(0)
                     while k < end2:
-                        j = m.efc_colind[r, k]
+                        j = m.efc_colind[cs, k]
                         d.solver_grad[w, j] = d.solver_grad[w, j] + d.efc_J[w, r, j] * ds
                         k = k + 1
                 a = a + 1
@@ -463,17 +466,18 @@ def build(scalar, lanes: bool = False):
         """Adds J_ri H_rs J_sj to solver_H[i, j <= i] for the rows s of r's contact, in order."""
         ji = d.efc_J[w, r, i]
         if ji != scalar(0.0):
-            r0 = r - m.efc_sub[r]
-            n = m.cpair_condim[m.contact_pair[m.efc_id[r]]]
+            r0 = r - d.efc_sub[w, r]
+            n = m.cpair_condim[m.contact_pair[d.efc_id[w, r]]]
+            cs = d.efc_cols[w, r]  # a contact's rows share their columns
             e = int(0)
             while e < n:
                 h = ji * d.efc_hcone[w, r, e]
                 if h != scalar(0.0):
                     rs = r0 + e
-                    end = m.efc_nnz[rs]
+                    end = m.efc_nnz[cs]
                     kj = int(0)
                     while kj < end:
-                        j = m.efc_colind[rs, kj]
+                        j = m.efc_colind[cs, kj]
                         if j <= i:
                             d.solver_H[w, i, j] = d.solver_H[w, i, j] + h * d.efc_J[w, rs, j]
                         kj = kj + 1
@@ -495,7 +499,8 @@ def build(scalar, lanes: bool = False):
             a = int(0)
             while a < nactive:
                 r = d.efc_list[w, a]
-                if m.efc_chain[r] == 0 and (d.efc_dds[w, r] != scalar(0.0) or cone_middle(m, d, w, r)):
+                cs = d.efc_cols[w, r]
+                if m.efc_chain[cs] == 0 and (d.efc_dds[w, r] != scalar(0.0) or cone_middle(m, d, w, r)):
                     tree = 0
                 a = a + 1
             d.solver_flag[w] = tree
@@ -520,14 +525,15 @@ def build(scalar, lanes: bool = False):
                 a = int(0)
                 while a < nactive:
                     r = d.efc_list[w, a]
+                    cs = d.efc_cols[w, r]
                     dds = d.efc_dds[w, r]
-                    if dds != scalar(0.0) and m.efc_colmask[r, i] != 0:
+                    if dds != scalar(0.0) and m.efc_colmask[cs, i] != 0:
                         ji = d.efc_J[w, r, i] * dds
                         if ji != scalar(0.0):
-                            end3 = m.efc_nnz[r]
+                            end3 = m.efc_nnz[cs]
                             kj = int(0)
                             while kj < end3:
-                                j = m.efc_colind[r, kj]
+                                j = m.efc_colind[cs, kj]
                                 if j <= i:
                                     d.solver_H[w, i, j] = d.solver_H[w, i, j] + ji * d.efc_J[w, r, j]
                                 kj = kj + 1
@@ -537,7 +543,8 @@ def build(scalar, lanes: bool = False):
                     a = int(0)
                     while a < nactive:
                         r = d.efc_list[w, a]
-                        if m.efc_colmask[r, i] != 0 and cone_middle(m, d, w, r):
+                        cs = d.efc_cols[w, r]
+                        if m.efc_colmask[cs, i] != 0 and cone_middle(m, d, w, r):
                             cone_hessian_row(m, d, w, r, i)
                         a = a + 1
             i = i + nlanes
@@ -545,18 +552,19 @@ def build(scalar, lanes: bool = False):
             a = int(0)
             while a < nactive:
                 r = d.efc_list[w, a]
+                cs = d.efc_cols[w, r]
                 dds = d.efc_dds[w, r]
                 if dds != scalar(0.0):
-                    end5 = m.efc_nnz[r]
+                    end5 = m.efc_nnz[cs]
                     ki = int(0)
                     while ki < end5:
-                        i = m.efc_colind[r, ki]
+                        i = m.efc_colind[cs, ki]
                         ji = d.efc_J[w, r, i] * dds
                         if ji != scalar(0.0):
                             end4 = ki + 1
                             kj = int(0)
                             while kj < end4:
-                                j = m.efc_colind[r, kj]
+                                j = m.efc_colind[cs, kj]
                                 d.solver_H[w, i, j] = d.solver_H[w, i, j] + ji * d.efc_J[w, r, j]
                                 kj = kj + 1
                         ki = ki + 1
@@ -565,11 +573,12 @@ def build(scalar, lanes: bool = False):
                 a = int(0)
                 while a < nactive:
                     r = d.efc_list[w, a]
+                    cs = d.efc_cols[w, r]
                     if cone_middle(m, d, w, r):
-                        end6 = m.efc_nnz[r]
+                        end6 = m.efc_nnz[cs]
                         ki = int(0)
                         while ki < end6:
-                            cone_hessian_row(m, d, w, r, m.efc_colind[r, ki])
+                            cone_hessian_row(m, d, w, r, m.efc_colind[cs, ki])
                             ki = ki + 1
                     a = a + 1
         sync()
@@ -597,7 +606,7 @@ def build(scalar, lanes: bool = False):
         a = int(lane)
         while a < nactive:
             r = d.efc_list[w, a]
-            if m.efc_type[r] != ConstraintType.CONTACT_ELLIPTIC:
+            if d.efc_type[w, r] != ConstraintType.CONTACT_ELLIPTIC:
                 jv = d.efc_jv[w, r]
                 c, ds, dds = row_cost(m, d, w, r, d.efc_jar[w, r] + alpha * jv)
                 d.efc_ls1[w, r] = ds * jv
@@ -728,13 +737,14 @@ def build(scalar, lanes: bool = False):
         a = int(lane)
         while a < nactive:
             r = d.efc_list[w, a]
+            cs = d.efc_cols[w, r]
             jar = -d.efc_aref[w, r]
             k = int(0)
-            while k < m.efc_nnz[r]:
-                j = m.efc_colind[r, k]
+            while k < m.efc_nnz[cs]:
+                j = m.efc_colind[cs, k]
                 jar = jar + d.efc_J[w, r, j] * d.qacc_smooth[w, j]
                 k = k + 1
-            if m.efc_type[r] != ConstraintType.CONTACT_ELLIPTIC:
+            if d.efc_type[w, r] != ConstraintType.CONTACT_ELLIPTIC:
                 c, ds, dds = row_cost(m, d, w, r, jar)
                 d.efc_ls1[w, r] = c
             else:
@@ -847,7 +857,8 @@ def build(scalar, lanes: bool = False):
                 a = int(0)
                 while a < nactive:
                     r = d.efc_list[w, a]
-                    if m.efc_colmask[r, i] != 0:
+                    cs = d.efc_cols[w, r]
+                    if m.efc_colmask[cs, i] != 0:
                         d.qfrc_constraint[w, i] = d.qfrc_constraint[w, i] + d.efc_J[w, r, i] * d.efc_force[w, r]
                     a = a + 1
                 i = i + nlanes
@@ -855,10 +866,11 @@ def build(scalar, lanes: bool = False):
             a = int(0)
             while a < nactive:
                 r = d.efc_list[w, a]
+                cs = d.efc_cols[w, r]
                 fr = d.efc_force[w, r]
                 k = int(0)
-                while k < m.efc_nnz[r]:
-                    j = m.efc_colind[r, k]
+                while k < m.efc_nnz[cs]:
+                    j = m.efc_colind[cs, k]
                     d.qfrc_constraint[w, j] = d.qfrc_constraint[w, j] + d.efc_J[w, r, j] * fr
                     k = k + 1
                 a = a + 1
