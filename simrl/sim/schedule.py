@@ -641,6 +641,9 @@ class _WidePass:
     # a tree pass's launch over every body (Pass.alone): always for BODIES_DOWN, for BODIES_UP where
     # the model's subtree sums fit a thread's stack (`kernel` then launches the levels of the others)
     alone_kernel: wp.Kernel | None = None
+    # SLOTS_WITH_ROWS: a thread per slot (the function skips those without rows), launched instead
+    # of `kernel`'s thread per contact row where a model has fewer slots than contact rows
+    slot_kernel: wp.Kernel | None = None
 
 
 @functools.cache
@@ -676,7 +679,8 @@ def _wide_pass(p: Pass, scalar, module_name: str, backward: bool) -> _WidePass:
     if p.over == ACTIVE_ROWS:
         return _WidePass(p, _wide_kernel(p.name, f, "active", scalar, module), ())
     if p.over in SLOTS_WITH_ROWS:
-        return _WidePass(p, _wide_kernel(p.name, f, "slots", scalar, module), ())
+        return _WidePass(p, _wide_kernel(p.name, f, "slots", scalar, module), (),
+                         slot_kernel=_wide_kernel(f"{p.name}_by_slot", f, "range", scalar, module))
     return _WidePass(p, _wide_kernel(p.name, f, "range", scalar, module), ())
 
 
@@ -698,9 +702,13 @@ def _wide_launches(wp_: _WidePass, model) -> list[Launch]:
     if p.over == ACTIVE_ROWS:
         return [Launch(wp_.kernel, (model.struct.nefc,))] if model.struct.nefc else []
     if p.over in SLOTS_WITH_ROWS:
-        fixed = s.nefc_eq + s.nefc_friction + s.nefc_limit
-        return [Launch(wp_.kernel, (s.nefc - fixed,), (fixed,))] if _host_range(model, p.over)[1] and s.nefc > fixed \
-            else []
+        rows = s.nefc - (s.nefc_eq + s.nefc_friction + s.nefc_limit)
+        slots = _host_range(model, p.over)[1]
+        if not slots or not rows:
+            return []
+        if slots <= rows:
+            return [Launch(wp_.slot_kernel, (slots,), (0,))]
+        return [Launch(wp_.kernel, (rows,), (s.nefc - rows,))]
     if p.over == PAIRS:
         # a group's pairs are contiguous in cpair_by_kind (sorted by kind)
         launches = []
