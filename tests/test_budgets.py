@@ -69,8 +69,10 @@ def test_rows_beyond_the_budget_are_the_last_contacts_in_slot_order():
     assert not full.overflow.any() and (nefc_full > fixed + 24).all(), "many contact rows"
     njmax = fixed + 21  # some contacts (4 rows each, 6 for condim 4) do not fit
     small = stack_sim(njmax=njmax)
-    with pytest.warns(RuntimeWarning, match=rf"outgrew njmax={njmax} \(they needed up to {nefc_full.max()}\)"):
+    expected = rf"outgrew njmax={njmax} \(they needed up to {nefc_full.max()}\)"
+    with pytest.warns(RuntimeWarning, match=expected) as caught:
         small.forward()
+    assert caught[0].filename == __file__, "the warning names the caller's line"
     nefc, adr = rows_in_use(small)
     assert ((small.overflow.numpy() & OVERFLOW_ROWS) != 0).all()
     assert small.data.overflow_need.numpy()[:, 2].tolist() == nefc_full.tolist()

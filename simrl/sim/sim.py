@@ -595,7 +595,7 @@ class Sim:
             finally:
                 skip.zero_()
         if self.auto_check_overflow and (self.device.is_cpu or self.strict):
-            self.check_overflow()
+            self.check_overflow(stacklevel=3)
 
     def step(self, n: int = 1) -> None:
         """Like mj_step with the model's integrator (Euler, implicitfast or RK4), `n` times."""
@@ -612,7 +612,7 @@ class Sim:
         self._steps_unchecked += n
         if self.auto_check_overflow and not self.device.is_capturing and (
                 self.strict or self._steps_unchecked >= OVERFLOW_CHECK_STEPS):
-            self.check_overflow()
+            self.check_overflow(stacklevel=3)
 
     @property
     def overflow(self) -> torch.Tensor:
@@ -622,10 +622,11 @@ class Sim:
         budget to raise."""
         return self.view("overflow")
 
-    def check_overflow(self) -> None:
+    def check_overflow(self, stacklevel: int = 2) -> None:
         """Warn (the first time for this Sim), or with `strict` raise OverflowError, when some
         world's last evaluation outgrew a budget: which budget, in how many worlds, and the value
-        that would have held every world's. Reads the device's flags (a synchronization)."""
+        that would have held every world's. Reads the device's flags (a synchronization).
+        `stacklevel`: warnings.warn's (the warning names the line that called this)."""
         self._steps_unchecked = 0
         flags = self.view("overflow")
         if not bool(flags.any()):
@@ -643,7 +644,8 @@ class Sim:
             raise OverflowError(message)
         if not self._overflow_warned:
             self._overflow_warned = True
-            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            # the warning names the caller's line (of step or forward when they read the flags)
+            warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
 
     def _steps(self, run, n: int) -> None:
         for _ in range(n):
