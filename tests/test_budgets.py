@@ -107,29 +107,25 @@ def test_njmax_must_be_an_integer_of_at_least_the_fixed_rows():
         Sim.from_model(mjm, njmax=-1)
 
 
-def test_overflow_cut_is_the_same_in_both_schedules():
+def overflowed_runs(steps):
+    """The stack stepped in both schedules under a row budget that some contacts outgrow."""
     njmax = stack_sim().model.budgets.nefc_fixed + 21
     runs = []
     for schedule in ("fused", "wide"):
         sim = stack_sim(njmax=njmax, schedule=schedule)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            sim.step(20)
+            sim.step(steps)
         assert sim.overflow.any()
         runs.append(sim)
-    assert_same_data(*runs)
+    return runs
+
+
+def test_overflow_cut_is_the_same_in_both_schedules():
+    assert_same_data(*overflowed_runs(20))
 
 
 def test_overflow_cut_by_the_lanes_of_a_block(cpu_blocks):  # noqa: F811 (the fixture)
     """efc_address by 8 cooperative lanes (a GPU block's stand-in): the lane whose share holds the
     first contact that does not fit, and those after it, place the same rows as one thread."""
-    njmax = stack_sim().model.budgets.nefc_fixed + 21
-    runs = []
-    for schedule in ("fused", "wide"):
-        sim = stack_sim(njmax=njmax, schedule=schedule)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            sim.step(10)
-        runs.append(sim)
-    assert runs[1].overflow.any()
-    assert_same_data(*runs)
+    assert_same_data(*overflowed_runs(10))

@@ -25,25 +25,30 @@ SCENE = """
 </mujoco>"""
 
 
-def test_rows_per_contact():
-    """2 (condim - 1) pyramid edges per contact: 10 for condim 6, 6 for condim 4, placed one after
-    another in slot order after the fixed rows."""
-    mjm = mujoco.MjModel.from_xml_string(SCENE)
+def rows_on_the_floor(mjm):
+    """(sim, slots with rows, rows of each, their first row) of one world whose free bodies each
+    have their geom pressed 5 mm into the floor."""
     sim = Sim.from_model(mjm, num_worlds=1, dtype="float64")
-    tables = sim.model.contact_tables
-    assert sorted(set(tables["condim"])) == [3, 4, 6]
     qpos = mjm.qpos0.copy()
-    for b in range(mjm.nbody - 1):  # every geom pressed 5 mm into the floor
+    for b in range(mjm.nbody - 1):
         qpos[7 * b + 2] -= 0.005
     sim.qpos = torch.tensor(qpos[None])
     sim.forward()
     adr, nefc = sim.data.contact_efc_adr.numpy()[0], int(sim.data.nefc.numpy()[0])
     slots = np.flatnonzero(adr >= 0)
     assert len(slots) >= mjm.nbody - 1, "every geom touches the floor"
-    assert adr[slots[0]] == sim.model.budgets.nefc_fixed
-    rows = np.diff(np.append(adr[slots], nefc))
+    return sim, slots, np.diff(np.append(adr[slots], nefc)), adr[slots[0]]
+
+
+def test_rows_per_contact():
+    """2 (condim - 1) pyramid edges per contact: 10 for condim 6, 6 for condim 4, placed one after
+    another in slot order after the fixed rows."""
+    sim, slots, rows, first = rows_on_the_floor(mujoco.MjModel.from_xml_string(SCENE))
+    tables = sim.model.contact_tables
+    assert sorted(set(tables["condim"])) == [3, 4, 6]
+    assert first == sim.model.budgets.nefc_fixed
     assert rows.tolist() == [2 * (tables["condim"][tables["slot_pair"][c]] - 1) for c in slots]
-    assert (sim.data.efc_type.numpy()[0, adr[slots[0]]:nefc] == 6).all()
+    assert (sim.data.efc_type.numpy()[0, first:int(sim.data.nefc.numpy()[0])] == 6).all()
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

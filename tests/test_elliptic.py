@@ -9,7 +9,7 @@ import mujoco
 import numpy as np
 import pytest
 import torch
-from test_condim import SCENE
+from test_condim import SCENE, rows_on_the_floor
 from test_contact_parity import contact_states, load_xml, simulate
 from test_schedule import assert_same_data, run
 
@@ -30,20 +30,10 @@ def elliptic(xml: str = ELLIPTIC, **options) -> mujoco.MjModel:
 def test_rows_per_contact():
     """condim rows per contact slot (the normal, then condim - 1 friction directions), type
     mjCNSTR_CONTACT_ELLIPTIC; Jacobian rows unscaled by friction, as MuJoCo's efc_J."""
-    mjm = elliptic()
-    sim = Sim.from_model(mjm, num_worlds=1, dtype="float64")
+    sim, slots, rows, first = rows_on_the_floor(elliptic())
     tables = sim.model.contact_tables
-    qpos = mjm.qpos0.copy()
-    for b in range(mjm.nbody - 1):  # every geom pressed 5 mm into the floor
-        qpos[7 * b + 2] -= 0.005
-    sim.qpos = torch.tensor(qpos[None])
-    sim.forward()
-    adr, nefc = sim.data.contact_efc_adr.numpy()[0], int(sim.data.nefc.numpy()[0])
-    slots = np.flatnonzero(adr >= 0)
-    assert len(slots) >= mjm.nbody - 1, "every geom touches the floor"
-    rows = np.diff(np.append(adr[slots], nefc))
     assert rows.tolist() == [tables["condim"][tables["slot_pair"][c]] for c in slots]
-    contact_rows = sim.data.efc_type.numpy()[0, adr[slots[0]]:nefc]
+    contact_rows = sim.data.efc_type.numpy()[0, first:int(sim.data.nefc.numpy()[0])]
     assert set(contact_rows.tolist()) == {int(mujoco.mjtConstraint.mjCNSTR_CONTACT_ELLIPTIC)}
 
 
