@@ -4,9 +4,10 @@ Follows engine_collision_driver.c: `filterBodyPair` (same weld body, both dof-le
 parent-child unless mjDSBL_FILTERPARENT), `filterBitmask` (contype/conaffinity), `<exclude>`
 body pairs, and explicit `<pair>` elements, which replace the default pair of the same geoms.
 Every candidate pair owns a fixed range of contact slots (as many as its two shapes can
-produce, mj_maxContact) and constraint rows; the collision stage (simrl.sim.collision_driver)
-fills the slots each step and flags which are detected, with no compaction, so the step is
-deterministic and differentiable. The model (simrl.sim.model) copies these tables to the device.
+produce, mj_maxContact); the collision stage (simrl.sim.collision_driver) fills the slots each
+step and flags which are detected. Constraint rows are not owned by slots: the constraint stage
+places those of the detected contacts within the row budget (`contact_budgets`, njmax; simrl.sim
+.constraint.efc_address). The model (simrl.sim.io) copies these tables to the device.
 """
 
 from dataclasses import dataclass
@@ -267,7 +268,7 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
     elliptic = mjm is not None and mjm.opt.cone == ConeType.ELLIPTIC
     t = {name: [] for name in ("geom", "kind", "slot", "nslot", "ccd", "ccd_slot", "condim", "rows", "solref",
                                "solreffriction", "solimp", "friction", "friction_geoms", "margin", "gap")}
-    slot_pair, slot_row = [], []
+    slot_pair = []
     nslot_total = nrow = nccd_slot = 0
     for g1, g2, ipair in pairs:
         if mjm.geom_type[g1] > mjm.geom_type[g2]:
@@ -300,11 +301,9 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         t["gap"].append(gap)
         for _ in range(nslot):
             slot_pair.append(len(t["geom"]) - 1)
-            slot_row.append(nrow)
             nrow += t["rows"][-1]
         nslot_total += nslot
     t["slot_pair"] = slot_pair
-    t["slot_row"] = slot_row
     t["nslot_total"] = nslot_total
     t["nccd_slot"] = nccd_slot
     t["nrow"] = nrow

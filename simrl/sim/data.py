@@ -184,10 +184,10 @@ def data_struct(scalar):
         contact_dist: wp.array2d(dtype=scalar)
         contact_pos: wp.array2d(dtype=T.vec3)
         contact_frame: wp.array2d(dtype=T.mat33)  # rows: normal (geom1 -> geom2), tangents
-        # the fused schedule's list of the slots that hold a contact, in increasing order (the
-        # first contact_nslots[w] of contact_slots[w]), made by its pass over the slots for the
-        # later passes of the same step, which then skip the empty slots (thousands on terrain);
-        # the next evaluation's pass reads it first: the only slots whose rows can still be active
+        # the fused schedule's list of the slots that have constraint rows, in increasing order (the
+        # first contact_nslots[w] of contact_slots[w]), made by constraint.efc_address for the later
+        # passes of the same step, which then skip the others (thousands on terrain); the next
+        # evaluation's efc_address reads it first: the only slots whose contact_efc_adr is set
         contact_slots: wp.array2d(dtype=int)  # [W, ncon]
         contact_nslots: wp.array(dtype=int)  # [W]
         # the fused schedule's pass over the pairs: 1 where a world geom of Model.far_geom is far
