@@ -788,6 +788,17 @@ def build(scalar):
     efc_address_all = make_efc_address(True)
 
     @wp.func
+    def lanes_before(d: Data, w: int, lane: int, start: int):
+        """start plus the counts (efc_lane_count) of world w's lanes before `lane`: where the lane's
+        share begins in a list the lanes write together."""
+        n = start
+        k = int(0)
+        while k < lane:
+            n = n + d.efc_lane_count[w, k]
+            k = k + 1
+        return n
+
+    @wp.func
     def efc_address_lanes(m: Model, d: Data, w: int, lane: int, nlanes: int):
         """`efc_address` by the nlanes threads of world w's block (the wide schedule): the slots
         split into contiguous shares, one per lane; each lane counts the rows its share's contacts
@@ -823,11 +834,7 @@ def build(scalar):
         nefc_friction, nefc_limit. Data in: contact_active, contact_dist, efc_lane_count, overflow. Data out:
         contact_efc_adr (the lane's slots), efc_type, efc_id, efc_sub, efc_cols (their rows); the last lane's
         nefc, overflow, overflow_need, efc_active, efc_D, efc_force (rows no longer in use)."""
-        need = contact_rows_start(m)
-        k = int(0)
-        while k < lane:
-            need = need + d.efc_lane_count[w, k]
-            k = k + 1
+        need = lanes_before(d, w, lane, contact_rows_start(m))
         c = lo
         while c < hi:
             placed = int(0)
@@ -1005,11 +1012,7 @@ def build(scalar):
         from the lanes before it; the last lane sets efc_nactive.
 
         Data in: efc_active, efc_lane_count. Data out: efc_list (the lane's share), efc_nactive (the last lane)."""
-        n = int(0)
-        k = int(0)
-        while k < lane:
-            n = n + d.efc_lane_count[w, k]
-            k = k + 1
+        n = lanes_before(d, w, lane, 0)
         r = lo
         while r < hi:
             if d.efc_active[w, r] != 0:
