@@ -58,11 +58,11 @@ def run(mjm, schedule_name, dtype, steps, seed=0, W=6):
 
 
 # the fused schedule's list of the slots that have rows (only its first contact_nslots entries
-# are the step's; the wide schedule makes none): checked against contact_efc_adr instead; and its
-# flags of far world geoms (the wide schedule tests every pair)
-FUSED_ONLY = ("contact_slots", "contact_nslots", "geom_far")
-# the wide schedule's: each lane's count (constraint.constraint_list_lanes, efc_address_lanes)
-WIDE_ONLY = ("efc_lane_count",)
+# are the step's; the wide schedule makes none): checked against contact_efc_adr instead
+FUSED_ONLY = ("contact_slots", "contact_nslots")
+# the wide schedule's: each lane's count (constraint.constraint_list_lanes, efc_address_lanes,
+# the broadphase's)
+WIDE_ONLY = ("efc_lane_count", "bp_lane_count")
 
 
 def assert_contact_list(sim: Sim):
@@ -352,14 +352,14 @@ def test_graph_key_follows_every_model_field():
     assert sim._graph_key() != replaced
 
 
-def test_terrain_pairs_left_out_by_the_fused_step_give_the_wide_bits():
-    """On box terrain the fused step leaves out the robot-terrain pairs of boxes far from the
-    robot (collision_driver.far_geoms) and visits only the slots that hold a contact or held one
-    at the last evaluation. Worlds spread over the patches, stepped into and out of contact with
-    the stairs: every array as the wide schedule's (which tests every pair and slot), with boxes
-    both left out and collided, and contacts both made and broken; also after contact_active was
-    overwritten between steps (envs.base puts back an earlier evaluation's values after a reset's
-    forward pass: the step may not trust what it finds there)."""
+def test_terrain_pairs_left_out_by_the_broadphase_give_the_same_bits_in_both_schedules():
+    """On box terrain the broadphase (simrl.sim.broadphase) leaves out the robot-terrain pairs of
+    boxes far from the robot, whole runs at a time, and the narrow phase collides the pairs it
+    kept. Worlds spread over the patches, stepped into and out of contact with the stairs: every
+    array as in the other schedule (one thread per world against a block's lanes), with pairs
+    both left out and kept, and contacts both made and broken; every slot of a pair left out
+    holds no contact; and after contact_active was overwritten between steps, the slots of the
+    kept pairs are written again (the same bits in both)."""
     from envs.terrain import TerrainCfg, terrain_model
 
     cfg = TerrainCfg(rows=2, cols=2, types={"pyramid_stairs": 1.0, "pyramid_stairs_inv": 1.0}, border=1.0)
@@ -374,26 +374,40 @@ def test_terrain_pairs_left_out_by_the_fused_step_give_the_wide_bits():
     for name in ("fused", "wide"):
         sim = Sim.from_model(mjm, num_worlds=W, device="cpu", dtype="float64", schedule=name)
         sim.qpos, sim.qvel, sim.ctrl = (torch.as_tensor(a, dtype=torch.float64) for a in (qpos, qvel, ctrl))
-        far, contacts = [], []
+        kept, contacts = [], []
         for _ in range(6):
             sim.step(10)
-            far.append(sim.view("geom_far").clone())
+            kept.append(sim.view("ncollision").clone())
             contacts.append(sim.view("contact_active").clone())
-        sims[name] = (sim, far, contacts)
+            assert_slots_outside_the_list_empty(sim)
+        sims[name] = (sim, kept, contacts)
+    assert_same_data(sims["fused"][0], sims["wide"][0])
     noise = torch.as_tensor(rng.integers(0, 2, sims["fused"][0].view("contact_active").shape), dtype=torch.int32)
     for sim, _, _ in sims.values():
         sim.view("contact_active").copy_(noise)
         sim.step(5)
-    fused, far, contacts = sims["fused"]
-    assert fused.model.struct.nfar_geom == len(terrain.geom_ids)
-    far = torch.stack(far)
-    assert far.any() and not far.all(), "some boxes near a robot, others far"
+    fused, kept, contacts = sims["fused"]
+    kept = torch.stack(kept)
+    assert (kept > 0).any() and (kept < fused.model.struct.ncpair // 4).all(), "some pairs kept, most left out"
     contacts = torch.stack(contacts)
     made_and_broken = ((contacts[1:] == 1) & (contacts[:-1] == 0)).any() and \
         ((contacts[1:] == 0) & (contacts[:-1] == 1)).any()
     assert made_and_broken
     assert not fused.nan_worlds.any()
     assert_same_data(fused, sims["wide"][0])
+
+
+def assert_slots_outside_the_list_empty(sim: Sim):
+    """Every contact slot of a pair the broadphase did not keep holds no contact."""
+    tables = sim.model.contact_tables
+    n = sim.view("ncollision").numpy()
+    pairs = sim.view("collision_pair").numpy()
+    active = sim.view("contact_active").numpy()
+    for w in range(sim.num_worlds):
+        inside = np.zeros(active.shape[1], dtype=bool)
+        for p in pairs[w, :n[w]]:
+            inside[tables["slot"][p]:tables["slot"][p] + tables["nslot"][p]] = True
+        assert not active[w, ~inside].any(), f"world {w}: a slot outside the kept pairs holds a contact"
 
 
 @pytest.mark.parametrize("schedule_name", ["fused", "wide"])

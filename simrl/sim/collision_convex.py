@@ -464,7 +464,7 @@ def build(scalar):
             d.ccd_contact[w, slot + i] = c
 
     @wp.func
-    def detect_plane_mesh(m: Model, d: Data, w: int, p: int):
+    def detect_plane_mesh(m: Model, d: Data, w: int, p: int, s: int):
         """Pass 1 for a plane-mesh pair p (mjc_PlaneConvex): into d.ccd_contact.
 
         Model: cpair_ccd_slot, cpair_gap, cpair_geom, cpair_margin, cpair_nslot, geom_dataid, geom_rbound,
@@ -476,29 +476,28 @@ def build(scalar):
         plane_mesh(m, d, w, g[0], g[1], m.cpair_margin[p] + m.cpair_gap[p], slot)
 
     @wp.func
-    def detect_hfield(m: Model, d: Data, w: int, p: int):
+    def detect_hfield(m: Model, d: Data, w: int, p: int, s: int):
         """Pass 1 for a height field pair p (mjc_ConvexHField): into d.ccd_contact.
 
         Model: ccd_iterations, ccd_maxfaces, ccd_tolerance, cpair_ccd, cpair_ccd_slot, cpair_gap, cpair_geom,
         cpair_margin, cpair_nslot, geom_dataid, geom_rbound, geom_size, geom_type, hfield_data, hfield_info,
-        mesh_info, mesh_int, mesh_vec, nccdpair. Data in: geom_xpos, geom_xmat. Data out: ccd_contact (the pair's
+        mesh_info, mesh_int, mesh_vec. Data in: geom_xpos, geom_xmat. Data out: ccd_contact (the pair's
         entries); the scratch rows of the pair (ccd_simplex, ccd_vert, ccd_face, ccd_map, ccd_horizon, ccd_stack,
         ccd_index)."""
         nslot = m.cpair_nslot[p]
         slot = m.cpair_ccd_slot[p]
         clear_slots(d, w, slot, nslot)
         g = m.cpair_geom[p]
-        hfield_pair(m, d, w, g[0], g[1], m.cpair_margin[p] + m.cpair_gap[p], slot, nslot,
-                    w * m.nccdpair + m.cpair_ccd[p])
+        hfield_pair(m, d, w, g[0], g[1], m.cpair_margin[p] + m.cpair_gap[p], slot, nslot, s)
 
     @wp.func
-    def detect_gjk(m: Model, d: Data, w: int, p: int):
+    def detect_gjk(m: Model, d: Data, w: int, p: int, s: int):
         """Pass 1 for a convex pair p of two geoms (mjc_Convex): GJK/EPA, and multiccd's face
         clipping where the pair has the slots for it, into d.ccd_contact.
 
         Model: ccd_iterations, ccd_maxfaces, ccd_ndeg, ccd_npolygon, ccd_tolerance, cpair_ccd, cpair_ccd_slot,
         cpair_gap, cpair_geom, cpair_margin, cpair_nslot, enable_multiccd, geom_dataid, geom_rbound, geom_size,
-        geom_type, mesh_info, mesh_int, mesh_polynormal, mesh_vec, nccdpair. Data in: geom_xpos, geom_xmat. Data
+        geom_type, mesh_info, mesh_int, mesh_polynormal, mesh_vec. Data in: geom_xpos, geom_xmat. Data
         out: ccd_contact (the pair's entries); the scratch rows of the pair (ccd_simplex, ccd_vert, ccd_face,
         ccd_map, ccd_horizon, ccd_stack, ccd_index, and multiccd's ccd_clip, ccd_clipd, ccd_cliptag, ccd_norm,
         ccd_normidx)."""
@@ -513,7 +512,6 @@ def build(scalar):
         r2 = m.geom_rbound[g2]
         if wp.length(d.geom_xpos[w, g1] - d.geom_xpos[w, g2]) > r1 + r2 + margin:
             return  # mj_filterSphere
-        s = w * m.nccdpair + m.cpair_ccd[p]
         o1 = obj(m, d, w, g1, margin, s, 0)
         o2 = obj(m, d, w, g2, margin, s, 2)
         # the pairs left with more than one slot clip faces (contact_tables.FACE_CLIP)
@@ -543,21 +541,21 @@ def build(scalar):
             record(d, w, slot, o1, o2, normal, x1, x2, pos0, vertex, 0, vec3d(), vec3d())
 
     @wp.func
-    def detect(m: Model, d: Data, w: int, p: int):
+    def detect(m: Model, d: Data, w: int, p: int, s: int):
         """Pass 1 for convex pair p: GJK/EPA (and multiccd) into d.ccd_contact. (The wide
         schedule launches the three kinds of search apart: `detect_kinds`.)
 
         Model: ccd_iterations, ccd_maxfaces, ccd_ndeg, ccd_npolygon, ccd_tolerance, cpair_ccd, cpair_ccd_slot,
         cpair_gap, cpair_geom, cpair_kind, cpair_margin, cpair_nslot, enable_multiccd, geom_dataid, geom_rbound,
-        geom_size, geom_type, hfield_data, hfield_info, mesh_info, mesh_int, mesh_polynormal, mesh_vec, nccdpair.
+        geom_size, geom_type, hfield_data, hfield_info, mesh_info, mesh_int, mesh_polynormal, mesh_vec.
         Data: those of detect_plane_mesh, detect_hfield and detect_gjk."""
         kind = m.cpair_kind[p]
         if kind == KIND_PLANE_MESH:
-            detect_plane_mesh(m, d, w, p)
+            detect_plane_mesh(m, d, w, p, s)
         elif kind >= KIND_HFIELD0 and kind <= KIND_HFIELD1:
-            detect_hfield(m, d, w, p)
+            detect_hfield(m, d, w, p, s)
         else:
-            detect_gjk(m, d, w, p)
+            detect_gjk(m, d, w, p, s)
 
     @wp.func
     def rebuild(c: ConvexContact, t1: int, p1: vec3, R1: mat33, s1: vec3, t2: int, p2: vec3, R2: mat33, s2: vec3,

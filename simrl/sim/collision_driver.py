@@ -1,16 +1,14 @@
-"""The collision stage (mj_collision, engine_collision_driver.c) over the candidate pairs fixed
-when the model was loaded (simrl.sim.contact_tables).
+"""The narrow phase (mj_collision's colliders, engine_collision_driver.c) over the candidate
+pairs the broadphase kept (simrl.sim.broadphase: Data.collision_pair, in pair order).
 
-Element: a candidate pair p. `pair_functions()[kind](m, d, w, p)` runs the broad-phase
-bounding-sphere test and the narrow-phase collider of that pair's type combination, writes its
-contacts into the pair's own slots and flags which slots hold a contact, so every slot is
-written by its pair alone: the fused schedule loops over all pairs and dispatches on the kind,
-the wide schedule launches one kernel per kind over that kind's pairs (each kernel compiles
-only its collider).
+Element: a kept candidate pair p. `pair_functions()[kind](m, d, w, p)` runs the collider of that
+pair's type combination, writes its contacts into the pair's own slots (simrl.sim.contact_tables)
+and flags which slots hold a contact, so every slot is written by its pair alone: the fused
+schedule loops over the world's list and dispatches on the kind, the wide schedule launches one
+kernel per group of kinds over the list's entries (each kernel compiles only its colliders).
 
 Tape-safe (simrl.sim.grad): the colliders store each contact once, frame included (the
-mju_makeFrame of mj_setContact happens in them, not as a rewrite here), and far-apart pairs
-are skipped by a branch.
+mju_makeFrame of mj_setContact happens in them, not as a rewrite here).
 """
 
 import functools
@@ -28,7 +26,7 @@ from simrl.sim.contact_tables import (
 )
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
-from simrl.sim.types import GeomType, scalar_types
+from simrl.sim.types import GeomType
 
 #: collider names by kind (contact_tables.PAIR_KIND): collision_primitive's, "<type1>_<type2>"
 COLLIDERS = {PAIR_KIND[pair]: f"{pair[0].name.lower()}_{pair[1].name.lower()}" for pair in MAX_CONTACTS}
@@ -39,71 +37,26 @@ KIND_SLOTS = {PAIR_KIND[pair]: n for pair, n in MAX_CONTACTS.items()}
 @functools.cache
 def pair_functions(scalar):
     """{kind: f(m, d, w, p)}: the collision of candidate pair p of that kind in world w."""
-    T = scalar_types(scalar)
     Model, Data = model_struct(scalar), data_struct(scalar)
-    vec3 = T.vec3
     prim = collision_primitive.build(scalar)
     convex = collision_convex.build(scalar)
-
-    @wp.func
-    def sphere_far_from_box(m: Model, d: Data, w: int, box: int, centre: vec3, radius: scalar, margin: scalar):
-        """A sphere (a geom's bounding sphere) farther than margin from a box: the distance from its
-        centre to the box, in the box's frame, beyond radius + margin, with 0.1% and 0.1 mm of
-        slack (far beyond the rounding of the colliders' own distances)."""
-        mat = d.geom_xmat[w, box]
-        local = wp.transpose(mat) * (centre - d.geom_xpos[w, box])
-        size = m.geom_size[box]
-        out = vec3(wp.max(wp.abs(local[0]) - size[0], scalar(0.0)), wp.max(wp.abs(local[1]) - size[1], scalar(0.0)),
-                   wp.max(wp.abs(local[2]) - size[2], scalar(0.0)))
-        return wp.length(out) > (radius + margin) * scalar(1.001) + scalar(1e-4)
-
-    @wp.func
-    def far_apart(m: Model, d: Data, w: int, g1: int, g2: int, margin: scalar):
-        """mj_filterSphere: bounding spheres (or plane and sphere) farther apart than margin; and,
-        a pair with a box, the other geom's bounding sphere farther than margin from the box (a
-        tighter test than the box's sphere, which on terrain overlaps many robot geoms that are
-        nowhere near the box: no contact within the margin is possible either way)."""
-        r1 = m.geom_rbound[g1]
-        r2 = m.geom_rbound[g2]
-        p1 = d.geom_xpos[w, g1]
-        p2 = d.geom_xpos[w, g2]
-        if r1 > scalar(0.0) and r2 > scalar(0.0):
-            far = wp.length(p1 - p2) > r1 + r2 + margin
-            if not far and m.geom_type[g2] == GeomType.BOX:
-                far = sphere_far_from_box(m, d, w, g2, p1, r1, margin)
-            if not far and m.geom_type[g1] == GeomType.BOX:
-                far = sphere_far_from_box(m, d, w, g1, p2, r2, margin)
-            return far
-        if m.geom_type[g1] == GeomType.PLANE and r2 > scalar(0.0):
-            mat = d.geom_xmat[w, g1]
-            normal = vec3(mat[0, 2], mat[1, 2], mat[2, 2])
-            return wp.dot(p2 - p1, normal) > margin + r2
-        return False
-
-    @wp.func_grad(far_apart)
-    def adj_far_apart(m: Model, d: Data, w: int, g1: int, g2: int, margin: scalar, adj_ret: bool):
-        """A yes or no: no gradient (the generated adjoint differentiated the distances)."""
-        pass
 
     def make(collider, nslot):
         # inlined into the loop over pairs
         @wp.func(inline=True)
         def collide_pair(m: Model, d: Data, w: int, p: int):
-            """Pair p's contacts by its collider, unless mj_filterSphere rejects it; each slot flagged.
+            """Pair p's contacts by its collider (a pair the broadphase kept); each slot flagged.
 
-            Model: cpair_gap, cpair_geom, cpair_margin, cpair_slot, geom_rbound, geom_size, geom_type. Data in:
-            geom_xpos, geom_xmat. Data out (the pair's slots): contact_dist, contact_pos, contact_frame,
-            contact_active."""
+            Model: cpair_gap, cpair_geom, cpair_margin, cpair_slot, geom_size. Data in: geom_xpos, geom_xmat.
+            Data out (the pair's slots): contact_dist, contact_pos, contact_frame, contact_active."""
             g = m.cpair_geom[p]
             g1 = g[0]
             g2 = g[1]
             margin = m.cpair_margin[p] + m.cpair_gap[p]
             slot = m.cpair_slot[p]
-            n = int(0)
-            if not far_apart(m, d, w, g1, g2, margin):
-                n = collider(d.geom_xpos[w, g1], d.geom_xmat[w, g1], m.geom_size[g1], d.geom_xpos[w, g2],
-                             d.geom_xmat[w, g2], m.geom_size[g2], margin, d.contact_dist, d.contact_pos,
-                             d.contact_frame, w, slot)
+            n = collider(d.geom_xpos[w, g1], d.geom_xmat[w, g1], m.geom_size[g1], d.geom_xpos[w, g2],
+                         d.geom_xmat[w, g2], m.geom_size[g2], margin, d.contact_dist, d.contact_pos,
+                         d.contact_frame, w, slot)
             # every slot of the pair says whether it holds a contact (1: dist < margin + gap)
             for i in range(nslot):
                 active = int(0)
@@ -186,15 +139,16 @@ def dispatch(scalar, kinds: tuple):
 
 def build(scalar):
     """`pair(m, d, w, p)`: the collision of candidate pair p, dispatched on its kind (for the fused
-    schedule, which visits every pair in one thread)."""
+    schedule, which visits every kept pair in one thread)."""
     return dispatch(scalar, tuple(sorted(COLLIDERS)))
 
 
 @functools.cache
 def detect(scalar, kinds: tuple = None):
-    """`f(m, d, w, p)`: the convex collision's first pass (GJK/EPA) for pair p, whose kind is one
-    of `kinds` (one of DETECT_GROUPS, for the wide schedule's launch of that group), or any kind
-    (None: nothing for the primitive pairs; the fused schedule's)."""
+    """`f(m, d, w, i)`: the convex collision's first pass (GJK/EPA) for entry i of the world's
+    kept pairs (Data.collision_pair), whose kind is one of `kinds` (one of DETECT_GROUPS, for the
+    wide schedule's launch of that group), or any kind (None: nothing for the primitive pairs; the
+    fused schedule's)."""
     Model, Data = model_struct(scalar), data_struct(scalar)
     convex = collision_convex.build(scalar)
     if kinds is None:
@@ -206,59 +160,16 @@ def detect(scalar, kinds: tuple = None):
         first, last = kinds[0], kinds[-1]
 
     @wp.func
-    def detect_pair(m: Model, d: Data, w: int, p: int):
-        """Pair p's convex detection, when its kind is one of this launch's.
+    def detect_pair(m: Model, d: Data, w: int, i: int):
+        """The convex detection of entry i of world w's kept pairs (Data.collision_pair), when its
+        kind is one of this launch's, in its row of the convex scratch (Data.collision_ccd).
 
-        Model: cpair_kind. Data: those of collision_convex's detection (geom_xpos, geom_xmat in; the pair's
-        ccd_contact entries and scratch rows out)."""
+        Model: cpair_kind, nccdmax. Data in: collision_pair, collision_ccd. Data: those of
+        collision_convex's detection (geom_xpos, geom_xmat in; the pair's ccd_contact entries and scratch rows
+        out)."""
+        p = d.collision_pair[w, i]
         kind = m.cpair_kind[p]
         if kind >= first and kind <= last:
-            run(m, d, w, p)
+            run(m, d, w, p, w * m.nccdmax + d.collision_ccd[w, i])
 
     return detect_pair
-
-
-@functools.cache
-def far_geoms(scalar):
-    """`f(m, d, w)`: Data.geom_far[w] for the world geoms of Model.far_geom: 1 when the geom's
-    bounding sphere is farther from one sphere around all the moving geoms of those pairs than
-    their radii, the largest margin of its pairs and a slack, so that mj_filterSphere's test
-    (`far_apart`) rejects each of its pairs. The fused schedule then skips them (on terrain,
-    a world's 1,500 robot-terrain pairs are mostly far)."""
-    Model, Data = model_struct(scalar), data_struct(scalar)
-
-    @wp.func
-    def far(m: Model, d: Data, w: int):
-        """geom_far of world w's far geoms.
-
-        Model: far_geom, far_moving, geom_rbound, nfar_geom, nfar_moving. Data in: geom_xpos. Data out: geom_far."""
-        # the sphere: the centre of the box around the moving geoms' centres, the radius that
-        # encloses each one's bounding sphere
-        lo = d.geom_xpos[w, m.far_moving[0]]
-        hi = lo
-        k = int(1)
-        while k < m.nfar_moving:
-            x = d.geom_xpos[w, m.far_moving[k]]
-            lo = wp.min(lo, x)
-            hi = wp.max(hi, x)
-            k = k + 1
-        centre = (lo + hi) * scalar(0.5)
-        radius = scalar(0.0)
-        k = int(0)
-        while k < m.nfar_moving:
-            g = m.far_moving[k]
-            radius = wp.max(radius, wp.length(d.geom_xpos[w, g] - centre) + m.geom_rbound[g])
-            k = k + 1
-        k = int(0)
-        while k < m.nfar_geom:
-            record = m.far_geom[k]
-            t = record.geom
-            reach = radius + m.geom_rbound[t] + record.margin
-            # 0.1% and 0.1 mm of slack: far beyond the rounding of either test
-            out = int(0)
-            if wp.length(d.geom_xpos[w, t] - centre) > reach * scalar(1.001) + scalar(1e-4):
-                out = 1
-            d.geom_far[w, k] = out
-            k = k + 1
-
-    return far

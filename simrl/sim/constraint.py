@@ -741,15 +741,17 @@ def build(scalar):
         @wp.func
         def efc_address(m: Model, d: Data, w: int):
             """Places of the constraint rows (mj_makeConstraint's counts, by one thread): the fixed
-            rows, then the rows of each slot that holds a contact within its margin, in slot order,
+            rows, then the rows of each slot that holds a contact within its margin (the slots of the
+            pairs the broadphase kept, Data.collision_pair), in slot order,
             as long as they fit the row budget (Model.nefc); the slots whose rows do not fit, and
             every slot after them, get none (the overflow is flagged). Also the list of the slots
             with rows (Data.contact_slots), which the fused schedule's passes over the contacts
             visit.
 
-            Model: contact_pair, cpair_efc_type, cpair_margin, cpair_nrow, efc_id, efc_sub, efc_type,
-            enable_constraint, ncon, nefc, nefc_eq, nefc_friction, nefc_limit. Data in: contact_active,
-            contact_dist, contact_slots, contact_nslots, nefc, overflow. Data out: contact_efc_adr,
+            Model: contact_pair, cpair_efc_type, cpair_margin, cpair_nrow, cpair_nslot, cpair_slot, efc_id,
+            efc_sub, efc_type, enable_constraint, ncon, nefc, nefc_eq, nefc_friction, nefc_limit. Data in:
+            collision_pair, ncollision, contact_active, contact_dist, contact_slots, contact_nslots, nefc,
+            overflow. Data out: contact_efc_adr,
             contact_slots, contact_nslots, efc_type, efc_id, efc_sub, efc_cols, efc_active, efc_D,
             efc_force (rows no longer in use), nefc, overflow, overflow_need."""
             first = contact_rows_start(m)
@@ -762,23 +764,29 @@ def build(scalar):
                     d.contact_efc_adr[w, d.contact_slots[w, k]] = -1
                     k = k + 1
                 k = int(0)
+            if wp.static(write_all):
+                c = int(0)
+                while c < m.ncon:
+                    d.contact_efc_adr[w, c] = -1
+                    c = c + 1
             n = first
             need = first
-            c = int(0)
-            while c < m.ncon:
-                placed = int(0)
-                if slot_has_rows(m, d, w, c):
-                    need = need + m.cpair_nrow[m.contact_pair[c]]
-                    if need <= m.nefc:
-                        place_slot_rows(m, d, w, c, n)
-                        n = need
-                        d.contact_slots[w, k] = c
-                        k = k + 1
-                        placed = 1
-                if wp.static(write_all):
-                    if placed == 0:
-                        d.contact_efc_adr[w, c] = -1
-                c = c + 1
+            # the slots of the pairs the broadphase kept, in pair order: slot order
+            i = int(0)
+            while i < d.ncollision[w]:
+                p = d.collision_pair[w, i]
+                c = m.cpair_slot[p]
+                end = c + m.cpair_nslot[p]
+                while c < end:
+                    if slot_has_rows(m, d, w, c):
+                        need = need + m.cpair_nrow[p]
+                        if need <= m.nefc:
+                            place_slot_rows(m, d, w, c, n)
+                            n = need
+                            d.contact_slots[w, k] = c
+                            k = k + 1
+                    c = c + 1
+                i = i + 1
             d.contact_nslots[w] = k
             finish_address(m, d, w, n, need, old)
 
@@ -799,72 +807,106 @@ def build(scalar):
         return n
 
     @wp.func
-    def efc_address_lanes(m: Model, d: Data, w: int, lane: int, nlanes: int):
-        """`efc_address` by the nlanes threads of world w's block (the wide schedule): the slots
-        split into contiguous shares, one per lane; each lane counts the rows its share's contacts
-        need, then places them from the count of the lanes before it (efc_lane_count, a barrier
-        between): the same places. Returns the lane's share and the rows before it for
+    def pair_rows(m: Model, d: Data, w: int, p: int):
+        """The rows the contacts of kept pair p within their margins need."""
+        count = int(0)
+        c = m.cpair_slot[p]
+        end = c + m.cpair_nslot[p]
+        while c < end:
+            if slot_has_rows(m, d, w, c):
+                count = count + m.cpair_nrow[p]
+            c = c + 1
+        return count
+
+    @wp.func
+    def efc_address_lanes(m: Model, d: Data, w: int, lane: int, nlanes: int, old: int):
+        """`efc_address` by the nlanes threads of world w's block (the wide schedule): the entries
+        of the world's list of kept pairs (Data.collision_pair) split into contiguous shares, one
+        per lane; each lane counts the rows its share's contacts need, then places them from the
+        count of the lanes before it (efc_lane_count, a barrier between): the same places. Each
+        lane also takes back the first rows the last evaluation gave slots (its share of the old
+        contact rows, `old`: Data.nefc then). Returns the lane's share for
         `efc_address_lanes_write`. Barriers: the caller's (block_sync), before and after.
 
-        Model: contact_pair, cpair_margin, cpair_nrow, efc_id, efc_sub, efc_type, enable_constraint, ncon,
-        nefc_eq, nefc_friction, nefc_limit. Data in: contact_active, contact_dist. Data out: efc_lane_count (the
-        lane's), efc_type, efc_id, efc_sub, efc_cols (the fixed rows of the lane's share)."""
+        Model: contact_pair, cpair_margin, cpair_nrow, cpair_nslot, cpair_slot, efc_id, efc_sub, efc_type,
+        enable_constraint, nefc_eq, nefc_friction, nefc_limit. Data in: collision_pair, ncollision,
+        contact_active, contact_dist, efc_id, efc_sub (the old contact rows). Data out: contact_efc_adr (the
+        old rows' slots), efc_lane_count (the lane's), efc_type, efc_id, efc_sub, efc_cols (the fixed rows of
+        the lane's share)."""
         first = contact_rows_start(m)
+        r = first + lane
+        while r < old:
+            if d.efc_sub[w, r] == 0:
+                d.contact_efc_adr[w, d.efc_id[w, r]] = -1
+            r = r + nlanes
         fshare = (first + nlanes - 1) // nlanes
         place_fixed_rows(m, d, w, wp.min(lane * fshare, first), wp.min(lane * fshare + fshare, first))
-        share = (m.ncon + nlanes - 1) // nlanes
-        lo = wp.min(lane * share, m.ncon)
-        hi = wp.min(lo + share, m.ncon)
+        n = d.ncollision[w]
+        share = (n + nlanes - 1) // nlanes
+        lo = wp.min(lane * share, n)
+        hi = wp.min(lo + share, n)
         count = int(0)
-        c = lo
-        while c < hi:
-            if slot_has_rows(m, d, w, c):
-                count = count + m.cpair_nrow[m.contact_pair[c]]
-            c = c + 1
+        i = lo
+        while i < hi:
+            count = count + pair_rows(m, d, w, d.collision_pair[w, i])
+            i = i + 1
         d.efc_lane_count[w, lane] = count
         return lo, hi
 
     @wp.func
     def efc_address_lanes_write(m: Model, d: Data, w: int, lane: int, nlanes: int, lo: int, hi: int, old: int):
-        """The second half of `efc_address_lanes`, after the barrier: the lane's slots placed from
-        the rows of the lanes before it; the last lane counts the rows and records the overflow
-        (`old`: Data.nefc before this evaluation, read before the barrier).
+        """The second half of `efc_address_lanes`, after the barrier: the slots of the lane's
+        entries placed from the rows of the lanes before it; the last lane counts the rows and
+        records the overflow (`old`: Data.nefc before this evaluation, read before the barrier).
 
-        Model: contact_pair, cpair_efc_type, cpair_margin, cpair_nrow, enable_constraint, nefc, nefc_eq,
-        nefc_friction, nefc_limit. Data in: contact_active, contact_dist, efc_lane_count, overflow. Data out:
-        contact_efc_adr (the lane's slots), efc_type, efc_id, efc_sub, efc_cols (their rows); the last lane's
-        nefc, overflow, overflow_need, efc_active, efc_D, efc_force (rows no longer in use)."""
+        Model: contact_pair, cpair_efc_type, cpair_margin, cpair_nrow, cpair_nslot, cpair_slot, enable_constraint,
+        nefc, nefc_eq, nefc_friction, nefc_limit. Data in: collision_pair, ncollision, contact_active,
+        contact_dist, efc_lane_count, overflow. Data out: contact_efc_adr (the slots of the lane's entries),
+        efc_type, efc_id, efc_sub, efc_cols (their rows); the last lane's nefc, overflow, overflow_need,
+        efc_active, efc_D, efc_force (rows no longer in use)."""
         need = lanes_before(d, w, lane, contact_rows_start(m))
-        c = lo
-        while c < hi:
-            placed = int(0)
-            if slot_has_rows(m, d, w, c):
-                n = need
-                need = need + m.cpair_nrow[m.contact_pair[c]]
-                if need <= m.nefc:
-                    place_slot_rows(m, d, w, c, n)
-                    placed = 1
-            if placed == 0:
-                d.contact_efc_adr[w, c] = -1
-            c = c + 1
+        i = lo
+        while i < hi:
+            p = d.collision_pair[w, i]
+            c = m.cpair_slot[p]
+            end = c + m.cpair_nslot[p]
+            while c < end:
+                placed = int(0)
+                if slot_has_rows(m, d, w, c):
+                    n = need
+                    need = need + m.cpair_nrow[p]
+                    if need <= m.nefc:
+                        place_slot_rows(m, d, w, c, n)
+                        placed = 1
+                if placed == 0:
+                    d.contact_efc_adr[w, c] = -1
+                c = c + 1
+            i = i + 1
         if lane == nlanes - 1:
             # the rows the budget kept: every lane's up to the first whose contacts do not all fit,
             # then that lane's contacts up to the first that does not (as it placed them)
             n = contact_rows_start(m)
-            share = (m.ncon + nlanes - 1) // nlanes
+            total = d.ncollision[w]
+            share = (total + nlanes - 1) // nlanes
             k = int(0)
             while k < nlanes:
                 step = d.efc_lane_count[w, k]
                 if n + step > m.nefc:
-                    c = wp.min(k * share, m.ncon)
-                    end = wp.min(c + share, m.ncon)
-                    while c < end:
-                        if slot_has_rows(m, d, w, c):
-                            nrow = m.cpair_nrow[m.contact_pair[c]]
-                            if n + nrow > m.nefc:
-                                break
-                            n = n + nrow
-                        c = c + 1
+                    i = wp.min(k * share, total)
+                    last = wp.min(i + share, total)
+                    full = int(0)
+                    while i < last and full == 0:
+                        p = d.collision_pair[w, i]
+                        c = m.cpair_slot[p]
+                        end = c + m.cpair_nslot[p]
+                        while c < end:
+                            if slot_has_rows(m, d, w, c):
+                                if n + m.cpair_nrow[p] > m.nefc:
+                                    full = 1
+                                    break
+                                n = n + m.cpair_nrow[p]
+                            c = c + 1
+                        i = i + 1
                     break
                 n = n + step
                 k = k + 1

@@ -322,18 +322,25 @@ MIN_CONTACTS = 16
 
 @dataclass(frozen=True)
 class Budgets:
-    """Per-world budgets of one model: `njmax` constraint rows (the rows before the contacts',
-    `nefc_fixed`, included: MuJoCo Warp's meaning), the contact rows the model's candidate pairs
-    could need at most (`contact_rows_max`), and the default and its rule."""
+    """Per-world budgets of one model: `nconmax` candidate pairs the broadphase keeps (MuJoCo
+    Warp's name: its broadphase's pairs share the contact budget), `njmax` constraint rows (the
+    rows before the contacts', `nefc_fixed`, included: MuJoCo Warp's meaning), what the model's
+    candidate pairs could need at most (`npair`, `contact_rows_max`), the defaults and their
+    rule."""
 
     njmax: int
     njmax_default: int
     nefc_fixed: int
     contact_rows_max: int
     nconmax_rule: int  # contacts the default row budget is sized for
+    nconmax: int = 0
+    nconmax_default: int = 0
+    npair: int = 0  # candidate pairs
 
     def describe(self) -> str:
-        return (f"njmax {self.njmax:,} constraint rows per world ({self.nefc_fixed:,} fixed + room for "
+        pairs = (f"nconmax {self.nconmax:,} pairs kept by the broadphase per world (of {self.npair:,} candidate "
+                 f"pairs); ") if self.npair else ""
+        return (f"{pairs}njmax {self.njmax:,} constraint rows per world ({self.nefc_fixed:,} fixed + room for "
                 f"{self.njmax - self.nefc_fixed:,} contact rows; the model's pairs could need "
                 f"{self.contact_rows_max:,})")
 
@@ -347,14 +354,26 @@ def default_nconmax(mjm: mujoco.MjModel | None, tables: dict) -> int:
     return min(tables["nslot_total"], max(MIN_CONTACTS, CONTACTS_PER_GEOM * len(moving)))
 
 
-def contact_budgets(mjm: mujoco.MjModel, tables: dict, nefc_fixed: int, njmax: int | None = None) -> Budgets:
-    """The row budget of a world: `njmax` when given (at least the fixed rows; more than every
-    slot's rows is cut to that), else the default: the fixed rows and the rows of
+def _budget(name: str, value, least: int, meaning: str):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer ({meaning}), got {value!r}")
+    if value < least:
+        raise ValueError(f"{name}={value} is less than {least}: {meaning} cannot be fewer")
+    return int(value)
+
+
+def contact_budgets(mjm: mujoco.MjModel, tables: dict, nefc_fixed: int, njmax: int | None = None,
+                    nconmax: int | None = None) -> Budgets:
+    """The budgets of a world. `nconmax`: the candidate pairs the broadphase keeps, when given
+    (at least 1; more than the model's candidate pairs is cut to that), else the default:
+    `default_nconmax` (CONTACTS_PER_GEOM per moving geom of a pair, at least MIN_CONTACTS), at
+    most every candidate pair. `njmax`: the constraint rows, when given (at least the fixed rows;
+    more than every slot's rows is cut to that), else the default: the fixed rows and the rows of
     `default_nconmax` contacts of the model's largest condim (at most every slot's rows)."""
     rows_max = tables["nrow"]
     per_contact = max(tables["rows"], default=0)
-    nconmax = default_nconmax(mjm, tables)
-    default = nefc_fixed + min(rows_max, nconmax * per_contact)
+    rule = default_nconmax(mjm, tables)
+    default = nefc_fixed + min(rows_max, rule * per_contact)
     if njmax is None:
         chosen = default
     else:
@@ -365,5 +384,9 @@ def contact_budgets(mjm: mujoco.MjModel, tables: dict, nefc_fixed: int, njmax: i
                              f"friction loss and limits, which every world needs; set at least {nefc_fixed} "
                              f"(default {default})")
         chosen = min(int(njmax), nefc_fixed + rows_max)
+    npair = len(tables["geom"])
+    pairs_default = min(npair, rule)
+    pairs = pairs_default if nconmax is None else min(npair, _budget(
+        "nconmax", nconmax, 1, "the candidate pairs a world's broadphase keeps"))
     return Budgets(njmax=chosen, njmax_default=default, nefc_fixed=nefc_fixed, contact_rows_max=rows_max,
-                   nconmax_rule=nconmax)
+                   nconmax_rule=rule, nconmax=pairs, nconmax_default=pairs_default, npair=npair)

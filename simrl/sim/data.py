@@ -13,7 +13,6 @@ import warp as wp
 from simrl.sim.by_reference import pass_by_reference
 from simrl.sim.types import scalar_types
 
-#: the convex collision's scratch arrays: [W * nccdpair, ...], rows w * nccdpair + the pair's ccd index
 #: the most threads a world's block may have (simrl.sim.schedule.LANES): Data.efc_lane_count's width
 MAX_LANES = 64
 
@@ -190,12 +189,17 @@ def data_struct(scalar):
         # evaluation's efc_address reads it first: the only slots whose contact_efc_adr is set
         contact_slots: wp.array2d(dtype=int)  # [W, ncon]
         contact_nslots: wp.array(dtype=int)  # [W]
-        # the fused schedule's pass over the pairs: 1 where a world geom of Model.far_geom is far
-        # from every moving geom of its pairs (their pairs are left out) [W, nfar_geom]
-        geom_far: wp.array2d(dtype=int)
+        # the broadphase (simrl.sim.broadphase): the candidate pairs it kept, in pair order, at most
+        # Model.nconmax [W, nconmax] (the first ncollision[w]), each one's row of the convex
+        # scratch (-1: none); [W, 2 MAX_LANES] each lane's count of kept pairs, and of those that
+        # search by GJK/EPA (the wide schedule's prefix sums)
+        collision_pair: wp.array2d(dtype=int)
+        collision_ccd: wp.array2d(dtype=int)
+        ncollision: wp.array(dtype=int)
+        bp_lane_count: wp.array2d(dtype=int)
         # convex collision (simrl.sim.collision_convex): what GJK/EPA found per contact slot of the
         # convex pairs [W, Model.nccd_slot] (a pair's from Model.cpair_ccd_slot), and their scratch
-        # rows [W * nccdpair, ...] (the simplex and the EPA polytope)
+        # rows [W * nccdmax, ...], row w * nccdmax + collision_ccd (the simplex and the EPA polytope)
         ccd_contact: wp.array2d(dtype=ConvexContact)
         ccd_simplex: wp.array2d(dtype=Vertex)
         ccd_vert: wp.array2d(dtype=Vertex)
@@ -203,9 +207,9 @@ def data_struct(scalar):
         ccd_map: wp.array2d(dtype=int)
         ccd_horizon: wp.array2d(dtype=wp.vec2i)
         ccd_stack: wp.array2d(dtype=wp.vec3i)
-        ccd_index: wp.array2d(dtype=int)  # [W * nccdpair, 4]: each mesh's last support vertex
+        ccd_index: wp.array2d(dtype=int)  # [W * nccdmax, 4]: each mesh's last support vertex
         # multiccd's face clipping (simrl.sim.collision_multiccd; no columns when the model clips
-        # no faces): [W * nccdpair, contact_tables.clip_scratch_widths]
+        # no faces): [W * nccdmax, contact_tables.clip_scratch_widths]
         ccd_clip: wp.array2d(dtype=wp.vec3d)
         ccd_clipd: wp.array2d(dtype=wp.float64)
         ccd_cliptag: wp.array2d(dtype=int)
@@ -330,7 +334,7 @@ def available_memory(device) -> int | None:
 
 def data_bytes_per_world(model) -> dict[str, int]:
     """Bytes of one world's Data by array name: every Data array has a row per world (or
-    nccdpair rows, the convex search's scratch), so W worlds take W times as much. Measured on a
+    nccdmax rows, the convex search's scratch), so W worlds take W times as much. Measured on a
     Data of one world, once per model."""
     if "_data_bytes_per_world" not in model.__dict__:
         d = make_data(model, 1)
@@ -456,13 +460,17 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.contact_frame = zeros((W, ncon), T.mat33)
     d.contact_slots = zeros((W, ncon), int)
     d.contact_nslots = zeros(W, int)
-    d.geom_far = zeros((W, max(model.struct.nfar_geom, 1)), int)
+    nlist = max(model.struct.nconmax, 1)
+    d.collision_pair = zeros((W, nlist), int)
+    d.collision_ccd = zeros((W, nlist), int)
+    d.ncollision = zeros(W, int)
+    d.bp_lane_count = zeros((W, 2 * MAX_LANES), int)
     # convex collision: no gradients (it finds which points touch; simrl.sim.collision_convex
     # rebuilds the contacts from the poses on the tape)
     Vertex, Face, _, _ = ccd_structs(wp.float64)
     ConvexContact = ccd_structs(T.scalar)[3]
     nverts, nfaces = model.ccd_polytope
-    S = W * model.struct.nccdpair
+    S = W * model.struct.nccdmax
     d.ccd_contact = wp.zeros((W, max(model.nccd_slot, 1)), dtype=ConvexContact, device=device)
     d.ccd_simplex = wp.zeros((S, 8), dtype=Vertex, device=device)
     d.ccd_vert = wp.zeros((S, nverts), dtype=Vertex, device=device)

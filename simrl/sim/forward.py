@@ -15,6 +15,7 @@ import warp as wp
 
 from simrl.sim import (
     actuation,
+    broadphase,
     collision_driver,
     com_pos,
     constraint,
@@ -123,7 +124,14 @@ def detect_contacts(scalar) -> tuple:
     """The convex collision's search (GJK/EPA, simrl.sim.collision_convex): before the narrow
     phase, never differentiated."""
     groups = tuple((kinds, collision_driver.detect(scalar, kinds)) for kinds in collision_driver.DETECT_GROUPS)
-    return (Pass("convex_detect", PAIRS, (collision_driver.detect(scalar),), kinds=groups),)
+    return (Pass("convex_detect", PAIRS, (collision_driver.detect(scalar),), kinds=groups, entry=True),)
+
+
+@functools.cache
+def broadphase_pass(scalar, lanes: bool) -> tuple:
+    """The broadphase (simrl.sim.broadphase): the candidate pairs kept for the narrow phase, a
+    world function (one thread, or a block of threads with `lanes`); never differentiated."""
+    return (Pass("broadphase", WORLD, (broadphase.build(scalar, lanes).broadphase,)),)
 
 
 @functools.cache
@@ -136,15 +144,16 @@ def collision(scalar, grouped: bool = True, detect: bool = False) -> tuple:
     groups = collision_driver.GROUPS if grouped else tuple((k,) for group in collision_driver.GROUPS for k in group)
     groups = tuple((kinds, collision_driver.dispatch(scalar, kinds)) for kinds in groups)
     return (detect_contacts(scalar) if detect else ()) + (
-        Pass("narrowphase", PAIRS, (collision_driver.build(scalar),), kinds=groups, writes_slots=True),)
+        Pass("narrowphase", PAIRS, (collision_driver.build(scalar),), kinds=groups),)
 
 
 @functools.cache
 def constraint_rows(scalar, lanes: bool, detect: bool = False) -> tuple:
-    """mj_collision, mj_makeConstraint and mj_referenceConstraint: contacts, the places of the
-    constraint rows (a world function, a block of threads per world with `lanes`), the rows."""
+    """mj_collision, mj_makeConstraint and mj_referenceConstraint: the broadphase, contacts, the
+    places of the constraint rows (world functions, a block of threads per world with `lanes`),
+    the rows."""
     address = Pass("efc_address", WORLD, (world_functions(scalar, lanes).efc_address,))
-    return collision(scalar, detect=detect) + (address,) + rows(scalar)
+    return broadphase_pass(scalar, lanes) + collision(scalar, detect=detect) + (address,) + rows(scalar)
 
 
 @functools.cache
@@ -204,13 +213,13 @@ def world_functions(scalar, lanes: bool) -> SimpleNamespace:
 
         @wp.func
         def efc_address(m: Model, d: Data, w: int, lane: int, nlanes: int):
-            """The places of the constraint rows, every lane walking its share of the slots
+            """The places of the constraint rows, every lane walking its share of the kept pairs
             (constraint.efc_address_lanes).
 
             Data: those of constraint.efc_address but contact_slots and contact_nslots; the scratch
             efc_lane_count."""
             old = d.nefc[w]
-            lo, hi = c.efc_address_lanes(m, d, w, lane, nlanes)
+            lo, hi = c.efc_address_lanes(m, d, w, lane, nlanes, old)
             block_sync()
             c.efc_address_lanes_write(m, d, w, lane, nlanes, lo, hi, old)
             block_sync()

@@ -70,6 +70,8 @@ def build(scalar, schedule: str = "fused"):
     # contacts and rows exist), recorded with their generated adjoints
     smooth = segment("smooth", forward.position(scalar, fine=True) + forward.velocity(scalar, fine=True), scalar,
                      schedule, "grad", backward=True)
+    # the broadphase (which pairs the narrow phase collides: integers), off the tape
+    broadphase = segment("broadphase", forward.broadphase_pass(scalar, lanes), scalar, schedule, "grad_detect")
     # the convex collision's search (GJK/EPA), off the tape: the constraint segment's narrow phase
     # rebuilds its contacts from the poses differentiably (simrl.sim.collision_convex)
     convex_detect = segment("convex_detect", forward.detect_contacts(scalar), scalar, schedule, "grad_detect")
@@ -570,7 +572,8 @@ def build(scalar, schedule: str = "fused"):
         out[w, p] = value
 
     return {"geom_friction_to_cpair": geom_friction_to_cpair, "smooth": smooth, "convex_detect": convex_detect,
-            "narrowphase": narrowphase, "efc_address": efc_address, "constraint": constraint,
+            "broadphase": broadphase, "narrowphase": narrowphase, "efc_address": efc_address,
+            "constraint": constraint,
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row, "constraint_force_cone": constraint_force_cone,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
@@ -582,7 +585,8 @@ def build(scalar, schedule: str = "fused"):
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors,
-            "modules": (module, custom, *smooth.modules, *convex_detect.modules, *narrowphase.modules,
+            "modules": (module, custom, *smooth.modules, *broadphase.modules, *convex_detect.modules,
+                        *narrowphase.modules,
                         *efc_address.modules, *constraint.modules,
                         *constraint_solve.modules, *sensors.modules)}
 
@@ -996,6 +1000,8 @@ class Rollout:
         W, nv, nefc = d.qvel.shape[0], model.nv, model.struct.nefc
         scratch = self.scratch[id(d)]
         _solve(tape, k, m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, device, d.qLD)
+        for item in k["broadphase"].launches(model):
+            _custom(k, item.kernel, W, [m, d], device)
         if model.struct.ndetect:
             for item in k["convex_detect"].launches(model):
                 wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,

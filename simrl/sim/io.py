@@ -513,7 +513,8 @@ class Model:
     `struct` is what kernels receive. Attributes mirror MuJoCo's names.
     """
 
-    def __init__(self, mjm: mujoco.MjModel, device, dtype=wp.float32, njmax: int | None = None):
+    def __init__(self, mjm: mujoco.MjModel, device, dtype=wp.float32, njmax: int | None = None,
+                 nconmax: int | None = None):
         check_supported(mjm)
         self.mjm = mjm
         self.device = wp.get_device(device)
@@ -777,7 +778,7 @@ class Model:
         self.nccd_slot = tables["nccd_slot"]
         m.nccdpair = sum(1 for c in tables["ccd"] if c >= 0)
         m.ndetect = sum(1 for k in tables["kind"] if k in CONVEX_KINDS)
-        self._far_tables(m, mjm, tables, dtype)
+        self._broadphase_tables(m, mjm, tables, dtype)
         m.ccd_iterations = int(opt.ccd_iterations)
         m.ccd_tolerance = dtype(opt.ccd_tolerance)
         #: (vertices, faces) of the EPA polytope per convex pair (collision_gjk.polytope_sizes)
@@ -839,8 +840,12 @@ class Model:
         m.cpair_efc_type = ints([ConstraintType.CONTACT_FRICTIONLESS if n == 1 else ConstraintType.CONTACT_ELLIPTIC
                                  if tables["elliptic"] else ConstraintType.CONTACT_PYRAMIDAL
                                  for n in tables["rows"]] or [0])
-        self.budgets = contact_budgets(mjm, tables, base, njmax)
+        self.budgets = contact_budgets(mjm, tables, base, njmax, nconmax)
         m.nefc = self.budgets.njmax
+        m.nconmax = self.budgets.nconmax
+        # the convex search's scratch: a row per kept pair that searches by GJK/EPA, which the
+        # list of kept pairs holds at most nconmax of
+        m.nccdmax = min(m.nccdpair, m.nconmax)
         # the columns where a row's Jacobian can be non-zero, by column set: one per row before the
         # contacts' (set r for row r), then one per candidate pair (set base + p: the dof chains of
         # its two bodies), which every row of its contacts uses (Data.efc_cols)
@@ -876,56 +881,47 @@ class Model:
         self.struct = m
 
     @staticmethod
-    def _far_tables(m, mjm, tables, dtype) -> None:
-        """The tables of run_pairs' shortcut (the Model struct's far_geom ...): the primitive pairs
-        (those that test mj_filterSphere's bounding spheres first) of one geom of the world body
-        and one of another body, both with a bounding sphere."""
+    def _broadphase_tables(m, mjm, tables, dtype) -> None:
+        """The broadphase's runs (simrl.sim.broadphase; the Model struct's bp_run, far_geom,
+        far_moving): the candidate pairs in pair order, cut into runs; a run of the primitive
+        pairs (those mj_filterSphere tests first) of one geom of the world body and geoms of
+        other bodies, both with a bounding sphere, is far-testable: its world geom's record holds
+        the largest margin + gap of the run's pairs, and the other geoms join the moving set."""
         static = mjm.geom_bodyid == 0
-        far, rows, margins, moving = [], {}, [], set()
+        FarGeom = far_struct(dtype)
+        records, runs, moving = [], [], set()
         for p, (g1, g2) in enumerate(tables["geom"]):
             kind = tables["kind"][p]
-            row = -1
+            t = -1
             if (kind not in CONVEX_KINDS and static[g1] != static[g2] and mjm.geom_rbound[g1] > 0
                     and mjm.geom_rbound[g2] > 0):
                 t, g = (g1, g2) if static[g1] else (g2, g1)
-                if t not in rows:
-                    rows[t] = len(rows)
-                    margins.append(0.0)
-                row = rows[t]
-                margins[row] = max(margins[row], float(tables["margin"][p]) + float(tables["gap"][p]))
                 moving.add(int(g))
-            far.append(row)
+            margin = float(tables["margin"][p]) + float(tables["gap"][p])
+            last = runs[-1] if runs else None
+            if last is not None and ((t < 0 and last[2] < 0) or (t >= 0 and last[2] >= 0
+                                                               and records[last[2]][0] == t)):
+                last[1] += 1
+                if t >= 0:
+                    records[last[2]][1] = max(records[last[2]][1], margin)
+            elif t >= 0:
+                records.append([int(t), margin])
+                runs.append([p, 1, len(records) - 1])
+            else:
+                runs.append([p, 1, -1])
         device = m.cpair_slot.device
-        ints = lambda values: wp.array(np.asarray(values if len(values) else [0], dtype=np.int32), dtype=int,
-                                       device=device)
-        FarGeom = far_struct(dtype)
-        groups = [[] for _ in rows]
-        for p, row in enumerate(far):
-            if row >= 0:
-                groups[row].append(p)
-        records, pairs, runs = [], [], []
-        for t, k in rows.items():
+        far = []
+        for t, margin in records:
             record = FarGeom()
-            record.geom, record.margin = int(t), dtype(margins[k])
-            record.pair_adr, record.pair_num = len(pairs), len(groups[k])
-            pairs += groups[k]
-            record.run_adr = len(runs)
-            for lo, n in sorted((int(tables["slot"][p]), int(tables["nslot"][p])) for p in groups[k]):
-                if len(runs) > record.run_adr and runs[-1][0] + runs[-1][1] == lo:
-                    runs[-1][1] += n
-                else:
-                    runs.append([lo, n])
-            record.run_num = len(runs) - record.run_adr
-            records.append(record)
-        m.nfar_geom = len(rows)
-        m.far_geom = wp.array(records or [FarGeom()], dtype=FarGeom, device=device)
-        m.far_pair = ints(pairs)
-        m.far_run = wp.array(np.asarray(runs or [[0, 0]], dtype=np.int32), dtype=wp.vec2i, device=device)
+            record.geom, record.margin = t, dtype(margin)
+            far.append(record)
+        m.nbp_run = len(runs)
+        m.bp_run = wp.array(np.asarray(runs or [[0, 0, -1]], dtype=np.int32), dtype=wp.vec3i, device=device)
+        m.nfar_geom = len(far)
+        m.far_geom = wp.array(far or [FarGeom()], dtype=FarGeom, device=device)
         m.nfar_moving = len(moving)
-        m.far_moving = ints(sorted(moving))
-        other = [p for p, row in enumerate(far) if row < 0]
-        m.nother_pair = len(other)
-        m.other_pair = ints(other)
+        m.far_moving = wp.array(np.asarray(sorted(moving) or [0], dtype=np.int32), dtype=int, device=device)
+
     def _site_transmissions(self, mjm, trn_site):
         """The site transmission table (mj_transmission's mjTRN_SITE) and, per actuator, the dofs
         its moment can be non-zero on: the chain of the site's body, or with a reference site the

@@ -132,19 +132,13 @@ def element_structs(scalar):
 
 @functools.cache
 def far_struct(scalar):
-    """FarGeom: a world geom of the fused step's shortcut past far pairs (Model.far_geom)."""
+    """FarGeom: a world geom whose run of pairs the broadphase tests as a whole (Model.far_geom)."""
 
     @wp.struct
     class FarGeom:
-        """World geom `geom`, the largest margin + gap of its primitive pairs, the pairs
-        Model.far_pair[pair_adr + i], i < pair_num, and their contact slots as runs of consecutive
-        slots Model.far_run[run_adr + i] (first slot, count), i < run_num."""
+        """World geom `geom` and the largest margin + gap of its pairs in the run."""
         geom: int
         margin: scalar
-        pair_adr: int
-        pair_num: int
-        run_adr: int
-        run_num: int
 
     return FarGeom
 
@@ -382,23 +376,22 @@ def model_struct(scalar):
         cpair_by_kind: wp.array(dtype=int)  # pairs grouped by kind (Model.pair_kinds: where each starts)
         cpair_slot: wp.array(dtype=int)
         cpair_nslot: wp.array(dtype=int)  # slots of each pair (a height field pair: its prisms, hfield_slots)
-        cpair_ccd: wp.array(dtype=int)  # the pair's row in the convex collision's scratch (-1: none)
         # the pair's first entry of Data.ccd_contact, which has one per contact slot of the pairs of
         # convex kinds (contact_tables.CONVEX_KINDS; -1: another kind)
         cpair_ccd_slot: wp.array(dtype=int)
         nccdpair: int  # pairs that collide by GJK/EPA (contact_tables.CONVEX_MAX_CONTACTS but plane-mesh)
-        # the fused step's shortcut past primitive pairs of a world geom (terrain) far from every
-        # moving geom (schedule.py, run_pairs): the world geoms (FarGeom: their pairs and slots);
-        # the other geoms of those pairs, whose bounding spheres one sphere encloses per step; the
-        # pairs of no far_geom, other_pair[i], i < nother_pair
+        cpair_ccd: wp.array(dtype=int)  # >= 0: the pair searches by GJK/EPA (a row of the convex scratch); -1: not
+        # the broadphase (simrl.sim.broadphase): the candidate pairs as runs in pair order, (first
+        # pair, count, far_geom record or -1); the world geoms whose runs it tests as a whole
+        # against one sphere around the moving geoms of their pairs (far_moving)
+        nbp_run: int
+        bp_run: wp.array(dtype=wp.vec3i)
         nfar_geom: int
         far_geom: wp.array(dtype=FarGeom)
-        far_pair: wp.array(dtype=int)
-        far_run: wp.array(dtype=wp.vec2i)  # first slot, count
         nfar_moving: int
         far_moving: wp.array(dtype=int)
-        nother_pair: int
-        other_pair: wp.array(dtype=int)
+        nconmax: int  # the budget of pairs the broadphase keeps per world (Data.collision_pair)
+        nccdmax: int  # rows of the convex scratch per world: min(nccdpair, nconmax)
         ndetect: int  # pairs of the convex kinds (plane-mesh included): the detection pass runs
         ccd_iterations: int  # opt.ccd_iterations: bound of GJK's and EPA's iterations
         ccd_tolerance: scalar  # opt.ccd_tolerance

@@ -79,7 +79,7 @@ FRICTION_ROWS = "friction_rows"  # the constraint rows of dof friction loss
 LIMIT_ROWS = "limit_rows"  # the constraint rows of joint limits
 CONTACT_ROWS = "contact_rows"  # the constraint rows of the contact slots (after every other row)
 ACTIVE_ROWS = "active_rows"  # constraint rows that are active (efc_active) in the world
-PAIRS = "pairs"  # candidate geom pairs: a launch per collider kind
+PAIRS = "pairs"  # the candidate pairs the broadphase kept (Data.collision_pair): a launch per group of kinds
 
 # domains that are a range of indices: m -> (first index, count), of the Model struct (the
 # kernels' versions are in _range_funcs)
@@ -124,7 +124,9 @@ class Pass:
     # model.SUBTREE_STACK (Model.subtree_alone)
     alone: tuple = ()
     kinds: tuple = ()  # ((kinds, function), ...)
-    writes_slots: bool = False  # PAIRS: the functions write each pair's contact slots (the narrow phase)
+    # PAIRS: the functions take the entry of the world's list of kept pairs (Data.collision_pair),
+    # not the pair (the convex detection, whose scratch row is the entry's)
+    entry: bool = False
 
 
 @dataclass(frozen=True)
@@ -424,64 +426,27 @@ def _fused_loop(p: Pass, scalar, backward: bool):
 
         return run_rows
     if p.over == PAIRS:
-        from simrl.sim.collision_driver import far_geoms
-
-        far = far_geoms(scalar)
+        entry = p.entry
 
         @wp.func
         def run_pairs(m: Model, d: Data, w: int):
+            # the pairs the broadphase kept (simrl.sim.broadphase), in pair order; each writes only
+            # its own slots
             if wp.static(backward):
-                for q in range(m.ncpair):
-                    f(m, d, w, q)
+                for i in range(d.ncollision[w]):
+                    if wp.static(entry):
+                        f(m, d, w, i)
+                    else:
+                        f(m, d, w, d.collision_pair[w, i])
             else:
-                if m.nfar_geom == 0:
-                    q = int(0)
-                    while q < m.ncpair:
-                        f(m, d, w, q)
-                        q = q + 1
-                else:
-                    # the pairs of a world geom far from every moving geom (collision_driver.far_geoms)
-                    # are left out: their test would reject them. A pass whose functions write the
-                    # pairs' slots (the narrow phase) empties those slots instead, as the test would
-                    # (contact_active may hold anything: envs.base puts back the values of an earlier
-                    # evaluation after a reset's forward pass). Each pair writes only its own slots,
-                    # so the order the pairs are visited in changes nothing.
-                    far(m, d, w)
-                    # the other pairs, then the pairs of each world geom that is not far: one
-                    # call of f (it is inlined), pair q picked by a cursor
-                    i = int(0)
-                    k = int(0)
-                    e = int(0)
-                    end = int(0)
-                    while True:
-                        q = int(-1)
-                        if i < m.nother_pair:
-                            q = m.other_pair[i]
-                            i = i + 1
-                        elif e < end:
-                            q = m.far_pair[e]
-                            e = e + 1
-                        elif k < m.nfar_geom:
-                            record = m.far_geom[k]
-                            if d.geom_far[w, k] == 0:
-                                e = record.pair_adr
-                                end = e + record.pair_num
-                            elif wp.static(p.writes_slots):
-                                a = record.run_adr
-                                a_end = a + record.run_num
-                                while a < a_end:
-                                    run = m.far_run[a]
-                                    slot = run[0]
-                                    slot_end = slot + run[1]
-                                    while slot < slot_end:
-                                        d.contact_active[w, slot] = 0
-                                        slot = slot + 1
-                                    a = a + 1
-                            k = k + 1
-                        else:
-                            break
-                        if q >= 0:
-                            f(m, d, w, q)
+                i = int(0)
+                end = d.ncollision[w]
+                while i < end:
+                    if wp.static(entry):
+                        f(m, d, w, i)
+                    else:
+                        f(m, d, w, d.collision_pair[w, i])
+                    i = i + 1
 
         return run_pairs
     if p.over in SLOTS_WITH_ROWS:
@@ -561,9 +526,10 @@ def fused_kernel(name: str, passes: tuple, scalar, module):
 # wide: a launch per pass, (worlds x elements) threads
 
 
-def _wide_kernel(name: str, f, index: str, scalar, module):
+def _wide_kernel(name: str, f, index: str, scalar, module, entry: bool = False):
     """A kernel running element function f once per (world, element) of its launch. `index`:
-    'table' (elements table[start + e]), 'range' (start + e), 'active' (rows, active only),
+    'table' (elements table[start + e]), 'range' (start + e), 'list' (the kept pairs of a group of
+    kinds), 'active' (rows, active only),
     'world' (a world function, a block of threads per world)."""
     Model, Data = model_struct(scalar), data_struct(scalar)
     # the engine's own kernels (not the differentiable step's) leave the worlds flagged in
@@ -579,6 +545,26 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
             f(m, d, w, table[start + e])
 
         return table_kernel
+    if index == "list":
+        # a thread per entry of the world's list of kept pairs (Data.collision_pair): those in use
+        # whose kind is in [lo, hi] run f, with the pair (or the entry: `entry`)
+        @wp.kernel(module=module, name=name)
+        def list_kernel(m: Model, d: Data, lo: int, hi: int, start: int):
+            w, t = wp.tid()
+            e = start + t
+            if wp.static(guard):
+                if d.world_skip[w] != 0:
+                    return
+            if e < d.ncollision[w]:
+                p = d.collision_pair[w, e]
+                kind = m.cpair_kind[p]
+                if kind >= lo and kind <= hi:
+                    if wp.static(entry):
+                        f(m, d, w, e)
+                    else:
+                        f(m, d, w, p)
+
+        return list_kernel
     if index == "range":
         @wp.kernel(module=module, name=name)
         def range_kernel(m: Model, d: Data, start: int):
@@ -657,8 +643,8 @@ def _wide_pass(p: Pass, scalar, module_name: str, backward: bool) -> _WidePass:
         return _without_replay(f, Model, Data, world=False) if backward else f
 
     if p.over == PAIRS:
-        kernels = tuple((kinds, _wide_kernel(f"{p.name}_{'_'.join(map(str, kinds))}", element(f), "table", scalar,
-                                             module))
+        kernels = tuple((kinds, _wide_kernel(f"{p.name}_{'_'.join(map(str, kinds))}", element(f), "list", scalar,
+                                             module, entry=p.entry))
                         for kinds, f in p.kinds)
         return _WidePass(p, None, kernels)
     f = _chain(p.funcs, Model, Data, world=p.over == WORLD)
@@ -710,13 +696,10 @@ def _wide_launches(wp_: _WidePass, model) -> list[Launch]:
             return [Launch(wp_.slot_kernel, (slots,), (0,))]
         return [Launch(wp_.kernel, (rows,), (s.nefc - rows,))]
     if p.over == PAIRS:
-        # a group's pairs are contiguous in cpair_by_kind (sorted by kind)
-        launches = []
-        for kinds, kernel in wp_.kind_kernels:
-            present = [(start, count) for kind, start, count in model.pair_kinds if kind in kinds]
-            if present:
-                launches.append(Launch(kernel, (sum(c for _, c in present),), (s.cpair_by_kind, present[0][0])))
-        return launches
+        # a launch per group of kinds the model has, a thread per entry of the list (a group's
+        # pairs can be anywhere in it)
+        return [Launch(kernel, (s.nconmax,), (kinds[0], kinds[-1], 0)) for kinds, kernel in wp_.kind_kernels
+                if any(kind in kinds for kind, _, _ in model.pair_kinds)]
     start, count = _host_range(model, p.over)
     return [Launch(wp_.kernel, (count,), (start,))] if count else []
 

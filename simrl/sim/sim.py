@@ -184,7 +184,7 @@ class Sim:
 
     def __init__(self, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32",
                  cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool | None = None,
-                 njmax: int | None = None, strict: bool = False):
+                 njmax: int | None = None, strict: bool = False, nconmax: int | None = None):
         if not isinstance(mj_model, mujoco.MjModel):
             raise TypeError(f"expected a mujoco.MjModel, got {type(mj_model).__name__}")
         if isinstance(num_worlds, bool) or not isinstance(num_worlds, (int, np.integer)) or num_worlds < 1:
@@ -201,7 +201,7 @@ class Sim:
             # changes nothing MuJoCo would resolve.
             torch.set_flush_denormal(True)
         self.num_worlds = int(num_worlds)
-        self.model = Model(mj_model, self.device, _DTYPES[dtype], njmax=njmax)
+        self.model = Model(mj_model, self.device, _DTYPES[dtype], njmax=njmax, nconmax=nconmax)
         #: raise OverflowError (not warn) when a world outgrows a budget
         self.strict = bool(strict)
         #: True: step and forward read the overflow flags themselves (check_overflow: step every
@@ -211,7 +211,8 @@ class Sim:
         self._overflow_warned = False
         self._steps_unchecked = 0
         if self.model.struct.ncon:
-            print(f"simrl: {self.model.budgets.describe()}; set Sim(njmax=...) or the task's sim.njmax", flush=True)
+            print(f"simrl: {self.model.budgets.describe()}; set Sim(nconmax=..., njmax=...) or the task's "
+                  f"sim.nconmax, sim.njmax", flush=True)
         check_memory(self.model, self.num_worlds)  # a MemoryError that says how many worlds fit
         self.data = make_data(self.model, self.num_worlds)
         scalar = self.model.dtype
@@ -267,8 +268,8 @@ class Sim:
             d = data_type()
             for name in data_type.vars:
                 array = getattr(self.data, name)
-                # the convex collision's scratch has nccdpair rows per world
-                rows = self.model.struct.nccdpair if name in CCD_SCRATCH else 1
+                # the convex collision's scratch has nccdmax rows per world
+                rows = self.model.struct.nccdmax if name in CCD_SCRATCH else 1
                 # an empty array (e.g. site poses of a model without sites) is never read
                 setattr(d, name, array[lo * rows:hi * rows] if array.size else array)
             self._blocks.append((lo, hi, d))
@@ -347,16 +348,17 @@ class Sim:
     @classmethod
     def from_mjcf(cls, mjcf: str | os.PathLike, num_worlds: int = 1, device=None, dtype="float32",
                   cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool | None = None,
-                  njmax: int | None = None, strict: bool = False) -> Sim:
+                  njmax: int | None = None, strict: bool = False, nconmax: int | None = None) -> Sim:
         """Compile MJCF (a file path or an XML string) with MuJoCo and load it."""
-        return cls(compile_mjcf(mjcf), num_worlds, device, dtype, cpu_threads, schedule, use_graphs, njmax, strict)
+        return cls(compile_mjcf(mjcf), num_worlds, device, dtype, cpu_threads, schedule, use_graphs, njmax, strict,
+                   nconmax)
 
     @classmethod
     def from_model(cls, mj_model: mujoco.MjModel, num_worlds: int = 1, device=None, dtype="float32",
                    cpu_threads: int | None = None, schedule: str = "auto", use_graphs: bool | None = None,
-                   njmax: int | None = None, strict: bool = False) -> Sim:
+                   njmax: int | None = None, strict: bool = False, nconmax: int | None = None) -> Sim:
         """Load an already compiled `mujoco.MjModel`."""
-        return cls(mj_model, num_worlds, device, dtype, cpu_threads, schedule, use_graphs, njmax, strict)
+        return cls(mj_model, num_worlds, device, dtype, cpu_threads, schedule, use_graphs, njmax, strict, nconmax)
 
     # ---------------------------------------------------------------------------- sizes
     @property
@@ -635,6 +637,10 @@ class Sim:
         over = [int(((flags & bit) != 0).sum()) for bit in (OVERFLOW_PAIRS, OVERFLOW_CONTACTS, OVERFLOW_ROWS)]
         budgets = self.model.budgets
         parts = []
+        if over[0]:
+            parts.append(f"the candidate pairs the broadphase kept in {over[0]} of {self.num_worlds} worlds outgrew "
+                         f"nconmax={budgets.nconmax} (they needed up to {need[0]}): the pairs last in pair order "
+                         f"were not collided; set Sim(nconmax={need[0]}) or the task's sim.nconmax={need[0]}")
         if over[2]:
             parts.append(f"the constraint rows of {over[2]} of {self.num_worlds} worlds outgrew njmax={budgets.njmax} "
                          f"(they needed up to {need[2]}): the contacts last in slot order were left out; "

@@ -1,0 +1,294 @@
+"""The broadphase (mj_collision's filters, engine_collision_driver.c): which candidate pairs the
+narrow phase collides in this evaluation, compacted in pair order into a per-world list.
+
+Element: a world. The candidate pairs (simrl.sim.contact_tables, fixed at load) are visited in
+pair order as runs (Model.bp_run): the pairs of one world geom that the tables call far-testable
+(terrain: a geom of the world body and the moving geoms of its primitive pairs), and runs of
+other pairs. A far-testable run whose geom's bounding sphere is farther than its pairs' margins
+from one sphere around all the moving geoms is left out whole, at the cost of one distance (on
+terrain most of a world's 1,700 pairs). A pair of another run, or of a run that is near, is kept
+unless its bounding spheres are farther apart than the margin (mj_filterSphere), the other geom's
+bounding sphere is farther than the margin from a box (a test MuJoCo lacks, conservative), or the
+other geom's bounding sphere lies above every height of a height field under it by more than the
+margin (mjc_ConvexHField's own prism test, made on the sphere). The narrow phase would find no
+contact within the margin for any pair left out: the contacts are MuJoCo's
+(tests/test_contact_sets.py).
+
+The kept pairs are written in pair order to Data.collision_pair (their count Data.ncollision),
+at most `nconmax` (Model.nconmax, contact_tables.contact_budgets) of them: a prefix sum, no
+atomics, the same list every run. Those of the convex kinds that search by GJK/EPA get the rows
+of the convex scratch in the same order (Data.collision_ccd). A world whose kept pairs outgrow
+the budget keeps the first in pair order and is flagged (Data.overflow, OVERFLOW_PAIRS, with the
+count it needed in overflow_need[:, 0]). The contact slots of the pairs the last evaluation kept
+are emptied first, so that every slot outside the list holds no contact.
+
+One thread per world (the fused schedule), or the world's block of threads (the wide schedule):
+the runs split into contiguous shares, each lane counting its share's kept pairs, then writing
+them from the counts of the lanes before it (Data.bp_lane_count), barriers between.
+
+Not differentiated: it decides which pairs are collided (integers); the narrow phase's contacts
+are differentiable functions of the poses (simrl.sim.grad launches this off the tape).
+"""
+
+import functools
+from types import SimpleNamespace
+
+import warp as wp
+
+from simrl.sim.contact_tables import HFIELD_KINDS
+from simrl.sim.data import MAX_LANES, OVERFLOW_PAIRS, data_struct
+from simrl.sim.model import model_struct
+from simrl.sim.types import GeomType, block_sync, scalar_types
+
+KIND_HFIELD0, KIND_HFIELD1 = HFIELD_KINDS[0], HFIELD_KINDS[-1]
+
+
+@functools.cache
+def build(scalar, lanes: bool) -> SimpleNamespace:
+    """`broadphase(m, d, w, lane, nlanes)`: the world function (one thread, or a block of threads
+    with `lanes`); and the tests it is made of."""
+    T = scalar_types(scalar)
+    Model, Data = model_struct(scalar), data_struct(scalar)
+    vec3 = T.vec3
+    # 0.1% and 0.1 mm of slack on every test that leaves a pair out: far beyond the rounding of
+    # the colliders' own distances (float32 here, float64 in the convex colliders)
+    rel, ab = scalar(1.001), scalar(1e-4)
+
+    @wp.func
+    def sphere_far_from_box(m: Model, d: Data, w: int, box: int, centre: vec3, radius: scalar, margin: scalar):
+        """A sphere (a geom's bounding sphere) farther than margin from a box: the distance from
+        its centre to the box, in the box's frame, beyond radius + margin, with slack."""
+        mat = d.geom_xmat[w, box]
+        local = wp.transpose(mat) * (centre - d.geom_xpos[w, box])
+        size = m.geom_size[box]
+        out = vec3(wp.max(wp.abs(local[0]) - size[0], scalar(0.0)), wp.max(wp.abs(local[1]) - size[1], scalar(0.0)),
+                   wp.max(wp.abs(local[2]) - size[2], scalar(0.0)))
+        return wp.length(out) > (radius + margin) * rel + ab
+
+    @wp.func
+    def far_apart(m: Model, d: Data, w: int, g1: int, g2: int, margin: scalar):
+        """mj_filterSphere: bounding spheres (or plane and sphere) farther apart than margin; and,
+        a pair with a box, the other geom's bounding sphere farther than margin from the box (a
+        tighter test than the box's sphere, which on terrain overlaps many robot geoms that are
+        nowhere near the box: no contact within the margin is possible either way)."""
+        r1 = m.geom_rbound[g1]
+        r2 = m.geom_rbound[g2]
+        p1 = d.geom_xpos[w, g1]
+        p2 = d.geom_xpos[w, g2]
+        if r1 > scalar(0.0) and r2 > scalar(0.0):
+            far = wp.length(p1 - p2) > r1 + r2 + margin
+            if not far and m.geom_type[g2] == GeomType.BOX:
+                far = sphere_far_from_box(m, d, w, g2, p1, r1, margin)
+            if not far and m.geom_type[g1] == GeomType.BOX:
+                far = sphere_far_from_box(m, d, w, g1, p2, r2, margin)
+            return far
+        if m.geom_type[g1] == GeomType.PLANE and r2 > scalar(0.0):
+            mat = d.geom_xmat[w, g1]
+            normal = vec3(mat[0, 2], mat[1, 2], mat[2, 2])
+            return wp.dot(p2 - p1, normal) > margin + r2
+        return False
+
+    @wp.func
+    def above_hfield(m: Model, d: Data, w: int, hf: int, g: int, margin: scalar):
+        """Geom g's bounding sphere, grown by the margin, outside the height field's box or above
+        every elevation of the grid points under it (with slack): every prism mjc_ConvexHField
+        would search lies under the geom's box grown by the margin, inside this footprint, and
+        it skips each prism whose top is more than the margin below the geom's lowest point."""
+        mat = d.geom_xmat[w, hf]
+        local = wp.transpose(mat) * (d.geom_xpos[w, g] - d.geom_xpos[w, hf])
+        r = m.geom_rbound[g] + margin
+        info = m.hfield_info[m.geom_dataid[hf]]
+        sx = scalar(info.size[0])
+        sy = scalar(info.size[1])
+        sz = scalar(info.size[2])
+        if (local[0] - r > sx * rel + ab or local[0] + r < -sx * rel - ab or local[1] - r > sy * rel + ab
+                or local[1] + r < -sy * rel - ab or local[2] - r > sz * rel + ab):
+            return True
+        ncol = info.ncol
+        nrow = info.nrow
+        # the grid points under the footprint, one cell wider on every side than the collider's
+        cmin = wp.max(0, int(wp.floor((local[0] - r + sx) / (scalar(2.0) * sx) * scalar(ncol - 1))) - 1)
+        cmax = wp.min(ncol - 1, int(wp.ceil((local[0] + r + sx) / (scalar(2.0) * sx) * scalar(ncol - 1))) + 1)
+        rmin = wp.max(0, int(wp.floor((local[1] - r + sy) / (scalar(2.0) * sy) * scalar(nrow - 1))) - 1)
+        rmax = wp.min(nrow - 1, int(wp.ceil((local[1] + r + sy) / (scalar(2.0) * sy) * scalar(nrow - 1))) + 1)
+        top = scalar(-1.0e30)
+        row = rmin
+        while row <= rmax:
+            c = cmin
+            while c <= cmax:
+                top = wp.max(top, scalar(m.hfield_data[info.adr + row * ncol + c]))
+                c = c + 1
+            row = row + 1
+        # the lowest point of the sphere, less the margin, against the highest elevation
+        return top * sz * rel + ab < local[2] - r
+
+    @wp.func
+    def keep_pair(m: Model, d: Data, w: int, p: int):
+        """Candidate pair p may have a contact within its margin (margin + gap)."""
+        g = m.cpair_geom[p]
+        margin = m.cpair_margin[p] + m.cpair_gap[p]
+        keep = not far_apart(m, d, w, g[0], g[1], margin)
+        if keep:
+            kind = m.cpair_kind[p]
+            if kind >= KIND_HFIELD0 and kind <= KIND_HFIELD1:
+                keep = not above_hfield(m, d, w, g[0], g[1], margin)
+        return keep
+
+    @wp.func
+    def moving_sphere(m: Model, d: Data, w: int):
+        """(centre, radius): a sphere around the bounding spheres of the moving geoms of the
+        far-testable pairs (Model.far_moving): the centre of the box around their centres."""
+        centre = vec3()
+        radius = scalar(0.0)
+        if m.nfar_moving > 0:
+            lo = d.geom_xpos[w, m.far_moving[0]]
+            hi = lo
+            k = int(1)
+            while k < m.nfar_moving:
+                x = d.geom_xpos[w, m.far_moving[k]]
+                lo = wp.min(lo, x)
+                hi = wp.max(hi, x)
+                k = k + 1
+            centre = (lo + hi) * scalar(0.5)
+            k = int(0)
+            while k < m.nfar_moving:
+                g = m.far_moving[k]
+                radius = wp.max(radius, wp.length(d.geom_xpos[w, g] - centre) + m.geom_rbound[g])
+                k = k + 1
+        return centre, radius
+
+    @wp.func
+    def run_far(m: Model, d: Data, w: int, far: int, centre: vec3, radius: scalar):
+        """Run of far-testable geom `far` (Model.far_geom; -1: not such a run) out of reach of
+        every moving geom: each of its pairs' mj_filterSphere tests would reject it."""
+        out = False
+        if far >= 0:
+            record = m.far_geom[far]
+            t = record.geom
+            reach = radius + m.geom_rbound[t] + record.margin
+            out = wp.length(d.geom_xpos[w, t] - centre) > reach * rel + ab
+        return out
+
+    @wp.func
+    def clear_old(m: Model, d: Data, w: int, lane: int, nlanes: int):
+        """Empty the contact slots of the pairs the last evaluation kept (every nlanes-th entry
+        of the list from `lane`): after the narrow phase, a slot outside the list holds none."""
+        i = lane
+        n = d.ncollision[w]
+        while i < n:
+            p = d.collision_pair[w, i]
+            s = m.cpair_slot[p]
+            end = s + m.cpair_nslot[p]
+            while s < end:
+                d.contact_active[w, s] = 0
+                s = s + 1
+            i = i + nlanes
+
+    @wp.func
+    def count_runs(m: Model, d: Data, w: int, lo: int, hi: int, centre: vec3, radius: scalar):
+        """(kept pairs, of them searched by GJK/EPA) in runs lo .. hi - 1."""
+        n = int(0)
+        nccd = int(0)
+        k = lo
+        while k < hi:
+            run = m.bp_run[k]
+            if not run_far(m, d, w, run[2], centre, radius):
+                p = run[0]
+                end = p + run[1]
+                while p < end:
+                    if keep_pair(m, d, w, p):
+                        n = n + 1
+                        if m.cpair_ccd[p] >= 0:
+                            nccd = nccd + 1
+                    p = p + 1
+            k = k + 1
+        return n, nccd
+
+    @wp.func
+    def write_runs(m: Model, d: Data, w: int, lo: int, hi: int, centre: vec3, radius: scalar, n0: int,
+                   nccd0: int):
+        """The kept pairs of runs lo .. hi - 1 into the list from entry n0 (and the convex
+        scratch from row nccd0), those that fit the budget (Model.nconmax); returns the entries
+        after them, kept or not."""
+        n = n0
+        nccd = nccd0
+        k = lo
+        while k < hi:
+            run = m.bp_run[k]
+            if not run_far(m, d, w, run[2], centre, radius):
+                p = run[0]
+                end = p + run[1]
+                while p < end:
+                    if keep_pair(m, d, w, p):
+                        ccd = int(-1)
+                        if m.cpair_ccd[p] >= 0:
+                            ccd = nccd
+                            nccd = nccd + 1
+                        if n < m.nconmax:
+                            d.collision_pair[w, n] = p
+                            d.collision_ccd[w, n] = ccd
+                        n = n + 1
+                    p = p + 1
+            k = k + 1
+        return n
+
+    @wp.func
+    def finish(m: Model, d: Data, w: int, need: int):
+        """The list's length, what the world needed, the pairs' overflow bit."""
+        d.ncollision[w] = wp.min(need, m.nconmax)
+        d.overflow_need[w, 0] = need
+        bits = d.overflow[w]
+        if (bits & OVERFLOW_PAIRS) != 0:
+            bits = bits - OVERFLOW_PAIRS
+        if need > m.nconmax:
+            bits = bits + OVERFLOW_PAIRS
+        d.overflow[w] = bits
+
+    if not lanes:
+        @wp.func
+        def broadphase(m: Model, d: Data, w: int, lane: int, nlanes: int):
+            """The kept pairs of world w, in pair order (one thread).
+
+            Model: bp_run, cpair_ccd, cpair_gap, cpair_geom, cpair_kind, cpair_margin, cpair_nslot, cpair_slot,
+            far_geom, far_moving, geom_dataid, geom_rbound, geom_size, geom_type, hfield_data, hfield_info,
+            nbp_run, nconmax, nfar_moving. Data in: geom_xpos, geom_xmat, collision_pair, ncollision (the last
+            evaluation's), overflow. Data out: contact_active (the slots of the last list's pairs),
+            collision_pair, collision_ccd, ncollision, overflow, overflow_need."""
+            clear_old(m, d, w, 0, 1)
+            centre, radius = moving_sphere(m, d, w)
+            finish(m, d, w, write_runs(m, d, w, 0, m.nbp_run, centre, radius, 0, 0))
+
+        return SimpleNamespace(broadphase=broadphase, keep_pair=keep_pair)
+
+    @wp.func
+    def lanes_before(d: Data, w: int, lane: int, column: int):
+        """The counts of the lanes before `lane` (Data.bp_lane_count[w, column + k])."""
+        n = int(0)
+        k = int(0)
+        while k < lane:
+            n = n + d.bp_lane_count[w, column + k]
+            k = k + 1
+        return n
+
+    @wp.func
+    def broadphase_lanes(m: Model, d: Data, w: int, lane: int, nlanes: int):
+        """`broadphase` by the world's block of nlanes threads: each lane counts the kept pairs
+        of its share of the runs, then writes them after those of the lanes before it.
+
+        Model, Data: those of the one-thread broadphase; the scratch bp_lane_count."""
+        clear_old(m, d, w, lane, nlanes)
+        centre, radius = moving_sphere(m, d, w)
+        share = (m.nbp_run + nlanes - 1) // nlanes
+        lo = wp.min(lane * share, m.nbp_run)
+        hi = wp.min(lo + share, m.nbp_run)
+        n, nccd = count_runs(m, d, w, lo, hi, centre, radius)
+        d.bp_lane_count[w, lane] = n
+        d.bp_lane_count[w, MAX_LANES + lane] = nccd
+        block_sync()  # every lane has emptied its old entries' slots and counted
+        end = write_runs(m, d, w, lo, hi, centre, radius, lanes_before(d, w, lane, 0),
+                         lanes_before(d, w, lane, MAX_LANES))
+        if lane == nlanes - 1:
+            finish(m, d, w, end)
+        block_sync()
+
+    return SimpleNamespace(broadphase=broadphase_lanes, keep_pair=keep_pair)
