@@ -53,9 +53,10 @@ class AntEnv(BatchedEnv):
                  episode_length_s: float = 50.0, healthy_z_range: tuple = (0.2, 1.0), reset_noise_scale: float = 0.1,
                  rewards: dict | None = None, terminations: dict | None = None, dtype: str = "float32",
                  nonfinite_actions: str = "error", backend: str = "warp", njmax: int | None = None,
-                 strict: bool = False):
+                 nconmax: int | None = None, strict: bool = False):
         mjm = mujoco.MjModel.from_xml_path(str(gym_asset("ant.xml")))
-        sim = make_sim(mjm, num_envs, device=device, dtype=dtype, backend=backend, njmax=njmax, strict=strict)
+        sim = make_sim(mjm, num_envs, device=device, dtype=dtype, backend=backend, njmax=njmax,
+                       nconmax=nconmax, strict=strict)
         self.healthy_z_range = tuple(float(z) for z in healthy_z_range)
         self.reset_noise_scale = float(reset_noise_scale)
         super().__init__(sim, num_actions=mjm.nu, decimation=decimation, episode_length_s=episode_length_s,

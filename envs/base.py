@@ -730,24 +730,27 @@ BACKENDS = ("warp", "mujoco")
 
 
 def make_sim(mjm, num_worlds: int, device=None, dtype: str = "float32", backend: str = "warp",
-             njmax: int | None = None, strict: bool = False):
+             njmax: int | None = None, strict: bool = False, nconmax: int | None = None):
     """The simulation an environment runs on: `simrl.Sim` (backend "warp", this engine, in
     `dtype`) or `simrl.mujoco_sim.MujocoSim` (backend "mujoco": MuJoCo itself, one MjData per
     world, CPU only). MuJoCo computes in double precision whatever `dtype` says, so with
     "mujoco" the simulation's tensors are float64 (the environments convert what they read).
 
-    `njmax` (constraint rows per world; None: the model's default) and `strict` (raise
+    `njmax` (constraint rows per world; None: the model's default), `nconmax` (candidate pairs
+    the broadphase keeps per world; None: the model's default) and `strict` (raise
     OverflowError, not warn, when a world outgrows a budget) are the Sim's (the environments'
-    keyword arguments of the same names, a task's `sim.njmax` and `sim.strict`); MuJoCo has no
-    budgets, and refuses them."""
+    keyword arguments of the same names, a task's `sim.njmax`, `sim.nconmax` and `sim.strict`);
+    MuJoCo has no budgets, and refuses them."""
     if backend == "warp":
-        return Sim.from_model(mjm, num_worlds=num_worlds, device=device, dtype=dtype, njmax=njmax, strict=strict)
+        return Sim.from_model(mjm, num_worlds=num_worlds, device=device, dtype=dtype, njmax=njmax, strict=strict,
+                              nconmax=nconmax)
     if backend == "mujoco":
         from simrl.mujoco_sim import MujocoSim
 
-        if njmax is not None or strict:
-            raise ValueError(f"njmax={njmax!r}, strict={strict!r}: MuJoCo (backend 'mujoco') has no constraint-row "
-                             f"budget; leave njmax=None and strict=False, or use backend 'warp'")
+        if njmax is not None or nconmax is not None or strict:
+            raise ValueError(f"njmax={njmax!r}, nconmax={nconmax!r}, strict={strict!r}: MuJoCo (backend 'mujoco') has "
+                             f"no constraint-row or candidate-pair budget; leave njmax=None, nconmax=None and "
+                             f"strict=False, or use backend 'warp'")
 
         if dtype not in ("float32", "float64"):
             raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")

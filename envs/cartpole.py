@@ -37,9 +37,11 @@ class CartpoleEnv(BatchedEnv):
     def __init__(self, num_envs: int = 256, device=None, seed: int = 0, swingup: bool = False,
                  decimation: int = 2, episode_length_s: float = 5.0, rewards: dict | None = None,
                  terminations: dict | None = None, dtype: str = "float32", nonfinite_actions: str = "error",
-                 backend: str = "warp", njmax: int | None = None, strict: bool = False):
+                 backend: str = "warp", njmax: int | None = None, nconmax: int | None = None,
+                 strict: bool = False):
         mjm = mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "cartpole.xml"))
-        sim = make_sim(mjm, num_envs, device=device, dtype=dtype, backend=backend, njmax=njmax, strict=strict)
+        sim = make_sim(mjm, num_envs, device=device, dtype=dtype, backend=backend, njmax=njmax,
+                       nconmax=nconmax, strict=strict)
         if swingup:
             rewards = self.SWINGUP_REWARDS if rewards is None else rewards
             terminations = self.SWINGUP_TERMINATIONS if terminations is None else terminations

@@ -132,8 +132,8 @@ class LeggedEnv(BatchedEnv):
                  obs_noise: float = 1.0, observations: dict | None = None, joint_pos_noise: float = 0.1,
                  gait_period: float = 0.0, gait_offsets: tuple = (), gait_stance: float = 0.55,
                  only_positive_rewards: bool = False, dtype: str = "float32", nonfinite_actions: str = "error",
-                 backend: str = "warp", njmax: int | None = None, strict: bool = False,
-                 observation_source: str = "sensors"):
+                 backend: str = "warp", njmax: int | None = None, nconmax: int | None = None,
+                 strict: bool = False, observation_source: str = "sensors"):
         if observation_source not in OBSERVATION_SOURCES:
             raise ValueError(f"observation_source must be one of {', '.join(map(repr, OBSERVATION_SOURCES))}, "
                              f"got {observation_source!r}")
@@ -161,7 +161,8 @@ class LeggedEnv(BatchedEnv):
             Robot.check_position_servos(mjm, str(self.mjcf_path))
         #: targets -> torques (envs.actuators); pd / dc_motor switch the MJCF's servos off in mjm
         actuator_model = ActuatorModel(actuator, mjm)
-        sim = make_sim(mjm, num_envs, device=device, dtype=dtype, backend=backend, njmax=njmax, strict=strict)
+        sim = make_sim(mjm, num_envs, device=device, dtype=dtype, backend=backend, njmax=njmax,
+                       nconmax=nconmax, strict=strict)
         super().__init__(sim, num_actions=mjm.nu, decimation=decimation, episode_length_s=episode_length_s,
                          rewards=rewards, terminations=terminations, seed=seed, nonfinite_actions=nonfinite_actions)
         dev = self.device

@@ -1,12 +1,12 @@
 #!/usr/bin/env python
 """Evaluate a trained policy headless and export it:
 `python scripts/play.py task=NAME checkpoint=PATH [num_envs=.. num_episodes=.. device=.. seed=..
-sim.backend=warp|mujoco sim.njmax=.. sim.strict=..]`. PATH is what train.py's `resume=` takes: a
-model_<iteration>.pt, a run directory (its highest-iteration checkpoint) or `latest` (the most
-recently written checkpoint under runs/<task>/). `sim.backend=mujoco` evaluates the policy in
-MuJoCo itself (CPU, one MjData per world) instead of this engine: sim-to-sim; metrics.json
-records the backend. sim.njmax and sim.strict set this engine's constraint-row budget as in
-train.py.
+sim.backend=warp|mujoco sim.njmax=.. sim.nconmax=.. sim.strict=..]`. PATH is what train.py's
+`resume=` takes: a model_<iteration>.pt, a run directory (its highest-iteration checkpoint) or
+`latest` (the most recently written checkpoint under runs/<task>/). `sim.backend=mujoco`
+evaluates the policy in MuJoCo itself (CPU, one MjData per world) instead of this engine:
+sim-to-sim; metrics.json records the backend. sim.njmax, sim.nconmax (candidate pairs the
+broadphase keeps per world) and sim.strict set this engine's budgets as in train.py.
 
 Runs `num_episodes` evaluation episodes (one per world) with the deterministic policy, prints
 the metrics and writes to the run directory (hydra.run.dir, default runs/<task>/play_<date>):

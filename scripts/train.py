@@ -15,8 +15,9 @@ with a differentiable step and a `shac` section: cartpole_swingup, ant), resume 
 path, a run directory, or `latest`: the most recently written model_<it>.pt under runs/<task>/
 relative to the current directory), init_policy (a checkpoint or run directory of another
 run whose policy starts this one: fine-tuning), sim.backend (warp: this engine; mujoco: MuJoCo itself, CPU
-only and much slower), sim.njmax (constraint rows per world; null: the model's default) and sim.strict
-(true: a world that outgrows them is an error, not a warning; both warp only), dist_timeout_s. Any
+only and much slower), sim.njmax (constraint rows per world; null: the model's default), sim.nconmax
+(candidate pairs the broadphase keeps per world; null: the model's default) and sim.strict (true: a
+world that outgrows them is an error, not a warning; all warp only), dist_timeout_s. Any
 task field is `task.<field>`. A misspelt top-level key
 is named with the closest one (tasks.config.check_overrides), and the configuration is
 checked before anything is built (tasks.config.validate): unknown keys, wrong types and

@@ -43,8 +43,9 @@ from simrl.rl.config import (
 
 DEFAULT_TASK = "quadruped"
 
-#: env keyword arguments that come from the `sim` section (SimCfg): sim.backend, sim.njmax, sim.strict
-SIM_KEYS = ("backend", "njmax", "strict")
+#: env keyword arguments that come from the `sim` section (SimCfg): sim.backend, sim.njmax, sim.nconmax,
+#: sim.strict
+SIM_KEYS = ("backend", "njmax", "nconmax", "strict")
 #: env keyword arguments that come from top-level keys instead (num_envs=, ..., sim.backend=, ...)
 ENV_TOP_LEVEL = {"num_envs", "device", "seed", *SIM_KEYS}
 
@@ -313,20 +314,25 @@ class SimCfg(Section):
     #: constraint rows per world (simrl.Sim's njmax, MuJoCo Warp's name); null: the model's
     #: default, which the Sim prints when it is made
     njmax: int | None = setting(None, positive_int(allow_none=True))
+    #: candidate pairs the broadphase keeps per world (simrl.Sim's nconmax, MuJoCo Warp's name);
+    #: null: the model's default, which the Sim prints when it is made
+    nconmax: int | None = setting(None, positive_int(allow_none=True))
     #: true: a world that outgrows a budget raises OverflowError; false: a RuntimeWarning the
     #: first time, and the share of such worlds in Diagnostics/overflow
     strict: bool = setting(False, boolean())
 
     @classmethod
     def check_together(cls, c: Checker, values: Mapping) -> None:
-        """MuJoCo (backend mujoco) has no budgets: njmax and strict belong to this engine."""
+        """MuJoCo (backend mujoco) has no budgets: njmax, nconmax and strict belong to this engine."""
         if values.get("backend") != "mujoco":
             return
-        for key, unset, text in (("njmax", None, "null"), ("strict", False, "false")):
+        for key, unset, text, budget in (("njmax", None, "null", "constraint-row"),
+                                         ("nconmax", None, "null", "candidate-pair"),
+                                         ("strict", False, "false", "constraint-row")):
             value = values.get(key, unset)
             if value is not unset:
                 shown = str(value).lower() if isinstance(value, bool) else value
-                c.errors.append(f"sim.{key}={shown}: MuJoCo (sim.backend=mujoco) has no constraint-row budget; "
+                c.errors.append(f"sim.{key}={shown}: MuJoCo (sim.backend=mujoco) has no {budget} budget; "
                                 f"leave sim.{key}={text} or use sim.backend=warp")
 
 
@@ -376,7 +382,8 @@ class TrainCfg(_RunCfg):
     algo: str = setting("ppo", one_of("ppo", "shac"))
     resume: str | None = setting(None, _file(", a run directory or latest"))
     init_policy: str | None = setting(None, _file(" or a run directory"))
-    sim: SimCfg = setting(SimCfg(), section(SimCfg, "a mapping (sim.backend=..., sim.njmax=..., sim.strict=...)"))
+    sim: SimCfg = setting(SimCfg(), section(SimCfg, "a mapping (sim.backend=..., sim.njmax=..., "
+                                                              "sim.nconmax=..., sim.strict=...)"))
     dist_timeout_s: float = setting(900, number(low=0.0, low_open=True))
     task: TaskCfg = setting(rule=_TASK)
 
@@ -394,7 +401,8 @@ class PlayCfg(_RunCfg):
     seed: int = setting(1, _SEED)
     video: bool = setting(False, boolean())
     video_length_s: float = setting(10.0, number(low=0, low_open=True))
-    sim: SimCfg = setting(SimCfg(), section(SimCfg, "a mapping (sim.backend=..., sim.njmax=..., sim.strict=...)"))
+    sim: SimCfg = setting(SimCfg(), section(SimCfg, "a mapping (sim.backend=..., sim.njmax=..., "
+                                                              "sim.nconmax=..., sim.strict=...)"))
     task: TaskCfg = setting(rule=_TASK)
 
 
@@ -495,13 +503,13 @@ class TaskEnvFactory:
     task: Mapping
 
     def make(self, num_envs: int, device: str, seed: int, backend: str, njmax: int | None = None,
-             strict: bool = False):
-        """`envs.make` of the task's environment with its file's sections; `backend`, `njmax` and
-        `strict` are the run's `sim` section (SimCfg)."""
+             strict: bool = False, nconmax: int | None = None):
+        """`envs.make` of the task's environment with its file's sections; `backend`, `njmax`,
+        `nconmax` and `strict` are the run's `sim` section (SimCfg)."""
         import envs
 
         return envs.make(self.task["name"], num_envs=num_envs, device=device, seed=seed, backend=backend,
-                         njmax=njmax, strict=strict, **env_kwargs(self.task))
+                         njmax=njmax, nconmax=nconmax, strict=strict, **env_kwargs(self.task))
 
     @staticmethod
     def vec_env(env, cfg: dict | None = None):

@@ -1,6 +1,6 @@
-"""The Sim's constraint-row budget from tasks and training: `sim.njmax` and `sim.strict` checked
+"""The Sim's budgets from tasks and training: `sim.njmax`, `sim.nconmax` and `sim.strict` checked
 by the run's configuration and passed to the Sim (tasks.config SimCfg, sim_options, the envs'
-`njmax=` / `strict=`), `Diagnostics/overflow` in the env's logs, and the overflow warning
+`njmax=` / `nconmax=` / `strict=`), `Diagnostics/overflow` in the env's logs, and the overflow warning
 reaching the user of a rollout and of a training run.
 
 The references: the rows each world needed in every physics step (`overflow_need`, recorded
@@ -41,9 +41,11 @@ def config(*overrides, script="train"):
 
 # --------------------------------------------------------------------------- configuration
 @pytest.mark.parametrize("overrides", [[], ["sim.njmax=400"], ["sim.njmax=1"], ["sim.njmax=null"],
-                                       ["sim.strict=true", "sim.njmax=300"],
-                                       ["sim.backend=mujoco", "sim.njmax=null", "sim.strict=false"]])
-def test_sim_njmax_and_strict_accept_a_positive_integer_null_and_a_boolean(overrides):
+                                       ["sim.nconmax=400"], ["sim.nconmax=1"], ["sim.nconmax=null"],
+                                       ["sim.strict=true", "sim.njmax=300", "sim.nconmax=50"],
+                                       ["sim.backend=mujoco", "sim.njmax=null", "sim.nconmax=null",
+                                        "sim.strict=false"]])
+def test_sim_njmax_nconmax_and_strict_accept_a_positive_integer_null_and_a_boolean(overrides):
     for script in ("train", "play"):
         validate(config("task=quadruped_rough", *overrides, script=script), script)
 
@@ -55,13 +57,23 @@ def test_sim_njmax_and_strict_accept_a_positive_integer_null_and_a_boolean(overr
     (["sim.njmax='400'"], "sim.njmax must be a positive integer or null, got '400'"),
     (["sim.njmax=true"], "sim.njmax must be a positive integer or null, got True"),
     (["sim.njmax=2.5"], "sim.njmax must be a positive integer or null, got 2.5"),
+    (["sim.nconmax=0"], "sim.nconmax must be a positive integer or null, got 0"),
+    (["sim.nconmax=-400"], "sim.nconmax must be a positive integer or null, got -400"),
+    (["sim.nconmax=abc"], "sim.nconmax must be a positive integer or null, got 'abc'"),
+    (["sim.nconmax='400'"], "sim.nconmax must be a positive integer or null, got '400'"),
+    (["sim.nconmax=true"], "sim.nconmax must be a positive integer or null, got True"),
+    (["sim.nconmax=2.5"], "sim.nconmax must be a positive integer or null, got 2.5"),
     (["sim.strict=yes"], "sim.strict must be true or false, got 'yes'"),
     (["sim.strict=1"], "sim.strict must be true or false, got 1"),
     (["+sim.njmx=400"], "unknown key sim.njmx; did you mean 'njmax'?"),
+    (["+sim.ncomax=400"], "unknown key sim.ncomax; did you mean 'nconmax'?"),
     (["+task.env.njmax=400"], "task.env.njmax: set the top-level key sim.njmax=... instead"),
+    (["+task.env.nconmax=400"], "task.env.nconmax: set the top-level key sim.nconmax=... instead"),
     (["+task.env.strict=true"], "task.env.strict: set the top-level key sim.strict=... instead"),
     (["sim.backend=mujoco", "sim.njmax=400"], "sim.njmax=400: MuJoCo (sim.backend=mujoco) has no constraint-row "
      "budget; leave sim.njmax=null or use sim.backend=warp"),
+    (["sim.backend=mujoco", "sim.nconmax=400"], "sim.nconmax=400: MuJoCo (sim.backend=mujoco) has no "
+     "candidate-pair budget; leave sim.nconmax=null or use sim.backend=warp"),
     (["sim.backend=mujoco", "sim.strict=true"], "sim.strict=true: MuJoCo (sim.backend=mujoco) has no constraint-row "
      "budget; leave sim.strict=false or use sim.backend=warp"),
 ])
@@ -73,17 +85,26 @@ def test_bad_sim_budgets_are_named(overrides, message):
 
 
 def test_the_run_configuration_reaches_the_sim():
-    cfg = config("task=quadruped", "sim.njmax=100", "sim.strict=true")
+    cfg = config("task=quadruped", "sim.njmax=100", "sim.nconmax=7", "sim.strict=true")
     validate(cfg)
-    assert sim_options(cfg) == {"backend": "warp", "njmax": 100, "strict": True}
-    assert sim_options(config("task=quadruped")) == {"backend": "warp", "njmax": None, "strict": False}
+    assert sim_options(cfg) == {"backend": "warp", "njmax": 100, "nconmax": 7, "strict": True}
+    assert sim_options(config("task=quadruped")) == {"backend": "warp", "njmax": None, "nconmax": None,
+                                                     "strict": False}
     env = TaskEnvFactory(cfg.task).make(num_envs=2, device="cpu", seed=0, **sim_options(cfg))
-    assert env.sim.model.budgets.njmax == 100 and env.sim.strict
+    assert env.sim.model.budgets.njmax == 100 and env.sim.model.budgets.nconmax == 7 and env.sim.strict
     default = envs.make("quadruped", num_envs=2, device="cpu")
-    assert default.sim.model.budgets.njmax == default.sim.model.budgets.njmax_default and not default.sim.strict
+    budgets = default.sim.model.budgets
+    assert budgets.njmax == budgets.njmax_default and budgets.nconmax == budgets.nconmax_default
+    assert not default.sim.strict
     assert envs.make("ant", num_envs=2, device="cpu", njmax=20).sim.model.budgets.njmax == 20
-    with pytest.raises(ValueError, match=r"njmax=100, strict=False: MuJoCo \(backend 'mujoco'\) has no constraint-row"):
+    assert envs.make("ant", num_envs=2, device="cpu", nconmax=5).sim.model.budgets.nconmax == 5
+    with pytest.raises(ValueError, match=r"njmax=100, nconmax=None, strict=False: MuJoCo \(backend 'mujoco'\) has "
+                                         r"no constraint-row or candidate-pair budget"):
         envs.make("cartpole", num_envs=2, device="cpu", backend="mujoco", njmax=100)
+    with pytest.raises(ValueError, match=r"njmax=None, nconmax=5, strict=False: MuJoCo \(backend 'mujoco'\) has "
+                                         r"no constraint-row or candidate-pair budget; leave njmax=None, "
+                                         r"nconmax=None and strict=False"):
+        envs.make("cartpole", num_envs=2, device="cpu", backend="mujoco", nconmax=5)
 
 
 # ----------------------------------------------------------------------------- the logs
@@ -208,14 +229,16 @@ def test_a_sync_free_rollout_reads_the_flags_once_per_iteration():
 
 def test_train_logs_the_overflow_and_its_warning(tmp_path):
     """scripts/train.py with too small a sim.njmax: the warning is in train.log, and
-    Diagnostics/overflow in TensorBoard is above 0 (quadruped: 40 rows when its 4 feet touch)."""
+    Diagnostics/overflow in TensorBoard is above 0 (quadruped: 40 rows when its 4 feet touch).
+    sim.nconmax=17 (all of quadruped's candidate pairs) reaches the Sim too."""
     run_dir = tmp_path / "run"
-    result = subprocess.run([sys.executable, "scripts/train.py", "task=quadruped", "sim.njmax=28", "num_envs=2",
-                             "max_iterations=1", f"hydra.run.dir={run_dir}"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=600)
+    result = subprocess.run([sys.executable, "scripts/train.py", "task=quadruped", "sim.njmax=28", "sim.nconmax=17",
+                             "num_envs=2", "max_iterations=1", f"hydra.run.dir={run_dir}"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     log = (run_dir / "train.log").read_text()
-    assert "simrl: njmax 28 constraint rows per world" in log
+    assert re.search(r"simrl: nconmax 17 pairs kept by the broadphase per world .*; njmax 28 constraint rows per world",
+                     log), log[-2000:]
     assert re.search(r"RuntimeWarning: simrl: the constraint rows of \d of 2 worlds outgrew njmax=28 .*"
                      r"sim\.njmax=\d+", log), log[-2000:]
     scalars = subprocess.run([sys.executable, "tools/run_scalars.py", str(run_dir), "Diagnostics/overflow"],

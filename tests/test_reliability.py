@@ -133,7 +133,8 @@ def test_each_section_is_a_typed_dataclass_with_its_checks():
     assert isinstance(shac, ShacCfg) and shac.horizon == 32 and shac.reward_scale == 1.0
     assert PlayCfg.defaults() == {"checkpoint": None, "num_envs": 100, "num_episodes": None, "device": "auto",
                                   "seed": 1, "video": False, "video_length_s": 10.0,
-                                  "sim": {"backend": "warp", "njmax": None, "strict": False}}
+                                  "sim": {"backend": "warp", "njmax": None, "nconmax": None,
+                                          "strict": False}}
     with pytest.raises(ConfigError, match=r"configuration:\n  task.shac.horizon must be a positive integer, got 0"):
         ShacCfg.from_dict({"horizon": 0})
     assert ShacCfg.check({"horizn": 4}) == ["unknown key task.shac.horizn; did you mean 'horizon'?"]

@@ -325,11 +325,11 @@ class ShacCfg(Section):
 # ------------------------------------------------------------------- the simulation, devices
 def sim_options(cfg: Mapping) -> dict:
     """The `sim` section of a composed run configuration (tasks.config.SimCfg, validated) as the
-    keyword arguments of an EnvFactory's `make`: backend, njmax, strict."""
+    keyword arguments of an EnvFactory's `make`: backend, njmax, nconmax, strict."""
     sim = cfg.get("sim") or {}
-    njmax = sim.get("njmax")
+    njmax, nconmax = sim.get("njmax"), sim.get("nconmax")
     return {"backend": str(sim.get("backend", "warp")), "njmax": None if njmax is None else int(njmax),
-            "strict": bool(sim.get("strict", False))}
+            "nconmax": None if nconmax is None else int(nconmax), "strict": bool(sim.get("strict", False))}
 
 
 def available_devices() -> list[str]:

@@ -27,9 +27,9 @@ class EnvFactory(Protocol):
     """What a run needs from the environments' side."""
 
     def make(self, num_envs: int, device: str, seed: int, backend: str, njmax: int | None = None,
-             strict: bool = False):
-        """The task's batched environment (envs.base.BatchedEnv's interface); `backend`, `njmax`
-        and `strict` come from the run's `sim` section (sim_options)."""
+             strict: bool = False, nconmax: int | None = None):
+        """The task's batched environment (envs.base.BatchedEnv's interface); `backend`, `njmax`,
+        `nconmax` and `strict` come from the run's `sim` section (sim_options)."""
 
     def vec_env(self, env, cfg: dict | None = None):
         """`env` as rsl-rl's VecEnv; `cfg`, the run's resolved configuration, is kept on it."""
