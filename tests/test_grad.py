@@ -318,6 +318,12 @@ CUSTOM_ADJOINT = ("factor_ld", "solve_ld", "cholesky_factor", "cholesky_solve",
                   "solve_adjoint", "newton_direction", "evaluate", "line_search", "solve")
 
 
+# the convex collision's search (GJK/EPA, multiccd): its kernels run off the tape in a module
+# without adjoints (simrl.sim.grad's convex_detect), which Warp analyses all the same when it
+# builds that module while the check is on
+SEARCH_FILES = ("collision_gjk.py", "collision_multiccd.py")
+
+
 @pytest.fixture
 def verify_array_access(capfd):
     previous = wp.config.verify_autograd_array_access
@@ -327,10 +333,11 @@ def verify_array_access(capfd):
     out = capfd.readouterr()
     text = out.out + out.err
     kernels = re.findall(r"in kernel (\w+) at ([^\s]+)", text)
-    offending = [k for k in kernels if k[0] not in CUSTOM_ADJOINT]
+    offending = [k for k in kernels if k[0] not in CUSTOM_ADJOINT and not k[1].split(":")[0].endswith(SEARCH_FILES)]
     assert not offending, f"read-then-write in differentiated kernels: {offending}"
     assert "being written to after it has been read" not in "".join(
-        line for line in text.splitlines() if not any(f"kernel {c} " in line for c in CUSTOM_ADJOINT))
+        line for line in text.splitlines() if not any(f"kernel {c} " in line for c in CUSTOM_ADJOINT)
+        and not any(f"{f}:" in line for f in SEARCH_FILES))
 
 
 def test_repeat_release_and_substeps(rng):
