@@ -62,7 +62,7 @@ def run(mjm, schedule_name, dtype, steps, seed=0, W=6):
 FUSED_ONLY = ("contact_slots", "contact_nslots")
 # the wide schedule's: each lane's count (constraint.constraint_list_lanes, efc_address_lanes,
 # the broadphase's)
-WIDE_ONLY = ("efc_lane_count", "bp_lane_count")
+WIDE_ONLY = ("efc_lane_count", "bp_lane_count", "bp_run_kept")
 
 
 def assert_contact_list(sim: Sim):

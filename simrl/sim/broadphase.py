@@ -4,15 +4,16 @@ narrow phase collides in this evaluation, compacted in pair order into a per-wor
 Element: a world. The candidate pairs (simrl.sim.contact_tables, fixed at load) are visited in
 pair order as runs (Model.bp_run): the pairs of one world geom that the tables call far-testable
 (terrain: a geom of the world body and the moving geoms of its primitive pairs), and runs of
-other pairs. A far-testable run whose geom's bounding sphere is farther than its pairs' margins
-from one sphere around all the moving geoms is left out whole, at the cost of one distance (on
-terrain most of a world's 1,700 pairs). A pair of another run, or of a run that is near, is kept
-unless its bounding spheres are farther apart than the margin (mj_filterSphere), the other geom's
-bounding sphere is farther than the margin from a box (a test MuJoCo lacks, conservative), or the
-other geom's bounding sphere lies above every height of a height field under it by more than the
-margin (mjc_ConvexHField's own prism test, made on the sphere). The narrow phase would find no
-contact within the margin for any pair left out: the contacts are MuJoCo's
-(tests/test_contact_sets.py).
+other pairs; consecutive far-testable runs in groups of up to eight (Model.bp_group), each with a
+sphere around its world geoms (which never move). A group, then a run, whose sphere (a run's: its
+geom's bounding sphere, and its box) is farther than its pairs' margins from one sphere around
+all the moving geoms is left out whole, at the cost of one test (on terrain most of a world's
+1,700 pairs). A pair of another run, or of a run that is near, is kept unless its bounding
+spheres are farther apart than the margin (mj_filterSphere), the other geom's bounding sphere is
+farther than the margin from a box (a test MuJoCo lacks, conservative), or the other geom's
+bounding sphere lies above every height of a height field under it by more than the margin
+(mjc_ConvexHField's own prism test, made on the sphere). The narrow phase would find no contact
+within the margin for any pair left out: the contacts are MuJoCo's (tests/test_contact_sets.py).
 
 The kept pairs are written in pair order to Data.collision_pair (their count Data.ncollision),
 at most `nconmax` (Model.nconmax, contact_tables.contact_budgets) of them: a prefix sum, no
@@ -23,7 +24,7 @@ count it needed in overflow_need[:, 0]). The contact slots of the pairs the last
 are emptied first, so that every slot outside the list holds no contact.
 
 One thread per world (the fused schedule), or the world's block of threads (the wide schedule):
-the runs split into contiguous shares, each lane counting its share's kept pairs, then writing
+the groups split into contiguous shares, each lane counting its share's kept pairs, then writing
 them from the counts of the lanes before it (Data.bp_lane_count), barriers between.
 
 Not differentiated: it decides which pairs are collided (integers); the narrow phase's contacts
@@ -160,13 +161,28 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
     @wp.func
     def run_far(m: Model, d: Data, w: int, far: int, centre: vec3, radius: scalar):
         """Run of far-testable geom `far` (Model.far_geom; -1: not such a run) out of reach of
-        every moving geom: each of its pairs' mj_filterSphere tests would reject it."""
+        every moving geom: each of its pairs' tests would reject it (the sphere around the moving
+        geoms encloses each one's bounding sphere: far from it, far from each)."""
         out = False
         if far >= 0:
             record = m.far_geom[far]
             t = record.geom
             reach = radius + m.geom_rbound[t] + record.margin
             out = wp.length(d.geom_xpos[w, t] - centre) > reach * rel + ab
+            # a box (a terrain's step, a slab): the sphere against the box itself
+            if not out and m.geom_type[t] == GeomType.BOX:
+                out = sphere_far_from_box(m, d, w, t, centre, radius, record.margin)
+        return out
+
+    @wp.func
+    def group_far(m: Model, d: Data, w: int, k: int, centre: vec3, radius: scalar):
+        """Group k of runs (Model.bp_group) out of reach of every moving geom: its sphere, around
+        its world geoms' bounding spheres grown by their margins, is farther than the moving
+        geoms' sphere (a group of a run that is not far-testable is never far)."""
+        r = m.bp_group_radius[k]
+        out = False
+        if r >= scalar(0.0):
+            out = wp.length(m.bp_group_centre[k] - centre) > (radius + r) * rel + ab
         return out
 
     @wp.func
@@ -186,51 +202,83 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
 
     @wp.func
     def count_runs(m: Model, d: Data, w: int, lo: int, hi: int, centre: vec3, radius: scalar):
-        """(kept pairs, of them searched by GJK/EPA) in runs lo .. hi - 1."""
+        """(kept pairs, of them searched by GJK/EPA) in the runs of groups lo .. hi - 1; each
+        tested run's kept pairs into Data.bp_run_kept (for `write_runs`, which then tests only
+        the runs that keep some)."""
         n = int(0)
         nccd = int(0)
-        k = lo
-        while k < hi:
-            run = m.bp_run[k]
-            if not run_far(m, d, w, run[2], centre, radius):
-                p = run[0]
-                end = p + run[1]
-                while p < end:
-                    if keep_pair(m, d, w, p):
-                        n = n + 1
-                        if m.cpair_ccd[p] >= 0:
-                            nccd = nccd + 1
-                    p = p + 1
-            k = k + 1
+        gk = lo
+        while gk < hi:
+            group = m.bp_group[gk]
+            k = group[0]
+            last = k + group[1]
+            if group_far(m, d, w, gk, centre, radius):
+                while k < last:
+                    d.bp_run_kept[w, k] = 0
+                    k = k + 1
+            while k < last:
+                run = m.bp_run[k]
+                kept = int(0)
+                if not run_far(m, d, w, run[2], centre, radius):
+                    p = run[0]
+                    end = p + run[1]
+                    while p < end:
+                        if keep_pair(m, d, w, p):
+                            kept = kept + 1
+                            if m.cpair_ccd[p] >= 0:
+                                nccd = nccd + 1
+                        p = p + 1
+                d.bp_run_kept[w, k] = kept
+                n = n + kept
+                k = k + 1
+            gk = gk + 1
         return n, nccd
 
-    @wp.func
-    def write_runs(m: Model, d: Data, w: int, lo: int, hi: int, centre: vec3, radius: scalar, n0: int,
-                   nccd0: int):
-        """The kept pairs of runs lo .. hi - 1 into the list from entry n0 (and the convex
-        scratch from row nccd0), those that fit the budget (Model.nconmax); returns the entries
-        after them, kept or not."""
-        n = n0
-        nccd = nccd0
-        k = lo
-        while k < hi:
-            run = m.bp_run[k]
-            if not run_far(m, d, w, run[2], centre, radius):
-                p = run[0]
-                end = p + run[1]
-                while p < end:
-                    if keep_pair(m, d, w, p):
-                        ccd = int(-1)
-                        if m.cpair_ccd[p] >= 0:
-                            ccd = nccd
-                            nccd = nccd + 1
-                        if n < m.nconmax:
-                            d.collision_pair[w, n] = p
-                            d.collision_ccd[w, n] = ccd
-                        n = n + 1
-                    p = p + 1
-            k = k + 1
-        return n
+    def make_write_runs(counted: bool):
+        """`write_runs`; `counted`: the runs' kept pairs were counted first (count_runs: a run
+        that keeps none is not tested again)."""
+        @wp.func
+        def write_runs(m: Model, d: Data, w: int, lo: int, hi: int, centre: vec3, radius: scalar, n0: int,
+                       nccd0: int):
+            """The kept pairs of the runs of groups lo .. hi - 1 into the list from entry n0 (and
+            the convex scratch from row nccd0), those that fit the budget (Model.nconmax); returns
+            the entries after them, kept or not."""
+            n = n0
+            nccd = nccd0
+            gk = lo
+            while gk < hi:
+                group = m.bp_group[gk]
+                k = group[0]
+                last = k + group[1]
+                if wp.static(not counted):
+                    if group_far(m, d, w, gk, centre, radius):
+                        k = last
+                while k < last:
+                    run = m.bp_run[k]
+                    near = False
+                    if wp.static(counted):
+                        near = d.bp_run_kept[w, k] > 0
+                    else:
+                        near = not run_far(m, d, w, run[2], centre, radius)
+                    if near:
+                        p = run[0]
+                        end = p + run[1]
+                        while p < end:
+                            if keep_pair(m, d, w, p):
+                                ccd = int(-1)
+                                if m.cpair_ccd[p] >= 0:
+                                    ccd = nccd
+                                    nccd = nccd + 1
+                                if n < m.nconmax:
+                                    d.collision_pair[w, n] = p
+                                    d.collision_ccd[w, n] = ccd
+                                n = n + 1
+                            p = p + 1
+                    k = k + 1
+                gk = gk + 1
+            return n
+
+        return write_runs
 
     @wp.func
     def finish(m: Model, d: Data, w: int, need: int):
@@ -245,20 +293,24 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
         d.overflow[w] = bits
 
     if not lanes:
+        write_runs = make_write_runs(False)
+
         @wp.func
         def broadphase(m: Model, d: Data, w: int, lane: int, nlanes: int):
             """The kept pairs of world w, in pair order (one thread).
 
-            Model: bp_run, cpair_ccd, cpair_gap, cpair_geom, cpair_kind, cpair_margin, cpair_nslot, cpair_slot,
-            far_geom, far_moving, geom_dataid, geom_rbound, geom_size, geom_type, hfield_data, hfield_info,
-            nbp_run, nconmax, nfar_moving. Data in: geom_xpos, geom_xmat, collision_pair, ncollision (the last
-            evaluation's), overflow. Data out: contact_active (the slots of the last list's pairs),
-            collision_pair, collision_ccd, ncollision, overflow, overflow_need."""
+            Model: bp_group, bp_group_centre, bp_group_radius, bp_run, cpair_ccd, cpair_gap, cpair_geom,
+            cpair_kind, cpair_margin, cpair_nslot, cpair_slot, far_geom, far_moving, geom_dataid, geom_rbound,
+            geom_size, geom_type, hfield_data, hfield_info, nbp_group, nconmax, nfar_moving. Data in: geom_xpos,
+            geom_xmat, collision_pair, ncollision (the last evaluation's), overflow. Data out: contact_active (the
+            slots of the last list's pairs), collision_pair, collision_ccd, ncollision, overflow, overflow_need."""
             clear_old(m, d, w, 0, 1)
             centre, radius = moving_sphere(m, d, w)
-            finish(m, d, w, write_runs(m, d, w, 0, m.nbp_run, centre, radius, 0, 0))
+            finish(m, d, w, write_runs(m, d, w, 0, m.nbp_group, centre, radius, 0, 0))
 
         return SimpleNamespace(broadphase=broadphase, keep_pair=keep_pair)
+
+    write_counted = make_write_runs(True)
 
     @wp.func
     def lanes_before(d: Data, w: int, lane: int, column: int):
@@ -275,18 +327,18 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
         """`broadphase` by the world's block of nlanes threads: each lane counts the kept pairs
         of its share of the runs, then writes them after those of the lanes before it.
 
-        Model, Data: those of the one-thread broadphase; the scratch bp_lane_count."""
+        Model, Data: those of the one-thread broadphase; the scratch bp_lane_count, bp_run_kept."""
         clear_old(m, d, w, lane, nlanes)
         centre, radius = moving_sphere(m, d, w)
-        share = (m.nbp_run + nlanes - 1) // nlanes
-        lo = wp.min(lane * share, m.nbp_run)
-        hi = wp.min(lo + share, m.nbp_run)
+        share = (m.nbp_group + nlanes - 1) // nlanes
+        lo = wp.min(lane * share, m.nbp_group)
+        hi = wp.min(lo + share, m.nbp_group)
         n, nccd = count_runs(m, d, w, lo, hi, centre, radius)
         d.bp_lane_count[w, lane] = n
         d.bp_lane_count[w, MAX_LANES + lane] = nccd
         block_sync()  # every lane has emptied its old entries' slots and counted
-        end = write_runs(m, d, w, lo, hi, centre, radius, lanes_before(d, w, lane, 0),
-                         lanes_before(d, w, lane, MAX_LANES))
+        end = write_counted(m, d, w, lo, hi, centre, radius, lanes_before(d, w, lane, 0),
+                            lanes_before(d, w, lane, MAX_LANES))
         if lane == nlanes - 1:
             finish(m, d, w, end)
         block_sync()

@@ -197,6 +197,7 @@ def data_struct(scalar):
         collision_ccd: wp.array2d(dtype=int)
         ncollision: wp.array(dtype=int)
         bp_lane_count: wp.array2d(dtype=int)
+        bp_run_kept: wp.array2d(dtype=int)  # [W, Model.nbp_run]: each run's kept pairs (the lanes' count)
         # convex collision (simrl.sim.collision_convex): what GJK/EPA found per contact slot of the
         # convex pairs [W, Model.nccd_slot] (a pair's from Model.cpair_ccd_slot), and their scratch
         # rows [W * nccdmax, ...], row w * nccdmax + collision_ccd (the simplex and the EPA polytope)
@@ -465,6 +466,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.collision_ccd = zeros((W, nlist), int)
     d.ncollision = zeros(W, int)
     d.bp_lane_count = zeros((W, 2 * MAX_LANES), int)
+    d.bp_run_kept = zeros((W, max(model.struct.nbp_run, 1)), int)
     # convex collision: no gradients (it finds which points touch; simrl.sim.collision_convex
     # rebuilds the contacts from the poses on the tape)
     Vertex, Face, _, _ = ccd_structs(wp.float64)

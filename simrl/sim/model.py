@@ -386,6 +386,12 @@ def model_struct(scalar):
         # against one sphere around the moving geoms of their pairs (far_moving)
         nbp_run: int
         bp_run: wp.array(dtype=wp.vec3i)
+        # the runs in groups of consecutive runs (first run, count), each group's sphere around its
+        # world geoms' bounding spheres grown by their margins (radius < 0: tested run by run)
+        nbp_group: int
+        bp_group: wp.array(dtype=wp.vec2i)
+        bp_group_centre: wp.array(dtype=T.vec3)
+        bp_group_radius: wp.array(dtype=scalar)
         nfar_geom: int
         far_geom: wp.array(dtype=FarGeom)
         nfar_moving: int
