@@ -203,8 +203,8 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
     @wp.func
     def count_runs(m: Model, d: Data, w: int, lo: int, hi: int, centre: vec3, radius: scalar):
         """(kept pairs, of them searched by GJK/EPA) in the runs of groups lo .. hi - 1; each
-        tested run's kept pairs into Data.bp_run_kept (for `write_runs`, which then tests only
-        the runs that keep some)."""
+        tested run's kept pairs into Data.bp_run_kept, -1 in the first run of a group left out
+        whole (for `write_runs`, which then tests only the runs that keep some)."""
         n = int(0)
         nccd = int(0)
         gk = lo
@@ -213,9 +213,8 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
             k = group[0]
             last = k + group[1]
             if group_far(m, d, w, gk, centre, radius):
-                while k < last:
-                    d.bp_run_kept[w, k] = 0
-                    k = k + 1
+                d.bp_run_kept[w, k] = -1  # the whole group: none kept, its runs not tested
+                k = last
             while k < last:
                 run = m.bp_run[k]
                 kept = int(0)
@@ -250,7 +249,10 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
                 group = m.bp_group[gk]
                 k = group[0]
                 last = k + group[1]
-                if wp.static(not counted):
+                if wp.static(counted):
+                    if d.bp_run_kept[w, k] < 0:
+                        k = last
+                else:
                     if group_far(m, d, w, gk, centre, radius):
                         k = last
                 while k < last:

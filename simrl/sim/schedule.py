@@ -552,13 +552,14 @@ def _wide_kernel(name: str, f, index: str, scalar, module, entry: bool = False):
         def list_kernel(m: Model, d: Data, lo: int, hi: int, start: int):
             w, t = wp.tid()
             e = start + t
-            if wp.static(guard):
-                if d.world_skip[w] != 0:
-                    return
+            # most threads find the list shorter than they are: one load, first
             if e < d.ncollision[w]:
+                go = True
+                if wp.static(guard):
+                    go = d.world_skip[w] == 0
                 p = d.collision_pair[w, e]
                 kind = m.cpair_kind[p]
-                if kind >= lo and kind <= hi:
+                if go and kind >= lo and kind <= hi:
                     if wp.static(entry):
                         f(m, d, w, e)
                     else:
