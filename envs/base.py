@@ -279,8 +279,8 @@ class BatchedEnv:
         observations are computed; extras["log"] holds the mean episode sum of each reward term
         over the episodes that ended ("Episode_Reward/<term>") and "Diagnostics/nan_resets"; at
         every step "Diagnostics/overflow", the share of worlds in which some physics step of this
-        step outgrew a budget of the Sim (`sim.overflow`; not with the MuJoCo backend, nor in a
-        differentiable step), and with nonfinite_actions="zero", "Diagnostics/nonfinite_actions"
+        step outgrew a budget of the Sim (`sim.overflow`, the differentiable step's too; not with
+        the MuJoCo backend), and with nonfinite_actions="zero", "Diagnostics/nonfinite_actions"
         (worlds whose actions had NaN or inf entries, replaced by 0). With `keep_final_obs`, on
         steps where a world finished, extras["final_obs"] holds the observation groups
         [num_envs, ...] computed before the reset (the rows of the finished worlds are their final
@@ -291,8 +291,7 @@ class BatchedEnv:
         self._pre_physics()
         if self.grad_enabled:
             self.actions = actions.clone()  # on the graph: the rewards differentiate it
-            nan = self._physics_grad(self.actions)
-            overflow = None  # the differentiable step's evaluations keep their own buffers
+            nan, overflow = self._physics_grad(self.actions)
         else:
             self.actions.copy_(actions)  # the env's own buffer: resets below must not zero the caller's tensor
             applied = self._delayed_actions(actions)
@@ -459,26 +458,30 @@ class BatchedEnv:
         if isinstance(self.sim, Sim):
             self.sim.check_overflow()
 
-    def _physics_grad(self, actions: torch.Tensor) -> torch.Tensor:
+    def _physics_grad(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """`decimation` steps of `simrl.diff_step` from the current (differentiable) state; the
-        simulation's own state follows, detached. Returns the worlds whose state is not finite."""
+        simulation's own state follows, detached. Returns the worlds whose state is not finite, and
+        what outgrew a budget of the Sim in any of the steps (None with the MuJoCo backend)."""
         from simrl.diff import diff_step
 
         sim = self.sim
         views = (sim.qpos, sim.qvel, sim.act) if sim.na else (sim.qpos, sim.qvel)
         state = self._grad_state if self._grad_state is not None else tuple(x.clone() for x in views)
+        overflow = torch.zeros_like(sim.overflow) if isinstance(sim, Sim) else None
         for _ in range(self.decimation):
             ctrl = self._ctrl(actions).to(sim.ctrl.dtype)
             if sim.na:
                 state = diff_step(sim, state[0], state[1], ctrl, act0=state[2], check_finite=False)
             else:
                 state = diff_step(sim, state[0], state[1], ctrl, check_finite=False)
+            if overflow is not None:
+                overflow |= sim.overflow
         with torch.no_grad():
             for view, x in zip(views, state, strict=True):
                 view.copy_(x)
             sim.ctrl.copy_(ctrl)
         self._grad_state = state
-        return ~(torch.isfinite(state[0]).all(dim=1) & torch.isfinite(state[1]).all(dim=1))
+        return ~(torch.isfinite(state[0]).all(dim=1) & torch.isfinite(state[1]).all(dim=1)), overflow
 
     def _reset(self, env_ids: torch.Tensor) -> None:
         self.sim.reset(env_ids)

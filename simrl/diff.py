@@ -73,6 +73,10 @@ class _DiffStep(torch.autograd.Function):
         rollout = grad.Rollout(model, m, *inputs[:3], applied, substeps, tape, sim.schedule, mocap, act0=inputs[3],
                                sensors=sensors, eq_active=wp.clone(sim.data.eq_active))
         ctx.rollout, ctx.inputs = rollout, inputs
+        # the budgets' overflow of these steps, where the Sim reports its own steps' (sim.overflow)
+        wp.copy(sim.data.overflow, rollout.overflow)
+        wp.copy(sim.data.overflow_need, rollout.overflow_need)
+        sim._count_steps(substeps, stacklevel=6)  # warnings name the line that called diff_step
         outputs = [rollout.qpos1, rollout.qvel1, rollout.act1]
         out = [wp.to_torch(a, requires_grad=False).clone() for a in outputs]
         if sensors:

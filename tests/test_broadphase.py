@@ -323,3 +323,27 @@ def test_slots_of_pairs_cut_by_the_budget_are_emptied():
     assert sim.data.overflow_need.numpy()[0, 0] == len(FULL_LISTS[0])
     assert not sim.view("contact_active").numpy()[0, slots(sim, 16)].any()
     assert_slots_outside_the_list_empty(sim)
+
+
+@pytest.mark.parametrize("schedule", ["fused", "wide"])
+def test_the_differentiable_step_reports_its_overflow(schedule):
+    """simrl.diff_step's evaluations keep their own buffers: what outgrew the pairs' budget in
+    them reaches the Sim's flags (sim.overflow, overflow_need: those of a plain step from the
+    same state, the reference) and its warning, or OverflowError with strict."""
+    from simrl import diff_step
+
+    plain = make_sim(nconmax=4, schedule=schedule)
+    with pytest.warns(RuntimeWarning):
+        plain.step(1)
+        plain.check_overflow()
+    sim = make_sim(nconmax=4, schedule=schedule)
+    qpos, qvel, ctrl = sim.qpos.clone(), sim.qvel.clone(), sim.ctrl.clone()
+    with pytest.warns(RuntimeWarning, match=r"outgrew nconmax=4 \(they needed up to 7\)") as caught:
+        diff_step(sim, qpos, qvel, ctrl)
+        sim.check_overflow()
+    assert len(caught) == 1
+    assert torch.equal(sim.overflow, plain.overflow) and (sim.overflow != 0).any()
+    assert torch.equal(sim.view("overflow_need"), plain.view("overflow_need"))
+    strict = make_sim(nconmax=4, schedule=schedule, strict=True)
+    with pytest.raises(OverflowError, match=r"nconmax=4"):
+        diff_step(strict, qpos, qvel, ctrl)

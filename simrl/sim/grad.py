@@ -349,6 +349,16 @@ def build(scalar, schedule: str = "fused"):
             elif cone_middle(m, d, w, r):
                 cone_adjoint(m, d, w, r, qacc, lam, J_bar, D_bar, aref_bar, mu_bar)
 
+    @wp.kernel(module=kernel_module(scalar, "grad_detect"))
+    def merge_overflow(bits: wp.array(dtype=int), need: wp.array2d(dtype=int), acc: wp.array(dtype=int),
+                       acc_need: wp.array2d(dtype=int)):
+        """What outgrew a budget in one evaluation (Data.overflow, overflow_need) into the rollout's
+        record of all its evaluations: the bits or-ed, each need the largest."""
+        w = wp.tid()
+        acc[w] = acc[w] | bits[w]
+        for k in range(3):
+            acc_need[w, k] = wp.max(acc_need[w, k], need[w, k])
+
     @wp.kernel(module=module)
     def add(a: wp.array2d(dtype=scalar), b: wp.array2d(dtype=scalar), out: wp.array2d(dtype=scalar)):
         w, i = wp.tid()
@@ -577,6 +587,7 @@ def build(scalar, schedule: str = "fused"):
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row, "constraint_force_cone": constraint_force_cone,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
+            "merge_overflow": merge_overflow,
             "implicit_dofs": implicit_dofs, "implicit_damping_dofs": implicit_damping_dofs,
             "implicit_tendons": implicit_tendons,
             "implicit_site_actuators": implicit_site_actuators,
@@ -801,6 +812,11 @@ class Rollout:
         self.datas = []  # one set of buffers per evaluation of the forward dynamics
         self.scratch = {}  # id(Data) -> its _Scratch
         self.warmstart = None  # the constraint solver starts from the previous solution, as Sim.step
+        #: what outgrew a budget in any evaluation of the rollout ([W] bits, [W, 3] the largest needs:
+        #: Data.overflow's meaning), for the Sim to report (simrl.diff)
+        W = qpos0.shape[0]
+        self.overflow = wp.zeros(W, dtype=int, device=model.device)
+        self.overflow_need = wp.zeros((W, 3), dtype=int, device=model.device)
         self.adjoints = {id(m): tape.get_adjoint(m)}  # adjoint structs, built once per struct
         if act0 is None:
             act0 = wp.zeros((qpos0.shape[0], model.na), dtype=model.dtype, device=model.device, requires_grad=True)
@@ -1009,6 +1025,8 @@ class Rollout:
         self._segment(k["narrowphase"], m, d, W)
         for item in k["efc_address"].launches(model):
             _custom(k, item.kernel, W, [m, d], device)
+        wp.launch(k["merge_overflow"], dim=W, inputs=[d.overflow, d.overflow_need, self.overflow, self.overflow_need],
+                  device=device, record_tape=False)
         self._segment(k["constraint"], m, d, W)
         if self.warmstart is not None:
             wp.copy(d.qacc_warmstart, self.warmstart)

@@ -609,19 +609,23 @@ class Sim:
         else:
             # every thread runs all n steps of its worlds: worlds never interact
             self._parallel(lambda run: self._steps(run, n))
-        # a look at the overflow flags now and then (every call when strict): on a GPU, a read waits
-        # for the device, which a graph being captured cannot
+        self._count_steps(n, stacklevel=4)
+
+    def _count_steps(self, n: int, stacklevel: int) -> None:
+        """After n physics steps (of `step`, or of simrl.diff_step, which leaves its steps' flags in
+        `overflow`): a look at the overflow flags now and then (every call when strict). On a GPU, a
+        read waits for the device, which a graph being captured cannot."""
         self._steps_unchecked += n
         if self.auto_check_overflow and not self.device.is_capturing and (
                 self.strict or self._steps_unchecked >= OVERFLOW_CHECK_STEPS):
-            self.check_overflow(stacklevel=3)
+            self.check_overflow(stacklevel=stacklevel)
 
     @property
     def overflow(self) -> torch.Tensor:
-        """Int [num_worlds]: what outgrew its budget in each world's last evaluation, as bits
-        (simrl.sim.data.OVERFLOW_PAIRS, OVERFLOW_CONTACTS, OVERFLOW_ROWS; 0: nothing). What did not
-        fit was left out, the last in pair and slot order first; `check_overflow` names the
-        budget to raise."""
+        """Int [num_worlds]: what outgrew its budget in each world's last evaluation (of `step`;
+        after simrl.diff_step, in any evaluation of its steps), as bits (simrl.sim.data.OVERFLOW_PAIRS,
+        OVERFLOW_CONTACTS, OVERFLOW_ROWS; 0: nothing). What did not fit was left out, the last in
+        pair and slot order first; `check_overflow` names the budget to raise."""
         return self.view("overflow")
 
     def check_overflow(self, stacklevel: int = 2) -> None:
