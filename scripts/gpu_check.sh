@@ -5,6 +5,8 @@
 #   2. speed: the quadruped at 1024-65536 worlds, simrl's two schedules beside mujoco_warp (each a
 #      CUDA graph) and mj_step on one core, in the same run;
 #   3. forward+backward: H = 32 rollouts, both schedules;
+#   3b. speed and memory: quadruped_rough (terrain: the broadphase, the budgets) at 4096 and 8192
+#      worlds, the wide schedule beside mujoco_warp, in the same run;
 #   4. five PPO iterations of the quadruped on CUDA; quadruped_rough with and without task.ppo.sync_free.
 # Each part has a time limit so that a slow part cannot take the others' time; each part's output
 # goes to $OUT/NAME.txt (OUT: ./gpu_out unless set) and its last lines to the screen. The summary
@@ -23,10 +25,11 @@ elapsed() { echo "[$(( $(date +%s) - START )) s]"; }
 
 DEVICE=cuda WORLDS=1024,4096,8192,16384,65536 GRAD_WORLDS=1024,4096 HORIZON=32 SECONDS=1 REPEATS=2
 ENGINES=simrl,mujoco_warp,mujoco ITERATIONS=5 ENVS=() THREADS=() LIMIT_SCALE=1
+ROUGH_WORLDS=4096,8192 ROUGH_ENGINES=simrl,mujoco_warp
 if [ "${GPU_CHECK_DRY:-0}" = 1 ]; then
   # the limits are the GPU's budget; a dry run on a busy CPU with a cold Warp cache gets four times as long
   DEVICE=cpu WORLDS=8 GRAD_WORLDS=8 HORIZON=2 SECONDS=0.05 REPEATS=1 ENGINES=simrl,mujoco ITERATIONS=1
-  ENVS=(num_envs=16) THREADS=(--threads 1) LIMIT_SCALE=4
+  ENVS=(num_envs=16) THREADS=(--threads 1) LIMIT_SCALE=4 ROUGH_WORLDS=8 ROUGH_ENGINES=simrl
 fi
 
 FAILED=()
@@ -59,6 +62,11 @@ for s in wide fused; do
   part grad_$s 90 4 $PY scripts/benchmark.py --model quadruped --device $DEVICE --grad $HORIZON --worlds $GRAD_WORLDS \
     --repeats $REPEATS --schedule $s --out "$OUT/grad_$s.json" --markdown "$OUT/bench.md"
 done
+
+echo "== speed and memory: quadruped_rough, the wide schedule vs mujoco_warp $(elapsed)"
+part bench_rough 150 14 $PY scripts/benchmark.py --model task:quadruped_rough --device $DEVICE --worlds $ROUGH_WORLDS \
+  --schedule wide --engines $ROUGH_ENGINES --seconds $SECONDS --repeats $REPEATS ${THREADS[@]+"${THREADS[@]}"} \
+  --out "$OUT/bench_rough.json" --markdown "$OUT/bench.md"
 
 echo "== PPO on $DEVICE: quadruped, $ITERATIONS iterations $(elapsed)"
 part ppo 120 4 $PY scripts/train.py task=quadruped device=$DEVICE max_iterations=$ITERATIONS ${ENVS[@]+"${ENVS[@]}"} \

@@ -312,10 +312,11 @@ def test_gradients_float32(model, rng, verify_array_access):
 
 # Warp's analysis of kernels that read an array and then write it (wrong generated adjoints).
 # It also inspects the kernels with hand-written adjoints (in-place factorizations, named
-# here), which the tape never differentiates; a warning about any other function fails.
+# here), which the tape never differentiates, and the rollout's record of the budgets' overflow
+# (integers, launched off the tape); a warning about any other function fails.
 CUSTOM_ADJOINT = ("factor_ld", "solve_ld", "cholesky_factor", "cholesky_solve",
                   "constraint_adjoint", "constraint_solve", "solve_forward",
-                  "solve_adjoint", "newton_direction", "evaluate", "line_search", "solve")
+                  "solve_adjoint", "newton_direction", "evaluate", "line_search", "solve", "merge_overflow")
 
 
 # the convex collision's search (GJK/EPA, multiccd): its kernels run off the tape in a module

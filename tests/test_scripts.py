@@ -112,6 +112,8 @@ def test_gpu_check_runs_dry_on_the_cpu(tmp_path):
                                                              ("mujoco", "cpu")}
     for s in ("wide", "fused"):
         assert json.loads((out / f"grad_{s}.json").read_text())
+    rough = json.loads((out / "bench_rough.json").read_text())
+    assert {(r["engine"], r["device"], r["num_worlds"]) for r in rough} >= {("simrl", "cpu", 8)}  # one schedule
     for run_dir in ("ppo", "ppo_sync_free_false", "ppo_sync_free_true"):
         assert (out / run_dir / "train.log").read_text().splitlines()[-1].startswith("simrl: done in")
     assert (out / "bench.md").read_text().count("|---|") >= 3
