@@ -29,6 +29,10 @@ CASES = {
     "tendon wrapping": (body("", extra='<tendon><spatial name="t"><site site="s1"/><geom geom="g1"/>'
                                        '<site site="s2"/></spatial></tendon>'),
                         r"<spatial><geom> on tendon 't': wrapping around spheres and cylinders"),
+    "tendon actuator force limit": (body("", extra='<tendon><fixed name="t" actuatorfrclimited="true" '
+                                                   'actuatorfrcrange="-1 2"><joint joint="j1" coef="1"/></fixed>'
+                                                   '</tendon><actuator><motor name="m" tendon="t"/></actuator>'),
+                                    r"<tendon actuatorfrclimited='true'> on tendon 't': the limit of the total force"),
     "slider-crank transmission": (body("", extra='<actuator><general name="m" cranksite="s1" slidersite="s2" '
                                                  'cranklength="0.2"/></actuator>'),
                                   r"actuator 'm' transmission 'slidercrank': only joint, tendon and site"),
@@ -105,3 +109,23 @@ def test_mocap_bodies_and_gravcomp_are_accepted():
     mjm = mujoco.MjModel.from_xml_string(xml)
     assert mjm.nmocap == 1 and mjm.body_gravcomp.any() and mjm.jnt_actgravcomp.any()
     assert unsupported_features(mjm) == []
+
+
+def test_a_tendon_force_limit_without_actuators_is_accepted_and_matches_mujoco():
+    """actuatorfrclimited scales the forces of the actuators on the tendon (refused above); on a
+    tendon no actuator drives it does nothing, and the model runs with MuJoCo's qacc."""
+    import numpy as np
+    import torch
+
+    xml = body("", option="", extra='<tendon><fixed name="t" actuatorfrclimited="true" actuatorfrcrange="-1 2">'
+                                    '<joint joint="j1" coef="1"/></fixed></tendon>'
+                                    '<actuator><motor name="m" joint="j2"/></actuator>')
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    sim = Sim.from_model(mjm, num_worlds=1, dtype="float64")
+    qpos = np.array([[0.3, -0.4]])
+    sim.qpos, sim.ctrl = torch.tensor(qpos), torch.tensor([[5.0]], dtype=torch.float64)
+    sim.forward()
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:], mjd.ctrl[:] = qpos[0], 5.0
+    mujoco.mj_forward(mjm, mjd)
+    assert np.allclose(sim.qacc.numpy()[0], mjd.qacc, rtol=1e-10, atol=1e-10)

@@ -341,6 +341,14 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
         if np.any(mjm.tendon_stiffnesspoly[t] != 0) or np.any(mjm.tendon_dampingpoly[t] != 0):
             problems.append(f"<tendon stiffnesspoly/dampingpoly> on tendon {tname}: polynomial tendon springs "
                             "and dampers are not supported")
+        # mj_fwdActuation scales the forces of the actuators on a tendon with actuatorfrclimited so
+        # that their sum lies in actuatorfrcrange; without actuators on it the limit does nothing
+        driven = any(int(mjm.actuator_trntype[a]) == TrnType.TENDON and int(mjm.actuator_trnid[a, 0]) == t
+                     for a in range(mjm.nu))
+        if mjm.tendon_actfrclimited[t] and driven:
+            problems.append(f"<tendon actuatorfrclimited='true'> on tendon {tname}: the limit of the total force of "
+                            "the actuators on a tendon (actuatorfrcrange) is not supported yet (a joint's "
+                            "actuatorfrcrange is); remove it or limit each actuator's forcerange")
 
     # actuators
     for a in range(mjm.nu):
