@@ -261,6 +261,30 @@ def test_lanes_of_a_block_give_the_bits_of_one_thread(name, cpu_blocks):
     assert_same_data(run(mjm, "fused", "float64", 30), run(mjm, "wide", "float64", 30))
 
 
+def test_lanes_of_a_block_split_the_terrain_broadphase(cpu_blocks):
+    """On stair terrain the broadphase's groups of boxes (simrl.sim.broadphase) split among a
+    world's 8 lanes: robots spread over the patches, some on the stairs' edges, keep the same
+    pairs in the same order, and every array its bits, as one thread per world."""
+    from envs.terrain import TerrainCfg, terrain_model
+
+    cfg = TerrainCfg(rows=2, cols=2, types={"pyramid_stairs": 1.0, "pyramid_stairs_inv": 1.0}, border=1.0)
+    mjm, terrain = terrain_model(ASSETS_DIR / "quadruped.xml", cfg)
+    W = 4
+    rng = np.random.default_rng(5)
+    qpos, qvel, ctrl = start_state(mjm, W, rng)
+    qpos[:, :3] = terrain.origins.reshape(-1, 3)[np.arange(W) % 4] + np.array([0.0, 0.0, 0.35])
+    qpos[:, :2] += rng.uniform(-1.5, 1.5, (W, 2))
+    sims = []
+    for name in ("fused", "wide"):
+        sim = Sim.from_model(mjm, num_worlds=W, device="cpu", dtype="float64", schedule=name)
+        sim.qpos, sim.qvel, sim.ctrl = (torch.as_tensor(a, dtype=torch.float64) for a in (qpos, qvel, ctrl))
+        sim.step(20)
+        sims.append(sim)
+    assert sims[1].model.struct.nbp_group >= 4, "groups for several lanes"
+    assert (sims[1].view("bp_lane_count")[:, 1:8] > 0).any(), "lanes after the first kept pairs"
+    assert_same_data(*sims)
+
+
 def test_lanes_in_the_differentiable_step(cpu_blocks, monkeypatch):
     mjm = load("limits_friction")
     out_b, grad_b = _diff_rollout(mjm, "wide")
