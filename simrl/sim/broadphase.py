@@ -37,7 +37,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim.contact_tables import HFIELD_KINDS
-from simrl.sim.data import MAX_LANES, OVERFLOW_PAIRS, data_struct
+from simrl.sim.data import MAX_LANES, OVERFLOW_PAIRS, data_struct, record_overflow
 from simrl.sim.model import model_struct
 from simrl.sim.types import GeomType, block_sync, scalar_types
 
@@ -51,6 +51,7 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
     T = scalar_types(scalar)
     Model, Data = model_struct(scalar), data_struct(scalar)
     vec3 = T.vec3
+    overflow = record_overflow(scalar)
     # 0.1% and 0.1 mm of slack on every test that leaves a pair out: far beyond the rounding of
     # the colliders' own distances (float32 here, float64 in the convex colliders)
     rel, ab = scalar(1.001), scalar(1e-4)
@@ -286,13 +287,7 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
     def finish(m: Model, d: Data, w: int, need: int):
         """The list's length, what the world needed, the pairs' overflow bit."""
         d.ncollision[w] = wp.min(need, m.nconmax)
-        d.overflow_need[w, 0] = need
-        bits = d.overflow[w]
-        if (bits & OVERFLOW_PAIRS) != 0:
-            bits = bits - OVERFLOW_PAIRS
-        if need > m.nconmax:
-            bits = bits + OVERFLOW_PAIRS
-        d.overflow[w] = bits
+        overflow(d, w, OVERFLOW_PAIRS, 0, need, m.nconmax)
 
     if not lanes:
         write_runs = make_write_runs(False)

@@ -35,7 +35,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from simrl.sim.data import OVERFLOW_ROWS, data_struct
+from simrl.sim.data import OVERFLOW_ROWS, data_struct, record_overflow
 from simrl.sim.model import model_struct
 from simrl.sim.types import MINVAL, ConstraintType, EqType, JointType, scalar_types
 
@@ -49,6 +49,7 @@ def build(scalar):
     T = scalar_types(scalar)
     Model, Data = model_struct(scalar), data_struct(scalar)
     f, vec2, vec3, vec5 = T.f, T.vec2, T.vec3, T.vec5
+    overflow = record_overflow(scalar)
 
     @wp.func
     def impedance(solimp: vec5, pos: scalar, margin: scalar):
@@ -726,13 +727,7 @@ def build(scalar):
             d.efc_force[w, r] = scalar(0.0)
             r = r + 1
         d.nefc[w] = n
-        d.overflow_need[w, 2] = need
-        bits = d.overflow[w]
-        if (bits & OVERFLOW_ROWS) != 0:
-            bits = bits - OVERFLOW_ROWS
-        if need > m.nefc:
-            bits = bits + OVERFLOW_ROWS
-        d.overflow[w] = bits
+        overflow(d, w, OVERFLOW_ROWS, 2, need, m.nefc)
 
     def make_efc_address(write_all: bool):
         """`efc_address` that writes every slot's first row (`write_all`: for buffers whose values

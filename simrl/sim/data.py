@@ -294,6 +294,27 @@ def data_struct(scalar):
     return Data
 
 
+@functools.cache
+def record_overflow(scalar):
+    """`f(d, w, bit, column, need, budget)`: world w's need for one budget into
+    Data.overflow_need[w, column], and that budget's bit of Data.overflow set when the need is
+    more than the budget, cleared otherwise (the broadphase's pairs, efc_address's rows)."""
+    Data = data_struct(scalar)
+
+    @wp.func
+    def record(d: Data, w: int, bit: int, column: int, need: int, budget: int):
+        """Data.overflow_need[w, column] and bit `bit` of Data.overflow[w]."""
+        d.overflow_need[w, column] = need
+        bits = d.overflow[w]
+        if (bits & bit) != 0:
+            bits = bits - bit
+        if need > budget:
+            bits = bits + bit
+        d.overflow[w] = bits
+
+    return record
+
+
 def mocap_pose0(model) -> tuple[np.ndarray, np.ndarray]:
     """The mocap bodies' poses at reset (mj_resetData): their body_pos [nmocap, 3] and body_quat
     [nmocap, 4] (w, x, y, z), float64."""
