@@ -94,7 +94,7 @@ assert all(list(g) == list(range(g[0], g[0] + len(g))) for g in DETECT_GROUPS)
 
 
 #: kinds launched together in the wide schedule: the pairs of geom1's type, plane or sphere
-#: (consecutive kinds: cpair_by_kind keeps a group's pairs contiguous); the colliders whose kernels
+#: (consecutive kinds: a launch tests an entry's kind against a range); the colliders whose kernels
 #: need many registers (capsule-capsule, capsule-box, box-box) alone
 GROUPS = tuple(tuple(PAIR_KIND[p] for p in PRIMITIVE_MAX_CONTACTS if p[0] == t)
                for t in (GeomType.PLANE, GeomType.SPHERE)) \

@@ -771,16 +771,9 @@ class Model:
         m.cpair_geom = wp.array(np.asarray(tables["geom"], dtype=np.int32).reshape(-1, 2), dtype=wp.vec2i,
                                 device=self.device)
         m.cpair_kind = ints(tables["kind"])
-        by_kind = sorted(range(len(tables["kind"])), key=lambda p: (tables["kind"][p], p))
-        m.cpair_by_kind = ints(by_kind)
-        #: (kind, first index into cpair_by_kind, number of pairs) of each kind the model has
-        self.pair_kinds = []
-        for i, p in enumerate(by_kind):
-            kind = tables["kind"][p]
-            if self.pair_kinds and self.pair_kinds[-1][0] == kind:
-                self.pair_kinds[-1] = (kind, self.pair_kinds[-1][1], self.pair_kinds[-1][2] + 1)
-            else:
-                self.pair_kinds.append((kind, i, 1))
+        #: the collider kinds of the model's candidate pairs (the wide schedule launches the narrow
+        #: phase's groups of kinds the model has)
+        self.pair_kinds = sorted(set(tables["kind"]))
         m.cpair_slot = ints(tables["slot"])
         m.cpair_nslot = ints(tables["nslot"])
         m.cpair_ccd = ints(tables["ccd"])

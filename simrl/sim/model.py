@@ -373,7 +373,6 @@ def model_struct(scalar):
         ncon: int
         cpair_geom: wp.array(dtype=wp.vec2i)  # geom1, geom2 with type1 <= type2
         cpair_kind: wp.array(dtype=int)  # collision function (contact_tables.PAIR_KIND)
-        cpair_by_kind: wp.array(dtype=int)  # pairs grouped by kind (Model.pair_kinds: where each starts)
         cpair_slot: wp.array(dtype=int)
         cpair_nslot: wp.array(dtype=int)  # slots of each pair (a height field pair: its prisms, hfield_slots)
         # the pair's first entry of Data.ccd_contact, which has one per contact slot of the pairs of

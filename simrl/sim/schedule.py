@@ -700,7 +700,7 @@ def _wide_launches(wp_: _WidePass, model) -> list[Launch]:
         # a launch per group of kinds the model has, a thread per entry of the list (a group's
         # pairs can be anywhere in it)
         return [Launch(kernel, (s.nconmax,), (kinds[0], kinds[-1], 0)) for kinds, kernel in wp_.kind_kernels
-                if any(kind in kinds for kind, _, _ in model.pair_kinds)]
+                if any(kind in kinds for kind in model.pair_kinds)]
     start, count = _host_range(model, p.over)
     return [Launch(wp_.kernel, (count,), (start,))] if count else []
 
