@@ -739,8 +739,8 @@ def make_sim(mjm, num_worlds: int, device=None, dtype: str = "float32", backend:
     world, CPU only). MuJoCo computes in double precision whatever `dtype` says, so with
     "mujoco" the simulation's tensors are float64 (the environments convert what they read).
 
-    `njmax` (constraint rows per world; None: the model's default), `nconmax` (candidate pairs
-    the broadphase keeps per world; None: the model's default) and `strict` (raise
+    `njmax` (constraint rows per world; None: the model's default), `nconmax` (contact slots per
+    world, for the pairs the broadphase keeps; None: the model's default) and `strict` (raise
     OverflowError, not warn, when a world outgrows a budget) are the Sim's (the environments'
     keyword arguments of the same names, a task's `sim.njmax`, `sim.nconmax` and `sim.strict`);
     MuJoCo has no budgets, and refuses them."""
@@ -752,7 +752,7 @@ def make_sim(mjm, num_worlds: int, device=None, dtype: str = "float32", backend:
 
         if njmax is not None or nconmax is not None or strict:
             raise ValueError(f"njmax={njmax!r}, nconmax={nconmax!r}, strict={strict!r}: MuJoCo (backend 'mujoco') has "
-                             f"no constraint-row or candidate-pair budget; leave njmax=None, nconmax=None and "
+                             f"no constraint-row or contact budget; leave njmax=None, nconmax=None and "
                              f"strict=False, or use backend 'warp'")
 
         if dtype not in ("float32", "float64"):

@@ -153,10 +153,10 @@ class LeggedEnv(BatchedEnv):
         #: columns of sensordata of each IMU quantity (observation_source="sensors")
         self.imu_columns = self._imu_columns(mjm) if observation_source == "sensors" else None
         # the first observation of an episode reads the critic's foot contacts (`touching`:
-        # contact_active and contact_dist) and, from the sensors, the policy's IMU of the reset
+        # contact_active, contact_dist, contact_pair) and, from the sensors, the policy's IMU of the reset
         # state: envs.base runs a forward pass of the reset worlds after resets
         self.observed_outputs = (("sensordata",) if observation_source == "sensors" else ()) + (
-            "contact_active", "contact_dist")
+            "contact_active", "contact_dist", "contact_pair")
         if (actuator or {}).get("type", "mujoco") == "mujoco":
             Robot.check_position_servos(mjm, str(self.mjcf_path))
         #: targets -> torques (envs.actuators); pd / dc_motor switch the MJCF's servos off in mjm
@@ -199,21 +199,25 @@ class LeggedEnv(BatchedEnv):
         self.ctrl_low = torch.tensor(low, dtype=torch.float32, device=dev)
         self.ctrl_high = torch.tensor(high, dtype=torch.float32, device=dev)
 
-        # contact slots of the ground (the floor, and the terrain of subclasses) with each robot part
-        contact = sim.contact
+        # the candidate contact pairs of the ground (the floor, and the terrain of subclasses) with
+        # each robot part: each foot, the termination parts, the undesired parts
         ground = set(self._ground_geoms(mjm))
-        geom = contact.geom.cpu().tolist()
+        pair_geoms = [set(g) for g in sim.model.contact_tables["geom"]]
 
-        def slots(geom_ids):
-            return [s for s in range(len(geom)) if set(geom[s]) & set(geom_ids) and ground & set(geom[s])]
+        def pairs(geom_ids):
+            return [p for p, g in enumerate(pair_geoms) if g & set(geom_ids) and g & ground]
 
-        self.foot_slots = [slots(ids) for ids in self.robot.feet]
-        self.trunk_slots = slots(self.robot.termination_geoms)
-        self.undesired_slots = slots(self.robot.undesired_geoms)
-        self._undesired_index = torch.tensor(self.undesired_slots, dtype=torch.long, device=self.device)
-        self._foot_index = self._slot_index(self.foot_slots)
-        self._trunk_index = self._slot_index([self.trunk_slots])
-        self.num_feet = len(self.foot_slots)
+        self.foot_pairs = [pairs(ids) for ids in self.robot.feet]
+        self.trunk_pairs = pairs(self.robot.termination_geoms)
+        self.undesired_pairs = pairs(self.robot.undesired_geoms)
+        self.num_feet = len(self.foot_pairs)
+        # [candidate pairs + 1, parts] bool: which parts' counts a contact of the pair adds to (the
+        # feet, then the termination parts, then the undesired parts); the last row, for the free
+        # slots (pair -1), none
+        parts = torch.zeros(len(pair_geoms) + 1, self.num_feet + 2, dtype=torch.bool)
+        for k, group in enumerate([*self.foot_pairs, self.trunk_pairs, self.undesired_pairs]):
+            parts[group, k] = True
+        self._pair_parts = parts.to(dev)
         #: each foot's body (the body of its first geom) and that body's root (foot_speed)
         self._foot_bodies = torch.tensor([int(mjm.geom_bodyid[ids[0]]) for ids in self.robot.feet], dtype=torch.long,
                                          device=dev)
@@ -380,42 +384,28 @@ class LeggedEnv(BatchedEnv):
         phase = torch.remainder(t / self.gait_period, 1.0) if self.gait_period > 0 else torch.zeros_like(t)
         return torch.remainder(phase[:, None] + self._gait_offsets, 1.0)
 
-    def _slot_index(self, slot_lists) -> torch.Tensor:
-        """[len(slot_lists), longest] slot indices, padded with the index of an always-false column."""
-        pad = self.sim.view("contact_active").shape[1]
-        longest = max((len(s) for s in slot_lists), default=0)
-        return torch.tensor([s + [pad] * (longest - len(s)) for s in slot_lists], dtype=torch.long,
-                            device=self.device).reshape(len(slot_lists), longest)
-
-    def touching(self) -> torch.Tensor:
-        """[num_envs, ncon + 1] bool: slots in contact (dist < 0), and a false column for padding;
-        computed once per state."""
+    def part_contacts(self) -> torch.Tensor:
+        """[num_envs, num_feet + 2] int: the contacts touching the ground (dist < 0) of each foot,
+        of the termination parts and of the undesired parts; computed once per state, from each
+        contact slot's pair (a gather over the world's slots, the pairs the broadphase kept)."""
         if getattr(self, "_contact_cache", None) is None:
-            active = (self.sim.view("contact_active") != 0) & (self.sim.view("contact_dist") < 0.0)
+            touching = (self.sim.view("contact_active") != 0) & (self.sim.view("contact_dist") < 0.0)
+            parts = self._pair_parts[self.sim.view("contact_pair").long()]  # [num_envs, slots, parts]
             # in a tuple: a cache, not per-world state for state_dict (envs.base)
-            self._contact_cache = (torch.cat([active, torch.zeros_like(active[:, :1])], dim=1),)
+            self._contact_cache = ((parts & touching[:, :, None]).sum(dim=1),)
         return self._contact_cache[0]
-
-    def in_contact(self, slot_index: torch.Tensor) -> torch.Tensor:
-        """[num_envs, groups] bool: any slot of each row of `slot_index` (`_slot_index`) in contact."""
-        return self.touching()[:, slot_index].any(dim=2)
 
     def feet_contact(self) -> torch.Tensor:
         """[num_envs, num_feet] bool: each foot touching the ground."""
-        return self.in_contact(self._foot_index)
+        return self.part_contacts()[:, :self.num_feet] > 0
 
     def termination_contact(self) -> torch.Tensor:
         """[num_envs] bool: a termination part of the robot touching the ground."""
-        if not self.trunk_slots:
-            return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        return self.in_contact(self._trunk_index).squeeze(1)
+        return self.part_contacts()[:, self.num_feet] > 0
 
     def undesired_contact_count(self) -> torch.Tensor:
-        """[num_envs] float: the number of contact slots of undesired parts touching the ground."""
-        if not self.undesired_slots:
-            return torch.zeros(self.num_envs, device=self.device)
-        # gathered at once (one index per slot costs a launch each, thousands on terrain)
-        return self.touching()[:, self._undesired_index].float().sum(dim=1)
+        """[num_envs] float: the number of contacts of undesired parts touching the ground."""
+        return self.part_contacts()[:, self.num_feet + 1].float()
 
     def _state_changed(self):
         self._base_cache = self._contact_cache = None  # a push changed the velocities

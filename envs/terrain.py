@@ -46,10 +46,11 @@ too. Terrain geoms and the floor all belong to the world body, so MuJoCo never p
 one another (filterBodyPair).
 
 Cost. Each terrain geom is a candidate pair with every robot geom that can touch it, tested every
-physics step (simrl.sim.collision_driver) and owning fixed contact slots: a box-robot pair 1 to 8,
-a height field-robot pair one per prism under the robot geom's bounding sphere, up to 50
-(contact_tables.hfield_slots; at 0.1 m the quadruped's trunk 50, a thigh 32, a calf 18, a foot 8),
-whatever the field's size, since the pair visits only the cells under the geom. Hence one field
+physics step by the broadphase (simrl.sim.broadphase), which gives the pairs that may touch their
+contact slots: a box-robot pair 1 to 8, a height field-robot pair one per prism under the robot
+geom that can touch it, up to 50 (contact_tables.hfield_slots; at 0.1 m the quadruped's trunk 50,
+a thigh 32, a calf 18, a foot 8), whatever the field's size, since the pair visits only the cells
+under the geom. Hence one field
 per run of adjacent heightfield columns, not one per patch: list the heightfield types next to
 one another in `types`. See docs/GUIDE.md "Terrain" for the measured cost. Keep geoms few:
 `Terrain.num_boxes`, `Terrain.num_hfields`.

@@ -16,7 +16,7 @@ path, a run directory, or `latest`: the most recently written model_<it>.pt unde
 relative to the current directory), init_policy (a checkpoint or run directory of another
 run whose policy starts this one: fine-tuning), sim.backend (warp: this engine; mujoco: MuJoCo itself, CPU
 only and much slower), sim.njmax (constraint rows per world; null: the model's default), sim.nconmax
-(candidate pairs the broadphase keeps per world; null: the model's default) and sim.strict (true: a
+(contact slots per world, for the pairs the broadphase keeps; null: the model's default) and sim.strict (true: a
 world that outgrows them is an error, not a warning; all warp only), dist_timeout_s. Any
 task field is `task.<field>`. A misspelt top-level key
 is named with the closest one (tasks.config.check_overrides), and the configuration is

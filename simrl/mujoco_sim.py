@@ -27,9 +27,10 @@ What the environments use of `simrl.Sim` is served the same way:
 - Sensors: `sensordata [num_worlds, nsensordata]` and `sensor(name)` (one sensor's columns, a
   view of it) as the Warp engine's, MuJoCo's own values: after `step`, of the state the last
   `mj_step` started from; after `forward`, of the current state.
-- `contact`: the Warp engine's fixed slots (`simrl.sim.contact_tables.contact_tables`: one
-  range of slots per candidate geom pair). MuJoCo's contacts of one pair come out in the same
-  order as the Warp colliders fill that pair's slots (both follow MuJoCo's primitive
+- `contact`: the Warp engine's slot layout for a world whose broadphase kept every candidate
+  pair (`simrl.sim.contact_tables.contact_tables`: each pair in pair order takes its `nslot`
+  slots; `contact_pair` names each slot's pair). MuJoCo's contacts of one pair come out in the
+  same order as the Warp colliders fill that pair's slots (both follow MuJoCo's primitive
   colliders), so the k-th MuJoCo contact of a pair goes to the pair's k-th slot. The slots are
   filled from the worlds' MjData when `contact` (or `view("contact_...")`) is read, not after
   every step (it costs more than a step): read `sim.contact` again after stepping.
@@ -90,7 +91,7 @@ _VECTORS = {
 }
 _MATRICES = ("xmat", "ximat", "geom_xmat", "site_xmat")
 _QUATERNIONS = ("xquat",)  # MuJoCo (w, x, y, z) -> the Warp engine's (x, y, z, w)
-_CONTACT_VIEWS = ("contact_active", "contact_dist", "contact_pos", "contact_frame")
+_CONTACT_VIEWS = ("contact_active", "contact_dist", "contact_pos", "contact_frame", "contact_pair")
 
 #: attributes a `Sim` sets on itself (its class does not list them), for clear errors here
 _SIM_ATTRIBUTES = ("data", "compile_time", "cpu_threads")
@@ -186,8 +187,10 @@ class MujocoSim:
         self._pair_of = np.full((mjm.ngeom, mjm.ngeom), -1, dtype=np.int64)  # geom1, geom2 -> pair
         for p, (g1, g2) in enumerate(tables["geom"]):
             self._pair_of[g1, g2] = self._pair_of[g2, g1] = p
-        self._pair_first_slot = np.asarray(tables["slot"], dtype=np.int64)
         self._pair_nslot = np.asarray(tables["nslot"], dtype=np.int64)
+        # every pair kept, in pair order: its first slot, and each slot's pair
+        self._pair_first_slot = np.concatenate([[0], np.cumsum(self._pair_nslot)[:-1]]).astype(np.int64)
+        self._slot_pair = np.repeat(np.arange(len(self._pair_nslot)), self._pair_nslot)
         self._pair_geom = np.asarray(tables["geom"], dtype=np.int64).reshape(-1, 2)
         # candidate pairs that MuJoCo collides but that have no slots (geom types the Warp engine lacks)
         self._slotless = [(g1, g2) for g1, g2, _ in (candidate_geom_pairs(mjm) if contact_on else [])
@@ -317,7 +320,8 @@ class MujocoSim:
             W, ncon = self.num_worlds, int(self._pair_nslot.sum())
             self._contacts = {"contact_active": np.zeros((W, ncon), dtype=np.int32),
                               "contact_dist": np.zeros((W, ncon)), "contact_pos": np.zeros((W, ncon, 3)),
-                              "contact_frame": np.zeros((W, ncon, 3, 3))}
+                              "contact_frame": np.zeros((W, ncon, 3, 3)),
+                              "contact_pair": np.tile(self._slot_pair.astype(np.int32), (W, 1))}
             self._contacts_stale = True
         if not self._contacts_stale:
             return
@@ -362,14 +366,14 @@ class MujocoSim:
 
     @property
     def contact(self) -> SimpleNamespace:
-        """Contact slots of every world, as `Sim.contact`: `active [W, ncon]` (bool), `dist
-        [W, ncon]`, `pos [W, ncon, 3]`, `frame [W, ncon, 3, 3]` (rows: normal from geom1 to
-        geom2, then two tangents), `geom [ncon, 2]` (the geom ids of each slot, fixed)."""
-        tables = self.model.contact_tables
-        geom = torch.as_tensor(np.asarray([tables["geom"][p] for p in tables["slot_pair"]],
-                                          dtype=np.int64).reshape(-1, 2))
+        """Contact slots of every world, as `Sim.contact` (every candidate pair's, in pair order):
+        `active [W, nslot]` (bool), `dist`, `pos [.., 3]`, `frame [.., 3, 3]` (rows: normal from
+        geom1 to geom2, then two tangents), `pair` (each slot's candidate pair) and `geom [.., 2]`
+        (its geom ids)."""
+        pair = self.view("contact_pair")
+        geom = torch.as_tensor(self._pair_geom[self._slot_pair]).expand(self.num_worlds, -1, -1)
         return SimpleNamespace(active=self.view("contact_active") != 0, dist=self.view("contact_dist"),
-                               pos=self.view("contact_pos"), frame=self.view("contact_frame"), geom=geom)
+                               pos=self.view("contact_pos"), frame=self.view("contact_frame"), pair=pair, geom=geom)
 
     # ---------------------------------------------------------------------------- parameters
     def per_world_param(self, name: str) -> torch.Tensor:

@@ -314,7 +314,8 @@ class SimCfg(Section):
     #: constraint rows per world (simrl.Sim's njmax, MuJoCo Warp's name); null: the model's
     #: default, which the Sim prints when it is made
     njmax: int | None = setting(None, positive_int(allow_none=True))
-    #: candidate pairs the broadphase keeps per world (simrl.Sim's nconmax, MuJoCo Warp's name);
+    #: contact slots per world, for the pairs the broadphase keeps (simrl.Sim's nconmax, MuJoCo
+    #: Warp's name for its contacts per world);
     #: null: the model's default, which the Sim prints when it is made
     nconmax: int | None = setting(None, positive_int(allow_none=True))
     #: true: a world that outgrows a budget raises OverflowError; false: a RuntimeWarning the
@@ -327,7 +328,7 @@ class SimCfg(Section):
         if values.get("backend") != "mujoco":
             return
         for key, unset, text, budget in (("njmax", None, "null", "constraint-row"),
-                                         ("nconmax", None, "null", "candidate-pair"),
+                                         ("nconmax", None, "null", "contact"),
                                          ("strict", False, "false", "constraint-row")):
             value = values.get(key, unset)
             if value is not unset:

@@ -242,7 +242,7 @@ def test_worlds_that_would_not_fit_in_memory_are_refused(monkeypatch):
     kib = f"{per_world / 1024:.2f}".replace(".", r"\.")
     message = (rf"11 worlds of this model need \d+\.\d\d KiB for the simulation's data \({kib} KiB per world, "
                r"\d+\.\d\d KiB of which are its budget of \d+ constraint rows \(njmax\) and \d+\.\d\d KiB its \d+ "
-               r"contact slots: .*<contact><exclude>.*smaller njmax.*\), but cpu has \d+\.\d\d KiB available: "
+               r"contact slots \(nconmax\): smaller budgets hold fewer .*\), but cpu has \d+\.\d\d KiB available: "
                r"the data of at most 10 worlds fits")
     with pytest.raises(MemoryError, match=message):
         Sim.from_model(mjm, num_worlds=11)

@@ -1,12 +1,13 @@
-"""The broadphase's list of kept pairs (`nconmax`): the candidate pairs that may touch, in pair
-order; a world that outgrows the budget keeps the first in pair order, is flagged, warned about,
-raised on in strict mode, and cut the same way in every schedule; the slots of the pairs that
-leave the list hold no contact.
+"""The broadphase's list of kept pairs and their contact slots (`nconmax`): the candidate pairs that
+may touch, in pair order, each taking its collider's slots after the pairs before it; a world
+whose kept pairs' slots outgrow the budget keeps the pairs whose slots fit, the first in pair
+order, is flagged, warned about, raised on in strict mode, and cut the same way in every
+schedule; the slots no kept pair holds are free (no pair, no contact).
 
 The references: the pairs computed in numpy from MuJoCo's poses (mj_filterSphere and the
 broadphase's sphere-to-box test) and the pairs MuJoCo reports a contact for (each must be kept);
-the same scene with a budget of every candidate pair (the pairs kept under a small budget are
-the first of those, and their count is what the flag reports)."""
+the same scene with a budget of every slot (the pairs kept under a small budget are the longest
+prefix of those whose slots fit, and the slots they all need is what the flag reports)."""
 
 import warnings
 
@@ -18,7 +19,7 @@ from test_budgets import STACK
 from test_schedule import assert_same_data, cpu_blocks  # noqa: F401 (a fixture)
 
 from simrl import Sim
-from simrl.sim.data import OVERFLOW_PAIRS
+from simrl.sim.data import OVERFLOW_CONTACTS
 
 # a plane, three static geoms (a ledge, a post, a sphere far from everything: their pairs with the
 # boxes are far-testable runs, after the plane's) and four free boxes: one on the floor, one on it,
@@ -43,6 +44,11 @@ B1, B2, B3, B4 = 0, 7, 14, 21  # qpos addresses of the boxes' free joints
 # sphere's (12-15), the boxes' (16: box 1-box 2, 17: box 1-box 3, ...)
 FULL_LISTS = [[0, 3, 6, 11, 16], [0, 2, 3, 11, 16, 17, 19], [0, 2, 3, 16], [0, 11, 16]]
 NPAIR = 22
+# the pairs' slots: plane-box 4, box-box 8, capsule-box 4, sphere-box 1; every pair's, and the
+# slots each world's kept pairs take
+NSLOT = [4] * 4 + [8] * 4 + [4] * 4 + [1] * 4 + [8] * 6
+NSLOT_TOTAL = 116
+FULL_NEED = [sum(NSLOT[p] for p in kept) for kept in FULL_LISTS]  # 28, 40, 20, 16
 
 
 def scene_qpos(mjm):
@@ -88,9 +94,25 @@ def kept_lists(sim):
     return [pairs[w, :n[w]].tolist() for w in range(sim.num_worlds)]
 
 
-def slots(sim, p):
-    tables = sim.model.contact_tables
-    return slice(tables["slot"][p], tables["slot"][p] + tables["nslot"][p])
+def fitting(kept, nconmax):
+    """The longest prefix of a world's kept pairs whose slots fit nconmax."""
+    out, used = [], 0
+    for p in kept:
+        used += NSLOT[p]
+        if used > nconmax:
+            break
+        out.append(p)
+    return out
+
+
+def slots(sim, w, p):
+    """The contact slots world w's kept pair p holds (an empty slice: not kept)."""
+    n = int(sim.data.ncollision.numpy()[w])
+    pairs = sim.data.collision_pair.numpy()[w, :n].tolist()
+    if p not in pairs:
+        return slice(0, 0)
+    first = int(sim.data.collision_adr.numpy()[w, pairs.index(p)])
+    return slice(first, first + NSLOT[p])
 
 
 def box_distance(mjd, box, centre, size):
@@ -136,7 +158,13 @@ def test_default_budget_keeps_the_pairs_that_may_touch_in_pair_order(xml):
     pairs = sim.model.contact_tables["geom"]
     index = {frozenset(g): p for p, g in enumerate(pairs)}
     lists = kept_lists(sim)
+    assert sim.model.contact_tables["nslot"] == NSLOT if xml == "scene" else True
     assert sim.data.overflow_need.numpy()[:, 0].tolist() == [len(kept) for kept in lists]
+    nslot = sim.model.contact_tables["nslot"]
+    assert sim.data.overflow_need.numpy()[:, 1].tolist() == [sum(nslot[p] for p in kept) for kept in lists]
+    adr = sim.data.collision_adr.numpy()
+    for w, kept in enumerate(lists):
+        assert adr[w, :len(kept)].tolist() == np.cumsum([0] + [nslot[p] for p in kept[:-1]]).tolist()
     mjd = mujoco.MjData(mjm)
     touching_in = []
     for w in range(W):
@@ -167,16 +195,20 @@ def test_default_budget_keeps_the_pairs_that_may_touch_in_pair_order(xml):
 
 
 def assert_slots_outside_the_list_empty(sim):
-    active = sim.view("contact_active").numpy()
+    """The slots no kept pair holds are free: no pair, no contact."""
+    active, owner = sim.view("contact_active").numpy(), sim.view("contact_pair").numpy()
     for w, kept in enumerate(kept_lists(sim)):
-        for p in set(range(len(sim.model.contact_tables["geom"]))) - set(kept):
-            assert not active[w, slots(sim, p)].any(), f"world {w}, pair {p}"
+        held = np.zeros(active.shape[1], dtype=bool)
+        for p in kept:
+            held[slots(sim, w, p)] = True
+            assert (owner[w, slots(sim, w, p)] == p).all(), f"world {w}, pair {p}"
+        assert not active[w, ~held].any() and (owner[w, ~held] == -1).all(), f"world {w}"
 
 
-@pytest.mark.parametrize("nconmax", [2, 3, 5])
+@pytest.mark.parametrize("nconmax", [8, 20, 30])
 def test_pairs_beyond_the_budget_are_the_last_in_pair_order(nconmax):
     full = make_sim(nconmax=10_000)
-    assert full.model.budgets.nconmax == NPAIR, "cut to the candidate pairs"
+    assert full.model.budgets.nconmax == NSLOT_TOTAL, "cut to the candidate pairs' slots"
     full.forward()
     full_lists = kept_lists(full)
     assert full_lists == FULL_LISTS and not full.overflow.any()
@@ -184,25 +216,23 @@ def test_pairs_beyond_the_budget_are_the_last_in_pair_order(nconmax):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         small.forward()
-    need = [len(kept) for kept in full_lists]
-    assert kept_lists(small) == [kept[:nconmax] for kept in full_lists]
-    assert small.data.ncollision.numpy().tolist() == [min(n, nconmax) for n in need]
+    assert kept_lists(small) == [fitting(kept, nconmax) for kept in full_lists]
     bits = small.overflow.numpy()
-    assert ((bits & OVERFLOW_PAIRS) != 0).tolist() == [n > nconmax for n in need]
-    assert (bits & ~OVERFLOW_PAIRS == 0).all(), "no other budget outgrown"
-    assert small.data.overflow_need.numpy()[:, 0].tolist() == need
+    assert ((bits & OVERFLOW_CONTACTS) != 0).tolist() == [n > nconmax for n in FULL_NEED]
+    assert (bits & ~OVERFLOW_CONTACTS == 0).all(), "no other budget outgrown"
+    assert small.data.overflow_need.numpy()[:, 0].tolist() == [len(kept) for kept in full_lists]
+    assert small.data.overflow_need.numpy()[:, 1].tolist() == FULL_NEED
     active_full = full.view("contact_active").numpy()
-    active = small.view("contact_active").numpy()
     dropped = 0
     for w in range(W):
-        for p in full_lists[w][nconmax:]:
-            dropped += int(active_full[w, slots(full, p)].sum())
-            assert not active[w, slots(small, p)].any(), f"world {w}: pair {p} was not collided"
-        for p in full_lists[w][:nconmax]:
-            on = small.view("contact_active")[w, slots(small, p)]
-            assert torch.equal(on, full.view("contact_active")[w, slots(full, p)]), f"world {w}, pair {p}"
+        kept = fitting(full_lists[w], nconmax)
+        for p in full_lists[w][len(kept):]:
+            dropped += int(active_full[w, slots(full, w, p)].sum())
+        for p in kept:
+            on = small.view("contact_active")[w, slots(small, w, p)]
+            assert torch.equal(on, full.view("contact_active")[w, slots(full, w, p)]), f"world {w}, pair {p}"
             for name in ("contact_dist", "contact_pos"):  # of the slots that hold a contact
-                ours, theirs = small.view(name)[w, slots(small, p)], full.view(name)[w, slots(full, p)]
+                ours, theirs = small.view(name)[w, slots(small, w, p)], full.view(name)[w, slots(full, w, p)]
                 assert torch.equal(ours[on != 0], theirs[on != 0]), f"world {w}, pair {p}: {name}"
     assert dropped > 0, "the dropped pairs had contacts"
     assert_slots_outside_the_list_empty(small)
@@ -220,18 +250,18 @@ def overflowed_runs(nconmax, steps):
     return runs
 
 
-@pytest.mark.parametrize("nconmax", [2, 5])
+@pytest.mark.parametrize("nconmax", [8, 20])
 def test_overflow_cut_is_the_same_in_both_schedules(nconmax):
     fused, wide = overflowed_runs(nconmax, 20)
     assert_same_data(fused, wide)
     assert_slots_outside_the_list_empty(wide)
 
 
-@pytest.mark.parametrize("nconmax", [2, 5])
+@pytest.mark.parametrize("nconmax", [8, 20])
 def test_overflow_cut_by_the_lanes_of_a_block(nconmax, cpu_blocks):  # noqa: F811 (the fixture)
     """The list by 8 cooperative lanes (a GPU block's stand-in), a run of pairs each (5 runs):
-    the cut inside the first lane's share (2) or the fifth's, the boxes' pairs (5), gives the
-    bits of one thread."""
+    the cut inside the first lane's share (8 slots: the plane's pairs) or the fifth's, the boxes'
+    pairs (20), gives the bits of one thread."""
     fused, wide = overflowed_runs(nconmax, 10)
     lanes = wide.data.bp_lane_count.numpy()[:, :cpu_blocks]
     assert (lanes[:, 1:] > 0).any(axis=1).all(), "lanes after the first count pairs in every world"
@@ -239,31 +269,31 @@ def test_overflow_cut_by_the_lanes_of_a_block(nconmax, cpu_blocks):  # noqa: F81
 
 
 def test_check_overflow_warns_once_and_names_the_budget():
-    sim = make_sim(nconmax=4)
-    expected = (r"pairs the broadphase kept in 2 of 4 worlds outgrew nconmax=4 \(they needed up to 7\)"
-                r".*set Sim\(nconmax=7\)")
+    sim = make_sim(nconmax=27)
+    expected = (r"contact slots of the pairs the broadphase kept in 2 of 4 worlds outgrew nconmax=27 \(they "
+                r"needed up to 40\).*set Sim\(nconmax=40\)")
     with pytest.warns(RuntimeWarning, match=expected) as caught:
         sim.forward()
     assert len(caught) == 1 and caught[0].filename == __file__, "once, naming the caller's line"
-    assert ((sim.overflow.numpy() & OVERFLOW_PAIRS) != 0).tolist() == [True, True, False, False]
+    assert ((sim.overflow.numpy() & OVERFLOW_CONTACTS) != 0).tolist() == [True, True, False, False]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sim.forward()
         sim.check_overflow()
-    strict = make_sim(nconmax=4, strict=True)
-    with pytest.raises(OverflowError, match=r"nconmax=4 .*set Sim\(nconmax=7\)"):
+    strict = make_sim(nconmax=27, strict=True)
+    with pytest.raises(OverflowError, match=r"nconmax=27 .*set Sim\(nconmax=40\)"):
         strict.forward()
 
 
 def test_a_budget_that_fits_exactly_stays_quiet():
-    sim = make_sim(nconmax=7, strict=True)
+    sim = make_sim(nconmax=40, strict=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sim.forward()
         sim.step(3)
         sim.check_overflow()
     assert not sim.overflow.any()
-    assert sim.data.overflow_need.numpy()[:, 0].tolist() == [len(kept) for kept in FULL_LISTS]
+    assert sim.data.overflow_need.numpy()[:, 1].tolist() == FULL_NEED
 
 
 def test_nconmax_must_be_a_positive_integer():
@@ -276,8 +306,8 @@ def test_nconmax_must_be_a_positive_integer():
         with pytest.raises(TypeError, match="nconmax must be an integer"):
             Sim.from_model(mjm, nconmax=bad)
     assert Sim.from_model(mjm, nconmax=np.int64(3)).model.budgets.nconmax == 3
-    assert Sim.from_model(mjm, nconmax=NPAIR + 1).model.budgets.nconmax == NPAIR
-    assert Sim.from_model(mjm, nconmax=10**9).model.budgets.nconmax == NPAIR
+    assert Sim.from_model(mjm, nconmax=NSLOT_TOTAL + 1).model.budgets.nconmax == NSLOT_TOTAL
+    assert Sim.from_model(mjm, nconmax=10**9).model.budgets.nconmax == NSLOT_TOTAL
 
 
 def test_slots_of_pairs_that_move_out_of_reach_are_emptied():
@@ -286,8 +316,8 @@ def test_slots_of_pairs_that_move_out_of_reach_are_emptied():
     sim = make_sim()
     sim.step(5)
     active = sim.view("contact_active").numpy()
-    assert active[0, slots(sim, 6)].any(), "box 3 on the ledge"
-    assert (active[:, slots(sim, 0)].sum(axis=1) > 0).all(), "box 1 on the floor"
+    assert active[0, slots(sim, 0, 6)].any(), "box 3 on the ledge"
+    assert all(active[w, slots(sim, w, 0)].any() for w in range(W)), "box 1 on the floor"
     qpos = sim.qpos.clone()
     qpos[0, B3 + 2] = 1.5
     sim.qpos = qpos
@@ -297,31 +327,31 @@ def test_slots_of_pairs_that_move_out_of_reach_are_emptied():
         assert 6 not in lists[0] and lists[0] == [0, 3, 11, 16]
         assert_slots_outside_the_list_empty(sim)
         active = sim.view("contact_active").numpy()
-        assert (active[:, slots(sim, 0)].sum(axis=1) > 0).all(), "box 1 still on the floor"
-        assert active[0, slots(sim, 16)].any(), "box 2 still on box 1"
+        assert all(active[w, slots(sim, w, 0)].any() for w in range(W)), "box 1 still on the floor"
+        assert active[0, slots(sim, 0, 16)].any(), "box 2 still on box 1"
 
 
 def test_slots_of_pairs_cut_by_the_budget_are_emptied():
-    """World 0 with box 4 lifted fits a budget of 3 with box 1-box 2's contacts; box 4 back on the
-    floor against the post adds two pairs before it in pair order: box 1-box 2 is cut, and its
-    slots hold no contact."""
+    """World 0 with box 4 lifted fits a budget of 20 slots with box 1-box 2's contacts; box 4 back
+    on the floor and against the post adds two pairs before it in pair order: box 1-box 2 is cut, and no
+    slot holds its contacts."""
     mjm = mujoco.MjModel.from_xml_string(SCENE)
     qpos = scene_qpos(mjm)
     lifted = qpos.copy()
     lifted[0, B4:B4 + 3] = [-0.3, 0.0, 1.6]
-    sim = make_sim(nconmax=3, qpos=lifted)
+    sim = make_sim(nconmax=20, qpos=lifted)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         sim.forward()
-    assert kept_lists(sim)[0] == [0, 6, 16] and not sim.overflow[0]
-    assert sim.view("contact_active").numpy()[0, slots(sim, 16)].any()
+    assert kept_lists(sim)[0] == [0, 6, 16]  # 20 slots: the budget exactly
+    assert not sim.overflow[0] and sim.view("contact_active").numpy()[0, slots(sim, 0, 16)].any()
     sim.qpos = torch.tensor(qpos)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         sim.forward()
-    assert kept_lists(sim)[0] == FULL_LISTS[0][:3] and sim.overflow[0] == OVERFLOW_PAIRS
-    assert sim.data.overflow_need.numpy()[0, 0] == len(FULL_LISTS[0])
-    assert not sim.view("contact_active").numpy()[0, slots(sim, 16)].any()
+    assert kept_lists(sim)[0] == fitting(FULL_LISTS[0], 20) == [0, 3, 6, 11]
+    assert sim.overflow[0] == OVERFLOW_CONTACTS and sim.data.overflow_need.numpy()[0, 1] == FULL_NEED[0]
+    assert not (sim.view("contact_pair").numpy()[0] == 16).any()
     assert_slots_outside_the_list_empty(sim)
 
 
@@ -332,13 +362,13 @@ def test_the_differentiable_step_reports_its_overflow(schedule):
     same state, the reference) and its warning, or OverflowError with strict."""
     from simrl import diff_step
 
-    plain = make_sim(nconmax=4, schedule=schedule)
+    plain = make_sim(nconmax=27, schedule=schedule)
     with pytest.warns(RuntimeWarning):
         plain.step(1)
         plain.check_overflow()
-    sim = make_sim(nconmax=4, schedule=schedule)
+    sim = make_sim(nconmax=27, schedule=schedule)
     qpos, qvel, ctrl = sim.qpos.clone(), sim.qvel.clone(), sim.ctrl.clone()
-    with pytest.warns(RuntimeWarning, match=r"outgrew nconmax=4 \(they needed up to 7\)") as caught:
+    with pytest.warns(RuntimeWarning, match=r"outgrew nconmax=27 \(they needed up to 40\)") as caught:
         diff_step(sim, qpos, qvel, ctrl)
         sim.check_overflow()
     assert len(caught) == 1

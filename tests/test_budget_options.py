@@ -73,7 +73,7 @@ def test_sim_njmax_nconmax_and_strict_accept_a_positive_integer_null_and_a_boole
     (["sim.backend=mujoco", "sim.njmax=400"], "sim.njmax=400: MuJoCo (sim.backend=mujoco) has no constraint-row "
      "budget; leave sim.njmax=null or use sim.backend=warp"),
     (["sim.backend=mujoco", "sim.nconmax=400"], "sim.nconmax=400: MuJoCo (sim.backend=mujoco) has no "
-     "candidate-pair budget; leave sim.nconmax=null or use sim.backend=warp"),
+     "contact budget; leave sim.nconmax=null or use sim.backend=warp"),
     (["sim.backend=mujoco", "sim.strict=true"], "sim.strict=true: MuJoCo (sim.backend=mujoco) has no constraint-row "
      "budget; leave sim.strict=false or use sim.backend=warp"),
 ])
@@ -99,10 +99,10 @@ def test_the_run_configuration_reaches_the_sim():
     assert envs.make("ant", num_envs=2, device="cpu", njmax=20).sim.model.budgets.njmax == 20
     assert envs.make("ant", num_envs=2, device="cpu", nconmax=5).sim.model.budgets.nconmax == 5
     with pytest.raises(ValueError, match=r"njmax=100, nconmax=None, strict=False: MuJoCo \(backend 'mujoco'\) has "
-                                         r"no constraint-row or candidate-pair budget"):
+                                         r"no constraint-row or contact budget"):
         envs.make("cartpole", num_envs=2, device="cpu", backend="mujoco", njmax=100)
     with pytest.raises(ValueError, match=r"njmax=None, nconmax=5, strict=False: MuJoCo \(backend 'mujoco'\) has "
-                                         r"no constraint-row or candidate-pair budget; leave njmax=None, "
+                                         r"no constraint-row or contact budget; leave njmax=None, "
                                          r"nconmax=None and strict=False"):
         envs.make("cartpole", num_envs=2, device="cpu", backend="mujoco", nconmax=5)
 
@@ -230,14 +230,14 @@ def test_a_sync_free_rollout_reads_the_flags_once_per_iteration():
 def test_train_logs_the_overflow_and_its_warning(tmp_path):
     """scripts/train.py with too small a sim.njmax: the warning is in train.log, and
     Diagnostics/overflow in TensorBoard is above 0 (quadruped: 40 rows when its 4 feet touch).
-    sim.nconmax=17 (all of quadruped's candidate pairs) reaches the Sim too."""
+    sim.nconmax=32 (the slots of all of quadruped's candidate pairs) reaches the Sim too."""
     run_dir = tmp_path / "run"
-    result = subprocess.run([sys.executable, "scripts/train.py", "task=quadruped", "sim.njmax=28", "sim.nconmax=17",
+    result = subprocess.run([sys.executable, "scripts/train.py", "task=quadruped", "sim.njmax=28", "sim.nconmax=32",
                              "num_envs=2", "max_iterations=1", f"hydra.run.dir={run_dir}"], cwd=ROOT,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     log = (run_dir / "train.log").read_text()
-    assert re.search(r"simrl: nconmax 17 pairs kept by the broadphase per world .*; njmax 28 constraint rows per world",
+    assert re.search(r"simrl: nconmax 32 contact slots per world .*; njmax 28 constraint rows per world",
                      log), log[-2000:]
     assert re.search(r"RuntimeWarning: simrl: the constraint rows of \d of 2 worlds outgrew njmax=28 .*"
                      r"sim\.njmax=\d+", log), log[-2000:]

@@ -47,7 +47,8 @@ def test_rows_per_contact():
     tables = sim.model.contact_tables
     assert sorted(set(tables["condim"])) == [3, 4, 6]
     assert first == sim.model.budgets.nefc_fixed
-    assert rows.tolist() == [2 * (tables["condim"][tables["slot_pair"][c]] - 1) for c in slots]
+    pair = sim.view("contact_pair")[0].tolist()
+    assert rows.tolist() == [2 * (tables["condim"][pair[c]] - 1) for c in slots]
     assert (sim.data.efc_type.numpy()[0, first:int(sim.data.nefc.numpy()[0])] == 6).all()
 
 

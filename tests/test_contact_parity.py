@@ -95,7 +95,7 @@ def test_contacts_match_mujoco(name, rng):
         assert len(ours) == mjd.ncon, f"{name} world {w}: {len(ours)} contacts, MuJoCo {mjd.ncon}"
         unmatched = list(ours)
         for c in mjd.contact[: mjd.ncon]:
-            candidates = [s for s in unmatched if tuple(con.geom[s].tolist()) == (c.geom[0], c.geom[1])]
+            candidates = [s for s in unmatched if tuple(con.geom[w, s].tolist()) == (c.geom[0], c.geom[1])]
             assert candidates, f"{name} world {w}: MuJoCo contact between geoms {c.geom} not found"
             s = min(candidates, key=lambda s: np.linalg.norm(con.pos[w, s].numpy() - c.pos))
             unmatched.remove(s)

@@ -70,7 +70,7 @@ def compare(mjm: mujoco.MjModel, qpos: np.ndarray, sim: Sim) -> dict:
         for c in mjd.contact[:mjd.ncon]:
             t1, t2 = (mujoco.mjtGeom(int(mjm.geom_type[g])).name[7:].lower() for g in c.geom)
             name = f"{t1}-{t2}"
-            mine = [s for s in ours if tuple(con.geom[s].tolist()) == (c.geom[0], c.geom[1])]
+            mine = [s for s in ours if tuple(con.geom[w, s].tolist()) == (c.geom[0], c.geom[1])]
             assert mine, f"world {w}: MuJoCo's {name} contact not found"
             s = min(mine, key=lambda s: np.linalg.norm(con.pos[w, s].numpy() - c.pos))
             ours.remove(s)
@@ -78,7 +78,7 @@ def compare(mjm: mujoco.MjModel, qpos: np.ndarray, sim: Sim) -> dict:
             e[0] = max(e[0], abs(con.dist[w, s].item() - c.dist))
             e[1] = max(e[1], np.abs(con.pos[w, s].numpy() - c.pos).max())
             e[2] = max(e[2], np.abs(con.frame[w, s, 0].numpy() - c.frame[:3]).max())
-        assert not ours, f"world {w}: contacts MuJoCo does not have: {[tuple(con.geom[s].tolist()) for s in ours]}"
+        assert not ours, f"world {w}: contacts MuJoCo does not have: {[tuple(con.geom[w, s].tolist()) for s in ours]}"
     return worst
 
 
@@ -99,6 +99,17 @@ def test_contacts_match_mujoco_to_epa_tolerance(default_scene, rng):
         # the depth to EPA's tolerance (1e-6); positions and normals to its stopping error
         assert dist < 2e-5, (name, dist)
         assert pos < 1e-3 and normal < 0.05, (name, pos, normal)
+
+
+def test_searches_beyond_the_scratch_rows_take_them_in_turn(default_scene):
+    """Every world keeps more pairs that search by GJK/EPA than it has rows of the convex
+    scratch (contact_tables.CCD_ROWS): those share the rows in turn, and the contacts are still
+    MuJoCo's (test_contacts_match_mujoco_to_epa_tolerance, on this scene)."""
+    mjm, sim = default_scene
+    sim.forward()
+    searched = (sim.data.collision_ccd.numpy() >= 0).sum(axis=1)
+    assert sim.model.struct.nccdmax == simrl.sim.contact_tables.CCD_ROWS
+    assert (searched > 2 * sim.model.struct.nccdmax - 1).all(), searched
 
 
 def test_contacts_converge_to_mujoco_with_a_tight_tolerance(rng):

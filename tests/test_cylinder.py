@@ -52,7 +52,7 @@ def test_cylinder_contacts_match_mujoco(rng):
         ours = list(np.flatnonzero(con.active[w].numpy()))
         assert len(ours) == mjd.ncon, f"world {w}: {len(ours)} contacts, MuJoCo {mjd.ncon}"
         for c in mjd.contact[:mjd.ncon]:
-            candidates = [s for s in ours if tuple(con.geom[s].tolist()) == (c.geom[0], c.geom[1])]
+            candidates = [s for s in ours if tuple(con.geom[w, s].tolist()) == (c.geom[0], c.geom[1])]
             assert candidates, f"world {w}: MuJoCo's contact between geoms {c.geom} not found"
             s = min(candidates, key=lambda s: np.linalg.norm(con.pos[w, s].numpy() - c.pos))
             ours.remove(s)

@@ -94,7 +94,7 @@ def compare(mjm: mujoco.MjModel, qpos: np.ndarray, sim: Sim, ordered: bool = Tru
         ours = [int(s) for s in np.flatnonzero(con.active[w].numpy())]
         for c in mjd.contact[:mjd.ncon]:
             name = f"{names(mjm, c.geom[0])}-{names(mjm, c.geom[1])}"
-            mine = [s for s in ours if tuple(con.geom[s].tolist()) == (c.geom[0], c.geom[1])]
+            mine = [s for s in ours if tuple(con.geom[w, s].tolist()) == (c.geom[0], c.geom[1])]
             assert mine, f"world {w}: MuJoCo's {name} contact not found"
             s = mine[0] if ordered else min(mine, key=lambda s: np.linalg.norm(con.pos[w, s].numpy() - c.pos))
             ours.remove(s)
@@ -102,7 +102,7 @@ def compare(mjm: mujoco.MjModel, qpos: np.ndarray, sim: Sim, ordered: bool = Tru
             e[0] = max(e[0], abs(con.dist[w, s].item() - c.dist))
             e[1] = max(e[1], np.abs(con.pos[w, s].numpy() - c.pos).max())
             e[2] = max(e[2], np.abs(con.frame[w, s, 0].numpy() - c.frame[:3]).max())
-        assert not ours, f"world {w}: contacts MuJoCo does not have: {[tuple(con.geom[s].tolist()) for s in ours]}"
+        assert not ours, f"world {w}: contacts MuJoCo does not have: {[tuple(con.geom[w, s].tolist()) for s in ours]}"
     return worst
 
 
@@ -159,7 +159,7 @@ def test_meshes_lying_flat_touch_at_face_vertices(mesh_scene):
         g = next(i for i in range(mjm.ngeom) if mjm.geom_type[i] == 7 and names(mjm, i) == b
                  and mjm.geom_conaffinity[i] & mjm.geom_conaffinity[0])
         theirs = [c for c in mjd.contact[:mjd.ncon] if c.geom[1] == g]
-        ours = [s for s in np.flatnonzero(con.active[0].numpy()) if con.geom[s][1] == g]
+        ours = [s for s in np.flatnonzero(con.active[0].numpy()) if con.geom[0, s][1] == g]
         assert len(ours) == len(theirs), (b, len(ours), len(theirs))
         for s in ours:
             assert min(abs(con.dist[0, s].item() - c.dist) for c in theirs) < 1e-12

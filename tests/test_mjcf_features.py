@@ -270,8 +270,7 @@ def test_priority_solmix_condim_margin_and_gap_match_mujoco(rng):
     sim = make_sim(mjm, near)
     sim.forward()
     sphere = ids["mixed"]
-    slots = [k for k, g in enumerate(sim.contact.geom.tolist()) if sphere in g]
-    ours = sim.contact.active[:, slots].sum(dim=1).tolist()
+    ours = (sim.contact.active & (sim.contact.geom == sphere).any(dim=2)).sum(dim=1).tolist()
 
     def mujoco_contacts(model):
         mjd = mujoco.MjData(model)
@@ -654,7 +653,7 @@ def test_efc_force_and_solver_niter_are_mujocos(rng):
                 if i > 0 and mjd.efc_type[i - 1] == t and mjd.efc_id[i - 1] == j:
                     continue  # the contact's other pyramid edges: taken with its first row
                 c = mjd.contact[j]
-                candidates = [s for s in slots_left if tuple(con.geom[s].tolist()) == (c.geom[0], c.geom[1])]
+                candidates = [s for s in slots_left if tuple(con.geom[w, s].tolist()) == (c.geom[0], c.geom[1])]
                 slot = min(candidates, key=lambda s: np.linalg.norm(con.pos[w, s].numpy() - c.pos))
                 slots_left.remove(slot)
                 first = np.flatnonzero((efc_type == 6) & (efc_id == slot))

@@ -270,9 +270,9 @@ def test_gradients_with_a_mocap_body(rng):
     sim.forward()
     blade, crate_geom = mjm.geom("blade").id, mjm.geom("crate").id
     contact = sim.contact
-    pushing = ((contact.geom == torch.tensor([blade, crate_geom])).all(1)
-               | (contact.geom == torch.tensor([crate_geom, blade])).all(1))
-    assert contact.active[:, pushing].sum(1).min() >= 2, "the paddle should press on the crate"
+    pushing = ((contact.geom == torch.tensor([blade, crate_geom])).all(2)
+               | (contact.geom == torch.tensor([crate_geom, blade])).all(2))
+    assert (contact.active & pushing).sum(1).min() >= 2, "the paddle should press on the crate"
     q1, v1 = diff_step(sim, torch.as_tensor(qpos), torch.as_tensor(qvel), torch.as_tensor(ctrl))
     sim.step()
     # the same step up to the solver's tolerance (sim.step warm-starts from the last forward)

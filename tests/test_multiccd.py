@@ -40,7 +40,7 @@ def _contacts_by_pair(mjm, mjd, sim, w):
         pairs.setdefault((int(c.geom[0]), int(c.geom[1])), ([], []))[0].append(
             (c.dist, c.pos.copy(), c.frame[:3].copy()))
     for s in np.flatnonzero(con.active[w].numpy()):
-        pairs.setdefault(tuple(con.geom[s].tolist()), ([], []))[1].append(
+        pairs.setdefault(tuple(con.geom[w, s].tolist()), ([], []))[1].append(
             (con.dist[w, s].item(), con.pos[w, s].numpy(), con.frame[w, s, 0].numpy()))
     return pairs
 

@@ -62,9 +62,9 @@ def test_a_renamed_quadruped_runs_the_quadruped_task_bit_for_bit(tmp_path):
               terminations={"base_contact": {}, "base_height": {"min_height": 0.25}, "upside_down": {}})
     mine = envs.make("quadruped", robot=my_robot_section(renamed_quadruped(tmp_path)), **kw)
     ours = envs.make("quadruped", **kw)
-    assert mine.robot.feet != [] and len(mine.foot_slots) == 4
-    assert mine.foot_slots == ours.foot_slots and mine.trunk_slots == ours.trunk_slots
-    assert mine.undesired_slots == ours.undesired_slots
+    assert mine.robot.feet != [] and len(mine.foot_pairs) == 4
+    assert mine.foot_pairs == ours.foot_pairs and mine.trunk_pairs == ours.trunk_pairs
+    assert mine.undesired_pairs == ours.undesired_pairs
     a, b = rollout(mine), rollout(ours)
     for k, (x, y) in enumerate(zip(a[1:], b[1:], strict=True)):
         for group in ("policy", "critic"):

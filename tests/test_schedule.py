@@ -23,6 +23,7 @@ from test_grad import LIMITS_FRICTION
 from envs import ASSETS_DIR
 from simrl import Sim, diff_step
 from simrl.sim import schedule
+from simrl.sim.contact_tables import HFIELD_KINDS
 from simrl.sim.data import data_struct
 
 XML = {**CUSTOM_MODELS, **SCENES, "limits_friction": LIMITS_FRICTION}
@@ -422,16 +423,21 @@ def test_terrain_pairs_left_out_by_the_broadphase_give_the_same_bits_in_both_sch
 
 
 def assert_slots_outside_the_list_empty(sim: Sim):
-    """Every contact slot of a pair the broadphase did not keep holds no contact."""
-    tables = sim.model.contact_tables
+    """Every contact slot that no pair the broadphase kept holds is free (no pair, no contact),
+    and each kept pair holds its slots."""
+    nslot = sim.model.contact_tables["nslot"]
     n = sim.view("ncollision").numpy()
-    pairs = sim.view("collision_pair").numpy()
-    active = sim.view("contact_active").numpy()
+    pairs, adr = sim.view("collision_pair").numpy(), sim.view("collision_adr").numpy()
+    taken = sim.view("collision_nslot").numpy()
+    active, owner = sim.view("contact_active").numpy(), sim.view("contact_pair").numpy()
     for w in range(sim.num_worlds):
         inside = np.zeros(active.shape[1], dtype=bool)
-        for p in pairs[w, :n[w]]:
-            inside[tables["slot"][p]:tables["slot"][p] + tables["nslot"][p]] = True
+        for p, a, k in zip(pairs[w, :n[w]], adr[w, :n[w]], taken[w, :n[w]], strict=True):
+            assert 1 <= k <= nslot[p] and (k == nslot[p] or sim.model.contact_tables["kind"][p] in HFIELD_KINDS)
+            inside[a:a + k] = True
+            assert (owner[w, a:a + k] == p).all()
         assert not active[w, ~inside].any(), f"world {w}: a slot outside the kept pairs holds a contact"
+        assert (owner[w, ~inside] == -1).all(), f"world {w}: a slot outside the kept pairs names a pair"
 
 
 @pytest.mark.parametrize("schedule_name", ["fused", "wide"])

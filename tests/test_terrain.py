@@ -371,13 +371,14 @@ def test_quadruped_steps_on_height_fields():
     # every foot of every world stands on the height field, not deep in it
     mjm, contact = env.sim.mj_model, env.sim.contact
     field = set(t.geom_ids[t.num_boxes:])
-    geom = contact.geom.cpu().tolist()
+    tables = env.sim.model.contact_tables
     for leg in ("FR", "FL", "RR", "RL"):
         foot = mjm.geom(f"{leg}_foot").id
-        slots = [k for k, pair in enumerate(geom) if foot in pair and field & set(pair)]
-        assert len(slots) == 8  # 2 x 2 cells of 0.1 m under a 2 cm sphere, two prisms each
-        assert contact.active[:, slots].any(dim=1).all()
-        assert float(contact.dist[:, slots][contact.active[:, slots]].min()) > -0.01
+        pair = next(p for p, g in enumerate(tables["geom"]) if foot in g and field & set(g))
+        assert tables["nslot"][pair] == 8  # 2 x 2 cells of 0.1 m under a 2 cm sphere, two prisms each
+        on = contact.active & (contact.pair == pair)
+        assert on.any(dim=1).all()
+        assert float(contact.dist[on].min()) > -0.01
     assert ((env.base_height() > 0.2) & (env.base_height() < 0.4)).all()
     # the base height the termination reads (one ray under the base) is Terrain.height_at's
     q = env.sim.qpos.float()

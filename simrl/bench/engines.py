@@ -71,7 +71,7 @@ def simrl_data_memory(sim) -> dict:
     """simrl's simulation data per world: `data_bytes_per_world`, the bytes of one world's Data
     (W worlds hold W times it), and the contact slots and constraint rows that size it."""
     return {"data_bytes_per_world": sum(data_bytes_per_world(sim.model).values()),
-            "contact_slots": sim.model.struct.ncon, "constraint_rows": sim.model.struct.nefc}
+            "contact_slots": sim.model.struct.nconmax, "constraint_rows": sim.model.struct.nefc}
 
 
 def simrl_runner(mjm, num_worlds, device, dtype, schedule="auto", threads=None, horizon=100, settle=0.0):

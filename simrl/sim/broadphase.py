@@ -10,18 +10,25 @@ geom's bounding sphere, and its box) is farther than its pairs' margins from one
 all the moving geoms is left out whole, at the cost of one test (on terrain most of a world's
 1,700 pairs). A pair of another run, or of a run that is near, is kept unless its bounding
 spheres are farther apart than the margin (mj_filterSphere), the other geom's bounding sphere is
-farther than the margin from a box (a test MuJoCo lacks, conservative), or the other geom's
-bounding sphere lies above every height of a height field under it by more than the margin
-(mjc_ConvexHField's own prism test, made on the sphere). The narrow phase would find no contact
-within the margin for any pair left out: the contacts are MuJoCo's (tests/test_contact_sets.py).
+farther than the margin from a box (a test MuJoCo lacks, conservative), or, with a height field,
+no prism that mjc_ConvexHField would search under the other geom's bounding sphere reaches
+within the margin of it (the collider's own range and prism test, made on the sphere: those
+prisms, at most the pair's slots, are the slots a kept height field pair takes). The narrow
+phase would find no contact within the margin for any pair left out: the contacts are MuJoCo's
+(tests/test_contact_sets.py).
 
 The kept pairs are written in pair order to Data.collision_pair (their count Data.ncollision),
-at most `nconmax` (Model.nconmax, contact_tables.contact_budgets) of them: a prefix sum, no
-atomics, the same list every run. Those of the convex kinds that search by GJK/EPA get the rows
-of the convex scratch in the same order (Data.collision_ccd). A world whose kept pairs outgrow
-the budget keeps the first in pair order and is flagged (Data.overflow, OVERFLOW_PAIRS, with the
-count it needed in overflow_need[:, 0]). The contact slots of the pairs the last evaluation kept
-are emptied first, so that every slot outside the list holds no contact.
+each with its first contact slot (Data.collision_adr): a pair takes as many consecutive slots of
+its world as its collider can make contacts (Model.cpair_nslot; a height field pair as many as
+it has prisms that can touch: Data.collision_nslot), the slots of the pairs before
+it first, out of `nconmax` (Model.nconmax, contact_tables.contact_budgets); Data.contact_pair
+says which pair holds each slot. Prefix sums, no atomics: the same list and the same slots every
+run. Those that search by GJK/EPA are numbered in the same order (Data.collision_ccd: they take
+the convex scratch's rows in turn). A world whose kept pairs' slots outgrow the budget keeps the
+pairs whose slots fit, the first in pair order, and is flagged (Data.overflow,
+OVERFLOW_CONTACTS, with the slots it needed in overflow_need[:, 1]; the pairs it kept in [:, 0]).
+The slots the last evaluation's pairs held are emptied first (inactive, no pair), so that every
+slot that no kept pair holds is free.
 
 One thread per world (the fused schedule), or the world's block of threads (the wide schedule):
 the groups split into contiguous shares, each lane counting its share's kept pairs, then writing
@@ -37,7 +44,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim.contact_tables import HFIELD_KINDS
-from simrl.sim.data import MAX_LANES, OVERFLOW_PAIRS, data_struct, record_overflow
+from simrl.sim.data import MAX_LANES, OVERFLOW_CONTACTS, data_struct, record_overflow
 from simrl.sim.model import model_struct
 from simrl.sim.types import GeomType, block_sync, scalar_types
 
@@ -91,50 +98,59 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
         return False
 
     @wp.func
-    def above_hfield(m: Model, d: Data, w: int, hf: int, g: int, margin: scalar):
-        """Geom g's bounding sphere, grown by the margin, outside the height field's box or above
-        every elevation of the grid points under it (with slack): every prism mjc_ConvexHField
-        would search lies under the geom's box grown by the margin, inside this footprint, and
-        it skips each prism whose top is more than the margin below the geom's lowest point."""
+    def hfield_prisms(m: Model, d: Data, w: int, hf: int, g: int, margin: scalar):
+        """The prisms of height field hf that mjc_ConvexHField could find a contact in with geom
+        g, counted on g's bounding sphere grown by the margin (and by slack): the cells of the
+        collider's own range (collision_convex.hfield_pair's formula on the sphere's extents,
+        which hold the geom's support extents), two prisms each, but for cells whose four corners
+        all lie more than the margin below the sphere's lowest point (the collider skips each
+        prism whose top does). The collider makes at most one contact per prism it does not skip:
+        at most this many, 0 when the geom is outside the field's box or above every elevation
+        under it."""
         mat = d.geom_xmat[w, hf]
         local = wp.transpose(mat) * (d.geom_xpos[w, g] - d.geom_xpos[w, hf])
-        r = m.geom_rbound[g] + margin
+        r = (m.geom_rbound[g] + margin) * rel + ab
         info = m.hfield_info[m.geom_dataid[hf]]
         sx = scalar(info.size[0])
         sy = scalar(info.size[1])
         sz = scalar(info.size[2])
-        if (local[0] - r > sx * rel + ab or local[0] + r < -sx * rel - ab or local[1] - r > sy * rel + ab
-                or local[1] + r < -sy * rel - ab or local[2] - r > sz * rel + ab):
-            return True
         ncol = info.ncol
         nrow = info.nrow
-        # the grid points under the footprint, one cell wider on every side than the collider's
-        cmin = wp.max(0, int(wp.floor((local[0] - r + sx) / (scalar(2.0) * sx) * scalar(ncol - 1))) - 1)
-        cmax = wp.min(ncol - 1, int(wp.ceil((local[0] + r + sx) / (scalar(2.0) * sx) * scalar(ncol - 1))) + 1)
-        rmin = wp.max(0, int(wp.floor((local[1] - r + sy) / (scalar(2.0) * sy) * scalar(nrow - 1))) - 1)
-        rmax = wp.min(nrow - 1, int(wp.ceil((local[1] + r + sy) / (scalar(2.0) * sy) * scalar(nrow - 1))) + 1)
-        top = scalar(-1.0e30)
-        row = rmin
-        while row <= rmax:
-            c = cmin
-            while c <= cmax:
-                top = wp.max(top, scalar(m.hfield_data[info.adr + row * ncol + c]))
-                c = c + 1
-            row = row + 1
-        # the lowest point of the sphere, less the margin, against the highest elevation
-        return top * sz * rel + ab < local[2] - r
+        count = int(0)
+        if local[0] - r <= sx and local[0] + r >= -sx and local[1] - r <= sy and local[1] + r >= -sy:
+            cmin = wp.max(0, int(wp.floor((local[0] - r + sx) / (scalar(2.0) * sx) * scalar(ncol - 1))))
+            cmax = wp.min(ncol - 1, int(wp.ceil((local[0] + r + sx) / (scalar(2.0) * sx) * scalar(ncol - 1))))
+            rmin = wp.max(0, int(wp.floor((local[1] - r + sy) / (scalar(2.0) * sy) * scalar(nrow - 1))))
+            rmax = wp.min(nrow - 1, int(wp.ceil((local[1] + r + sy) / (scalar(2.0) * sy) * scalar(nrow - 1))))
+            low = local[2] - r
+            row = rmin
+            while row < rmax:
+                a = info.adr + row * ncol
+                c = cmin + 1
+                while c <= cmax:
+                    top = wp.max(wp.max(m.hfield_data[a + c - 1], m.hfield_data[a + c]),
+                                 wp.max(m.hfield_data[a + ncol + c - 1], m.hfield_data[a + ncol + c]))
+                    if scalar(top) * sz * rel + ab >= low:
+                        count = count + 2
+                    c = c + 1
+                row = row + 1
+        return count
 
     @wp.func
-    def keep_pair(m: Model, d: Data, w: int, p: int):
-        """Candidate pair p may have a contact within its margin (margin + gap)."""
+    def pair_slots(m: Model, d: Data, w: int, p: int):
+        """The contact slots candidate pair p takes in this evaluation: 0 when it cannot have a
+        contact within its margin (margin + gap), else its collider's most contacts
+        (Model.cpair_nslot), for a height field pair at most its prisms that can touch
+        (`hfield_prisms`)."""
         g = m.cpair_geom[p]
         margin = m.cpair_margin[p] + m.cpair_gap[p]
-        keep = not far_apart(m, d, w, g[0], g[1], margin)
-        if keep:
+        n = int(0)
+        if not far_apart(m, d, w, g[0], g[1], margin):
+            n = m.cpair_nslot[p]
             kind = m.cpair_kind[p]
             if kind >= KIND_HFIELD0 and kind <= KIND_HFIELD1:
-                keep = not above_hfield(m, d, w, g[0], g[1], margin)
-        return keep
+                n = wp.min(n, hfield_prisms(m, d, w, g[0], g[1], margin))
+        return n
 
     @wp.func
     def moving_sphere(m: Model, d: Data, w: int):
@@ -188,26 +204,28 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
 
     @wp.func
     def clear_old(m: Model, d: Data, w: int, lane: int, nlanes: int):
-        """Empty the contact slots of the pairs the last evaluation kept (every nlanes-th entry
-        of the list from `lane`): after the narrow phase, a slot outside the list holds none."""
+        """Free the contact slots of the pairs the last evaluation kept (every nlanes-th entry
+        of the list from `lane`): after the narrow phase, a slot no kept pair holds is free
+        (no pair, no contact)."""
         i = lane
         n = d.ncollision[w]
         while i < n:
-            p = d.collision_pair[w, i]
-            s = m.cpair_slot[p]
-            end = s + m.cpair_nslot[p]
+            s = d.collision_adr[w, i]
+            end = s + d.collision_nslot[w, i]
             while s < end:
                 d.contact_active[w, s] = 0
+                d.contact_pair[w, s] = -1
                 s = s + 1
             i = i + nlanes
 
     @wp.func
     def count_runs(m: Model, d: Data, w: int, lo: int, hi: int, centre: vec3, radius: scalar):
-        """(kept pairs, of them searched by GJK/EPA) in the runs of groups lo .. hi - 1; each
-        tested run's kept pairs into Data.bp_run_kept, -1 in the first run of a group left out
-        whole (for `write_runs`, which then tests only the runs that keep some)."""
+        """(kept pairs, of them searched by GJK/EPA, their slots) in the runs of groups lo .. hi
+        - 1; each tested run's kept pairs into Data.bp_run_kept, -1 in the first run of a group
+        left out whole (for `write_runs`, which then tests only the runs that keep some)."""
         n = int(0)
         nccd = int(0)
+        nslot = int(0)
         gk = lo
         while gk < hi:
             group = m.bp_group[gk]
@@ -223,8 +241,10 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
                     p = run[0]
                     end = p + run[1]
                     while p < end:
-                        if keep_pair(m, d, w, p):
+                        take = pair_slots(m, d, w, p)
+                        if take > 0:
                             kept = kept + 1
+                            nslot = nslot + take
                             if m.cpair_ccd[p] >= 0:
                                 nccd = nccd + 1
                         p = p + 1
@@ -232,19 +252,22 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
                 n = n + kept
                 k = k + 1
             gk = gk + 1
-        return n, nccd
+        return n, nccd, nslot
 
     def make_write_runs(counted: bool):
         """`write_runs`; `counted`: the runs' kept pairs were counted first (count_runs: a run
         that keeps none is not tested again)."""
         @wp.func
         def write_runs(m: Model, d: Data, w: int, lo: int, hi: int, centre: vec3, radius: scalar, n0: int,
-                       nccd0: int):
-            """The kept pairs of the runs of groups lo .. hi - 1 into the list from entry n0 (and
-            the convex scratch from row nccd0), those that fit the budget (Model.nconmax); returns
-            the entries after them, kept or not."""
+                       nccd0: int, slot0: int):
+            """The kept pairs of the runs of groups lo .. hi - 1 into the list from entry n0 (the
+            searches numbered from nccd0), with their slots from slot0, those whose slots fit the
+            budget (Model.nconmax); the pair whose slots are the first not to fit sets the list's
+            length (Data.ncollision). Returns (the kept pairs' entries, slots) after them, fitting
+            or not."""
             n = n0
             nccd = nccd0
+            slot = slot0
             gk = lo
             while gk < hi:
                 group = m.bp_group[gk]
@@ -267,27 +290,41 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
                         p = run[0]
                         end = p + run[1]
                         while p < end:
-                            if keep_pair(m, d, w, p):
+                            take = pair_slots(m, d, w, p)
+                            if take > 0:
                                 ccd = int(-1)
                                 if m.cpair_ccd[p] >= 0:
                                     ccd = nccd
                                     nccd = nccd + 1
-                                if n < m.nconmax:
+                                after = slot + take
+                                if after <= m.nconmax:
                                     d.collision_pair[w, n] = p
+                                    d.collision_adr[w, n] = slot
+                                    d.collision_nslot[w, n] = take
                                     d.collision_ccd[w, n] = ccd
+                                    s = slot
+                                    while s < after:
+                                        d.contact_pair[w, s] = p
+                                        s = s + 1
+                                elif slot <= m.nconmax:
+                                    d.ncollision[w] = n  # the first pair cut: the list ends before it
                                 n = n + 1
+                                slot = after
                             p = p + 1
                     k = k + 1
                 gk = gk + 1
-            return n
+            return n, slot
 
         return write_runs
 
     @wp.func
-    def finish(m: Model, d: Data, w: int, need: int):
-        """The list's length, what the world needed, the pairs' overflow bit."""
-        d.ncollision[w] = wp.min(need, m.nconmax)
-        overflow(d, w, OVERFLOW_PAIRS, 0, need, m.nconmax)
+    def finish(m: Model, d: Data, w: int, n: int, need: int):
+        """The list's length when every kept pair fits (else the first pair cut set it), the
+        pairs kept, the slots the world needed, the slots' overflow bit."""
+        if need <= m.nconmax:
+            d.ncollision[w] = n
+        d.overflow_need[w, 0] = n
+        overflow(d, w, OVERFLOW_CONTACTS, 1, need, m.nconmax)
 
     if not lanes:
         write_runs = make_write_runs(False)
@@ -297,15 +334,18 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
             """The kept pairs of world w, in pair order (one thread).
 
             Model: bp_group, bp_group_centre, bp_group_radius, bp_run, cpair_ccd, cpair_gap, cpair_geom,
-            cpair_kind, cpair_margin, cpair_nslot, cpair_slot, far_geom, far_moving, geom_dataid, geom_rbound,
+            cpair_kind, cpair_margin, cpair_nslot, far_geom, far_moving, geom_dataid, geom_rbound,
             geom_size, geom_type, hfield_data, hfield_info, nbp_group, nconmax, nfar_moving. Data in: geom_xpos,
-            geom_xmat, collision_pair, ncollision (the last evaluation's), overflow. Data out: contact_active (the
-            slots of the last list's pairs), collision_pair, collision_ccd, ncollision, overflow, overflow_need."""
+            geom_xmat, collision_pair, collision_adr, collision_nslot, ncollision (the last evaluation's), overflow.
+            Data out: contact_active, contact_pair (the slots of the last list's pairs and the new one's),
+            collision_pair,
+            collision_adr, collision_nslot, collision_ccd, ncollision, overflow, overflow_need."""
             clear_old(m, d, w, 0, 1)
             centre, radius = moving_sphere(m, d, w)
-            finish(m, d, w, write_runs(m, d, w, 0, m.nbp_group, centre, radius, 0, 0))
+            n, need = write_runs(m, d, w, 0, m.nbp_group, centre, radius, 0, 0, 0)
+            finish(m, d, w, n, need)
 
-        return SimpleNamespace(broadphase=broadphase, keep_pair=keep_pair)
+        return SimpleNamespace(broadphase=broadphase, pair_slots=pair_slots)
 
     write_counted = make_write_runs(True)
 
@@ -330,14 +370,15 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
         share = (m.nbp_group + nlanes - 1) // nlanes
         lo = wp.min(lane * share, m.nbp_group)
         hi = wp.min(lo + share, m.nbp_group)
-        n, nccd = count_runs(m, d, w, lo, hi, centre, radius)
+        n, nccd, nslot = count_runs(m, d, w, lo, hi, centre, radius)
         d.bp_lane_count[w, lane] = n
         d.bp_lane_count[w, MAX_LANES + lane] = nccd
+        d.bp_lane_count[w, 2 * MAX_LANES + lane] = nslot
         block_sync()  # every lane has emptied its old entries' slots and counted
-        end = write_counted(m, d, w, lo, hi, centre, radius, lanes_before(d, w, lane, 0),
-                            lanes_before(d, w, lane, MAX_LANES))
+        end, need = write_counted(m, d, w, lo, hi, centre, radius, lanes_before(d, w, lane, 0),
+                                  lanes_before(d, w, lane, MAX_LANES), lanes_before(d, w, lane, 2 * MAX_LANES))
         if lane == nlanes - 1:
-            finish(m, d, w, end)
+            finish(m, d, w, end, need)
         block_sync()
 
-    return SimpleNamespace(broadphase=broadphase_lanes, keep_pair=keep_pair)
+    return SimpleNamespace(broadphase=broadphase_lanes, pair_slots=pair_slots)

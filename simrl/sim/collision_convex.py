@@ -4,15 +4,16 @@ height fields with anything but planes.
 
 A convex pair is collided in two passes over the candidate pairs:
 
-1. `detect(m, d, w, p)` runs MuJoCo's GJK/EPA (simrl.sim.collision_gjk) as mjc_Convex does:
+1. `detect(m, d, w, p, s, slot)` runs MuJoCo's GJK/EPA (simrl.sim.collision_gjk) as mjc_Convex does:
    one penetration query at the geoms' poses; for the pairs of two boxes, meshes or cylinders
    or a capsule and one of those (multiccd, on unless `<flag multiccd="disable"/>`), up to
    four contacts by clipping the touching faces (simrl.sim.collision_multiccd, MuJoCo 4.0's
    `multicontact`, with or without a margin). It stores, per contact slot, the normal and the
-   two witness points as points of the geoms (in each geom's frame): `d.ccd_contact` (the pair's
-   entries from Model.cpair_ccd_slot). Not differentiated: which points touch changes piecewise.
-2. `contacts(m, d, w, p)` (the narrow phase proper, recorded on the tape) rebuilds each contact
-   from the geoms' poses: the witness points moved with their geoms, pos their midpoint,
+   two witness points as points of the geoms (in each geom's frame): `d.ccd_contact` (at the
+   pair's contact slots, Data.collision_adr; in scratch row s). Not differentiated: which points
+   touch changes piecewise.
+2. `contacts(m, d, w, i)` (the narrow phase proper, for entry i of the kept pairs, recorded on
+   the tape) rebuilds each contact from the geoms' poses: the witness points moved with their geoms, pos their midpoint,
    dist = margin - n . (x1 - x2) with the normal n held fixed. At the poses detection saw,
    these are MuJoCo's values; their derivatives are those of the distance at a fixed normal,
    which for smooth shapes is the exact derivative of the penetration depth (the witness
@@ -464,45 +465,41 @@ def build(scalar):
             d.ccd_contact[w, slot + i] = c
 
     @wp.func
-    def detect_plane_mesh(m: Model, d: Data, w: int, p: int, s: int):
-        """Pass 1 for a plane-mesh pair p (mjc_PlaneConvex): into d.ccd_contact.
+    def detect_plane_mesh(m: Model, d: Data, w: int, p: int, s: int, slot: int, nslot: int):
+        """Pass 1 for a plane-mesh pair p (mjc_PlaneConvex): into d.ccd_contact from `slot`.
 
-        Model: cpair_ccd_slot, cpair_gap, cpair_geom, cpair_margin, cpair_nslot, geom_dataid, geom_rbound,
+        Model: cpair_gap, cpair_geom, cpair_margin, geom_dataid, geom_rbound,
         mesh_info, mesh_int, mesh_polynormal, mesh_vec. Data in: geom_xpos, geom_xmat. Data out: ccd_contact (the
-        pair's entries)."""
-        slot = m.cpair_ccd_slot[p]
-        clear_slots(d, w, slot, m.cpair_nslot[p])
+        pair's slots)."""
+        clear_slots(d, w, slot, nslot)
         g = m.cpair_geom[p]
         plane_mesh(m, d, w, g[0], g[1], m.cpair_margin[p] + m.cpair_gap[p], slot)
 
     @wp.func
-    def detect_hfield(m: Model, d: Data, w: int, p: int, s: int):
-        """Pass 1 for a height field pair p (mjc_ConvexHField): into d.ccd_contact.
+    def detect_hfield(m: Model, d: Data, w: int, p: int, s: int, slot: int, nslot: int):
+        """Pass 1 for a height field pair p (mjc_ConvexHField): into d.ccd_contact's nslot slots
+        from `slot` (the prisms the broadphase found can touch, at most the pair's slots).
 
-        Model: ccd_iterations, ccd_maxfaces, ccd_tolerance, cpair_ccd, cpair_ccd_slot, cpair_gap, cpair_geom,
-        cpair_margin, cpair_nslot, geom_dataid, geom_rbound, geom_size, geom_type, hfield_data, hfield_info,
+        Model: ccd_iterations, ccd_maxfaces, ccd_tolerance, cpair_ccd, cpair_gap, cpair_geom,
+        cpair_margin, geom_dataid, geom_rbound, geom_size, geom_type, hfield_data, hfield_info,
         mesh_info, mesh_int, mesh_vec. Data in: geom_xpos, geom_xmat. Data out: ccd_contact (the pair's
         entries); the scratch rows of the pair (ccd_simplex, ccd_vert, ccd_face, ccd_map, ccd_horizon, ccd_stack,
         ccd_index)."""
-        nslot = m.cpair_nslot[p]
-        slot = m.cpair_ccd_slot[p]
         clear_slots(d, w, slot, nslot)
         g = m.cpair_geom[p]
         hfield_pair(m, d, w, g[0], g[1], m.cpair_margin[p] + m.cpair_gap[p], slot, nslot, s)
 
     @wp.func
-    def detect_gjk(m: Model, d: Data, w: int, p: int, s: int):
+    def detect_gjk(m: Model, d: Data, w: int, p: int, s: int, slot: int, nslot: int):
         """Pass 1 for a convex pair p of two geoms (mjc_Convex): GJK/EPA, and multiccd's face
-        clipping where the pair has the slots for it, into d.ccd_contact.
+        clipping where the pair has the slots for it, into d.ccd_contact from `slot`.
 
-        Model: ccd_iterations, ccd_maxfaces, ccd_ndeg, ccd_npolygon, ccd_tolerance, cpair_ccd, cpair_ccd_slot,
-        cpair_gap, cpair_geom, cpair_margin, cpair_nslot, enable_multiccd, geom_dataid, geom_rbound, geom_size,
+        Model: ccd_iterations, ccd_maxfaces, ccd_ndeg, ccd_npolygon, ccd_tolerance, cpair_ccd,
+        cpair_gap, cpair_geom, cpair_margin, enable_multiccd, geom_dataid, geom_rbound, geom_size,
         geom_type, mesh_info, mesh_int, mesh_polynormal, mesh_vec. Data in: geom_xpos, geom_xmat. Data
         out: ccd_contact (the pair's entries); the scratch rows of the pair (ccd_simplex, ccd_vert, ccd_face,
         ccd_map, ccd_horizon, ccd_stack, ccd_index, and multiccd's ccd_clip, ccd_clipd, ccd_cliptag, ccd_norm,
         ccd_normidx)."""
-        nslot = m.cpair_nslot[p]
-        slot = m.cpair_ccd_slot[p]
         clear_slots(d, w, slot, nslot)
         g = m.cpair_geom[p]
         g1 = g[0]
@@ -541,21 +538,21 @@ def build(scalar):
             record(d, w, slot, o1, o2, normal, x1, x2, pos0, vertex, 0, vec3d(), vec3d())
 
     @wp.func
-    def detect(m: Model, d: Data, w: int, p: int, s: int):
-        """Pass 1 for convex pair p: GJK/EPA (and multiccd) into d.ccd_contact. (The wide
-        schedule launches the three kinds of search apart: `detect_kinds`.)
+    def detect(m: Model, d: Data, w: int, p: int, s: int, slot: int, nslot: int):
+        """Pass 1 for convex pair p: GJK/EPA (and multiccd) into d.ccd_contact from `slot`, in
+        scratch row s. (The wide schedule launches the three kinds of search apart.)
 
-        Model: ccd_iterations, ccd_maxfaces, ccd_ndeg, ccd_npolygon, ccd_tolerance, cpair_ccd, cpair_ccd_slot,
-        cpair_gap, cpair_geom, cpair_kind, cpair_margin, cpair_nslot, enable_multiccd, geom_dataid, geom_rbound,
+        Model: ccd_iterations, ccd_maxfaces, ccd_ndeg, ccd_npolygon, ccd_tolerance, cpair_ccd,
+        cpair_gap, cpair_geom, cpair_kind, cpair_margin, enable_multiccd, geom_dataid, geom_rbound,
         geom_size, geom_type, hfield_data, hfield_info, mesh_info, mesh_int, mesh_polynormal, mesh_vec.
         Data: those of detect_plane_mesh, detect_hfield and detect_gjk."""
         kind = m.cpair_kind[p]
         if kind == KIND_PLANE_MESH:
-            detect_plane_mesh(m, d, w, p, s)
+            detect_plane_mesh(m, d, w, p, s, slot, nslot)
         elif kind >= KIND_HFIELD0 and kind <= KIND_HFIELD1:
-            detect_hfield(m, d, w, p, s)
+            detect_hfield(m, d, w, p, s, slot, nslot)
         else:
-            detect_gjk(m, d, w, p, s)
+            detect_gjk(m, d, w, p, s, slot, nslot)
 
     @wp.func
     def rebuild(c: ConvexContact, t1: int, p1: vec3, R1: mat33, s1: vec3, t2: int, p2: vec3, R2: mat33, s2: vec3,
@@ -568,13 +565,16 @@ def build(scalar):
         return dist_margin - wp.dot(c.normal, X1 - X2), (X1 + X2) * half
 
     @wp.func
-    def hfield_contacts(m: Model, d: Data, w: int, p: int):
-        """Pass 2 for a height field pair: each prism's contact rebuilt, dist = margin - depth of
-        the prism and the geom inflated by half the margin each (as mjc_Convex's).
+    def hfield_contacts(m: Model, d: Data, w: int, i: int):
+        """Pass 2 for a height field pair (entry i of the kept pairs): each prism's contact
+        rebuilt, dist = margin - depth of the prism and the geom inflated by half the margin each
+        (as mjc_Convex's).
 
-        Model: cpair_ccd_slot, cpair_gap, cpair_geom, cpair_margin, cpair_nslot, cpair_slot, geom_size, geom_type.
-        Data in: ccd_contact, geom_xpos, geom_xmat. Data out (the pair's slots): contact_dist, contact_pos,
-        contact_frame, contact_active."""
+        Model: cpair_gap, cpair_geom, cpair_margin, geom_size, geom_type. Data in: collision_pair,
+        collision_adr, collision_nslot, ccd_contact, geom_xpos, geom_xmat. Data out (the pair's slots): contact_dist,
+        contact_pos, contact_frame, contact_active."""
+        p = d.collision_pair[w, i]
+        slot = d.collision_adr[w, i]
         g = m.cpair_geom[p]
         g1 = g[0]
         g2 = g[1]
@@ -585,29 +585,26 @@ def build(scalar):
         t2 = m.geom_type[g2]
         s2 = m.geom_size[g2]
         margin = m.cpair_margin[p] + m.cpair_gap[p]
-        slot = m.cpair_slot[p]
-        ccd = m.cpair_ccd_slot[p]
-        for i in range(m.cpair_nslot[p]):
-            c = d.ccd_contact[w, ccd + i]
+        for k in range(d.collision_nslot[w, i]):
+            c = d.ccd_contact[w, slot + k]
             on = int(0)
             if c.found != 0:
                 dd, pp = rebuild(c, GeomType.HFIELD, p1, R1, s2, t2, p2, R2, s2, margin, margin)
-                d.contact_dist[w, slot + i] = dd
-                d.contact_pos[w, slot + i] = pp
-                d.contact_frame[w, slot + i] = make_frame(c.normal)
+                d.contact_dist[w, slot + k] = dd
+                d.contact_pos[w, slot + k] = pp
+                d.contact_frame[w, slot + k] = make_frame(c.normal)
                 on = 1
-            d.contact_active[w, slot + i] = on
+            d.contact_active[w, slot + k] = on
 
     @wp.func
     def collide(t1: int, p1: vec3, R1: mat33, s1: vec3, t2: int, p2: vec3, R2: mat33, s2: vec3, margin: scalar,
                 cc: wp.array2d(dtype=ConvexContact), dist: wp.array2d(dtype=scalar), pos: wp.array2d(dtype=vec3),
-                frame: wp.array2d(dtype=mat33), active: wp.array2d(dtype=int), w: int, slot: int, nslot: int,
-                ccd: int):
+                frame: wp.array2d(dtype=mat33), active: wp.array2d(dtype=int), w: int, slot: int, nslot: int):
         """Pass 2: the contacts of one convex pair rebuilt from the poses (differentiable), each
         from its witness points (slot 0, and every slot of a face clipping; what detection found
-        in cc[w, ccd + i])."""
+        in cc[w, slot + i])."""
         for i in range(nslot):
-            c = cc[w, ccd + i]
+            c = cc[w, slot + i]
             on = int(0)
             if c.found != 0:
                 dist_i, pos_i = rebuild(c, t1, p1, R1, s1, t2, p2, R2, s2, margin, margin)
@@ -618,48 +615,50 @@ def build(scalar):
             active[w, slot + i] = on
 
     @wp.func
-    def plane_mesh_contacts(m: Model, d: Data, w: int, p: int):
-        """Pass 2 for plane-mesh: each found vertex moved with the mesh, its distance along the
-        plane's normal (differentiable in both poses).
+    def plane_mesh_contacts(m: Model, d: Data, w: int, i: int):
+        """Pass 2 for plane-mesh (entry i of the kept pairs): each found vertex moved with the
+        mesh, its distance along the plane's normal (differentiable in both poses).
 
-        Model: cpair_ccd_slot, cpair_geom, cpair_slot. Data in: ccd_contact, geom_xpos, geom_xmat. Data out (the
-        pair's slots): contact_dist, contact_pos, contact_frame, contact_active."""
+        Model: cpair_geom. Data in: collision_pair, collision_adr, ccd_contact, geom_xpos, geom_xmat. Data out
+        (the pair's slots): contact_dist, contact_pos, contact_frame, contact_active."""
+        p = d.collision_pair[w, i]
+        slot = d.collision_adr[w, i]
         g = m.cpair_geom[p]
         p1 = d.geom_xpos[w, g[0]]
         R1 = d.geom_xmat[w, g[0]]
         p2 = d.geom_xpos[w, g[1]]
         R2 = d.geom_xmat[w, g[1]]
-        slot = m.cpair_slot[p]
-        ccd = m.cpair_ccd_slot[p]
         normal = vec3(R1[0, 2], R1[1, 2], R1[2, 2])
-        for i in range(4):
-            c = d.ccd_contact[w, ccd + i]
+        for k in range(4):
+            c = d.ccd_contact[w, slot + k]
             on = int(0)
             if c.found != 0:
                 X2 = R2 * c.x2 + p2
                 dd = wp.dot(normal, X2 - p1)
-                d.contact_dist[w, slot + i] = dd
-                d.contact_pos[w, slot + i] = X2 - normal * (half * dd)
-                d.contact_frame[w, slot + i] = make_frame(normal)
+                d.contact_dist[w, slot + k] = dd
+                d.contact_pos[w, slot + k] = X2 - normal * (half * dd)
+                d.contact_frame[w, slot + k] = make_frame(normal)
                 on = 1
-            d.contact_active[w, slot + i] = on
+            d.contact_active[w, slot + k] = on
 
     @functools.cache
     def contacts(nslot: int):
         @wp.func
-        def collide_pair(m: Model, d: Data, w: int, p: int):
-            """Pair p's contacts, rebuilt from what its detection pass found (`collide`).
+        def collide_pair(m: Model, d: Data, w: int, i: int):
+            """The contacts of entry i of the kept pairs, rebuilt from what its detection pass
+            found (`collide`).
 
-            Model: cpair_ccd_slot, cpair_gap, cpair_geom, cpair_margin, cpair_slot, geom_size, geom_type. Data in:
-            ccd_contact, geom_xpos, geom_xmat. Data out (the pair's slots): contact_dist, contact_pos,
-            contact_frame, contact_active."""
+            Model: cpair_gap, cpair_geom, cpair_margin, geom_size, geom_type. Data in: collision_pair,
+            collision_adr, ccd_contact, geom_xpos, geom_xmat. Data out (the pair's slots): contact_dist,
+            contact_pos, contact_frame, contact_active."""
+            p = d.collision_pair[w, i]
             g = m.cpair_geom[p]
             g1 = g[0]
             g2 = g[1]
             collide(m.geom_type[g1], d.geom_xpos[w, g1], d.geom_xmat[w, g1], m.geom_size[g1], m.geom_type[g2],
                     d.geom_xpos[w, g2], d.geom_xmat[w, g2], m.geom_size[g2], m.cpair_margin[p] + m.cpair_gap[p],
                     d.ccd_contact, d.contact_dist, d.contact_pos, d.contact_frame, d.contact_active, w,
-                    m.cpair_slot[p], nslot, m.cpair_ccd_slot[p])
+                    d.collision_adr[w, i], nslot)
 
         return collide_pair
 

@@ -1,9 +1,10 @@
 """The narrow phase (mj_collision's colliders, engine_collision_driver.c) over the candidate
 pairs the broadphase kept (simrl.sim.broadphase: Data.collision_pair, in pair order).
 
-Element: a kept candidate pair p. `pair_functions()[kind](m, d, w, p)` runs the collider of that
-pair's type combination, writes its contacts into the pair's own slots (simrl.sim.contact_tables)
-and flags which slots hold a contact, so every slot is written by its pair alone: the fused
+Element: entry i of a world's kept pairs (its pair Data.collision_pair[w, i], its slots from
+Data.collision_adr[w, i]). `pair_functions()[kind](m, d, w, i)` runs the collider of that pair's
+type combination, writes its contacts into the pair's own slots and flags which slots hold a
+contact, so every slot is written by its pair alone: the fused
 schedule loops over the world's list and dispatches on the kind, the wide schedule launches one
 kernel per group of kinds over the list's entries (each kernel compiles only its colliders).
 
@@ -36,7 +37,7 @@ KIND_SLOTS = {PAIR_KIND[pair]: n for pair, n in MAX_CONTACTS.items()}
 
 @functools.cache
 def pair_functions(scalar):
-    """{kind: f(m, d, w, p)}: the collision of candidate pair p of that kind in world w."""
+    """{kind: f(m, d, w, i)}: the collision of entry i of world w's kept pairs, of that kind."""
     Model, Data = model_struct(scalar), data_struct(scalar)
     prim = collision_primitive.build(scalar)
     convex = collision_convex.build(scalar)
@@ -44,16 +45,18 @@ def pair_functions(scalar):
     def make(collider, nslot):
         # inlined into the loop over pairs
         @wp.func(inline=True)
-        def collide_pair(m: Model, d: Data, w: int, p: int):
-            """Pair p's contacts by its collider (a pair the broadphase kept); each slot flagged.
+        def collide_pair(m: Model, d: Data, w: int, e: int):
+            """The contacts of entry e of the kept pairs by its pair's collider; each slot flagged.
 
-            Model: cpair_gap, cpair_geom, cpair_margin, cpair_slot, geom_size. Data in: geom_xpos, geom_xmat.
-            Data out (the pair's slots): contact_dist, contact_pos, contact_frame, contact_active."""
+            Model: cpair_gap, cpair_geom, cpair_margin, geom_size. Data in: collision_pair, collision_adr,
+            geom_xpos, geom_xmat. Data out (the pair's slots): contact_dist, contact_pos, contact_frame,
+            contact_active."""
+            p = d.collision_pair[w, e]
             g = m.cpair_geom[p]
             g1 = g[0]
             g2 = g[1]
             margin = m.cpair_margin[p] + m.cpair_gap[p]
-            slot = m.cpair_slot[p]
+            slot = d.collision_adr[w, e]
             n = collider(d.geom_xpos[w, g1], d.geom_xmat[w, g1], m.geom_size[g1], d.geom_xpos[w, g2],
                          d.geom_xmat[w, g2], m.geom_size[g2], margin, d.contact_dist, d.contact_pos,
                          d.contact_frame, w, slot)
@@ -89,6 +92,9 @@ DETECT_PLANE_MESH = (KIND_PLANE_MESH,)
 DETECT_HFIELD = tuple(HFIELD_KINDS)
 DETECT_GJK = tuple(k for k in CONVEX_KINDS if k != KIND_PLANE_MESH and k not in HFIELD_KINDS)
 DETECT_GROUPS = (DETECT_PLANE_MESH, DETECT_HFIELD, DETECT_GJK)
+#: the groups whose search takes a row of the convex scratch (the wide schedule launches them a
+#: thread per row, which searches the row's pairs in turn)
+DETECT_ROWS = (DETECT_HFIELD, DETECT_GJK)
 assert sorted(k for g in DETECT_GROUPS for k in g) == list(DETECT_KINDS)
 assert all(list(g) == list(range(g[0], g[0] + len(g))) for g in DETECT_GROUPS)
 
@@ -106,7 +112,8 @@ assert all(list(g) == list(range(g[0], g[0] + len(g))) for g in GROUPS)
 
 @functools.cache
 def dispatch(scalar, kinds: tuple):
-    """f(m, d, w, p): the collision of pair p, whose kind is one of `kinds` (a static if-chain)."""
+    """f(m, d, w, i): the collision of entry i of the kept pairs, whose kind is one of `kinds` (a
+    static if-chain)."""
     Model, Data = model_struct(scalar), data_struct(scalar)
     funcs = pair_functions(scalar)
     # a run of kinds that share one function (the height fields' rebuild, the convex pairs' of one
@@ -121,25 +128,26 @@ def dispatch(scalar, kinds: tuple):
 
     # inlined into the loop over pairs
     @wp.func(inline=True)
-    def collide(m: Model, d: Data, w: int, p: int):
-        """Pair p's collision, by the function of its kind.
+    def collide(m: Model, d: Data, w: int, i: int):
+        """The collision of entry i of the kept pairs, by the function of its pair's kind.
 
-        Model: cpair_kind. Data: those of the pair's function (collide_pair, collision_convex's contacts)."""
-        kind = m.cpair_kind[p]
+        Model: cpair_kind. Data in: collision_pair. Data: those of the pair's function (collide_pair,
+        collision_convex's contacts)."""
+        kind = m.cpair_kind[d.collision_pair[w, i]]
         hit = kind == first
         if wp.static(not one):
             hit = kind >= first and kind <= last
         if hit:
-            f_first(m, d, w, p)
+            f_first(m, d, w, i)
         else:
-            rest(m, d, w, p)
+            rest(m, d, w, i)
 
     return collide
 
 
 def build(scalar):
-    """`pair(m, d, w, p)`: the collision of candidate pair p, dispatched on its kind (for the fused
-    schedule, which visits every kept pair in one thread)."""
+    """`pair(m, d, w, i)`: the collision of entry i of the kept pairs, dispatched on its kind (for
+    the fused schedule, which visits every kept pair in one thread)."""
     return dispatch(scalar, tuple(sorted(COLLIDERS)))
 
 
@@ -162,14 +170,21 @@ def detect(scalar, kinds: tuple = None):
     @wp.func
     def detect_pair(m: Model, d: Data, w: int, i: int):
         """The convex detection of entry i of world w's kept pairs (Data.collision_pair), when its
-        kind is one of this launch's, in its row of the convex scratch (Data.collision_ccd).
+        kind is one of this launch's, in its row of the convex scratch: the c-th kept pair that
+        searches by GJK/EPA (c = Data.collision_ccd) takes the world's row c mod Model.nccdmax
+        (contact_tables.CCD_ROWS), after the pairs before it on that row (the wide schedule runs
+        a row's pairs in one thread, in order: `ccd_rows` kernels).
 
-        Model: cpair_kind, nccdmax. Data in: collision_pair, collision_ccd. Data: those of
-        collision_convex's detection (geom_xpos, geom_xmat in; the pair's ccd_contact entries and scratch rows
+        Model: cpair_kind, nccdmax. Data in: collision_pair, collision_adr, collision_nslot, collision_ccd. Data: those
+        of collision_convex's detection (geom_xpos, geom_xmat in; the pair's ccd_contact entries and scratch rows
         out)."""
         p = d.collision_pair[w, i]
         kind = m.cpair_kind[p]
         if kind >= first and kind <= last:
-            run(m, d, w, p, w * m.nccdmax + d.collision_ccd[w, i])
+            ccd = d.collision_ccd[w, i]
+            row = int(-1)  # plane-mesh: no search, no scratch
+            if ccd >= 0:
+                row = w * m.nccdmax + ccd % m.nccdmax
+            run(m, d, w, p, row, d.collision_adr[w, i], d.collision_nslot[w, i])
 
     return detect_pair

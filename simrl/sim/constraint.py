@@ -268,13 +268,13 @@ def build(scalar):
             within its margin): J of the point on the second geom's body minus that on the first, in
             the contact frame (mj_instantiateContact).
 
-            Model: body_dofend, body_rootid, cone_elliptic, contact_pair, cpair_friction, cpair_geom, cpair_nrow,
+            Model: body_dofend, body_rootid, cone_elliptic, cpair_friction, cpair_geom, cpair_nrow,
             dof_ancestor, dof_ancestor_adr, dof_ancestor_num, efc_colind, efc_nnz, geom_bodyid. Data in:
-            contact_efc_adr, contact_pos, contact_frame, efc_cols, cdof, subtree_com. Data out: efc_J (the slot's
-            rows)."""
+            contact_pair, contact_efc_adr, contact_pos, contact_frame, efc_cols, cdof, subtree_com. Data out:
+            efc_J (the slot's rows)."""
             r0 = d.contact_efc_adr[w, c]
             if r0 >= 0:
-                p = m.contact_pair[c]
+                p = d.contact_pair[w, c]
                 nrow = m.cpair_nrow[p]
                 cone = m.cone_elliptic != 0
                 if (cone and wp.static(elliptic)) or (not cone and wp.static(pyramid)):
@@ -689,13 +689,13 @@ def build(scalar):
         """Contact slot c holds a contact within its margin (contacts in the gap get no rows)."""
         has = False
         if d.contact_active[w, c] != 0 and m.enable_constraint != 0:
-            has = d.contact_dist[w, c] < m.cpair_margin[m.contact_pair[c]]
+            has = d.contact_dist[w, c] < m.cpair_margin[d.contact_pair[w, c]]
         return has
 
     @wp.func
     def place_slot_rows(m: Model, d: Data, w: int, c: int, r0: int):
         """Slot c's rows at r0: their (type, id, sub, column set) and the slot's first row."""
-        p = m.contact_pair[c]
+        p = d.contact_pair[w, c]
         kind = m.cpair_efc_type[p]
         cs = contact_rows_start(m) + p
         for e in range(m.cpair_nrow[p]):
@@ -743,10 +743,10 @@ def build(scalar):
             with rows (Data.contact_slots), which the fused schedule's passes over the contacts
             visit.
 
-            Model: contact_pair, cpair_efc_type, cpair_margin, cpair_nrow, cpair_nslot, cpair_slot, efc_id,
-            efc_sub, efc_type, enable_constraint, ncon, nefc, nefc_eq, nefc_friction, nefc_limit. Data in:
-            collision_pair, ncollision, contact_active, contact_dist, contact_slots, contact_nslots, nefc,
-            overflow. Data out: contact_efc_adr,
+            Model: cpair_efc_type, cpair_margin, cpair_nrow, efc_id,
+            efc_sub, efc_type, enable_constraint, nconmax, nefc, nefc_eq, nefc_friction, nefc_limit. Data in:
+            collision_pair, collision_adr, collision_nslot, ncollision, contact_pair, contact_active, contact_dist,
+            contact_slots, contact_nslots, nefc, overflow. Data out: contact_efc_adr,
             contact_slots, contact_nslots, efc_type, efc_id, efc_sub, efc_cols, efc_active, efc_D,
             efc_force (rows no longer in use), nefc, overflow, overflow_need."""
             first = contact_rows_start(m)
@@ -761,7 +761,7 @@ def build(scalar):
                 k = int(0)
             if wp.static(write_all):
                 c = int(0)
-                while c < m.ncon:
+                while c < m.nconmax:
                     d.contact_efc_adr[w, c] = -1
                     c = c + 1
             n = first
@@ -770,8 +770,8 @@ def build(scalar):
             i = int(0)
             while i < d.ncollision[w]:
                 p = d.collision_pair[w, i]
-                c = m.cpair_slot[p]
-                end = c + m.cpair_nslot[p]
+                c = d.collision_adr[w, i]
+                end = c + d.collision_nslot[w, i]
                 while c < end:
                     if slot_has_rows(m, d, w, c):
                         need = need + m.cpair_nrow[p]
@@ -802,11 +802,12 @@ def build(scalar):
         return n
 
     @wp.func
-    def pair_rows(m: Model, d: Data, w: int, p: int):
-        """The rows the contacts of kept pair p within their margins need."""
+    def pair_rows(m: Model, d: Data, w: int, i: int):
+        """The rows the contacts of entry i of the kept pairs within their margins need."""
         count = int(0)
-        c = m.cpair_slot[p]
-        end = c + m.cpair_nslot[p]
+        p = d.collision_pair[w, i]
+        c = d.collision_adr[w, i]
+        end = c + d.collision_nslot[w, i]
         while c < end:
             if slot_has_rows(m, d, w, c):
                 count = count + m.cpair_nrow[p]
@@ -823,7 +824,7 @@ def build(scalar):
         contact rows, `old`: Data.nefc then). Returns the lane's share for
         `efc_address_lanes_write`. Barriers: the caller's (block_sync), before and after.
 
-        Model: contact_pair, cpair_margin, cpair_nrow, cpair_nslot, cpair_slot, efc_id, efc_sub, efc_type,
+        Model: cpair_margin, cpair_nrow, efc_id, efc_sub, efc_type,
         enable_constraint, nefc_eq, nefc_friction, nefc_limit. Data in: collision_pair, ncollision,
         contact_active, contact_dist, efc_id, efc_sub (the old contact rows). Data out: contact_efc_adr (the
         old rows' slots), efc_lane_count (the lane's), efc_type, efc_id, efc_sub, efc_cols (the fixed rows of
@@ -843,7 +844,7 @@ def build(scalar):
         count = int(0)
         i = lo
         while i < hi:
-            count = count + pair_rows(m, d, w, d.collision_pair[w, i])
+            count = count + pair_rows(m, d, w, i)
             i = i + 1
         d.efc_lane_count[w, lane] = count
         return lo, hi
@@ -854,17 +855,18 @@ def build(scalar):
         entries placed from the rows of the lanes before it; the last lane counts the rows and
         records the overflow (`old`: Data.nefc before this evaluation, read before the barrier).
 
-        Model: contact_pair, cpair_efc_type, cpair_margin, cpair_nrow, cpair_nslot, cpair_slot, enable_constraint,
-        nefc, nefc_eq, nefc_friction, nefc_limit. Data in: collision_pair, ncollision, contact_active,
-        contact_dist, efc_lane_count, overflow. Data out: contact_efc_adr (the slots of the lane's entries),
-        efc_type, efc_id, efc_sub, efc_cols (their rows); the last lane's nefc, overflow, overflow_need,
-        efc_active, efc_D, efc_force (rows no longer in use)."""
+        Model: cpair_efc_type, cpair_margin, cpair_nrow, enable_constraint,
+        nefc, nefc_eq, nefc_friction, nefc_limit. Data in: collision_pair, collision_adr, collision_nslot, ncollision,
+        contact_pair, contact_active, contact_dist, efc_lane_count, overflow. Data out: contact_efc_adr (the slots of
+        the
+        lane's entries), efc_type, efc_id, efc_sub, efc_cols (their rows); the last lane's nefc, overflow,
+        overflow_need, efc_active, efc_D, efc_force (rows no longer in use)."""
         need = lanes_before(d, w, lane, contact_rows_start(m))
         i = lo
         while i < hi:
             p = d.collision_pair[w, i]
-            c = m.cpair_slot[p]
-            end = c + m.cpair_nslot[p]
+            c = d.collision_adr[w, i]
+            end = c + d.collision_nslot[w, i]
             while c < end:
                 placed = int(0)
                 if slot_has_rows(m, d, w, c):
@@ -892,8 +894,8 @@ def build(scalar):
                     full = int(0)
                     while i < last and full == 0:
                         p = d.collision_pair[w, i]
-                        c = m.cpair_slot[p]
-                        end = c + m.cpair_nslot[p]
+                        c = d.collision_adr[w, i]
+                        end = c + d.collision_nslot[w, i]
                         while c < end:
                             if slot_has_rows(m, d, w, c):
                                 if n + m.cpair_nrow[p] > m.nefc:
@@ -938,15 +940,15 @@ def build(scalar):
             margin: contacts in the gap get none). A slot without rows, the common case on terrain
             (thousands of slots, a few contacts), reads one int.
 
-            Model: body_dofend, body_invweight0, body_rootid, cone_elliptic, contact_pair, cpair_friction,
+            Model: body_dofend, body_invweight0, body_rootid, cone_elliptic, cpair_friction,
             cpair_geom, cpair_margin, cpair_nrow, cpair_solimp, cpair_solref, cpair_solreffriction, dof_ancestor,
             dof_ancestor_adr, dof_ancestor_num, efc_colind, efc_nnz, enable_refsafe, geom_bodyid, impratio,
-            timestep. Data in: contact_efc_adr, contact_dist, contact_pos, contact_frame, efc_cols, cdof,
+            timestep. Data in: contact_pair, contact_efc_adr, contact_dist, contact_pos, contact_frame, efc_cols, cdof,
             subtree_com. Data out (the slot's rows): efc_J, efc_active, efc_pos, efc_margin, efc_frictionloss,
             efc_R, efc_D, efc_K, efc_B, efc_imp, efc_mu."""
             r0 = d.contact_efc_adr[w, c]
             if r0 >= 0:
-                p = m.contact_pair[c]
+                p = d.contact_pair[w, c]
                 dist = d.contact_dist[w, c]
                 margin = m.cpair_margin[p]
                 nrow = m.cpair_nrow[p]  # 1 (condim 1), 2 (condim - 1) pyramid edges or condim
@@ -999,13 +1001,13 @@ def build(scalar):
         Jacobian zeroed (`contact_jacobian` adds each body's part after). Elliptic cones' rows:
         `contact_rows_elliptic`.
 
-        Model: body_invweight0, cone_elliptic, contact_pair, cpair_friction, cpair_geom, cpair_margin, cpair_nrow,
+        Model: body_invweight0, cone_elliptic, cpair_friction, cpair_geom, cpair_margin, cpair_nrow,
         cpair_solimp, cpair_solref, efc_colind, efc_nnz, enable_refsafe, geom_bodyid, impratio, timestep. Data
-        in: nefc, efc_id, efc_cols, contact_dist. Data out (row r): efc_J (zeroed), efc_active, efc_pos, efc_margin,
-        efc_frictionloss, efc_R, efc_D, efc_K, efc_B, efc_imp."""
+        in: nefc, efc_id, efc_cols, contact_pair, contact_dist. Data out (row r): efc_J (zeroed), efc_active,
+        efc_pos, efc_margin, efc_frictionloss, efc_R, efc_D, efc_K, efc_B, efc_imp."""
         if r < d.nefc[w]:
             c = d.efc_id[w, r]
-            p = m.contact_pair[c]
+            p = d.contact_pair[w, c]
             nrow = m.cpair_nrow[p]
             zero_jacobian(m, d, w, r)  # every cone's (contact_jacobian adds to it)
             if nrow == 1 or m.cone_elliptic == 0:

@@ -3,11 +3,13 @@
 Follows engine_collision_driver.c: `filterBodyPair` (same weld body, both dof-less,
 parent-child unless mjDSBL_FILTERPARENT), `filterBitmask` (contype/conaffinity), `<exclude>`
 body pairs, and explicit `<pair>` elements, which replace the default pair of the same geoms.
-Every candidate pair owns a fixed range of contact slots (as many as its two shapes can
-produce, mj_maxContact); the collision stage (simrl.sim.collision_driver) fills the slots each
-step and flags which are detected. Constraint rows are not owned by slots: the constraint stage
-places those of the detected contacts within the row budget (`contact_budgets`, njmax; simrl.sim
-.constraint.efc_address). The model (simrl.sim.io) copies these tables to the device.
+Every candidate pair has a number of contact slots (as many contacts as its two shapes can
+produce, mj_maxContact); each evaluation the broadphase (simrl.sim.broadphase) gives the pairs
+it keeps that many of their world's slots, within the slot budget (`contact_budgets`, nconmax),
+and the collision stage (simrl.sim.collision_driver) fills them and flags which are detected.
+Constraint rows are not owned by slots: the constraint stage places those of the detected
+contacts within the row budget (njmax; simrl.sim.constraint.efc_address). The model
+(simrl.sim.io) copies these tables to the device.
 """
 
 from dataclasses import dataclass
@@ -67,7 +69,7 @@ def candidate_geom_pairs(mjm: mujoco.MjModel) -> list[tuple[int, int, int]]:
 
 
 # --------------------------------------------------------------------------------------------
-# Static contact tables: every candidate pair owns fixed contact slots and constraint rows
+# Static contact tables: every candidate pair's slots (contacts at most) and rows per contact
 
 #: contacts of one geom pair at most (mjMAXCONPAIR): a height field's prisms stop there
 MAXCONPAIR = 50
@@ -262,14 +264,16 @@ def contact_rows(condim: int, elliptic: bool = False) -> int:
 
 
 def contact_tables(mjm: mujoco.MjModel | None) -> dict:
-    """Per candidate pair and per contact slot, everything the collision and constraint stages
-    need that does not change while simulating (empty tables for None: contacts disabled)."""
+    """Per candidate pair, everything the collision and constraint stages need that does not
+    change while simulating (empty tables for None: contacts disabled): its geoms, collider kind,
+    slots (`nslot`: the contacts its collider can make at once; a pair the broadphase keeps takes
+    that many of its world's slots), contact parameters and rows per contact; `nslot_total` and
+    `nrow`, every pair's slots and their rows."""
     pairs = candidate_geom_pairs(mjm) if mjm is not None else []
     elliptic = mjm is not None and mjm.opt.cone == ConeType.ELLIPTIC
-    t = {name: [] for name in ("geom", "kind", "slot", "nslot", "ccd", "ccd_slot", "condim", "rows", "solref",
+    t = {name: [] for name in ("geom", "kind", "nslot", "ccd", "condim", "rows", "solref",
                                "solreffriction", "solimp", "friction", "friction_geoms", "margin", "gap")}
-    slot_pair = []
-    nslot_total = nrow = nccd_slot = 0
+    nslot_total = nrow = 0
     for g1, g2, ipair in pairs:
         if mjm.geom_type[g1] > mjm.geom_type[g2]:
             g1, g2 = g2, g1
@@ -281,15 +285,10 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
                  else hfield_slots(mjm, g1, g2, margin + gap))
         t["geom"].append((g1, g2))
         t["kind"].append(PAIR_KIND[types])
-        t["slot"].append(nslot_total)
         t["nslot"].append(nslot)
-        # the pair's row of the convex collision's scratch (-1: a primitive pair)
+        # the pair's index among those that search by GJK/EPA (-1: another kind)
         t["ccd"].append(sum(1 for k in t["kind"][:-1] if k in GJK_KINDS) if PAIR_KIND[types] in GJK_KINDS
                         else -1)
-        # its first entry of the convex search's contacts (Data.ccd_contact: the convex kinds' slots
-        # only; -1: a pair collided in closed form)
-        t["ccd_slot"].append(nccd_slot if PAIR_KIND[types] in CONVEX_KINDS else -1)
-        nccd_slot += nslot if PAIR_KIND[types] in CONVEX_KINDS else 0
         t["condim"].append(condim)
         t["rows"].append(contact_rows(condim, elliptic))
         t["solref"].append(solref)
@@ -299,13 +298,9 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
         t["friction_geoms"].append(friction_geoms(mjm, g1, g2, ipair))
         t["margin"].append(margin)
         t["gap"].append(gap)
-        for _ in range(nslot):
-            slot_pair.append(len(t["geom"]) - 1)
-            nrow += t["rows"][-1]
+        nrow += nslot * t["rows"][-1]
         nslot_total += nslot
-    t["slot_pair"] = slot_pair
     t["nslot_total"] = nslot_total
-    t["nccd_slot"] = nccd_slot
     t["nrow"] = nrow
     t["elliptic"] = elliptic
     return t
@@ -314,18 +309,32 @@ def contact_tables(mjm: mujoco.MjModel | None) -> dict:
 # --------------------------------------------------------------------------------------------
 # Budgets: what one world's contacts may hold
 
-#: contacts per moving geom in the default budget (a box resting on a box has 4, a foot on
-#: terrain 1 to 4), and the least default
+#: contacts per moving geom that the default row budget is sized for (a box resting on a box has
+#: 4, a foot on terrain 1 to 4), and the least default
 CONTACTS_PER_GEOM = 4
 MIN_CONTACTS = 16
+#: contact slots per moving geom in the default slot budget (nconmax), and the least default: a
+#: kept pair takes as many slots as its collider can make contacts (a box on a box 8, a sphere on
+#: a box 1, a height field pair its prisms that can touch), more than it finds; the quadruped on
+#: terrain (170 slots) needs at most 144 in 64 random poses (tests/test_contact_sets.py)
+SLOTS_PER_GEOM = 10
+MIN_SLOTS = 64
+#: rows of the convex search's scratch (the GJK simplex, the EPA polytope: 22 KiB each at
+#: MuJoCo's 35 ccd_iterations) per world at most: a world's kept pairs that search by GJK/EPA take
+#: the rows in turn (the c-th kept such pair row c mod CCD_ROWS, searched after the pairs before
+#: it on that row), so the scratch is bounded whatever a world keeps, and the wide schedule runs
+#: up to CCD_ROWS searches of a world at once (the quadruped on terrain keeps at most 8 such
+#: pairs, and mostly 1 or 2: docs/BENCHMARKS.md)
+CCD_ROWS = 4
 
 
 @dataclass(frozen=True)
 class Budgets:
-    """Per-world budgets of one model: `nconmax` candidate pairs the broadphase keeps (MuJoCo
-    Warp's name: its broadphase's pairs share the contact budget), `njmax` constraint rows (the
-    rows before the contacts', `nefc_fixed`, included: MuJoCo Warp's meaning), what the model's
-    candidate pairs could need at most (`npair`, `contact_rows_max`), the defaults and their
+    """Per-world budgets of one model: `nconmax` contact slots (MuJoCo Warp's name for its
+    contacts per world; here the places of the contacts of the pairs the broadphase keeps, each
+    kept pair taking as many as its collider can make), `njmax` constraint rows (the rows before
+    the contacts', `nefc_fixed`, included: MuJoCo Warp's meaning), what the model's candidate
+    pairs could need at most (`npair`, `nslot`, `contact_rows_max`), the defaults and their
     rule."""
 
     njmax: int
@@ -336,22 +345,35 @@ class Budgets:
     nconmax: int = 0
     nconmax_default: int = 0
     npair: int = 0  # candidate pairs
+    nslot: int = 0  # their slots: the contacts they could make at once
 
     def describe(self) -> str:
-        pairs = (f"nconmax {self.nconmax:,} pairs kept by the broadphase per world (of {self.npair:,} candidate "
-                 f"pairs); ") if self.npair else ""
+        pairs = (f"nconmax {self.nconmax:,} contact slots per world for the pairs the broadphase keeps (the "
+                 f"model's {self.npair:,} candidate pairs have {self.nslot:,}); ") if self.npair else ""
         return (f"{pairs}njmax {self.njmax:,} constraint rows per world ({self.nefc_fixed:,} fixed + room for "
                 f"{self.njmax - self.nefc_fixed:,} contact rows; the model's pairs could need "
                 f"{self.contact_rows_max:,})")
 
 
+def moving_geoms(mjm: mujoco.MjModel, tables: dict) -> set[int]:
+    """The geoms of moving bodies that some candidate pair holds."""
+    return {g for pair in tables["geom"] for g in pair if mjm.body_weldid[mjm.geom_bodyid[g]] != 0}
+
+
 def default_nconmax(mjm: mujoco.MjModel | None, tables: dict) -> int:
-    """The contacts a world's default budgets hold: CONTACTS_PER_GEOM for every geom of a moving
-    body that some candidate pair holds, at least MIN_CONTACTS, at most every slot."""
+    """The contacts a world's default row budget holds: CONTACTS_PER_GEOM for every geom of a
+    moving body that some candidate pair holds, at least MIN_CONTACTS, at most every slot."""
     if not tables["geom"]:
         return 0
-    moving = {g for pair in tables["geom"] for g in pair if mjm.body_weldid[mjm.geom_bodyid[g]] != 0}
-    return min(tables["nslot_total"], max(MIN_CONTACTS, CONTACTS_PER_GEOM * len(moving)))
+    return min(tables["nslot_total"], max(MIN_CONTACTS, CONTACTS_PER_GEOM * len(moving_geoms(mjm, tables))))
+
+
+def default_nslot(mjm: mujoco.MjModel | None, tables: dict) -> int:
+    """The default slot budget (nconmax): SLOTS_PER_GEOM for every geom of a moving body that
+    some candidate pair holds, at least MIN_SLOTS, at most every slot."""
+    if not tables["geom"]:
+        return 0
+    return min(tables["nslot_total"], max(MIN_SLOTS, SLOTS_PER_GEOM * len(moving_geoms(mjm, tables))))
 
 
 def _budget(name: str, value, least: int, meaning: str):
@@ -364,10 +386,10 @@ def _budget(name: str, value, least: int, meaning: str):
 
 def contact_budgets(mjm: mujoco.MjModel, tables: dict, nefc_fixed: int, njmax: int | None = None,
                     nconmax: int | None = None) -> Budgets:
-    """The budgets of a world. `nconmax`: the candidate pairs the broadphase keeps, when given
-    (at least 1; more than the model's candidate pairs is cut to that), else the default:
-    `default_nconmax` (CONTACTS_PER_GEOM per moving geom of a pair, at least MIN_CONTACTS), at
-    most every candidate pair. `njmax`: the constraint rows, when given (at least the fixed rows;
+    """The budgets of a world. `nconmax`: the contact slots of the pairs the broadphase keeps,
+    when given (at least 1; more than every candidate pair's slots is cut to that), else the
+    default: `default_nslot` (SLOTS_PER_GEOM per moving geom of a pair, at least MIN_SLOTS), at
+    most every slot. `njmax`: the constraint rows, when given (at least the fixed rows;
     more than every slot's rows is cut to that), else the default: the fixed rows and the rows of
     `default_nconmax` contacts of the model's largest condim (at most every slot's rows)."""
     rows_max = tables["nrow"]
@@ -384,9 +406,10 @@ def contact_budgets(mjm: mujoco.MjModel, tables: dict, nefc_fixed: int, njmax: i
                              f"friction loss and limits, which every world needs; set at least {nefc_fixed} "
                              f"(default {default})")
         chosen = min(int(njmax), nefc_fixed + rows_max)
-    npair = len(tables["geom"])
-    pairs_default = min(npair, rule)
-    pairs = pairs_default if nconmax is None else min(npair, _budget(
-        "nconmax", nconmax, 1, "the candidate pairs a world's broadphase keeps"))
+    nslot = tables["nslot_total"]
+    slots_default = default_nslot(mjm, tables)
+    slots = slots_default if nconmax is None else min(nslot, _budget(
+        "nconmax", nconmax, 1, "the contact slots of the pairs a world's broadphase keeps"))
     return Budgets(njmax=chosen, njmax_default=default, nefc_fixed=nefc_fixed, contact_rows_max=rows_max,
-                   nconmax_rule=rule, nconmax=pairs, nconmax_default=pairs_default, npair=npair)
+                   nconmax_rule=rule, nconmax=slots, nconmax_default=slots_default, npair=len(tables["geom"]),
+                   nslot=nslot)

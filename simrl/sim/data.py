@@ -16,9 +16,10 @@ from simrl.sim.types import scalar_types
 #: the most threads a world's block may have (simrl.sim.schedule.LANES): Data.efc_lane_count's width
 MAX_LANES = 64
 
-#: Data.overflow's bits: what outgrew its budget in a world's last evaluation (the candidate pairs
-#: the broadphase kept, the contacts, the constraint rows); Data.overflow_need's columns, in order
-OVERFLOW_PAIRS = 1
+#: Data.overflow's bits: what outgrew its budget in a world's last evaluation (the contact slots of
+#: the pairs the broadphase kept, nconmax; the constraint rows, njmax). Data.overflow_need's
+#: columns: the pairs the broadphase kept (all of them, those cut included), the slots they needed,
+#: the rows needed
 OVERFLOW_CONTACTS = 2
 OVERFLOW_ROWS = 4
 OVERFLOW_NAMES = ("pairs", "contacts", "rows")
@@ -178,7 +179,10 @@ def data_struct(scalar):
         # acceleration
         qfrc_smooth: wp.array2d(dtype=scalar)
         qacc_smooth: wp.array2d(dtype=scalar)
-        # collision: fixed contact slots [W, ncon]
+        # collision: the contact slots of a world [W, Model.nconmax]: each pair the broadphase kept
+        # takes as many as its collider can make contacts (Model.cpair_nslot), from
+        # collision_adr, in the list's order (pair order); the rest are free (contact_pair -1)
+        contact_pair: wp.array2d(dtype=int)  # the candidate pair that holds the slot, -1: free
         contact_active: wp.array2d(dtype=int)  # 1: detected (dist < margin + gap)
         contact_dist: wp.array2d(dtype=scalar)
         contact_pos: wp.array2d(dtype=T.vec3)
@@ -187,20 +191,25 @@ def data_struct(scalar):
         # first contact_nslots[w] of contact_slots[w]), made by constraint.efc_address for the later
         # passes of the same step, which then skip the others (thousands on terrain); the next
         # evaluation's efc_address reads it first: the only slots whose contact_efc_adr is set
-        contact_slots: wp.array2d(dtype=int)  # [W, ncon]
+        contact_slots: wp.array2d(dtype=int)  # [W, nconmax]
         contact_nslots: wp.array(dtype=int)  # [W]
-        # the broadphase (simrl.sim.broadphase): the candidate pairs it kept, in pair order, at most
-        # Model.nconmax [W, nconmax] (the first ncollision[w]), each one's row of the convex
-        # scratch (-1: none); [W, 2 MAX_LANES] each lane's count of kept pairs, and of those that
-        # search by GJK/EPA (the wide schedule's prefix sums)
+        # the broadphase (simrl.sim.broadphase): the candidate pairs it kept, in pair order, those
+        # whose slots fit Model.nconmax [W, nconmax] (the first ncollision[w]), each one's first
+        # contact slot, its number of slots (Model.cpair_nslot; a height field pair's prisms that
+        # can touch, at most that) and its index among the kept pairs that search by GJK/EPA (-1:
+        # not such a pair); [W, 3 MAX_LANES] each lane's count of kept pairs, of those that search by GJK/EPA,
+        # and of their slots (the wide schedule's prefix sums)
         collision_pair: wp.array2d(dtype=int)
+        collision_adr: wp.array2d(dtype=int)
+        collision_nslot: wp.array2d(dtype=int)
         collision_ccd: wp.array2d(dtype=int)
         ncollision: wp.array(dtype=int)
         bp_lane_count: wp.array2d(dtype=int)
         bp_run_kept: wp.array2d(dtype=int)  # [W, Model.nbp_run]: each run's kept pairs (the lanes' count)
-        # convex collision (simrl.sim.collision_convex): what GJK/EPA found per contact slot of the
-        # convex pairs [W, Model.nccd_slot] (a pair's from Model.cpair_ccd_slot), and their scratch
-        # rows [W * nccdmax, ...], row w * nccdmax + collision_ccd (the simplex and the EPA polytope)
+        # convex collision (simrl.sim.collision_convex): what GJK/EPA found per contact slot
+        # [W, nconmax] (the slots of the convex pairs; [W, 1] in a model without them), and the
+        # search's scratch rows [W * nccdmax, ...] (the simplex and the EPA polytope), which the
+        # world's searches take in turn (collision_driver.detect)
         ccd_contact: wp.array2d(dtype=ConvexContact)
         ccd_simplex: wp.array2d(dtype=Vertex)
         ccd_vert: wp.array2d(dtype=Vertex)
@@ -221,7 +230,7 @@ def data_struct(scalar):
         # constraint rows [W, nefc] (nefc: the row budget, Model.nefc): the fixed rows, then the
         # rows of the slots whose contact is within its margin, in slot order (constraint.efc_address)
         nefc: wp.array(dtype=int)  # [W], rows in use
-        contact_efc_adr: wp.array2d(dtype=int)  # [W, ncon], a slot's first row, -1: none
+        contact_efc_adr: wp.array2d(dtype=int)  # [W, nconmax], a slot's first row, -1: none
         efc_type: wp.array2d(dtype=int)  # mjtConstraint
         efc_id: wp.array2d(dtype=int)  # equality, dof, joint, tendon or contact slot
         efc_sub: wp.array2d(dtype=int)  # limit side (-1 lower, +1 upper, 0 ball); the row's index in its constraint
@@ -379,10 +388,10 @@ def check_memory(model, num_worlds: int):
         return
     rows = sum(b for name, b in sizes.items() if name.startswith("efc_"))
     slots = sum(b for name, b in sizes.items() if name.startswith("contact_"))
-    nefc, ncon = model.struct.nefc, model.struct.ncon
+    nefc, ncon = model.struct.nefc, model.struct.nconmax
     detail = (f", {size_text(rows)} of which are its budget of {nefc:,} constraint rows (njmax) and "
-              f"{size_text(slots)} its {ncon:,} contact slots: pairs that cannot touch can be left out with "
-              f"<contact><exclude> or contype/conaffinity, and a smaller njmax holds fewer rows") if ncon else ""
+              f"{size_text(slots)} its {ncon:,} contact slots (nconmax): smaller budgets hold fewer "
+              f"(their overflow is flagged)") if ncon else ""
     raise MemoryError(
         f"{num_worlds:,} worlds of this model need {size_text(need)} for the simulation's data "
         f"({size_text(per_world)} per world{detail}), "
@@ -474,19 +483,21 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.qfrc_actuator = zeros((W, nv))
     d.qfrc_smooth = zeros((W, nv))
     d.qacc_smooth = zeros((W, nv))
-    ncon, nefc = model.struct.ncon, model.struct.nefc
+    ncon, nefc = max(model.struct.nconmax, 1), model.struct.nefc
     nefc_fixed = model.budgets.nefc_fixed
+    d.contact_pair = wp.array(np.full((W, ncon), -1, dtype=np.int32), dtype=int, device=device)
     d.contact_active = zeros((W, ncon), int)
     d.contact_dist = zeros((W, ncon))
     d.contact_pos = zeros((W, ncon), T.vec3)
     d.contact_frame = zeros((W, ncon), T.mat33)
     d.contact_slots = zeros((W, ncon), int)
     d.contact_nslots = zeros(W, int)
-    nlist = max(model.struct.nconmax, 1)
-    d.collision_pair = zeros((W, nlist), int)
-    d.collision_ccd = zeros((W, nlist), int)
+    d.collision_pair = zeros((W, ncon), int)
+    d.collision_adr = zeros((W, ncon), int)
+    d.collision_nslot = zeros((W, ncon), int)
+    d.collision_ccd = zeros((W, ncon), int)
     d.ncollision = zeros(W, int)
-    d.bp_lane_count = zeros((W, 2 * MAX_LANES), int)
+    d.bp_lane_count = zeros((W, 3 * MAX_LANES), int)
     d.bp_run_kept = zeros((W, max(model.struct.nbp_run, 1)), int)
     # convex collision: no gradients (it finds which points touch; simrl.sim.collision_convex
     # rebuilds the contacts from the poses on the tape)
@@ -494,7 +505,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     ConvexContact = ccd_structs(T.scalar)[3]
     nverts, nfaces = model.ccd_polytope
     S = W * model.struct.nccdmax
-    d.ccd_contact = wp.zeros((W, max(model.nccd_slot, 1)), dtype=ConvexContact, device=device)
+    d.ccd_contact = wp.zeros((W, ncon if model.struct.ndetect else 1), dtype=ConvexContact, device=device)
     d.ccd_simplex = wp.zeros((S, 8), dtype=Vertex, device=device)
     d.ccd_vert = wp.zeros((S, nverts), dtype=Vertex, device=device)
     d.ccd_face = wp.zeros((S, nfaces), dtype=Face, device=device)

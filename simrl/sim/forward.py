@@ -124,7 +124,8 @@ def detect_contacts(scalar) -> tuple:
     """The convex collision's search (GJK/EPA, simrl.sim.collision_convex): before the narrow
     phase, never differentiated."""
     groups = tuple((kinds, collision_driver.detect(scalar, kinds)) for kinds in collision_driver.DETECT_GROUPS)
-    return (Pass("convex_detect", PAIRS, (collision_driver.detect(scalar),), kinds=groups, entry=True),)
+    return (Pass("convex_detect", PAIRS, (collision_driver.detect(scalar),), kinds=groups,
+                 ccd_rows=collision_driver.DETECT_ROWS),)
 
 
 @functools.cache

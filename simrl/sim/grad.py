@@ -124,7 +124,7 @@ def build(scalar, schedule: str = "fused"):
         """efc_force of row r of a contact in the elliptic cone at jar (`solver.elliptic_cone`),
         differentiably: the contact's at most 6 rows unrolled, no square root at T = 0."""
         r0 = r - d.efc_sub[w, r]
-        n = m.cpair_condim[m.contact_pair[d.efc_id[w, r]]]
+        n = m.cpair_condim[d.contact_pair[w, d.efc_id[w, r]]]
         mu = d.efc_mu[w, r0]
         N = mu * jar[w, r0]
         T2 = scalar(0.0)
@@ -212,7 +212,7 @@ def build(scalar, schedule: str = "fused"):
         c = D_0 / (1 + mu^2), T_fj = friction_j jar_j^2 / T, Q = sum friction_j^2 jar_j jl_j,
         ds/dT = c (jl_0 - Q / T - (jar_0 - T) Q / T^2)."""
         r0 = r - d.efc_sub[w, r]
-        n = m.cpair_condim[m.contact_pair[d.efc_id[w, r]]]
+        n = m.cpair_condim[d.contact_pair[w, d.efc_id[w, r]]]
         gjl = scalar(0.0)  # (G' jl)_r = -(H_cone jl)_r (H_cone symmetric)
         for e in range(n):
             gjl = gjl - d.efc_hcone[w, r, e] * row_product(m, d, w, r0 + e, lam)
@@ -294,7 +294,7 @@ def build(scalar, schedule: str = "fused"):
                     r = d.efc_list[w, a]
                     if m.efc_colmask[d.efc_cols[w, r], i] != 0 and cone_middle(m, d, w, r):
                         r0 = r - d.efc_sub[w, r]
-                        for e in range(m.cpair_condim[m.contact_pair[d.efc_id[w, r]]]):
+                        for e in range(m.cpair_condim[d.contact_pair[w, d.efc_id[w, r]]]):
                             h = d.efc_J[w, r, i] * d.efc_hcone[w, r, e]
                             for kj in range(m.efc_nnz[d.efc_cols[w, r0 + e]]):
                                 j = m.efc_colind[d.efc_cols[w, r0 + e], kj]

@@ -17,6 +17,7 @@ import warp as wp
 
 from simrl.errors import UnsupportedFeatureError
 from simrl.sim.contact_tables import (
+    CCD_ROWS,
     CONVEX_KINDS,
     CONVEX_MAX_CONTACTS,
     CYLINDER_CLIP_KINDS,
@@ -180,8 +181,9 @@ def contact_direction(mjm: mujoco.MjModel, i: int, geoms) -> int:
 def contact_sensor_tables(mjm: mujoco.MjModel, tables: dict) -> tuple[list[tuple[int, int, int]],
                                                                         list[tuple[int, int]]]:
     """The contact sensors, as (sensor id, first candidate, number of candidates), and their
-    candidates: (contact slot, flip) of every slot whose geom pair the sensor matches (flip 1: the
-    normal is reversed), in mjData.contact's order (`contact_order`, then a pair's slots in turn)."""
+    candidates: (pair, slot of the pair, flip) of every slot of the candidate pairs whose geoms
+    the sensor matches (flip 1: the normal is reversed), in mjData.contact's order
+    (`contact_order`, then a pair's slots in turn)."""
     order = contact_order(mjm, tables)
     sensors, slots = [], []
     for i in np.flatnonzero(mjm.sensor_type == SensorType.CONTACT):
@@ -189,8 +191,7 @@ def contact_sensor_tables(mjm: mujoco.MjModel, tables: dict) -> tuple[list[tuple
         for p in order:
             direction = contact_direction(mjm, int(i), tables["geom"][p])
             if direction != 0:
-                first, nslot = tables["slot"][p], tables["nslot"][p]
-                slots.extend((s, int(direction < 0)) for s in range(first, first + nslot))
+                slots.extend((p, k, int(direction < 0)) for k in range(tables["nslot"][p]))
         sensors.append((int(i), start, len(slots) - start))
     return sensors, slots
 
@@ -767,19 +768,14 @@ class Model:
         tables = contact_tables(mjm) if contact_on else contact_tables(None)
         self.contact_tables = tables
         m.ncpair = len(tables["geom"])
-        m.ncon = tables["nslot_total"]
         m.cpair_geom = wp.array(np.asarray(tables["geom"], dtype=np.int32).reshape(-1, 2), dtype=wp.vec2i,
                                 device=self.device)
         m.cpair_kind = ints(tables["kind"])
         #: the collider kinds of the model's candidate pairs (the wide schedule launches the narrow
         #: phase's groups of kinds the model has)
         self.pair_kinds = sorted(set(tables["kind"]))
-        m.cpair_slot = ints(tables["slot"])
         m.cpair_nslot = ints(tables["nslot"])
         m.cpair_ccd = ints(tables["ccd"])
-        m.cpair_ccd_slot = ints(tables["ccd_slot"])
-        #: entries of Data.ccd_contact per world (the contact slots of the convex pairs)
-        self.nccd_slot = tables["nccd_slot"]
         m.nccdpair = sum(1 for c in tables["ccd"] if c >= 0)
         m.ndetect = sum(1 for k in tables["kind"] if k in CONVEX_KINDS)
         self._broadphase_tables(m, mjm, tables, dtype)
@@ -803,7 +799,6 @@ class Model:
         m.cpair_solreffriction = arr(np.reshape(tables["solreffriction"], (-1, 2)), T.vec2)
         m.cpair_solimp = arr(np.reshape(tables["solimp"], (-1, 5)), T.vec5)
         m.cpair_friction = shared(np.reshape(tables["friction"], (-1, 5)), T.vec5, 5)
-        m.contact_pair = ints(tables["slot_pair"])
 
         # rows (mj_makeConstraint's order): equality (3 per connect, 6 per weld, 1 per joint),
         # friction loss dofs, limits (2 per hinge/slide, 1 per ball), contact rows
@@ -847,9 +842,9 @@ class Model:
         self.budgets = contact_budgets(mjm, tables, base, njmax, nconmax)
         m.nefc = self.budgets.njmax
         m.nconmax = self.budgets.nconmax
-        # the convex search's scratch: a row per kept pair that searches by GJK/EPA, which the
-        # list of kept pairs holds at most nconmax of
-        m.nccdmax = min(m.nccdpair, m.nconmax)
+        # the convex search's scratch: CCD_ROWS rows per world at most, which the kept pairs that
+        # search by GJK/EPA take in turn (collision_driver.detect)
+        m.nccdmax = min(m.nccdpair, m.nconmax, CCD_ROWS)
         # the columns where a row's Jacobian can be non-zero, by column set: one per row before the
         # contacts' (set r for row r), then one per candidate pair (set base + p: the dof chains of
         # its two bodies), which every row of its contacts uses (Data.efc_cols)
@@ -913,7 +908,7 @@ class Model:
                 runs.append([p, 1, len(records) - 1])
             else:
                 runs.append([p, 1, -1])
-        device = m.cpair_slot.device
+        device = m.cpair_nslot.device
         far = []
         for t, margin in records:
             record = FarGeom()
@@ -1049,8 +1044,8 @@ class Model:
             contact_sensors.append(sen)
         m.ncontact_sensor = len(contact_sensors)
         m.contact_sensor = wp.array(contact_sensors or [ContactSensor()], dtype=ContactSensor, device=self.device)
-        m.contact_sensor_slot = wp.array(np.asarray(slots or [(0, 0)], dtype=np.int32).reshape(-1, 2),
-                                         dtype=wp.vec2i, device=self.device)
+        m.contact_sensor_slot = wp.array(np.asarray(slots or [(0, 0, 0)], dtype=np.int32).reshape(-1, 3),
+                                         dtype=wp.vec3i, device=self.device)
         m.magnetic = T.vec3(*[float(x) for x in mjm.opt.magnetic])
 
     def _tendons(self, m, mjm, ints, arr):

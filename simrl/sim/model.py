@@ -368,16 +368,12 @@ def model_struct(scalar):
         solver_iterations: int
         solver_tolerance: scalar
         solver_scale: scalar  # 1 / (meaninertia * max(1, nv))
-        # contact pairs, fixed at load: contact slots [cpair_slot, cpair_slot + cpair_nslot)
+        # candidate contact pairs, fixed at load; each pair the broadphase keeps takes cpair_nslot
+        # consecutive contact slots of its world (Data.collision_adr)
         ncpair: int
-        ncon: int
         cpair_geom: wp.array(dtype=wp.vec2i)  # geom1, geom2 with type1 <= type2
         cpair_kind: wp.array(dtype=int)  # collision function (contact_tables.PAIR_KIND)
-        cpair_slot: wp.array(dtype=int)
         cpair_nslot: wp.array(dtype=int)  # slots of each pair (a height field pair: its prisms, hfield_slots)
-        # the pair's first entry of Data.ccd_contact, which has one per contact slot of the pairs of
-        # convex kinds (contact_tables.CONVEX_KINDS; -1: another kind)
-        cpair_ccd_slot: wp.array(dtype=int)
         nccdpair: int  # pairs that collide by GJK/EPA (contact_tables.CONVEX_MAX_CONTACTS but plane-mesh)
         cpair_ccd: wp.array(dtype=int)  # >= 0: the pair searches by GJK/EPA (a row of the convex scratch); -1: not
         # the broadphase (simrl.sim.broadphase): the candidate pairs as runs in pair order, (first
@@ -395,8 +391,10 @@ def model_struct(scalar):
         far_geom: wp.array(dtype=FarGeom)
         nfar_moving: int
         far_moving: wp.array(dtype=int)
-        nconmax: int  # the budget of pairs the broadphase keeps per world (Data.collision_pair)
-        nccdmax: int  # rows of the convex scratch per world: min(nccdpair, nconmax)
+        # the budget of contact slots per world (Data.contact_*, ccd_contact): the slots of the
+        # pairs the broadphase keeps (Data.collision_pair, at most nconmax of them too)
+        nconmax: int
+        nccdmax: int  # rows of the convex scratch per world: min(nccdpair, nconmax, contact_tables.CCD_ROWS)
         ndetect: int  # pairs of the convex kinds (plane-mesh included): the detection pass runs
         ccd_iterations: int  # opt.ccd_iterations: bound of GJK's and EPA's iterations
         ccd_tolerance: scalar  # opt.ccd_tolerance
@@ -411,7 +409,6 @@ def model_struct(scalar):
         cpair_solreffriction: wp.array(dtype=T.vec2)  # the elliptic cone's friction rows; (0, 0): solref
         cpair_solimp: wp.array(dtype=T.vec5)
         cpair_friction: wp.array2d(dtype=T.vec5)  # [1 or W, ncpair]
-        contact_pair: wp.array(dtype=int)  # [ncon]
         cpair_nrow: wp.array(dtype=int)  # constraint rows of one contact of the pair (contact_tables.contact_rows)
         cpair_efc_type: wp.array(dtype=int)  # mjtConstraint of those rows
         # equality constraints (connect, weld, joint), mjtEq: the bodies (of the sites) and
@@ -440,11 +437,12 @@ def model_struct(scalar):
         # read contact forces: a kernel of their own, simrl.sim.sensor `wrench_sensor`)
         nsensor_wrench: int
         sensor: wp.array(dtype=Sensor)
-        # the contact sensors and their candidate slots (contact slot, 1: flip the normal), in
-        # mjData.contact's order
+        # the contact sensors and their candidate slots (candidate pair, slot of the pair, 1: flip
+        # the normal), in mjData.contact's order (a pair's slots are found in the world's list of
+        # kept pairs: sensor.world_slot)
         ncontact_sensor: int
         contact_sensor: wp.array(dtype=contact_sensor_struct())
-        contact_sensor_slot: wp.array(dtype=wp.vec2i)
+        contact_sensor_slot: wp.array(dtype=wp.vec3i)
         magnetic: T.vec3
         # constraint rows: nefc is the row budget of a world (njmax, Data's rows); the first
         # nefc_eq + nefc_friction + nefc_limit rows have fixed places (equality, friction loss,

@@ -86,9 +86,9 @@ PAIRS = "pairs"  # the candidate pairs the broadphase kept (Data.collision_pair)
 _RANGES = {BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.ngeom + m.nsite),
            DOFS: lambda m: (0, m.nv), JOINTS: lambda m: (0, m.njnt), GEOMS: lambda m: (0, m.ngeom),
            SITES: lambda m: (0, m.nsite), ACTUATORS: lambda m: (0, m.nu), CONTROLS: lambda m: (0, min(m.nu, 1)),
-           SITE_TRANSMISSIONS: lambda m: (0, m.nsite_trn), CONTACTS: lambda m: (0, m.ncon),
-           PYRAMIDAL_CONTACTS: lambda m: (0, 0 if m.cone_elliptic else m.ncon),
-           ELLIPTIC_CONTACTS: lambda m: (0, m.ncon if m.cone_elliptic else 0),
+           SITE_TRANSMISSIONS: lambda m: (0, m.nsite_trn), CONTACTS: lambda m: (0, m.nconmax),
+           PYRAMIDAL_CONTACTS: lambda m: (0, 0 if m.cone_elliptic else m.nconmax),
+           ELLIPTIC_CONTACTS: lambda m: (0, m.nconmax if m.cone_elliptic else 0),
            EQUALITIES: lambda m: (0, m.neq if m.nefc_eq > 0 else 0),
            SENSORS: lambda m: (0, m.nsensor - m.nsensor_wrench),
            WRENCH_SENSORS: lambda m: (m.nsensor - m.nsensor_wrench, m.nsensor_wrench),
@@ -104,9 +104,9 @@ class Pass:
     """Element functions `funcs`, called in order for each element of the domain `over`.
 
     `skip_world`: a body pass that leaves out the world body. `kinds` (PAIRS only): ((kinds,
-    f(m, d, w, p)), ...), the wide schedule's launch per group of collider kinds, f colliding a
-    pair of any kind of its group; `funcs` then holds the function that dispatches on every
-    kind, for the fused schedule."""
+    f(m, d, w, i)), ...), the wide schedule's launch per group of collider kinds, f colliding
+    entry i of the world's kept pairs when its kind is of the group; `funcs` then holds the
+    function that dispatches on every kind, for the fused schedule."""
 
     name: str
     over: str
@@ -124,9 +124,10 @@ class Pass:
     # model.SUBTREE_STACK (Model.subtree_alone)
     alone: tuple = ()
     kinds: tuple = ()  # ((kinds, function), ...)
-    # PAIRS: the functions take the entry of the world's list of kept pairs (Data.collision_pair),
-    # not the pair (the convex detection, whose scratch row is the entry's)
-    entry: bool = False
+    # PAIRS: the groups of kinds whose function uses a row of the convex scratch: the
+    # wide schedule launches them a thread per row (Model.nccdmax), which runs the entries of
+    # that row (Data.collision_ccd mod nccdmax) in list order, not a thread per entry
+    ccd_rows: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -228,11 +229,11 @@ def _range_funcs(scalar):
 
     @wp.func
     def contacts(m: Model):
-        return 0, m.ncon
+        return 0, m.nconmax
 
     @wp.func
     def pyramidal_contacts(m: Model):
-        n = m.ncon
+        n = m.nconmax
         if m.cone_elliptic != 0:
             n = 0
         return 0, n
@@ -241,7 +242,7 @@ def _range_funcs(scalar):
     def elliptic_contacts(m: Model):
         n = int(0)
         if m.cone_elliptic != 0:
-            n = m.ncon
+            n = m.nconmax
         return 0, n
 
     @wp.func
@@ -426,26 +427,18 @@ def _fused_loop(p: Pass, scalar, backward: bool):
 
         return run_rows
     if p.over == PAIRS:
-        entry = p.entry
-
         @wp.func
         def run_pairs(m: Model, d: Data, w: int):
-            # the pairs the broadphase kept (simrl.sim.broadphase), in pair order; each writes only
-            # its own slots
+            # the entries of the pairs the broadphase kept (simrl.sim.broadphase), in pair order;
+            # each writes only its own slots
             if wp.static(backward):
                 for i in range(d.ncollision[w]):
-                    if wp.static(entry):
-                        f(m, d, w, i)
-                    else:
-                        f(m, d, w, d.collision_pair[w, i])
+                    f(m, d, w, i)
             else:
                 i = int(0)
                 end = d.ncollision[w]
                 while i < end:
-                    if wp.static(entry):
-                        f(m, d, w, i)
-                    else:
-                        f(m, d, w, d.collision_pair[w, i])
+                    f(m, d, w, i)
                     i = i + 1
 
         return run_pairs
@@ -526,7 +519,7 @@ def fused_kernel(name: str, passes: tuple, scalar, module):
 # wide: a launch per pass, (worlds x elements) threads
 
 
-def _wide_kernel(name: str, f, index: str, scalar, module, entry: bool = False):
+def _wide_kernel(name: str, f, index: str, scalar, module):
     """A kernel running element function f once per (world, element) of its launch. `index`:
     'table' (elements table[start + e]), 'range' (start + e), 'list' (the kept pairs of a group of
     kinds), 'active' (rows, active only),
@@ -547,7 +540,7 @@ def _wide_kernel(name: str, f, index: str, scalar, module, entry: bool = False):
         return table_kernel
     if index == "list":
         # a thread per entry of the world's list of kept pairs (Data.collision_pair): those in use
-        # whose kind is in [lo, hi] run f, with the pair (or the entry: `entry`)
+        # whose kind is in [lo, hi] run f with the entry
         @wp.kernel(module=module, name=name)
         def list_kernel(m: Model, d: Data, lo: int, hi: int, start: int):
             w, t = wp.tid()
@@ -560,12 +553,30 @@ def _wide_kernel(name: str, f, index: str, scalar, module, entry: bool = False):
                 p = d.collision_pair[w, e]
                 kind = m.cpair_kind[p]
                 if go and kind >= lo and kind <= hi:
-                    if wp.static(entry):
-                        f(m, d, w, e)
-                    else:
-                        f(m, d, w, p)
+                    f(m, d, w, e)
 
         return list_kernel
+    if index == "ccd_rows":
+        # a thread per row of a world's convex scratch: the entries of the world's list that
+        # search on that row (the c-th that searches: row c mod nccdmax), in list order, whose
+        # kind is in [lo, hi], run f with the entry
+        @wp.kernel(module=module, name=name)
+        def ccd_rows_kernel(m: Model, d: Data, lo: int, hi: int, start: int):
+            w, t = wp.tid()
+            if wp.static(guard):
+                if d.world_skip[w] != 0:
+                    return
+            e = int(0)
+            end = d.ncollision[w]
+            while e < end:
+                ccd = d.collision_ccd[w, e]
+                if ccd >= 0 and ccd % m.nccdmax == t:
+                    kind = m.cpair_kind[d.collision_pair[w, e]]
+                    if kind >= lo and kind <= hi:
+                        f(m, d, w, e)
+                e = e + 1
+
+        return ccd_rows_kernel
     if index == "range":
         @wp.kernel(module=module, name=name)
         def range_kernel(m: Model, d: Data, start: int):
@@ -644,8 +655,8 @@ def _wide_pass(p: Pass, scalar, module_name: str, backward: bool) -> _WidePass:
         return _without_replay(f, Model, Data, world=False) if backward else f
 
     if p.over == PAIRS:
-        kernels = tuple((kinds, _wide_kernel(f"{p.name}_{'_'.join(map(str, kinds))}", element(f), "list", scalar,
-                                             module, entry=p.entry))
+        kernels = tuple((kinds, _wide_kernel(f"{p.name}_{'_'.join(map(str, kinds))}", element(f),
+                                             "ccd_rows" if kinds in p.ccd_rows else "list", scalar, module))
                         for kinds, f in p.kinds)
         return _WidePass(p, None, kernels)
     f = _chain(p.funcs, Model, Data, world=p.over == WORLD)
@@ -699,8 +710,8 @@ def _wide_launches(wp_: _WidePass, model) -> list[Launch]:
     if p.over == PAIRS:
         # a launch per group of kinds the model has, a thread per entry of the list (a group's
         # pairs can be anywhere in it)
-        return [Launch(kernel, (s.nconmax,), (kinds[0], kinds[-1], 0)) for kinds, kernel in wp_.kind_kernels
-                if any(kind in kinds for kind in model.pair_kinds)]
+        return [Launch(kernel, (s.nccdmax if kinds in p.ccd_rows else s.nconmax,), (kinds[0], kinds[-1], 0))
+                for kinds, kernel in wp_.kind_kernels if any(kind in kinds for kind in model.pair_kinds)]
     start, count = _host_range(model, p.over)
     return [Launch(wp_.kernel, (count,), (start,))] if count else []
 

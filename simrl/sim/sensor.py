@@ -264,7 +264,7 @@ def build(scalar):
         """mj_contactForce of contact slot c: (force, torque) in the contact frame, (normal,
         tangent 1, tangent 2) and (torsion, rolling 1, rolling 2); a pyramid's edge forces decoded
         (mju_decodePyramid: the normal their sum, friction k (f_2k - f_2k+1) mu_k)."""
-        p = m.contact_pair[c]
+        p = d.contact_pair[w, c]
         r0 = d.contact_efc_adr[w, c]
         condim = m.cpair_condim[p]
         fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
@@ -292,7 +292,7 @@ def build(scalar):
     def contact_normal_force(m: Model, d: Data, w: int, c: int):
         """The normal force of contact slot c, mj_contactForce's first component: a pyramid's
         edge forces summed (mju_decodePyramid), else the normal row's force."""
-        p = m.contact_pair[c]
+        p = d.contact_pair[w, c]
         r0 = d.contact_efc_adr[w, c]
         condim = m.cpair_condim[p]
         normal = d.efc_force[w, r0]
@@ -314,9 +314,9 @@ def build(scalar):
         com = d.subtree_com[w, m.body_rootid[root]]
         torque = zero3
         force = zero3
-        for c in range(m.ncon):
+        for c in range(m.nconmax):
             if d.contact_efc_adr[w, c] >= 0:
-                g = m.cpair_geom[m.contact_pair[c]]
+                g = m.cpair_geom[d.contact_pair[w, c]]
                 in1 = in_subtree(m, m.geom_bodyid[g[0]], root)
                 in2 = in_subtree(m, m.geom_bodyid[g[1]], root)
                 if in1 != in2:
@@ -371,9 +371,9 @@ def build(scalar):
         the contact point (pointing into the body), meets the site's volume (mju_rayGeom)."""
         b = m.site_bodyid[site]
         total = scalar(0.0)
-        for c in range(m.ncon):
+        for c in range(m.nconmax):
             if d.contact_efc_adr[w, c] >= 0:
-                g = m.cpair_geom[m.contact_pair[c]]
+                g = m.cpair_geom[d.contact_pair[w, c]]
                 b1 = m.geom_bodyid[g[0]]
                 b2 = m.geom_bodyid[g[1]]
                 if b1 == b or b2 == b:
@@ -413,10 +413,33 @@ def build(scalar):
         return inside
 
     @wp.func
+    def world_slot(m: Model, d: Data, w: int, candidate: wp.vec3i):
+        """The contact slot of world w that holds slot candidate[1] of candidate pair
+        candidate[0] (a Model.contact_sensor_slot entry), -1 when the broadphase did not keep
+        the pair: a binary search of the world's kept pairs, which are in pair order."""
+        p = candidate[0]
+        lo = int(0)
+        hi = d.ncollision[w]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if d.collision_pair[w, mid] < p:
+                lo = mid + 1
+            else:
+                hi = mid
+        slot = int(-1)
+        if lo < d.ncollision[w]:
+            if d.collision_pair[w, lo] == p:
+                slot = d.collision_adr[w, lo] + candidate[1]
+        return slot
+
+    @wp.func
     def contact_matches(m: Model, d: Data, w: int, i: int, c: int):
-        """Contact slot c holds a contact (mjData.contact) that contact sensor i matches: its geom
-        pair matched at load (Model.contact_sensor_slot); a site's volume holds its position."""
-        found = d.contact_active[w, c] != 0
+        """Contact slot c (-1: none) holds a contact (mjData.contact) that contact sensor i
+        matches: its geom pair matched at load (Model.contact_sensor_slot); a site's volume holds
+        its position."""
+        found = False
+        if c >= 0:
+            found = d.contact_active[w, c] != 0
         if found and m.contact_sensor[i].objtype == ObjType.SITE:
             found = inside_site(m, d, w, m.contact_sensor[i].objid, d.contact_pos[w, c])
         return found
@@ -499,7 +522,7 @@ def build(scalar):
         if (dataspec & ((1 << ConDataField.LINVEL) | (1 << ConDataField.ANGVEL))) != 0:
             # the velocity of the second geom's body relative to the first's at the contact point,
             # in the contact frame
-            g = m.cpair_geom[m.contact_pair[c]]
+            g = m.cpair_geom[d.contact_pair[w, c]]
             ang1, lin1 = point_velocity(m, d, w, m.geom_bodyid[g[0]], pos)
             ang2, lin2 = point_velocity(m, d, w, m.geom_bodyid[g[1]], pos)
             if (dataspec & (1 << ConDataField.LINVEL)) != 0:
@@ -527,10 +550,10 @@ def build(scalar):
             (`nth_match`, `nth_sorted`), not from a counter carried through a loop: the generated
             adjoint does not replay a loop's carried values (see `subtree_momentum`).
 
-            Model: body_dofend, body_rootid, cone_elliptic, contact_pair, contact_sensor,
-            contact_sensor_slot, cpair_condim, cpair_friction, cpair_geom, geom_bodyid, site_size, site_type. Data
-            in: contact_active, contact_dist, contact_pos, contact_frame, site_xpos, site_xmat, cvel, subtree_com,
-            efc_active, efc_force. Data out: sensordata (the sensor's columns)."""
+            Model: body_dofend, body_rootid, cone_elliptic, contact_sensor, contact_sensor_slot, cpair_condim,
+            cpair_friction, cpair_geom, geom_bodyid, site_size, site_type. Data in: collision_pair, collision_adr,
+            ncollision, contact_pair, contact_active, contact_dist, contact_pos, contact_frame, site_xpos,
+            site_xmat, cvel, subtree_com, efc_active, efc_force. Data out: sensordata (the sensor's columns)."""
             reduce = m.contact_sensor[i].reduce
             if (reduce == REDUCE_MINDIST or reduce == REDUCE_MAXFORCE) == wp.static(sorted_reductions):
                 adr = m.contact_sensor[i].adr
@@ -557,7 +580,7 @@ def build(scalar):
                                 k = nth_match(m, d, w, i, j)
                         if k >= 0:
                             e = m.contact_sensor_slot[first + k]
-                            write_contact(m, d, w, adr + j * size, dataspec, e[0], e[1], nmatch)
+                            write_contact(m, d, w, adr + j * size, dataspec, world_slot(m, d, w, e), e[2], nmatch)
                         else:
                             zero_values(d, w, adr + j * size, size)
                 zero_values(d, w, adr + num * size, dim - num * size)
@@ -587,7 +610,7 @@ def build(scalar):
         first = m.contact_sensor[i].slot_adr
         n = int(0)
         for k in range(m.contact_sensor[i].slot_num):
-            if contact_matches(m, d, w, i, m.contact_sensor_slot[first + k][0]):
+            if contact_matches(m, d, w, i, world_slot(m, d, w, m.contact_sensor_slot[first + k])):
                 n = n + 1
         return n
 
@@ -599,7 +622,7 @@ def build(scalar):
         count = int(0)
         found = int(-1)
         for k in range(m.contact_sensor[i].slot_num):
-            if found < 0 and contact_matches(m, d, w, i, m.contact_sensor_slot[first + k][0]):
+            if found < 0 and contact_matches(m, d, w, i, world_slot(m, d, w, m.contact_sensor_slot[first + k])):
                 if count == j:
                     found = k
                 count = count + 1
@@ -619,7 +642,7 @@ def build(scalar):
             best_key = scalar(0.0)
             best = int(-1)
             for k in range(n):
-                c = m.contact_sensor_slot[first + k][0]
+                c = world_slot(m, d, w, m.contact_sensor_slot[first + k])
                 if contact_matches(m, d, w, i, c):
                     key = contact_criterion(m, d, w, c, reduce)
                     later = last < 0 or key > last_key or (key == last_key and k > last)
@@ -640,7 +663,7 @@ def build(scalar):
         point = zero3
         total = scalar(0.0)
         for k in range(m.contact_sensor[i].slot_num):
-            c = m.contact_sensor_slot[first + k][0]
+            c = world_slot(m, d, w, m.contact_sensor_slot[first + k])
             if contact_matches(m, d, w, i, c):
                 force, torque = contact_wrench(m, d, w, c)
                 weight = wp.length(force)
@@ -656,10 +679,10 @@ def build(scalar):
         net_torque = zero3
         for k in range(m.contact_sensor[i].slot_num):
             e = m.contact_sensor_slot[first + k]
-            c = e[0]
+            c = world_slot(m, d, w, e)
             if contact_matches(m, d, w, i, c):
                 force, torque = contact_wrench(m, d, w, c)
-                if e[1] != 0:
+                if e[2] != 0:
                     force = -force
                     torque = -torque
                 frame_t = wp.transpose(d.contact_frame[w, c])
@@ -869,10 +892,10 @@ def build(scalar):
         sensors most models have are not compiled beside the contact-force loops and ray casts
         of these (with them, the `sensor` kernel needs about twice the registers on a GPU).
 
-        Model: body_dofend, body_parentid, body_rootid, cone_elliptic, contact_pair, cpair_condim,
+        Model: body_dofend, body_parentid, body_rootid, cone_elliptic, cpair_condim,
         cpair_friction, cpair_geom, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, eq, geom_bodyid, nbody,
-        ncon, nefc_eq, neq, sensor, site_bodyid, site_size, site_type. Data in: qacc, xpos, xmat,
-        site_xpos, site_xmat, subtree_com, cdof, cinert, cfrc_bias, eq_active, contact_pos, contact_frame,
+        nconmax, nefc_eq, neq, sensor, site_bodyid, site_size, site_type. Data in: qacc, xpos, xmat,
+        site_xpos, site_xmat, subtree_com, cdof, cinert, cfrc_bias, eq_active, contact_pair, contact_pos, contact_frame,
         efc_active, efc_force. Data out: sensordata (the sensor's columns)."""
         write_sensor(m, d, w, i, wrench_value(m, d, w, i))
 

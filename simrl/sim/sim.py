@@ -30,7 +30,6 @@ from simrl.sim import schedule as simrl_schedule
 from simrl.sim.data import (
     CCD_SCRATCH,
     OVERFLOW_CONTACTS,
-    OVERFLOW_PAIRS,
     OVERFLOW_ROWS,
     check_memory,
     data_struct,
@@ -210,7 +209,7 @@ class Sim:
         self.auto_check_overflow = True
         self._overflow_warned = False
         self._steps_unchecked = 0
-        if self.model.struct.ncon:
+        if self.model.struct.nconmax:
             print(f"simrl: {self.model.budgets.describe()}; set Sim(nconmax=..., njmax=...) or the task's "
                   f"sim.nconmax, sim.njmax", flush=True)
         check_memory(self.model, self.num_worlds)  # a MemoryError that says how many worlds fit
@@ -465,14 +464,21 @@ class Sim:
 
     @property
     def contact(self) -> SimpleNamespace:
-        """Contact slots of every world: `active [W, ncon]` (bool, detected: dist < margin + gap),
-        `dist [W, ncon]`, `pos [W, ncon, 3]`, `frame [W, ncon, 3, 3]` (rows: normal from geom1 to
-        geom2, then the two tangents), and `geom [ncon, 2]`, the geom ids of each slot (fixed)."""
-        tables = self.model.contact_tables
-        geom = torch.as_tensor(np.asarray([tables["geom"][p] for p in tables["slot_pair"]],
-                                          dtype=np.int64).reshape(-1, 2), device=self.qpos.device)
+        """The contact slots of every world [W, nconmax] (the pairs the broadphase kept hold the
+        first, in pair order; simrl.sim.broadphase): `active` (bool, a contact detected: dist <
+        margin + gap), `dist`, `pos [.., 3]`, `frame [.., 3, 3]` (rows: normal from geom1 to
+        geom2, then the two tangents), `pair` (the candidate pair that holds the slot, -1: free)
+        and `geom [.., 2]`, its geom ids (-1 where free)."""
+        pair = self.view("contact_pair")
+        table = self.model.__dict__.get("_cpair_geom_torch")
+        if table is None or table.device != pair.device:
+            geoms = np.asarray(self.model.contact_tables["geom"], dtype=np.int64).reshape(-1, 2)
+            # a last row of -1 for the free slots (pair -1)
+            table = torch.as_tensor(np.concatenate([geoms, [[-1, -1]]]), device=pair.device)
+            self.model._cpair_geom_torch = table
+        geom = table[pair.long()]
         return SimpleNamespace(active=self.view("contact_active") != 0, dist=self.view("contact_dist"),
-                               pos=self.view("contact_pos"), frame=self.view("contact_frame"), geom=geom)
+                               pos=self.view("contact_pos"), frame=self.view("contact_frame"), pair=pair, geom=geom)
 
     def per_world_param(self, name: str) -> torch.Tensor:
         """Give the model parameter `name` its own value in every world (domain randomization)
@@ -623,8 +629,8 @@ class Sim:
     @property
     def overflow(self) -> torch.Tensor:
         """Int [num_worlds]: what outgrew its budget in each world's last evaluation (of `step`;
-        after simrl.diff_step, in any evaluation of its steps), as bits (simrl.sim.data.OVERFLOW_PAIRS,
-        OVERFLOW_CONTACTS, OVERFLOW_ROWS; 0: nothing). What did not fit was left out, the last in
+        after simrl.diff_step, in any evaluation of its steps), as bits (simrl.sim.data.OVERFLOW_CONTACTS,
+        OVERFLOW_ROWS; 0: nothing). What did not fit was left out, the last in
         pair and slot order first; `check_overflow` names the budget to raise."""
         return self.view("overflow")
 
@@ -638,13 +644,13 @@ class Sim:
         if not bool(flags.any()):
             return
         need = self.view("overflow_need").max(dim=0).values.tolist()
-        over = [int(((flags & bit) != 0).sum()) for bit in (OVERFLOW_PAIRS, OVERFLOW_CONTACTS, OVERFLOW_ROWS)]
+        over = [0] + [int(((flags & bit) != 0).sum()) for bit in (OVERFLOW_CONTACTS, OVERFLOW_ROWS)]
         budgets = self.model.budgets
         parts = []
-        if over[0]:
-            parts.append(f"the candidate pairs the broadphase kept in {over[0]} of {self.num_worlds} worlds outgrew "
-                         f"nconmax={budgets.nconmax} (they needed up to {need[0]}): the pairs last in pair order "
-                         f"were not collided; set Sim(nconmax={need[0]}) or the task's sim.nconmax={need[0]}")
+        if over[1]:
+            parts.append(f"the contact slots of the pairs the broadphase kept in {over[1]} of {self.num_worlds} worlds "
+                         f"outgrew nconmax={budgets.nconmax} (they needed up to {need[1]}): the pairs last in pair "
+                         f"order were not collided; set Sim(nconmax={need[1]}) or the task's sim.nconmax={need[1]}")
         if over[2]:
             parts.append(f"the constraint rows of {over[2]} of {self.num_worlds} worlds outgrew njmax={budgets.njmax} "
                          f"(they needed up to {need[2]}): the contacts last in slot order were left out; "

@@ -72,7 +72,7 @@ def elliptic_cone(scalar):
 
     @wp.func
     def cone(m: Model, d: Data, w: int, r0: int):
-        n = m.cpair_condim[m.contact_pair[d.efc_id[w, r0]]]
+        n = m.cpair_condim[d.contact_pair[w, d.efc_id[w, r0]]]
         mu = d.efc_mu[w, r0]
         N = mu * d.efc_jar[w, r0]
         T2 = scalar(0.0)
@@ -141,7 +141,7 @@ def elliptic_cone(scalar):
         bottom zone's sum D_j jar_j^2, sum D_j jar_j jv_j, sum D_j jv_j^2, sum |D_j jar_j jv_j|;
         efc_quad[r0 + 1]: N, V_0 = mu jv_0, D_m, sum |U_j V_j|; efc_quad[r0 + 2]: U.U, U.V, V.V
         (V = S jv). Zeroes the line-search terms of the contact's other rows."""
-        n = m.cpair_condim[m.contact_pair[d.efc_id[w, r0]]]
+        n = m.cpair_condim[d.contact_pair[w, d.efc_id[w, r0]]]
         mu = d.efc_mu[w, r0]
         a = scalar(0.0)
         b = scalar(0.0)
@@ -220,7 +220,7 @@ def elliptic_cone(scalar):
     @wp.func
     def cone_cost(m: Model, d: Data, w: int, r0: int):
         """The contact's cost at jar in efc_ls1 of row r0 (0 on its other rows)."""
-        n = m.cpair_condim[m.contact_pair[d.efc_id[w, r0]]]
+        n = m.cpair_condim[d.contact_pair[w, d.efc_id[w, r0]]]
         mu = d.efc_mu[w, r0]
         N = mu * d.efc_jar[w, r0]
         a = d.efc_D[w, r0] * d.efc_jar[w, r0] * d.efc_jar[w, r0]
@@ -467,7 +467,7 @@ def build(scalar, lanes: bool = False):
         ji = d.efc_J[w, r, i]
         if ji != scalar(0.0):
             r0 = r - d.efc_sub[w, r]
-            n = m.cpair_condim[m.contact_pair[d.efc_id[w, r]]]
+            n = m.cpair_condim[d.contact_pair[w, d.efc_id[w, r]]]
             cs = d.efc_cols[w, r]  # a contact's rows share their columns
             e = int(0)
             while e < n:
@@ -767,12 +767,12 @@ def build(scalar, lanes: bool = False):
         """qacc and efc_force from qacc_smooth and the constraint rows (qfrc_constraint zeroed:
         `constraint_force` follows).
 
-        Model: cone_elliptic, contact_pair, cpair_condim, dof_parentid, efc_chain, efc_colind, efc_colmask, efc_id,
+        Model: cone_elliptic, cpair_condim, dof_parentid, efc_chain, efc_colind, efc_colmask, efc_id,
         efc_nnz, efc_sub, efc_type, nv, solver_iterations, solver_scale, solver_tolerance. Data in: qM, qacc_smooth,
-        qacc_warmstart, efc_list, efc_nactive, efc_J, efc_D, efc_R, efc_aref, efc_frictionloss, efc_mu. Data out:
-        qacc, efc_force, qfrc_constraint (zeroed), solver_niter; the scratch solver_res, solver_Mres, solver_grad,
-        solver_H, solver_search, solver_Msearch, solver_flag, solver_scalar, efc_jar, efc_cost, efc_dds, efc_hcone,
-        efc_jv, efc_quad, efc_ls1, efc_ls2, efc_ls3."""
+        qacc_warmstart, contact_pair, efc_list, efc_nactive, efc_J, efc_D, efc_R, efc_aref, efc_frictionloss,
+        efc_mu. Data out: qacc, efc_force, qfrc_constraint (zeroed), solver_niter; the scratch solver_res,
+        solver_Mres, solver_grad, solver_H, solver_search, solver_Msearch, solver_flag, solver_scalar, efc_jar,
+        efc_cost, efc_dds, efc_hcone, efc_jv, efc_quad, efc_ls1, efc_ls2, efc_ls3."""
         nv = m.nv
         nactive = d.efc_nactive[w]
         i = int(lane)
