@@ -41,6 +41,10 @@ from simrl.sim.types import kernel_module
 #: block as one thread unless wp.config.enable_cpu_blocks is set
 LANES = 32
 assert LANES <= MAX_LANES
+#: threads per world of the wide schedule's launches over a world's list of kept pairs (the
+#: narrow phase): a thread takes every LIST_THREADS-th entry (the quadruped on terrain keeps at
+#: most 8 pairs; a thread per slot of the budget, 170, would mostly find nothing to do)
+LIST_THREADS = 32
 
 SCHEDULES = ("auto", "fused", "wide")
 
@@ -539,21 +543,28 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
 
         return table_kernel
     if index == "list":
-        # a thread per entry of the world's list of kept pairs (Data.collision_pair): those in use
-        # whose kind is in [lo, hi] run f with the entry
+        # `stride` threads per world (LIST_THREADS at most) over the entries of the world's list
+        # of kept pairs (Data.collision_pair), thread t taking entries start + t, start + t +
+        # stride, ...: those whose kind is in [lo, hi] run f with the entry
         @wp.kernel(module=module, name=name)
-        def list_kernel(m: Model, d: Data, lo: int, hi: int, start: int):
+        def list_kernel(m: Model, d: Data, lo: int, hi: int, stride: int, start: int):
             w, t = wp.tid()
             e = start + t
+            n = d.ncollision[w]
             # most threads find the list shorter than they are: one load, first
-            if e < d.ncollision[w]:
-                go = True
-                if wp.static(guard):
-                    go = d.world_skip[w] == 0
-                p = d.collision_pair[w, e]
-                kind = m.cpair_kind[p]
-                if go and kind >= lo and kind <= hi:
-                    f(m, d, w, e)
+            if e < n:
+                if wp.static(guard):  # the engine's step
+                    if d.world_skip[w] == 0:
+                        while e < n:
+                            kind = m.cpair_kind[d.collision_pair[w, e]]
+                            if kind >= lo and kind <= hi:
+                                f(m, d, w, e)
+                            e = e + stride
+                else:  # the differentiable step's: a range loop, which Warp's adjoint replays
+                    for i in range(e, n, stride):
+                        kind = m.cpair_kind[d.collision_pair[w, i]]
+                        if kind >= lo and kind <= hi:
+                            f(m, d, w, i)
 
         return list_kernel
     if index == "ccd_rows":
@@ -562,7 +573,8 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
         # kind is in [lo, hi], run f with the entry
         @wp.kernel(module=module, name=name)
         def ccd_rows_kernel(m: Model, d: Data, lo: int, hi: int, start: int):
-            w, t = wp.tid()
+            w, tid = wp.tid()
+            t = start + tid
             if wp.static(guard):
                 if d.world_skip[w] != 0:
                     return
@@ -708,9 +720,12 @@ def _wide_launches(wp_: _WidePass, model) -> list[Launch]:
             return [Launch(wp_.slot_kernel, (slots,), (0,))]
         return [Launch(wp_.kernel, (rows,), (s.nefc - rows,))]
     if p.over == PAIRS:
-        # a launch per group of kinds the model has, a thread per entry of the list (a group's
-        # pairs can be anywhere in it)
-        return [Launch(kernel, (s.nccdmax if kinds in p.ccd_rows else s.nconmax,), (kinds[0], kinds[-1], 0))
+        # a launch per group of kinds the model has
+        # a group's pairs can be anywhere in the list: the convex searches a thread per scratch
+        # row, the others LIST_THREADS per world over the list
+        threads = min(s.nconmax, LIST_THREADS)
+        return [Launch(kernel, (s.nccdmax,), (kinds[0], kinds[-1], 0)) if kinds in p.ccd_rows
+                else Launch(kernel, (threads,), (kinds[0], kinds[-1], threads, 0))
                 for kinds, kernel in wp_.kind_kernels if any(kind in kinds for kind in model.pair_kinds)]
     start, count = _host_range(model, p.over)
     return [Launch(wp_.kernel, (count,), (start,))] if count else []
