@@ -49,7 +49,7 @@ def measure(name: str, worlds: int, steps: int, **kwargs) -> dict:
             "cpu_ms_per_step": 1e3 * cpu_seconds / steps,
             "boxes": terrain.num_boxes if terrain is not None else 0,
             "hfields": terrain.num_hfields if terrain is not None else 0, "ngeom": env.sim.mj_model.ngeom,
-            "contact_slots": int(env.sim.contact.geom.shape[0])}
+            "contact_slots": int(env.sim.model.budgets.nconmax)}
 
 
 def main():
