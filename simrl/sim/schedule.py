@@ -45,6 +45,7 @@ assert LANES <= MAX_LANES
 #: narrow phase): a thread takes every LIST_THREADS-th entry (the quadruped on terrain keeps at
 #: most 8 pairs; a thread per slot of the budget, 170, would mostly find nothing to do)
 LIST_THREADS = 32
+LIST_BLOCK = 256  # Warp's threads per block of a launch
 
 SCHEDULES = ("auto", "fused", "wide")
 
@@ -546,7 +547,11 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
         # `stride` threads per world (LIST_THREADS at most) over the entries of the world's list
         # of kept pairs (Data.collision_pair), thread t taking entries start + t, start + t +
         # stride, ...: those whose kind is in [lo, hi] run f with the entry
-        @wp.kernel(module=module, name=name)
+        # launch bounds that leave a thread MAX_REGISTERS registers (the colliders of capsules and
+        # boxes would take more for the loop), at Warp's 256 threads per block; what they need
+        # beyond them ptxas may keep in shared memory (CUDA 13), as the world kernels do
+        @wp.kernel(module=module, name=name, enable_cuda_smem_spilling=True,
+                   launch_bounds=(LIST_BLOCK, 65536 // (LIST_BLOCK * MAX_REGISTERS)))
         def list_kernel(m: Model, d: Data, lo: int, hi: int, stride: int, start: int):
             w, t = wp.tid()
             e = start + t
@@ -555,7 +560,9 @@ def _wide_kernel(name: str, f, index: str, scalar, module):
             if e < n:
                 if wp.static(guard):  # the engine's step
                     if d.world_skip[w] == 0:
-                        while e < n:
+                        # the list's length read again after each collision: nothing but the
+                        # entry is held across the collider (a GPU thread's registers)
+                        while e < d.ncollision[w]:
                             kind = m.cpair_kind[d.collision_pair[w, e]]
                             if kind >= lo and kind <= hi:
                                 f(m, d, w, e)
