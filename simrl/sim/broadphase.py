@@ -219,6 +219,15 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
             i = i + nlanes
 
     @wp.func
+    def list_end(d: Data, w: int):
+        """The slot after those of the world's listed pairs (0: none listed)."""
+        n = d.ncollision[w]
+        end = int(0)
+        if n > 0:
+            end = d.collision_adr[w, n - 1] + d.collision_nslot[w, n - 1]
+        return end
+
+    @wp.func
     def count_runs(m: Model, d: Data, w: int, lo: int, hi: int, centre: vec3, radius: scalar):
         """(kept pairs, of them searched by GJK/EPA, their slots) in the runs of groups lo .. hi
         - 1; each tested run's kept pairs into Data.bp_run_kept, -1 in the first run of a group
@@ -340,10 +349,17 @@ def build(scalar, lanes: bool) -> SimpleNamespace:
             Data out: contact_active, contact_pair (the slots of the last list's pairs and the new one's),
             collision_pair,
             collision_adr, collision_nslot, collision_ccd, ncollision, overflow, overflow_need."""
-            clear_old(m, d, w, 0, 1)
+            # the slots the last list's pairs held: those the new list's pairs take get their pair
+            # now and their flags from the narrow phase; the rest, after them, are freed here
+            old_end = list_end(d, w)
             centre, radius = moving_sphere(m, d, w)
             n, need = write_runs(m, d, w, 0, m.nbp_group, centre, radius, 0, 0, 0)
             finish(m, d, w, n, need)
+            s = list_end(d, w)
+            while s < old_end:
+                d.contact_active[w, s] = 0
+                d.contact_pair[w, s] = -1
+                s = s + 1
 
         return SimpleNamespace(broadphase=broadphase, pair_slots=pair_slots)
 
