@@ -201,13 +201,19 @@ def build(scalar, lanes: bool = False):
                         site_force_vel(m, d, w, a)
                         a = a + nlanes
             sync()
-            # qH = M - h qDeriv on M's sparsity (Euler: M + h diag(damping)), factorized like M
+            # qH = M - h qDeriv on M's sparsity (Euler: M + h diag(damping)), factorized like M;
+            # qDeriv's off-diagonal terms come from tendons and site transmissions alone (qderiv),
+            # without them qH's off-diagonal entries are M's (M - h 0: the same bits)
+            coupled = m.implicitfast and (m.ntendon > 0 or m.nsite_trn > 0)
             i = int(lane)
             while i < m.nv:
                 d.qH[w, i, i] = d.qM[w, i, i] - h * qderiv(m, d, w, i, i)
                 j = m.dof_parentid[i]
                 while j >= 0:
-                    d.qH[w, i, j] = d.qM[w, i, j] - h * qderiv(m, d, w, i, j)
+                    if coupled:
+                        d.qH[w, i, j] = d.qM[w, i, j] - h * qderiv(m, d, w, i, j)
+                    else:
+                        d.qH[w, i, j] = d.qM[w, i, j]
                     j = m.dof_parentid[j]
                 d.qacc_int[w, i] = d.qfrc_smooth[w, i] + d.qfrc_constraint[w, i]
                 i = i + nlanes
