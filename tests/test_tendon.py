@@ -287,3 +287,161 @@ def test_gradients_against_finite_differences(mjm):
     fd = torch.tensor(fd, dtype=torch.float64)
     error = ((g - fd).norm() / fd.norm()).item()
     assert error < 1e-5, f"relative gradient error {error:.2e}"
+
+
+# A tendon's actuator force limit (actuatorfrclimited, MuJoCo's tendon_actfrcrange): four
+# actuators on tendon "t" (a motor, a position servo with its own forcerange, a filter with
+# actearly), one on tendon "u" without the limit
+LIMIT_XML = """
+<mujoco>
+  <option timestep="0.005"/>
+  <worldbody>
+    <body name="b1" pos="0 0 1">
+      <joint name="j1" type="hinge" axis="0 1 0" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.05" mass="1"/>
+      <body name="b2" pos="0 0 -0.5">
+        <joint name="j2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0 0 -0.4" size="0.05" mass="1"/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="t" actuatorfrclimited="true" actuatorfrcrange="-0.6 0.8">
+      <joint joint="j1" coef="1"/>
+      <joint joint="j2" coef="-0.5"/>
+    </fixed>
+    <fixed name="u"><joint joint="j2" coef="1"/></fixed>
+  </tendon>
+  <actuator>
+    <motor name="m" tendon="t" gear="2"/>
+    <position name="p" tendon="t" kp="5" kv="0.5" forcelimited="true" forcerange="-0.5 0.5"/>
+    <general name="f" tendon="t" dyntype="filter" dynprm="0.05" actearly="true" gainprm="1.5"/>
+    <motor name="o" tendon="u"/>
+  </actuator>
+  <sensor>
+    <actuatorfrc actuator="m"/>
+    <tendonactuatorfrc tendon="t"/>
+  </sensor>
+</mujoco>"""
+
+
+def limit_model(integrator="Euler", limited=True):
+    mjm = mujoco.MjModel.from_xml_string(LIMIT_XML)
+    mjm.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{integrator.upper()}")
+    mjm.tendon_actfrclimited[0] = int(limited)
+    return mjm
+
+
+def limit_states(mjm, n, seed):
+    rng = np.random.default_rng(seed)
+    return (mjm.qpos0 + 0.4 * rng.standard_normal((n, mjm.nq)), rng.standard_normal((n, mjm.nv)),
+            rng.uniform(-1, 1, (n, mjm.nu)), rng.uniform(-1, 1, (n, mjm.na)))
+
+
+@pytest.mark.parametrize("schedule", ["fused", "wide"])
+def test_tendon_force_limit_matches_mujoco(schedule):
+    """The forces of the actuators on a tendon with actuatorfrclimited, scaled so that their
+    total lies in actuatorfrcrange before each actuator's forcerange (mj_fwdActuation), their
+    sensors and qacc, against MuJoCo for random states (float64); the states put the total
+    below, inside and above the range, and MuJoCo without the limit differs."""
+    mjm, free = limit_model(), limit_model(limited=False)
+    qpos, qvel, ctrl, act = limit_states(mjm, 16, seed=0)
+    sim = Sim.from_model(mjm, num_worlds=16, dtype="float64", schedule=schedule)
+    for name, x in (("qpos", qpos), ("qvel", qvel), ("ctrl", ctrl), ("act", act)):
+        setattr(sim, name, torch.as_tensor(x))
+    sim.forward()
+    below = above = inside = 0
+    for w in range(16):
+        ref, other = mujoco.MjData(mjm), mujoco.MjData(free)
+        for md, model in ((ref, mjm), (other, free)):
+            md.qpos[:], md.qvel[:], md.ctrl[:], md.act[:] = qpos[w], qvel[w], ctrl[w], act[w]
+            mujoco.mj_forward(model, md)
+        total = other.actuator_force[:3].sum()  # the pre-limit total (p within its forcerange or not)
+        below, above, inside = below + (total < -0.6), above + (total > 0.8), inside + (-0.6 <= total <= 0.8)
+        for name in ("actuator_force", "qfrc_actuator", "sensordata", "qacc"):
+            ours = sim.view(name).numpy()[w] if name != "qacc" else sim.qacc.numpy()[w]
+            assert np.allclose(ours, getattr(ref, name), rtol=1e-12, atol=1e-12), (w, name)
+        assert -0.6 - 1e-12 <= ref.sensordata[1] or ref.actuator_force[1] in (-0.5, 0.5)
+    assert below >= 2 and above >= 2 and inside >= 2, (below, above, inside)
+    # without the limit MuJoCo's forces differ where the total is outside the range
+    assert np.abs(limit_forces(free, qpos, qvel, ctrl, act) - limit_forces(mjm, qpos, qvel, ctrl, act)).max() > 0.1
+
+
+def limit_forces(mjm, qpos, qvel, ctrl, act):
+    out = []
+    for w in range(len(qpos)):
+        md = mujoco.MjData(mjm)
+        md.qpos[:], md.qvel[:], md.ctrl[:], md.act[:] = qpos[w], qvel[w], ctrl[w], act[w]
+        mujoco.mj_forward(mjm, md)
+        out.append(md.actuator_force.copy())
+    return np.array(out)
+
+
+@pytest.mark.parametrize("integrator", ["Euler", "implicitfast", "RK4"])
+def test_tendon_force_limit_trajectory(integrator):
+    """200 steps of random controls with the tendon's limit in play, qpos of every step within
+    1e-9 of MuJoCo's (implicitfast: MuJoCo 4.0 leaves out the velocity derivatives of the
+    actuators on a tendon whose limit holds their total; with them the trajectory is 1e-2 away)."""
+    mjm = limit_model(integrator)
+    rng = np.random.default_rng(4)
+    md = mujoco.MjData(mjm)
+    sim = Sim.from_model(mjm, num_worlds=1, dtype="float64")
+    worst, held = 0.0, 0
+    for _ in range(200):
+        md.ctrl[:] = rng.uniform(-1, 1, mjm.nu)
+        sim.ctrl = torch.as_tensor(md.ctrl[None])
+        mujoco.mj_step(mjm, md)
+        sim.step()
+        worst = max(worst, np.abs(sim.qpos[0].numpy() - md.qpos).max())
+        held += not (-0.6 < md.actuator_force[:3].sum() < 0.8) or abs(md.actuator_force[1]) == 0.5
+    print(f"{integrator}: max qpos difference {worst:.2e}; {held} steps at a limit")
+    assert held >= 20
+    assert worst < 1e-9, f"max qpos difference {worst:.2e}"
+
+
+def test_tendon_force_limit_schedules_bit_for_bit(monkeypatch):
+    """Fused and wide (threads in reverse order too): the same bits with the limit in play."""
+    mjm = limit_model("implicitfast")
+    fused = run(mjm, "fused", "float64", 20)
+    assert_same_data(fused, run(mjm, "wide", "float64", 20))
+    reverse_thread_order(monkeypatch)
+    assert_same_data(fused, run(mjm, "wide", "float64", 20))
+
+
+@pytest.mark.parametrize("integrator", ["Euler", "implicitfast"])
+def test_tendon_force_limit_gradients(integrator):
+    """The differentiable step through the limit's scaling (worlds below, inside and above the
+    range), against central differences (float64)."""
+    mjm = limit_model(integrator)
+    W = 4
+    qpos, qvel, ctrl, act = limit_states(mjm, W, seed=5)
+    ctrl[:, 0] = [-1.0, 0.0, 1.0, 0.5]  # the motor and the filter set each world's total
+    act[:, 0] = [-0.5, 0.0, 0.6, 0.1]
+    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64")
+    totals = limit_forces(limit_model(limited=False), qpos, qvel, ctrl, act)[:, :3].sum(axis=1)
+    assert (totals < -0.6).any() and (totals > 0.8).any() and ((-0.6 < totals) & (totals < 0.8)).any(), totals
+    gen = torch.Generator().manual_seed(1)
+    wq = torch.randn(W, mjm.nq, generator=gen, dtype=torch.float64)
+    wv = torch.randn(W, mjm.nv, generator=gen, dtype=torch.float64)
+    wa = torch.randn(W, mjm.na, generator=gen, dtype=torch.float64)
+
+    def loss(q0, v0, c0, a0):
+        q1, v1, a1 = diff_step(sim, q0, v0, c0, act0=a0)
+        return (q1 * wq).sum() + (v1 * wv).sum() + (a1 * wa).sum()
+
+    inputs = [torch.tensor(x, requires_grad=True) for x in (qpos, qvel, ctrl, act)]
+    loss(*inputs).backward()
+    eps = 1e-6
+    for t in range(4):
+        x, g = inputs[t].detach(), inputs[t].grad
+        fd = torch.zeros_like(x)
+        for i in np.ndindex(*x.shape):
+            values = []
+            for sign in (1, -1):
+                y = [v.detach().clone() for v in inputs]
+                y[t][i] += sign * eps
+                with torch.no_grad():
+                    values.append(loss(*y).item())
+            fd[i] = (values[0] - values[1]) / (2 * eps)
+        error = ((g - fd).norm() / fd.norm()).item()
+        assert error < 1e-6, f"input {t}: relative gradient error {error:.2e}"

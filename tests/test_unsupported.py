@@ -29,10 +29,6 @@ CASES = {
     "tendon wrapping": (body("", extra='<tendon><spatial name="t"><site site="s1"/><geom geom="g1"/>'
                                        '<site site="s2"/></spatial></tendon>'),
                         r"<spatial><geom> on tendon 't': wrapping around spheres and cylinders"),
-    "tendon actuator force limit": (body("", extra='<tendon><fixed name="t" actuatorfrclimited="true" '
-                                                   'actuatorfrcrange="-1 2"><joint joint="j1" coef="1"/></fixed>'
-                                                   '</tendon><actuator><motor name="m" tendon="t"/></actuator>'),
-                                    r"<tendon actuatorfrclimited='true'> on tendon 't': the limit of the total force"),
     "slider-crank transmission": (body("", extra='<actuator><general name="m" cranksite="s1" slidersite="s2" '
                                                  'cranklength="0.2"/></actuator>'),
                                   r"actuator 'm' transmission 'slidercrank': only joint, tendon and site"),
@@ -112,8 +108,8 @@ def test_mocap_bodies_and_gravcomp_are_accepted():
 
 
 def test_a_tendon_force_limit_without_actuators_is_accepted_and_matches_mujoco():
-    """actuatorfrclimited scales the forces of the actuators on the tendon (refused above); on a
-    tendon no actuator drives it does nothing, and the model runs with MuJoCo's qacc."""
+    """actuatorfrclimited scales the forces of the actuators on the tendon (tests/test_tendon.py);
+    on a tendon no actuator drives it does nothing, and the model runs with MuJoCo's qacc."""
     import numpy as np
     import torch
 

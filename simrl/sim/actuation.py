@@ -196,6 +196,92 @@ def build(scalar):
                 value = next_activation(m, d.act, w, a, d.act_dot[w, adr])
         return value
 
+    @wp.func
+    def act_rate(m: Model, d: Data, w: int, a: int, ctrl: scalar):
+        """act_dot of stateful actuator a when actuation is enabled (mj_fwdActuation): ctrl for an
+        integrator, (ctrl - act) / tau for both filters (tau = max(mjMINVAL, dynprm[0]))."""
+        rate = ctrl
+        if m.actuator_dyntype[a] == DynType.FILTER or m.actuator_dyntype[a] == DynType.FILTEREXACT:
+            tau = wp.max(scalar(MINVAL), m.actuator_dynprm[a])
+            rate = (ctrl - d.act[w, m.actuator_actadr[a]]) / tau
+        return rate
+
+    @wp.func
+    def gain_bias(m: Model, d: Data, w: int, a: int, length: scalar, velocity: scalar, value: scalar):
+        """Actuator a's force before any limit (mj_fwdActuation): gain * value + bias, the gain
+        and bias affine in the actuator's length and velocity when their types say so."""
+        gp = m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a]
+        gain = gp[0]
+        if m.actuator_gaintype[a] == GainType.AFFINE:
+            gain = gp[0] + gp[1] * length + gp[2] * velocity
+        frc = gain * value
+        if m.actuator_biastype[a] == BiasType.AFFINE:
+            bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
+            frc = frc + (bp[0] + bp[1] * length + bp[2] * velocity)
+        return frc
+
+    @wp.func
+    def tendon_actuator_force(m: Model, d: Data, w: int, b: int, t: int):
+        """The force before any limit of actuator b on tendon t, from the pass's inputs alone
+        (ctrl, act, the tendon's length and velocity; act_dot recomputed for actearly), so that
+        the actuators of one tendon can read each other's in any order."""
+        frc = scalar(0.0)
+        if m.enable_actuation and m.actuator_enabled[b]:
+            gear = m.actuator_gear[w % m.actuator_gear.shape[0], b]
+            ctrl = control(m, d, w, b)
+            value = ctrl
+            adr = m.actuator_actadr[b]
+            if adr >= 0:
+                value = d.act[w, adr]
+                if m.actuator_actearly[b]:
+                    value = next_activation(m, d.act, w, b, act_rate(m, d, w, b, ctrl))
+            frc = gain_bias(m, d, w, b, d.ten_length[w, t] * gear, d.ten_velocity[w, t] * gear, value)
+        return frc
+
+    @wp.func
+    def tendon_total(m: Model, d: Data, w: int, t: int, a: int, frc: scalar):
+        """The total force before any limit of the actuators on tendon t, summed in actuator
+        order (mj_fwdActuation's), frc for actuator a (-1: none). A function of its own: Warp's
+        adjoint of a function that loops over a run-time range sees a variable the loop
+        accumulates at its value before the loop, so the sum's use (`tendon_limit`) must not
+        share the loop's function."""
+        total = scalar(0.0)
+        for b in range(m.nu):
+            if m.actuator_tendon[b] == t:
+                if b == a:
+                    total = total + frc
+                else:
+                    total = total + tendon_actuator_force(m, d, w, b, t)
+        return total
+
+    @wp.func
+    def tendon_limit(m: Model, d: Data, w: int, a: int, t: int, frc: scalar):
+        """Actuator a's force frc (before its forcerange) on tendon t with actuatorfrclimited: scaled
+        by range / total when the total force of the tendon's actuators lies outside the
+        tendon's actuatorfrcrange (mj_fwdActuation, engine_forward.c; before each actuator's
+        forcerange clamp)."""
+        total = tendon_total(m, d, w, t, a, frc)
+        r = m.tendon[t].actfrcrange
+        out = frc
+        if total != scalar(0.0):
+            if total < r[0]:
+                out = frc * (r[0] / total)
+            elif total > r[1]:
+                out = frc * (r[1] / total)
+        return out
+
+    @wp.func
+    def tendon_saturated(m: Model, d: Data, w: int, t: int):
+        """Whether tendon t's actuatorfrcrange holds the total force of the actuators on it (at
+        or beyond a bound): MuJoCo 4.0's mjd_actuator_vel then leaves their velocity
+        derivatives out (measured: tests/test_tendon.py)."""
+        out = False
+        if m.tendon[t].actfrclimited:
+            total = tendon_total(m, d, w, t, -1, scalar(0.0))
+            r = m.tendon[t].actfrcrange
+            out = total <= r[0] or total >= r[1]
+        return out
+
     def make_actuator(transmission: bool, act_dot: bool, force: bool):
         """`actuator` with any of its three parts: the transmission's length and velocity, the
         activation's rate act_dot, the force. The engine's step runs all three in one pass; the
@@ -210,8 +296,8 @@ def build(scalar):
             actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dofadr, actuator_dynprm,
             actuator_dyntype, actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm,
             actuator_gaintype, actuator_gear, actuator_qposadr, actuator_tendon, actuator_trntype, enable_actuation,
-            enable_clampctrl, nv, timestep. Data in: qpos, qvel, ten_length, ten_velocity, actuator_moment, ctrl,
-            ctrl_bad, act; the parts after the transmission actuator_length, actuator_velocity, act_dot. Data out:
+            enable_clampctrl, nu, nv, tendon, timestep. Data in: qpos, qvel, ten_length, ten_velocity, actuator_moment,
+            ctrl, ctrl_bad, act; the parts after the transmission actuator_length, actuator_velocity, act_dot. Data out:
             actuator_length, actuator_velocity (transmission), act_dot (act_dot), actuator_force (force)."""
             # transmission (mj_transmission, mj_fwdVelocity): length and velocity along the joint or
             # the tendon, scaled by the gear; a site transmission's length is its pass's
@@ -248,23 +334,18 @@ def build(scalar):
                 if adr >= 0:
                     rate = scalar(0.0)
                     if m.enable_actuation:
-                        rate = ctrl
-                        if m.actuator_dyntype[a] == DynType.FILTER or m.actuator_dyntype[a] == DynType.FILTEREXACT:
-                            tau = wp.max(scalar(MINVAL), m.actuator_dynprm[a])
-                            rate = (ctrl - d.act[w, adr]) / tau
+                        rate = act_rate(m, d, w, a, ctrl)
                     d.act_dot[w, adr] = rate
             if wp.static(force):
                 frc = scalar(0.0)
                 # an actuator in a group listed in opt.disableactuator produces no force
                 if m.enable_actuation and m.actuator_enabled[a]:
-                    gp = m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a]
-                    gain = gp[0]
-                    if m.actuator_gaintype[a] == GainType.AFFINE:
-                        gain = gp[0] + gp[1] * length + gp[2] * velocity
-                    frc = gain * actuator_input(m, d, w, a, ctrl)
-                    if m.actuator_biastype[a] == BiasType.AFFINE:
-                        bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
-                        frc = frc + (bp[0] + bp[1] * length + bp[2] * velocity)
+                    frc = gain_bias(m, d, w, a, length, velocity, actuator_input(m, d, w, a, ctrl))
+                # a tendon's actuatorfrcrange scales the forces of the actuators on it
+                t = m.actuator_tendon[a]
+                if t >= 0:
+                    if m.tendon[t].actfrclimited:
+                        frc = tendon_limit(m, d, w, a, t, frc)
                 if m.actuator_forcelimited[a]:
                     r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
                     frc = wp.clamp(frc, r[0], r[1])
@@ -421,4 +502,4 @@ def build(scalar):
                            actuator_force=make_actuator(False, False, True),
                            dof=dof, smooth_force_dof=smooth_force_dof, force_vel=force_vel, qderiv_dof=qderiv_dof,
                            site_force_vel=site_force_vel, site_qderiv=site_qderiv, next_activation=next_activation,
-                           advance_activation=advance_activation)
+                           advance_activation=advance_activation, tendon_saturated=tendon_saturated)

@@ -52,6 +52,7 @@ def build(scalar, lanes: bool = False):
     act = actuation.build(scalar)
     actuator_qderiv, force_vel = act.qderiv_dof, act.force_vel
     site_force_vel, site_qderiv = act.site_force_vel, act.site_qderiv
+    tendon_saturated = act.tendon_saturated
     T = scalar_types(scalar)
 
     def make_qderiv_dof(actuators: bool):
@@ -86,19 +87,21 @@ def build(scalar, lanes: bool = False):
     def tendon_qderiv(m: Model, d: Data, w: int, t: int):
         """d (force along tendon t) / d ten_velocity[t] with implicitfast: minus its damping
         (mjd_passive_vel) plus gear^2 force_vel of each actuator on it (mjd_actuator_vel; the
-        joints' actuatorfrcrange does not drop these, as in MuJoCo 4.0).
+        joints' actuatorfrcrange does not drop these, the tendon's own does when it holds their
+        total, as in MuJoCo 4.0).
 
         Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
         actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
         actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
         actuator_gear, actuator_tendon, enable_actuation, enable_clampctrl, enable_damper, nu, tendon, timestep.
-        Data in: actuator_force, ctrl, act, act_dot."""
+        Data in: actuator_force, ctrl, ctrl_bad, act, act_dot, ten_length, ten_velocity."""
         deriv = scalar(0.0)
         if m.enable_damper:
             deriv = -m.tendon[t].damping
         wg = w % m.actuator_gear.shape[0]
+        saturated = tendon_saturated(m, d, w, t)
         for a in range(m.nu):
-            if m.actuator_tendon[a] == t:
+            if m.actuator_tendon[a] == t and not saturated:
                 gear = m.actuator_gear[wg, a]
                 deriv = deriv + gear * (gear * force_vel(m, d, w, a))
         return deriv

@@ -342,14 +342,6 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
         if np.any(mjm.tendon_stiffnesspoly[t] != 0) or np.any(mjm.tendon_dampingpoly[t] != 0):
             problems.append(f"<tendon stiffnesspoly/dampingpoly> on tendon {tname}: polynomial tendon springs "
                             "and dampers are not supported")
-        # mj_fwdActuation scales the forces of the actuators on a tendon with actuatorfrclimited so
-        # that their sum lies in actuatorfrcrange; without actuators on it the limit does nothing
-        driven = any(int(mjm.actuator_trntype[a]) == TrnType.TENDON and int(mjm.actuator_trnid[a, 0]) == t
-                     for a in range(mjm.nu))
-        if mjm.tendon_actfrclimited[t] and driven:
-            problems.append(f"<tendon actuatorfrclimited='true'> on tendon {tname}: the limit of the total force of "
-                            "the actuators on a tendon (actuatorfrcrange) is not supported yet (a joint's "
-                            "actuatorfrcrange is); remove it or limit each actuator's forcerange")
 
     # actuators
     for a in range(mjm.nu):
@@ -1084,8 +1076,10 @@ class Model:
             ten.wrapnum, ten.segnum = len(wraps) - ten.wrapadr, len(segments) - ten.segadr
             for name in ("stiffness", "damping", "armature", "margin", "frictionloss", "length0", "invweight0"):
                 setattr(ten, name, self.dtype(getattr(mjm, "tendon_" + name)[t]))
-            for name, vec in (("lengthspring", T.vec2), ("range", T.vec2), ("solref_lim", T.vec2),
-                              ("solimp_lim", T.vec5), ("solref_fri", T.vec2), ("solimp_fri", T.vec5)):
+            ten.actfrclimited = int(mjm.tendon_actfrclimited[t])
+            for name, vec in (("lengthspring", T.vec2), ("actfrcrange", T.vec2), ("range", T.vec2),
+                              ("solref_lim", T.vec2), ("solimp_lim", T.vec5), ("solref_fri", T.vec2),
+                              ("solimp_fri", T.vec5)):
                 setattr(ten, name, vec(*[float(x) for x in getattr(mjm, "tendon_" + name)[t]]))
             tendons.append(ten)
         m.tendon = wp.array(tendons or [Tendon()], dtype=Tendon, device=self.device)

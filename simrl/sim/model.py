@@ -65,6 +65,8 @@ def tendon_structs(scalar):
         length0: scalar
         invweight0: scalar
         lengthspring: T.vec2  # the spring's dead band [lower, upper]
+        actfrclimited: int  # 1: the total force of the actuators on it is scaled into actfrcrange
+        actfrcrange: T.vec2
         range: T.vec2
         solref_lim: T.vec2
         solimp_lim: T.vec5
