@@ -249,6 +249,7 @@ def model_struct(scalar):
         # 1: the warm start is saved at the end of the step (RK4: the last stage's qacc, as
         # mj_advance), not after each constraint solve
         warmstart_at_end: int
+        enable_warmstart: int  # 0 (mjDSBL_WARMSTART): the solver starts from qacc_smooth
         implicitfast: int  # integrator implicitfast: (M - h qDeriv) without RNE's derivative (mj_implicitSkip)
         # implicitfast's standalone free bodies (mj_isFreeBody: one free joint, no children), whose
         # 6x6 block is solved apart with the gyroscopic derivative (mjd_freeMhat): how many, and

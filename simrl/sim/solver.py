@@ -767,7 +767,7 @@ def build(scalar, lanes: bool = False):
         """qacc and efc_force from qacc_smooth and the constraint rows (qfrc_constraint zeroed:
         `constraint_force` follows).
 
-        Model: cone_elliptic, cpair_condim, dof_parentid, efc_chain, efc_colind, efc_colmask, efc_id,
+        Model: cone_elliptic, cpair_condim, dof_parentid, enable_warmstart, efc_chain, efc_colind, efc_colmask, efc_id,
         efc_nnz, efc_sub, efc_type, nv, solver_iterations, solver_scale, solver_tolerance. Data in: qM, qacc_smooth,
         qacc_warmstart, contact_pair, efc_list, efc_nactive, efc_J, efc_D, efc_R, efc_aref, efc_frictionloss,
         efc_mu. Data out: qacc, efc_force, qfrc_constraint (zeroed), solver_niter; the scratch solver_res,
@@ -783,13 +783,17 @@ def build(scalar, lanes: bool = False):
         if lane == 0:
             d.solver_niter[w] = 0
         if nactive > 0:
-            # warm start: the previous solution if it costs less than the smooth acceleration;
-            # then Newton iterations. Written as one loop with one call of `evaluate` (at the
-            # warm start, at the smooth acceleration if that costs less, after each step), which
+            # warm start: the previous solution if it costs less than the smooth acceleration
+            # (with mjDSBL_WARMSTART the smooth acceleration, as MuJoCo's cold start); then
+            # Newton iterations. Written as one loop with one call of `evaluate` (at the warm
+            # start, at the smooth acceleration if that costs less, after each step), which
             # keeps the GPU kernel's registers down.
             i = int(lane)
             while i < nv:
-                d.qacc[w, i] = d.qacc_warmstart[w, i]
+                if m.enable_warmstart:
+                    d.qacc[w, i] = d.qacc_warmstart[w, i]
+                else:
+                    d.qacc[w, i] = d.qacc_smooth[w, i]
                 i = i + nlanes
             sync()
             cost_smooth = smooth_cost(m, d, w, lane, nlanes)
