@@ -30,6 +30,7 @@ from simrl.sim.contact_tables import (
     contact_tables,
     polytope_sizes,
 )
+from simrl.sim.mjmodel_fields import refused_fields
 from simrl.sim.model import (
     SUBTREE_STACK,
     HFieldInfo,
@@ -286,7 +287,9 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
     if mjm.nflex:
         problems.append(f"<flex>/<flexcomp>: {mjm.nflex} flex object(s) are not supported")
     if getattr(mjm, "nplastic", 0):
-        problems.append("<joint springyield>: joint plasticity is not supported")
+        problems.append("<joint springyield> or <tendon springyield>: plasticity is not supported")
+    # the refused mjModel fields the checks below do not name (simrl.sim.mjmodel_fields)
+    problems.extend(refused_fields(mjm))
 
     constraints_on = not _disabled(mjm, DisableBit.CONSTRAINT)
     how = "(disable with <option><flag {}='disable'/>)"
@@ -339,6 +342,8 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
         if any(k not in (WrapType.JOINT, WrapType.PULLEY, WrapType.SITE) for k in kinds):
             problems.append(f"<spatial><geom> on tendon {tname}: wrapping around spheres and cylinders is not "
                             "supported (spatial tendons through sites and pulleys are)")
+        if getattr(mjm, "tendon_springyield", None) is not None and np.any(mjm.tendon_springyield[t] != 0):
+            problems.append(f"<tendon springyield> on tendon {tname}: not supported")
         if np.any(mjm.tendon_stiffnesspoly[t] != 0) or np.any(mjm.tendon_dampingpoly[t] != 0):
             problems.append(f"<tendon stiffnesspoly/dampingpoly> on tendon {tname}: polynomial tendon springs "
                             "and dampers are not supported")
@@ -563,6 +568,7 @@ class Model:
         m.jnt_free_body = ints([int(j in free_bodies) for j in range(mjm.njnt)] or [0])
 
         m.warmstart_at_end = int(opt.integrator == IntegratorType.RK4)
+        m.enable_warmstart = int(not flags & DisableBit.WARMSTART)
         m.rk4_a = T.vec3(*RK4_A)
         m.rk4_b = wp.types.vector(4, dtype=dtype)(*RK4_B)
         m.body_parentid = ints(mjm.body_parentid)
@@ -1074,13 +1080,20 @@ class Model:
                         seg.site0, seg.site1, seg.divisor = objs[j], objs[j + 1], self.dtype(div)
                         segments.append(seg)
             ten.wrapnum, ten.segnum = len(wraps) - ten.wrapadr, len(segments) - ten.segadr
-            for name in ("stiffness", "damping", "armature", "margin", "frictionloss", "length0", "invweight0"):
-                setattr(ten, name, self.dtype(getattr(mjm, "tendon_" + name)[t]))
+            for name, field in (("stiffness", mjm.tendon_stiffness), ("damping", mjm.tendon_damping),
+                                ("armature", mjm.tendon_armature), ("margin", mjm.tendon_margin),
+                                ("frictionloss", mjm.tendon_frictionloss), ("length0", mjm.tendon_length0),
+                                ("invweight0", mjm.tendon_invweight0)):
+                setattr(ten, name, self.dtype(field[t]))
             ten.actfrclimited = int(mjm.tendon_actfrclimited[t])
-            for name, vec in (("lengthspring", T.vec2), ("actfrcrange", T.vec2), ("range", T.vec2),
-                              ("solref_lim", T.vec2), ("solimp_lim", T.vec5), ("solref_fri", T.vec2),
-                              ("solimp_fri", T.vec5)):
-                setattr(ten, name, vec(*[float(x) for x in getattr(mjm, "tendon_" + name)[t]]))
+            for name, vec, field in (("lengthspring", T.vec2, mjm.tendon_lengthspring),
+                                     ("actfrcrange", T.vec2, mjm.tendon_actfrcrange),
+                                     ("range", T.vec2, mjm.tendon_range),
+                                     ("solref_lim", T.vec2, mjm.tendon_solref_lim),
+                                     ("solimp_lim", T.vec5, mjm.tendon_solimp_lim),
+                                     ("solref_fri", T.vec2, mjm.tendon_solref_fri),
+                                     ("solimp_fri", T.vec5, mjm.tendon_solimp_fri)):
+                setattr(ten, name, vec(*[float(x) for x in field[t]]))
             tendons.append(ten)
         m.tendon = wp.array(tendons or [Tendon()], dtype=Tendon, device=self.device)
         m.wrap = wp.array(wraps or [Wrap()], dtype=Wrap, device=self.device)
