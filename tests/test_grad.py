@@ -150,6 +150,30 @@ def test_smooth_gradients_float64(name, rng):
     _check_gradients(sim, mjm, values, substeps=2, tol=1e-6)
 
 
+FREE_AT_REST = """
+<mujoco>
+  <option timestep="0.004"><flag contact="disable"/></option>
+  <worldbody>
+    <body pos="0 0 1"><freejoint/><geom type="box" size="0.1 0.2 0.3" mass="1"/><site name="com"/></body>
+  </worldbody>
+  <actuator><motor site="com" gear="0 0 1 0 0 0"/></actuator>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("name", ["ball_chain", "free_at_rest"])
+def test_gradients_at_rest_and_at_qpos0_float64(name, rng):
+    """From qpos0 at rest, two Euler steps: every hinge at its zero angle, a ball joint's spring
+    at its rest orientation, a free body whose angular velocity stays exactly 0 (the identity
+    shortcuts of mju_axisAngle2Quat, mju_quat2Vel and mju_quatIntegrate): the gradients are the
+    rotations' (as constants the shortcuts gave a hinge's qpos, the spring's orientation and a
+    still body's angular velocity none)."""
+    mjm = _smooth_model("ball_chain") if name == "ball_chain" else mujoco.MjModel.from_xml_string(FREE_AT_REST)
+    sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    _, _, ctrl = _inputs(mjm, 2, rng, "random")
+    qpos, qvel = np.tile(mjm.qpos0, (2, 1)), np.zeros((2, mjm.nv))
+    _check_gradients(sim, mjm, [qpos, qvel, ctrl], substeps=2, tol=1e-6)
+
+
 @pytest.mark.parametrize("name", ["ball_chain", "two_trees", "quadruped"])
 def test_rk4_gradients_float64(name, rng):
     """RK4 (MuJoCo 4.0's, with the Munthe-Kaas correction on ball and free joints): the step

@@ -364,27 +364,45 @@ def _build_funcs(scalar, vec3, vec6, vec10, quat, mat33):
 
     @wp.func
     def axis_angle_quat(axis: vec3, angle: scalar):
-        """mju_axisAngle2Quat; `axis` is a unit vector."""
+        """mju_axisAngle2Quat; `axis` is a unit vector. At angle 0 the identity, as MuJoCo's
+        shortcut, written so that its derivative in the angle is the rotation's, axis / 2 (a
+        constant would give a hinge at qpos0 no gradient; 0 + x: +0 where axis x 0 is -0)."""
         if angle == scalar(0.0):
-            return quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
+            h = angle * scalar(0.5)
+            return quat(scalar(0.0) + axis[0] * h, scalar(0.0) + axis[1] * h, scalar(0.0) + axis[2] * h,
+                        scalar(1.0))
         s = wp.sin(angle * scalar(0.5))
         return quat(axis[0] * s, axis[1] * s, axis[2] * s, wp.cos(angle * scalar(0.5)))
 
     @wp.func
     def quat_integrate(q: quat, vel: vec3, dt: scalar):
-        """mju_quatIntegrate: rotate q by the body-frame angular velocity `vel` for time dt."""
+        """mju_quatIntegrate: rotate q by the body-frame angular velocity `vel` for time dt. At
+        zero velocity the identity, written so that its derivative in the velocity is the
+        rotation's, dt / 2 (through the velocity's norm it would be 0: a body at rest would get
+        no gradient)."""
         n = wp.length(vel)
         axis = vec3(scalar(1.0), scalar(0.0), scalar(0.0))
         if n >= scalar(MINVAL):
             axis = vel / n
         qrot = axis_angle_quat(axis, dt * n)
+        if n == scalar(0.0):
+            h = dt * scalar(0.5)
+            qrot = quat(scalar(0.0) + vel[0] * h, scalar(0.0) + vel[1] * h, scalar(0.0) + vel[2] * h, scalar(1.0))
         return quat_normalize(q) * qrot
 
     @wp.func
     def quat_to_vel(q: quat):
-        """mju_quat2Vel with dt = 1: rotation vector of a unit quaternion, angle in (-pi, pi]."""
+        """mju_quat2Vel with dt = 1: rotation vector of a unit quaternion, angle in (-pi, pi]. At
+        the identity (vector part exactly 0) the zero vector, written so that its derivative is
+        the rotation vector's, 2 / w times the vector part (a constant would give a spring at its
+        rest orientation no gradient; 0 + x: +0 where x is -0)."""
         axis = vec3(q[0], q[1], q[2])
         sin_half = wp.length(axis)
+        if sin_half == scalar(0.0):
+            c = scalar(0.0)
+            if q[3] != scalar(0.0):
+                c = scalar(2.0) / q[3]
+            return vec3(scalar(0.0) + q[0] * c, scalar(0.0) + q[1] * c, scalar(0.0) + q[2] * c)
         if sin_half < scalar(MINVAL):
             return vec3(scalar(0.0), scalar(0.0), scalar(0.0))
         axis = axis / sin_half
