@@ -165,11 +165,12 @@ def record_simrl(mjm: mujoco.MjModel, num_worlds: int, schedule: str | None, gra
 
     def diff_step(recorder=None):
         ctrl = sim.ctrl.clone().requires_grad_(True)
-        qpos1, qvel1 = simrl.diff_step(sim, qpos0, qvel0, ctrl)
+        # a model with activations steps them too (diff_step's act0, act1)
+        out = simrl.diff_step(sim, qpos0, qvel0, ctrl, act0=sim.act.clone() if sim.na else None)
         if recorder is not None:
             recorder.phase = "backward"
-        # seeds d loss / d qpos1 = d loss / d qvel1 = 1 and runs the tape backwards
-        (qpos1.sum() + qvel1.sum()).backward()
+        # seeds d loss / d (qpos1, qvel1[, act1]) = 1 and runs the tape backwards
+        sum(x.sum() for x in out).backward()
         return ctrl.grad
 
     diff_step()  # compiles
