@@ -20,7 +20,7 @@ gear in actuator group 1) and a stateless motor.
   out), a differentiable env that carries act through diff_step;
 - diff_step's gradients of (qpos, qvel, act) after two steps with respect to qpos0, qvel0, ctrl,
   act0 against central finite differences (float64, each integrator);
-- muscle and user activation dynamics are refused by name.
+- user activation dynamics are refused by name (muscles: tests/test_muscle.py).
 """
 
 import mujoco
@@ -426,7 +426,6 @@ def test_diff_step_asks_for_act0(sims):
 
 
 @pytest.mark.parametrize("actuator, pattern", [
-    ('<muscle name="m" joint="j1" lengthrange="-1 1"/>', r"<actuator dyntype='muscle'> actuator 'm'"),
     ('<general name="m" joint="j1" dyntype="user"/>', r"<actuator dyntype='user'> actuator 'm'"),
 ])
 def test_unsupported_dynamics_are_refused_by_name(actuator, pattern):

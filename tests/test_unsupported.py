@@ -38,8 +38,6 @@ CASES = {
                                  r"<actuator joint> actuator 'm': actuators on ball or free joints"),
     "user activation dynamics": (body("", extra='<actuator><general name="m" joint="j1" dyntype="user"/>'
                                                 '</actuator>'), r"<actuator dyntype='user'> actuator 'm'"),
-    "muscle": (body("", extra='<actuator><muscle name="m" joint="j1" lengthrange="-1 1"/></actuator>'),
-               r"<actuator gaintype='muscle'> actuator 'm'"),
     "libccd": ('<mujoco><option><flag nativeccd="disable"/></option><worldbody><geom name="floor" type="box" '
                'size="1 1 0.1"/><body pos="0 0 0.3"><freejoint/><geom name="egg" type="ellipsoid" '
                'size="0.1 0.08 0.06"/></body></worldbody></mujoco>',

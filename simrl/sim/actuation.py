@@ -36,13 +36,14 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim.data import data_struct
-from simrl.sim.model import model_struct
+from simrl.sim.model import model_struct, muscle_struct
 from simrl.sim.types import MAXVAL, MINVAL, BiasType, DynType, GainType, TrnType, scalar_types
 
 
 @functools.cache
 def build(scalar):
     Model, Data = model_struct(scalar), data_struct(scalar)
+    Muscle = muscle_struct(scalar)
     T = scalar_types(scalar)
     vec3 = T.vec3
     sub_quat = T.f.sub_quat
@@ -196,29 +197,166 @@ def build(scalar):
                 value = next_activation(m, d.act, w, a, d.act_dot[w, adr])
         return value
 
+    # Muscles (engine_util_misc.c: mju_muscleGainLength, mju_muscleGain, mju_muscleBias,
+    # mju_muscleDynamics, mju_sigmoid; engine_derivative.c: mjd_muscleGain_vel), in MuJoCo's
+    # order of operations. The parameters: simrl.sim.model.muscle_struct.
+
+    @wp.func
+    def muscle_length_curve(length: scalar, lmin: scalar, lmax: scalar):
+        """The normalized length-gain curve: 0 outside [lmin, lmax], half-quadratics rising to 1
+        at the optimum length 1 (mju_muscleGainLength)."""
+        out = scalar(0.0)
+        if lmin <= length and length <= lmax:
+            a = scalar(0.5) * (lmin + scalar(1.0))
+            b = scalar(0.5) * (scalar(1.0) + lmax)
+            x = scalar(0.0)
+            if length <= a:
+                x = (length - lmin) / wp.max(scalar(MINVAL), a - lmin)
+                out = scalar(0.5) * x * x
+            elif length <= scalar(1.0):
+                x = (scalar(1.0) - length) / wp.max(scalar(MINVAL), scalar(1.0) - a)
+                out = scalar(1.0) - scalar(0.5) * x * x
+            elif length <= b:
+                x = (length - scalar(1.0)) / wp.max(scalar(MINVAL), b - scalar(1.0))
+                out = scalar(1.0) - scalar(0.5) * x * x
+            else:
+                x = (lmax - length) / wp.max(scalar(MINVAL), lmax - b)
+                out = scalar(0.5) * x * x
+        return out
+
+    @wp.func
+    def muscle_peak(force: scalar, scale: scalar, acc0: scalar):
+        """The peak force: `force`, or when it is negative scale / acc0."""
+        out = force
+        if force < scalar(0.0):
+            out = scale / wp.max(scalar(MINVAL), acc0)
+        return out
+
+    @wp.func
+    def muscle_gain(mu: Muscle, length: scalar, velocity: scalar):
+        """A muscle's gain -F FL(L) FV(V) at its length and velocity (mju_muscleGain) and its
+        derivative in the velocity (mjd_muscleGain_vel)."""
+        force = muscle_peak(mu.gain_force, mu.gain_scale, mu.acc0)
+        lr = mu.lengthrange
+        L0 = (lr[1] - lr[0]) / wp.max(scalar(MINVAL), mu.gain_range[1] - mu.gain_range[0])
+        L = mu.gain_range[0] + (length - lr[0]) / wp.max(scalar(MINVAL), L0)
+        V = velocity / wp.max(scalar(MINVAL), L0 * mu.gain_vmax)
+        FL = muscle_length_curve(L, mu.gain_lmin, mu.gain_lmax)
+        fvmax = mu.gain_fvmax
+        y = fvmax - scalar(1.0)
+        FV = fvmax
+        dFV = scalar(0.0)
+        if V <= scalar(-1.0):
+            FV = scalar(0.0)
+        elif V <= scalar(0.0):
+            FV = (V + scalar(1.0)) * (V + scalar(1.0))
+            dFV = scalar(2.0) * V + scalar(2.0)
+        elif V <= y:
+            FV = fvmax - (y - V) * (y - V) / wp.max(scalar(MINVAL), y)
+            dFV = (scalar(-2.0) * V + scalar(2.0) * y) / wp.max(scalar(MINVAL), y)
+        return -force * FL * FV, -force * FL * dFV / wp.max(scalar(MINVAL), L0 * mu.gain_vmax)
+
+    @wp.func
+    def muscle_bias(mu: Muscle, length: scalar):
+        """A muscle's passive force (mju_muscleBias): 0 up to the optimum length, a
+        half-quadratic to (1 + lmax) / 2, linear beyond."""
+        force = muscle_peak(mu.bias_force, mu.bias_scale, mu.acc0)
+        lr = mu.lengthrange
+        L0 = (lr[1] - lr[0]) / wp.max(scalar(MINVAL), mu.bias_range[1] - mu.bias_range[0])
+        L = mu.bias_range[0] + (length - lr[0]) / wp.max(scalar(MINVAL), L0)
+        b = scalar(0.5) * (scalar(1.0) + mu.bias_lmax)
+        out = scalar(0.0)
+        if L > scalar(1.0):
+            if L <= b:
+                x = (L - scalar(1.0)) / wp.max(scalar(MINVAL), b - scalar(1.0))
+                out = -force * mu.bias_fpmax * scalar(0.5) * x * x
+            else:
+                x = (L - b) / wp.max(scalar(MINVAL), b - scalar(1.0))
+                out = -force * mu.bias_fpmax * (scalar(0.5) + x)
+        return out
+
+    @wp.func(inline=False)
+    def muscle_force(mu: Muscle, gain_muscle: bool, bias_muscle: bool, length: scalar, velocity: scalar,
+                     value: scalar, gain: scalar, bias: scalar, gain_vel: scalar):
+        """gain * value + bias (MuJoCo's sum, bias 0 for none) with a muscle's gain (`gain_muscle`)
+        and passive force (`bias_muscle`) in place of the given ones, and the gain's velocity
+        derivative (the given one unless the gain is a muscle's). Out of line, the one call of
+        the muscle model in gain_bias: every actuator kernel holds it, and inlined its
+        registers would count in every model's (a Muscle, not the Model, by value: a small
+        struct)."""
+        if gain_muscle:
+            gain, gain_vel = muscle_gain(mu, length, velocity)
+        if bias_muscle:
+            bias = muscle_bias(mu, length)
+        return gain * value + bias, gain_vel
+
+    @wp.func
+    def sigmoid(x: scalar):
+        """mju_sigmoid: the quintic 6x^5 - 15x^4 + 10x^3 on [0, 1], 0 below, 1 above."""
+        out = scalar(0.0)
+        if x >= scalar(1.0):
+            out = scalar(1.0)
+        elif x > scalar(0.0):
+            out = x * x * x * (scalar(3.0) * x * (scalar(2.0) * x - scalar(5.0)) + scalar(10.0))
+        return out
+
+    @wp.func(inline=False)
+    def muscle_rate(mu: Muscle, ctrl: scalar, act: scalar):
+        """A muscle's act_dot (mju_muscleDynamics): (ctrl - act) / tau with ctrl clamped to [0, 1],
+        tau the activation or deactivation time scaled by the activation (Millard et al. 2013),
+        switched by the sign of ctrl - act or blended by a sigmoid of that width."""
+        ctrlclamp = wp.clamp(ctrl, scalar(0.0), scalar(1.0))
+        actclamp = wp.clamp(act, scalar(0.0), scalar(1.0))
+        tau_act = mu.tau_act * (scalar(0.5) + scalar(1.5) * actclamp)
+        tau_deact = mu.tau_deact / (scalar(0.5) + scalar(1.5) * actclamp)
+        dctrl = ctrlclamp - act
+        tau = tau_deact
+        if mu.smoothing < scalar(MINVAL):
+            if dctrl > scalar(0.0):
+                tau = tau_act
+        else:
+            tau = tau_deact + (tau_act - tau_deact) * sigmoid(dctrl / mu.smoothing + scalar(0.5))
+        return dctrl / wp.max(scalar(MINVAL), tau)
+
     @wp.func
     def act_rate(m: Model, d: Data, w: int, a: int, ctrl: scalar):
         """act_dot of stateful actuator a when actuation is enabled (mj_fwdActuation): ctrl for an
-        integrator, (ctrl - act) / tau for both filters (tau = max(mjMINVAL, dynprm[0]))."""
+        integrator, (ctrl - act) / tau for both filters (tau = max(mjMINVAL, dynprm[0])), the
+        muscle dynamics for a muscle."""
         rate = ctrl
         if m.actuator_dyntype[a] == DynType.FILTER or m.actuator_dyntype[a] == DynType.FILTEREXACT:
             tau = wp.max(scalar(MINVAL), m.actuator_dynprm[a])
             rate = (ctrl - d.act[w, m.actuator_actadr[a]]) / tau
+        elif m.actuator_dyntype[a] == DynType.MUSCLE:
+            rate = muscle_rate(m.actuator_muscle[a], ctrl, d.act[w, m.actuator_actadr[a]])
         return rate
 
     @wp.func
     def gain_bias(m: Model, d: Data, w: int, a: int, length: scalar, velocity: scalar, value: scalar):
         """Actuator a's force before any limit (mj_fwdActuation): gain * value + bias, the gain
-        and bias affine in the actuator's length and velocity when their types say so."""
+        and bias affine in the actuator's length and velocity, or a muscle's, when their types
+        say so; and a muscle gain's derivative in the velocity (0 for the others)."""
         gp = m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a]
         gain = gp[0]
+        gain_vel = scalar(0.0)
         if m.actuator_gaintype[a] == GainType.AFFINE:
             gain = gp[0] + gp[1] * length + gp[2] * velocity
-        frc = gain * value
+            gain_vel = gp[2]
+        bias = scalar(0.0)
         if m.actuator_biastype[a] == BiasType.AFFINE:
             bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
-            frc = frc + (bp[0] + bp[1] * length + bp[2] * velocity)
-        return frc
+            bias = bp[0] + bp[1] * length + bp[2] * velocity
+        gain_muscle = m.actuator_gaintype[a] == GainType.MUSCLE
+        bias_muscle = m.actuator_biastype[a] == BiasType.MUSCLE
+        frc = scalar(0.0)
+        if gain_muscle or bias_muscle:
+            frc, gain_vel = muscle_force(m.actuator_muscle[a], gain_muscle, bias_muscle, length, velocity, value,
+                                         gain, bias, gain_vel)
+        else:
+            frc = gain * value
+            if m.actuator_biastype[a] == BiasType.AFFINE:
+                frc = frc + bias
+        return frc, gain_vel
 
     @wp.func
     def tendon_actuator_force(m: Model, d: Data, w: int, b: int, t: int):
@@ -235,7 +373,7 @@ def build(scalar):
                 value = d.act[w, adr]
                 if m.actuator_actearly[b]:
                     value = next_activation(m, d.act, w, b, act_rate(m, d, w, b, ctrl))
-            frc = gain_bias(m, d, w, b, d.ten_length[w, t] * gear, d.ten_velocity[w, t] * gear, value)
+            frc, gain_vel = gain_bias(m, d, w, b, d.ten_length[w, t] * gear, d.ten_velocity[w, t] * gear, value)
         return frc
 
     @wp.func
@@ -259,7 +397,9 @@ def build(scalar):
         """Actuator a's force frc (before its forcerange) on tendon t with actuatorfrclimited: scaled
         by range / total when the total force of the tendon's actuators lies outside the
         tendon's actuatorfrcrange (mj_fwdActuation, engine_forward.c; before each actuator's
-        forcerange clamp)."""
+        forcerange clamp); and whether the range holds the total (at or beyond a bound: MuJoCo
+        4.0's mjd_actuator_vel then leaves the velocity derivatives of the tendon's actuators
+        out, measured: tests/test_tendon.py)."""
         total = tendon_total(m, d, w, t, a, frc)
         r = m.tendon[t].actfrcrange
         out = frc
@@ -268,19 +408,7 @@ def build(scalar):
                 out = frc * (r[0] / total)
             elif total > r[1]:
                 out = frc * (r[1] / total)
-        return out
-
-    @wp.func
-    def tendon_saturated(m: Model, d: Data, w: int, t: int):
-        """Whether tendon t's actuatorfrcrange holds the total force of the actuators on it (at
-        or beyond a bound): MuJoCo 4.0's mjd_actuator_vel then leaves their velocity
-        derivatives out (measured: tests/test_tendon.py)."""
-        out = False
-        if m.tendon[t].actfrclimited:
-            total = tendon_total(m, d, w, t, -1, scalar(0.0))
-            r = m.tendon[t].actfrcrange
-            out = total <= r[0] or total >= r[1]
-        return out
+        return out, total <= r[0] or total >= r[1]
 
     def make_actuator(transmission: bool, act_dot: bool, force: bool):
         """`actuator` with any of its three parts: the transmission's length and velocity, the
@@ -295,10 +423,12 @@ def build(scalar):
             Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
             actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dofadr, actuator_dynprm,
             actuator_dyntype, actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm,
-            actuator_gaintype, actuator_gear, actuator_qposadr, actuator_tendon, actuator_trntype, enable_actuation,
+            actuator_gaintype, actuator_gear, actuator_muscle, actuator_qposadr, actuator_tendon, actuator_trntype,
+            enable_actuation,
             enable_clampctrl, nu, nv, tendon, timestep. Data in: qpos, qvel, ten_length, ten_velocity, actuator_moment,
             ctrl, ctrl_bad, act; the parts after the transmission actuator_length, actuator_velocity, act_dot. Data out:
-            actuator_length, actuator_velocity (transmission), act_dot (act_dot), actuator_force (force)."""
+            actuator_length, actuator_velocity (transmission), act_dot (act_dot), actuator_force and
+            actuator_force_vel (force, with implicitfast)."""
             # transmission (mj_transmission, mj_fwdVelocity): length and velocity along the joint or
             # the tendon, scaled by the gear; a site transmission's length is its pass's
             # (transmission_site), its velocity moment qvel
@@ -339,17 +469,22 @@ def build(scalar):
             if wp.static(force):
                 frc = scalar(0.0)
                 # an actuator in a group listed in opt.disableactuator produces no force
+                gain_vel = scalar(0.0)
                 if m.enable_actuation and m.actuator_enabled[a]:
-                    frc = gain_bias(m, d, w, a, length, velocity, actuator_input(m, d, w, a, ctrl))
+                    frc, gain_vel = gain_bias(m, d, w, a, length, velocity, actuator_input(m, d, w, a, ctrl))
                 # a tendon's actuatorfrcrange scales the forces of the actuators on it
+                held = False
                 t = m.actuator_tendon[a]
                 if t >= 0:
                     if m.tendon[t].actfrclimited:
-                        frc = tendon_limit(m, d, w, a, t, frc)
+                        frc, held = tendon_limit(m, d, w, a, t, frc)
                 if m.actuator_forcelimited[a]:
                     r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
                     frc = wp.clamp(frc, r[0], r[1])
+                    held = held or frc <= r[0] or frc >= r[1]
                 d.actuator_force[w, a] = frc
+                if m.implicitfast:
+                    d.actuator_force_vel[w, a] = force_vel(m, d, w, a, gain_vel, held)
         return actuator
 
     @wp.func
@@ -368,31 +503,26 @@ def build(scalar):
         return d.act[w, adr]
 
     @wp.func
-    def force_vel(m: Model, d: Data, w: int, a: int):
-        """d actuator_force[a] / d actuator_velocity[a] (mjd_actuator_vel, engine_derivative.c):
-        the affine bias's kv term biasprm[2] plus the affine gain's gainprm[2] times what the
-        gain multiplies (the control clamped to ctrlrange, as the installed MuJoCo uses it; with
-        activation dynamics the activation, with actearly the next one), zero when actuation or
-        the actuator is disabled or when forcerange clamps the force. The activations of the
-        supported dyntypes do not depend on the velocity.
+    def force_vel(m: Model, d: Data, w: int, a: int, gain_vel: scalar, held: bool):
+        """d actuator_force[a] / d actuator_velocity[a] (mjd_actuator_vel, engine_derivative.c),
+        for actuator_force_vel: the affine bias's kv term biasprm[2] plus the gain's velocity
+        derivative gain_vel (an affine gain's gainprm[2], a muscle's mjd_muscleGain_vel; its
+        bias does not depend on the velocity) times what the gain multiplies (the control
+        clamped to ctrlrange, as the installed MuJoCo uses it; with activation dynamics the
+        activation, with actearly the next one); zero when actuation or the actuator is disabled
+        or when a limit holds the force (`held`: forcerange, or its tendon's actuatorfrcrange).
+        The activations of the supported dyntypes do not depend on the velocity.
 
         Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
         actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
-        actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
-        enable_actuation, enable_clampctrl, timestep. Data in: actuator_force, ctrl, act, act_dot."""
+        actuator_enabled, actuator_gaintype, enable_actuation, enable_clampctrl, timestep. Data in: ctrl, act,
+        act_dot."""
         deriv = scalar(0.0)
-        if m.enable_actuation and m.actuator_enabled[a]:
-            clamped = False
-            if m.actuator_forcelimited[a]:
-                r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
-                force = d.actuator_force[w, a]
-                clamped = force <= r[0] or force >= r[1]
-            if not clamped:
-                if m.actuator_biastype[a] == BiasType.AFFINE:
-                    deriv = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a][2]
-                if m.actuator_gaintype[a] == GainType.AFFINE:
-                    deriv = deriv + m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a][2] * \
-                        gain_input(m, d, w, a)
+        if m.enable_actuation and m.actuator_enabled[a] and not held:
+            if m.actuator_biastype[a] == BiasType.AFFINE:
+                deriv = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a][2]
+            if m.actuator_gaintype[a] == GainType.AFFINE or m.actuator_gaintype[a] == GainType.MUSCLE:
+                deriv = deriv + gain_vel * gain_input(m, d, w, a)
         return deriv
 
     @wp.func
@@ -416,7 +546,7 @@ def build(scalar):
             # tendon and site transmissions couple dofs: simrl.sim.euler adds their terms
             if m.actuator_tendon[a] < 0 and m.actuator_trntype[a] != TrnType.SITE:
                 gear = m.actuator_gear[wg, a]
-                deriv = deriv + gear * (gear * force_vel(m, d, w, a))
+                deriv = deriv + gear * (gear * d.actuator_force_vel[w, a])
         j = m.dof_jntid[i]
         if m.jnt_actfrclimited[j]:
             r = m.jnt_actfrcrange[j]
@@ -436,7 +566,7 @@ def build(scalar):
         Data out: actuator_qderiv."""
         deriv = scalar(0.0)
         if m.actuator_trntype[a] == TrnType.SITE:
-            deriv = force_vel(m, d, w, a)
+            deriv = d.actuator_force_vel[w, a]
         d.actuator_qderiv[w, a] = deriv
 
     @wp.func
@@ -502,4 +632,4 @@ def build(scalar):
                            actuator_force=make_actuator(False, False, True),
                            dof=dof, smooth_force_dof=smooth_force_dof, force_vel=force_vel, qderiv_dof=qderiv_dof,
                            site_force_vel=site_force_vel, site_qderiv=site_qderiv, next_activation=next_activation,
-                           advance_activation=advance_activation, tendon_saturated=tendon_saturated)
+                           advance_activation=advance_activation)

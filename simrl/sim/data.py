@@ -152,6 +152,9 @@ def data_struct(scalar):
         # implicitfast: d actuator_force / d actuator_velocity of the site transmissions' actuators
         # (qDeriv's site terms are this times actuator_moment[a]' actuator_moment[a]; [W, 1] without)
         actuator_qderiv: wp.array2d(dtype=scalar)  # [W, nu]
+        # implicitfast: d actuator_force / d actuator_velocity (mjd_actuator_vel's force_vel),
+        # written by the actuator pass (simrl.sim.actuation.force_vel; [W, 1] without implicitfast)
+        actuator_force_vel: wp.array2d(dtype=scalar)  # [W, nu]
         # Euler's implicit damping and implicitfast: qDeriv's diagonal terms (simrl.sim.euler.qderiv_dof)
         dof_qderiv: wp.array2d(dtype=scalar)  # [W, nv]
         # armature ten_Jdot qvel of each spatial tendon (mj_tendonBias; qfrc_bias gains it times ten_J)
@@ -474,6 +477,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.actuator_length = zeros((W, nu))
     d.actuator_moment = zeros((W, nu, nv) if model.struct.nsite_trn else (W, 1, 1))
     d.actuator_qderiv = zeros((W, nu if model.struct.nsite_trn else 1))
+    d.actuator_force_vel = zeros((W, nu if model.struct.implicitfast else 1))
     d.dof_qderiv = zeros((W, nv))
     d.actuator_velocity = zeros((W, nu))
     d.actuator_force = zeros((W, nu))

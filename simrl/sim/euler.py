@@ -50,9 +50,8 @@ def build(scalar, lanes: bool = False):
     integrate = integrate_pos.build(scalar)
     sync = block_sync if lanes else no_sync
     act = actuation.build(scalar)
-    actuator_qderiv, force_vel = act.qderiv_dof, act.force_vel
+    actuator_qderiv = act.qderiv_dof
     site_force_vel, site_qderiv = act.site_force_vel, act.site_qderiv
-    tendon_saturated = act.tendon_saturated
     T = scalar_types(scalar)
 
     def make_qderiv_dof(actuators: bool):
@@ -99,11 +98,10 @@ def build(scalar, lanes: bool = False):
         if m.enable_damper:
             deriv = -m.tendon[t].damping
         wg = w % m.actuator_gear.shape[0]
-        saturated = tendon_saturated(m, d, w, t)
         for a in range(m.nu):
-            if m.actuator_tendon[a] == t and not saturated:
+            if m.actuator_tendon[a] == t:
                 gear = m.actuator_gear[wg, a]
-                deriv = deriv + gear * (gear * force_vel(m, d, w, a))
+                deriv = deriv + gear * (gear * d.actuator_force_vel[w, a])
         return deriv
 
     @wp.func

@@ -39,6 +39,7 @@ from simrl.sim.model import (
     element_structs,
     far_struct,
     model_struct,
+    muscle_struct,
     tendon_structs,
     transmission_struct,
 )
@@ -74,7 +75,7 @@ BP_GROUP_RUNS = 8
 EQ_ROWS = {EqType.CONNECT: 3, EqType.WELD: 6, EqType.JOINT: 1, EqType.TENDON: 1}
 
 #: activation dynamics the engine implements (mj_fwdActuation); muscle, dcmotor, pid and user are refused
-SUPPORTED_DYN = (DynType.NONE, DynType.INTEGRATOR, DynType.FILTER, DynType.FILTEREXACT)
+SUPPORTED_DYN = (DynType.NONE, DynType.INTEGRATOR, DynType.FILTER, DynType.FILTEREXACT, DynType.MUSCLE)
 
 
 # --------------------------------------------------------------------------------------------
@@ -363,19 +364,19 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
         if dyntype not in SUPPORTED_DYN:
             kind = DynType(dyntype).name.lower()
             problems.append(f"<actuator dyntype='{kind}'> {aname}: only the activation dynamics none, "
-                            "integrator, filter and filterexact are supported")
+                            "integrator, filter, filterexact and muscle are supported")
         elif int(mjm.actuator_actnum[a]) != (0 if dyntype == DynType.NONE else 1):
             kind = DynType(dyntype).name.lower()
             problems.append(f"<actuator actdim='{int(mjm.actuator_actnum[a])}'> {aname}: dyntype '{kind}' "
                             f"with {int(mjm.actuator_actnum[a])} activations is not supported (none has 0, "
-                            "integrator, filter and filterexact have 1)")
-        if mjm.actuator_gaintype[a] not in (GainType.FIXED, GainType.AFFINE):
+                            "integrator, filter, filterexact and muscle have 1)")
+        if mjm.actuator_gaintype[a] not in (GainType.FIXED, GainType.AFFINE, GainType.MUSCLE):
             kind = GainType(int(mjm.actuator_gaintype[a])).name.lower()
-            problems.append(f"<actuator gaintype='{kind}'> {aname}: only fixed and affine gains "
+            problems.append(f"<actuator gaintype='{kind}'> {aname}: only fixed, affine and muscle gains "
                             "are supported")
-        if mjm.actuator_biastype[a] not in (BiasType.NONE, BiasType.AFFINE):
+        if mjm.actuator_biastype[a] not in (BiasType.NONE, BiasType.AFFINE, BiasType.MUSCLE):
             kind = BiasType(int(mjm.actuator_biastype[a])).name.lower()
-            problems.append(f"<actuator biastype='{kind}'> {aname}: only none and affine biases "
+            problems.append(f"<actuator biastype='{kind}'> {aname}: only none, affine and muscle biases "
                             "are supported")
         for attr in ("damping", "armature", "delay"):
             value = getattr(mjm, f"actuator_{attr}", None)
@@ -706,6 +707,7 @@ class Model:
         m.actuator_actlimited = ints(mjm.actuator_actlimited)
         m.actuator_actrange = arr(mjm.actuator_actrange, T.vec2, (-1, 2))
         m.actuator_actearly = ints(mjm.actuator_actearly)
+        m.actuator_muscle = self._muscles(mjm)
         # the actuators whose moment can be non-zero on dof i: joint transmissions on its joint,
         # tendon transmissions whose tendon has dof i among its columns
         acts_cols = [tendon_columns(mjm, trn_tendon[a]) if trn_tendon[a] >= 0 else site_cols[a] if trn_site[a]
@@ -1045,6 +1047,26 @@ class Model:
         m.contact_sensor_slot = wp.array(np.asarray(slots or [(0, 0, 0)], dtype=np.int32).reshape(-1, 3),
                                          dtype=wp.vec3i, device=self.device)
         m.magnetic = T.vec3(*[float(x) for x in mjm.opt.magnetic])
+
+    def _muscles(self, mjm):
+        """Each actuator's muscle parameters (simrl.sim.model.muscle_struct; read only by the
+        muscle gain, bias and dyntype)."""
+        T, f = self.T, self.dtype
+        Muscle = muscle_struct(self.dtype)
+        muscles = []
+        for a in range(mjm.nu):
+            g, b, dyn = mjm.actuator_gainprm[a], mjm.actuator_biasprm[a], mjm.actuator_dynprm[a]
+            mu = Muscle()
+            mu.gain_range = T.vec2(float(g[0]), float(g[1]))
+            mu.gain_force, mu.gain_scale, mu.gain_lmin, mu.gain_lmax = f(g[2]), f(g[3]), f(g[4]), f(g[5])
+            mu.gain_vmax, mu.gain_fvmax = f(g[6]), f(g[8])
+            mu.bias_range = T.vec2(float(b[0]), float(b[1]))
+            mu.bias_force, mu.bias_scale, mu.bias_lmax, mu.bias_fpmax = f(b[2]), f(b[3]), f(b[5]), f(b[7])
+            mu.tau_act, mu.tau_deact, mu.smoothing = f(dyn[0]), f(dyn[1]), f(dyn[2])
+            mu.lengthrange = T.vec2(*[float(x) for x in mjm.actuator_lengthrange[a]])
+            mu.acc0 = f(mjm.actuator_acc0[a])
+            muscles.append(mu)
+        return wp.array(muscles or [Muscle()], dtype=Muscle, device=self.device)
 
     def _tendons(self, m, mjm, ints, arr):
         """The tendons' tables (mj_tendon, mj_passive, mj_instantiateFriction/Limit)."""

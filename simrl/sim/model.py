@@ -90,6 +90,39 @@ def tendon_structs(scalar):
 
 
 @functools.cache
+def muscle_struct(scalar):
+    """Muscle: a muscle actuator's parameters (MuJoCo's gainprm, biasprm and dynprm of the muscle
+    types, and the compiler's lengthrange and acc0)."""
+    T = scalar_types(scalar)
+
+    @wp.struct
+    class Muscle:
+        """mju_muscleGain's prm = gainprm[:9] = (range[2], force, scale, lmin, lmax, vmax, fpmax,
+        fvmax); mju_muscleBias's the same layout from biasprm; mju_muscleDynamics's dynprm[:3] =
+        (tau_act, tau_deact, smoothing width); the length range and acc0 (the acceleration of
+        a unit force at qpos0) that scale them."""
+        gain_range: T.vec2
+        gain_force: scalar
+        gain_scale: scalar
+        gain_lmin: scalar
+        gain_lmax: scalar
+        gain_vmax: scalar
+        gain_fvmax: scalar
+        bias_range: T.vec2
+        bias_force: scalar
+        bias_scale: scalar
+        bias_lmax: scalar
+        bias_fpmax: scalar
+        tau_act: scalar
+        tau_deact: scalar
+        smoothing: scalar
+        lengthrange: T.vec2
+        acc0: scalar
+
+    return Muscle
+
+
+@functools.cache
 def element_structs(scalar):
     """(Equality, Sensor): the element types of the Model's equality and sensor tables."""
     T = scalar_types(scalar)
@@ -225,6 +258,7 @@ def model_struct(scalar):
     Equality, Sensor = element_structs(scalar)
     FarGeom = far_struct(scalar)
     SiteTransmission = transmission_struct(scalar)
+    Muscle = muscle_struct(scalar)
 
     @wp.struct
     class Model:
@@ -339,6 +373,8 @@ def model_struct(scalar):
         actuator_actlimited: wp.array(dtype=int)
         actuator_actrange: wp.array(dtype=T.vec2)
         actuator_actearly: wp.array(dtype=int)
+        # the muscle parameters of each actuator (read for the muscle gain, bias and dyntype)
+        actuator_muscle: wp.array(dtype=Muscle)
         # actuators that act on dof i, ascending: dof_actuator[dof_actuator_adr[i] + k], k < num
         dof_actuator_adr: wp.array(dtype=int)
         dof_actuator_num: wp.array(dtype=int)
