@@ -335,27 +335,27 @@ def build(scalar):
     def gain_bias(m: Model, d: Data, w: int, a: int, length: scalar, velocity: scalar, value: scalar):
         """Actuator a's force before any limit (mj_fwdActuation): gain * value + bias, the gain
         and bias affine in the actuator's length and velocity, or a muscle's, when their types
-        say so; and a muscle gain's derivative in the velocity (0 for the others)."""
+        say so; and the gain's derivative in the velocity (an affine gain's gainprm[2], a
+        muscle's; read only for those two)."""
         gp = m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a]
         gain = gp[0]
-        gain_vel = scalar(0.0)
         if m.actuator_gaintype[a] == GainType.AFFINE:
             gain = gp[0] + gp[1] * length + gp[2] * velocity
-            gain_vel = gp[2]
-        bias = scalar(0.0)
-        if m.actuator_biastype[a] == BiasType.AFFINE:
-            bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
-            bias = bp[0] + bp[1] * length + bp[2] * velocity
-        gain_muscle = m.actuator_gaintype[a] == GainType.MUSCLE
-        bias_muscle = m.actuator_biastype[a] == BiasType.MUSCLE
+        gain_vel = gp[2]
         frc = scalar(0.0)
-        if gain_muscle or bias_muscle:
-            frc, gain_vel = muscle_force(m.actuator_muscle[a], gain_muscle, bias_muscle, length, velocity, value,
-                                         gain, bias, gain_vel)
-        else:
+        if m.actuator_gaintype[a] != GainType.MUSCLE and m.actuator_biastype[a] != BiasType.MUSCLE:
             frc = gain * value
             if m.actuator_biastype[a] == BiasType.AFFINE:
-                frc = frc + bias
+                bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
+                frc = frc + (bp[0] + bp[1] * length + bp[2] * velocity)
+        else:
+            bias = scalar(0.0)
+            if m.actuator_biastype[a] == BiasType.AFFINE:
+                bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
+                bias = bp[0] + bp[1] * length + bp[2] * velocity
+            frc, gain_vel = muscle_force(m.actuator_muscle[a], m.actuator_gaintype[a] == GainType.MUSCLE,
+                                         m.actuator_biastype[a] == BiasType.MUSCLE, length, velocity, value, gain,
+                                         bias, gain_vel)
         return frc, gain_vel
 
     @wp.func
@@ -481,9 +481,11 @@ def build(scalar):
                 if m.actuator_forcelimited[a]:
                     r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
                     frc = wp.clamp(frc, r[0], r[1])
-                    held = held or frc <= r[0] or frc >= r[1]
                 d.actuator_force[w, a] = frc
                 if m.implicitfast:
+                    if m.actuator_forcelimited[a]:
+                        r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
+                        held = held or frc <= r[0] or frc >= r[1]
                     d.actuator_force_vel[w, a] = force_vel(m, d, w, a, gain_vel, held)
         return actuator
 
