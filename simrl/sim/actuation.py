@@ -45,7 +45,7 @@ def build(scalar):
     Model, Data = model_struct(scalar), data_struct(scalar)
     Muscle = muscle_struct(scalar)
     T = scalar_types(scalar)
-    vec3 = T.vec3
+    vec2, vec3 = T.vec2, T.vec3
     sub_quat = T.f.sub_quat
 
     @wp.func
@@ -275,21 +275,6 @@ def build(scalar):
                 out = -force * mu.bias_fpmax * (scalar(0.5) + x)
         return out
 
-    @wp.func(inline=False)
-    def muscle_force(mu: Muscle, gain_muscle: bool, bias_muscle: bool, length: scalar, velocity: scalar,
-                     value: scalar, gain: scalar, bias: scalar, gain_vel: scalar):
-        """gain * value + bias (MuJoCo's sum, bias 0 for none) with a muscle's gain (`gain_muscle`)
-        and passive force (`bias_muscle`) in place of the given ones, and the gain's velocity
-        derivative (the given one unless the gain is a muscle's). Out of line, the one call of
-        the muscle model in gain_bias: every actuator kernel holds it, and inlined its
-        registers would count in every model's (a Muscle, not the Model, by value: a small
-        struct)."""
-        if gain_muscle:
-            gain, gain_vel = muscle_gain(mu, length, velocity)
-        if bias_muscle:
-            bias = muscle_bias(mu, length)
-        return gain * value + bias, gain_vel
-
     @wp.func
     def sigmoid(x: scalar):
         """mju_sigmoid: the quintic 6x^5 - 15x^4 + 10x^3 on [0, 1], 0 below, 1 above."""
@@ -300,7 +285,7 @@ def build(scalar):
             out = x * x * x * (scalar(3.0) * x * (scalar(2.0) * x - scalar(5.0)) + scalar(10.0))
         return out
 
-    @wp.func(inline=False)
+    @wp.func
     def muscle_rate(mu: Muscle, ctrl: scalar, act: scalar):
         """A muscle's act_dot (mju_muscleDynamics): (ctrl - act) / tau with ctrl clamped to [0, 1],
         tau the activation or deactivation time scaled by the activation (Millard et al. 2013),
@@ -318,106 +303,153 @@ def build(scalar):
             tau = tau_deact + (tau_act - tau_deact) * sigmoid(dctrl / mu.smoothing + scalar(0.5))
         return dctrl / wp.max(scalar(MINVAL), tau)
 
-    @wp.func
-    def act_rate(m: Model, d: Data, w: int, a: int, ctrl: scalar):
-        """act_dot of stateful actuator a when actuation is enabled (mj_fwdActuation): ctrl for an
-        integrator, (ctrl - act) / tau for both filters (tau = max(mjMINVAL, dynprm[0])), the
-        muscle dynamics for a muscle."""
-        rate = ctrl
-        if m.actuator_dyntype[a] == DynType.FILTER or m.actuator_dyntype[a] == DynType.FILTEREXACT:
-            tau = wp.max(scalar(MINVAL), m.actuator_dynprm[a])
-            rate = (ctrl - d.act[w, m.actuator_actadr[a]]) / tau
-        elif m.actuator_dyntype[a] == DynType.MUSCLE:
-            rate = muscle_rate(m.actuator_muscle[a], ctrl, d.act[w, m.actuator_actadr[a]])
-        return rate
+    def make_act_rate(muscles: bool):
+        @wp.func
+        def act_rate(m: Model, d: Data, w: int, a: int, ctrl: scalar):
+            """act_dot of stateful actuator a when actuation is enabled (mj_fwdActuation): ctrl for an
+            integrator, (ctrl - act) / tau for both filters (tau = max(mjMINVAL, dynprm[0])), with
+            `muscles` the muscle dynamics for a muscle."""
+            rate = ctrl
+            if m.actuator_dyntype[a] == DynType.FILTER or m.actuator_dyntype[a] == DynType.FILTEREXACT:
+                tau = wp.max(scalar(MINVAL), m.actuator_dynprm[a])
+                rate = (ctrl - d.act[w, m.actuator_actadr[a]]) / tau
+            if wp.static(muscles):
+                if m.actuator_dyntype[a] == DynType.MUSCLE:
+                    rate = muscle_rate(m.actuator_muscle[a], ctrl, d.act[w, m.actuator_actadr[a]])
+            return rate
+        return act_rate
+
+    def make_gain_bias(muscles: bool):
+        @wp.func
+        def gain_bias(m: Model, d: Data, w: int, a: int, length: scalar, velocity: scalar, value: scalar):
+            """Actuator a's force before any limit (mj_fwdActuation): gain * value + bias, the gain
+            and bias affine in the actuator's length and velocity when their types say so, with
+            `muscles` a muscle's; and the gain's derivative in the velocity (an affine gain's
+            gainprm[2], a muscle's; read only for those two)."""
+            gp = m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a]
+            gain = gp[0]
+            if m.actuator_gaintype[a] == GainType.AFFINE:
+                gain = gp[0] + gp[1] * length + gp[2] * velocity
+            gain_vel = gp[2]
+            frc = scalar(0.0)
+            if wp.static(not muscles):
+                frc = gain * value
+                if m.actuator_biastype[a] == BiasType.AFFINE:
+                    bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
+                    frc = frc + (bp[0] + bp[1] * length + bp[2] * velocity)
+            else:
+                bias = scalar(0.0)
+                if m.actuator_biastype[a] == BiasType.AFFINE:
+                    bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
+                    bias = bp[0] + bp[1] * length + bp[2] * velocity
+                if m.actuator_gaintype[a] == GainType.MUSCLE:
+                    gain, gain_vel = muscle_gain(m.actuator_muscle[a], length, velocity)
+                if m.actuator_biastype[a] == BiasType.MUSCLE:
+                    bias = muscle_bias(m.actuator_muscle[a], length)
+                frc = gain * value + bias
+            return frc, gain_vel
+        return gain_bias
+
+    # the plain actuators' (no muscle model) and the rich ones' (Model.rich_actuator)
+    act_rate, act_rate_rich = make_act_rate(False), make_act_rate(True)
+    gain_bias, gain_bias_rich = make_gain_bias(False), make_gain_bias(True)
 
     @wp.func
-    def gain_bias(m: Model, d: Data, w: int, a: int, length: scalar, velocity: scalar, value: scalar):
-        """Actuator a's force before any limit (mj_fwdActuation): gain * value + bias, the gain
-        and bias affine in the actuator's length and velocity, or a muscle's, when their types
-        say so; and the gain's derivative in the velocity (an affine gain's gainprm[2], a
-        muscle's; read only for those two)."""
-        gp = m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a]
-        gain = gp[0]
-        if m.actuator_gaintype[a] == GainType.AFFINE:
-            gain = gp[0] + gp[1] * length + gp[2] * velocity
-        gain_vel = gp[2]
-        frc = scalar(0.0)
-        if m.actuator_gaintype[a] != GainType.MUSCLE and m.actuator_biastype[a] != BiasType.MUSCLE:
-            frc = gain * value
+    def gain_input(m: Model, d: Data, w: int, a: int):
+        """actuator_input with the control as force_vel reads it (clamped to ctrlrange when
+        clampctrl is enabled), one early return per kind of input."""
+        adr = m.actuator_actadr[a]
+        if adr < 0:
+            ctrl = d.ctrl[w, a]
+            if m.enable_clampctrl and m.actuator_ctrllimited[a]:
+                r = m.actuator_ctrlrange[a]
+                return wp.clamp(ctrl, r[0], r[1])
+            return ctrl
+        if m.actuator_actearly[a]:
+            return next_activation(m, d.act, w, a, d.act_dot[w, adr])
+        return d.act[w, adr]
+
+    @wp.func
+    def rich_force_vel(m: Model, d: Data, w: int, a: int, gain_vel: scalar, held: bool):
+        """d actuator_force[a] / d actuator_velocity[a] of a rich actuator (mjd_actuator_vel,
+        engine_derivative.c), for actuator_force_vel: the affine bias's kv term biasprm[2] plus
+        the gain's velocity derivative gain_vel (an affine gain's gainprm[2], a muscle's
+        mjd_muscleGain_vel; a muscle's bias does not depend on the velocity) times what the
+        gain multiplies (as `force_vel`'s); zero when actuation or the actuator is disabled or
+        when a limit holds the force (`held`: forcerange, or its tendon's actuatorfrcrange)."""
+        deriv = scalar(0.0)
+        if m.enable_actuation and m.actuator_enabled[a] and not held:
             if m.actuator_biastype[a] == BiasType.AFFINE:
-                bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
-                frc = frc + (bp[0] + bp[1] * length + bp[2] * velocity)
-        else:
-            bias = scalar(0.0)
-            if m.actuator_biastype[a] == BiasType.AFFINE:
-                bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
-                bias = bp[0] + bp[1] * length + bp[2] * velocity
-            frc, gain_vel = muscle_force(m.actuator_muscle[a], m.actuator_gaintype[a] == GainType.MUSCLE,
-                                         m.actuator_biastype[a] == BiasType.MUSCLE, length, velocity, value, gain,
-                                         bias, gain_vel)
-        return frc, gain_vel
+                deriv = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a][2]
+            if m.actuator_gaintype[a] == GainType.AFFINE or m.actuator_gaintype[a] == GainType.MUSCLE:
+                deriv = deriv + gain_vel * gain_input(m, d, w, a)
+        return deriv
 
     @wp.func
-    def tendon_actuator_force(m: Model, d: Data, w: int, b: int, t: int):
-        """The force before any limit of actuator b on tendon t, from the pass's inputs alone
-        (ctrl, act, the tendon's length and velocity; act_dot recomputed for actearly), so that
-        the actuators of one tendon can read each other's in any order."""
-        frc = scalar(0.0)
-        if m.enable_actuation and m.actuator_enabled[b]:
-            gear = m.actuator_gear[w % m.actuator_gear.shape[0], b]
-            ctrl = control(m, d, w, b)
-            value = ctrl
-            adr = m.actuator_actadr[b]
-            if adr >= 0:
-                value = d.act[w, adr]
-                if m.actuator_actearly[b]:
-                    value = next_activation(m, d.act, w, b, act_rate(m, d, w, b, ctrl))
-            frc, gain_vel = gain_bias(m, d, w, b, d.ten_length[w, t] * gear, d.ten_velocity[w, t] * gear, value)
-        return frc
-
-    @wp.func
-    def tendon_total(m: Model, d: Data, w: int, t: int, a: int, frc: scalar):
-        """The total force before any limit of the actuators on tendon t, summed in actuator
-        order (mj_fwdActuation's), frc for actuator a (-1: none). A function of its own: Warp's
-        adjoint of a function that loops over a run-time range sees a variable the loop
-        accumulates at its value before the loop, so the sum's use (`tendon_limit`) must not
-        share the loop's function."""
+    def tendon_total(m: Model, d: Data, w: int, t: int):
+        """The total force before any limit of the actuators on tendon t (their actuator_force_raw),
+        summed in actuator order (mj_fwdActuation's). A function of its own: Warp's adjoint of
+        a function that loops over a run-time range sees a variable the loop accumulates at its
+        value before the loop, so the sum's use (`rich_limit`) must not share the loop's
+        function."""
         total = scalar(0.0)
         for b in range(m.nu):
             if m.actuator_tendon[b] == t:
-                if b == a:
-                    total = total + frc
-                else:
-                    total = total + tendon_actuator_force(m, d, w, b, t)
+                total = total + d.actuator_force_raw[w, b][0]
         return total
 
     @wp.func
-    def tendon_limit(m: Model, d: Data, w: int, a: int, t: int, frc: scalar):
-        """Actuator a's force frc (before its forcerange) on tendon t with actuatorfrclimited: scaled
-        by range / total when the total force of the tendon's actuators lies outside the
-        tendon's actuatorfrcrange (mj_fwdActuation, engine_forward.c; before each actuator's
-        forcerange clamp); and whether the range holds the total (at or beyond a bound: MuJoCo
-        4.0's mjd_actuator_vel then leaves the velocity derivatives of the tendon's actuators
-        out, measured: tests/test_tendon.py)."""
-        total = tendon_total(m, d, w, t, a, frc)
-        r = m.tendon[t].actfrcrange
-        out = frc
-        if total != scalar(0.0):
-            if total < r[0]:
-                out = frc * (r[0] / total)
-            elif total > r[1]:
-                out = frc * (r[1] / total)
-        return out, total <= r[0] or total >= r[1]
+    def rich_limit(m: Model, d: Data, w: int, k: int):
+        """The k-th rich actuator's force from its actuator_force_raw (the pass before): on a tendon
+        with actuatorfrclimited scaled by range / total when the total force of the tendon's
+        actuators (all rich) lies outside the tendon's actuatorfrcrange (mj_fwdActuation,
+        engine_forward.c), then clamped to its forcerange; with implicitfast its velocity
+        derivative, zero when a limit holds the force (at or beyond a bound: MuJoCo 4.0's
+        mjd_actuator_vel then leaves it out, measured: tests/test_tendon.py).
 
-    def make_actuator(transmission: bool, act_dot: bool, force: bool):
+        Model: actuator_forcelimited, actuator_forcerange, actuator_tendon, implicitfast, nu, rich_actuator,
+        tendon. Data in: actuator_force_raw (force, gain_vel) and force_vel's inputs. Data out:
+        actuator_force, actuator_force_vel (implicitfast)."""
+        a = m.rich_actuator[k]
+        raw = d.actuator_force_raw[w, a]
+        frc = raw[0]
+        held = False
+        t = m.actuator_tendon[a]
+        if t >= 0:
+            if m.tendon[t].actfrclimited:
+                total = tendon_total(m, d, w, t)
+                r = m.tendon[t].actfrcrange
+                if total != scalar(0.0):
+                    if total < r[0]:
+                        frc = frc * (r[0] / total)
+                    elif total > r[1]:
+                        frc = frc * (r[1] / total)
+                held = total <= r[0] or total >= r[1]
+        if m.actuator_forcelimited[a]:
+            r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
+            frc = wp.clamp(frc, r[0], r[1])
+            held = held or frc <= r[0] or frc >= r[1]
+        d.actuator_force[w, a] = frc
+        if m.implicitfast:
+            d.actuator_force_vel[w, a] = rich_force_vel(m, d, w, a, raw[1], held)
+
+    def make_actuator(transmission: bool, act_dot: bool, force: bool, rich: bool = False):
         """`actuator` with any of its three parts: the transmission's length and velocity, the
         activation's rate act_dot, the force. The engine's step runs all three in one pass; the
         differentiable step launches them apart (in one kernel their generated adjoint needs
         more registers than a GPU thread should use), each later part reading what the earlier
-        wrote."""
+        wrote.
+
+        `rich`: the function of element k of the rich actuators (Model.rich_actuator: muscles,
+        actuators on a tendon with actuatorfrcrange), with the muscle model, whose force part
+        leaves the limits to `rich_limit`; else the plain actuators' without it, whose act_dot
+        and force parts leave the rich actuators out (passes of their own: the muscle model and
+        a tendon's sum would otherwise take registers in every model's kernel)."""
+        rate_of = act_rate_rich if rich else act_rate
+        gain_bias_of = gain_bias_rich if rich else gain_bias
+
         @wp.func
-        def actuator(m: Model, d: Data, w: int, a: int):
+        def actuator_parts(m: Model, d: Data, w: int, a: int):
             """Actuator a's transmission, activation rate and force (the parts `make_actuator` was asked for).
 
             Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
@@ -427,8 +459,8 @@ def build(scalar):
             enable_actuation,
             enable_clampctrl, nu, nv, tendon, timestep. Data in: qpos, qvel, ten_length, ten_velocity, actuator_moment,
             ctrl, ctrl_bad, act; the parts after the transmission actuator_length, actuator_velocity, act_dot. Data out:
-            actuator_length, actuator_velocity (transmission), act_dot (act_dot), actuator_force and
-            actuator_force_vel (force, with implicitfast)."""
+            actuator_length, actuator_velocity (transmission), act_dot (act_dot), actuator_force (force;
+            a rich actuator's actuator_force_raw: force and gain_vel, for rich_limit)."""
             # transmission (mj_transmission, mj_fwdVelocity): length and velocity along the joint or
             # the tendon, scaled by the gear; a site transmission's length is its pass's
             # (transmission_site), its velocity moment qvel
@@ -464,67 +496,66 @@ def build(scalar):
                 if adr >= 0:
                     rate = scalar(0.0)
                     if m.enable_actuation:
-                        rate = act_rate(m, d, w, a, ctrl)
+                        rate = rate_of(m, d, w, a, ctrl)
                     d.act_dot[w, adr] = rate
             if wp.static(force):
                 frc = scalar(0.0)
                 # an actuator in a group listed in opt.disableactuator produces no force
                 gain_vel = scalar(0.0)
                 if m.enable_actuation and m.actuator_enabled[a]:
-                    frc, gain_vel = gain_bias(m, d, w, a, length, velocity, actuator_input(m, d, w, a, ctrl))
-                # a tendon's actuatorfrcrange scales the forces of the actuators on it
-                held = False
-                t = m.actuator_tendon[a]
-                if t >= 0:
-                    if m.tendon[t].actfrclimited:
-                        frc, held = tendon_limit(m, d, w, a, t, frc)
-                if m.actuator_forcelimited[a]:
-                    r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
-                    frc = wp.clamp(frc, r[0], r[1])
-                d.actuator_force[w, a] = frc
-                if m.implicitfast:
+                    frc, gain_vel = gain_bias_of(m, d, w, a, length, velocity, actuator_input(m, d, w, a, ctrl))
+                if wp.static(rich):
+                    # before the limits, which need the other actuators' (rich_limit)
+                    d.actuator_force_raw[w, a] = vec2(frc, gain_vel)
+                else:
                     if m.actuator_forcelimited[a]:
                         r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
-                        held = held or frc <= r[0] or frc >= r[1]
-                    d.actuator_force_vel[w, a] = force_vel(m, d, w, a, gain_vel, held)
+                        frc = wp.clamp(frc, r[0], r[1])
+                    d.actuator_force[w, a] = frc
+
+        if rich:
+            @wp.func
+            def actuator(m: Model, d: Data, w: int, k: int):
+                actuator_parts(m, d, w, m.rich_actuator[k])
+        elif act_dot or force:
+            @wp.func
+            def actuator(m: Model, d: Data, w: int, a: int):
+                if m.actuator_rich[a] == 0:
+                    actuator_parts(m, d, w, a)
+        else:
+            actuator = actuator_parts
         return actuator
 
     @wp.func
-    def gain_input(m: Model, d: Data, w: int, a: int):
-        """actuator_input with the control as force_vel reads it (clamped to ctrlrange when
-        clampctrl is enabled), one early return per kind of input."""
-        adr = m.actuator_actadr[a]
-        if adr < 0:
-            ctrl = d.ctrl[w, a]
-            if m.enable_clampctrl and m.actuator_ctrllimited[a]:
-                r = m.actuator_ctrlrange[a]
-                return wp.clamp(ctrl, r[0], r[1])
-            return ctrl
-        if m.actuator_actearly[a]:
-            return next_activation(m, d.act, w, a, d.act_dot[w, adr])
-        return d.act[w, adr]
-
-    @wp.func
-    def force_vel(m: Model, d: Data, w: int, a: int, gain_vel: scalar, held: bool):
-        """d actuator_force[a] / d actuator_velocity[a] (mjd_actuator_vel, engine_derivative.c),
-        for actuator_force_vel: the affine bias's kv term biasprm[2] plus the gain's velocity
-        derivative gain_vel (an affine gain's gainprm[2], a muscle's mjd_muscleGain_vel; its
-        bias does not depend on the velocity) times what the gain multiplies (the control
-        clamped to ctrlrange, as the installed MuJoCo uses it; with activation dynamics the
-        activation, with actearly the next one); zero when actuation or the actuator is disabled
-        or when a limit holds the force (`held`: forcerange, or its tendon's actuatorfrcrange).
-        The activations of the supported dyntypes do not depend on the velocity.
+    def force_vel(m: Model, d: Data, w: int, a: int):
+        """d actuator_force[a] / d actuator_velocity[a] (mjd_actuator_vel, engine_derivative.c):
+        the affine bias's kv term biasprm[2] plus the affine gain's gainprm[2] times what the
+        gain multiplies (the control clamped to ctrlrange, as the installed MuJoCo uses it; with
+        activation dynamics the activation, with actearly the next one), zero when actuation or
+        the actuator is disabled or when forcerange clamps the force. The activations of the
+        supported dyntypes do not depend on the velocity. A rich actuator's (a muscle's gain,
+        a force-limited tendon's) is its pass's actuator_force_vel.
 
         Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
         actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
-        actuator_enabled, actuator_gaintype, enable_actuation, enable_clampctrl, timestep. Data in: ctrl, act,
-        act_dot."""
+        actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
+        actuator_rich, enable_actuation, enable_clampctrl, timestep. Data in: actuator_force, actuator_force_vel,
+        ctrl, act, act_dot."""
         deriv = scalar(0.0)
-        if m.enable_actuation and m.actuator_enabled[a] and not held:
-            if m.actuator_biastype[a] == BiasType.AFFINE:
-                deriv = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a][2]
-            if m.actuator_gaintype[a] == GainType.AFFINE or m.actuator_gaintype[a] == GainType.MUSCLE:
-                deriv = deriv + gain_vel * gain_input(m, d, w, a)
+        if m.actuator_rich[a] != 0:
+            deriv = d.actuator_force_vel[w, a]
+        elif m.enable_actuation and m.actuator_enabled[a]:
+            clamped = False
+            if m.actuator_forcelimited[a]:
+                r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
+                force = d.actuator_force[w, a]
+                clamped = force <= r[0] or force >= r[1]
+            if not clamped:
+                if m.actuator_biastype[a] == BiasType.AFFINE:
+                    deriv = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a][2]
+                if m.actuator_gaintype[a] == GainType.AFFINE:
+                    deriv = deriv + m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a][2] * \
+                        gain_input(m, d, w, a)
         return deriv
 
     @wp.func
@@ -548,7 +579,7 @@ def build(scalar):
             # tendon and site transmissions couple dofs: simrl.sim.euler adds their terms
             if m.actuator_tendon[a] < 0 and m.actuator_trntype[a] != TrnType.SITE:
                 gear = m.actuator_gear[wg, a]
-                deriv = deriv + gear * (gear * d.actuator_force_vel[w, a])
+                deriv = deriv + gear * (gear * force_vel(m, d, w, a))
         j = m.dof_jntid[i]
         if m.jnt_actfrclimited[j]:
             r = m.jnt_actfrcrange[j]
@@ -568,7 +599,7 @@ def build(scalar):
         Data out: actuator_qderiv."""
         deriv = scalar(0.0)
         if m.actuator_trntype[a] == TrnType.SITE:
-            deriv = d.actuator_force_vel[w, a]
+            deriv = force_vel(m, d, w, a)
         d.actuator_qderiv[w, a] = deriv
 
     @wp.func
@@ -632,6 +663,10 @@ def build(scalar):
                            actuator_transmission=make_actuator(True, False, False),
                            actuator_act_dot=make_actuator(False, True, False),
                            actuator_force=make_actuator(False, False, True),
+                           actuator_rich=make_actuator(True, True, True, rich=True),
+                           actuator_act_dot_rich=make_actuator(False, True, False, rich=True),
+                           actuator_force_rich=make_actuator(False, False, True, rich=True),
+                           rich_limit=rich_limit,
                            dof=dof, smooth_force_dof=smooth_force_dof, force_vel=force_vel, qderiv_dof=qderiv_dof,
                            site_force_vel=site_force_vel, site_qderiv=site_qderiv, next_activation=next_activation,
                            advance_activation=advance_activation)

@@ -50,7 +50,7 @@ def build(scalar, lanes: bool = False):
     integrate = integrate_pos.build(scalar)
     sync = block_sync if lanes else no_sync
     act = actuation.build(scalar)
-    actuator_qderiv = act.qderiv_dof
+    actuator_qderiv, force_vel = act.qderiv_dof, act.force_vel
     site_force_vel, site_qderiv = act.site_force_vel, act.site_qderiv
     T = scalar_types(scalar)
 
@@ -101,7 +101,7 @@ def build(scalar, lanes: bool = False):
         for a in range(m.nu):
             if m.actuator_tendon[a] == t:
                 gear = m.actuator_gear[wg, a]
-                deriv = deriv + gear * (gear * d.actuator_force_vel[w, a])
+                deriv = deriv + gear * (gear * force_vel(m, d, w, a))
         return deriv
 
     @wp.func

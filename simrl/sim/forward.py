@@ -51,6 +51,7 @@ from simrl.sim.schedule import (
     LIMIT_ROWS,
     PAIRS,
     PYRAMIDAL_CONTACTS,
+    RICH_ACTUATORS,
     SENSORS,
     SITE_TRANSMISSIONS,
     TENDONS,
@@ -98,10 +99,17 @@ def velocity(scalar, fine: bool = False) -> tuple:
     launches (an actuator's transmission, act_dot and force apart; the springs of free and
     ball joints apart from the others; as `position`'s)."""
     rn, pa, ac, ten = rne.build(scalar), passive.build(scalar), actuation.build(scalar), tendon.build(scalar)
+    # the rich actuators (muscles, force-limited tendons) after the others, in passes of their own:
+    # their forces before the limits, then the limits (a tendon's sums its actuators' forces)
     act = (Pass("actuation_transmission", ACTUATORS, (ac.actuator_transmission,)),
            Pass("actuation_act_dot", ACTUATORS, (ac.actuator_act_dot,)),
-           Pass("actuation_actuator", ACTUATORS, (ac.actuator_force,))) \
-        if fine else (Pass("actuation_actuator", ACTUATORS, (ac.actuator,)),)
+           Pass("actuation_act_dot_rich", RICH_ACTUATORS, (ac.actuator_act_dot_rich,)),
+           Pass("actuation_actuator", ACTUATORS, (ac.actuator_force,)),
+           Pass("actuation_actuator_rich", RICH_ACTUATORS, (ac.actuator_force_rich,)),
+           Pass("actuation_limit_rich", RICH_ACTUATORS, (ac.rich_limit,))) \
+        if fine else (Pass("actuation_actuator", ACTUATORS, (ac.actuator,)),
+                      Pass("actuation_actuator_rich", RICH_ACTUATORS, (ac.actuator_rich,)),
+                      Pass("actuation_limit_rich", RICH_ACTUATORS, (ac.rich_limit,)))
     springs = (Pass("passive_spring", JOINTS, (pa.spring_other,)),
                Pass("passive_spring_ball", JOINTS, (pa.spring_ball,))) \
         if fine else (Pass("passive_spring", JOINTS, (pa.spring_joint,)),)

@@ -708,6 +708,14 @@ class Model:
         m.actuator_actrange = arr(mjm.actuator_actrange, T.vec2, (-1, 2))
         m.actuator_actearly = ints(mjm.actuator_actearly)
         m.actuator_muscle = self._muscles(mjm)
+        muscle = (GainType.MUSCLE, BiasType.MUSCLE, DynType.MUSCLE)
+        rich = [int(mjm.actuator_gaintype[a] == muscle[0] or mjm.actuator_biastype[a] == muscle[1]
+                    or mjm.actuator_dyntype[a] == muscle[2]
+                    or (trn_tendon[a] >= 0 and bool(mjm.tendon_actfrclimited[trn_tendon[a]])))
+                for a in range(mjm.nu)]
+        m.actuator_rich = ints(rich or [0])
+        m.rich_actuator = ints([a for a in range(mjm.nu) if rich[a]] or [0])
+        m.nu_rich = sum(rich)
         # the actuators whose moment can be non-zero on dof i: joint transmissions on its joint,
         # tendon transmissions whose tendon has dof i among its columns
         acts_cols = [tendon_columns(mjm, trn_tendon[a]) if trn_tendon[a] >= 0 else site_cols[a] if trn_site[a]

@@ -375,6 +375,13 @@ def model_struct(scalar):
         actuator_actearly: wp.array(dtype=int)
         # the muscle parameters of each actuator (read for the muscle gain, bias and dyntype)
         actuator_muscle: wp.array(dtype=Muscle)
+        # the rich actuators: those with a muscle gain, bias or dyntype and those on a tendon with
+        # actuatorfrclimited, in ascending order (rich_actuator[k], k < nu_rich; [1] without),
+        # whose force the actuator pass of their own computes (simrl.sim.actuation.make_actuator);
+        # actuator_rich[a] is 1 for them
+        actuator_rich: wp.array(dtype=int)
+        rich_actuator: wp.array(dtype=int)
+        nu_rich: int
         # actuators that act on dof i, ascending: dof_actuator[dof_actuator_adr[i] + k], k < num
         dof_actuator_adr: wp.array(dtype=int)
         dof_actuator_num: wp.array(dtype=int)

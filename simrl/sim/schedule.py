@@ -66,6 +66,7 @@ SITES = "sites"
 ACTUATORS = "actuators"
 CONTROLS = "controls"  # the world's controls, checked together: one element when nu > 0
 SITE_TRANSMISSIONS = "site_transmissions"  # the actuators' site transmissions (Model.actuator_trnsite)
+RICH_ACTUATORS = "rich_actuators"  # muscles and the actuators of force-limited tendons (Model.rich_actuator)
 # the contact slots that have constraint rows (constraint.efc_address): the fused schedule visits
 # Data.contact_slots' list, the wide one a thread per contact row of the budget (a slot at its
 # first row), not per slot: on terrain thousands of slots, a few with rows
@@ -91,7 +92,8 @@ PAIRS = "pairs"  # the candidate pairs the broadphase kept (Data.collision_pair)
 _RANGES = {BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.ngeom + m.nsite),
            DOFS: lambda m: (0, m.nv), JOINTS: lambda m: (0, m.njnt), GEOMS: lambda m: (0, m.ngeom),
            SITES: lambda m: (0, m.nsite), ACTUATORS: lambda m: (0, m.nu), CONTROLS: lambda m: (0, min(m.nu, 1)),
-           SITE_TRANSMISSIONS: lambda m: (0, m.nsite_trn), CONTACTS: lambda m: (0, m.nconmax),
+           SITE_TRANSMISSIONS: lambda m: (0, m.nsite_trn), RICH_ACTUATORS: lambda m: (0, m.nu_rich),
+           CONTACTS: lambda m: (0, m.nconmax),
            PYRAMIDAL_CONTACTS: lambda m: (0, 0 if m.cone_elliptic else m.nconmax),
            ELLIPTIC_CONTACTS: lambda m: (0, m.nconmax if m.cone_elliptic else 0),
            EQUALITIES: lambda m: (0, m.neq if m.nefc_eq > 0 else 0),
@@ -233,6 +235,10 @@ def _range_funcs(scalar):
         return 0, m.nsite_trn
 
     @wp.func
+    def rich_actuators(m: Model):
+        return 0, m.nu_rich
+
+    @wp.func
     def contacts(m: Model):
         return 0, m.nconmax
 
@@ -288,7 +294,8 @@ def _range_funcs(scalar):
 
     out = {BODIES: bodies, FRAMES: frames, DOFS: dofs, JOINTS: joints, GEOMS: geoms, SITES: sites, ACTUATORS: actuators,
            CONTROLS: controls,
-           SITE_TRANSMISSIONS: site_transmissions, CONTACTS: contacts, SENSORS: sensors,
+           SITE_TRANSMISSIONS: site_transmissions, RICH_ACTUATORS: rich_actuators, CONTACTS: contacts,
+           SENSORS: sensors,
            PYRAMIDAL_CONTACTS: pyramidal_contacts, ELLIPTIC_CONTACTS: elliptic_contacts,
            WRENCH_SENSORS: wrench_sensors, CONTACT_SENSORS: contact_sensors, TENDONS: tendons,
            EQUALITIES: equalities, FRICTION_ROWS: friction_rows,
