@@ -372,7 +372,7 @@ def build(scalar):
     @wp.func
     def rich_force_vel(m: Model, d: Data, w: int, a: int, gain_vel: scalar, held: bool):
         """d actuator_force[a] / d actuator_velocity[a] of a rich actuator (mjd_actuator_vel,
-        engine_derivative.c), for actuator_force_vel: the affine bias's kv term biasprm[2] plus
+        engine_derivative.c): the affine bias's kv term biasprm[2] plus
         the gain's velocity derivative gain_vel (an affine gain's gainprm[2], a muscle's
         mjd_muscleGain_vel; a muscle's bias does not depend on the velocity) times what the
         gain multiplies (as `force_vel`'s); zero when actuation or the actuator is disabled or
@@ -399,21 +399,24 @@ def build(scalar):
         return total
 
     @wp.func
+    def tendon_bound(m: Model, t: int, total: scalar):
+        """Whether tendon t's actuatorfrcrange holds the total force of its actuators (at or beyond a
+        bound: MuJoCo 4.0's mjd_actuator_vel then leaves their velocity derivatives out, measured:
+        tests/test_tendon.py)."""
+        r = m.tendon[t].actfrcrange
+        return total <= r[0] or total >= r[1]
+
+    @wp.func
     def rich_limit(m: Model, d: Data, w: int, k: int):
         """The k-th rich actuator's force from its actuator_force_raw (the pass before): on a tendon
         with actuatorfrclimited scaled by range / total when the total force of the tendon's
         actuators (all rich) lies outside the tendon's actuatorfrcrange (mj_fwdActuation,
-        engine_forward.c), then clamped to its forcerange; with implicitfast its velocity
-        derivative, zero when a limit holds the force (at or beyond a bound: MuJoCo 4.0's
-        mjd_actuator_vel then leaves it out, measured: tests/test_tendon.py).
+        engine_forward.c), then clamped to its forcerange.
 
-        Model: actuator_forcelimited, actuator_forcerange, actuator_tendon, implicitfast, nu, rich_actuator,
-        tendon. Data in: actuator_force_raw (force, gain_vel) and force_vel's inputs. Data out:
-        actuator_force, actuator_force_vel (implicitfast)."""
+        Model: actuator_forcelimited, actuator_forcerange, actuator_tendon, nu, rich_actuator, tendon. Data in:
+        actuator_force_raw. Data out: actuator_force."""
         a = m.rich_actuator[k]
-        raw = d.actuator_force_raw[w, a]
-        frc = raw[0]
-        held = False
+        frc = d.actuator_force_raw[w, a][0]
         t = m.actuator_tendon[a]
         if t >= 0:
             if m.tendon[t].actfrclimited:
@@ -424,14 +427,25 @@ def build(scalar):
                         frc = frc * (r[0] / total)
                     elif total > r[1]:
                         frc = frc * (r[1] / total)
-                held = total <= r[0] or total >= r[1]
         if m.actuator_forcelimited[a]:
             r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
             frc = wp.clamp(frc, r[0], r[1])
-            held = held or frc <= r[0] or frc >= r[1]
         d.actuator_force[w, a] = frc
-        if m.implicitfast:
-            d.actuator_force_vel[w, a] = rich_force_vel(m, d, w, a, raw[1], held)
+
+    @wp.func
+    def rich_held(m: Model, d: Data, w: int, a: int):
+        """Whether a limit holds rich actuator a's force (its forcerange, or its tendon's
+        actuatorfrcrange), after rich_limit."""
+        held = False
+        t = m.actuator_tendon[a]
+        if t >= 0:
+            if m.tendon[t].actfrclimited:
+                held = tendon_bound(m, t, tendon_total(m, d, w, t))
+        if m.actuator_forcelimited[a]:
+            r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
+            frc = d.actuator_force[w, a]
+            held = held or frc <= r[0] or frc >= r[1]
+        return held
 
     def make_actuator(transmission: bool, act_dot: bool, force: bool, rich: bool = False):
         """`actuator` with any of its three parts: the transmission's length and velocity, the
@@ -520,7 +534,7 @@ def build(scalar):
         elif act_dot or force:
             @wp.func
             def actuator(m: Model, d: Data, w: int, a: int):
-                if m.actuator_rich[a] == 0:
+                if m.actuator_muscle[a].rich == 0:
                     actuator_parts(m, d, w, a)
         else:
             actuator = actuator_parts
@@ -534,16 +548,16 @@ def build(scalar):
         activation dynamics the activation, with actearly the next one), zero when actuation or
         the actuator is disabled or when forcerange clamps the force. The activations of the
         supported dyntypes do not depend on the velocity. A rich actuator's (a muscle's gain,
-        a force-limited tendon's) is its pass's actuator_force_vel.
+        a force-limited tendon's): rich_force_vel from its pass's gain derivative.
 
         Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
         actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
         actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
-        actuator_rich, enable_actuation, enable_clampctrl, timestep. Data in: actuator_force, actuator_force_vel,
-        ctrl, act, act_dot."""
+        actuator_muscle, enable_actuation, enable_clampctrl, nu, tendon, timestep. Data in: actuator_force,
+        actuator_force_raw, ctrl, act, act_dot."""
         deriv = scalar(0.0)
-        if m.actuator_rich[a] != 0:
-            deriv = d.actuator_force_vel[w, a]
+        if m.actuator_muscle[a].rich != 0:
+            deriv = rich_force_vel(m, d, w, a, d.actuator_force_raw[w, a][1], rich_held(m, d, w, a))
         elif m.enable_actuation and m.actuator_enabled[a]:
             clamped = False
             if m.actuator_forcelimited[a]:

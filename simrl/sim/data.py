@@ -152,13 +152,10 @@ def data_struct(scalar):
         # implicitfast: d actuator_force / d actuator_velocity of the site transmissions' actuators
         # (qDeriv's site terms are this times actuator_moment[a]' actuator_moment[a]; [W, 1] without)
         actuator_qderiv: wp.array2d(dtype=scalar)  # [W, nu]
-        # implicitfast: d actuator_force / d actuator_velocity (mjd_actuator_vel's force_vel) of
-        # the rich actuators, written by their pass (simrl.sim.actuation.rich_force_vel; [W, 1]
-        # without implicitfast or rich actuators)
-        actuator_force_vel: wp.array2d(dtype=scalar)  # [W, nu]
         # the rich actuators' (Model.rich_actuator) force before the limits and its gain's velocity
-        # derivative, for their limit pass (simrl.sim.actuation.rich_limit; [W, 1] without; one
-        # array: the kernels' parameters, Data and its adjoint, are near CUDA's 32 KB)
+        # derivative, for their limit pass and implicitfast (simrl.sim.actuation.rich_limit,
+        # force_vel; [W, 1] without; one array: Data and Model travel by value, and a backward
+        # kernel's parameters, with their adjoints, are near CUDA's 32 KB: tests/test_kernel_params.py)
         actuator_force_raw: wp.array2d(dtype=T.vec2)  # [W, nu]
         # Euler's implicit damping and implicitfast: qDeriv's diagonal terms (simrl.sim.euler.qderiv_dof)
         dof_qderiv: wp.array2d(dtype=scalar)  # [W, nv]
@@ -482,7 +479,6 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.actuator_length = zeros((W, nu))
     d.actuator_moment = zeros((W, nu, nv) if model.struct.nsite_trn else (W, 1, 1))
     d.actuator_qderiv = zeros((W, nu if model.struct.nsite_trn else 1))
-    d.actuator_force_vel = zeros((W, nu if model.struct.implicitfast and model.struct.nu_rich else 1))
     d.actuator_force_raw = zeros((W, nu if model.struct.nu_rich else 1), T.vec2)
     d.dof_qderiv = zeros((W, nv))
     d.actuator_velocity = zeros((W, nu))

@@ -707,13 +707,12 @@ class Model:
         m.actuator_actlimited = ints(mjm.actuator_actlimited)
         m.actuator_actrange = arr(mjm.actuator_actrange, T.vec2, (-1, 2))
         m.actuator_actearly = ints(mjm.actuator_actearly)
-        m.actuator_muscle = self._muscles(mjm)
         muscle = (GainType.MUSCLE, BiasType.MUSCLE, DynType.MUSCLE)
         rich = [int(mjm.actuator_gaintype[a] == muscle[0] or mjm.actuator_biastype[a] == muscle[1]
                     or mjm.actuator_dyntype[a] == muscle[2]
                     or (trn_tendon[a] >= 0 and bool(mjm.tendon_actfrclimited[trn_tendon[a]])))
                 for a in range(mjm.nu)]
-        m.actuator_rich = ints(rich or [0])
+        m.actuator_muscle = self._muscles(mjm, rich)
         m.rich_actuator = ints([a for a in range(mjm.nu) if rich[a]] or [0])
         m.nu_rich = sum(rich)
         # the actuators whose moment can be non-zero on dof i: joint transmissions on its joint,
@@ -1056,9 +1055,9 @@ class Model:
                                          dtype=wp.vec3i, device=self.device)
         m.magnetic = T.vec3(*[float(x) for x in mjm.opt.magnetic])
 
-    def _muscles(self, mjm):
+    def _muscles(self, mjm, rich):
         """Each actuator's muscle parameters (simrl.sim.model.muscle_struct; read only by the
-        muscle gain, bias and dyntype)."""
+        muscle gain, bias and dyntype) and whether it is rich (`rich`, per actuator)."""
         T, f = self.T, self.dtype
         Muscle = muscle_struct(self.dtype)
         muscles = []
@@ -1073,6 +1072,7 @@ class Model:
             mu.tau_act, mu.tau_deact, mu.smoothing = f(dyn[0]), f(dyn[1]), f(dyn[2])
             mu.lengthrange = T.vec2(*[float(x) for x in mjm.actuator_lengthrange[a]])
             mu.acc0 = f(mjm.actuator_acc0[a])
+            mu.rich = int(rich[a])
             muscles.append(mu)
         return wp.array(muscles or [Muscle()], dtype=Muscle, device=self.device)
 

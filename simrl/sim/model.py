@@ -118,6 +118,8 @@ def muscle_struct(scalar):
         smoothing: scalar
         lengthrange: T.vec2
         acc0: scalar
+        # 1: the actuator is rich (Model.rich_actuator): a muscle, or on a force-limited tendon
+        rich: int
 
     return Muscle
 
@@ -376,10 +378,8 @@ def model_struct(scalar):
         # the muscle parameters of each actuator (read for the muscle gain, bias and dyntype)
         actuator_muscle: wp.array(dtype=Muscle)
         # the rich actuators: those with a muscle gain, bias or dyntype and those on a tendon with
-        # actuatorfrclimited, in ascending order (rich_actuator[k], k < nu_rich; [1] without),
-        # whose force the actuator pass of their own computes (simrl.sim.actuation.make_actuator);
-        # actuator_rich[a] is 1 for them
-        actuator_rich: wp.array(dtype=int)
+        # actuatorfrclimited (Muscle.rich), in ascending order (rich_actuator[k], k < nu_rich; [1]
+        # without), whose forces passes of their own compute (simrl.sim.actuation.make_actuator)
         rich_actuator: wp.array(dtype=int)
         nu_rich: int
         # actuators that act on dof i, ascending: dof_actuator[dof_actuator_adr[i] + k], k < num
