@@ -5,6 +5,8 @@ constant. Forces, act_dot and qacc for random states that put every muscle in ev
 curves; trajectories with Euler, implicitfast (with the muscles' velocity derivative) and RK4;
 both schedules bit for bit; gradients of the differentiable step against finite differences."""
 
+from pathlib import Path
+
 import mujoco
 import numpy as np
 import pytest
@@ -13,44 +15,9 @@ from test_schedule import assert_same_data, reverse_thread_order, run
 
 from simrl import Sim, diff_step
 
-XML = """
-<mujoco>
-  <compiler angle="radian"/>
-  <option timestep="0.002"/>
-  <worldbody>
-    <site name="shoulder_front" pos="0.1 0 1.1"/>
-    <site name="shoulder_back" pos="-0.1 0 1.1"/>
-    <body name="upper" pos="0 0 1">
-      <joint name="shoulder" type="hinge" axis="0 1 0" range="-1.2 1.2" limited="true" damping="0.05"/>
-      <geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.03" mass="1"/>
-      <site name="upper_front" pos="0.04 0 -0.15"/>
-      <site name="upper_back" pos="-0.04 0 -0.15"/>
-      <site name="elbow_front" pos="0.04 0 -0.28"/>
-      <body name="fore" pos="0 0 -0.3">
-        <joint name="elbow" type="hinge" axis="0 1 0" range="-1.5 0.2" limited="true" damping="0.02"/>
-        <geom type="capsule" fromto="0 0 0 0 0 -0.25" size="0.025" mass="0.6"/>
-        <site name="fore_front" pos="0.03 0 -0.08"/>
-      </body>
-    </body>
-  </worldbody>
-  <tendon>
-    <spatial name="front"><site site="shoulder_front"/><site site="upper_front"/></spatial>
-    <spatial name="back"><site site="shoulder_back"/><site site="upper_back"/></spatial>
-    <spatial name="biceps"><site site="shoulder_front"/><site site="elbow_front"/><site site="fore_front"/></spatial>
-  </tendon>
-  <actuator>
-    <muscle name="front" tendon="front" range="0.3 1.8"/>
-    <muscle name="back" tendon="back" range="0.4 1.7" force="30" lmin="0.6" lmax="1.4" vmax="2" fpmax="1.5"
-            fvmax="1.6"/>
-    <general name="biceps" tendon="biceps" gaintype="muscle" biastype="muscle" dyntype="muscle"
-             dynprm="0.02 0.06 0.4" gainprm="0.3 1.8 -1 150 0.5 1.6 1.5 1.3 1.2"
-             biasprm="0.3 1.8 -1 150 0.5 1.6 1.5 1.3 1.2" actearly="true"/>
-    <muscle name="elbow" joint="elbow" timeconst="0.01 0.03" range="0.3 1.8"/>
-  </actuator>
-  <sensor>
-    <actuatorfrc actuator="biceps"/>
-  </sensor>
-</mujoco>"""
+#: three tendon muscles and a joint muscle on a two-link arm (also the static GPU report's
+#: muscle model: python scripts/gpu_report.py --model tests/data/muscle_arm.xml)
+XML = (Path(__file__).parent / "data" / "muscle_arm.xml").read_text()
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,9 @@ CASES = {
                                  r"<actuator joint> actuator 'm': actuators on ball or free joints"),
     "user activation dynamics": (body("", extra='<actuator><general name="m" joint="j1" dyntype="user"/>'
                                                 '</actuator>'), r"<actuator dyntype='user'> actuator 'm'"),
+    "DC motor": (body("", extra='<actuator><dcmotor name="m" joint="j1" motorconst="0.05" resistance="1"/>'
+                                '</actuator>'),
+                 r"<actuator gaintype='dcmotor'> actuator 'm': only fixed, affine and muscle"),
     "libccd": ('<mujoco><option><flag nativeccd="disable"/></option><worldbody><geom name="floor" type="box" '
                'size="1 1 0.1"/><body pos="0 0 0.3"><freejoint/><geom name="egg" type="ellipsoid" '
                'size="0.1 0.08 0.06"/></body></worldbody></mujoco>',
