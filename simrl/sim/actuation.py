@@ -411,12 +411,16 @@ def build(scalar):
         """The k-th rich actuator's force from its actuator_force_raw (the pass before): on a tendon
         with actuatorfrclimited scaled by range / total when the total force of the tendon's
         actuators (all rich) lies outside the tendon's actuatorfrcrange (mj_fwdActuation,
-        engine_forward.c), then clamped to its forcerange.
+        engine_forward.c), then clamped to its forcerange; with implicitfast its velocity
+        derivative (rich_force_vel, zero when a limit holds the force) into actuator_qderiv.
 
-        Model: actuator_forcelimited, actuator_forcerange, actuator_tendon, nu, rich_actuator, tendon. Data in:
-        actuator_force_raw. Data out: actuator_force."""
+        Model: actuator_forcelimited, actuator_forcerange, actuator_tendon, implicitfast, nu, rich_actuator, tendon
+        and rich_force_vel's. Data in: actuator_force_raw and rich_force_vel's. Data out: actuator_force,
+        actuator_qderiv (implicitfast)."""
         a = m.rich_actuator[k]
-        frc = d.actuator_force_raw[w, a][0]
+        raw = d.actuator_force_raw[w, a]
+        frc = raw[0]
+        held = False
         t = m.actuator_tendon[a]
         if t >= 0:
             if m.tendon[t].actfrclimited:
@@ -427,25 +431,14 @@ def build(scalar):
                         frc = frc * (r[0] / total)
                     elif total > r[1]:
                         frc = frc * (r[1] / total)
+                held = tendon_bound(m, t, total)
         if m.actuator_forcelimited[a]:
             r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
             frc = wp.clamp(frc, r[0], r[1])
-        d.actuator_force[w, a] = frc
-
-    @wp.func
-    def rich_held(m: Model, d: Data, w: int, a: int):
-        """Whether a limit holds rich actuator a's force (its forcerange, or its tendon's
-        actuatorfrcrange), after rich_limit."""
-        held = False
-        t = m.actuator_tendon[a]
-        if t >= 0:
-            if m.tendon[t].actfrclimited:
-                held = tendon_bound(m, t, tendon_total(m, d, w, t))
-        if m.actuator_forcelimited[a]:
-            r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
-            frc = d.actuator_force[w, a]
             held = held or frc <= r[0] or frc >= r[1]
-        return held
+        d.actuator_force[w, a] = frc
+        if m.implicitfast:
+            d.actuator_qderiv[w, a] = rich_force_vel(m, d, w, a, raw[1], held)
 
     def make_actuator(transmission: bool, act_dot: bool, force: bool, rich: bool = False):
         """`actuator` with any of its three parts: the transmission's length and velocity, the
@@ -548,16 +541,16 @@ def build(scalar):
         activation dynamics the activation, with actearly the next one), zero when actuation or
         the actuator is disabled or when forcerange clamps the force. The activations of the
         supported dyntypes do not depend on the velocity. A rich actuator's (a muscle's gain,
-        a force-limited tendon's): rich_force_vel from its pass's gain derivative.
+        a force-limited tendon's) is its pass's, in actuator_qderiv (rich_limit).
 
         Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
         actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
         actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
-        actuator_muscle, enable_actuation, enable_clampctrl, nu, tendon, timestep. Data in: actuator_force,
-        actuator_force_raw, ctrl, act, act_dot."""
+        actuator_muscle, enable_actuation, enable_clampctrl, timestep. Data in: actuator_force,
+        actuator_qderiv (of the rich actuators), ctrl, act, act_dot."""
         deriv = scalar(0.0)
         if m.actuator_muscle[a].rich != 0:
-            deriv = rich_force_vel(m, d, w, a, d.actuator_force_raw[w, a][1], rich_held(m, d, w, a))
+            deriv = d.actuator_qderiv[w, a]
         elif m.enable_actuation and m.actuator_enabled[a]:
             clamped = False
             if m.actuator_forcelimited[a]:
@@ -604,17 +597,19 @@ def build(scalar):
 
     @wp.func
     def site_force_vel(m: Model, d: Data, w: int, a: int):
-        """actuator_qderiv[a]: force_vel of a site transmission's actuator, else 0.
+        """actuator_qderiv[a]: force_vel of a site transmission's actuator, else 0; a rich
+        actuator's is its pass's (rich_limit), left as it is.
 
         Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
         actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
         actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
-        actuator_trntype, enable_actuation, enable_clampctrl, timestep. Data in: actuator_force, ctrl, act, act_dot.
-        Data out: actuator_qderiv."""
-        deriv = scalar(0.0)
-        if m.actuator_trntype[a] == TrnType.SITE:
-            deriv = force_vel(m, d, w, a)
-        d.actuator_qderiv[w, a] = deriv
+        actuator_muscle, actuator_trntype, enable_actuation, enable_clampctrl, timestep. Data in: actuator_force,
+        ctrl, act, act_dot. Data out: actuator_qderiv."""
+        if m.actuator_muscle[a].rich == 0:
+            deriv = scalar(0.0)
+            if m.actuator_trntype[a] == TrnType.SITE:
+                deriv = force_vel(m, d, w, a)
+            d.actuator_qderiv[w, a] = deriv
 
     @wp.func
     def site_qderiv(m: Model, d: Data, w: int, i: int, j: int):

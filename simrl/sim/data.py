@@ -150,11 +150,11 @@ def data_struct(scalar):
         # tendon actuators' (qDeriv's tendon terms are this times ten_J[t]' ten_J[t])
         ten_qderiv: wp.array2d(dtype=scalar)  # [W, ntendon]
         # implicitfast: d actuator_force / d actuator_velocity of the site transmissions' actuators
-        # (qDeriv's site terms are this times actuator_moment[a]' actuator_moment[a]; [W, 1] without)
+        # (qDeriv's site terms are this times actuator_moment[a]' actuator_moment[a]) and of the rich
+        # actuators (simrl.sim.actuation.rich_limit); [W, 1] without either
         actuator_qderiv: wp.array2d(dtype=scalar)  # [W, nu]
         # the rich actuators' (Model.rich_actuator) force before the limits and its gain's velocity
-        # derivative, for their limit pass and implicitfast (simrl.sim.actuation.rich_limit,
-        # force_vel; [W, 1] without; one array: Data and Model travel by value, and a backward
+        # derivative, for their limit pass (simrl.sim.actuation.rich_limit; [W, 1] without; one array: Data and Model travel by value, and a backward
         # kernel's parameters, with their adjoints, are near CUDA's 32 KB: tests/test_kernel_params.py)
         actuator_force_raw: wp.array2d(dtype=T.vec2)  # [W, nu]
         # Euler's implicit damping and implicitfast: qDeriv's diagonal terms (simrl.sim.euler.qderiv_dof)
@@ -478,7 +478,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.ten_J = zeros((W, nten, nv))
     d.actuator_length = zeros((W, nu))
     d.actuator_moment = zeros((W, nu, nv) if model.struct.nsite_trn else (W, 1, 1))
-    d.actuator_qderiv = zeros((W, nu if model.struct.nsite_trn else 1))
+    d.actuator_qderiv = zeros((W, nu if model.struct.nsite_trn or model.struct.nu_rich else 1))
     d.actuator_force_raw = zeros((W, nu if model.struct.nu_rich else 1), T.vec2)
     d.dof_qderiv = zeros((W, nv))
     d.actuator_velocity = zeros((W, nu))
