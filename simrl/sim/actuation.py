@@ -140,8 +140,8 @@ def build(scalar):
         ctrl = d.ctrl[w, a]
         if d.ctrl_bad[w] != 0:
             ctrl = scalar(0.0)
-        if m.enable_clampctrl and m.actuator_ctrllimited[a]:
-            r = m.actuator_ctrlrange[a]
+        if m.enable_clampctrl and m.actuator[a].ctrllimited:
+            r = m.actuator[a].ctrlrange
             ctrl = wp.clamp(ctrl, r[0], r[1])
         return ctrl
 
@@ -152,17 +152,16 @@ def build(scalar):
         act + act_dot tau (1 - exp(-h / tau)), every other dyntype by Euler, act + act_dot h;
         then clamped to actrange when actlimited.
 
-        Model: actuator_actadr, actuator_actlimited, actuator_actrange, actuator_dynprm, actuator_dyntype, timestep.
-        In: act."""
+        Model: actuator, timestep. In: act."""
         h = m.timestep
-        value = act[w, m.actuator_actadr[a]]
-        if m.actuator_dyntype[a] == DynType.FILTEREXACT:
-            tau = wp.max(scalar(MINVAL), m.actuator_dynprm[a])
+        value = act[w, m.actuator[a].actadr]
+        if m.actuator[a].dyntype == DynType.FILTEREXACT:
+            tau = wp.max(scalar(MINVAL), m.actuator[a].dynprm)
             value = value + act_dot * tau * (scalar(1.0) - wp.exp(-h / tau))
         else:
             value = value + act_dot * h
-        if m.actuator_actlimited[a]:
-            r = m.actuator_actrange[a]
+        if m.actuator[a].actlimited:
+            r = m.actuator[a].actrange
             value = wp.clamp(value, r[0], r[1])
         return value
 
@@ -173,14 +172,13 @@ def build(scalar):
         mj_nextActivation, with act_dot taken as 0 when the actuator's group is disabled;
         unchanged when actuation is disabled. act1 may alias act0 (read before written).
 
-        Model: actuator_actadr, actuator_actlimited, actuator_actrange, actuator_dynprm, actuator_dyntype,
-        actuator_enabled, enable_actuation, timestep. In: act0, act_dot. Out: act1 (the actuator's activation)."""
-        adr = m.actuator_actadr[a]
+        Model: actuator, enable_actuation, timestep. In: act0, act_dot. Out: act1 (the actuator's activation)."""
+        adr = m.actuator[a].actadr
         if adr >= 0:
             value = act0[w, adr]
             if m.enable_actuation:
                 rate = scalar(0.0)
-                if m.actuator_enabled[a]:
+                if m.actuator[a].enabled:
                     rate = act_dot[w, adr]
                 value = next_activation(m, act0, w, a, rate)
             act1[w, adr] = value
@@ -190,10 +188,10 @@ def build(scalar):
         """What the gain multiplies: ctrl for a stateless actuator, else its activation, or with
         actearly the next one (mj_fwdActuation, mjd_actuator_vel)."""
         value = ctrl
-        adr = m.actuator_actadr[a]
+        adr = m.actuator[a].actadr
         if adr >= 0:
             value = d.act[w, adr]
-            if m.actuator_actearly[a]:
+            if m.actuator[a].actearly:
                 value = next_activation(m, d.act, w, a, d.act_dot[w, adr])
         return value
 
@@ -310,12 +308,12 @@ def build(scalar):
             integrator, (ctrl - act) / tau for both filters (tau = max(mjMINVAL, dynprm[0])), with
             `muscles` the muscle dynamics for a muscle."""
             rate = ctrl
-            if m.actuator_dyntype[a] == DynType.FILTER or m.actuator_dyntype[a] == DynType.FILTEREXACT:
-                tau = wp.max(scalar(MINVAL), m.actuator_dynprm[a])
-                rate = (ctrl - d.act[w, m.actuator_actadr[a]]) / tau
+            if m.actuator[a].dyntype == DynType.FILTER or m.actuator[a].dyntype == DynType.FILTEREXACT:
+                tau = wp.max(scalar(MINVAL), m.actuator[a].dynprm)
+                rate = (ctrl - d.act[w, m.actuator[a].actadr]) / tau
             if wp.static(muscles):
-                if m.actuator_dyntype[a] == DynType.MUSCLE:
-                    rate = muscle_rate(m.actuator_muscle[a], ctrl, d.act[w, m.actuator_actadr[a]])
+                if m.actuator[a].dyntype == DynType.MUSCLE:
+                    rate = muscle_rate(m.actuator[a].muscle, ctrl, d.act[w, m.actuator[a].actadr])
             return rate
         return act_rate
 
@@ -328,24 +326,24 @@ def build(scalar):
             gainprm[2], a muscle's; read only for those two)."""
             gp = m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a]
             gain = gp[0]
-            if m.actuator_gaintype[a] == GainType.AFFINE:
+            if m.actuator[a].gaintype == GainType.AFFINE:
                 gain = gp[0] + gp[1] * length + gp[2] * velocity
             gain_vel = gp[2]
             frc = scalar(0.0)
             if wp.static(not muscles):
                 frc = gain * value
-                if m.actuator_biastype[a] == BiasType.AFFINE:
+                if m.actuator[a].biastype == BiasType.AFFINE:
                     bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
                     frc = frc + (bp[0] + bp[1] * length + bp[2] * velocity)
             else:
                 bias = scalar(0.0)
-                if m.actuator_biastype[a] == BiasType.AFFINE:
+                if m.actuator[a].biastype == BiasType.AFFINE:
                     bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
                     bias = bp[0] + bp[1] * length + bp[2] * velocity
-                if m.actuator_gaintype[a] == GainType.MUSCLE:
-                    gain, gain_vel = muscle_gain(m.actuator_muscle[a], length, velocity)
-                if m.actuator_biastype[a] == BiasType.MUSCLE:
-                    bias = muscle_bias(m.actuator_muscle[a], length)
+                if m.actuator[a].gaintype == GainType.MUSCLE:
+                    gain, gain_vel = muscle_gain(m.actuator[a].muscle, length, velocity)
+                if m.actuator[a].biastype == BiasType.MUSCLE:
+                    bias = muscle_bias(m.actuator[a].muscle, length)
                 frc = gain * value + bias
             return frc, gain_vel
         return gain_bias
@@ -358,14 +356,14 @@ def build(scalar):
     def gain_input(m: Model, d: Data, w: int, a: int):
         """actuator_input with the control as force_vel reads it (clamped to ctrlrange when
         clampctrl is enabled), one early return per kind of input."""
-        adr = m.actuator_actadr[a]
+        adr = m.actuator[a].actadr
         if adr < 0:
             ctrl = d.ctrl[w, a]
-            if m.enable_clampctrl and m.actuator_ctrllimited[a]:
-                r = m.actuator_ctrlrange[a]
+            if m.enable_clampctrl and m.actuator[a].ctrllimited:
+                r = m.actuator[a].ctrlrange
                 return wp.clamp(ctrl, r[0], r[1])
             return ctrl
-        if m.actuator_actearly[a]:
+        if m.actuator[a].actearly:
             return next_activation(m, d.act, w, a, d.act_dot[w, adr])
         return d.act[w, adr]
 
@@ -378,10 +376,10 @@ def build(scalar):
         gain multiplies (as `force_vel`'s); zero when actuation or the actuator is disabled or
         when a limit holds the force (`held`: forcerange, or its tendon's actuatorfrcrange)."""
         deriv = scalar(0.0)
-        if m.enable_actuation and m.actuator_enabled[a] and not held:
-            if m.actuator_biastype[a] == BiasType.AFFINE:
+        if m.enable_actuation and m.actuator[a].enabled and not held:
+            if m.actuator[a].biastype == BiasType.AFFINE:
                 deriv = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a][2]
-            if m.actuator_gaintype[a] == GainType.AFFINE or m.actuator_gaintype[a] == GainType.MUSCLE:
+            if m.actuator[a].gaintype == GainType.AFFINE or m.actuator[a].gaintype == GainType.MUSCLE:
                 deriv = deriv + gain_vel * gain_input(m, d, w, a)
         return deriv
 
@@ -394,7 +392,7 @@ def build(scalar):
         function."""
         total = scalar(0.0)
         for b in range(m.nu):
-            if m.actuator_tendon[b] == t:
+            if m.actuator[b].tendon == t:
                 total = total + d.actuator_force_raw[w, b][0]
         return total
 
@@ -414,14 +412,13 @@ def build(scalar):
         engine_forward.c), then clamped to its forcerange; with implicitfast its velocity
         derivative (rich_force_vel, zero when a limit holds the force) into actuator_qderiv.
 
-        Model: actuator_forcelimited, actuator_forcerange, actuator_tendon, implicitfast, nu, rich_actuator, tendon
-        and rich_force_vel's. Data in: actuator_force_raw and rich_force_vel's. Data out: actuator_force,
-        actuator_qderiv (implicitfast)."""
+        Model: actuator, actuator_forcerange, implicitfast, nu, rich_actuator, tendon and rich_force_vel's. Data
+        in: actuator_force_raw and rich_force_vel's. Data out: actuator_force, actuator_qderiv (implicitfast)."""
         a = m.rich_actuator[k]
         raw = d.actuator_force_raw[w, a]
         frc = raw[0]
         held = False
-        t = m.actuator_tendon[a]
+        t = m.actuator[a].tendon
         if t >= 0:
             if m.tendon[t].actfrclimited:
                 total = tendon_total(m, d, w, t)
@@ -432,7 +429,7 @@ def build(scalar):
                     elif total > r[1]:
                         frc = frc * (r[1] / total)
                 held = tendon_bound(m, t, total)
-        if m.actuator_forcelimited[a]:
+        if m.actuator[a].forcelimited:
             r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
             frc = wp.clamp(frc, r[0], r[1])
             held = held or frc <= r[0] or frc >= r[1]
@@ -459,15 +456,11 @@ def build(scalar):
         def actuator_parts(m: Model, d: Data, w: int, a: int):
             """Actuator a's transmission, activation rate and force (the parts `make_actuator` was asked for).
 
-            Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
-            actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dofadr, actuator_dynprm,
-            actuator_dyntype, actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm,
-            actuator_gaintype, actuator_gear, actuator_muscle, actuator_qposadr, actuator_tendon, actuator_trntype,
-            enable_actuation,
+            Model: actuator, actuator_biasprm, actuator_forcerange, actuator_gainprm, actuator_gear, enable_actuation,
             enable_clampctrl, nu, nv, tendon, timestep. Data in: qpos, qvel, ten_length, ten_velocity, actuator_moment,
             ctrl, ctrl_bad, act; the parts after the transmission actuator_length, actuator_velocity, act_dot. Data out:
-            actuator_length, actuator_velocity (transmission), act_dot (act_dot), actuator_force (force;
-            a rich actuator's actuator_force_raw: force and gain_vel, for rich_limit)."""
+            actuator_length, actuator_velocity (transmission), act_dot (act_dot), actuator_force (force; a rich
+            actuator's actuator_force_raw: force and gain_vel, for rich_limit)."""
             # transmission (mj_transmission, mj_fwdVelocity): length and velocity along the joint or
             # the tendon, scaled by the gear; a site transmission's length is its pass's
             # (transmission_site), its velocity moment qvel
@@ -475,8 +468,8 @@ def build(scalar):
             velocity = scalar(0.0)
             if wp.static(transmission):
                 gear = m.actuator_gear[w % m.actuator_gear.shape[0], a]
-                t = m.actuator_tendon[a]
-                if m.actuator_trntype[a] == TrnType.SITE:
+                t = m.actuator[a].tendon
+                if m.actuator[a].trntype == TrnType.SITE:
                     length = d.actuator_length[w, a]
                     velocity = site_velocity(m, d, w, a)
                 else:
@@ -484,14 +477,14 @@ def build(scalar):
                         length = d.ten_length[w, t] * gear
                         velocity = d.ten_velocity[w, t] * gear
                     else:
-                        length = d.qpos[w, m.actuator_qposadr[a]] * gear
-                        velocity = d.qvel[w, m.actuator_dofadr[a]] * gear
+                        length = d.qpos[w, m.actuator[a].qposadr] * gear
+                        velocity = d.qvel[w, m.actuator[a].dofadr] * gear
                     d.actuator_length[w, a] = length
                 d.actuator_velocity[w, a] = velocity
             elif wp.static(force):
                 length = d.actuator_length[w, a]
                 velocity = d.actuator_velocity[w, a]
-            adr = m.actuator_actadr[a]
+            adr = m.actuator[a].actadr
             ctrl = scalar(0.0)
             if wp.static(act_dot or force):
                 if m.enable_actuation:
@@ -509,13 +502,13 @@ def build(scalar):
                 frc = scalar(0.0)
                 # an actuator in a group listed in opt.disableactuator produces no force
                 gain_vel = scalar(0.0)
-                if m.enable_actuation and m.actuator_enabled[a]:
+                if m.enable_actuation and m.actuator[a].enabled:
                     frc, gain_vel = gain_bias_of(m, d, w, a, length, velocity, actuator_input(m, d, w, a, ctrl))
                 if wp.static(rich):
                     # before the limits, which need the other actuators' (rich_limit)
                     d.actuator_force_raw[w, a] = vec2(frc, gain_vel)
                 else:
-                    if m.actuator_forcelimited[a]:
+                    if m.actuator[a].forcelimited:
                         r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
                         frc = wp.clamp(frc, r[0], r[1])
                     d.actuator_force[w, a] = frc
@@ -527,7 +520,7 @@ def build(scalar):
         elif act_dot or force:
             @wp.func
             def actuator(m: Model, d: Data, w: int, a: int):
-                if m.actuator_muscle[a].rich == 0:
+                if m.actuator[a].rich == 0:
                     actuator_parts(m, d, w, a)
         else:
             actuator = actuator_parts
@@ -543,24 +536,21 @@ def build(scalar):
         supported dyntypes do not depend on the velocity. A rich actuator's (a muscle's gain,
         a force-limited tendon's) is its pass's, in actuator_qderiv (rich_limit).
 
-        Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
-        actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
-        actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
-        actuator_muscle, enable_actuation, enable_clampctrl, timestep. Data in: actuator_force,
-        actuator_qderiv (of the rich actuators), ctrl, act, act_dot."""
+        Model: actuator, actuator_biasprm, actuator_forcerange, actuator_gainprm, enable_actuation, enable_clampctrl,
+        timestep. Data in: actuator_force, actuator_qderiv (of the rich actuators), ctrl, act, act_dot."""
         deriv = scalar(0.0)
-        if m.actuator_muscle[a].rich != 0:
+        if m.actuator[a].rich != 0:
             deriv = d.actuator_qderiv[w, a]
-        elif m.enable_actuation and m.actuator_enabled[a]:
+        elif m.enable_actuation and m.actuator[a].enabled:
             clamped = False
-            if m.actuator_forcelimited[a]:
+            if m.actuator[a].forcelimited:
                 r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
                 force = d.actuator_force[w, a]
                 clamped = force <= r[0] or force >= r[1]
             if not clamped:
-                if m.actuator_biastype[a] == BiasType.AFFINE:
+                if m.actuator[a].biastype == BiasType.AFFINE:
                     deriv = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a][2]
-                if m.actuator_gaintype[a] == GainType.AFFINE:
+                if m.actuator[a].gaintype == GainType.AFFINE:
                     deriv = deriv + m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a][2] * \
                         gain_input(m, d, w, a)
         return deriv
@@ -572,19 +562,16 @@ def build(scalar):
         part of qDeriv is diagonal; mjd_actuator_vel adds moment' force_vel moment). Zero when
         the joint's actuatorfrcrange clamps their sum (as the installed MuJoCo 4.0 does).
 
-        Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
-        actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
-        actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
-        actuator_gear, actuator_tendon, actuator_trntype, dof_actuator, dof_actuator_adr, dof_actuator_num,
-        dof_jntid, enable_actuation, enable_clampctrl, jnt_actfrclimited, jnt_actfrcrange, timestep. Data in:
-        actuator_force, ctrl, act, act_dot, qfrc_actuator_raw."""
+        Model: actuator, actuator_biasprm, actuator_forcerange, actuator_gainprm, actuator_gear, dof_actuator,
+        dof_actuator_adr, dof_actuator_num, dof_jntid, enable_actuation, enable_clampctrl, jnt_actfrclimited,
+        jnt_actfrcrange, timestep. Data in: actuator_force, ctrl, act, act_dot, qfrc_actuator_raw."""
         deriv = scalar(0.0)
         wg = w % m.actuator_gear.shape[0]
         adr = m.dof_actuator_adr[i]
         for k in range(adr, adr + m.dof_actuator_num[i]):
             a = m.dof_actuator[k]
             # tendon and site transmissions couple dofs: simrl.sim.euler adds their terms
-            if m.actuator_tendon[a] < 0 and m.actuator_trntype[a] != TrnType.SITE:
+            if m.actuator[a].tendon < 0 and m.actuator[a].trntype != TrnType.SITE:
                 gear = m.actuator_gear[wg, a]
                 deriv = deriv + gear * (gear * force_vel(m, d, w, a))
         j = m.dof_jntid[i]
@@ -600,14 +587,11 @@ def build(scalar):
         """actuator_qderiv[a]: force_vel of a site transmission's actuator, else 0; a rich
         actuator's is its pass's (rich_limit), left as it is.
 
-        Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
-        actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
-        actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
-        actuator_muscle, actuator_trntype, enable_actuation, enable_clampctrl, timestep. Data in: actuator_force,
-        ctrl, act, act_dot. Data out: actuator_qderiv."""
-        if m.actuator_muscle[a].rich == 0:
+        Model: actuator, actuator_biasprm, actuator_forcerange, actuator_gainprm, enable_actuation, enable_clampctrl,
+        timestep. Data in: actuator_force, ctrl, act, act_dot. Data out: actuator_qderiv."""
+        if m.actuator[a].rich == 0:
             deriv = scalar(0.0)
-            if m.actuator_trntype[a] == TrnType.SITE:
+            if m.actuator[a].trntype == TrnType.SITE:
                 deriv = force_vel(m, d, w, a)
             d.actuator_qderiv[w, a] = deriv
 
@@ -632,9 +616,9 @@ def build(scalar):
         qfrc_actuator_raw; then the joint-level limit (actuatorfrcrange) into a second array, so
         that no element is overwritten after it was read (exact adjoints).
 
-        Model: actuator_gear, actuator_tendon, actuator_trntype, dof_actuator, dof_actuator_adr, dof_actuator_num,
-        dof_jntid, enable_actuation, enable_gravcomp, jnt_actfrclimited, jnt_actfrcrange, jnt_actgravcomp, nu. Data
-        in: actuator_force, actuator_moment, ten_J, qfrc_gravcomp. Data out: qfrc_actuator_raw, qfrc_actuator."""
+        Model: actuator, actuator_gear, dof_actuator, dof_actuator_adr, dof_actuator_num, dof_jntid, enable_actuation,
+        enable_gravcomp, jnt_actfrclimited, jnt_actfrcrange, jnt_actgravcomp, nu. Data in: actuator_force,
+        actuator_moment, ten_J, qfrc_gravcomp. Data out: qfrc_actuator_raw, qfrc_actuator."""
         d.qfrc_actuator_raw[w, i] = scalar(0.0)
         wg = w % m.actuator_gear.shape[0]
         adr = m.dof_actuator_adr[i]
@@ -642,8 +626,8 @@ def build(scalar):
             a = m.dof_actuator[k]
             # the moment: the gear, times ten_J[t, i] for a tendon transmission; a site's row
             moment = m.actuator_gear[wg, a]
-            t = m.actuator_tendon[a]
-            if m.actuator_trntype[a] == TrnType.SITE:
+            t = m.actuator[a].tendon
+            if m.actuator[a].trntype == TrnType.SITE:
                 moment = d.actuator_moment[w, a, i]
             elif t >= 0:
                 moment = moment * d.ten_J[w, t, i]

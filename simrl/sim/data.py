@@ -154,8 +154,9 @@ def data_struct(scalar):
         # actuators (simrl.sim.actuation.rich_limit); [W, 1] without either
         actuator_qderiv: wp.array2d(dtype=scalar)  # [W, nu]
         # the rich actuators' (Model.rich_actuator) force before the limits and its gain's velocity
-        # derivative, for their limit pass (simrl.sim.actuation.rich_limit; [W, 1] without; one array: Data and Model travel by value, and a backward
-        # kernel's parameters, with their adjoints, are near CUDA's 32 KB: tests/test_kernel_params.py)
+        # derivative, for their limit pass (simrl.sim.actuation.rich_limit; [W, 1] without); one
+        # array, not two: Data and Model travel by value, and a backward kernel's parameters, with
+        # their adjoints, are near CUDA's 32 KB (tests/test_kernel_params.py)
         actuator_force_raw: wp.array2d(dtype=T.vec2)  # [W, nu]
         # Euler's implicit damping and implicitfast: qDeriv's diagonal terms (simrl.sim.euler.qderiv_dof)
         dof_qderiv: wp.array2d(dtype=scalar)  # [W, nv]

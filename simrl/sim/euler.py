@@ -63,13 +63,10 @@ def build(scalar, lanes: bool = False):
             """qDeriv[i, i] without the tendons: with implicitfast the actuators' derivative, then
             minus the dof damping (mjd_smooth_vel's order); for Euler only the damping (mj_EulerSkip).
 
-            Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
-            actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
-            actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
-            actuator_gear, actuator_tendon, actuator_trntype, dof_actuator, dof_actuator_adr, dof_actuator_num,
-            dof_damping, dof_jntid, enable_actuation, enable_clampctrl, enable_damper, implicitfast,
-            jnt_actfrclimited, jnt_actfrcrange, timestep. Data in: actuator_force, ctrl, act, act_dot,
-            qfrc_actuator_raw."""
+            Model: actuator, actuator_biasprm, actuator_forcerange, actuator_gainprm, actuator_gear, dof_actuator,
+            dof_actuator_adr, dof_actuator_num, dof_damping, dof_jntid, enable_actuation, enable_clampctrl,
+            enable_damper, implicitfast, jnt_actfrclimited, jnt_actfrcrange, timestep. Data in: actuator_force, ctrl,
+            act, act_dot, qfrc_actuator_raw."""
             deriv = scalar(0.0)
             if wp.static(actuators):
                 if m.implicitfast:
@@ -89,17 +86,15 @@ def build(scalar, lanes: bool = False):
         joints' actuatorfrcrange does not drop these, the tendon's own does when it holds their
         total, as in MuJoCo 4.0).
 
-        Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
-        actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
-        actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
-        actuator_gear, actuator_tendon, enable_actuation, enable_clampctrl, enable_damper, nu, tendon, timestep.
-        Data in: actuator_force, ctrl, ctrl_bad, act, act_dot, ten_length, ten_velocity."""
+        Model: actuator, actuator_biasprm, actuator_forcerange, actuator_gainprm, actuator_gear, enable_actuation,
+        enable_clampctrl, enable_damper, nu, tendon, timestep. Data in: actuator_force, ctrl, ctrl_bad, act, act_dot,
+        ten_length, ten_velocity."""
         deriv = scalar(0.0)
         if m.enable_damper:
             deriv = -m.tendon[t].damping
         wg = w % m.actuator_gear.shape[0]
         for a in range(m.nu):
-            if m.actuator_tendon[a] == t:
+            if m.actuator[a].tendon == t:
                 gear = m.actuator_gear[wg, a]
                 deriv = deriv + gear * (gear * force_vel(m, d, w, a))
         return deriv
@@ -175,14 +170,11 @@ def build(scalar, lanes: bool = False):
     def damping(m: Model, d: Data, w: int, lane: int, nlanes: int):
         """qacc_int: (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint), or qacc.
 
-        Model: actuator_actadr, actuator_actearly, actuator_actlimited, actuator_actrange, actuator_biasprm,
-        actuator_biastype, actuator_ctrllimited, actuator_ctrlrange, actuator_dynprm, actuator_dyntype,
-        actuator_enabled, actuator_forcelimited, actuator_forcerange, actuator_gainprm, actuator_gaintype,
-        actuator_gear, actuator_tendon, actuator_trntype, body_inertia, body_mass, dof_actuator, dof_actuator_adr,
-        dof_actuator_num, dof_bodyid, dof_damping, dof_jntid, dof_parentid, dof_tendon, dof_tendon_adr,
-        enable_actuation, enable_clampctrl, enable_damper, euler_damp, free_body_num, implicitfast,
-        jnt_actfrclimited, jnt_actfrcrange, jnt_dofadr, jnt_free_body, njnt, nsite_trn, ntendon, nu, nv, tendon,
-        timestep. Data in: qM, qacc, qfrc_smooth, qfrc_constraint, qvel, xpos, xmat, xipos, ximat, ten_J,
+        Model: actuator, actuator_biasprm, actuator_forcerange, actuator_gainprm, actuator_gear, body_inertia,
+        body_mass, dof_actuator, dof_actuator_adr, dof_actuator_num, dof_bodyid, dof_damping, dof_jntid, dof_parentid,
+        dof_tendon, dof_tendon_adr, enable_actuation, enable_clampctrl, enable_damper, euler_damp, free_body_num,
+        implicitfast, jnt_actfrclimited, jnt_actfrcrange, jnt_dofadr, jnt_free_body, njnt, nsite_trn, ntendon, nu, nv,
+        tendon, timestep. Data in: qM, qacc, qfrc_smooth, qfrc_constraint, qvel, xpos, xmat, xipos, ximat, ten_J,
         actuator_force, actuator_moment, qfrc_actuator_raw, ctrl, act, act_dot. Data out: qacc_int; the scratch
         dof_qderiv, ten_qderiv, actuator_qderiv, qH."""
         h = m.timestep
@@ -260,8 +252,7 @@ def build(scalar, lanes: bool = False):
     def actuator(m: Model, d: Data, w: int, a: int):
         """Actuator a's activation advanced by its act_dot (mj_advance).
 
-        Model: actuator_actadr, actuator_actlimited, actuator_actrange, actuator_dynprm, actuator_dyntype,
-        actuator_enabled, enable_actuation, timestep. Data in: act, act_dot. Data out: act (the actuator's
+        Model: actuator, enable_actuation, timestep. Data in: act, act_dot. Data out: act (the actuator's
         activation)."""
         advance_activation(m, d.act, d.act_dot, d.act, w, a)
 

@@ -513,7 +513,7 @@ def build(scalar, schedule: str = "fused"):
         """Actuator u's activation at the end of an RK4 step: act0 advanced by the B-weighted
         act_dot of the stages (summed in the order of the Sim's rk4, for the same bits)."""
         w, u = wp.tid()
-        adr = m.actuator_actadr[u]
+        adr = m.actuator[u].actadr
         if adr >= 0:
             dact[w, adr] = d1[w, adr] * b1 + d2[w, adr] * b2 + d3[w, adr] * b3 + d4[w, adr] * b4
         end_act_(m, act0, dact, act1, w, u)

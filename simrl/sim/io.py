@@ -35,6 +35,7 @@ from simrl.sim.model import (
     SUBTREE_STACK,
     HFieldInfo,
     MeshInfo,
+    actuator_struct,
     contact_sensor_struct,
     element_structs,
     far_struct,
@@ -683,36 +684,20 @@ class Model:
         # a tendon or site actuator's joint fields point at joint 0 (never read)
         trn_jnt = np.array([0 if trn_tendon[a] >= 0 or trn_site[a] else int(mjm.actuator_trnid[a, 0])
                             for a in range(nu)], dtype=np.int32)
-        m.actuator_tendon = ints(trn_tendon or [-1])
-        m.actuator_trntype = ints(mjm.actuator_trntype)
         m.actuator_trnsite, site_cols = self._site_transmissions(mjm, trn_site)
         m.nsite_trn = sum(trn_site)
         group = mjm.actuator_group
         disabled = [(0 <= g <= 30) and bool(opt.disableactuator & (1 << int(g))) for g in group]
-        m.actuator_enabled = ints([0 if d else 1 for d in disabled])
-        m.actuator_dofadr = ints(mjm.jnt_dofadr[trn_jnt] if nu else [])
-        m.actuator_qposadr = ints(mjm.jnt_qposadr[trn_jnt] if nu else [])
         m.actuator_gear = shared(mjm.actuator_gear[:, 0], dtype, 1)
-        m.actuator_gaintype = ints(mjm.actuator_gaintype)
         m.actuator_gainprm = shared(mjm.actuator_gainprm[:, :3], T.vec3, 3)
-        m.actuator_biastype = ints(mjm.actuator_biastype)
         m.actuator_biasprm = shared(mjm.actuator_biasprm[:, :3], T.vec3, 3)
-        m.actuator_ctrllimited = ints(mjm.actuator_ctrllimited)
-        m.actuator_ctrlrange = arr(mjm.actuator_ctrlrange, T.vec2, (-1, 2))
-        m.actuator_forcelimited = ints(mjm.actuator_forcelimited)
         m.actuator_forcerange = shared(mjm.actuator_forcerange, T.vec2, 2)
-        m.actuator_actadr = ints(mjm.actuator_actadr)
-        m.actuator_dyntype = ints(mjm.actuator_dyntype)
-        m.actuator_dynprm = arr(mjm.actuator_dynprm[:, 0] if nu else [], dtype)
-        m.actuator_actlimited = ints(mjm.actuator_actlimited)
-        m.actuator_actrange = arr(mjm.actuator_actrange, T.vec2, (-1, 2))
-        m.actuator_actearly = ints(mjm.actuator_actearly)
         muscle = (GainType.MUSCLE, BiasType.MUSCLE, DynType.MUSCLE)
         rich = [int(mjm.actuator_gaintype[a] == muscle[0] or mjm.actuator_biastype[a] == muscle[1]
                     or mjm.actuator_dyntype[a] == muscle[2]
                     or (trn_tendon[a] >= 0 and bool(mjm.tendon_actfrclimited[trn_tendon[a]])))
                 for a in range(mjm.nu)]
-        m.actuator_muscle = self._muscles(mjm, rich)
+        m.actuator = self._actuators(mjm, trn_tendon, trn_jnt, disabled, rich)
         m.rich_actuator = ints([a for a in range(mjm.nu) if rich[a]] or [0])
         m.nu_rich = sum(rich)
         # the actuators whose moment can be non-zero on dof i: joint transmissions on its joint,
@@ -1055,26 +1040,49 @@ class Model:
                                          dtype=wp.vec3i, device=self.device)
         m.magnetic = T.vec3(*[float(x) for x in mjm.opt.magnetic])
 
-    def _muscles(self, mjm, rich):
-        """Each actuator's muscle parameters (simrl.sim.model.muscle_struct; read only by the
-        muscle gain, bias and dyntype) and whether it is rich (`rich`, per actuator)."""
+    def _actuators(self, mjm, trn_tendon, trn_jnt, disabled, rich):
+        """Each actuator's constants (simrl.sim.model.actuator_struct): the tendon of a tendon
+        transmission (`trn_tendon`, else -1), the joint of a joint transmission (`trn_jnt`), whether
+        its group is disabled and whether it is rich (`disabled`, `rich`, per actuator)."""
         T, f = self.T, self.dtype
-        Muscle = muscle_struct(self.dtype)
-        muscles = []
+        Actuator = actuator_struct(self.dtype)
+        actuators = []
         for a in range(mjm.nu):
-            g, b, dyn = mjm.actuator_gainprm[a], mjm.actuator_biasprm[a], mjm.actuator_dynprm[a]
-            mu = Muscle()
-            mu.gain_range = T.vec2(float(g[0]), float(g[1]))
-            mu.gain_force, mu.gain_scale, mu.gain_lmin, mu.gain_lmax = f(g[2]), f(g[3]), f(g[4]), f(g[5])
-            mu.gain_vmax, mu.gain_fvmax = f(g[6]), f(g[8])
-            mu.bias_range = T.vec2(float(b[0]), float(b[1]))
-            mu.bias_force, mu.bias_scale, mu.bias_lmax, mu.bias_fpmax = f(b[2]), f(b[3]), f(b[5]), f(b[7])
-            mu.tau_act, mu.tau_deact, mu.smoothing = f(dyn[0]), f(dyn[1]), f(dyn[2])
-            mu.lengthrange = T.vec2(*[float(x) for x in mjm.actuator_lengthrange[a]])
-            mu.acc0 = f(mjm.actuator_acc0[a])
-            mu.rich = int(rich[a])
-            muscles.append(mu)
-        return wp.array(muscles or [Muscle()], dtype=Muscle, device=self.device)
+            act = Actuator()
+            act.enabled = 0 if disabled[a] else 1
+            act.trntype, act.tendon = int(mjm.actuator_trntype[a]), trn_tendon[a]
+            act.dofadr, act.qposadr = int(mjm.jnt_dofadr[trn_jnt[a]]), int(mjm.jnt_qposadr[trn_jnt[a]])
+            act.gaintype, act.biastype = int(mjm.actuator_gaintype[a]), int(mjm.actuator_biastype[a])
+            act.dyntype, act.actadr = int(mjm.actuator_dyntype[a]), int(mjm.actuator_actadr[a])
+            act.ctrllimited, act.forcelimited = int(mjm.actuator_ctrllimited[a]), int(mjm.actuator_forcelimited[a])
+            act.actlimited, act.actearly = int(mjm.actuator_actlimited[a]), int(mjm.actuator_actearly[a])
+            act.rich = int(rich[a])
+            act.ctrlrange = T.vec2(*[float(x) for x in mjm.actuator_ctrlrange[a]])
+            act.actrange = T.vec2(*[float(x) for x in mjm.actuator_actrange[a]])
+            act.dynprm = f(mjm.actuator_dynprm[a, 0])
+            act.muscle = self._muscle(mjm, a)
+            actuators.append(act)
+        if not actuators:  # a placeholder: no kernel reads it
+            act = Actuator()
+            act.tendon = act.actadr = -1
+            actuators.append(act)
+        return wp.array(actuators, dtype=Actuator, device=self.device)
+
+    def _muscle(self, mjm, a):
+        """Actuator a's muscle parameters (simrl.sim.model.muscle_struct; read only by the muscle
+        gain, bias and dyntype)."""
+        T, f = self.T, self.dtype
+        g, b, dyn = mjm.actuator_gainprm[a], mjm.actuator_biasprm[a], mjm.actuator_dynprm[a]
+        mu = muscle_struct(self.dtype)()
+        mu.gain_range = T.vec2(float(g[0]), float(g[1]))
+        mu.gain_force, mu.gain_scale, mu.gain_lmin, mu.gain_lmax = f(g[2]), f(g[3]), f(g[4]), f(g[5])
+        mu.gain_vmax, mu.gain_fvmax = f(g[6]), f(g[8])
+        mu.bias_range = T.vec2(float(b[0]), float(b[1]))
+        mu.bias_force, mu.bias_scale, mu.bias_lmax, mu.bias_fpmax = f(b[2]), f(b[3]), f(b[5]), f(b[7])
+        mu.tau_act, mu.tau_deact, mu.smoothing = f(dyn[0]), f(dyn[1]), f(dyn[2])
+        mu.lengthrange = T.vec2(*[float(x) for x in mjm.actuator_lengthrange[a]])
+        mu.acc0 = f(mjm.actuator_acc0[a])
+        return mu
 
     def _tendons(self, m, mjm, ints, arr):
         """The tendons' tables (mj_tendon, mj_passive, mj_instantiateFriction/Limit)."""

@@ -1,7 +1,7 @@
 """The Warp structs that carry a model into kernels: `model_struct(scalar)` (MuJoCo's mjModel
 fields the engine reads, and the tables simrl.sim.io builds for it) and the element types of its
-tables (tendons, equalities, sensors, site transmissions, contact sensors, far geoms, meshes,
-height fields).
+tables (actuators, tendons, equalities, sensors, site transmissions, contact sensors, far geoms,
+meshes, height fields).
 
 Model parameters that domain randomization may touch carry a leading world axis of size 1
 (shared) that can be replaced by one of size num_worlds (PER_WORLD_FIELDS); kernels read them at
@@ -118,10 +118,47 @@ def muscle_struct(scalar):
         smoothing: scalar
         lengthrange: T.vec2
         acc0: scalar
-        # 1: the actuator is rich (Model.rich_actuator): a muscle, or on a force-limited tendon
-        rich: int
 
     return Muscle
+
+
+@functools.cache
+def actuator_struct(scalar):
+    """Actuator: the element type of the Model's actuator table."""
+    T = scalar_types(scalar)
+    Muscle = muscle_struct(scalar)
+
+    @wp.struct
+    class Actuator:
+        """One actuator: mjModel's actuator_* fields that no world changes (gear, gainprm, biasprm
+        and forcerange, which a world may change, are Model arrays of their own, [1 or W, nu]).
+
+        The transmission trntype (mjtTrn) with a joint's dof and qpos addresses (dofadr, qposadr;
+        0 for the other kinds) or a tendon's index (tendon; -1 for the other kinds). The
+        activation dynamics (mj_fwdActuation, mj_nextActivation): the activation act[actadr] (-1:
+        stateless, the force uses ctrl), dyntype, the filters' time constant dynprm[0], the clamp
+        of the activation to actrange and actearly (the force uses the next step's activation)."""
+        enabled: int  # 0 when its group is in opt.disableactuator
+        trntype: int
+        tendon: int
+        dofadr: int
+        qposadr: int
+        gaintype: int
+        biastype: int
+        dyntype: int
+        actadr: int
+        ctrllimited: int
+        forcelimited: int
+        actlimited: int
+        actearly: int
+        # 1: the actuator is rich (Model.rich_actuator): a muscle, or on a force-limited tendon
+        rich: int
+        ctrlrange: T.vec2
+        actrange: T.vec2
+        dynprm: scalar  # dynprm[0]
+        muscle: Muscle  # read for the muscle gain, bias and dyntype
+
+    return Actuator
 
 
 @functools.cache
@@ -260,7 +297,7 @@ def model_struct(scalar):
     Equality, Sensor = element_structs(scalar)
     FarGeom = far_struct(scalar)
     SiteTransmission = transmission_struct(scalar)
-    Muscle = muscle_struct(scalar)
+    Actuator = actuator_struct(scalar)
 
     @wp.struct
     class Model:
@@ -352,33 +389,15 @@ def model_struct(scalar):
         dof_ancestor: wp.array(dtype=int)
         dof_damping: wp.array2d(dtype=scalar)  # [1 or W, nv]
         dof_armature: wp.array2d(dtype=scalar)  # [1 or W, nv]
-        # actuators (joint transmission, one input and one output each)
-        actuator_enabled: wp.array(dtype=int)  # 0 when its group is in opt.disableactuator
-        actuator_dofadr: wp.array(dtype=int)
-        actuator_qposadr: wp.array(dtype=int)
+        # actuators (one input and one output each): the constants of each (Actuator), the
+        # parameters a world may change
+        actuator: wp.array(dtype=Actuator)  # [max(nu, 1)]
         actuator_gear: wp.array2d(dtype=scalar)  # [1 or W, nu]
-        actuator_gaintype: wp.array(dtype=int)
         actuator_gainprm: wp.array2d(dtype=T.vec3)  # [1 or W, nu]
-        actuator_biastype: wp.array(dtype=int)
         actuator_biasprm: wp.array2d(dtype=T.vec3)  # [1 or W, nu]
-        actuator_ctrllimited: wp.array(dtype=int)
-        actuator_ctrlrange: wp.array(dtype=T.vec2)
-        actuator_forcelimited: wp.array(dtype=int)
         actuator_forcerange: wp.array2d(dtype=T.vec2)  # [1 or W, nu]
-        # activation dynamics (mj_fwdActuation, mj_nextActivation): the actuator's activation
-        # act[actadr] (-1: stateless, the force uses ctrl), its dyntype, the filters' time
-        # constant dynprm[0], the clamp of the activation to actrange and actearly (the force
-        # uses the next step's activation)
-        actuator_actadr: wp.array(dtype=int)
-        actuator_dyntype: wp.array(dtype=int)
-        actuator_dynprm: wp.array(dtype=scalar)
-        actuator_actlimited: wp.array(dtype=int)
-        actuator_actrange: wp.array(dtype=T.vec2)
-        actuator_actearly: wp.array(dtype=int)
-        # the muscle parameters of each actuator (read for the muscle gain, bias and dyntype)
-        actuator_muscle: wp.array(dtype=Muscle)
         # the rich actuators: those with a muscle gain, bias or dyntype and those on a tendon with
-        # actuatorfrclimited (Muscle.rich), in ascending order (rich_actuator[k], k < nu_rich; [1]
+        # actuatorfrclimited (Actuator.rich), in ascending order (rich_actuator[k], k < nu_rich; [1]
         # without), whose forces passes of their own compute (simrl.sim.actuation.make_actuator)
         rich_actuator: wp.array(dtype=int)
         nu_rich: int
@@ -473,8 +492,6 @@ def model_struct(scalar):
         # tendons whose columns hold dof i, ascending: dof_tendon[adr + k], (adr, num) = dof_tendon_adr[i]
         dof_tendon_adr: wp.array(dtype=wp.vec2i)
         dof_tendon: wp.array(dtype=int)
-        actuator_tendon: wp.array(dtype=int)  # [nu], the tendon of a tendon transmission, else -1
-        actuator_trntype: wp.array(dtype=int)  # [nu], mjtTrn: joint, tendon or site
         actuator_trnsite: wp.array(dtype=SiteTransmission)  # [nsite_trn], in actuator order
         nsite_trn: int  # actuators with a site transmission (Data.actuator_moment is [W, nu, nv] if any)
         # sensors (simrl.sim.sensor), MuJoCo's sensor_* arrays; opt.magnetic

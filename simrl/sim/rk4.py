@@ -107,8 +107,8 @@ def activation_funcs(scalar):
                        act: wp.array2d(dtype=scalar), w: int, u: int):
         """Actuator u's activation of the next stage: act0 + h a act_dot (mj_RungeKutta: no clamp).
 
-        Model: actuator_actadr, timestep. In: act0, act_dot. Out: act."""
-        adr = m.actuator_actadr[u]
+        Model: actuator, timestep. In: act0, act_dot. Out: act."""
+        adr = m.actuator[u].actadr
         if adr >= 0:
             act[w, adr] = act0[w, adr] + (act_dot[w, adr] * a) * m.timestep
 
@@ -118,8 +118,7 @@ def activation_funcs(scalar):
         """Actuator u's activation at the step's end: act0 advanced by the B-weighted rate dact
         (mj_advance, mj_nextActivation).
 
-        Model: actuator_actadr, actuator_actlimited, actuator_actrange, actuator_dynprm, actuator_dyntype,
-        actuator_enabled, enable_actuation, timestep. In: act0, dact. Out: act."""
+        Model: actuator, enable_actuation, timestep. In: act0, dact. Out: act."""
         advance_activation(m, act0, dact, act, w, u)
 
     return next_stage_act, end_act
@@ -200,9 +199,9 @@ def build(scalar):
     def begin_actuator(m: Model, d: Data, w: int, u: int):
         """Save act_0, start the B-weighted sum of act_dot, move to stage 2.
 
-        Model: actuator_actadr, rk4_a, rk4_b, timestep. Data in: act, act_dot. Data out: rk_act, rk_dact, act (the
-        actuator's activation)."""
-        adr = m.actuator_actadr[u]
+        Model: actuator, rk4_a, rk4_b, timestep. Data in: act, act_dot. Data out: rk_act, rk_dact, act (the actuator's
+        activation)."""
+        adr = m.actuator[u].actadr
         if adr >= 0:
             d.rk_act[w, adr] = d.act[w, adr]
             d.rk_dact[w, adr] = scalar(0.0) + d.act_dot[w, adr] * m.rk4_b[0]
@@ -213,9 +212,9 @@ def build(scalar):
         def stage_actuator(m: Model, d: Data, w: int, u: int):
             """Add the stage's act_dot (weight B_i), move to the next stage (A coefficient a_i).
 
-            Model: actuator_actadr, rk4_a, rk4_b, timestep. Data in: act_dot, rk_act, rk_dact. Data out: rk_dact,
-            act (the actuator's activation)."""
-            adr = m.actuator_actadr[u]
+            Model: actuator, rk4_a, rk4_b, timestep. Data in: act_dot, rk_act, rk_dact. Data out: rk_dact, act (the
+            actuator's activation)."""
+            adr = m.actuator[u].actadr
             if adr >= 0:
                 d.rk_dact[w, adr] = d.rk_dact[w, adr] + d.act_dot[w, adr] * m.rk4_b[i]
             next_stage_act(m, d.rk_act, d.act_dot, m.rk4_a[i], d.act, w, u)
@@ -226,10 +225,9 @@ def build(scalar):
     def end_actuator(m: Model, d: Data, w: int, u: int):
         """Add the last stage's act_dot, then advance act_0 by the B-weighted rate.
 
-        Model: actuator_actadr, actuator_actlimited, actuator_actrange, actuator_dynprm, actuator_dyntype,
-        actuator_enabled, enable_actuation, rk4_b, timestep. Data in: act_dot, rk_act, rk_dact. Data out: rk_dact,
-        act (the actuator's activation)."""
-        adr = m.actuator_actadr[u]
+        Model: actuator, enable_actuation, rk4_b, timestep. Data in: act_dot, rk_act, rk_dact. Data out: rk_dact, act
+        (the actuator's activation)."""
+        adr = m.actuator[u].actadr
         if adr >= 0:
             d.rk_dact[w, adr] = d.rk_dact[w, adr] + d.act_dot[w, adr] * m.rk4_b[3]
         end_act(m, d.rk_act, d.rk_dact, d.act, w, u)

@@ -822,7 +822,7 @@ def build(scalar):
             # the forces of the actuators on the tendon, without their gears
             total = scalar(0.0)
             for a in range(m.nu):
-                if m.actuator_tendon[a] == objid:
+                if m.actuator[a].tendon == objid:
                     total = total + d.actuator_force[w, a]
             v = value1(total)
         elif (kind == SensorType.JOINTLIMITPOS or kind == SensorType.JOINTLIMITVEL
@@ -876,13 +876,13 @@ def build(scalar):
         torque sensor (`wrench_sensor`'s: Model.sensor holds them last) nor a contact sensor
         (`contact_sensor`'s, which apply no cutoff, as MuJoCo).
 
-        Model: actuator_tendon, body_dofend, body_inertia, body_iquat, body_mass, body_parentid, body_rootid,
-        dof_ancestor, dof_ancestor_adr, dof_ancestor_num, efc_id, efc_type, geom_bodyid, geom_quat, gravity,
-        jnt_dofadr, jnt_qposadr, magnetic, nbody, nefc_eq, nefc_friction, nefc_limit, nu, sensor, site_bodyid,
-        site_quat. Data in: qpos, qvel, qacc, xpos, xquat, xmat, xipos, ximat, geom_xpos, geom_xmat, site_xpos,
-        site_xmat, subtree_com, subtree_mass, cvel, cdof, cdof_dot, ten_length, ten_velocity, actuator_length,
-        actuator_velocity, actuator_force, qfrc_actuator, efc_active, efc_pos, efc_margin, efc_vel, efc_force. Data
-        out: sensordata (the sensor's columns)."""
+        Model: actuator, body_dofend, body_inertia, body_iquat, body_mass, body_parentid, body_rootid, dof_ancestor,
+        dof_ancestor_adr, dof_ancestor_num, efc_id, efc_type, geom_bodyid, geom_quat, gravity, jnt_dofadr, jnt_qposadr,
+        magnetic, nbody, nefc_eq, nefc_friction, nefc_limit, nu, sensor, site_bodyid, site_quat. Data in: qpos, qvel,
+        qacc, xpos, xquat, xmat, xipos, ximat, geom_xpos, geom_xmat, site_xpos, site_xmat, subtree_com, subtree_mass,
+        cvel, cdof, cdof_dot, ten_length, ten_velocity, actuator_length, actuator_velocity, actuator_force,
+        qfrc_actuator, efc_active, efc_pos, efc_margin, efc_vel, efc_force. Data out: sensordata (the sensor's
+        columns)."""
         if m.sensor[i].type != SensorType.CONTACT:
             write_sensor(m, d, w, i, sensor_value(m, d, w, i))
 
