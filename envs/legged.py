@@ -48,7 +48,7 @@ from envs.mdp import observations as obs
 from envs.mdp import rewards as reward_terms
 from envs.mdp import terminations as termination_terms
 from envs.observations import ObservationPipeline, merge
-from envs.robot import Robot, RobotCfg, with_floor
+from envs.robot import Robot, RobotCfg, actuator_model_cfg, with_actuators, with_floor
 from simrl.sim.io import sensor_columns
 
 #: where the policy's observations come from (`observation_source`)
@@ -157,6 +157,8 @@ class LeggedEnv(BatchedEnv):
         # state: envs.base runs a forward pass of the reset worlds after resets
         self.observed_outputs = (("sensordata",) if observation_source == "sensors" else ()) + (
             "contact_active", "contact_dist", "contact_pair")
+        # robot.actuators groups set the actuator model's type (envs.robot)
+        actuator = actuator_model_cfg(self.robot_cfg, self.robot.actuator_groups, actuator)
         if (actuator or {}).get("type", "mujoco") == "mujoco":
             Robot.check_position_servos(mjm, str(self.mjcf_path))
         #: targets -> torques (envs.actuators); pd / dc_motor switch the MJCF's servos off in mjm
@@ -167,6 +169,8 @@ class LeggedEnv(BatchedEnv):
                          rewards=rewards, terminations=terminations, seed=seed, nonfinite_actions=nonfinite_actions)
         dev = self.device
         self.home_qpos = torch.as_tensor(self.robot.qpos0, dtype=torch.float32, device=dev)
+        #: the default pose's velocities: the joint velocities of robot.init_state, else zero
+        self.home_qvel = torch.as_tensor(self.robot.qvel0, dtype=torch.float32, device=dev)
         #: the default pose's joint positions (qpos[7:]): the joint observations are relative to it
         self.default_joint_pos = self.home_qpos[7:].clone()
         #: the default pose's positions of the actuated joints: target = these + scale * action
@@ -289,8 +293,10 @@ class LeggedEnv(BatchedEnv):
         self._base_cache = self._contact_cache = None
 
     def _model_spec(self) -> mujoco.MjSpec:
-        """The robot's MjSpec with its floor (envs.robot.with_floor); a subclass adds terrain."""
-        return with_floor(mujoco.MjSpec.from_file(str(self.mjcf_path)), self.robot_cfg.floor_geom)
+        """The robot's MjSpec with its floor (envs.robot.with_floor) and the actuators of its robot
+        section (envs.robot.with_actuators); a subclass adds terrain."""
+        spec = with_floor(mujoco.MjSpec.from_file(str(self.mjcf_path)), self.robot_cfg.floor_geom)
+        return with_actuators(spec, self.robot_cfg, str(self.mjcf_path))
 
     def _build_model(self) -> mujoco.MjModel:
         """The compiled model the env simulates."""
@@ -455,11 +461,14 @@ class LeggedEnv(BatchedEnv):
         n = env_ids.numel()
         qpos = self.home_qpos.expand(n, -1).clone()
         yaw = (self.rand_worlds(env_ids, 1)[:, 0] * 2 - 1) * math.pi
-        qpos[:, 3] = torch.cos(yaw / 2)
-        qpos[:, 6] = torch.sin(yaw / 2)
+        # a random heading about the world z axis, before the default pose's orientation: q = q_yaw q_home
+        cy, sy = torch.cos(yaw / 2)[:, None], torch.sin(yaw / 2)[:, None]
+        w, x, y, z = self.home_qpos[3:7]
+        qpos[:, 3:7] = torch.cat([cy * w - sy * z, cy * x - sy * y, cy * y + sy * x, cy * z + sy * w], dim=1)
         qpos[:, 7:] += (self.rand_worlds(env_ids, self.default_joint_pos.numel()) - 0.5) * (2 * self.joint_pos_noise)
         self.sim.qpos[env_ids] = qpos.to(self.sim.qpos.dtype)
-        self.sim.qvel[env_ids] = ((self.rand_worlds(env_ids, self.sim.nv) - 0.5) * 0.2).to(self.sim.qvel.dtype)
+        qvel = self.home_qvel + (self.rand_worlds(env_ids, self.sim.nv) - 0.5) * 0.2
+        self.sim.qvel[env_ids] = qvel.to(self.sim.qvel.dtype)
         self.sim.ctrl[env_ids] = self.default_targets.to(self.sim.ctrl.dtype)
         self.velocity_command.resample(self, env_ids)
         self.last_actions[env_ids] = 0.0

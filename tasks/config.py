@@ -295,6 +295,12 @@ class TaskCfg(Section):
             _check_terrain(c, name, values["terrain"])
         if "robot" in values:
             _check_robot(c, name, values["robot"])
+            robot, env = values.get("robot"), values.get("env")
+            actuator = env.get("actuator") if isinstance(env, Mapping) else None
+            kind = actuator.get("type", "mujoco") if isinstance(actuator, Mapping) else "mujoco"
+            if isinstance(robot, Mapping) and robot.get("actuators") and kind != "mujoco":
+                c.errors.append(f"task.env.actuator.type={kind}: with task.robot.actuators each group sets its type "
+                                f"(position, pd, dc_motor); leave task.env.actuator.type mujoco")
 
 
 def _check_backend(c: Checker, key: str, value) -> None:
