@@ -33,7 +33,7 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 
 from simrl.rl.play import play  # noqa: E402
 from simrl.rl.runlog import tee_output  # noqa: E402
-from tasks.config import TaskEnvFactory, check_overrides, register, validate  # noqa: E402
+from tasks.config import TaskEnvFactory, check_overrides, register, task_overrides, validate  # noqa: E402
 
 register("play")
 
@@ -50,4 +50,5 @@ def main(cfg) -> None:
 if __name__ == "__main__":
     with config_errors_exit():
         check_overrides("play", sys.argv[1:])  # "did you mean num_envs", before Hydra's "use +num_env"
+        sys.argv = [sys.argv[0], *task_overrides("play", sys.argv[1:])]  # task=PATH.yaml, the run's own task
     main()

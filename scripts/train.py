@@ -57,7 +57,7 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from simrl.rl.train import train  # noqa: E402
-from tasks.config import TaskEnvFactory, check_overrides, register, validate  # noqa: E402
+from tasks.config import TaskEnvFactory, check_overrides, register, task_overrides, validate  # noqa: E402
 
 register("train")
 
@@ -90,5 +90,6 @@ def _hydra_args_for_rank(argv: list[str]) -> list[str]:
 if __name__ == "__main__":
     with config_errors_exit():
         check_overrides("train", sys.argv[1:])  # "did you mean num_envs", before Hydra's "use +num_env"
+        sys.argv = [sys.argv[0], *task_overrides("train", sys.argv[1:])]  # task=PATH.yaml, the run's own task
     sys.argv = _hydra_args_for_rank(sys.argv)
     main()

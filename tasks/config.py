@@ -15,14 +15,17 @@ one for a misspelt key.
 import dataclasses
 import inspect
 import math
+import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 import tasks
 from simrl.errors import ConfigError
 from simrl.rl.config import (
+    RUN_TASK_FILE,
     Checker,
     PpoCfg,
     Rule,
@@ -432,6 +435,88 @@ def register(config_name: str) -> None:
         **schema.defaults(),
         "hydra": {"run": {"dir": schema.RUN_DIR}, "job": {"chdir": False}},
     })
+
+
+# ------------------------------------------------------------------------ a user's task file
+#: what a `task=` value ends with when it is a task file's path rather than a shipped task's name
+TASK_FILE_SUFFIXES = (".yaml", ".yml")
+
+
+def load_task_file(path) -> DictConfig:
+    """A task file outside the repository (`task=PATH.yaml`): its keys are a task file's
+    (TaskCfg), plus `base: NAME`, a shipped task the file starts from: the file's sections
+    override the base's key by key (OmegaConf.merge: mappings merge, lists and values replace).
+    Without `base` the file is a whole task (it gives `name`). Paths in it (robot.mjcf) are
+    relative to the working directory, as on the command line. Raises ConfigError naming the file
+    and the problem: missing, not a mapping, an unknown top-level key (with the closest known
+    one), a base that is not a shipped task, neither base nor name; deeper keys are checked with
+    the composed configuration (validate)."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ConfigError(f"task={path}: no such task file")
+    try:
+        own = OmegaConf.load(file)
+    except Exception as e:  # yaml's and OmegaConf's errors alike: the file is not a task
+        raise ConfigError(f"task={path}: not a YAML task file ({type(e).__name__}: {e})") from None
+    if not isinstance(own, DictConfig):
+        raise ConfigError(f"task={path}: a task file is a mapping of task keys (base, name, env, robot, ...)")
+    known = ["base", *(f.name for f in dataclasses.fields(TaskCfg))]
+    unknown = [str(k) for k in own if k not in known]
+    if unknown:
+        raise ConfigError("\n  ".join([f"invalid task file {file}:"] + [
+            f"unknown key {k}{suggest(k, known)}" for k in unknown]))
+    base = own.pop("base", None)
+    if base is None:
+        if "name" not in own:
+            raise ConfigError(f"task file {file}: give base: <a shipped task> ({', '.join(tasks.available())}) "
+                              f"to start from one, or name: <an environment> for a whole task")
+        return own
+    if base not in tasks.available():
+        raise ConfigError(f"task file {file}: base: {base!r} is not a shipped task; available: "
+                          f"{', '.join(tasks.available())}")
+    return OmegaConf.merge(tasks.load(base), own)
+
+
+def task_overrides(config_name: str, overrides) -> list[str]:
+    """The command line's overrides with the task's file registered in Hydra's ConfigStore (call
+    after `register(config_name)`): `task=PATH.yaml` (a value ending in .yaml or .yml) is
+    load_task_file(PATH), selected as the option of the file's name; with no `task=`, the run
+    directory of train.py's `resume=` or play.py's `checkpoint=` (a checkpoint, a run directory,
+    or `latest`: the newest checkpoint under runs/<DEFAULT_TASK>/, the task the command line
+    means without task=) gives its own copy of the task it ran, RUN_TASK_FILE, when it has one.
+    Other overrides pass unchanged."""
+    store = ConfigStore.instance()
+
+    def select(path) -> str:
+        option = re.sub(r"[^\w.-]", "_", Path(path).name)
+        store.store(group="task", name=option, node=load_task_file(path))
+        return f"task={option}"
+
+    out, chosen = [], False
+    for arg in map(str, overrides):
+        key, sep, value = arg.partition("=")
+        if sep and key.strip() == "task":
+            chosen = True
+            if value.strip().endswith(TASK_FILE_SUFFIXES):
+                arg = select(value.strip())
+        out.append(arg)
+    run_key = {"train": "resume", "play": "checkpoint"}.get(config_name)
+    given = [a.partition("=")[2].strip() for a in out if a.partition("=")[0].strip() == run_key]
+    if not chosen and given and given[-1] not in ("", "null"):
+        source = Path(given[-1]).expanduser()
+        if given[-1] == "latest":
+            from simrl.errors import CheckpointError
+            from simrl.rl.checkpoint import find_latest_checkpoint
+
+            try:
+                source = find_latest_checkpoint(DEFAULT_TASK, "runs", run_key)
+            except CheckpointError:  # none: the run says so, as without a task file
+                return out
+        run_task = (source if source.is_dir() else source.parent) / RUN_TASK_FILE
+        if run_task.is_file():
+            print(f"simrl: task from {run_task} (the run's own; give task= to choose another)", flush=True)
+            out.append(select(run_task))
+    return out
 
 
 def check_overrides(config_name: str, overrides) -> None:

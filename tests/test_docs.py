@@ -26,7 +26,7 @@ from test_unsupported import CASES
 import envs
 import tasks
 from simrl import Sim, UnsupportedFeatureError
-from tasks.config import check_overrides, register, validate
+from tasks.config import check_overrides, register, task_overrides, validate
 
 DOCS = ROOT / "docs"
 PAGES = [README, *sorted(DOCS.glob("*.md"))]
@@ -67,10 +67,11 @@ def readme_commands() -> list[list[str]]:
 
 
 def check_hydra_overrides(script: str, overrides: list[str]) -> None:
-    """What train.py / play.py check before they build anything: simrl's key check, Hydra's
-    composition, and validate."""
+    """What train.py / play.py check before they build anything: simrl's key check, a task file
+    (task=PATH.yaml), Hydra's composition, and validate."""
     register(script)  # the script's Hydra config, as scripts/<script>.py registers it
     check_overrides(script, overrides)
+    overrides = task_overrides(script, overrides)
     with initialize(version_base=None):
         cfg = compose(script, overrides=overrides)
     validate(cfg, script)
@@ -109,7 +110,8 @@ def check_command(words: list[str]) -> None:
         raise AssertionError(f"README command {' '.join(words)!r}: nothing checks {program!r}; teach test_docs")
 
 
-def test_every_readme_command_is_checked():
+def test_every_readme_command_is_checked(monkeypatch):
+    monkeypatch.chdir(ROOT)  # the README's commands run from the repository's root
     commands = readme_commands()
     assert ["make", "train"] in commands and ["make", "test"] in commands  # the quick start
     for words in commands:

@@ -323,6 +323,11 @@ class ShacCfg(Section):
 
 
 # ------------------------------------------------------------------- the simulation, devices
+#: the run directory's copy of the task section it ran (scripts/train.py writes it; train.py
+#: resume= and play.py checkpoint= read it when no task= is given: tasks.config.task_overrides)
+RUN_TASK_FILE = "task.yaml"
+
+
 def sim_options(cfg: Mapping) -> dict:
     """The `sim` section of a composed run configuration (tasks.config.SimCfg, validated) as the
     keyword arguments of an EnvFactory's `make`: backend, njmax, nconmax, strict."""

@@ -19,7 +19,7 @@ from typing import Protocol
 from omegaconf import DictConfig, OmegaConf
 
 from simrl.errors import CheckpointError, ConfigError
-from simrl.rl.config import PpoCfg, ShacCfg, resolve_device, sim_options
+from simrl.rl.config import RUN_TASK_FILE, PpoCfg, ShacCfg, resolve_device, sim_options
 from simrl.rl.runlog import mean_text, tee_output
 
 
@@ -152,6 +152,8 @@ def _train_rank(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory, runs_ro
     if main_rank:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
+        # the task as run, a task file of its own: resume= and play.py's checkpoint= read it
+        (run_dir / RUN_TASK_FILE).write_text(OmegaConf.to_yaml(OmegaConf.create(resolved["task"])))
         ranks = f" per rank x {dist.world_size} ranks" if dist.enabled else ""
         print(f"simrl: task {task.name}, {algo}, {num_envs} envs on {device}{ranks}, {iterations} iterations, "
               f"run dir {run_dir}", flush=True)
