@@ -109,6 +109,15 @@ class ActuatorModel:
         delay = cfg.get("delay") or [0, 0]
         self.delay_range = (int(delay[0]), int(delay[1]))
 
+    def nominal(self) -> dict[str, np.ndarray]:
+        """The configured gains and limits [nu] before any randomization: kp (stiffness), kd
+        (damping), effort_limit (inf: unlimited), and for dc_motor saturation_effort and
+        velocity_limit."""
+        out = {key: value.copy() for key, value in self._defaults.items()}
+        if self.type == "dc_motor":
+            out.update(saturation_effort=self.saturation_effort.copy(), velocity_limit=self.velocity_limit.copy())
+        return out
+
     @staticmethod
     def _per_actuator(key, value, default, nu) -> np.ndarray:
         if value is None:

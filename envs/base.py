@@ -271,6 +271,15 @@ class BatchedEnv:
     def observations(self) -> dict[str, torch.Tensor]:
         return self._observations()
 
+    def policy_metadata(self) -> dict:
+        """What running the exported policy needs to know of this env (scripts/play.py writes it
+        into policy.onnx and policy.pt, simrl.rl.export): `control_period_s` (s between actions),
+        `physics_dt_s`, `decimation` and `num_actions`. Environments with more to say (envs.legged:
+        joints, gains, observation terms) extend it; every value is JSON (numbers, strings, lists,
+        mappings, null)."""
+        return {"control_period_s": float(self.step_dt), "physics_dt_s": float(self.sim.timestep),
+                "decimation": self.decimation, "num_actions": int(self.num_actions)}
+
     def step(self, actions: torch.Tensor):
         """Apply actions [num_envs, num_actions] for `decimation` physics steps.
 

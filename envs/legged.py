@@ -38,6 +38,7 @@ velocities, contacts, heights) and composes them."""
 import math
 
 import mujoco
+import numpy as np
 import torch
 
 from envs import ASSETS_DIR, terms
@@ -84,6 +85,39 @@ DEFAULT_POLICY_OBSERVATIONS = {
     "joint_vel": {"scale": 0.05, "noise": {"type": "uniform", "scale": 0.075}},
     "last_action": {},
 }
+
+
+#: what each policy observation term holds, for the exported policy's metadata (policy_metadata);
+#: {frame} is the IMU's (observation_source sensors: the sensors named) or the base's (state)
+TERM_MEANINGS = {
+    "base_lin_vel": "the base's linear velocity in the {frame} frame (m/s)",
+    "base_ang_vel": "the base's angular velocity in the {frame} frame (rad/s)",
+    "projected_gravity": "world -z rotated into the {frame} frame ((0, 0, -1) when level)",
+    "commands": "the velocity command: vx, vy (m/s) in the base frame and yaw rate (rad/s)",
+    "joint_pos": "joint positions minus observed_default_joint_pos, in observed_joint_names order (rad or m)",
+    "joint_vel": "joint velocities, in observed_joint_names order (rad/s or m/s)",
+    # LeggedEnv.step observes before it records the action it applied: the policy sees the one before
+    "last_action": ("the action sent before the latest one, as the policy output it (the policy choosing action k "
+                    "sees action k - 2; zero while the episode has none)"),
+    "gait_phase": "sin and cos of 2 pi phase, phase = (time since the episode's start / gait_period_s) mod 1",
+}
+
+
+def _qpos_columns(mjm: mujoco.MjModel) -> list[str]:
+    """A name for each qpos column: a hinge or slide joint's name, `name[i]` for the columns of a
+    ball or free joint."""
+    out = []
+    for j in range(mjm.njnt):
+        width = {int(mujoco.mjtJoint.mjJNT_FREE): 7, int(mujoco.mjtJoint.mjJNT_BALL): 4}.get(int(mjm.jnt_type[j]), 1)
+        name = mjm.joint(j).name or f"joint{j}"
+        out += [name] if width == 1 else [f"{name}[{i}]" for i in range(width)]
+    return out
+
+
+def _floats(values) -> list:
+    """`values` (float32 numbers) as the shortest decimals that round to them, None for an
+    infinite one (JSON has no infinity)."""
+    return [float(str(np.float32(v))) if math.isfinite(float(v)) else None for v in values]
 
 
 def quat_rotate_inverse(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -175,6 +209,9 @@ class LeggedEnv(BatchedEnv):
         self.default_joint_pos = self.home_qpos[7:].clone()
         #: the default pose's positions of the actuated joints: target = these + scale * action
         self.default_targets = self.home_qpos[self.robot.actuator_qposadr].clone()
+        #: each actuator's joint (the action order) and the joints of the joint observations (qpos[7:])
+        self.action_joint_names = [mjm.joint(int(mjm.actuator_trnid[a, 0])).name for a in range(mjm.nu)]
+        self.observed_joint_names = _qpos_columns(mjm)[7:]
         scale = self.robot_cfg.action_scale if action_scale is None else action_scale
         self.action_scale = (torch.as_tensor(scale, dtype=torch.float32, device=dev) if isinstance(scale, (list, tuple))
                              else float(scale))
@@ -325,6 +362,60 @@ class LeggedEnv(BatchedEnv):
                                  f"{self.mjcf_path}, which is a {found}, not a {kind}")
             columns[quantity] = sensor_columns(mjm, name)
         return columns
+
+    def policy_observation_terms(self) -> list[dict]:
+        """The policy group's frame, term by term (ObservationPipeline.terms, with each term's
+        `meaning` and `stacked`: true for the pipeline's terms, whose frame is stacked over
+        `observation_history` steps); a subclass that appends terms after the stack adds them here
+        with stacked false."""
+        frame = (f"IMU (sensors {self.robot_cfg.lin_vel_sensor}, {self.robot_cfg.ang_vel_sensor}, "
+                 f"{self.robot_cfg.orientation_sensor})" if self.observation_source == "sensors"
+                 else f"base body ({self.robot_cfg.base_body})")
+        return [{**term, "meaning": TERM_MEANINGS[term["name"]].format(frame=frame), "stacked": True}
+                for term in self.policy_observations.terms()]
+
+    def policy_metadata(self) -> dict:
+        """envs.base's keys and what a robot needs to run the exported policy (docs/GUIDE.md,
+        "Exported policies"): the actuated joints in action order (`joint_names`), the pose the
+        actions are offsets from (`default_joint_pos`), `action_scale` (target = default +
+        scale x action, clamped to [`joint_pos_target_min`, `joint_pos_target_max`], null:
+        unbounded), the actuators' nominal `stiffness`, `damping` and `effort_limit` per joint
+        (and the DC motor curve), the observation terms in order with sizes, scales, clips and
+        delays (`observation_terms`; the stacked terms' frame over `observation_history` steps,
+        oldest first, then the others), the joints the
+        joint observations cover (`observed_joint_names`, `observed_default_joint_pos`), the
+        command's components and, with a gait clock, its period and offsets."""
+        nominal = self.actuator_model.nominal()
+        scale = self.action_scale
+        scale = (scale.tolist() if isinstance(scale, torch.Tensor) else [float(scale)] * self.num_actions)
+        terms = self.policy_observation_terms()
+        meta = {**super().policy_metadata(),
+                "robot_mjcf": self.mjcf_path.name, "base_body": self.robot_cfg.base_body,
+                "joint_names": list(self.action_joint_names),
+                "default_joint_pos": _floats(self.default_targets.tolist()),
+                "action_scale": _floats(scale),
+                "joint_pos_target_min": _floats(self.ctrl_low.tolist()),
+                "joint_pos_target_max": _floats(self.ctrl_high.tolist()),
+                "actuator_type": self.actuator_model.type,
+                "stiffness": nominal["kp"].tolist(), "damping": nominal["kd"].tolist(),
+                "effort_limit": _floats(nominal["effort_limit"]),
+                "observation_source": self.observation_source,
+                # the velocimeter, gyro and framequat the base terms read (observation_source sensors)
+                "imu_sensors": ({q: name for q, (name, _) in self.imu_sensors.items()}
+                                if self.observation_source == "sensors" else None),
+                "observation_terms": terms,
+                "observation_history": self.policy_observations.history,
+                "num_observations": sum(t["size"] * (self.policy_observations.history if t["stacked"] else 1)
+                                        for t in terms),
+                "observed_joint_names": list(self.observed_joint_names),
+                "observed_default_joint_pos": _floats(self.default_joint_pos.tolist()),
+                "command_names": ["lin_vel_x", "lin_vel_y", "ang_vel_z"]}
+        if self.actuator_model.type == "dc_motor":
+            meta.update(saturation_effort=_floats(nominal["saturation_effort"]),
+                        velocity_limit=_floats(nominal["velocity_limit"]))
+        if self.gait_period > 0:
+            meta.update(gait_period_s=self.gait_period, gait_offsets=self._gait_offsets.tolist())
+        return meta
 
     # ------------------------------------------------------------- the state the terms read
     def base_state(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -149,6 +149,7 @@ class ObservationPipeline:
         if errors:
             raise ValueError("; ".join(dict.fromkeys(errors)))
         self.env, self.group, self.sizes = env, group, dict(sizes)
+        self._cfg = {name: dict(cfg.get(name) or {}) for name in sizes}
         self.history = int(cfg.get("history", 1))
         self.size = sum(sizes.values())
         scale, amplitude, gaussian, delay = [], [], [], []
@@ -187,6 +188,21 @@ class ObservationPipeline:
             steps = torch.arange(self.history, device=dev)[:, None] + self.delay[None, :]
             self._index = steps.flip(0)  # oldest first
         self._frame = None  # the last frame computed, in a tuple (a cache, not state)
+
+    def terms(self) -> list[dict]:
+        """The group's frame as a deployment reads it: one entry per term, in frame order, with
+        its `name`, `size`, `scale` (one number per component: observation = raw value x scale),
+        `clip` ([lo, hi] after scaling, or None) and `delay` (policy steps). The noise is training's
+        only and is left out."""
+        out, start = [], 0
+        for name, n in self.sizes.items():
+            clip = self._cfg[name].get("clip")
+            scale = [float(str(v)) for v in self.scale[start:start + n].cpu().numpy()]  # float32's shortest decimals
+            out.append({"name": name, "size": int(n), "scale": scale,
+                        "clip": [float(clip[0]), float(clip[1])] if clip else None,
+                        "delay": int(self._cfg[name].get("delay", 0))})
+            start += n
+        return out
 
     @property
     def num_obs(self) -> int:

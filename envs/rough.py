@@ -164,6 +164,16 @@ class RoughTerrainEnv(LeggedEnv):
         """Isaac Lab's height_scan [num_envs, num_rays] of the current base poses."""
         return obs.height_scan(self)
 
+    def policy_observation_terms(self) -> list[dict]:
+        """The flat task's terms, and the height scan after their stack with height_scan_in_policy."""
+        terms = super().policy_observation_terms()
+        if self.height_scan_in_policy:
+            n = int(self.height_scanner.num_rays)
+            terms.append({"name": "height_scan", "size": n, "scale": [1.0] * n,
+                          "clip": [-1.0, 1.0], "delay": 0, "stacked": False,
+                          "meaning": "base z - ground z - 0.5 (m) under each ray of envs.height_scan's grid"})
+        return terms
+
     def _observations(self):
         groups = super()._observations()
         scan = obs.height_scan(self)

@@ -13,9 +13,11 @@ the metrics and writes to the run directory (hydra.run.dir, default runs/<task>/
 metrics.json (mean_return, mean_episode_length, fall_rate, and for locomotion
 lin_vel_tracking_error in m/s, yaw_rate_tracking_error in rad/s and falls_by_cause: per failure
 condition of envs.legged, the share of episodes that ended with it), policy.onnx and policy.pt
-(TorchScript), and play.log (everything it printed). `video=true` also writes video.mp4: world
-0's first evaluation episode (at most `video_length_s` seconds, default 10) rendered by MuJoCo at
-the policy rate (1 / step_dt fps), 640x480, a camera following the root body of a floating-base
+(TorchScript), both with the metadata a robot needs to run the policy (joint names, default
+pose, action scale, gains, observation terms; docs/GUIDE.md "Exported policies"), and play.log
+(everything it printed). `video=true` also writes video.mp4: world 0's first evaluation
+episode (at most `video_length_s` seconds, default 10) rendered by MuJoCo at the policy rate
+(1 / step_dt fps), 640x480, a camera following the root body of a floating-base
 robot, a fixed view otherwise. MuJoCo renders in a child process, trying the OpenGL backends in
 turn (simrl.rl.video); when none works, play.py says why and goes on (metrics.json and the
 exported policies are written before). The run itself: simrl.rl.play.

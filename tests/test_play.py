@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime
+import pytest
 import readme
 import torch
 
@@ -54,6 +55,14 @@ def test_play_writes_metrics_and_matching_exports(tmp_path):
     for obs in torch.randn(16, 1, 5):  # the ONNX graph takes one observation at a time
         onnx_out = session.run(None, {"obs": obs.numpy()})[0]
         np.testing.assert_allclose(onnx_out, scripted(obs).detach().numpy(), atol=1e-5)
+    # both carry the metadata play.py printed it wrote (simrl.rl.export; the legged tasks' keys:
+    # tests/test_export_metadata.py)
+    meta = {k: json.loads(v) for k, v in session.get_modelmeta().custom_metadata_map.items()}
+    assert meta == export.read_jit_metadata(play_dir / "policy.pt")
+    assert meta["task"] == "cartpole" and meta["checkpoint"] == str(train_dir / "model_2.pt")
+    assert meta["num_actions"] == 1 and meta["control_period_s"] == pytest.approx(0.02)
+    printed = next(line for line in log.splitlines() if line.startswith("policy metadata ("))
+    assert set(printed.split("(", 1)[1].split(")", 1)[0].split(", ")) == set(meta)
 
     # checkpoint=latest: the newest checkpoint under ./runs/<task>/, as resume=latest
     result = run(ROOT / "scripts" / "play.py", "task=cartpole", "checkpoint=latest", "num_envs=4",

@@ -14,6 +14,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from simrl.errors import CheckpointError
+from simrl.rl import export
 from simrl.rl.config import ShacCfg, resolve_device, sim_options
 from simrl.rl.train import EnvFactory
 
@@ -66,8 +67,13 @@ def play(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     runner.export_policy_to_onnx(str(run_dir), "policy.onnx")
     runner.export_policy_to_jit(str(run_dir), "policy.pt")
+    # what a robot needs besides the network (simrl.rl.export): joints, gains, observation terms
+    metadata = {"task": task.name, "algo": algo, "checkpoint": str(checkpoint), **env.policy_metadata()}
+    export.write_metadata(run_dir, metadata)
     for key, value in metrics.items():
         print(f"{key:>26s}: {value}")
     if cfg.video:
         print(render_video(env.sim.mj_model, recorder.qpos, recorder.qvel, 1.0 / env.step_dt, run_dir / "video.mp4"))
+    print(f"policy metadata ({', '.join(metadata)}): policy.onnx's metadata_props and policy.pt's "
+          f"{export.JIT_METADATA_FILE} (docs/GUIDE.md, Exported policies)")
     print(f"wrote metrics.json, policy.onnx, policy.pt{', video.mp4' if cfg.video else ''} and play.log to {run_dir}")
