@@ -49,7 +49,15 @@ from envs.mdp import observations as obs
 from envs.mdp import rewards as reward_terms
 from envs.mdp import terminations as termination_terms
 from envs.observations import ObservationPipeline, merge
-from envs.robot import Robot, RobotCfg, actuator_model_cfg, with_actuators, with_floor
+from envs.robot import (
+    Robot,
+    RobotCfg,
+    actuator_model_cfg,
+    check_preset_names,
+    with_actuators,
+    with_floor,
+    with_imu,
+)
 from simrl.sim.io import sensor_columns
 
 #: where the policy's observations come from (`observation_source`)
@@ -330,9 +338,12 @@ class LeggedEnv(BatchedEnv):
         self._base_cache = self._contact_cache = None
 
     def _model_spec(self) -> mujoco.MjSpec:
-        """The robot's MjSpec with its floor (envs.robot.with_floor) and the actuators of its robot
-        section (envs.robot.with_actuators); a subclass adds terrain."""
-        spec = with_floor(mujoco.MjSpec.from_file(str(self.mjcf_path)), self.robot_cfg.floor_geom)
+        """The robot's MjSpec (a preset's names checked: envs.robot.check_preset_names) with its
+        floor, IMU sensors and the actuators of its robot section (envs.robot.with_floor, with_imu,
+        with_actuators); a subclass adds terrain."""
+        spec = mujoco.MjSpec.from_file(str(self.mjcf_path))
+        check_preset_names(spec, self.robot_cfg, str(self.mjcf_path))
+        spec = with_imu(with_floor(spec, self.robot_cfg.floor_geom), self.robot_cfg, str(self.mjcf_path))
         return with_actuators(spec, self.robot_cfg, str(self.mjcf_path))
 
     def _build_model(self) -> mujoco.MjModel:

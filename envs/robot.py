@@ -18,6 +18,12 @@
         rot: [1, 0, 0, 0]
         joint_pos: {".*_thigh_joint": 0.9, ".*_calf_joint": -1.8}
         joint_vel: {}
+      imu_site: imu                             # optional: a site (or body) for missing IMU sensors
+      preset: null                              # go1, go2, g1, h1: start from envs.presets' section
+
+`preset` starts from the section of a Menagerie robot (envs.presets): the keys of the section set
+to something other than the defaults (the task's own robot) override the preset's, and a file
+without a name the preset uses is refused naming them (check_preset_names).
 
 Every name may be a regular expression (Python `re.fullmatch`, as Isaac Lab's body names are):
 `".*_foot"` selects every geom (or body) whose whole name matches, in the model's order. A name
@@ -78,6 +84,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from envs import presets
 from envs.model_names import HINGE_SLIDE, names
 
 #: the fields of a robot section that list MJCF names (and the object each names)
@@ -253,6 +260,30 @@ class RobotCfg:
     replace_actuators: bool = False
     #: the default pose of a model without a usable keyframe (InitState); needs keyframe None
     init_state: InitState | None = None
+    #: where the IMU sensors go when the MJCF lacks them: a site, or a body (a site is added at its
+    #: origin); None: the MJCF must have them (with observation_source sensors)
+    imu_site: str | None = None
+    #: a robot of envs.presets whose section this one starts from (its keys override the preset's)
+    preset: str | None = None
+
+    @classmethod
+    def _with_preset(cls, values: dict, base: RobotCfg) -> RobotCfg:
+        """The preset's section (envs.presets) under the keys of `values` that are the user's: those
+        set to something else than `base` (the task's own robot, which a shipped task file repeats),
+        and mjcf; a user's feet, keyframe or init_state replace the preset's of either kind."""
+        name = values["preset"]
+        if not isinstance(name, str):
+            raise ValueError(f"robot.preset: a preset name ({', '.join(presets.PRESETS)}), got {name!r}")
+        section = dict(presets.get(name).section)
+        plain = cls.from_dict({k: v for k, v in values.items() if k != "preset"}, base)
+        own = {k: v for k, v in values.items()
+               if k == "mjcf" or (k != "preset" and getattr(plain, k) != getattr(base, k))}
+        for group in (("foot_geoms", "foot_bodies"), ("keyframe", "init_state")):
+            if any(k in own and own[k] not in (None, [], ()) for k in group):
+                for k in group:
+                    section.pop(k, None)
+        cfg = cls.from_dict({**section, **own}, cls())
+        return dataclasses.replace(cfg, preset=name)
 
     @classmethod
     def from_dict(cls, values: dict | None, defaults: RobotCfg | None = None) -> RobotCfg:
@@ -264,6 +295,8 @@ class RobotCfg:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"robot: unknown keys {unknown}; known: {', '.join(sorted(known))}")
+        if values.get("preset") is not None:
+            return cls._with_preset(values, base)
         for key in (*_GEOM_LISTS, *_BODY_LISTS):
             if key in values:
                 value = values[key]
@@ -442,6 +475,50 @@ def actuator_model_cfg(cfg: RobotCfg, groups: list[ActuatorGroup], actuator: dic
     return {**actuator, "type": "dc_motor",
             "saturation_effort": [g.saturation_effort if g.type == "dc_motor" else math.inf for g in groups],
             "velocity_limit": [g.velocity_limit if g.type == "dc_motor" else math.inf for g in groups]}
+
+
+def check_preset_names(spec: mujoco.MjSpec, cfg: RobotCfg, source: str) -> None:
+    """ValueError naming the preset and every name it expects (envs.presets) that `spec` lacks."""
+    if cfg.preset is None:
+        return
+    preset = presets.get(cfg.preset)
+    have = {"joint": {j.name for j in spec.joints}, "body": {b.name for b in spec.bodies},
+            "geom": {g.name for g in spec.geoms}, "site": {s.name for s in spec.sites}}
+    missing = [f"{kind}s {', '.join(n for n in expected if n not in have[kind])}"
+               for kind, expected in preset.names.items() if any(n not in have[kind] for n in expected)]
+    if missing:
+        raise ValueError(f"robot.preset={cfg.preset}: {source} lacks names of Menagerie's {preset.menagerie_file} "
+                         f"that the preset uses: {'; '.join(missing)} (point robot.mjcf at that file, or give "
+                         f"the robot section without the preset)")
+
+
+#: the IMU sensors of observation_source sensors: RobotCfg key -> MuJoCo sensor type
+_IMU_SENSORS = {"lin_vel_sensor": mujoco.mjtSensor.mjSENS_VELOCIMETER, "ang_vel_sensor": mujoco.mjtSensor.mjSENS_GYRO,
+                "orientation_sensor": mujoco.mjtSensor.mjSENS_FRAMEQUAT}
+
+
+def with_imu(spec: mujoco.MjSpec, cfg: RobotCfg, source: str) -> mujoco.MjSpec:
+    """`spec` with the IMU sensors the section names (a velocimeter, a gyro, a framequat) that it
+    lacks, on the site `cfg.imu_site`, or on a site `<body>_imu` added at the origin of the body of
+    that name; unchanged without imu_site. ValueError when imu_site is neither."""
+    if cfg.imu_site is None:
+        return spec
+    have = {s.name for s in spec.sensors}
+    wanted = {getattr(cfg, key): kind for key, kind in _IMU_SENSORS.items() if getattr(cfg, key) not in have}
+    if not wanted:
+        return spec
+    site = cfg.imu_site
+    if site not in {s.name for s in spec.sites}:
+        body = next((b for b in spec.bodies if b.name == site), None)
+        if body is None:
+            raise ValueError(f"robot.imu_site: {source} has no site or body named {site!r} to put the IMU on; its "
+                             f"sites: {', '.join(s.name for s in spec.sites if s.name) or 'none'}")
+        site = f"{body.name}_imu"
+        if site not in {s.name for s in spec.sites}:
+            body.add_site(name=site)
+    for name, kind in wanted.items():
+        spec.add_sensor(name=name, type=kind, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=site)
+    return spec
 
 
 def with_floor(spec: mujoco.MjSpec, floor: str) -> mujoco.MjSpec:

@@ -224,6 +224,12 @@ def _check_from_dict(c: Checker, key: str, value: Mapping, cfg_class, known: set
         c.errors.append(f"task.{key}: {e}")
 
 
+def _presets() -> list[str]:
+    from envs.presets import PRESETS
+
+    return list(PRESETS)
+
+
 _NAME = expect(lambda v: v is None or isinstance(v, str), "a string")
 _NAME_OR_NULL = expect(lambda v: v is None or isinstance(v, str), "a string or null")
 _NAMES = expect(lambda v: v is None or isinstance(v, str)
@@ -238,6 +244,9 @@ ROBOT_RULES: dict[str, Rule] = {
     "undesired_geoms": _NAMES, "undesired_bodies": _NAMES,
     "action_scale": expect(lambda v: v is None or _scale(v), "a number > 0 or a list of them (one per actuator)"),
     "floor_geom": _NAME, "lin_vel_sensor": _NAME, "ang_vel_sensor": _NAME, "orientation_sensor": _NAME,
+    "imu_site": _NAME_OR_NULL,
+    "preset": lambda c, key, value: value is None or value in _presets() or c.fail(
+        key, value, f"null or a preset of envs/presets.py: {', '.join(_presets())}"),
 }
 
 
