@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import torch
 from test_schedule import assert_same_data, reverse_thread_order, run
+from test_tendon import assert_step_gradients
 
-from simrl import Sim, diff_step
+from simrl import Sim
 
 #: three tendon muscles and a joint muscle on a two-link arm (also the static GPU report's
 #: muscle model: python scripts/gpu_report.py --model tests/data/muscle_arm.xml)
@@ -129,28 +130,4 @@ def test_muscle_gradients(mjm, integrator):
     ctrl = np.array([[0.3, 0.6, 0.8, 0.2], [0.7, 0.1, 0.4, 0.9], [0.5, 0.5, 0.2, 0.6]])
     act = np.array([[0.4, 0.3, 0.6, 0.5], [0.2, 0.8, 0.3, 0.4], [0.6, 0.1, 0.5, 0.3]])
     sim = Sim.from_model(model, num_worlds=W, dtype="float64")
-    gen = torch.Generator().manual_seed(2)
-    wq = torch.randn(W, model.nq, generator=gen, dtype=torch.float64)
-    wv = torch.randn(W, model.nv, generator=gen, dtype=torch.float64)
-    wa = torch.randn(W, model.na, generator=gen, dtype=torch.float64)
-
-    def loss(q0, v0, c0, a0):
-        q1, v1, a1 = diff_step(sim, q0, v0, c0, act0=a0)
-        return (q1 * wq).sum() + (v1 * wv).sum() + (a1 * wa).sum()
-
-    inputs = [torch.tensor(x, requires_grad=True) for x in (qpos, qvel, ctrl, act)]
-    loss(*inputs).backward()
-    eps = 1e-6
-    for t in range(4):
-        x, g = inputs[t].detach(), inputs[t].grad
-        fd = torch.zeros_like(x)
-        for i in np.ndindex(*x.shape):
-            values = []
-            for sign in (1, -1):
-                y = [v.detach().clone() for v in inputs]
-                y[t][i] += sign * eps
-                with torch.no_grad():
-                    values.append(loss(*y).item())
-            fd[i] = (values[0] - values[1]) / (2 * eps)
-        error = ((g - fd).norm() / fd.norm()).item()
-        assert error < 1e-6, f"input {t}: relative gradient error {error:.2e}"
+    assert_step_gradients(sim, qpos, qvel, ctrl, act, seed=2)

@@ -408,22 +408,14 @@ def test_tendon_force_limit_schedules_bit_for_bit(monkeypatch):
     assert_same_data(fused, run(mjm, "wide", "float64", 20))
 
 
-@pytest.mark.parametrize("integrator", ["Euler", "implicitfast"])
-def test_tendon_force_limit_gradients(integrator):
-    """The differentiable step through the limit's scaling (worlds below, inside and above the
-    range), against central differences (float64)."""
-    mjm = limit_model(integrator)
-    W = 4
-    qpos, qvel, ctrl, act = limit_states(mjm, W, seed=5)
-    ctrl[:, 0] = [-1.0, 0.0, 1.0, 0.5]  # the motor and the filter set each world's total
-    act[:, 0] = [-0.5, 0.0, 0.6, 0.1]
-    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64")
-    totals = limit_forces(limit_model(limited=False), qpos, qvel, ctrl, act)[:, :3].sum(axis=1)
-    assert (totals < -0.6).any() and (totals > 0.8).any() and ((-0.6 < totals) & (totals < 0.8)).any(), totals
-    gen = torch.Generator().manual_seed(1)
-    wq = torch.randn(W, mjm.nq, generator=gen, dtype=torch.float64)
-    wv = torch.randn(W, mjm.nv, generator=gen, dtype=torch.float64)
-    wa = torch.randn(W, mjm.na, generator=gen, dtype=torch.float64)
+def assert_step_gradients(sim, qpos, qvel, ctrl, act, seed, tol=1e-6):
+    """d (a random linear function of one diff_step's qpos, qvel and act) / d (qpos, qvel, ctrl,
+    act) against central differences (float64 sims): relative error below tol for each input."""
+    W = qpos.shape[0]
+    gen = torch.Generator().manual_seed(seed)
+    wq = torch.randn(W, qpos.shape[1], generator=gen, dtype=torch.float64)
+    wv = torch.randn(W, qvel.shape[1], generator=gen, dtype=torch.float64)
+    wa = torch.randn(W, act.shape[1], generator=gen, dtype=torch.float64)
 
     def loss(q0, v0, c0, a0):
         q1, v1, a1 = diff_step(sim, q0, v0, c0, act0=a0)
@@ -444,4 +436,19 @@ def test_tendon_force_limit_gradients(integrator):
                     values.append(loss(*y).item())
             fd[i] = (values[0] - values[1]) / (2 * eps)
         error = ((g - fd).norm() / fd.norm()).item()
-        assert error < 1e-6, f"input {t}: relative gradient error {error:.2e}"
+        assert error < tol, f"input {t}: relative gradient error {error:.2e}"
+
+
+@pytest.mark.parametrize("integrator", ["Euler", "implicitfast"])
+def test_tendon_force_limit_gradients(integrator):
+    """The differentiable step through the limit's scaling (worlds below, inside and above the
+    range), against central differences (float64)."""
+    mjm = limit_model(integrator)
+    W = 4
+    qpos, qvel, ctrl, act = limit_states(mjm, W, seed=5)
+    ctrl[:, 0] = [-1.0, 0.0, 1.0, 0.5]  # the motor and the filter set each world's total
+    act[:, 0] = [-0.5, 0.0, 0.6, 0.1]
+    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64")
+    totals = limit_forces(limit_model(limited=False), qpos, qvel, ctrl, act)[:, :3].sum(axis=1)
+    assert (totals < -0.6).any() and (totals > 0.8).any() and ((-0.6 < totals) & (totals < 0.8)).any(), totals
+    assert_step_gradients(sim, qpos, qvel, ctrl, act, seed=1)
