@@ -77,6 +77,12 @@ from simrl import Sim
 _GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)  # as a signed int64
 
 
+def _capturing(device) -> bool:
+    """Whether a CUDA graph is being captured on the current stream (observers copy to the host,
+    which a capture cannot hold)."""
+    return torch.device(device).type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
 def _mix(x: torch.Tensor) -> torch.Tensor:
     """SplitMix64's finalizer on int64 tensors (wrapping arithmetic; logical shifts by masks)."""
     x = x + _GOLDEN
@@ -179,6 +185,12 @@ class BatchedEnv:
         self.action_delay: torch.Tensor | None = None
         # (qpos, qvel), and act when the model has activations, on the autograd graph
         self._grad_state: tuple[torch.Tensor, ...] | None = None
+        #: callables f(env) run after every step (outside CUDA graph capture; the captured step
+        #: runs them after each replay): simrl.viewer's training view
+        self.step_observers: list = []
+        # the last step's weighted reward terms [num_envs] by name, in a tuple: not per-world
+        # state for state_dict (see step_reward_terms)
+        self._step_terms: tuple[dict, ...] = ({},)
 
     def setup_randomization(self, cfg: dict | None) -> None:
         """Build the domain randomization terms of `cfg` (envs.randomization; None: none) and apply
@@ -322,6 +334,7 @@ class BatchedEnv:
         for name, reward_term in self.reward_terms.items():
             term = reward_term(self) * reward_term.weight
             term = torch.where(nan, torch.zeros_like(term), term)
+            self._step_terms[0][name] = term.detach()
             self.episode_sums[name] += term.detach()
             if name == "termination" and self.only_positive_rewards:
                 termination = term
@@ -360,7 +373,20 @@ class BatchedEnv:
         if self.randomization is not None:
             self.randomization.interval()  # interval terms (pushes, ...), after resets, before observing
             self._state_changed()
-        return self._observations(), reward, terminated, time_outs, extras
+        obs = self._observations()
+        if self.step_observers and not _capturing(self.device):
+            self.notify_step_observers()
+        return obs, reward, terminated, time_outs, extras
+
+    def step_reward_terms(self) -> dict[str, torch.Tensor]:
+        """The last step's reward terms, each times its weight [num_envs] (zero in worlds whose
+        state became non-finite), by name: what that step's reward summed."""
+        return dict(self._step_terms[0])
+
+    def notify_step_observers(self) -> None:
+        """Run the step observers (after a step; envs/rsl_rl.py CapturedStep after a replay)."""
+        for observer in self.step_observers:
+            observer(self)
 
     def _final_observations(self) -> dict[str, torch.Tensor]:
         """The observation groups before the reset, with the draws they take replayed after."""

@@ -111,7 +111,10 @@ class CapturedStep:
             self._capture(actions)
         self._actions.copy_(actions)
         self.graph.replay()
-        return _copied(self._outputs)
+        outputs = _copied(self._outputs)
+        if self.env.step_observers:  # what BatchedEnv.step runs after a step, outside the graph
+            self.env.notify_step_observers()
+        return outputs
 
 
 def _copied(x):

@@ -17,7 +17,10 @@ relative to the current directory), init_policy (a checkpoint or run directory o
 run whose policy starts this one: fine-tuning), sim.backend (warp: this engine; mujoco: MuJoCo itself, CPU
 only and much slower), sim.njmax (constraint rows per world; null: the model's default), sim.nconmax
 (contact slots per world, for the pairs the broadphase keeps; null: the model's default) and sim.strict (true: a
-world that outgrows them is an error, not a warning; all warp only), dist_timeout_s. Any
+world that outgrows them is an error, not a warning; all warp only), dist_timeout_s, viewer
+(web: the first viewer_worlds worlds, default 4, shown in a browser while training runs, at
+viewer_host:viewer_port, default 127.0.0.1:8080, for viewer_seconds or the whole run; each
+progress line ends with its cost; simrl.viewer, docs/GUIDE.md "Watch it in a browser"). Any
 task field is `task.<field>`. A misspelt top-level key
 is named with the closest one (tasks.config.check_overrides), and the configuration is
 checked before anything is built (tasks.config.validate): unknown keys, wrong types and

@@ -355,6 +355,12 @@ class SimCfg(Section):
                                 f"leave sim.{key}={text} or use sim.backend=warp")
 
 
+#: the viewer keys of train.py and play.py (simrl.viewer; docs/GUIDE.md "Watch it in a browser")
+_VIEWER = expect(lambda v: v is None or v == "web", "web or null")
+_HOST = expect(lambda v: isinstance(v, str) and bool(v.strip()), "a host name or address (127.0.0.1, 0.0.0.0)")
+_PORT = expect(lambda v: is_int(v) and 1 <= v <= 65535, "a port number in [1, 65535]")
+
+
 def _file(also: str = "") -> Rule:
     return expect(lambda v: v is None or (isinstance(v, str) and bool(v.strip())), "a file path" + also)
 
@@ -404,6 +410,11 @@ class TrainCfg(_RunCfg):
     sim: SimCfg = setting(SimCfg(), section(SimCfg, "a mapping (sim.backend=..., sim.njmax=..., "
                                                               "sim.nconmax=..., sim.strict=...)"))
     dist_timeout_s: float = setting(900, number(low=0.0, low_open=True))
+    viewer: str | None = setting(None, _VIEWER)
+    viewer_host: str = setting("127.0.0.1", _HOST)
+    viewer_port: int = setting(8080, _PORT)
+    viewer_seconds: float | None = setting(None, number(low=0, low_open=True, allow_none=True))
+    viewer_worlds: int = setting(4, positive_int())
     task: TaskCfg = setting(rule=_TASK)
 
 
@@ -414,7 +425,7 @@ class PlayCfg(_RunCfg):
     RUN_DIR = "runs/${task.name}/play_${now:%Y-%m-%d_%H-%M-%S}"
 
     checkpoint: str | None = setting(None, _file())
-    num_envs: int = setting(100, positive_int())
+    num_envs: int | None = setting(None, positive_int(allow_none=True))
     num_episodes: int | None = setting(None, positive_int(allow_none=True))
     device: str = setting("auto", _DEVICE)
     seed: int = setting(1, _SEED)
@@ -422,7 +433,18 @@ class PlayCfg(_RunCfg):
     video_length_s: float = setting(10.0, number(low=0, low_open=True))
     sim: SimCfg = setting(SimCfg(), section(SimCfg, "a mapping (sim.backend=..., sim.njmax=..., "
                                                               "sim.nconmax=..., sim.strict=...)"))
+    viewer: str | None = setting(None, _VIEWER)
+    viewer_host: str = setting("127.0.0.1", _HOST)
+    viewer_port: int = setting(8080, _PORT)
+    viewer_seconds: float | None = setting(None, number(low=0, low_open=True, allow_none=True))
     task: TaskCfg = setting(rule=_TASK)
+
+    @classmethod
+    def check_together(cls, c: Checker, values: Mapping) -> None:
+        super().check_together(c, values)
+        if values.get("viewer") == "web" and values.get("video"):
+            c.errors.append("viewer=web runs the policy live in a browser and video=true records an evaluation "
+                            "episode: run play.py once for each")
 
 
 #: the schema of each primary config (the script of that name's)

@@ -19,6 +19,29 @@ from simrl.rl.config import ShacCfg, resolve_device, sim_options
 from simrl.rl.train import EnvFactory
 
 
+def watch(env, policy, cfg: DictConfig, checkpoint) -> None:
+    """play.py viewer=web: the policy runs live in the browser viewer (simrl.viewer) until
+    viewer_seconds have passed or Ctrl-C; nothing is evaluated or exported."""
+    from simrl.viewer import ViewerError
+    from simrl.viewer.live import command_info, open_viewer, reward_terms, run_live, side_by_side
+
+    try:
+        viewer = open_viewer(env, list(range(env.num_envs)), cfg, interactive=True,
+                             command=command_info(env), side_by_side=side_by_side(env),
+                             reward_terms=reward_terms(env), title=f"simrl play: {cfg.task.name}")
+    except ViewerError as e:
+        raise SystemExit(f"simrl: {e}") from None
+    seconds = cfg.get("viewer_seconds")
+    print(f"simrl: policy {checkpoint} running in {env.num_envs} worlds"
+          f"{f' for {seconds:g} s' if seconds else ' until Ctrl-C'}", flush=True)
+    try:
+        result = run_live(env, policy, viewer, seconds=seconds)
+    finally:
+        viewer.close()
+    print(f"simrl: viewer closed after {result['seconds']:.0f} s: {result['steps']} policy steps at "
+          f"{result['real_time_factor']:.2f}x real time, {result['frames']} frames drawn", flush=True)
+
+
 def play(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory) -> None:
     """Evaluate and export as configured by `cfg` (the composed `play` config, validated:
     tasks.config.validate) into `run_dir`, the environment built by `env_factory`. A missing or
@@ -38,7 +61,9 @@ def play(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory) -> None:
     sim = sim_options(cfg)
     backend = sim["backend"]
     device = resolve_device(cfg.device, backend)
-    num_envs = int(cfg.num_episodes or cfg.num_envs)
+    viewer = cfg.get("viewer") == "web"
+    # evaluation: one episode per world (100 by default); the viewer: the worlds it shows (4)
+    num_envs = int(cfg.num_envs or 4) if viewer else int(cfg.num_episodes or cfg.num_envs or 100)
     task = cfg.task
     env = env_factory.make(num_envs=num_envs, device=device, seed=int(cfg.seed), **sim)
     try:
@@ -58,6 +83,9 @@ def play(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory) -> None:
     except CheckpointError as e:
         raise SystemExit(f"simrl: {e}") from None
     policy = runner.get_inference_policy(device=device)
+    if viewer:
+        watch(env, policy, cfg, checkpoint)
+        return
     recorder = VideoRecorder(max(1, round(cfg.video_length_s / env.step_dt))) if cfg.video else None
     metrics = evaluate(env, policy, num_episodes=num_envs, on_step=recorder)
     metrics.update({"task": task.name, "checkpoint": str(checkpoint), "algo": algo, "device": device,

@@ -56,6 +56,8 @@ class Runner(OnPolicyRunner):
         self.key_terms = key_terms
         self.task = task or getattr(getattr(env, "env", env), "name", None)
         self.curve: list[dict] = []
+        #: callables whose text ends each progress line (e.g. the viewer's cost)
+        self.progress_notes: list = []
         self._start_time = time.time()
         self._time_offset = 0.0
         self._verbose_log = self.logger.log
@@ -145,6 +147,10 @@ class Runner(OnPolicyRunner):
                 if nan:
                     del logger.ep_extras[i][k]
 
+    def _notes(self) -> str:
+        """The progress line's notes (progress_notes), each after two spaces."""
+        return "".join(f"  {text}" for text in (note() for note in self.progress_notes) if text)
+
     def _log_one_line(self, it, start_it, total_it, collect_time, learn_time, **kwargs):
         logger = self.logger
         if self.sync_free:
@@ -170,7 +176,7 @@ class Runner(OnPolicyRunner):
         term_text = " ".join(f"{k}={v:.3g}" for k, v in terms.items())
         if self.gpu_global_rank == 0:
             print(f"it {it + 1:5d}/{total_it}  {fps:8.0f} steps/s  return {mean_text(mean_return, 9, 3)}  "
-                  f"length {mean_text(mean_length, 7, 1)}  {term_text}  eta {eta:6.0f}s", flush=True)
+                  f"length {mean_text(mean_length, 7, 1)}  {term_text}  eta {eta:6.0f}s{self._notes()}", flush=True)
         self.stop_requested = distributed.any_rank(self.stop_requested, self.device)
         if self.stop_requested:
             raise _StopTraining

@@ -185,6 +185,8 @@ class ShacRunner:
         self.skipped_steps = 0
         self.env_steps = 0
         self.curve: list[dict] = []
+        #: callables whose text ends each progress line (e.g. the viewer's cost)
+        self.progress_notes: list = []
         self._time_offset = 0.0
         self.stop_requested = False
         self.stopped_early = False
@@ -337,6 +339,10 @@ class ShacRunner:
             if key in extras["log"]:
                 self.episode_terms.setdefault(key, []).append(torch.as_tensor(extras["log"][key]).detach())
 
+    def _notes(self) -> str:
+        """The progress line's notes (progress_notes), each after two spaces."""
+        return "".join(f"  {text}" for text in (note() for note in self.progress_notes) if text)
+
     def _log(self, it: int, first: int, total: int, iteration_time: float, elapsed: float, stats: dict) -> None:
         """One progress line and TensorBoard scalars (rank 0: its own episodes; steps/s of all ranks)."""
         steps = self.cfg.horizon * self.env.num_envs * self.world_size
@@ -357,7 +363,7 @@ class ShacRunner:
         skipped = f"  skipped {self.skipped_steps}" if self.skipped_steps else ""
         print(f"it {it + 1:5d}/{total}  {steps / max(iteration_time, 1e-9):8.0f} steps/s  "
               f"return {mean_text(mean_return, 9, 3)}  length {mean_text(mean_length, 7, 1)}  {term_text}  "
-              f"grad {stats['grad_norm']:.3g}{skipped}  eta {eta:6.0f}s", flush=True)
+              f"grad {stats['grad_norm']:.3g}{skipped}  eta {eta:6.0f}s{self._notes()}", flush=True)
         if self.writer is not None:
             w = self.writer
             w.add_scalar("Train/mean_reward", mean_return, it)

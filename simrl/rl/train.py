@@ -103,6 +103,24 @@ def _train(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory, runs_root) -
             distributed.shutdown()
 
 
+def _training_view(cfg: DictConfig, env, runner):
+    """train.py viewer=web: the first viewer_worlds worlds shown in the browser while training
+    runs (simrl.viewer.live.TrainingView); its cost ends each progress line."""
+    from simrl.viewer import ViewerError
+    from simrl.viewer.live import TrainingView, open_viewer, reward_terms, shown_worlds, side_by_side
+
+    worlds = shown_worlds(env.num_envs, int(cfg.get("viewer_worlds", 4)))
+    try:
+        viewer = open_viewer(env, worlds, cfg, interactive=False, side_by_side=side_by_side(env),
+                             reward_terms=reward_terms(env), title=f"simrl train: {cfg.task.name}")
+    except ViewerError as e:
+        raise SystemExit(f"simrl: {e}") from None
+    view = TrainingView(env, viewer, seconds=cfg.get("viewer_seconds"))
+    env.step_observers.append(view)
+    runner.progress_notes.append(view.progress_note)
+    return view
+
+
 def _train_rank(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory, runs_root, dist, device: str,
                 sim: dict) -> int:
     import torch
@@ -237,6 +255,7 @@ def _train_rank(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory, runs_ro
         threading.Thread(target=print, args=(message,), kwargs={"flush": True}, daemon=True).start()
 
     in_main_thread = threading.current_thread() is threading.main_thread()
+    view = _training_view(cfg, env, runner) if main_rank and cfg.get("viewer") == "web" else None
     previous = signal.signal(signal.SIGINT, on_sigint) if in_main_thread else None
     start, completed_before = time.time(), runner.completed_iterations
     try:
@@ -244,6 +263,9 @@ def _train_rank(cfg: DictConfig, run_dir: Path, env_factory: EnvFactory, runs_ro
     finally:
         if in_main_thread:
             signal.signal(signal.SIGINT, previous)
+        if view is not None:
+            env.step_observers.remove(view)
+            view.close()
     curve = runner.curve
     if not main_rank:
         return 130 if runner.stopped_early else 0
