@@ -144,6 +144,12 @@ class BatchedEnv:
     #: a robot's own defaults of term parameters: {section: {term: {parameter: value}}}
     TERM_PARAMS: dict = {}
 
+    @property
+    def term_params(self) -> dict:
+        """The defaults of the terms' parameters this env's robot gives (envs/terms.py): the
+        class's TERM_PARAMS."""
+        return self.TERM_PARAMS
+
     def __init__(self, sim: Sim, num_actions: int, decimation: int, episode_length_s: float,
                  rewards: dict | None = None, terminations: dict | None = None, seed: int = 0,
                  nonfinite_actions: str = "error"):

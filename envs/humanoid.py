@@ -67,7 +67,8 @@ class HumanoidEnv(LeggedEnv):
     MJCF = ASSETS_DIR / "humanoid23.xml"
     ROBOT = HUMANOID
     REWARDS = DEFAULT_REWARDS
-    #: the humanoid's own defaults of the terms' parameters (envs/terms.py)
+    #: the humanoid's own defaults of the terms' parameters (envs/terms.py); a robot preset's
+    #: joint-named ones replace them (envs.presets term_params)
     TERM_PARAMS = {
         "commands": {"base_velocity": {"lin_vel_x": (-0.5, 1.0), "lin_vel_y": (-0.3, 0.3), "ang_vel_yaw": (-1.0, 1.0)}},
         "rewards": {"pose": {"std": POSE_STD}, "feet_air_time": {"threshold": 0.4},

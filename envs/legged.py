@@ -41,7 +41,7 @@ import mujoco
 import numpy as np
 import torch
 
-from envs import ASSETS_DIR, terms
+from envs import ASSETS_DIR, presets, terms
 from envs.actuators import ActuatorModel
 from envs.base import BatchedEnv, make_sim, per_world_param
 from envs.mdp import commands as command_terms
@@ -328,6 +328,14 @@ class LeggedEnv(BatchedEnv):
         """[num_envs]: each world's sliding friction, the mean over contact pairs of the first
         tangential entry (one value with the default friction term); the critic observes it."""
         return self.friction[:, :, 0].float().mean(dim=1)
+
+    @property
+    def term_params(self) -> dict:
+        """The class's TERM_PARAMS with the robot preset's over them (envs.presets term_params:
+        the parameters that name the preset robot's joints)."""
+        if self.robot_cfg.preset is None:
+            return self.TERM_PARAMS
+        return terms.over(self.TERM_PARAMS, presets.get(self.robot_cfg.preset).term_params)
 
     def action_bounds(self):
         """Target = default + scale * action, clamped to the control range (gymnasium adapter)."""

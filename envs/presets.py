@@ -4,7 +4,10 @@
 Each preset is the whole robot section of one Menagerie robot file: base body, feet, the parts
 whose ground contact ends an episode or is penalised, the IMU (a site, or a body to put one
 on: envs.robot with_imu), the default standing pose (`init_state`) and the actuators from the
-published motor data (`actuators`, replacing the file's own). simrl ships no Menagerie file:
+published motor data (`actuators`, replacing the file's own), and the parameters of the task's
+terms that name joints (`term_params`: the humanoid task's pose stds, joint_deviation, dof_acc
+and torques joints, in place of those the env class gives for the project's own robot). simrl
+ships no Menagerie file:
 `names` lists what the preset expects of the file, and a file that lacks any of them is refused
 naming them and the preset (envs.robot check_preset_names); tests/data holds MJCF of the
 project's own with these names.
@@ -76,6 +79,9 @@ class Preset:
     section: dict
     #: the names the file must have, by kind: {"joint" | "body" | "geom" | "site": names}
     names: dict
+    #: the terms' parameters that name this robot's joints, over the env class's TERM_PARAMS
+    #: ({section: {term: {parameter: value}}}, envs/terms.py); a task file's own values win
+    term_params: dict = dataclasses.field(default_factory=dict)
 
 
 def _quadruped(base: str, calf_gear: float, calf_effort: float) -> dict:
@@ -98,6 +104,39 @@ def _quadruped(base: str, calf_gear: float, calf_effort: float) -> dict:
 def _quadruped_names(base: str) -> dict:
     return {"joint": _GO_JOINTS, "body": (base, *(f"{leg}_{p}" for leg in _LEGS4 for p in ("hip", "thigh"))),
             "geom": _LEGS4, "site": ("imu",)}
+
+
+def _pose_std(table: dict) -> dict:
+    """The pose term's std per regime (envs/mdp/rewards.py pose) from {joint regex: (walking,
+    running) std}: every joint 0.05 rad when told to stand, as mjlab's G1."""
+    return {"standing": {".*": 0.05}, "walking": {k: w for k, (w, _) in table.items()},
+            "running": {k: r for k, (_, r) in table.items()}}
+
+
+# The pose term's stds (rad; walking, running) of mjlab's G1 velocity task (mujocolab/mjlab,
+# src/mjlab/tasks/velocity/config/g1/env_cfgs.py): hip pitch and knee loosest for the stride,
+# hip roll and yaw tighter against sway, ankle roll tight for balance, waist roll and pitch tight
+# to keep the torso upright, arms moderate, wrists loose; running about 1.5-2x walking.
+_G1_POSE_STD = _pose_std({
+    ".*_hip_pitch_joint": (0.3, 0.5), ".*_hip_roll_joint": (0.15, 0.2), ".*_hip_yaw_joint": (0.15, 0.2),
+    ".*_knee_joint": (0.35, 0.6), ".*_ankle_pitch_joint": (0.25, 0.35), ".*_ankle_roll_joint": (0.1, 0.15),
+    "waist_yaw_joint": (0.2, 0.3), "waist_roll_joint": (0.08, 0.08), "waist_pitch_joint": (0.1, 0.2),
+    ".*_shoulder_pitch_joint": (0.15, 0.5), ".*_shoulder_roll_joint": (0.15, 0.2),
+    ".*_shoulder_yaw_joint": (0.1, 0.15), ".*_elbow_joint": (0.15, 0.35), ".*_wrist_.*_joint": (0.3, 0.3)})
+
+# H1 has no mjlab velocity task: the G1 stds by the joint's role. H1's ankle is a pitch joint (the
+# G1's ankle pitch values) and its torso joint turns about the vertical (the G1's waist yaw).
+_H1_POSE_STD = _pose_std({
+    ".*_hip_pitch": (0.3, 0.5), ".*_hip_roll": (0.15, 0.2), ".*_hip_yaw": (0.15, 0.2), ".*_knee": (0.35, 0.6),
+    ".*_ankle": (0.25, 0.35), "torso": (0.2, 0.3), ".*_shoulder_pitch": (0.15, 0.5),
+    ".*_shoulder_roll": (0.15, 0.2), ".*_shoulder_yaw": (0.1, 0.15), ".*_elbow": (0.15, 0.35)})
+
+
+def _humanoid_terms(pose_std: dict, deviation: tuple, legs: tuple) -> dict:
+    """The humanoid task's (envs.humanoid TERM_PARAMS) joint-named parameters for a robot: the
+    pose stds, joint_deviation's joints, and the joints of dof_acc and torques."""
+    return {"rewards": {"pose": {"std": pose_std}, "joint_deviation": {"joints": deviation},
+                        "dof_acc": {"joints": legs}, "torques": {"joints": legs}}}
 
 
 PRESETS: dict[str, Preset] = {
@@ -127,7 +166,13 @@ PRESETS: dict[str, Preset] = {
                                       "left_shoulder_pitch_joint": 0.2, "right_shoulder_pitch_joint": 0.2,
                                       "left_shoulder_roll_joint": 0.2, "right_shoulder_roll_joint": -0.2}}},
         {"joint": _G1_JOINTS, "body": ("pelvis", "torso_link", "left_ankle_roll_link", "right_ankle_roll_link",
-                                       "left_knee_link", "right_knee_link", "left_elbow_link", "right_elbow_link")}),
+                                       "left_knee_link", "right_knee_link", "left_elbow_link", "right_elbow_link")},
+        # Isaac Lab's G1 (velocity/config/g1/rough_env_cfg.py and flat_env_cfg.py, a 37-joint G1):
+        # joint_deviation of the hips' yaw and roll, the torso (here the waist's three joints) and the
+        # arms (its elbow roll is the forearm's roll, here a wrist); dof_acc and torques of hips and knees
+        _humanoid_terms(_G1_POSE_STD, (".*_hip_yaw_joint", ".*_hip_roll_joint", "waist_.*_joint",
+                                       ".*_shoulder_.*_joint", ".*_elbow_joint", ".*_wrist_.*_joint"),
+                        (".*_hip_.*", ".*_knee_joint"))),
     "h1": Preset(
         "unitree_h1/h1.xml (or its scene.xml)", ("humanoid",),
         {"base_body": "pelvis", "keyframe": None, "replace_actuators": True,
@@ -149,7 +194,11 @@ PRESETS: dict[str, Preset] = {
                         "joint_pos": {".*_hip_pitch": -0.28, ".*_knee": 0.79, ".*_ankle": -0.52,
                                       ".*_shoulder_pitch": 0.28, ".*_elbow": 0.52}}},
         {"joint": _H1_JOINTS, "body": ("pelvis", "torso_link", "left_ankle_link", "right_ankle_link",
-                                       "left_knee_link", "right_knee_link", "left_elbow_link", "right_elbow_link")}),
+                                       "left_knee_link", "right_knee_link", "left_elbow_link", "right_elbow_link")},
+        # Isaac Lab's H1 (velocity/config/h1/rough_env_cfg.py): joint_deviation of the hips' yaw and
+        # roll, the arms and the torso; dof_acc and torques of the hips and knees, as for the G1
+        _humanoid_terms(_H1_POSE_STD, (".*_hip_yaw", ".*_hip_roll", ".*_shoulder_.*", ".*_elbow", "torso"),
+                        (".*_hip_.*", ".*_knee"))),
 }
 
 

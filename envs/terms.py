@@ -17,8 +17,9 @@ The `env` section of a task file lists the terms of each section as a mapping
 
 A term is a function `func(env, *, parameters)` or a class `cls(env, *, parameters)` whose
 instance is called with the env (`Term`). Its parameters are its keyword-only arguments: their
-defaults, then the environment class's `TERM_PARAMS` (a robot's own defaults, {section: {term:
-{parameter: value}}}), then the task file's values. Each environment class names the terms it
+defaults, then the environment's `term_params` (a robot's own defaults, {section: {term:
+{parameter: value}}}: the class's `TERM_PARAMS`, with those of a robot preset over them,
+envs.presets), then the task file's values. Each environment class names the terms it
 knows in one registry per section (`REWARD_TERMS`, `TERMINATION_TERMS`, `COMMAND_TERMS`,
 `CURRICULUM_TERMS`: term name -> function or class) and the terms it uses when the task gives
 none (`REWARDS`, `TERMINATIONS`, `COMMANDS`, `CURRICULUM`). A section given replaces the
@@ -141,6 +142,16 @@ def check_config(cls, section: str, cfg, prefix: str = "task.env.") -> list[str]
     return errors
 
 
+def over(base: Mapping, top: Mapping) -> dict:
+    """Term parameters {section: {term: {parameter: value}}} of `top` over those of `base`,
+    parameter by parameter."""
+    out = {section: {term: dict(params) for term, params in terms.items()} for section, terms in base.items()}
+    for section, terms in top.items():
+        for term, params in terms.items():
+            out.setdefault(section, {}).setdefault(term, {}).update(params)
+    return out
+
+
 def build(env, section: str, cfg: Mapping | None = None) -> dict[str, Term]:
     """The terms of `section` for `env`, in the order listed: `cfg` ({term: settings}; None: the
     class's defaults), checked (ValueError naming every problem); class terms are constructed."""
@@ -150,7 +161,7 @@ def build(env, section: str, cfg: Mapping | None = None) -> dict[str, Term]:
     errors = check_config(cls, section, cfg, prefix="")
     if errors:
         raise ValueError("; ".join(errors))
-    terms, own = registry(cls, section), getattr(cls, "TERM_PARAMS", {}).get(section, {})
+    terms, own = registry(cls, section), env.term_params.get(section, {})
     out = {}
     for name, settings in cfg.items():
         if settings is None:

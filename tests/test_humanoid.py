@@ -194,9 +194,14 @@ def test_pose_and_upright_terms_by_hand(mjm):
     np.testing.assert_allclose(env.reward_terms["upright"](env).numpy(), np.exp(-np.array(tilt) / 0.2) * DT, rtol=1e-5)
 
 
-def test_pose_term_names_the_joint_it_has_no_std_for():
+def test_pose_term_names_the_joint_it_has_no_std_for_and_the_pattern_that_matches_none():
     std = {"standing": {".*": 0.1}, "walking": {".*_knee": 0.3}, "running": {".*": 0.5}}
     with pytest.raises(ValueError, match=r"rewards.pose.std.walking: joint 'left_hip_pitch' .* no pattern"):
+        humanoid_env(1, rewards={"pose": {"weight": 1.0, "std": std}})
+    std = {"standing": {".*": 0.1}, "walking": {".*_ankle": 0.2, ".*": 0.3}, "running": {".*": 0.5}}
+    with pytest.raises(ValueError, match=r"rewards.pose.std.walking: no hinge or slide joint of .* is named "
+                                         r"'\.\*_ankle' \(a name or a regular expression\); its joints: "
+                                         r"left_hip_pitch, "):
         humanoid_env(1, rewards={"pose": {"weight": 1.0, "std": std}})
     with pytest.raises(ValueError, match="keys standing, walking, running"):
         humanoid_env(1, rewards={"pose": {"weight": 1.0, "std": {"walking": {".*": 0.3}}}})

@@ -18,8 +18,45 @@ from tasks.config import validate
 DATA = "tests/data"
 W = 2 * math.pi * 10  # mjlab's servo natural frequency (rad/s)
 
-#: the humanoid task's rewards without its pose term, whose per-joint stds name the project's humanoid's joints
-HUMANOID_REWARDS = {"tracking_lin_vel": {"weight": 2.0}, "upright": {"weight": 1.0}, "action_rate": {"weight": -0.1}}
+
+#: the pose term's std (rad; standing, walking, running) of each joint by its name without side and
+#: suffix: mjlab's G1 velocity task (config/g1/env_cfgs.py); for H1 the G1 joint of the same role
+#: (its ankle pitches, its torso turns about the vertical as G1's waist yaw)
+G1_POSE_STD = {
+    "hip_pitch": (0.05, 0.3, 0.5), "hip_roll": (0.05, 0.15, 0.2), "hip_yaw": (0.05, 0.15, 0.2),
+    "knee": (0.05, 0.35, 0.6), "ankle_pitch": (0.05, 0.25, 0.35), "ankle_roll": (0.05, 0.1, 0.15),
+    "waist_yaw": (0.05, 0.2, 0.3), "waist_roll": (0.05, 0.08, 0.08), "waist_pitch": (0.05, 0.1, 0.2),
+    "shoulder_pitch": (0.05, 0.15, 0.5), "shoulder_roll": (0.05, 0.15, 0.2), "shoulder_yaw": (0.05, 0.1, 0.15),
+    "elbow": (0.05, 0.15, 0.35), "wrist_roll": (0.05, 0.3, 0.3), "wrist_pitch": (0.05, 0.3, 0.3),
+    "wrist_yaw": (0.05, 0.3, 0.3)}
+H1_POSE_STD = {**{k: G1_POSE_STD[k] for k in ("hip_pitch", "hip_roll", "hip_yaw", "knee", "shoulder_pitch",
+                                              "shoulder_roll", "shoulder_yaw", "elbow")},
+               "ankle": G1_POSE_STD["ankle_pitch"], "torso": G1_POSE_STD["waist_yaw"]}
+
+
+def _role(joint: str) -> str:
+    """A Menagerie G1 or H1 joint's name without its side and `_joint` suffix."""
+    return joint.removeprefix("left_").removeprefix("right_").removesuffix("_joint")
+
+
+def _task_env(overrides: list[str], num_envs: int = 2):
+    """The env scripts/train.py builds from the Hydra configuration with `overrides`, validated."""
+    from hydra import compose, initialize
+
+    from tasks.config import env_kwargs, register
+
+    register("train")
+    with initialize(version_base=None):
+        cfg = compose("train", overrides=overrides)
+    validate(cfg)
+    return envs.make(cfg.task.name, num_envs=num_envs, device="cpu", seed=0, **env_kwargs(cfg.task))
+
+
+def _joint_names(env, columns) -> list[str]:
+    """The names of the joints at `columns` of qpos[7:]."""
+    m = env.sim.mj_model
+    by_column = {int(m.jnt_qposadr[j]) - 7: m.joint(j).name for j in range(m.njnt)}
+    return [by_column[int(c)] for c in columns]
 
 
 def _gains(env) -> dict[str, tuple[float, float, float]]:
@@ -63,7 +100,7 @@ def test_go2_preset_names_its_base_and_knee_motor():
 @pytest.mark.parametrize("preset,joints", [("g1", 29), ("h1", 19)])
 def test_humanoid_presets_load_menagerie_names(preset, joints):
     robot = {"preset": preset, "mjcf": f"{DATA}/{preset}_names.xml"}
-    env = envs.make("humanoid", num_envs=1, device="cpu", robot=robot, rewards=HUMANOID_REWARDS)
+    env = envs.make("humanoid", num_envs=1, device="cpu", robot=robot)
     m = env.sim.mj_model
     assert m.nu == joints and env.num_feet == 2
     gains = _gains(env)
@@ -82,14 +119,93 @@ def test_humanoid_presets_load_menagerie_names(preset, joints):
     env.step(torch.zeros(1, joints))
 
 
+@pytest.mark.parametrize("preset,expected", [("g1", G1_POSE_STD), ("h1", H1_POSE_STD)])
+def test_the_humanoid_task_runs_a_humanoid_preset_with_its_pose_stds(preset, expected):
+    """task=humanoid task.robot.preset=g1 (h1) as scripts/train.py builds it: the task's pose term
+    takes each joint's std from the preset (mjlab's G1 values by joint), and its reward on the
+    state after a few steps is exp(-mean(((q - default) / std of the command's regime)^2)) dt."""
+    env = _task_env(["task=humanoid", f"task.robot.preset={preset}", f"task.robot.mjcf={DATA}/{preset}_names.xml"])
+    assert "pose" in env.reward_terms
+    pose = env.reward_terms["pose"].func
+    joints = _joint_names(env, pose.columns)
+    assert len(joints) == {"g1": 29, "h1": 19}[preset]
+    np.testing.assert_allclose(pose.std.numpy(), np.array([expected[_role(j)] for j in joints]).T, rtol=1e-6)
+    env.reset()
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        _, reward, _, _, _ = env.step(0.3 * torch.randn(2, env.num_actions, generator=generator))
+        assert torch.isfinite(reward).all()
+    env.commands[:] = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.8]])  # standing; running (1.8 >= 1.5)
+    q = env.sim.qpos.double().numpy()[:, 7:]
+    default = env.default_joint_pos.double().numpy()
+    std = np.array([[expected[_role(j)][regime] for j in joints] for regime in (0, 2)])
+    columns = pose.columns.numpy()
+    want = np.exp(-(((q[:, columns] - default[columns]) / std) ** 2).mean(axis=1)) * env.step_dt
+    assert not np.allclose(want, env.step_dt)  # the steps moved the joints
+    np.testing.assert_allclose(env.reward_terms["pose"](env).numpy(), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("preset", ["g1", "h1"])
+def test_humanoid_presets_name_their_joints_in_the_humanoid_terms(preset):
+    """Isaac Lab's G1 and H1 joint groups (velocity/config/{g1,h1}): joint_deviation of hips' yaw
+    and roll, torso and arms; dof_acc and torques of hips and knees, on the preset's names."""
+    listed = {name: {"weight": -1.0} for name in ("joint_deviation", "dof_acc", "torques")}
+    env = _task_env(["task=humanoid", f"task.robot.preset={preset}", f"task.robot.mjcf={DATA}/{preset}_names.xml",
+                     *(f"+task.env.rewards.{name}={{weight: -1.0}}" for name in listed)])
+    sides = ("left", "right")
+    if preset == "g1":
+        deviation = [f"{s}_{j}_joint" for s in sides for j in ("hip_roll", "hip_yaw")] + [
+            "waist_yaw_joint", "waist_roll_joint", "waist_pitch_joint"] + [
+            f"{s}_{j}_joint" for s in sides for j in ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow",
+                                                      "wrist_roll", "wrist_pitch", "wrist_yaw")]
+        legs = [f"{s}_{j}_joint" for s in sides for j in ("hip_pitch", "hip_roll", "hip_yaw", "knee")]
+    else:
+        deviation = [f"{s}_{j}" for s in sides for j in ("hip_yaw", "hip_roll")] + ["torso"] + [
+            f"{s}_{j}" for s in sides for j in ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow")]
+        legs = [f"{s}_{j}" for s in sides for j in ("hip_yaw", "hip_roll", "hip_pitch", "knee")]
+    assert sorted(_joint_names(env, env.reward_terms["joint_deviation"].func.columns)) == sorted(deviation)
+    assert sorted(_joint_names(env, env.reward_terms["dof_acc"].func.columns)) == sorted(legs)
+    m = env.sim.mj_model
+    torques = env.reward_terms["torques"].func.columns
+    assert sorted(m.joint(int(m.actuator_trnid[a, 0])).name for a in torques.tolist()) == sorted(legs)
+    env.reset()
+    for _ in range(3):
+        assert torch.isfinite(env.step(torch.zeros(2, env.num_actions))[1]).all()
+
+
+@pytest.mark.parametrize("preset", ["go1", "go2"])
+def test_the_quadruped_task_runs_the_go_presets(preset):
+    """task=quadruped task.robot.preset=go1 (go2) as scripts/train.py builds it: the task's terms
+    name no joints; 0.5 s on the preset's servos with zero actions ends no episode."""
+    env = _task_env(["task=quadruped", f"task.robot.preset={preset}", f"task.robot.mjcf={DATA}/{preset}_bare.xml"])
+    assert env.robot_cfg.preset == preset and env.num_actions == 12 and env.num_feet == 4
+    env.reset()
+    for _ in range(25):
+        _, reward, terminated, _, _ = env.step(torch.zeros(2, 12))
+        assert torch.isfinite(reward).all() and not terminated.any()
+
+
+def test_the_users_pose_stds_override_a_presets_and_name_what_matches_nothing():
+    robot = {"preset": "g1", "mjcf": f"{DATA}/g1_names.xml"}
+    own = {"standing": {".*": 0.1}, "walking": {".*": 0.2}, "running": {".*": 0.4}}
+    env = envs.make("humanoid", num_envs=1, device="cpu", robot=robot, rewards={"pose": {"weight": 1.0, "std": own}})
+    np.testing.assert_allclose(env.reward_terms["pose"].func.std[:, 0].numpy(), [0.1, 0.2, 0.4])
+    # the project's humanoid's table on G1's names: its patterns lack the `_joint` suffix
+    from envs.humanoid import POSE_STD
+
+    with pytest.raises(ValueError, match=r"rewards.pose.std.walking: no hinge or slide joint of .*g1_names.xml is "
+                                         r"named '\.\*_hip_pitch' or '\.\*_hip_roll' or .*; its joints: "
+                                         r"left_hip_pitch_joint, "):
+        envs.make("humanoid", num_envs=1, device="cpu", robot=robot, rewards={"pose": {"weight": 1.0, "std": POSE_STD}})
+
+
 def test_a_preset_refuses_a_file_without_its_names():
     with pytest.raises(ValueError, match=r"robot.preset=go1: .*quadruped.xml lacks names of Menagerie's "
                                          r"unitree_go1/go1.xml .*: joints FR_hip_joint, FR_thigh_joint, .*, "
                                          r"RL_calf_joint; geoms FR, FL, RR, RL \(point robot.mjcf"):
         envs.make("quadruped", num_envs=1, device="cpu", robot={"preset": "go1"})  # the project's own quadruped
     with pytest.raises(ValueError, match="robot.preset=h1: .*g1_names.xml lacks .*joints left_hip_yaw, "):
-        envs.make("humanoid", num_envs=1, device="cpu", robot={"preset": "h1", "mjcf": f"{DATA}/g1_names.xml"},
-                  rewards=HUMANOID_REWARDS)
+        envs.make("humanoid", num_envs=1, device="cpu", robot={"preset": "h1", "mjcf": f"{DATA}/g1_names.xml"})
     with pytest.raises(ValueError, match="robot.preset: no preset 'go3'; presets: go1, go2, g1, h1"):
         RobotCfg.from_dict({"preset": "go3"})
 

@@ -163,7 +163,8 @@ class pose:  # noqa: N801
 
     `std`: for each regime (standing, walking, running) a mapping {joint name or regular
     expression: std (rad or m)} that covers every hinge and slide joint (the first pattern that
-    matches a joint's whole name counts); the env's TERM_PARAMS give a robot's (envs.humanoid).
+    matches a joint's whole name counts; a pattern that matches none is an error); the env's
+    term_params give a robot's (envs.humanoid, envs.presets).
     The regime is chosen by |command_xy| + |command_yaw| against `thresholds` (walking from the
     first, running from the second)."""
 
@@ -183,6 +184,11 @@ class pose:  # noqa: N801
         joint_names = [names(mjm, mujoco.mjtObj.mjOBJ_JOINT, mjm.njnt)[j] for j in joints]
         table = []
         for regime in self.REGIMES:
+            unmatched = [k for k in std[regime] if not any(re.fullmatch(k, name) for name in joint_names)]
+            if unmatched:
+                raise ValueError(f"rewards.pose.std.{regime}: no hinge or slide joint of {env.mjcf_path} is named "
+                                 f"{' or '.join(map(repr, unmatched))} (a name or a regular expression); its joints: "
+                                 f"{', '.join(joint_names)}")
             row = []
             for name in joint_names:
                 value = next((v for k, v in std[regime].items() if re.fullmatch(k, name)), None)
