@@ -41,9 +41,27 @@ class GeomMesh:
 
 def geom_rgba(m: mujoco.MjModel, g: int) -> np.ndarray:
     """The colour MuJoCo draws a geom with: its material's rgba when it has one (mjv_makeScene
-    takes mat_rgba then), else geom_rgba."""
+    takes mat_rgba then), times its texture's mean colour, else geom_rgba."""
     mat = int(m.geom_matid[g])
-    return np.asarray(m.mat_rgba[mat] if mat >= 0 else m.geom_rgba[g], dtype=float)
+    if mat < 0:
+        return np.asarray(m.geom_rgba[g], dtype=float)
+    rgba = np.array(m.mat_rgba[mat], dtype=float)
+    texture = texture_rgb(m, mat)
+    if texture is not None:  # MuJoCo multiplies the texture by the material's colour
+        rgba[:3] *= texture
+    return rgba
+
+
+def texture_rgb(m: mujoco.MjModel, mat: int) -> np.ndarray | None:
+    """The mean colour (0-1) of a material's 2D RGB texture (a checker floor's two colours,
+    averaged), or None when it has none: the viewer draws a textured plane in that colour."""
+    tex = int(m.mat_texid[mat, int(mujoco.mjtTextureRole.mjTEXROLE_RGB)])
+    if tex < 0 or int(m.tex_type[tex]) != int(mujoco.mjtTexture.mjTEXTURE_2D):
+        return None
+    w, h, nc = int(m.tex_width[tex]), int(m.tex_height[tex]), int(m.tex_nchannel[tex])
+    adr = int(m.tex_adr[tex])
+    pixels = np.asarray(m.tex_data[adr:adr + w * h * nc], dtype=float).reshape(h * w, nc)[:, :3]
+    return pixels.mean(axis=0) / 255.0
 
 
 def _hfield_mesh(m: mujoco.MjModel, h: int) -> trimesh.Trimesh:

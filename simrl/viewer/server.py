@@ -36,6 +36,9 @@ def check_port(host: str, port: int) -> None:
     """Raise ViewerError naming the port when (host, port) cannot be bound."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
+        # as the server binds (asyncio sets SO_REUSEADDR): a listening socket still refuses the
+        # bind, a closed server's connections in TIME_WAIT do not
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as e:
@@ -56,6 +59,7 @@ class Controls:
         self.override_command = False
         self.command = np.zeros(3)
         self.contact_forces = True
+        self.follow = False  # the camera keeps its offset from the shown worlds' root bodies
         self.num_shown = num_shown
 
     def take_step(self) -> bool:
@@ -105,6 +109,11 @@ class WebViewer:
         self._geoms = drawn_geoms(mj_model)
         self.spacing = world_spacing(mj_model) if side_by_side else 0.0
         self._moving = np.array([g.geom for g in self._geoms if g.moving], dtype=int)
+        # the body the camera follows: the first body with a free joint (a floating base)
+        free = [int(mj_model.jnt_bodyid[j]) for j in range(mj_model.njnt)
+                if int(mj_model.jnt_type[j]) == 0]  # mjJNT_FREE
+        self._free_root = free[0] if free else None
+        self._followed = None
         self._handles = {}
         self._build_scene()
         self._build_gui(interactive, command, reward_terms or [])
@@ -125,6 +134,9 @@ class WebViewer:
     def _build_scene(self) -> None:
         scene = self.server.scene
         scene.set_up_direction("+z")
+        # viser's default image-based lighting washes dark colours out to white; dimmed, the
+        # geoms keep the colours MuJoCo gives them
+        scene.configure_environment_map("warehouse", environment_intensity=0.35)
         n = len(self.worlds)
         offsets = self.offsets(list(range(n)))
         ident = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1))
@@ -147,10 +159,12 @@ class WebViewer:
             self._handles[g.geom] = scene.add_batched_meshes_simple(
                 name, g.vertices, g.faces, batched_wxyzs=quats, batched_positions=positions,
                 batched_colors=g.color, opacity=g.opacity if g.opacity < 1 else None, lod="off")
-        scene.add_grid("/grid", width=20.0, height=20.0, cell_size=0.5, plane="xy", position=(0.0, 0.0, 0.001))
+        # 0.5 m cells, 2.5 m sections, everywhere: the eye reads speed and distance from it
+        scene.add_grid("/grid", cell_size=0.5, section_size=2.5, plane="xy", infinite_grid=True,
+                       fade_distance=60.0, position=(0.0, 0.0, 0.005))
         # looking at the row of worlds from the front left, from far enough to see them all
         centre = np.array([0.0, 0.5 * self.spacing * (n - 1), 0.3])
-        distance = 1.0 * self.spacing * n + 1.2
+        distance = 0.85 * self.spacing * n + 1.2
         self.server.initial_camera.look_at = tuple(centre)
         self.server.initial_camera.position = tuple(centre + distance * np.array([0.55, -0.7, 0.45]))
 
@@ -168,6 +182,14 @@ class WebViewer:
             self._hide_others()
 
         forces = gui.add_checkbox("Contact forces", initial_value=True)
+        follow = gui.add_checkbox("Follow", initial_value=self._free_root is not None,
+                                  disabled=self._free_root is None)
+
+        @follow.on_update
+        def _(_event) -> None:
+            c.follow = bool(follow.value)
+
+        c.follow = bool(follow.value)
 
         @forces.on_update
         def _(_event) -> None:
@@ -266,6 +288,9 @@ class WebViewer:
             if self.controls.contact_forces and d.ncon:
                 pos, force = self.host_worlds.contacts(i)
                 arrows.append((pos + offsets[j], force))
+        if self.controls.follow and self._free_root is not None:
+            roots = [self.host_worlds.data[i].xpos[self._free_root] + offsets[j] for j, i in enumerate(slots)]
+            self._follow(np.mean(roots, axis=0))
         with self.server.atomic():
             for k, g in enumerate(self._moving):
                 handle = self._handles[g]
@@ -280,6 +305,20 @@ class WebViewer:
             if status is not None:
                 self.status.content = status
         self.frames += 1
+
+    def _follow(self, target: np.ndarray) -> None:
+        """Move every page's camera by how far the followed point moved (the user's orbit and
+        zoom are kept); horizontally only, so that the view does not bob with the gait."""
+        target = np.array([target[0], target[1], 0.0])
+        if self._followed is not None:
+            shift = target - self._followed
+            if np.linalg.norm(shift) > 1e-4:
+                for client in self.server.get_clients().values():
+                    camera = client.camera
+                    with client.atomic():
+                        camera.look_at = np.asarray(camera.look_at) + shift
+                        camera.position = np.asarray(camera.position) + shift
+        self._followed = target
 
     def _draw_contacts(self, arrows: list) -> None:
         """An arrow from each contact point along the force on its geom2 (mj_contactForce's normal
