@@ -81,10 +81,14 @@ def tendon_structs(scalar):
 
     @wp.struct
     class Segment:
-        """A spatial tendon's straight segment between two sites, divided by its pulley's divisor."""
+        """A spatial tendon's piece from site0 to site1, divided by its pulley's divisor: a straight
+        segment (geom -1), or a site-geom-site sequence that wraps around a sphere or cylinder geom
+        when the straight line would cross it (mju_wrap), on the side of site `side` (-1: none)."""
         site0: int
         site1: int
         divisor: scalar
+        geom: int
+        side: int
 
     return Tendon, Wrap, Segment
 
