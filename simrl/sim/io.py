@@ -1141,6 +1141,10 @@ class Model:
                                      ("solimp_fri", T.vec5, mjm.tendon_solimp_fri)):
                 setattr(ten, name, vec(*[float(x) for x in field[t]]))
             tendons.append(ten)
+        wrapping = [t for t in range(nt) if any(segments[k].geom >= 0 for k in range(
+            tendons[t].segadr, tendons[t].segadr + tendons[t].segnum))]
+        m.tendon_wrap_first = wrapping[0] if wrapping else 0
+        m.tendon_wrap_num = wrapping[-1] + 1 - wrapping[0] if wrapping else 0
         m.tendon = wp.array(tendons or [Tendon()], dtype=Tendon, device=self.device)
         m.wrap = wp.array(wraps or [Wrap()], dtype=Wrap, device=self.device)
         m.tendon_seg = wp.array(segments or [Segment()], dtype=Segment, device=self.device)

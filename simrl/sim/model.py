@@ -488,6 +488,10 @@ def model_struct(scalar):
         # tendons (simrl.sim.tendon, mj_tendon)
         ntendon: int
         tendon_armature_bias: int  # 1: some spatial tendon has armature (mj_tendonBias adds to qfrc_bias)
+        # the tendons from tendon_wrap_first, tendon_wrap_num of them, hold every segment that wraps
+        # around a geom (simrl.sim.tendon.length_wrap: a pass of its own, none without wrapping)
+        tendon_wrap_first: int
+        tendon_wrap_num: int
         tendon: wp.array(dtype=Tendon)
         wrap: wp.array(dtype=Wrap)
         tendon_seg: wp.array(dtype=Segment)

@@ -21,7 +21,8 @@ tendon, the bias force armature (ten_Jdot qvel) ten_J' (mj_tendonBias; a fixed t
 is constant).
 
 Elements: `length(m, d, w, t)` (ten_length and ten_J of tendon t, after com_pos: it needs
-site_xpos, cdof and subtree_com), `velocity(m, d, w, t)` (ten_velocity = ten_J qvel and the
+site_xpos, cdof and subtree_com) and `length_wrap(m, d, w, t)` (its segments that wrap, added in a
+pass over the tendons that have them, so that the other tendons' kernel stays small), `velocity(m, d, w, t)` (ten_velocity = ten_J qvel and the
 tendon's spring and damper forces, ten_spring and ten_damper) and `bias(m, d, w, t)` (the
 armature's bias along the tendon, ten_bias, after cdof_dot). The dofs gather what the tendons
 give them: simrl.sim.passive (their springs and dampers), simrl.sim.crb (their armature),
@@ -90,25 +91,22 @@ def build(scalar):
         return norm
 
     @wp.func
-    def segment_length(m: Model, d: Data, w: int, t: int, k: int):
-        """Segment k's length (straight or wrapped) added to ten_length[t], its Jacobian to ten_J[t]
-        (mj_tendon's site-site and site-geom-site sequences)."""
+    def wrap_length(m: Model, d: Data, w: int, t: int, k: int):
+        """Segment k's site-geom-site length added to ten_length[t], its Jacobian to ten_J[t]:
+        straight when the line clears the geom, else the two straight pieces to the tangent
+        points and the arc between them (mj_tendon)."""
         seg = m.tendon_seg[k]
         p0 = d.site_xpos[w, seg.site0]
         p1 = d.site_xpos[w, seg.site1]
         b0 = m.site_bodyid[seg.site0]
         b1 = m.site_bodyid[seg.site1]
         inv = scalar(1.0) / seg.divisor
-        wlen = scalar(-1.0)
-        t0 = p0
-        t1 = p1
         g = seg.geom
-        if g >= 0:
-            side = p0
-            if seg.side >= 0:
-                side = d.site_xpos[w, seg.side]
-            wlen, t0, t1 = wrap.wrap(p0, p1, d.geom_xpos[w, g], d.geom_xmat[w, g], m.geom_size[g][0],
-                                     int(m.geom_type[g] == GEOM_CYLINDER), side, int(seg.side >= 0))
+        side = p0
+        if seg.side >= 0:
+            side = d.site_xpos[w, seg.side]
+        wlen, t0, t1 = wrap.wrap(p0, p1, d.geom_xpos[w, g], d.geom_xmat[w, g], m.geom_size[g][0],
+                                 int(m.geom_type[g] == GEOM_CYLINDER), side, int(seg.side >= 0))
         if wlen < scalar(0.0):
             d.ten_length[w, t] += straight(m, d, w, t, b0, p0, b1, p1, inv) * inv
         else:
@@ -119,11 +117,12 @@ def build(scalar):
 
     @wp.func
     def length(m: Model, d: Data, w: int, t: int):
-        """ten_length[t] and ten_J[t] (mj_tendon).
+        """ten_length[t] and ten_J[t] (mj_tendon), but for the segments that wrap around a geom
+        (`length_wrap`).
 
-        Model: body_dofend, body_rootid, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, geom_bodyid, geom_size,
-        geom_type, jnt_dofadr, jnt_qposadr, site_bodyid, tendon, tendon_colind, tendon_seg, wrap. Data in: qpos,
-        site_xpos, geom_xpos, geom_xmat, cdof, subtree_com. Data out: ten_length, ten_J."""
+        Model: body_dofend, body_rootid, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, jnt_dofadr, jnt_qposadr,
+        site_bodyid, tendon, tendon_colind, tendon_seg, wrap. Data in: qpos, site_xpos, cdof, subtree_com. Data out:
+        ten_length, ten_J."""
         ten = m.tendon[t]
         for k in range(ten.nnz):
             d.ten_J[w, t, m.tendon_colind[t, k]] = scalar(0.0)
@@ -136,7 +135,28 @@ def build(scalar):
                 d.ten_J[w, t, m.jnt_dofadr[j]] += coef
         else:
             for k in range(ten.segadr, ten.segadr + ten.segnum):
-                segment_length(m, d, w, t, k)
+                seg = m.tendon_seg[k]
+                if seg.geom < 0:
+                    inv = scalar(1.0) / seg.divisor
+                    p0 = d.site_xpos[w, seg.site0]
+                    p1 = d.site_xpos[w, seg.site1]
+                    b0 = m.site_bodyid[seg.site0]
+                    b1 = m.site_bodyid[seg.site1]
+                    d.ten_length[w, t] += straight(m, d, w, t, b0, p0, b1, p1, inv) * inv
+
+    @wp.func
+    def length_wrap(m: Model, d: Data, w: int, t: int):
+        """The segments of tendon t that wrap around a geom, added to ten_length[t] and ten_J[t]
+        after `length` (a pass of its own: mju_wrap's code stays out of the other tendons' kernel).
+
+        Model: body_dofend, body_rootid, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, geom_bodyid, geom_size,
+        geom_type, site_bodyid, tendon, tendon_seg. Data in: site_xpos, geom_xpos, geom_xmat, cdof, subtree_com.
+        Data out: ten_length, ten_J."""
+        ten = m.tendon[t]
+        if ten.fixed == 0:
+            for k in range(ten.segadr, ten.segadr + ten.segnum):
+                if m.tendon_seg[k].geom >= 0:
+                    wrap_length(m, d, w, t, k)
 
     @wp.func
     def velocity(m: Model, d: Data, w: int, t: int):
@@ -227,7 +247,7 @@ def build(scalar):
             value = ten.armature * tendon_jdot(m, d, w, t)
         d.ten_bias[w, t] = value
 
-    return SimpleNamespace(length=length, velocity=velocity, bias=bias)
+    return SimpleNamespace(length=length, length_wrap=length_wrap, velocity=velocity, bias=bias)
 
 
 @functools.cache
