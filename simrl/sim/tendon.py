@@ -21,9 +21,10 @@ tendon, the bias force armature (ten_Jdot qvel) ten_J' (mj_tendonBias; a fixed t
 is constant).
 
 Elements: `length(m, d, w, t)` (ten_length and ten_J of tendon t, after com_pos: it needs
-site_xpos, cdof and subtree_com) and `length_wrap(m, d, w, t)` (its segments that wrap, added in a
-pass over the tendons that have them, so that the other tendons' kernel stays small), `velocity(m, d, w, t)` (ten_velocity = ten_J qvel and the
-tendon's spring and damper forces, ten_spring and ten_damper) and `bias(m, d, w, t)` (the
+site_xpos, cdof and subtree_com), `length_wrap(m, d, w, t)` (its segments that wrap, added in a
+pass over the tendons that have them, so that the other tendons' kernel stays small),
+`velocity(m, d, w, t)` (ten_velocity = ten_J qvel and the tendon's spring and damper forces,
+ten_spring and ten_damper) and `bias(m, d, w, t)` (the
 armature's bias along the tendon, ten_bias, after cdof_dot). The dofs gather what the tendons
 give them: simrl.sim.passive (their springs and dampers), simrl.sim.crb (their armature),
 simrl.sim.rne (their armature's bias), simrl.sim.actuation (their actuators).
