@@ -26,9 +26,8 @@ CASES = {
     "fluid forces": (body("", '<option density="1.2"><flag contact="disable"/></option>'), r"<option density"),
     "rangefinder sensor": (body("", extra='<sensor><rangefinder name="r" site="s1"/></sensor>'),
                            r"<sensor><rangefinder> 'r': this sensor type is not computed"),
-    "tendon wrapping": (body("", extra='<tendon><spatial name="t"><site site="s1"/><geom geom="g1"/>'
-                                       '<site site="s2"/></spatial></tendon>'),
-                        r"<spatial><geom> on tendon 't': wrapping around spheres and cylinders"),
+    "flex": ('<mujoco><worldbody><flexcomp name="f" type="grid" count="2 2 1" spacing=".1 .1 .1" pos="0 0 1"/>'
+             '</worldbody></mujoco>', r"<flex>/<flexcomp>: 1 flex object\(s\) are not supported"),
     "slider-crank transmission": (body("", extra='<actuator><general name="m" cranksite="s1" slidersite="s2" '
                                                  'cranklength="0.2"/></actuator>'),
                                   r"actuator 'm' transmission 'slidercrank': only joint, tendon and site"),

@@ -341,9 +341,6 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
         tname = _name(mjm, ObjType.TENDON, t)
         adr, num = int(mjm.tendon_adr[t]), int(mjm.tendon_num[t])
         kinds = [int(k) for k in mjm.wrap_type[adr:adr + num]]
-        if any(k not in (WrapType.JOINT, WrapType.PULLEY, WrapType.SITE) for k in kinds):
-            problems.append(f"<spatial><geom> on tendon {tname}: wrapping around spheres and cylinders is not "
-                            "supported (spatial tendons through sites and pulleys are)")
         if getattr(mjm, "tendon_springyield", None) is not None and np.any(mjm.tendon_springyield[t] != 0):
             problems.append(f"<tendon springyield> on tendon {tname}: not supported")
         if np.any(mjm.tendon_stiffnesspoly[t] != 0) or np.any(mjm.tendon_dampingpoly[t] != 0):
@@ -486,7 +483,7 @@ def _pair_columns(mjm, g1: int, g2: int) -> list[int]:
 
 def tendon_columns(mjm, t: int) -> list[int]:
     """Increasing dofs in which tendon t's Jacobian can be non-zero: a fixed tendon's joints' dofs,
-    a spatial tendon's the dof chains that move its sites."""
+    a spatial tendon's the dof chains that move its sites and its wrapping geoms."""
     adr, num = int(mjm.tendon_adr[t]), int(mjm.tendon_num[t])
     cols = set()
     for k in range(adr, adr + num):
@@ -495,6 +492,9 @@ def tendon_columns(mjm, t: int) -> list[int]:
             cols.add(int(mjm.jnt_dofadr[obj]))
         elif kind == WrapType.SITE:
             cols |= set(_dof_chain(mjm, int(mjm.site_bodyid[obj])))
+        elif kind in (WrapType.SPHERE, WrapType.CYLINDER):
+            # the tangent points move with the geom (a side site moves nothing)
+            cols |= set(_dof_chain(mjm, int(mjm.geom_bodyid[obj])))
     return sorted(cols)
 
 
@@ -1108,15 +1108,23 @@ class Model:
                     wraps.append(wrap)
             else:
                 # mj_tendon's walk: a pulley sets the divisor of the segments after it; a segment
-                # joins two consecutive sites
-                div = 1.0
-                for j in range(num - 1):
-                    if kinds[j] == WrapType.PULLEY:
-                        div = prms[j]
-                    elif kinds[j + 1] != WrapType.PULLEY:
-                        seg = Segment()
-                        seg.site0, seg.site1, seg.divisor = objs[j], objs[j + 1], self.dtype(div)
-                        segments.append(seg)
+                # joins two consecutive sites, or two sites around the sphere or cylinder between
+                # them (wrap_prm holds the side site, -1 for none)
+                div, j = 1.0, 0
+                while j < num - 1:
+                    if kinds[j] == WrapType.PULLEY or kinds[j + 1] == WrapType.PULLEY:
+                        if kinds[j] == WrapType.PULLEY:
+                            div = prms[j]
+                        j += 1
+                        continue
+                    seg = Segment()
+                    seg.site0, seg.divisor, seg.geom, seg.side = objs[j], self.dtype(div), -1, -1
+                    if kinds[j + 1] in (WrapType.SPHERE, WrapType.CYLINDER):
+                        seg.geom, seg.side = objs[j + 1], int(round(prms[j + 1]))
+                        j += 1
+                    seg.site1 = objs[j + 1]
+                    segments.append(seg)
+                    j += 1
             ten.wrapnum, ten.segnum = len(wraps) - ten.wrapadr, len(segments) - ten.segadr
             for name, field in (("stiffness", mjm.tendon_stiffness), ("damping", mjm.tendon_damping),
                                 ("armature", mjm.tendon_armature), ("margin", mjm.tendon_margin),
@@ -1133,6 +1141,10 @@ class Model:
                                      ("solimp_fri", T.vec5, mjm.tendon_solimp_fri)):
                 setattr(ten, name, vec(*[float(x) for x in field[t]]))
             tendons.append(ten)
+        wrapping = [t for t in range(nt) if any(segments[k].geom >= 0 for k in range(
+            tendons[t].segadr, tendons[t].segadr + tendons[t].segnum))]
+        m.tendon_wrap_first = wrapping[0] if wrapping else 0
+        m.tendon_wrap_num = wrapping[-1] + 1 - wrapping[0] if wrapping else 0
         m.tendon = wp.array(tendons or [Tendon()], dtype=Tendon, device=self.device)
         m.wrap = wp.array(wraps or [Wrap()], dtype=Wrap, device=self.device)
         m.tendon_seg = wp.array(segments or [Segment()], dtype=Segment, device=self.device)

@@ -81,10 +81,14 @@ def tendon_structs(scalar):
 
     @wp.struct
     class Segment:
-        """A spatial tendon's straight segment between two sites, divided by its pulley's divisor."""
+        """A spatial tendon's piece from site0 to site1, divided by its pulley's divisor: a straight
+        segment (geom -1), or a site-geom-site sequence that wraps around a sphere or cylinder geom
+        when the straight line would cross it (mju_wrap), on the side of site `side` (-1: none)."""
         site0: int
         site1: int
         divisor: scalar
+        geom: int
+        side: int
 
     return Tendon, Wrap, Segment
 
@@ -484,6 +488,10 @@ def model_struct(scalar):
         # tendons (simrl.sim.tendon, mj_tendon)
         ntendon: int
         tendon_armature_bias: int  # 1: some spatial tendon has armature (mj_tendonBias adds to qfrc_bias)
+        # the tendons from tendon_wrap_first, tendon_wrap_num of them, hold every segment that wraps
+        # around a geom (simrl.sim.tendon.length_wrap: a pass of its own, none without wrapping)
+        tendon_wrap_first: int
+        tendon_wrap_num: int
         tendon: wp.array(dtype=Tendon)
         wrap: wp.array(dtype=Wrap)
         tendon_seg: wp.array(dtype=Segment)
