@@ -91,6 +91,9 @@ def parser() -> argparse.ArgumentParser:
     modes.add_argument("--train", type=int, metavar="N",
                        help="end-to-end training throughput: N PPO iterations of the task named by --model, "
                             "on this engine and on MuJoCo (sim.backend=mujoco, CPU) in the same run")
+    modes.add_argument("--viewer", action="store_true",
+                       help="with --train: also train with the browser viewer on (simrl+viewer: train.py's "
+                            "viewer=web, 4 worlds shown, a page client receiving its updates), in the same run")
     modes.add_argument("--grad", type=int, metavar="H",
                        help="benchmark gradients: an H-step differentiable rollout and its backward")
     return p

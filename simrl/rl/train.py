@@ -107,15 +107,17 @@ def _training_view(cfg: DictConfig, env, runner):
     """train.py viewer=web: the first viewer_worlds worlds shown in the browser while training
     runs (simrl.viewer.live.TrainingView); its cost ends each progress line."""
     from simrl.viewer import ViewerError
-    from simrl.viewer.live import TrainingView, open_viewer, reward_terms, shown_worlds, side_by_side
+    from simrl.viewer.live import TrainingView, print_address, reward_terms, shown_worlds, side_by_side, viewer_address
 
     worlds = shown_worlds(env.num_envs, int(cfg.get("viewer_worlds", 4)))
+    host, port = viewer_address(cfg)
     try:
-        viewer = open_viewer(env, worlds, cfg, interactive=False, side_by_side=side_by_side(env),
-                             reward_terms=reward_terms(env), title=f"simrl train: {cfg.task.name}")
+        view = TrainingView(env, worlds, {"host": host, "port": port, "title": f"simrl train: {cfg.task.name}",
+                                          "side_by_side": side_by_side(env), "reward_terms": reward_terms(env)},
+                            seconds=cfg.get("viewer_seconds"))
     except ViewerError as e:
         raise SystemExit(f"simrl: {e}") from None
-    view = TrainingView(env, viewer, seconds=cfg.get("viewer_seconds"))
+    print_address(host, port)
     env.step_observers.append(view)
     runner.progress_notes.append(view.progress_note)
     return view

@@ -3,23 +3,22 @@ live under the page's controls (scripts/play.py viewer=web), and show worlds whi
 runs (scripts/train.py viewer=web).
 
 Copying is the only host work the simulation sees: a few worlds' qpos, qvel, ctrl, act,
-qfrc_applied and mocap poses (`snapshot`), at most `fps` times a second. Poses, contacts and
-the drawing are computed from the copy (simrl.viewer.server, on a thread of its own while
-training).
+qfrc_applied and mocap poses (`snapshot`), at most 30 (training: 15) times a second. Poses,
+contacts and the drawing are computed from the copy (simrl.viewer.server; while training, in a
+process of its own, simrl.viewer.process).
 """
 
 import contextlib
 import io
 import logging
 import queue
-import threading
 import time
 
 import numpy as np
 import torch
 
 from simrl.viewer.scene import STATE_FIELDS
-from simrl.viewer.server import WebViewer
+from simrl.viewer.server import ViewerError, WebViewer
 
 
 def snapshot(env, worlds: torch.Tensor) -> dict[str, np.ndarray]:
@@ -67,9 +66,10 @@ def _apply_command(env, viewer: WebViewer, worlds: torch.Tensor) -> bool:
 
 
 @torch.inference_mode()
-def run_live(env, policy, viewer: WebViewer, seconds: float | None = None, log=print) -> dict:
+def run_live(env, policy, viewer: WebViewer, seconds: float | None = None, log=print, stop=None) -> dict:
     """Run `policy` (a callable on the TensorDict of observation groups) in `env` under the
-    page's controls until `seconds` have passed (None: until Ctrl-C), at real time times the
+    page's controls until `seconds` have passed (None: until Ctrl-C, or until `stop`, a
+    threading.Event, is set), at real time times the
     page's speed (or as fast as the simulation goes, when slower); draw every step that fits
     the frame rate. Returns counts: policy steps, frames drawn, seconds, the achieved
     real-time factor."""
@@ -82,7 +82,7 @@ def run_live(env, policy, viewer: WebViewer, seconds: float | None = None, log=p
     rate_window = (start, 0.0)
     rtf = 0.0
     try:
-        while seconds is None or time.monotonic() - start < seconds:
+        while (seconds is None or time.monotonic() - start < seconds) and not (stop is not None and stop.is_set()):
             c = viewer.controls
             if c.take_reset():
                 obs = env.reset()
@@ -127,24 +127,45 @@ def _status(steps: int, sim_time: float, rtf: float, paused: bool) -> str:
 
 
 class TrainingView:
-    """Shows `viewer`'s worlds while training runs: called after every environment step
-    (BatchedEnv.step_observers), it copies the shown worlds' state at most `fps` times a
-    second and hands the copy to a thread that draws it, so the training loop pays only for
-    the copy. `cost()` is the share of the training's wall-clock time spent here so far."""
+    """Shows worlds while training runs, drawn by a process of its own (simrl.viewer.process):
+    called after every environment step (BatchedEnv.step_observers), it copies the shown
+    worlds' state at most `fps` times a second and queues the copy; the viewer process
+    computes the poses and serves the page. The training process pays for the copy alone (no
+    thread of its own competes with the training loop for Python's lock).
 
-    def __init__(self, env, viewer: WebViewer, fps: float = 15.0, seconds: float | None = None):
-        self.env, self.viewer = env, viewer
-        self.worlds = torch.as_tensor(viewer.worlds, device=env.device, dtype=torch.long)
+    `worlds` are the env's world indices shown; `viewer` the WebViewer's keyword arguments
+    (host, port, title, side_by_side, reward_terms). Raises ViewerError when the viewer cannot
+    start (a port in use)."""
+
+    def __init__(self, env, worlds: list[int], viewer: dict, fps: float = 15.0, seconds: float | None = None):
+        import multiprocessing
+
+        from simrl.viewer import process
+
+        self.env = env
+        self.worlds = torch.as_tensor(worlds, device=env.device, dtype=torch.long)
         self.period = 1.0 / fps
+        ctx = multiprocessing.get_context("spawn")  # no copy of the training process's threads or GPU context
+        self._queue = ctx.Queue(maxsize=1)
+        status = ctx.Queue()
+        self._cpu = ctx.Value("d", 0.0)  # the viewer process's CPU seconds, which it updates
+        self._frames = ctx.Value("l", 0)
+        self._process = ctx.Process(target=process.serve, name="simrl-viewer", daemon=True,
+                                    args=(env.sim.mj_model, list(worlds), dict(viewer), self._queue, status,
+                                          self._cpu, self._frames))
+        self._process.start()
+        try:
+            started = status.get(timeout=120)
+        except queue.Empty:
+            started = "viewer: the viewer process did not start within 120 s"
+        if started != "ready":
+            self._process.join(timeout=10)
+            raise ViewerError(started)
         self.start = time.monotonic()
         self.until = None if seconds is None else self.start + seconds
         self.next = self.start
-        self.spent = 0.0  # s of the training loop's thread, copying
-        self.drawn = 0.0  # s of CPU time of the drawing thread
+        self.spent = 0.0  # s of the training loop, copying
         self.steps = 0
-        self._queue: queue.Queue = queue.Queue(maxsize=1)
-        self._thread = threading.Thread(target=self._draw, daemon=True, name="simrl-viewer")
-        self._thread.start()
         self.closed = False
 
     def __call__(self, env) -> None:
@@ -157,34 +178,25 @@ class TrainingView:
             return
         state = snapshot(env, self.worlds)
         terms = env.step_reward_terms() if hasattr(env, "step_reward_terms") else {}
-        if terms:  # the plotted world's weighted terms of this step, in one copy
+        if terms:  # the first shown world's weighted terms of this step, in one copy
             values = torch.stack([v.detach()[self.worlds[0]] for v in terms.values()]).cpu().tolist()
             terms = dict(zip(terms, values, strict=True))
         try:
-            self._queue.put_nowait((state, terms, self.steps))
-        except queue.Full:  # the drawing thread is behind: skip this frame
+            self._queue.put_nowait((state, terms, self.steps * env.step_dt, self.steps))
+        except queue.Full:  # the viewer is behind: this frame is skipped
             pass
         self.next = now + self.period
         self.spent += time.monotonic() - now
 
-    def _draw(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            state, terms, steps = item
-            t0 = time.thread_time()
-            self.viewer.update(state, status=f"**training** · {steps} env steps · {self.viewer.frames + 1} frames "
-                                             f"(world {self.viewer.worlds[0]}'s reward terms)")
-            if terms:
-                self.viewer.record_rewards(steps * self.env.step_dt, terms)
-            self.drawn += time.thread_time() - t0
+    @property
+    def frames(self) -> int:
+        return int(self._frames.value)
 
     def cost(self) -> tuple[float, float]:
         """Since the viewer started: the share of wall-clock time the training loop spent
-        copying for it, and the drawing thread's CPU time as a share of one core."""
+        copying for it, and the viewer process's CPU time as a share of one core."""
         wall = max(time.monotonic() - self.start, 1e-9)
-        return self.spent / wall, self.drawn / wall
+        return self.spent / wall, float(self._cpu.value) / wall
 
     def progress_note(self) -> str:
         """The progress line's note: the viewer's cost (see `cost`)."""
@@ -198,23 +210,34 @@ class TrainingView:
             return
         self.closed = True
         try:
-            self._queue.put(None, timeout=1.0)
+            self._queue.put(None, timeout=5.0)
         except queue.Full:
             pass
-        self._thread.join(timeout=5.0)
-        self.viewer.close()
+        self._process.join(timeout=10.0)
+        if self._process.is_alive():
+            self._process.terminate()
 
 
-def open_viewer(env, worlds: list[int], cfg, **kwargs) -> WebViewer:
-    """Start the browser viewer on cfg's viewer_host and viewer_port and print where to open it
-    (with the SSH tunnel for a remote machine)."""
-    host, port = str(cfg.get("viewer_host", "127.0.0.1")), int(cfg.get("viewer_port", 8080))
-    logging.getLogger("websockets").setLevel(logging.WARNING)  # "server listening on ...": said below
-    with contextlib.redirect_stdout(io.StringIO()):  # viser's own banner: the line below says it
-        viewer = WebViewer(env.sim.mj_model, worlds, host=host, port=port, **kwargs)
+def viewer_address(cfg) -> tuple[str, int]:
+    """The viewer's host and port from a train.py or play.py config."""
+    return str(cfg.get("viewer_host", "127.0.0.1")), int(cfg.get("viewer_port", 8080))
+
+
+def print_address(host: str, port: int) -> None:
+    """Say where to open the page, with the SSH tunnel for a remote machine."""
     shown = "localhost" if host in ("0.0.0.0", "::") else host
     print(f"simrl: viewer at http://{shown}:{port} (from another machine: ssh -L {port}:localhost:{port} "
           f"USER@THIS_HOST, then open http://localhost:{port})", flush=True)
+
+
+def open_viewer(env, worlds: list[int], cfg, **kwargs) -> WebViewer:
+    """Start the browser viewer in this process on cfg's viewer_host and viewer_port (play.py)
+    and print where to open it."""
+    host, port = viewer_address(cfg)
+    logging.getLogger("websockets").setLevel(logging.WARNING)  # "server listening on ...": said below
+    with contextlib.redirect_stdout(io.StringIO()):  # viser's own banner: the line below says it
+        viewer = WebViewer(env.sim.mj_model, worlds, host=host, port=port, **kwargs)
+    print_address(host, port)
     return viewer
 
 
