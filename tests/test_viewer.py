@@ -69,6 +69,33 @@ def test_scene_is_what_mujoco_draws():
     np.testing.assert_allclose(q, [math.cos(0.3), 0.0, math.sin(0.3), 0.0], atol=1e-12)
 
 
+def test_height_fields_and_meshes_are_mujocos():
+    """A height field's surface has MuJoCo's samples (x, y over the size, z = data * size[2]); a
+    mesh geom's triangles are the compiled mesh's, in the geom frame."""
+    xml = """<mujoco><asset>
+      <hfield name="h" nrow="3" ncol="4" size="2 1 0.5 0.1" elevation="0 1 2 3  3 2 1 0  0 0 3 3"/>
+      <mesh name="tet" vertex="0 0 0  1 0 0  0 1 0  0 0 1"/></asset><worldbody>
+      <geom name="ground" type="hfield" hfield="h"/>
+      <body pos="0 0 2"><freejoint/><geom name="m" type="mesh" mesh="tet"/></body></worldbody></mujoco>"""
+    m = mujoco.MjModel.from_xml_string(xml)
+    geoms = {g.name: g for g in drawn_geoms(m)}
+    h = geoms["ground"].vertices.reshape(3, 4, 3)
+    np.testing.assert_allclose(h[0, :, 0], np.linspace(-2, 2, 4), atol=1e-6)  # columns along x
+    np.testing.assert_allclose(h[:, 0, 1], np.linspace(-1, 1, 3), atol=1e-6)  # rows along y
+    # each sample's height is where MuJoCo's own ray meets the height field (mj_ray, from above)
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    geomid = np.zeros(1, dtype=np.int32)
+    for x, y, z in h.reshape(-1, 3) * [1 - 1e-6, 1 - 1e-6, 1]:  # just inside the edges
+        dist = mujoco.mj_ray(m, d, np.array([x, y, 5.0]), np.array([0.0, 0.0, -1.0]), None, 1, 1, geomid)
+        assert geomid[0] == 0 and abs((5.0 - dist) - z) < 1e-5, (x, y, z, 5.0 - dist)
+    assert np.ptp(h[..., 2]) > 0.4  # a real relief, not a flat sheet
+    assert len(geoms["ground"].faces) == 2 * 2 * 3
+    mesh = geoms["m"]
+    np.testing.assert_allclose(mesh.vertices, m.mesh_vert[m.mesh_vertadr[0]:m.mesh_vertadr[0] + m.mesh_vertnum[0]])
+    np.testing.assert_array_equal(mesh.faces, m.mesh_face[:m.mesh_facenum[0]])
+
+
 def test_port_in_use_is_an_error_naming_it():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -159,14 +159,22 @@ class WebViewer:
             self._handles[g.geom] = scene.add_batched_meshes_simple(
                 name, g.vertices, g.faces, batched_wxyzs=quats, batched_positions=positions,
                 batched_colors=g.color, opacity=g.opacity if g.opacity < 1 else None, lod="off")
-        # 0.5 m cells, 2.5 m sections, everywhere: the eye reads speed and distance from it
-        scene.add_grid("/grid", cell_size=0.5, section_size=2.5, plane="xy", infinite_grid=True,
-                       fade_distance=60.0, position=(0.0, 0.0, 0.005))
+        # 0.5 m cells, 2.5 m sections, everywhere: the eye reads speed and distance from it (not
+        # over a terrain, whose height the grid would cut through)
+        if self.spacing > 0:
+            scene.add_grid("/grid", cell_size=0.5, section_size=2.5, plane="xy", infinite_grid=True,
+                           fade_distance=60.0, position=(0.0, 0.0, 0.005))
         # looking at the row of worlds from the front left, from far enough to see them all
         centre = np.array([0.0, 0.5 * self.spacing * (n - 1), 0.3])
-        distance = 0.85 * self.spacing * n + 1.2
+        distance = max(2.0, 0.85 * self.spacing * n + 1.2)
+        #: the camera's place relative to the point it looks at, for a page that opens
+        self._view_offset = distance * np.array([0.55, -0.7, 0.45])
+        if self.spacing == 0.0:  # over a terrain: higher and farther, above the walls of pits and steps
+            self._view_offset = np.array([1.5, -1.8, 1.9])
         self.server.initial_camera.look_at = tuple(centre)
-        self.server.initial_camera.position = tuple(centre + distance * np.array([0.55, -0.7, 0.45]))
+        self.server.initial_camera.position = tuple(centre + self._view_offset)
+
+        self._initial_at = None  # where the initial camera (a page that opens) looks, when following
 
     # -------------------------------------------------------------------------------- GUI
     def _build_gui(self, interactive: bool, command: dict | None, reward_terms: list[str]) -> None:
@@ -289,8 +297,9 @@ class WebViewer:
                 pos, force = self.host_worlds.contacts(i)
                 arrows.append((pos + offsets[j], force))
         if self.controls.follow and self._free_root is not None:
+            # worlds side by side: their middle; worlds at their own places (terrain): the first shown
             roots = [self.host_worlds.data[i].xpos[self._free_root] + offsets[j] for j, i in enumerate(slots)]
-            self._follow(np.mean(roots, axis=0))
+            self._follow(np.mean(roots, axis=0) if self.spacing > 0 else roots[0])
         with self.server.atomic():
             for k, g in enumerate(self._moving):
                 handle = self._handles[g]
@@ -307,18 +316,22 @@ class WebViewer:
         self.frames += 1
 
     def _follow(self, target: np.ndarray) -> None:
-        """Move every page's camera by how far the followed point moved (the user's orbit and
-        zoom are kept); horizontally only, so that the view does not bob with the gait."""
+        """Keep every page's camera at the default offset from the followed point, looking at it
+        (horizontally only, so that the view does not bob with the gait); a page that opens
+        starts there too (viser's initial camera, moved when the point has gone 0.25 m). To
+        orbit and zoom freely, untick Follow: the camera then stays where it is."""
         target = np.array([target[0], target[1], 0.0])
-        if self._followed is not None:
-            shift = target - self._followed
-            if np.linalg.norm(shift) > 1e-4:
-                for client in self.server.get_clients().values():
-                    camera = client.camera
-                    with client.atomic():
-                        camera.look_at = np.asarray(camera.look_at) + shift
-                        camera.position = np.asarray(camera.position) + shift
-        self._followed = target
+        look = target + np.array([0.0, 0.0, 0.3])
+        if self._initial_at is None or np.linalg.norm(target - self._initial_at) > 0.25:
+            self.server.initial_camera.position = tuple(look + self._view_offset)
+            self.server.initial_camera.look_at = tuple(look)
+            self._initial_at = target
+        if self._followed is None or np.linalg.norm(target - self._followed) > 0.005:
+            for client in self.server.get_clients().values():
+                with client.atomic():  # the position first: viser keeps the view's direction then
+                    client.camera.position = look + self._view_offset
+                    client.camera.look_at = look
+            self._followed = target
 
     def _draw_contacts(self, arrows: list) -> None:
         """An arrow from each contact point along the force on its geom2 (mj_contactForce's normal
