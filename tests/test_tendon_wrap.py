@@ -74,10 +74,11 @@ def wrapped(mjm, md) -> np.ndarray:
 
 @pytest.mark.parametrize("schedule", ["fused", "wide"])
 def test_wrapping_matches_mujoco(mjm, schedule):
-    """ten_length, ten_J, ten_velocity, the spring, damper and actuator forces, actuator lengths,
-    sensors, the tendon limit's rows and qacc for 48 random states, within 1e-12 of MuJoCo's
-    (measured: 4e-16 for lengths and Jacobians, 1e-13 for qacc); the states cover each tendon wrapped
-    and straight, and the side sites' effect in both directions."""
+    """ten_length, ten_J, ten_velocity, the paths' points (`sim.wrap`), the spring, damper and
+    actuator forces, actuator lengths, sensors, the tendon limit's rows and qacc for 48 random
+    states, within 1e-12 of MuJoCo's (measured: 4e-16 for lengths, Jacobians and points, 1e-13 for
+    qacc); the states cover each tendon wrapped and straight, and the side sites' effect in both
+    directions."""
     W = 48
     states = random_states(mjm, W, seed=0)
     sim = simrl_forward(mjm, states, schedule=schedule)
@@ -86,6 +87,7 @@ def test_wrapping_matches_mujoco(mjm, schedule):
     seen_straight = np.zeros(mjm.ntendon, dtype=int)
     side_wraps_more = side_other_way = limit_rows = 0
     detour = 0.0
+    paths = sim.wrap
     for w in range(W):
         x = [s[w] for s in states]
         md = mujoco_forward(mjm, *x)
@@ -97,6 +99,13 @@ def test_wrapping_matches_mujoco(mjm, schedule):
                           ("sensordata", md.sensordata), ("qacc", md.qacc)):
             ours = sim.qacc[w].numpy() if name == "qacc" else sim.view(name)[w].numpy()
             assert np.abs(ours - ref).max() < 1e-12 * max(1.0, np.abs(ref).max()), (w, name)
+        # the paths' points (mjData's wrap_xpos, wrap_obj, ten_wrapadr, ten_wrapnum; measured 5e-16)
+        total = int(md.ten_wrapnum.sum())
+        assert np.array_equal(paths.ten_wrapnum[w].numpy(), md.ten_wrapnum), w
+        assert np.array_equal(paths.ten_wrapadr[w].numpy(), md.ten_wrapadr), w
+        assert np.array_equal(paths.wrap_obj[w].reshape(-1)[:total].numpy(), md.wrap_obj.ravel()[:total]), w
+        ours = paths.wrap_xpos[w].reshape(-1, 3)[:total].numpy()
+        assert np.abs(ours - md.wrap_xpos.reshape(-1, 3)[:total]).max() < 1e-12, w
         wraps = wrapped(mjm, md).any(axis=1)
         seen_wrapped += wraps
         seen_straight += ~wraps

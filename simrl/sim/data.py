@@ -144,6 +144,9 @@ def data_struct(scalar):
         ten_length: wp.array2d(dtype=scalar)  # [W, ntendon]
         ten_velocity: wp.array2d(dtype=scalar)
         ten_J: wp.array3d(dtype=scalar)  # [W, ntendon, nv]
+        # each wrapping segment's path around its geom (mju_wrap): the arc length (-1: the segment runs
+        # straight), the two tangent points in the world frame; [W, Model.wrap_seg_num, 7]
+        wrap_path: wp.array3d(dtype=scalar)
         ten_spring: wp.array2d(dtype=scalar)
         ten_damper: wp.array2d(dtype=scalar)
         # implicitfast: d (force along tendon t) / d (its velocity), the tendon damping's and the
@@ -477,6 +480,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     for name in ("ten_length", "ten_velocity", "ten_spring", "ten_damper", "ten_qderiv", "ten_bias"):
         setattr(d, name, zeros((W, nten)))
     d.ten_J = zeros((W, nten, nv))
+    d.wrap_path = zeros((W, max(1, model.struct.wrap_seg_num), 7))
     d.actuator_length = zeros((W, nu))
     d.actuator_moment = zeros((W, nu, nv) if model.struct.nsite_trn else (W, 1, 1))
     d.actuator_qderiv = zeros((W, nu if model.struct.nsite_trn or model.struct.nu_rich else 1))

@@ -56,6 +56,7 @@ from simrl.sim.schedule import (
     SITE_TRANSMISSIONS,
     TENDONS,
     WORLD,
+    WRAP_SEGMENTS,
     WRAP_TENDONS,
     WRENCH_SENSORS,
     Pass,
@@ -80,6 +81,10 @@ def position(scalar, fine: bool = False) -> tuple:
                      alone=(kin.body_from_root,)))
     com = (Pass("com_pos_body", BODIES, (cp.body_cinert,)), Pass("com_pos_dof", DOFS, (cp.cdof_dof,))) \
         if fine else (Pass("com_pos_body", BODIES, (cp.body,)),)
+    # the differentiable step: the paths whose side site lies inside the geom apart from the others
+    wrap_paths = (Pass("tendon_wrap_path", WRAP_SEGMENTS, (ten.wrap_path_outside,)),
+                  Pass("tendon_wrap_path_inside", WRAP_SEGMENTS, (ten.wrap_path_inside,))) \
+        if fine else (Pass("tendon_wrap_path", WRAP_SEGMENTS, (ten.wrap_path,)),)
     return (
         Pass("kinematics_joint", JOINTS, (kin.joint,)),
         *kin_body,
@@ -87,6 +92,7 @@ def position(scalar, fine: bool = False) -> tuple:
         Pass("com_pos_subtree", BODIES_UP, (cp.subtree_body,), alone=(cp.subtree_body_alone,)),
         *com,
         Pass("tendon", TENDONS, (ten.length,)),
+        *wrap_paths,
         Pass("tendon_wrap", WRAP_TENDONS, (ten.length_wrap,)),
         Pass("transmission_site", SITE_TRANSMISSIONS, (actuation.build(scalar).transmission_site,)),
         Pass("crb_body", BODIES_UP, (cr.body,), skip_world=True, alone=(cr.body_alone,)),

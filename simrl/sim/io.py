@@ -103,6 +103,55 @@ def sensor_columns(mjm: mujoco.MjModel, name: str) -> slice:
     return slice(adr, adr + int(mjm.sensor_dim[i]))
 
 
+def wrap_points(mjm: mujoco.MjModel) -> dict[str, np.ndarray]:
+    """Where each point of MuJoCo's tendon paths (mjData.wrap_xpos, wrap_obj; mj_tendon's walk)
+    comes from, a row per point that a path can hold, tendon by tendon: `tendon`, `obj` (wrap_obj:
+    -1 a site, -2 a pulley, else the wrapping geom), `source` (an index into the sites' positions
+    followed by the wrapping segments' first and then second tangent points (Data.wrap_path), then
+    a zero point for the pulleys) and `segment` (the wrapping segment whose arc the point needs:
+    present only when it wraps; -1: always present)."""
+    nsite, first = mjm.nsite, None
+    segs = []  # the geom of each spatial segment (-1: none), in Model.tendon_seg's order
+    rows = []
+    for t in range(mjm.ntendon):
+        adr, num = int(mjm.tendon_adr[t]), int(mjm.tendon_num[t])
+        kinds = [int(k) for k in mjm.wrap_type[adr:adr + num]]
+        objs = [int(o) for o in mjm.wrap_objid[adr:adr + num]]
+        if kinds[0] == WrapType.JOINT:
+            continue
+        j = 0
+        while j < num - 1:
+            if kinds[j] == WrapType.PULLEY or kinds[j + 1] == WrapType.PULLEY:
+                if kinds[j] == WrapType.PULLEY:
+                    rows.append((t, -2, "zero", -1))
+                j += 1
+                continue
+            rows.append((t, -1, objs[j], -1))
+            if kinds[j + 1] in (WrapType.SPHERE, WrapType.CYLINDER):
+                k = len(segs)
+                first = k if first is None else first
+                rows += [(t, objs[j + 1], ("t0", k), k), (t, objs[j + 1], ("t1", k), k)]
+                segs.append(objs[j + 1])
+                j += 2
+            else:
+                segs.append(-1)
+                j += 1
+            if j == num - 1 or kinds[j + 1] == WrapType.PULLEY:
+                rows.append((t, -1, objs[j], -1))
+    # Data.wrap_path's rows: the segments from the first wrapping one to the last
+    nrow = max(1, 0 if first is None else max(k for k, g in enumerate(segs) if g >= 0) + 1 - first)
+
+    def source(src):
+        if isinstance(src, tuple):
+            return nsite + (src[1] - first) + (nrow if src[0] == "t1" else 0)
+        return nsite + 2 * nrow if src == "zero" else src
+
+    return {"tendon": np.array([r[0] for r in rows], dtype=np.int64),
+            "obj": np.array([r[1] for r in rows], dtype=np.int64),
+            "source": np.array([source(r[2]) for r in rows], dtype=np.int64),
+            "segment": np.array([-1 if r[3] < 0 else r[3] - first for r in rows], dtype=np.int64)}
+
+
 def frame_sensor(kind: int) -> bool:
     """The sensor reads an object's frame (objtype / reftype)."""
     return kind in _FRAME_TYPES
@@ -1145,6 +1194,9 @@ class Model:
             tendons[t].segadr, tendons[t].segadr + tendons[t].segnum))]
         m.tendon_wrap_first = wrapping[0] if wrapping else 0
         m.tendon_wrap_num = wrapping[-1] + 1 - wrapping[0] if wrapping else 0
+        wrap_segs = [k for k, seg in enumerate(segments) if seg.geom >= 0]
+        m.wrap_seg_first = wrap_segs[0] if wrap_segs else 0
+        m.wrap_seg_num = wrap_segs[-1] + 1 - wrap_segs[0] if wrap_segs else 0
         m.tendon = wp.array(tendons or [Tendon()], dtype=Tendon, device=self.device)
         m.wrap = wp.array(wraps or [Wrap()], dtype=Wrap, device=self.device)
         m.tendon_seg = wp.array(segments or [Segment()], dtype=Segment, device=self.device)

@@ -489,9 +489,13 @@ def model_struct(scalar):
         ntendon: int
         tendon_armature_bias: int  # 1: some spatial tendon has armature (mj_tendonBias adds to qfrc_bias)
         # the tendons from tendon_wrap_first, tendon_wrap_num of them, hold every segment that wraps
-        # around a geom (simrl.sim.tendon.length_wrap: a pass of its own, none without wrapping)
+        # around a geom (simrl.sim.tendon.length_wrap: a pass of its own, none without wrapping); the
+        # segments from wrap_seg_first, wrap_seg_num of them, hold every one that wraps (their paths:
+        # simrl.sim.tendon.wrap_path, Data.wrap_path)
         tendon_wrap_first: int
         tendon_wrap_num: int
+        wrap_seg_first: int
+        wrap_seg_num: int
         tendon: wp.array(dtype=Tendon)
         wrap: wp.array(dtype=Wrap)
         tendon_seg: wp.array(dtype=Segment)

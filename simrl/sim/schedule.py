@@ -82,6 +82,7 @@ CONTACT_SENSORS = "contact_sensors"  # the contact sensors (Model.contact_sensor
 WRENCH_SENSORS = "wrench_sensors"  # the touch, force and torque sensors (the last Model.nsensor_wrench)
 TENDONS = "tendons"
 WRAP_TENDONS = "wrap_tendons"  # the range of tendons that holds every wrapping segment (Model.tendon_wrap_first)
+WRAP_SEGMENTS = "wrap_segments"  # the range of tendon segments that holds every wrapping one (Model.wrap_seg_first)
 FRICTION_ROWS = "friction_rows"  # the constraint rows of dof friction loss
 LIMIT_ROWS = "limit_rows"  # the constraint rows of joint limits
 CONTACT_ROWS = "contact_rows"  # the constraint rows of the contact slots (after every other row)
@@ -102,6 +103,7 @@ _RANGES = {BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.nge
            WRENCH_SENSORS: lambda m: (m.nsensor - m.nsensor_wrench, m.nsensor_wrench),
            CONTACT_SENSORS: lambda m: (0, m.ncontact_sensor), TENDONS: lambda m: (0, m.ntendon),
            WRAP_TENDONS: lambda m: (m.tendon_wrap_first, m.tendon_wrap_num),
+           WRAP_SEGMENTS: lambda m: (m.wrap_seg_first, m.wrap_seg_num),
            FRICTION_ROWS: lambda m: (m.nefc_eq, m.nefc_friction),
            LIMIT_ROWS: lambda m: (m.nefc_eq + m.nefc_friction, m.nefc_limit),
            CONTACT_ROWS: lambda m: (m.nefc_eq + m.nefc_friction + m.nefc_limit,
@@ -279,6 +281,10 @@ def _range_funcs(scalar):
         return m.tendon_wrap_first, m.tendon_wrap_num
 
     @wp.func
+    def wrap_segments(m: Model):
+        return m.wrap_seg_first, m.wrap_seg_num
+
+    @wp.func
     def equalities(m: Model):
         n = int(0)
         if m.nefc_eq > 0:
@@ -304,7 +310,7 @@ def _range_funcs(scalar):
            SENSORS: sensors,
            PYRAMIDAL_CONTACTS: pyramidal_contacts, ELLIPTIC_CONTACTS: elliptic_contacts,
            WRENCH_SENSORS: wrench_sensors, CONTACT_SENSORS: contact_sensors, TENDONS: tendons,
-           WRAP_TENDONS: wrap_tendons,
+           WRAP_TENDONS: wrap_tendons, WRAP_SEGMENTS: wrap_segments,
            EQUALITIES: equalities, FRICTION_ROWS: friction_rows,
            LIMIT_ROWS: limit_rows, CONTACT_ROWS: contact_rows}
     assert set(out) == set(_RANGES)

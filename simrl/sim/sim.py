@@ -36,7 +36,7 @@ from simrl.sim.data import (
     make_data,
     mocap_pose0,
 )
-from simrl.sim.io import Model, sensor_columns
+from simrl.sim.io import Model, sensor_columns, wrap_points
 from simrl.sim.model import PER_WORLD_FIELDS, SET_CONST_INPUTS, copy_struct
 from simrl.sim.types import EULER_LIKE, DisableBit, ObjType, build_notice
 
@@ -479,6 +479,42 @@ class Sim:
         geom = table[pair.long()]
         return SimpleNamespace(active=self.view("contact_active") != 0, dist=self.view("contact_dist"),
                                pos=self.view("contact_pos"), frame=self.view("contact_frame"), pair=pair, geom=geom)
+
+    @property
+    def wrap(self) -> SimpleNamespace:
+        """The tendons' paths of every world in mjData's layout, of the last forward pass (after
+        `step`, the state it started from, as `ten_length`): `ten_wrapadr`, `ten_wrapnum`
+        [W, ntendon] (int64; 0 points for a fixed tendon), `wrap_obj` [W, nwrap, 2] (-1 a site, -2
+        a pulley, else the geom wrapped) and `wrap_xpos` [W, nwrap, 6] (mjData's shapes: point i is
+        wrap_xpos.reshape(W, -1, 3)[:, i], of object wrap_obj.reshape(W, -1)[:, i]): per spatial
+        tendon its sites, a pulley as a zero point, and a wrapping geom's two tangent points when
+        the path wraps around it (mj_tendon). Points past a world's last are 0 (wrap_obj -1).
+        Computed from `sim.view("wrap_path")` on each call, not a view."""
+        mjm = self.model.mjm
+        table = self.model.__dict__.get("_wrap_points_torch")
+        site = self.view("site_xpos")
+        if table is None or table["source"].device != site.device:
+            table = {k: torch.as_tensor(v, device=site.device) for k, v in wrap_points(mjm).items()}
+            self.model._wrap_points_torch = table
+        path = self.view("wrap_path")
+        W = site.shape[0]
+        points = torch.cat([site, path[:, :, 1:4], path[:, :, 4:7], torch.zeros_like(site[:, :1])], dim=1)
+        seg = table["segment"]
+        present = (seg < 0) | (path[:, seg.clamp(min=0), 0] >= 0)  # [W, rows]
+        rows = present.sum(dim=1)
+        ten_wrapnum = torch.zeros((W, mjm.ntendon), dtype=torch.int64, device=site.device)
+        ten_wrapnum.index_add_(1, table["tendon"], present.long())
+        ten_wrapadr = torch.cumsum(ten_wrapnum, dim=1) - ten_wrapnum
+        n = 2 * mjm.nwrap
+        wrap_xpos = torch.zeros((W, n + 1, 3), dtype=site.dtype, device=site.device)
+        wrap_obj = torch.full((W, n + 1), -1, dtype=torch.int64, device=site.device)
+        # each present point to its place in the world's list, the others to a row dropped after
+        dest = torch.where(present, torch.cumsum(present.long(), dim=1) - 1, torch.full_like(rows[:, None], n))
+        wrap_xpos.scatter_(1, dest[:, :, None].expand(-1, -1, 3), points[:, table["source"]])
+        wrap_obj.scatter_(1, dest, table["obj"].expand(W, -1).clone())
+        return SimpleNamespace(ten_wrapadr=ten_wrapadr, ten_wrapnum=ten_wrapnum,
+                               wrap_obj=wrap_obj[:, :n].reshape(W, mjm.nwrap, 2),
+                               wrap_xpos=wrap_xpos[:, :n].reshape(W, mjm.nwrap, 6))
 
     def per_world_param(self, name: str) -> torch.Tensor:
         """Give the model parameter `name` its own value in every world (domain randomization)

@@ -21,13 +21,15 @@ tendon, the bias force armature (ten_Jdot qvel) ten_J' (mj_tendonBias; a fixed t
 is constant).
 
 Elements: `length(m, d, w, t)` (ten_length and ten_J of tendon t, after com_pos: it needs
-site_xpos, cdof and subtree_com), `length_wrap(m, d, w, t)` (its segments that wrap, added in a
-pass over the tendons that have them, so that the other tendons' kernel stays small),
-`velocity(m, d, w, t)` (ten_velocity = ten_J qvel and the tendon's spring and damper forces,
-ten_spring and ten_damper) and `bias(m, d, w, t)` (the
-armature's bias along the tendon, ten_bias, after cdof_dot). The dofs gather what the tendons
-give them: simrl.sim.passive (their springs and dampers), simrl.sim.crb (their armature),
-simrl.sim.rne (their armature's bias), simrl.sim.actuation (their actuators).
+site_xpos, cdof and subtree_com), `wrap_path(m, d, w, k)` (segment k's path around its geom:
+arc length and tangent points in Data.wrap_path; the differentiable step splits it in
+`wrap_path_outside` and `wrap_path_inside` by where the side site lies), `length_wrap(m, d, w, t)`
+(the wrapping segments' lengths and Jacobians from their paths, added in a pass over the tendons
+that have them, so that the other tendons' kernel stays small), `velocity(m, d, w, t)`
+(ten_velocity = ten_J qvel and the tendon's spring and damper forces, ten_spring and ten_damper)
+and `bias(m, d, w, t)` (the armature's bias along the tendon, ten_bias, after cdof_dot). The dofs
+gather what the tendons give them: simrl.sim.passive (their springs and dampers), simrl.sim.crb
+(their armature), simrl.sim.rne (their armature's bias), simrl.sim.actuation (their actuators).
 """
 
 
@@ -92,26 +94,85 @@ def build(scalar):
         return norm
 
     @wp.func
+    def store_path(m: Model, d: Data, w: int, k: int, wlen: scalar, t0: vec3, t1: vec3):
+        i = k - m.wrap_seg_first
+        d.wrap_path[w, i, 0] = wlen
+        for c in range(3):
+            d.wrap_path[w, i, 1 + c] = t0[c]
+            d.wrap_path[w, i, 4 + c] = t1[c]
+
+    @wp.func
+    def wrap_path(m: Model, d: Data, w: int, k: int):
+        """wrap_path[k - wrap_seg_first] of segment k when it wraps around a geom: mju_wrap's arc
+        length (-1 when the straight line clears the geom) and its two tangent points (mj_tendon).
+        A pass of its own, before `length_wrap`: the adjoint of mju_wrap and that of the Jacobian's
+        loops over dofs would not fit a GPU thread's registers together.
+
+        Model: geom_size, geom_type, tendon_seg, wrap_seg_first. Data in: site_xpos, geom_xpos, geom_xmat. Data out:
+        wrap_path."""
+        seg = m.tendon_seg[k]
+        g = seg.geom
+        if g >= 0:
+            p0 = d.site_xpos[w, seg.site0]
+            side = p0
+            if seg.side >= 0:
+                side = d.site_xpos[w, seg.side]
+            wlen, t0, t1 = wrap.wrap(p0, d.site_xpos[w, seg.site1], d.geom_xpos[w, g], d.geom_xmat[w, g],
+                                     m.geom_size[g][0], int(m.geom_type[g] == GEOM_CYLINDER), side, int(seg.side >= 0))
+            store_path(m, d, w, k, wlen, t0, t1)
+
+    @wp.func
+    def wrap_path_outside(m: Model, d: Data, w: int, k: int):
+        """`wrap_path` of the segments without a side site inside their geom (the differentiable
+        step's: with those of `wrap_path_inside`, mju_wrap's adjoint would spill on a GPU)."""
+        seg = m.tendon_seg[k]
+        g = seg.geom
+        if g >= 0:
+            p0 = d.site_xpos[w, seg.site0]
+            side = p0
+            if seg.side >= 0:
+                side = d.site_xpos[w, seg.side]
+            xpos = d.geom_xpos[w, g]
+            xmat = d.geom_xmat[w, g]
+            radius = m.geom_size[g][0]
+            if wrap.side_inside(side, xpos, xmat, radius, int(seg.side >= 0)) == 0:
+                wlen, t0, t1 = wrap.wrap_outside(p0, d.site_xpos[w, seg.site1], xpos, xmat, radius,
+                                                 int(m.geom_type[g] == GEOM_CYLINDER), side, int(seg.side >= 0))
+                store_path(m, d, w, k, wlen, t0, t1)
+
+    @wp.func
+    def wrap_path_inside(m: Model, d: Data, w: int, k: int):
+        """`wrap_path` of the segments with a side site inside their geom (the differentiable step's)."""
+        seg = m.tendon_seg[k]
+        g = seg.geom
+        if g >= 0 and seg.side >= 0:
+            xpos = d.geom_xpos[w, g]
+            xmat = d.geom_xmat[w, g]
+            radius = m.geom_size[g][0]
+            if wrap.side_inside(d.site_xpos[w, seg.side], xpos, xmat, radius, 1) != 0:
+                wlen, t0, t1 = wrap.wrap_through(d.site_xpos[w, seg.site0], d.site_xpos[w, seg.site1], xpos, xmat,
+                                                 radius, int(m.geom_type[g] == GEOM_CYLINDER))
+                store_path(m, d, w, k, wlen, t0, t1)
+
+    @wp.func
     def wrap_length(m: Model, d: Data, w: int, t: int, k: int):
-        """Segment k's site-geom-site length added to ten_length[t], its Jacobian to ten_J[t]:
-        straight when the line clears the geom, else the two straight pieces to the tangent
-        points and the arc between them (mj_tendon)."""
+        """Segment k's site-geom-site length added to ten_length[t], its Jacobian to ten_J[t], from
+        its path (`wrap_path`): straight when the line clears the geom, else the two straight
+        pieces to the tangent points and the arc between them (mj_tendon)."""
         seg = m.tendon_seg[k]
         p0 = d.site_xpos[w, seg.site0]
         p1 = d.site_xpos[w, seg.site1]
         b0 = m.site_bodyid[seg.site0]
         b1 = m.site_bodyid[seg.site1]
         inv = scalar(1.0) / seg.divisor
-        g = seg.geom
-        side = p0
-        if seg.side >= 0:
-            side = d.site_xpos[w, seg.side]
-        wlen, t0, t1 = wrap.wrap(p0, p1, d.geom_xpos[w, g], d.geom_xmat[w, g], m.geom_size[g][0],
-                                 int(m.geom_type[g] == GEOM_CYLINDER), side, int(seg.side >= 0))
+        i = k - m.wrap_seg_first
+        wlen = d.wrap_path[w, i, 0]
         if wlen < scalar(0.0):
             d.ten_length[w, t] += straight(m, d, w, t, b0, p0, b1, p1, inv) * inv
         else:
-            gb = m.geom_bodyid[g]
+            t0 = vec3(d.wrap_path[w, i, 1], d.wrap_path[w, i, 2], d.wrap_path[w, i, 3])
+            t1 = vec3(d.wrap_path[w, i, 4], d.wrap_path[w, i, 5], d.wrap_path[w, i, 6])
+            gb = m.geom_bodyid[seg.geom]
             l0 = straight(m, d, w, t, b0, p0, gb, t0, inv)
             l1 = straight(m, d, w, t, gb, t1, b1, p1, inv)
             d.ten_length[w, t] += (l0 + wlen + l1) * inv
@@ -150,9 +211,9 @@ def build(scalar):
         """The segments of tendon t that wrap around a geom, added to ten_length[t] and ten_J[t]
         after `length` (a pass of its own: mju_wrap's code stays out of the other tendons' kernel).
 
-        Model: body_dofend, body_rootid, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, geom_bodyid, geom_size,
-        geom_type, site_bodyid, tendon, tendon_seg. Data in: site_xpos, geom_xpos, geom_xmat, cdof, subtree_com.
-        Data out: ten_length, ten_J."""
+        Model: body_dofend, body_rootid, dof_ancestor, dof_ancestor_adr, dof_ancestor_num, geom_bodyid, site_bodyid,
+        tendon, tendon_seg, wrap_seg_first. Data in: site_xpos, wrap_path, cdof, subtree_com. Data out: ten_length,
+        ten_J."""
         ten = m.tendon[t]
         if ten.fixed == 0:
             for k in range(ten.segadr, ten.segadr + ten.segnum):
@@ -248,7 +309,8 @@ def build(scalar):
             value = ten.armature * tendon_jdot(m, d, w, t)
         d.ten_bias[w, t] = value
 
-    return SimpleNamespace(length=length, length_wrap=length_wrap, velocity=velocity, bias=bias)
+    return SimpleNamespace(length=length, wrap_path=wrap_path, wrap_path_outside=wrap_path_outside,
+                           wrap_path_inside=wrap_path_inside, length_wrap=length_wrap, velocity=velocity, bias=bias)
 
 
 @functools.cache
@@ -487,74 +549,115 @@ def build_wrap(scalar):
         return wlen, pnt, pnt
 
     @wp.func
-    def wrap(x0: vec3, x1: vec3, xpos: vec3, xmat: mat33, radius: scalar, cylinder: int, side: vec3, has_side: int):
-        """mju_wrap: (the wrapped length or -1 for no wrap, the two tangent points in the world
-        frame) of the path from x0 to x1 around a sphere (cylinder 0) or a cylinder (along its z
-        axis) of `radius` at (xpos, xmat), passing on the side of `side` when has_side.
+    def wrap_plane(p0: vec3, p1: vec3, cylinder: int):
+        """The plane of the 2D problem, as two axes in the geom frame: the plane through the centre
+        and both ends (p0, p1 in the geom frame) for a sphere, the cross-section for a cylinder."""
+        axis0 = vec3(scalar(1.0), scalar(0.0), scalar(0.0))
+        axis1 = vec3(scalar(0.0), scalar(1.0), scalar(0.0))
+        if cylinder == 0:
+            axis0 = normalize3(p0)
+            normal = wp.cross(p0, p1)
+            if wp.length(normal) < scalar(MINVAL):
+                # p0 and p1 parallel: a normal off axis0's largest component
+                i = 0
+                a = wp.abs(axis0[0])
+                b = wp.abs(axis0[1])
+                c = wp.abs(axis0[2])
+                if b > a and b > c:
+                    i = 1
+                if c > a and c > b:
+                    i = 2
+                other = vec3(scalar(0.0), scalar(1.0), scalar(1.0))
+                if i == 1:
+                    other = vec3(scalar(1.0), scalar(0.0), scalar(1.0))
+                elif i == 2:
+                    other = vec3(scalar(1.0), scalar(1.0), scalar(0.0))
+                normal = wp.cross(axis0, other)
+            normal = normalize3(normal)
+            axis1 = normalize3(wp.cross(normal, axis0))
+        return axis0, axis1
 
-        The problem becomes 2D: the plane through the centre and both ends for a sphere, the
-        cross-section for a cylinder, whose path then climbs evenly along the axis over the
-        whole length (a helix on the surface)."""
+    @wp.func
+    def wrap_space(p0: vec3, p1: vec3, axis0: vec3, axis1: vec3, xpos: vec3, xmat: mat33, cylinder: int,
+                   wlen: scalar, pnt0: vec2, pnt1: vec2):
+        """(the wrapped length, the two tangent points in the world frame) from the 2D solution: on a
+        cylinder the path climbs along the axis in proportion to the 2D length travelled (a helix)."""
+        res0 = axis0 * pnt0[0] + axis1 * pnt0[1]
+        res1 = axis0 * pnt1[0] + axis1 * pnt1[1]
+        out = wlen
+        if cylinder != 0:
+            l0 = wp.sqrt((p0[0] - res0[0]) * (p0[0] - res0[0]) + (p0[1] - res0[1]) * (p0[1] - res0[1]))
+            l1 = wp.sqrt((p1[0] - res1[0]) * (p1[0] - res1[0]) + (p1[1] - res1[1]) * (p1[1] - res1[1]))
+            total = l0 + wlen + l1
+            z0 = p0[2] + (p1[2] - p0[2]) * l0 / total
+            z1 = p0[2] + (p1[2] - p0[2]) * (l0 + wlen) / total
+            res0 = vec3(res0[0], res0[1], z0)
+            res1 = vec3(res1[0], res1[1], z1)
+            height = wp.abs(z1 - z0)
+            out = wp.sqrt(wlen * wlen + height * height)
+        return out, xmat * res0 + xpos, xmat * res1 + xpos
+
+    @wp.func
+    def side_inside(side: vec3, xpos: vec3, xmat: mat33, radius: scalar, has_side: int):
+        """1 when the side site lies inside the geom (wrap_inside's case)."""
+        out = int(0)
+        if has_side != 0:
+            if wp.length(wp.transpose(xmat) * (side - xpos)) < radius:
+                out = 1
+        return out
+
+    @wp.func
+    def wrap_outside(x0: vec3, x1: vec3, xpos: vec3, xmat: mat33, radius: scalar, cylinder: int, side: vec3,
+                     has_side: int):
+        """mju_wrap without a side site inside the geom: (the wrapped length or -1 for no wrap, the
+        two tangent points in the world frame; x0 and x1 for no wrap) of the path from x0 to x1
+        around a sphere (cylinder 0) or a cylinder (along its z axis) of `radius` at (xpos, xmat),
+        passing on the side of `side` when has_side."""
         p0 = wp.transpose(xmat) * (x0 - xpos)
         p1 = wp.transpose(xmat) * (x1 - xpos)
         wlen = scalar(-1.0)
         w0 = x0
         w1 = x1
         if wp.length(p0) >= scalar(MINVAL) and wp.length(p1) >= scalar(MINVAL):
-            axis0 = vec3(scalar(1.0), scalar(0.0), scalar(0.0))
-            axis1 = vec3(scalar(0.0), scalar(1.0), scalar(0.0))
-            if cylinder == 0:
-                axis0 = normalize3(p0)
-                normal = wp.cross(p0, p1)
-                if wp.length(normal) < scalar(MINVAL):
-                    # p0 and p1 parallel: a normal off axis0's largest component
-                    i = 0
-                    a = wp.abs(axis0[0])
-                    b = wp.abs(axis0[1])
-                    c = wp.abs(axis0[2])
-                    if b > a and b > c:
-                        i = 1
-                    if c > a and c > b:
-                        i = 2
-                    other = vec3(scalar(0.0), scalar(1.0), scalar(1.0))
-                    if i == 1:
-                        other = vec3(scalar(1.0), scalar(0.0), scalar(1.0))
-                    elif i == 2:
-                        other = vec3(scalar(1.0), scalar(1.0), scalar(0.0))
-                    normal = wp.cross(axis0, other)
-                normal = normalize3(normal)
-                axis1 = normalize3(wp.cross(normal, axis0))
-            d0 = vec2(wp.dot(p0, axis0), wp.dot(p0, axis1))
-            d1 = vec2(wp.dot(p1, axis0), wp.dot(p1, axis1))
-            pnt0 = vec2(scalar(0.0), scalar(0.0))
-            pnt1 = pnt0
-            inside = int(0)
-            sd = pnt0
+            axis0, axis1 = wrap_plane(p0, p1, cylinder)
+            sd = vec2(scalar(0.0), scalar(0.0))
             if has_side != 0:
                 s = wp.transpose(xmat) * (side - xpos)
                 sd = normalize2(vec2(wp.dot(s, axis0), wp.dot(s, axis1))) * radius
-                if wp.length(s) < radius:
-                    inside = 1
-            if inside != 0:
-                wlen, pnt0, pnt1 = wrap_inside(d0, d1, radius)
-            else:
-                wlen, pnt0, pnt1 = wrap_circle(d0, d1, sd, has_side, radius)
-            if wlen >= scalar(0.0):
-                res0 = axis0 * pnt0[0] + axis1 * pnt0[1]
-                res1 = axis0 * pnt1[0] + axis1 * pnt1[1]
-                if cylinder != 0:
-                    # the heights, in proportion to the 2D length travelled
-                    l0 = wp.sqrt((p0[0] - res0[0]) * (p0[0] - res0[0]) + (p0[1] - res0[1]) * (p0[1] - res0[1]))
-                    l1 = wp.sqrt((p1[0] - res1[0]) * (p1[0] - res1[0]) + (p1[1] - res1[1]) * (p1[1] - res1[1]))
-                    total = l0 + wlen + l1
-                    z0 = p0[2] + (p1[2] - p0[2]) * l0 / total
-                    z1 = p0[2] + (p1[2] - p0[2]) * (l0 + wlen) / total
-                    res0 = vec3(res0[0], res0[1], z0)
-                    res1 = vec3(res1[0], res1[1], z1)
-                    height = wp.abs(z1 - z0)
-                    wlen = wp.sqrt(wlen * wlen + height * height)
-                w0 = xmat * res0 + xpos
-                w1 = xmat * res1 + xpos
+            wlen2, pnt0, pnt1 = wrap_circle(vec2(wp.dot(p0, axis0), wp.dot(p0, axis1)),
+                                            vec2(wp.dot(p1, axis0), wp.dot(p1, axis1)), sd, has_side, radius)
+            if wlen2 >= scalar(0.0):
+                wlen, w0, w1 = wrap_space(p0, p1, axis0, axis1, xpos, xmat, cylinder, wlen2, pnt0, pnt1)
         return wlen, w0, w1
 
-    return SimpleNamespace(wrap=wrap, wrap_circle=wrap_circle, wrap_inside=wrap_inside)
+    @wp.func
+    def wrap_through(x0: vec3, x1: vec3, xpos: vec3, xmat: mat33, radius: scalar, cylinder: int):
+        """mju_wrap with a side site inside the geom: as `wrap_outside`, the path touching the
+        surface at one point (wrap_inside)."""
+        p0 = wp.transpose(xmat) * (x0 - xpos)
+        p1 = wp.transpose(xmat) * (x1 - xpos)
+        wlen = scalar(-1.0)
+        w0 = x0
+        w1 = x1
+        if wp.length(p0) >= scalar(MINVAL) and wp.length(p1) >= scalar(MINVAL):
+            axis0, axis1 = wrap_plane(p0, p1, cylinder)
+            wlen2, pnt0, pnt1 = wrap_inside(vec2(wp.dot(p0, axis0), wp.dot(p0, axis1)),
+                                            vec2(wp.dot(p1, axis0), wp.dot(p1, axis1)), radius)
+            if wlen2 >= scalar(0.0):
+                wlen, w0, w1 = wrap_space(p0, p1, axis0, axis1, xpos, xmat, cylinder, wlen2, pnt0, pnt1)
+        return wlen, w0, w1
+
+    @wp.func
+    def wrap(x0: vec3, x1: vec3, xpos: vec3, xmat: mat33, radius: scalar, cylinder: int, side: vec3, has_side: int):
+        """mju_wrap: `wrap_through` when the side site lies inside the geom, else `wrap_outside`."""
+        wlen = scalar(-1.0)
+        w0 = x0
+        w1 = x1
+        if side_inside(side, xpos, xmat, radius, has_side) != 0:
+            wlen, w0, w1 = wrap_through(x0, x1, xpos, xmat, radius, cylinder)
+        else:
+            wlen, w0, w1 = wrap_outside(x0, x1, xpos, xmat, radius, cylinder, side, has_side)
+        return wlen, w0, w1
+
+    return SimpleNamespace(wrap=wrap, wrap_outside=wrap_outside, wrap_through=wrap_through, side_inside=side_inside,
+                           wrap_circle=wrap_circle, wrap_inside=wrap_inside)
