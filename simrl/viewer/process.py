@@ -11,7 +11,8 @@ import os
 def serve(mj_model, worlds: list[int], kwargs: dict, states, status, cpu, frames) -> None:
     """Start a WebViewer of `mj_model`'s `worlds` (put "ready", or the ViewerError's text, on
     `status`), then draw each (state, reward terms, time, env steps) taken from `states` until
-    None arrives; keep `cpu` (this process's CPU seconds) and `frames` up to date."""
+    None arrives; keep `cpu` (this process's CPU seconds since it was ready, its server's
+    threads included) and `frames` up to date."""
     from simrl.viewer.server import ViewerError, WebViewer
 
     logging.getLogger("websockets").setLevel(logging.WARNING)
@@ -22,6 +23,7 @@ def serve(mj_model, worlds: list[int], kwargs: dict, states, status, cpu, frames
         status.put(str(e))
         return
     status.put("ready")
+    start = os.times()  # the drawing's CPU time, not the imports' and the server's start
     try:
         while True:
             item = states.get()
@@ -32,7 +34,7 @@ def serve(mj_model, worlds: list[int], kwargs: dict, states, status, cpu, frames
             if terms:
                 viewer.record_rewards(t, terms)
             frames.value = viewer.frames
-            times = os.times()
-            cpu.value = times.user + times.system
+            now = os.times()
+            cpu.value = (now.user - start.user) + (now.system - start.system)
     finally:
         viewer.close()
