@@ -131,10 +131,13 @@ def test_each_section_is_a_typed_dataclass_with_its_checks():
     ppo, shac = cfg.task.ppo, cfg.task.shac
     assert isinstance(ppo, PpoCfg) and ppo.num_steps_per_env == 32 and ppo.cuda_graph is False
     assert isinstance(shac, ShacCfg) and shac.horizon == 32 and shac.reward_scale == 1.0
-    assert PlayCfg.defaults() == {"checkpoint": None, "num_envs": 100, "num_episodes": None, "device": "auto",
+    # num_envs null: 100 evaluation worlds, or the viewer's 4 (simrl.rl.play)
+    assert PlayCfg.defaults() == {"checkpoint": None, "num_envs": None, "num_episodes": None, "device": "auto",
                                   "seed": 1, "video": False, "video_length_s": 10.0,
                                   "sim": {"backend": "warp", "njmax": None, "nconmax": None,
-                                          "strict": False}}
+                                          "strict": False},
+                                  "viewer": None, "viewer_host": "127.0.0.1", "viewer_port": 8080,
+                                  "viewer_seconds": None}
     with pytest.raises(ConfigError, match=r"configuration:\n  task.shac.horizon must be a positive integer, got 0"):
         ShacCfg.from_dict({"horizon": 0})
     assert ShacCfg.check({"horizn": 4}) == ["unknown key task.shac.horizn; did you mean 'horizon'?"]

@@ -96,6 +96,26 @@ def test_height_fields_and_meshes_are_mujocos():
     np.testing.assert_array_equal(mesh.faces, m.mesh_face[:m.mesh_facenum[0]])
 
 
+@pytest.mark.parametrize("script,overrides,message", [
+    ("train", ["viewer=html"], "viewer must be web or null, got 'html'"),
+    ("train", ["viewer=web", "viewer_port=70000"], "viewer_port must be a port number in [1, 65535], got 70000"),
+    ("play", ["viewer=web", "viewer_seconds=0"], "viewer_seconds must be a number > 0 or null, got 0"),
+    ("play", ["viewer=web", "video=true"], "viewer=web runs the policy live in a browser and video=true records"),
+])
+def test_viewer_keys_are_checked(script, overrides, message):
+    from hydra import compose, initialize
+
+    from simrl.errors import ConfigError
+    from tasks.config import register, validate
+
+    register(script)
+    with initialize(version_base=None):
+        cfg = compose(script, overrides=["task=cartpole", *overrides])
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, script)
+    assert message in str(info.value)
+
+
 def test_port_in_use_is_an_error_naming_it():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
