@@ -1,12 +1,14 @@
 """Actuators on ball and free joints (`joint=` and `jointinparent=`; mj_transmission's
-mjTRN_JOINT and mjTRN_JOINTINPARENT with a 3D or 6D gear) against MuJoCo 4.0 in float64:
+mjTRN_JOINT and mjTRN_JOINTINPARENT with a 3D or 6D gear) and slider-cranks (`cranksite=`,
+mjTRN_SLIDERCRANK) against MuJoCo 4.0 in float64:
 actuator length, velocity and moment, qfrc_actuator, sensors, qacc (with a negative control: the
 same model with those actuators' gears zeroed), trajectories of 300 steps under Euler, RK4 and
 implicitfast, both schedules bit for bit, and diff_step's gradients against central differences.
 
 The models, tests/data/*.xml: ball_transmission.xml (a ball joint under a hinge and one under
 it, with motor, affine and position actuators, joint and jointinparent; a free-flying body driven
-by 6D gears)."""
+by 6D gears); slidercrank.xml (an engine whose crank and piston share a turning frame's dof, and
+a crank against a world slider site with a rod too short to reach in some states)."""
 
 from pathlib import Path
 
@@ -21,7 +23,8 @@ from simrl import Sim, diff_step
 
 DATA = Path(__file__).parent / "data"
 JOINT, INPARENT = mujoco.mjtTrn.mjTRN_JOINT, mujoco.mjtTrn.mjTRN_JOINTINPARENT
-MODELS = ["ball_transmission"]
+SLIDERCRANK = mujoco.mjtTrn.mjTRN_SLIDERCRANK
+MODELS = ["ball_transmission", "slidercrank"]
 
 
 def model(name: str, integrator: str | None = None) -> mujoco.MjModel:
@@ -32,10 +35,11 @@ def model(name: str, integrator: str | None = None) -> mujoco.MjModel:
 
 
 def driven(mjm) -> np.ndarray:
-    """The actuators under test: those whose moment is not a single gear (ball and free joints)."""
+    """The actuators under test: slider-cranks, and ball and free joints (a moment of several dofs)."""
     kinds = (mujoco.mjtJoint.mjJNT_BALL, mujoco.mjtJoint.mjJNT_FREE)
-    return np.array([a for a in range(mjm.nu) if int(mjm.actuator_trntype[a]) in (JOINT, INPARENT)
-                     and int(mjm.jnt_type[mjm.actuator_trnid[a, 0]]) in kinds], dtype=int)
+    return np.array([a for a in range(mjm.nu) if int(mjm.actuator_trntype[a]) == SLIDERCRANK
+                     or (int(mjm.actuator_trntype[a]) in (JOINT, INPARENT)
+                         and int(mjm.jnt_type[mjm.actuator_trnid[a, 0]]) in kinds)], dtype=int)
 
 
 def random_states(mjm, n, seed=0):
@@ -67,6 +71,23 @@ def test_ball_model_exercises_every_case():
     for jnt in (mujoco.mjtJoint.mjJNT_BALL, mujoco.mjtJoint.mjJNT_FREE):
         assert {(jnt, JOINT), (jnt, INPARENT)} <= cases
     assert (mujoco.mjtJoint.mjJNT_HINGE, INPARENT) in cases
+
+
+def test_slidercrank_model_exercises_every_case():
+    """The engine's crank and slider chains share a dof; among the states the transmission tests
+    use, the short rod reaches in some (det > 0) and not in others (det <= 0)."""
+    mjm = model("slidercrank")
+    engine, short = (mjm.actuator(name).id for name in ("engine", "short_rod"))
+    crank, slider = (int(mjm.site_bodyid[s]) for s in mjm.actuator_trnid[engine])
+    assert mjm.body_parentid[crank] == mjm.body_parentid[slider] and mjm.body_dofnum[mjm.body_parentid[crank]] == 1
+    dets = []
+    for state in zip(*random_states(mjm, 8), strict=True):
+        md = mujoco_forward(mjm, *state)
+        s, r = mjm.actuator_trnid[short]
+        v = md.site_xpos[s] - md.site_xpos[r]
+        av = v @ md.site_xmat[r].reshape(3, 3)[:, 2]
+        dets.append(av * av + mjm.actuator_cranklength[short] ** 2 - v @ v)
+    assert min(dets) < 0 < max(dets), dets
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -11,7 +11,8 @@ frame to the site's, mju_subQuat), and its moment (J_site - J_ref)' R_ref gear w
 columns of the dofs the two sites' chains share (MuJoCo's moment, not the exact derivative of
 the rotational length). A ball joint's length is the gear . its rotation vector and its moment
 the gear on its dofs, a free joint's length 0 and its moment the 6D gear (jointinparent: the
-rotational gear given in the parent frame).
+rotational gear given in the parent frame). A slider-crank's length is the slider's travel that
+keeps the rod's length between the crank and slider sites, its moment the exact derivative.
 Joint and tendon moments are applied inline; the others' rows are kept in actuator_moment.
 
 Activation dynamics (mj_fwdActuation's act_dot): an actuator with dyntype integrator, filter or
@@ -21,8 +22,9 @@ Its force uses act in place of ctrl, or with actearly the activation after this 
 (`next_activation`, mj_nextActivation of engine_support.c). The integrators advance act with
 `next_activation` (simrl.sim.euler, simrl.sim.rk4).
 
-Elements: `transmission_site(m, d, w, k)` and `transmission_joint` (the k-th moment row
-transmission's length and row if it is a site's or a ball or free joint's,
+Elements: `transmission_site(m, d, w, k)`, `transmission_joint` and `transmission_slidercrank`
+(the k-th moment row transmission's length and row if it is a site's, a ball or free joint's or a
+slider-crank's,
 after com_pos), `actuator(m, d, w, a)` (length, velocity, act_dot and force of actuator a), `dof(m, d, w, i)`
 (the gathered force of the actuators on dof i and the joint's actuatorgravcomp, clamped by the
 joint's actuatorfrcrange), and
@@ -83,13 +85,14 @@ def build(scalar):
     @wp.func
     def transmission_gear(m: Model, w: int, trn: SiteTransmission):
         """A moment row transmission's gear (translation, rotation), its first component the
-        world's actuator_gear; and its actuator's moment row zeroed."""
+        world's actuator_gear."""
         g = trn.gear
         gear_t = vec3(m.actuator_gear[w % m.actuator_gear.shape[0], trn.actuator], g[1], g[2])
         return gear_t, vec3(g[3], g[4], g[5])
 
     @wp.func
     def zero_row(m: Model, d: Data, w: int, a: int):
+        """actuator_moment[a] = 0 (the transmission then writes its non-zero entries)."""
         for i in range(m.nv):
             d.actuator_moment[w, a, i] = scalar(0.0)
 
@@ -169,6 +172,50 @@ def build(scalar):
                     d.actuator_moment[w, a, dof + c] = gear_t[c]
                     d.actuator_moment[w, a, dof + 3 + c] = axis[c]
             d.actuator_length[w, a] = length
+
+    @wp.func
+    def transmission_slidercrank(m: Model, d: Data, w: int, k: int):
+        """The k-th moment row transmission if it is a slider-crank (mj_transmission,
+        mjTRN_SLIDERCRANK). With v = x_crank - x_slider, a the slider site's z axis and r the
+        rod's length, the slider's length av - sqrt(det), det = av^2 + r^2 - v.v (av = a.v; av
+        when det <= 0: the rod cannot reach), times gear[0]; its moment gear[0] (dl/dv' (J_crank
+        - J_slider) + dl/da' J_a), J_a the axis's Jacobian with columns cdof_ang x a
+        (mj_jacPointAxis): the exact derivative of the length, whose partial derivatives are
+        dl/dv = a (1 - av / sqrt(det)) + v / sqrt(det), dl/da = v (1 - av / sqrt(det)) (v and a
+        when det <= 0, as MuJoCo takes them).
+
+        Model: actuator_gear, actuator_trnsite, body_dofend, body_rootid, dof_ancestor, dof_ancestor_adr,
+        dof_ancestor_num, nv, site_bodyid. Data in: site_xpos, site_xmat, cdof, subtree_com. Data out:
+        actuator_length, actuator_moment (of the slider-crank's actuator)."""
+        trn = m.actuator_trnsite[k]
+        if trn.trntype == TrnType.SLIDERCRANK:
+            a = trn.actuator
+            gear = m.actuator_gear[w % m.actuator_gear.shape[0], a]
+            zero_row(m, d, w, a)
+            crank = trn.site
+            slider = trn.refsite
+            rot = d.site_xmat[w, slider]
+            axis = vec3(rot[0, 2], rot[1, 2], rot[2, 2])
+            v = d.site_xpos[w, crank] - d.site_xpos[w, slider]
+            av = wp.dot(v, axis)
+            rod = trn.cranklength
+            det = av * av + rod * rod - wp.dot(v, v)
+            length = av
+            dl_dv = axis
+            dl_da = v
+            if det > scalar(0.0):
+                sdet = wp.sqrt(det)
+                length = av - sdet
+                dl_dv = axis * (scalar(1.0) - av / sdet) + v / sdet
+                dl_da = v * (scalar(1.0) - av / sdet)
+            force = dl_dv * gear
+            # dl/da . (cdof_ang x a) = cdof_ang . (a x dl/da): a torque on the slider's chain
+            torque = wp.cross(dl_da, axis) * gear
+            zero = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
+            site_moment_chain(m, d, w, a, m.site_bodyid[crank], d.site_xpos[w, crank], force, zero, -1, scalar(1.0))
+            site_moment_chain(m, d, w, a, m.site_bodyid[slider], d.site_xpos[w, slider], force, torque, -1,
+                              scalar(-1.0))
+            d.actuator_length[w, a] = length * gear
 
     @wp.func
     def site_velocity(m: Model, d: Data, w: int, a: int):
@@ -713,6 +760,7 @@ def build(scalar):
             d.qfrc_actuator[w, i]
 
     return SimpleNamespace(transmission_site=transmission_site, transmission_joint=transmission_joint,
+                           transmission_slidercrank=transmission_slidercrank,
                            check_controls=check_controls,
                            actuator=make_actuator(True, True, True),
                            actuator_transmission=make_actuator(True, False, False),

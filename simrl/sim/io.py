@@ -78,7 +78,7 @@ EQ_ROWS = {EqType.CONNECT: 3, EqType.WELD: 6, EqType.JOINT: 1, EqType.TENDON: 1}
 #: activation dynamics the engine implements (mj_fwdActuation); muscle, dcmotor, pid and user are refused
 SUPPORTED_DYN = (DynType.NONE, DynType.INTEGRATOR, DynType.FILTER, DynType.FILTEREXACT, DynType.MUSCLE)
 #: transmissions the engine implements (mj_transmission); body (adhesion) and SO(3) are refused
-SUPPORTED_TRN = (TrnType.JOINT, TrnType.JOINTINPARENT, TrnType.TENDON, TrnType.SITE)
+SUPPORTED_TRN = (TrnType.JOINT, TrnType.JOINTINPARENT, TrnType.SLIDERCRANK, TrnType.TENDON, TrnType.SITE)
 
 
 # --------------------------------------------------------------------------------------------
@@ -355,9 +355,9 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
         trn = int(mjm.actuator_trntype[a])
         if trn not in SUPPORTED_TRN:
             kind = TrnType(trn).name.lower()
-            problems.append(f"<actuator> {aname} transmission '{kind}': only joint, jointinparent, tendon and site "
-                            "transmissions (joint=..., jointinparent=..., tendon=..., site=... with or without "
-                            "refsite=...) are supported")
+            problems.append(f"<actuator> {aname} transmission '{kind}': only joint, jointinparent, slider-crank, "
+                            "tendon and site transmissions (joint=..., jointinparent=..., cranksite=..., "
+                            "tendon=..., site=... with or without refsite=...) are supported")
         dyntype = int(mjm.actuator_dyntype[a])
         if dyntype not in SUPPORTED_DYN:
             kind = DynType(dyntype).name.lower()
