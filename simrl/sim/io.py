@@ -77,7 +77,10 @@ EQ_ROWS = {EqType.CONNECT: 3, EqType.WELD: 6, EqType.JOINT: 1, EqType.TENDON: 1}
 
 #: activation dynamics the engine implements (mj_fwdActuation); muscle, dcmotor, pid and user are refused
 SUPPORTED_DYN = (DynType.NONE, DynType.INTEGRATOR, DynType.FILTER, DynType.FILTEREXACT, DynType.MUSCLE)
-#: transmissions the engine implements (mj_transmission); body (adhesion) and SO(3) are refused
+#: transmissions the engine implements (mj_transmission); body (adhesion) and SO(3) are refused: a
+#: body transmission's moment is the mean of its body's contact normal Jacobians, which MuJoCo takes
+#: from the constraint rows (mj_fwdPosition calls mj_transmission after mj_makeConstraint), and
+#: simrl's transmissions run before collision
 SUPPORTED_TRN = (TrnType.JOINT, TrnType.JOINTINPARENT, TrnType.SLIDERCRANK, TrnType.TENDON, TrnType.SITE)
 
 
