@@ -28,13 +28,12 @@ CASES = {
                            r"<sensor><rangefinder> 'r': this sensor type is not computed"),
     "flex": ('<mujoco><worldbody><flexcomp name="f" type="grid" count="2 2 1" spacing=".1 .1 .1" pos="0 0 1"/>'
              '</worldbody></mujoco>', r"<flex>/<flexcomp>: 1 flex object\(s\) are not supported"),
-    "slider-crank transmission": (body("", extra='<actuator><general name="m" cranksite="s1" slidersite="s2" '
-                                                 'cranklength="0.2"/></actuator>'),
-                                  r"actuator 'm' transmission 'slidercrank': only joint, tendon and site"),
-    "actuator on a ball joint": (body('<body name="b3" pos="0.3 0 0"><joint name="jb" type="ball"/>'
-                                      '<geom size="0.1" mass="1"/></body>',
-                                      extra='<actuator><motor name="m" joint="jb"/></actuator>'),
-                                 r"<actuator joint> actuator 'm': actuators on ball or free joints"),
+    "body transmission (adhesion)": (body("", extra='<actuator><adhesion name="m" body="b2" ctrlrange="0 1" '
+                                                    'gain="1"/></actuator>'),
+                                     r"actuator 'm' transmission 'body': only joint, jointinparent, slider-crank, "
+                                     r"tendon and site"),
+    "joint plasticity": ('<mujoco><worldbody><body><joint name="j" type="hinge" springyield="1"/><geom size="0.1"/>'
+                         '</body></worldbody></mujoco>', r"<joint springyield> on joint 'j': not supported"),
     "user activation dynamics": (body("", extra='<actuator><general name="m" joint="j1" dyntype="user"/>'
                                                 '</actuator>'), r"<actuator dyntype='user'> actuator 'm'"),
     "DC motor": (body("", extra='<actuator><dcmotor name="m" joint="j1" motorconst="0.05" resistance="1"/>'

@@ -2,15 +2,18 @@
 through the transmission's moment (mj_transmission and mj_fwdActuation, engine_core_smooth.c /
 engine_forward.c).
 
-Transmissions (mj_transmission): a joint's is the gear, a tendon's the gear times the tendon's
-Jacobian. A site transmission without a reference site has length 0 and applies the wrench
-gear (force, torque) in the site's frame: its moment is J_site' R_site gear, J_site the site's
-translation and rotation Jacobians. With a reference site its length is gear . (the site's
+Transmissions (mj_transmission): a hinge's or slide's is the gear, a tendon's the gear times the
+tendon's Jacobian. A site transmission without a reference site has length 0 and applies the
+wrench gear (force, torque) in the site's frame: its moment is J_site' R_site gear, J_site the
+site's translation and rotation Jacobians. With a reference site its length is gear . (the site's
 position in the reference frame, R_ref' (x_site - x_ref); the rotation vector from the reference
 frame to the site's, mju_subQuat), and its moment (J_site - J_ref)' R_ref gear without the
 columns of the dofs the two sites' chains share (MuJoCo's moment, not the exact derivative of
-the rotational length). Joint and tendon moments are applied inline; a site's row is kept in
-actuator_moment.
+the rotational length). A ball joint's length is the gear . its rotation vector and its moment
+the gear on its dofs, a free joint's length 0 and its moment the 6D gear (jointinparent: the
+rotational gear given in the parent frame). A slider-crank's length is the slider's travel that
+keeps the rod's length between the crank and slider sites, its moment the exact derivative.
+Joint and tendon moments are applied inline; the others' rows are kept in actuator_moment.
 
 Activation dynamics (mj_fwdActuation's act_dot): an actuator with dyntype integrator, filter or
 filterexact owns one activation act[actadr], whose derivative is ctrl (integrator) or
@@ -19,7 +22,9 @@ Its force uses act in place of ctrl, or with actearly the activation after this 
 (`next_activation`, mj_nextActivation of engine_support.c). The integrators advance act with
 `next_activation` (simrl.sim.euler, simrl.sim.rk4).
 
-Elements: `transmission_site(m, d, w, k)` (the k-th site transmission's length and moment row,
+Elements: `transmission_site(m, d, w, k)`, `transmission_joint` and `transmission_slidercrank`
+(the k-th moment row transmission's length and row if it is a site's, a ball or free joint's or a
+slider-crank's,
 after com_pos), `actuator(m, d, w, a)` (length, velocity, act_dot and force of actuator a), `dof(m, d, w, i)`
 (the gathered force of the actuators on dof i and the joint's actuatorgravcomp, clamped by the
 joint's actuatorfrcrange), and
@@ -36,17 +41,19 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim.data import data_struct
-from simrl.sim.model import model_struct, muscle_struct
-from simrl.sim.types import MAXVAL, MINVAL, BiasType, DynType, GainType, TrnType, scalar_types
+from simrl.sim.model import model_struct, muscle_struct, transmission_struct
+from simrl.sim.types import MAXVAL, MINVAL, BiasType, DynType, GainType, JointType, TrnType, scalar_types
 
 
 @functools.cache
 def build(scalar):
     Model, Data = model_struct(scalar), data_struct(scalar)
     Muscle = muscle_struct(scalar)
+    SiteTransmission = transmission_struct(scalar)
     T = scalar_types(scalar)
     vec2, vec3 = T.vec2, T.vec3
     sub_quat = T.f.sub_quat
+    quat_from_qpos, quat_normalize, quat_to_vel = T.f.quat_from_qpos, T.f.quat_normalize, T.f.quat_to_vel
 
     @wp.func
     def chain_size(m: Model, dof: int):
@@ -59,7 +66,7 @@ def build(scalar):
     @wp.func
     def site_moment_chain(m: Model, d: Data, w: int, a: int, body: int, point: vec3, force: vec3, torque: vec3,
                           stop: int, sign: scalar):
-        """actuator_moment[a, i] = sign (J_point[:, i]' force + J_rot[:, i]' torque) for the dofs i
+        """actuator_moment[a, i] += sign (J_point[:, i]' force + J_rot[:, i]' torque) for the dofs i
         of the chain that moves `body`, from its last dof up to (not including) dof `stop`; the
         point's translation Jacobian column is cdof_lin + cdof_ang x (point - subtree_com of the
         root), its rotation column cdof_ang (mj_jac)."""
@@ -73,43 +80,142 @@ def build(scalar):
             cdof = d.cdof[w, i]
             ang = vec3(cdof[0], cdof[1], cdof[2])
             jp = vec3(cdof[3], cdof[4], cdof[5]) + wp.cross(ang, offset)
-            d.actuator_moment[w, a, i] = sign * (wp.dot(jp, force) + wp.dot(ang, torque))
+            d.actuator_moment[w, a, i] += sign * (wp.dot(jp, force) + wp.dot(ang, torque))
+
+    @wp.func
+    def transmission_gear(m: Model, w: int, trn: SiteTransmission):
+        """A moment row transmission's gear (translation, rotation), its first component the
+        world's actuator_gear."""
+        g = trn.gear
+        gear_t = vec3(m.actuator_gear[w % m.actuator_gear.shape[0], trn.actuator], g[1], g[2])
+        return gear_t, vec3(g[3], g[4], g[5])
+
+    @wp.func
+    def zero_row(m: Model, d: Data, w: int, a: int):
+        """actuator_moment[a] = 0 (the transmission then writes its non-zero entries)."""
+        for i in range(m.nv):
+            d.actuator_moment[w, a, i] = scalar(0.0)
+
+    # The transmissions with a moment row, one function (and one kernel of the wide schedule) per
+    # kind, each over the whole table and skipping the other kinds: in one kernel their branches'
+    # adjoint would need more registers than a GPU thread should use.
 
     @wp.func
     def transmission_site(m: Model, d: Data, w: int, k: int):
-        """The k-th site transmission (mj_transmission, mjTRN_SITE): its actuator's length and
-        moment row (actuator_moment[a]). Its gear's first component is the world's actuator_gear.
+        """The k-th moment row transmission if it is a site's (mj_transmission, mjTRN_SITE): its
+        actuator's length and moment row (actuator_moment[a]). Without a reference site the
+        length is 0 and the moment J_site' R_site gear; with one, gear . (the site's position in
+        the reference frame, the rotation vector from the reference frame to the site's) and
+        (J_site - J_ref)' R_ref gear without the shared dofs.
 
         Model: actuator_gear, actuator_trnsite, body_dofend, body_rootid, dof_ancestor, dof_ancestor_adr,
         dof_ancestor_num, nv, site_bodyid, site_quat. Data in: site_xpos, site_xmat, xquat, cdof, subtree_com. Data
         out: actuator_length, actuator_moment (of the site's actuator)."""
         trn = m.actuator_trnsite[k]
-        a = trn.actuator
-        g = trn.gear
-        gear_t = vec3(m.actuator_gear[w % m.actuator_gear.shape[0], a], g[1], g[2])
-        gear_r = vec3(g[3], g[4], g[5])
-        for i in range(m.nv):
-            d.actuator_moment[w, a, i] = scalar(0.0)
-        s = trn.site
-        body = m.site_bodyid[s]
-        length = scalar(0.0)
-        if trn.refsite < 0:
-            # the wrench gear in the site's frame, expressed in the world frame
-            rot = d.site_xmat[w, s]
-            site_moment_chain(m, d, w, a, body, d.site_xpos[w, s], rot * gear_t, rot * gear_r, -1, scalar(1.0))
-        else:
-            r = trn.refsite
-            ref_body = m.site_bodyid[r]
-            rot = d.site_xmat[w, r]
-            force = rot * gear_t
-            torque = rot * gear_r
-            site_moment_chain(m, d, w, a, body, d.site_xpos[w, s], force, torque, trn.common, scalar(1.0))
-            site_moment_chain(m, d, w, a, ref_body, d.site_xpos[w, r], force, torque, trn.common, scalar(-1.0))
-            offset = wp.transpose(rot) * (d.site_xpos[w, s] - d.site_xpos[w, r])
-            quat = d.xquat[w, body] * m.site_quat[s]
-            ref_quat = d.xquat[w, ref_body] * m.site_quat[r]
-            length = wp.dot(offset, gear_t) + wp.dot(sub_quat(quat, ref_quat), gear_r)
-        d.actuator_length[w, a] = length
+        if trn.trntype == TrnType.SITE:
+            a = trn.actuator
+            gear_t, gear_r = transmission_gear(m, w, trn)
+            zero_row(m, d, w, a)
+            s = trn.site
+            body = m.site_bodyid[s]
+            length = scalar(0.0)
+            if trn.refsite < 0:
+                # the wrench gear in the site's frame, expressed in the world frame
+                rot = d.site_xmat[w, s]
+                site_moment_chain(m, d, w, a, body, d.site_xpos[w, s], rot * gear_t, rot * gear_r, -1, scalar(1.0))
+            else:
+                r = trn.refsite
+                ref_body = m.site_bodyid[r]
+                rot = d.site_xmat[w, r]
+                force = rot * gear_t
+                torque = rot * gear_r
+                site_moment_chain(m, d, w, a, body, d.site_xpos[w, s], force, torque, trn.common, scalar(1.0))
+                site_moment_chain(m, d, w, a, ref_body, d.site_xpos[w, r], force, torque, trn.common, scalar(-1.0))
+                offset = wp.transpose(rot) * (d.site_xpos[w, s] - d.site_xpos[w, r])
+                quat = d.xquat[w, body] * m.site_quat[s]
+                ref_quat = d.xquat[w, ref_body] * m.site_quat[r]
+                length = wp.dot(offset, gear_t) + wp.dot(sub_quat(quat, ref_quat), gear_r)
+            d.actuator_length[w, a] = length
+
+    @wp.func
+    def transmission_joint(m: Model, d: Data, w: int, k: int):
+        """The k-th moment row transmission if it is a ball or free joint's (mj_transmission,
+        mjTRN_JOINT and mjTRN_JOINTINPARENT). A ball joint's length is gear[:3] . its rotation
+        vector (mju_quat2Vel of the normalized quaternion), its moment gear[:3] on its three dofs;
+        a free joint's length is 0, its moment the gear on its six. With jointinparent the
+        rotational gear is given in the parent frame: R' gear, R the joint's rotation.
+
+        Model: actuator_gear, actuator_trnsite, jnt_dofadr, jnt_qposadr, jnt_type, nv. Data in: qpos. Data out:
+        actuator_length, actuator_moment (of the joint's actuator)."""
+        trn = m.actuator_trnsite[k]
+        if trn.trntype == TrnType.JOINT or trn.trntype == TrnType.JOINTINPARENT:
+            a = trn.actuator
+            gear_t, gear_r = transmission_gear(m, w, trn)
+            zero_row(m, d, w, a)
+            j = trn.jnt
+            dof = m.jnt_dofadr[j]
+            adr = m.jnt_qposadr[j]
+            length = scalar(0.0)
+            if m.jnt_type[j] == JointType.BALL:
+                quat = quat_normalize(quat_from_qpos(d.qpos, w, adr))
+                axis = gear_t
+                if trn.trntype == TrnType.JOINTINPARENT:
+                    axis = wp.quat_rotate_inv(quat, gear_t)
+                length = wp.dot(quat_to_vel(quat), axis)
+                for c in range(3):
+                    d.actuator_moment[w, a, dof + c] = axis[c]
+            else:
+                axis = gear_r
+                if trn.trntype == TrnType.JOINTINPARENT:
+                    axis = wp.quat_rotate_inv(quat_normalize(quat_from_qpos(d.qpos, w, adr + 3)), gear_r)
+                for c in range(3):
+                    d.actuator_moment[w, a, dof + c] = gear_t[c]
+                    d.actuator_moment[w, a, dof + 3 + c] = axis[c]
+            d.actuator_length[w, a] = length
+
+    @wp.func
+    def transmission_slidercrank(m: Model, d: Data, w: int, k: int):
+        """The k-th moment row transmission if it is a slider-crank (mj_transmission,
+        mjTRN_SLIDERCRANK). With v = x_crank - x_slider, a the slider site's z axis and r the
+        rod's length, the slider's length av - sqrt(det), det = av^2 + r^2 - v.v (av = a.v; av
+        when det <= 0: the rod cannot reach), times gear[0]; its moment gear[0] (dl/dv' (J_crank
+        - J_slider) + dl/da' J_a), J_a the axis's Jacobian with columns cdof_ang x a
+        (mj_jacPointAxis): the exact derivative of the length, whose partial derivatives are
+        dl/dv = a (1 - av / sqrt(det)) + v / sqrt(det), dl/da = v (1 - av / sqrt(det)) (v and a
+        when det <= 0, as MuJoCo takes them).
+
+        Model: actuator_gear, actuator_trnsite, body_dofend, body_rootid, dof_ancestor, dof_ancestor_adr,
+        dof_ancestor_num, nv, site_bodyid. Data in: site_xpos, site_xmat, cdof, subtree_com. Data out:
+        actuator_length, actuator_moment (of the slider-crank's actuator)."""
+        trn = m.actuator_trnsite[k]
+        if trn.trntype == TrnType.SLIDERCRANK:
+            a = trn.actuator
+            gear = m.actuator_gear[w % m.actuator_gear.shape[0], a]
+            zero_row(m, d, w, a)
+            crank = trn.site
+            slider = trn.refsite
+            rot = d.site_xmat[w, slider]
+            axis = vec3(rot[0, 2], rot[1, 2], rot[2, 2])
+            v = d.site_xpos[w, crank] - d.site_xpos[w, slider]
+            av = wp.dot(v, axis)
+            rod = trn.cranklength
+            det = av * av + rod * rod - wp.dot(v, v)
+            length = av
+            dl_dv = axis
+            dl_da = v
+            if det > scalar(0.0):
+                sdet = wp.sqrt(det)
+                length = av - sdet
+                dl_dv = axis * (scalar(1.0) - av / sdet) + v / sdet
+                dl_da = v * (scalar(1.0) - av / sdet)
+            force = dl_dv * gear
+            # dl/da . (cdof_ang x a) = cdof_ang . (a x dl/da): a torque on the slider's chain
+            torque = wp.cross(dl_da, axis) * gear
+            zero = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
+            site_moment_chain(m, d, w, a, m.site_bodyid[crank], d.site_xpos[w, crank], force, zero, -1, scalar(1.0))
+            site_moment_chain(m, d, w, a, m.site_bodyid[slider], d.site_xpos[w, slider], force, torque, -1,
+                              scalar(-1.0))
+            d.actuator_length[w, a] = length * gear
 
     @wp.func
     def site_velocity(m: Model, d: Data, w: int, a: int):
@@ -462,14 +568,15 @@ def build(scalar):
             actuator_length, actuator_velocity (transmission), act_dot (act_dot), actuator_force (force; a rich
             actuator's actuator_force_raw: force and gain_vel, for rich_limit)."""
             # transmission (mj_transmission, mj_fwdVelocity): length and velocity along the joint or
-            # the tendon, scaled by the gear; a site transmission's length is its pass's
-            # (transmission_site), its velocity moment qvel
+            # the tendon, scaled by the gear; a transmission with a moment row (site, slider-crank,
+            # ball or free joint) has its length from its pass (transmission_site), its velocity
+            # moment qvel
             length = scalar(0.0)
             velocity = scalar(0.0)
             if wp.static(transmission):
                 gear = m.actuator_gear[w % m.actuator_gear.shape[0], a]
                 t = m.actuator[a].tendon
-                if m.actuator[a].trntype == TrnType.SITE:
+                if m.actuator[a].moment_row != 0:
                     length = d.actuator_length[w, a]
                     velocity = site_velocity(m, d, w, a)
                 else:
@@ -570,8 +677,9 @@ def build(scalar):
         adr = m.dof_actuator_adr[i]
         for k in range(adr, adr + m.dof_actuator_num[i]):
             a = m.dof_actuator[k]
-            # tendon and site transmissions couple dofs: simrl.sim.euler adds their terms
-            if m.actuator[a].tendon < 0 and m.actuator[a].trntype != TrnType.SITE:
+            # tendons and moment rows (sites, slider-cranks, ball and free joints) couple dofs:
+            # simrl.sim.euler adds their terms
+            if m.actuator[a].tendon < 0 and m.actuator[a].moment_row == 0:
                 gear = m.actuator_gear[wg, a]
                 deriv = deriv + gear * (gear * force_vel(m, d, w, a))
         j = m.dof_jntid[i]
@@ -584,14 +692,14 @@ def build(scalar):
 
     @wp.func
     def site_force_vel(m: Model, d: Data, w: int, a: int):
-        """actuator_qderiv[a]: force_vel of a site transmission's actuator, else 0; a rich
+        """actuator_qderiv[a]: force_vel of an actuator with a moment row, else 0; a rich
         actuator's is its pass's (rich_limit), left as it is.
 
         Model: actuator, actuator_biasprm, actuator_forcerange, actuator_gainprm, enable_actuation, enable_clampctrl,
         timestep. Data in: actuator_force, ctrl, act, act_dot. Data out: actuator_qderiv."""
         if m.actuator[a].rich == 0:
             deriv = scalar(0.0)
-            if m.actuator[a].trntype == TrnType.SITE:
+            if m.actuator[a].moment_row != 0:
                 deriv = force_vel(m, d, w, a)
             d.actuator_qderiv[w, a] = deriv
 
@@ -624,10 +732,10 @@ def build(scalar):
         adr = m.dof_actuator_adr[i]
         for k in range(adr, adr + m.dof_actuator_num[i]):
             a = m.dof_actuator[k]
-            # the moment: the gear, times ten_J[t, i] for a tendon transmission; a site's row
+            # the moment: the gear, times ten_J[t, i] for a tendon transmission; else its row
             moment = m.actuator_gear[wg, a]
             t = m.actuator[a].tendon
-            if m.actuator[a].trntype == TrnType.SITE:
+            if m.actuator[a].moment_row != 0:
                 moment = d.actuator_moment[w, a, i]
             elif t >= 0:
                 moment = moment * d.ten_J[w, t, i]
@@ -651,7 +759,9 @@ def build(scalar):
         d.qfrc_smooth[w, i] = d.qfrc_passive[w, i] - d.qfrc_bias[w, i] + d.qfrc_applied[w, i] + \
             d.qfrc_actuator[w, i]
 
-    return SimpleNamespace(transmission_site=transmission_site, check_controls=check_controls,
+    return SimpleNamespace(transmission_site=transmission_site, transmission_joint=transmission_joint,
+                           transmission_slidercrank=transmission_slidercrank,
+                           check_controls=check_controls,
                            actuator=make_actuator(True, True, True),
                            actuator_transmission=make_actuator(True, False, False),
                            actuator_act_dot=make_actuator(False, True, False),

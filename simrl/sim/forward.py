@@ -95,6 +95,8 @@ def position(scalar, fine: bool = False) -> tuple:
         *wrap_paths,
         Pass("tendon_wrap", WRAP_TENDONS, (ten.length_wrap,)),
         Pass("transmission_site", SITE_TRANSMISSIONS, (actuation.build(scalar).transmission_site,)),
+        Pass("transmission_joint", SITE_TRANSMISSIONS, (actuation.build(scalar).transmission_joint,)),
+        Pass("transmission_slidercrank", SITE_TRANSMISSIONS, (actuation.build(scalar).transmission_slidercrank,)),
         Pass("crb_body", BODIES_UP, (cr.body,), skip_world=True, alone=(cr.body_alone,)),
         Pass("crb_dof", DOFS, (cr.dof,)),
     )

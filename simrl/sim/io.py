@@ -77,6 +77,11 @@ EQ_ROWS = {EqType.CONNECT: 3, EqType.WELD: 6, EqType.JOINT: 1, EqType.TENDON: 1}
 
 #: activation dynamics the engine implements (mj_fwdActuation); muscle, dcmotor, pid and user are refused
 SUPPORTED_DYN = (DynType.NONE, DynType.INTEGRATOR, DynType.FILTER, DynType.FILTEREXACT, DynType.MUSCLE)
+#: transmissions the engine implements (mj_transmission); body (adhesion) and SO(3) are refused: a
+#: body transmission's moment is the mean of its body's contact normal Jacobians, which MuJoCo takes
+#: from the constraint rows (mj_fwdPosition calls mj_transmission after mj_makeConstraint), and
+#: simrl's transmissions run before collision
+SUPPORTED_TRN = (TrnType.JOINT, TrnType.JOINTINPARENT, TrnType.SLIDERCRANK, TrnType.TENDON, TrnType.SITE)
 
 
 # --------------------------------------------------------------------------------------------
@@ -400,13 +405,11 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
     for a in range(mjm.nu):
         aname = "actuator " + _name(mjm, ObjType.ACTUATOR, a)
         trn = int(mjm.actuator_trntype[a])
-        if trn not in (TrnType.JOINT, TrnType.TENDON, TrnType.SITE):
+        if trn not in SUPPORTED_TRN:
             kind = TrnType(trn).name.lower()
-            problems.append(f"<actuator> {aname} transmission '{kind}': only joint, tendon and site transmissions "
-                            "(joint=..., tendon=..., site=... with or without refsite=...) are supported")
-        elif trn == TrnType.JOINT and mjm.jnt_type[mjm.actuator_trnid[a, 0]] not in (JointType.HINGE, JointType.SLIDE):
-            problems.append(f"<actuator joint> {aname}: actuators on ball or free joints are not "
-                            "supported (hinge and slide only)")
+            problems.append(f"<actuator> {aname} transmission '{kind}': only joint, jointinparent, slider-crank, "
+                            "tendon and site transmissions (joint=..., jointinparent=..., cranksite=..., "
+                            "tendon=..., site=... with or without refsite=...) are supported")
         dyntype = int(mjm.actuator_dyntype[a])
         if dyntype not in SUPPORTED_DYN:
             kind = DynType(dyntype).name.lower()
@@ -729,10 +732,14 @@ class Model:
         nu = mjm.nu
         trn_tendon = [int(mjm.actuator_trnid[a, 0]) if int(mjm.actuator_trntype[a]) == TrnType.TENDON else -1
                       for a in range(nu)]
-        trn_site = [int(mjm.actuator_trntype[a]) == TrnType.SITE for a in range(nu)]
-        # a tendon or site actuator's joint fields point at joint 0 (never read)
-        trn_jnt = np.array([0 if trn_tendon[a] >= 0 or trn_site[a] else int(mjm.actuator_trnid[a, 0])
-                            for a in range(nu)], dtype=np.int32)
+        trn_joint = [int(mjm.actuator_trntype[a]) in (TrnType.JOINT, TrnType.JOINTINPARENT) for a in range(nu)]
+        # the transmissions whose moment is a row of actuator_moment: sites, slider-cranks, ball and free joints
+        trn_site = [int(mjm.actuator_trntype[a]) in (TrnType.SITE, TrnType.SLIDERCRANK)
+                    or (trn_joint[a] and int(mjm.jnt_type[mjm.actuator_trnid[a, 0]]) in (JointType.BALL,
+                                                                                        JointType.FREE))
+                    for a in range(nu)]
+        # a tendon, site or slider-crank actuator's joint fields point at joint 0 (never read)
+        trn_jnt = np.array([int(mjm.actuator_trnid[a, 0]) if trn_joint[a] else 0 for a in range(nu)], dtype=np.int32)
         m.actuator_trnsite, site_cols = self._site_transmissions(mjm, trn_site)
         m.nsite_trn = sum(trn_site)
         group = mjm.actuator_group
@@ -746,7 +753,7 @@ class Model:
                     or mjm.actuator_dyntype[a] == muscle[2]
                     or (trn_tendon[a] >= 0 and bool(mjm.tendon_actfrclimited[trn_tendon[a]])))
                 for a in range(mjm.nu)]
-        m.actuator = self._actuators(mjm, trn_tendon, trn_jnt, disabled, rich)
+        m.actuator = self._actuators(mjm, trn_tendon, trn_jnt, trn_site, disabled, rich)
         m.rich_actuator = ints([a for a in range(mjm.nu) if rich[a]] or [0])
         m.nu_rich = sum(rich)
         # the actuators whose moment can be non-zero on dof i: joint transmissions on its joint,
@@ -992,9 +999,10 @@ class Model:
         m.far_moving = wp.array(np.asarray(sorted(moving) or [0], dtype=np.int32), dtype=int, device=device)
 
     def _site_transmissions(self, mjm, trn_site):
-        """The site transmission table (mj_transmission's mjTRN_SITE) and, per actuator, the dofs
-        its moment can be non-zero on: the chain of the site's body, or with a reference site the
-        dofs of either chain that are not in both."""
+        """The table of the transmissions with a moment row (simrl.sim.model.transmission_struct:
+        mj_transmission's sites, slider-cranks, ball and free joints) and, per actuator, the dofs
+        its moment can be non-zero on: a joint's dofs; the chain of the site's body, or with a
+        reference site the dofs of either chain that are not in both; a slider-crank's both chains."""
         SiteTransmission = transmission_struct(self.dtype)
         rows, cols = [], []
         for a in range(mjm.nu):
@@ -1002,17 +1010,27 @@ class Model:
             if trn_site[a]:
                 row = SiteTransmission()
                 site, ref = (int(x) for x in mjm.actuator_trnid[a])
-                row.actuator, row.site, row.refsite, row.common = a, site, ref, -1
+                kind = int(mjm.actuator_trntype[a])
+                row.actuator, row.trntype, row.site, row.refsite, row.common, row.jnt = a, kind, site, ref, -1, -1
+                row.cranklength = self.dtype(mjm.actuator_cranklength[a])
                 row.gear = self.T.vec6(*(float(g) for g in mjm.actuator_gear[a]))
+                rows.append(row)
+                if kind in (TrnType.JOINT, TrnType.JOINTINPARENT):
+                    row.site = row.refsite = -1
+                    row.jnt = site
+                    dof = int(mjm.jnt_dofadr[site])
+                    cols[a] = list(range(dof, dof + (3 if mjm.jnt_type[site] == JointType.BALL else 6)))
+                    continue
                 chain = _dof_chain(mjm, int(mjm.site_bodyid[site]))
-                if ref >= 0:
+                if kind == TrnType.SLIDERCRANK:
+                    cols[a] = sorted(set(chain) | set(_dof_chain(mjm, int(mjm.site_bodyid[ref]))))
+                elif ref >= 0:
                     other = _dof_chain(mjm, int(mjm.site_bodyid[ref]))
                     shared = [i for i in chain if i in other]
                     row.common = shared[0] if shared else -1  # chains list the nearest dof first
                     cols[a] = sorted(set(chain) ^ set(other))
                 else:
                     cols[a] = sorted(chain)
-                rows.append(row)
         return wp.array(rows or [SiteTransmission()], dtype=SiteTransmission, device=self.device), cols
 
     def _equality(self, m, mjm, eq_adr, ints, arr):
@@ -1089,10 +1107,11 @@ class Model:
                                          dtype=wp.vec3i, device=self.device)
         m.magnetic = T.vec3(*[float(x) for x in mjm.opt.magnetic])
 
-    def _actuators(self, mjm, trn_tendon, trn_jnt, disabled, rich):
+    def _actuators(self, mjm, trn_tendon, trn_jnt, trn_site, disabled, rich):
         """Each actuator's constants (simrl.sim.model.actuator_struct): the tendon of a tendon
         transmission (`trn_tendon`, else -1), the joint of a joint transmission (`trn_jnt`), whether
-        its group is disabled and whether it is rich (`disabled`, `rich`, per actuator)."""
+        its moment is a row (`trn_site`), whether its group is disabled and whether it is rich
+        (`disabled`, `rich`, per actuator)."""
         T, f = self.T, self.dtype
         Actuator = actuator_struct(self.dtype)
         actuators = []
@@ -1106,6 +1125,7 @@ class Model:
             act.ctrllimited, act.forcelimited = int(mjm.actuator_ctrllimited[a]), int(mjm.actuator_forcelimited[a])
             act.actlimited, act.actearly = int(mjm.actuator_actlimited[a]), int(mjm.actuator_actearly[a])
             act.rich = int(rich[a])
+            act.moment_row = int(trn_site[a])
             act.ctrlrange = T.vec2(*[float(x) for x in mjm.actuator_ctrlrange[a]])
             act.actrange = T.vec2(*[float(x) for x in mjm.actuator_actrange[a]])
             act.dynprm = f(mjm.actuator_dynprm[a, 0])

@@ -49,7 +49,7 @@ READ = frozenset("""
     actuator_trntype actuator_dyntype actuator_gaintype actuator_biastype actuator_trnid actuator_actadr
     actuator_actnum actuator_group actuator_ctrllimited actuator_forcelimited actuator_actlimited
     actuator_dynprm actuator_gainprm actuator_biasprm actuator_actearly actuator_ctrlrange
-    actuator_forcerange actuator_actrange actuator_gear actuator_lengthrange actuator_acc0
+    actuator_forcerange actuator_actrange actuator_gear actuator_lengthrange actuator_acc0 actuator_cranklength
     sensor_type sensor_objtype sensor_objid sensor_reftype sensor_refid sensor_intprm sensor_dim
     sensor_adr sensor_cutoff
     key_qpos
@@ -123,7 +123,6 @@ def _inert() -> dict:
     put("names names_map paths hfield_pathadr mesh_pathadr skin_pathadr tex_pathadr", _NAME)
 
     put("actuator_length0", "mj_setLengthRange only")
-    put("actuator_cranklength", "slider-crank transmissions only (refused by trntype)")
     put("actuator_ctrladr actuator_outadr",
         "an actuator's first control and output: its own index, each having one (refused otherwise)")
     put("actuator_ctrlspec", "DC-motor and SO(3) gains only (refused by gaintype)")

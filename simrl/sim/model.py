@@ -157,6 +157,9 @@ def actuator_struct(scalar):
         actearly: int
         # 1: the actuator is rich (Model.rich_actuator): a muscle, or on a force-limited tendon
         rich: int
+        # 1: its moment is a row of Data.actuator_moment (Model.actuator_trnsite: site,
+        # slider-crank, ball and free joint transmissions), else the gear (times ten_J)
+        moment_row: int
         ctrlrange: T.vec2
         actrange: T.vec2
         dynprm: scalar  # dynprm[0]
@@ -259,14 +262,22 @@ def transmission_struct(scalar):
 
     @wp.struct
     class SiteTransmission:
-        """A site transmission (mjTRN_SITE): its actuator, its site, its reference site (-1:
-        none), the last dof the two sites' chains share (-1: none; its column and its ancestors'
-        are left out of the moment, as mj_transmission does), and the gear [translation,
-        rotation] (gear[0] is read from Model.actuator_gear, which a world may change)."""
+        """A transmission whose moment is a row of Data.actuator_moment (mj_transmission), of type
+        trntype (mjtTrn) for its actuator, with the gear [translation, rotation] (gear[0] is read
+        from Model.actuator_gear, which a world may change):
+        - mjTRN_SITE: its site, its reference site (refsite, -1: none) and the last dof the two
+          sites' chains share (common, -1: none; its column and its ancestors' are left out of the
+          moment, as mj_transmission does);
+        - mjTRN_SLIDERCRANK: the crank site (site), the slider site (refsite) and the rod's
+          length (cranklength);
+        - mjTRN_JOINT, mjTRN_JOINTINPARENT on a ball or free joint: the joint (jnt)."""
         actuator: int
+        trntype: int
         site: int
         refsite: int
         common: int
+        jnt: int
+        cranklength: scalar
         gear: T.vec6
 
     return SiteTransmission
@@ -504,8 +515,10 @@ def model_struct(scalar):
         # tendons whose columns hold dof i, ascending: dof_tendon[adr + k], (adr, num) = dof_tendon_adr[i]
         dof_tendon_adr: wp.array(dtype=wp.vec2i)
         dof_tendon: wp.array(dtype=int)
-        actuator_trnsite: wp.array(dtype=SiteTransmission)  # [nsite_trn], in actuator order
-        nsite_trn: int  # actuators with a site transmission (Data.actuator_moment is [W, nu, nv] if any)
+        # [nsite_trn], in actuator order: the transmissions with a moment row (site, slider-crank,
+        # ball and free joints)
+        actuator_trnsite: wp.array(dtype=SiteTransmission)
+        nsite_trn: int  # actuators with a moment row (Data.actuator_moment is [W, nu, nv] if any)
         # sensors (simrl.sim.sensor), MuJoCo's sensor_* arrays; opt.magnetic
         nsensor: int
         # touch, force and torque sensors, the last nsensor_wrench entries of `sensor` (they
