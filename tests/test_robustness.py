@@ -42,9 +42,9 @@ def _vec(rng, n, lo, hi):
 
 def random_chain(rng: np.random.Generator) -> tuple[str, bool]:
     """MJCF of a chain of 2-4 bodies hanging above a plane, every choice drawn from `rng`, and
-    whether it drives a ball joint with a motor (which simrl must refuse)."""
+    whether it has an adhesion actuator (a body transmission, which simrl must refuse)."""
     bodies, actuators = [], []
-    ball_motor = False
+    adhesion = False
     n = int(rng.integers(2, 5))
     for i in range(n):
         joint = rng.choice(["hinge", "slide", "ball"])
@@ -81,14 +81,16 @@ def random_chain(rng: np.random.Generator) -> tuple[str, bool]:
         bodies.append(f'<body name="b{i}" pos="{pos}"><joint {attrs}/>'
                        f'<inertial pos="{_vec(rng, 3, -0.05, 0.05)}" mass="{mass:.4g}" {inertia}/>'
                        f'<geom type="{geom}" {gattrs} mass="0"/>')
-        if rng.random() < (0.1 if joint == "ball" else 0.6):  # a motor; on a ball joint simrl refuses it
-            ball_motor |= joint == "ball"
+        if rng.random() < (0.3 if joint == "ball" else 0.6):  # a motor (on a ball joint: gear on its 3 dofs)
             actuators.append(f'<motor joint="j{i}" gear="{rng.uniform(0.5, 5):.3g}" ctrlrange="-1 1" '
                              f'ctrllimited="true"/>')
+        if rng.random() < 0.08:  # the one unsupported feature the generator uses
+            adhesion = True
+            actuators.append(f'<adhesion body="b{i}" ctrlrange="0 1" gain="{rng.uniform(1, 10):.3g}"/>')
     chain = "".join(bodies) + "</body>" * n
     return (f'<mujoco><option timestep="{rng.choice([0.002, 0.005])}"/>'
             f'<worldbody><geom name="floor" type="plane" size="5 5 0.1"/>{chain}</worldbody>'
-            f'<actuator>{"".join(actuators)}</actuator></mujoco>'), ball_motor
+            f'<actuator>{"".join(actuators)}</actuator></mujoco>'), adhesion
 
 
 def _random_state(mjm, rng):
@@ -123,10 +125,10 @@ def test_fuzz_random_chains():
     rng = np.random.default_rng(2024)
     loaded = refused = diverged = compared = 0
     for k in range(FUZZ_MODELS):
-        xml, ball_motor = random_chain(rng)
+        xml, adhesion = random_chain(rng)
         mjm = mujoco.MjModel.from_xml_string(xml)  # every generated model is valid MJCF
-        if ball_motor:  # the one unsupported feature the generator uses: refused, with the reason
-            with pytest.raises(UnsupportedFeatureError, match="actuators on ball or free joints are not supported"):
+        if adhesion:  # the one unsupported feature the generator uses: refused, with the reason
+            with pytest.raises(UnsupportedFeatureError, match="transmission 'body'"):
                 Sim.from_model(mjm, num_worlds=FUZZ_WORLDS, device="cpu")
             refused += 1
             continue
