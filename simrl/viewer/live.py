@@ -98,7 +98,7 @@ def run_live(env, policy, viewer: WebViewer, seconds: float | None = None, log=p
             steps += 1
             sim_time += env.step_dt
             terms = getattr(env, "step_reward_terms", None)
-            if terms is not None and viewer._plot is not None:
+            if terms is not None and viewer.plots_rewards:
                 plotted = worlds[c.world if c.world is not None else 0]
                 viewer.record_rewards(sim_time, {k: float(v[plotted]) for k, v in terms().items()})
             now = time.monotonic()

@@ -49,7 +49,7 @@ def check_port(host: str, port: int) -> None:
 class Controls:
     """What the page set: read by the simulation loop, written by viser's callback threads."""
 
-    def __init__(self, num_shown: int):
+    def __init__(self):
         self.lock = threading.Lock()
         self.paused = False
         self.steps_requested = 0
@@ -60,7 +60,6 @@ class Controls:
         self.command = np.zeros(3)
         self.contact_forces = True
         self.follow = False  # the camera keeps its offset from the shown worlds' root bodies
-        self.num_shown = num_shown
 
     def take_step(self) -> bool:
         """Whether the loop may advance one step now (running, or a requested single step)."""
@@ -95,7 +94,7 @@ class WebViewer:
         check_port(host, port)
         self.model = mj_model
         self.worlds = list(worlds)
-        self.controls = Controls(len(self.worlds))
+        self.controls = Controls()
         self.host_worlds = HostWorlds(mj_model, len(self.worlds))
         self.server = viser.ViserServer(host=host, port=port, label=title, verbose=False)
         if self.server.get_port() != port:  # taken between the check and viser's bind
@@ -118,6 +117,7 @@ class WebViewer:
         self._build_scene()
         self._build_gui(interactive, command, reward_terms or [])
         self._contact_handle = None
+        self._last_state = None
         self.frames = 0
 
     # ------------------------------------------------------------------------------ scene
@@ -273,11 +273,15 @@ class WebViewer:
             slider.on_update(changed)
 
     def _hide_others(self) -> None:
-        """Show the chosen world alone, or every shown world (batched meshes get the instances
-        of the shown worlds only)."""
-        self._last_state = getattr(self, "_last_state", None)
+        """Show the chosen world alone, or every shown world: redraw the last state (batched
+        meshes get the instances of the shown worlds only)."""
         if self._last_state is not None:
             self.update(self._last_state)
+
+    @property
+    def plots_rewards(self) -> bool:
+        """Whether the page has a reward plot (the env has reward terms)."""
+        return self._plot is not None
 
     # ---------------------------------------------------------------------------- updates
     def update(self, state: dict[str, np.ndarray], status: str | None = None) -> None:
