@@ -32,6 +32,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import torch
+import warp as wp
 
 from envs.model_names import HINGE_SLIDE, names
 
@@ -77,6 +78,7 @@ class ActuatorModel:
         if errors:
             raise ValueError("; ".join(errors))
         self.type = cfg.get("type", "mujoco")
+        self._force_limited = None  # the servos' force bounds, once _servo_force needs them
         self.cfg = cfg
         nu = mjm.nu
         actuators = names(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, nu, numbered=True)
@@ -203,5 +205,32 @@ class ActuatorModel:
     def applied_torque(self) -> torch.Tensor:
         """Joint torques [W, nu] of the last physics step: MuJoCo's actuator_force, or the model's."""
         if self.type == "mujoco":
+            if self.env.grad_enabled and self.env.sim.nu == len(self.dofadr):
+                return self._servo_force()
             return self.env.sim.view("actuator_force").float()
         return self.torque.float()
+
+    def _servo_force(self) -> torch.Tensor:
+        """With `enable_grad()`: MuJoCo's actuator_force of the position servos at the state the
+        last physics step started from, a torch function of it and of the actions (mj_fwdActuation,
+        engine_forward.c: gain ctrl + bias0 + bias1 length + bias2 velocity, length = gear q and
+        velocity = gear qdot for a joint transmission, clamped to forcerange when forcelimited)."""
+        env = self.env
+        struct, mjm = env.sim.model.struct, env.sim.mj_model
+        qpos, qvel = env._substep_start[0], env._substep_start[1]
+        ctrl = env._ctrl(env.actions).to(qpos.dtype)
+        gain = wp.to_torch(struct.actuator_gainprm, requires_grad=False)[..., 0]  # [1 or W, nu]
+        bias = wp.to_torch(struct.actuator_biasprm, requires_grad=False)  # [1 or W, nu, 3]
+        gear = wp.to_torch(struct.actuator_gear, requires_grad=False)
+        gear = gear[..., 0] if gear.dim() == 3 else gear
+        length, velocity = gear * qpos[:, self._qadr], gear * qvel[:, self._dadr]
+        force = gain * ctrl + bias[..., 0] + bias[..., 1] * length + bias[..., 2] * velocity
+        if self._force_limited is None:
+            limited = torch.as_tensor(mjm.actuator_forcelimited != 0, device=force.device)
+            lo = torch.as_tensor(np.where(limited.cpu().numpy(), mjm.actuator_forcerange[:, 0], -np.inf),
+                                 dtype=force.dtype, device=force.device)
+            hi = torch.as_tensor(np.where(limited.cpu().numpy(), mjm.actuator_forcerange[:, 1], np.inf),
+                                 dtype=force.dtype, device=force.device)
+            self._force_limited = (lo, hi)
+        lo, hi = self._force_limited
+        return torch.minimum(torch.maximum(force, lo), hi).float()

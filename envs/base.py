@@ -132,6 +132,11 @@ class BatchedEnv:
     #: worlds so that they describe their new state (see the module docstring); empty: no forward
     #: after resets
     observed_outputs: tuple[str, ...] = ()
+    #: with `enable_grad()`: after each step's differentiable physics, a forward pass (no
+    #: gradient) of the state its last physics step started from, so that the simulation's outputs
+    #: (contacts, sensordata, actuator_force, poses) are what the plain step leaves for terms that
+    #: read them (not differentiated); `_substep_start` holds that state, differentiable
+    outputs_in_grad: bool = False
     #: legged_gym's only_positive_rewards: the step reward of every term but `termination` is
     #: clipped at zero before the termination term is added (the episode sums stay unclipped)
     only_positive_rewards: bool = False
@@ -191,6 +196,8 @@ class BatchedEnv:
         self.action_delay: torch.Tensor | None = None
         # (qpos, qvel), and act when the model has activations, on the autograd graph
         self._grad_state: tuple[torch.Tensor, ...] | None = None
+        # with enable_grad: the state the last physics step of `step` started from (on the graph)
+        self._substep_start: tuple[torch.Tensor, ...] | None = None
         #: callables f(env) run after every step (outside CUDA graph capture; the captured step
         #: runs them after each replay): simrl.viewer's training view
         self.step_observers: list = []
@@ -379,6 +386,12 @@ class BatchedEnv:
         if self.randomization is not None:
             self.randomization.interval()  # interval terms (pushes, ...), after resets, before observing
             self._state_changed()
+            if self._grad_state is not None:
+                # a push changed the simulation's state: the differentiable state takes the change,
+                # and its gradient path goes on through it
+                sim_state = (self.sim.qpos, self.sim.qvel, self.sim.act)
+                self._grad_state = tuple(x + (s - x.detach())
+                                         for s, x in zip(sim_state, self._grad_state, strict=False))
         obs = self._observations()
         if self.step_observers and not _capturing(self.device):
             self.notify_step_observers()
@@ -510,6 +523,7 @@ class BatchedEnv:
         state = self._grad_state if self._grad_state is not None else tuple(x.clone() for x in views)
         overflow = torch.zeros_like(sim.overflow) if isinstance(sim, Sim) else None
         for _ in range(self.decimation):
+            self._substep_start = state
             ctrl = self._ctrl(actions).to(sim.ctrl.dtype)
             if sim.na:
                 state = diff_step(sim, state[0], state[1], ctrl, act0=state[2], check_finite=False)
@@ -518,6 +532,15 @@ class BatchedEnv:
             if overflow is not None:
                 overflow |= sim.overflow
         with torch.no_grad():
+            if self.outputs_in_grad:
+                # the outputs (contacts, sensors, actuator forces, poses) the plain step leaves: those
+                # of the state its last physics step started from (mj_step's forward pass)
+                for view, x in zip(views, self._substep_start, strict=True):
+                    view.copy_(x)
+                sim.ctrl.copy_(ctrl)
+                warmstart = sim.view("qacc_warmstart").clone()
+                sim.forward()
+                sim.view("qacc_warmstart").copy_(warmstart)
             for view, x in zip(views, state, strict=True):
                 view.copy_(x)
             sim.ctrl.copy_(ctrl)
@@ -650,6 +673,8 @@ class BatchedEnv:
         if state.get("num_envs") != self.num_envs or state.get("num_actions") != self.num_actions:
             raise ValueError(f"env state is for {state.get('num_envs')} envs with {state.get('num_actions')} "
                              f"actions, this env has {self.num_envs} with {self.num_actions}")
+        if self.actions.requires_grad:  # a differentiable step's actions: off the graph, to be overwritten
+            self.actions = self.actions.detach().clone()
         mine = {**self._sim_tensors(), **self._per_world_tensors()}
         saved = self._upgraded(state["tensors"], mine)
         # attributes a subclass creates on the first step (not yet here) are set from the state
@@ -675,6 +700,7 @@ class BatchedEnv:
             self._load_shared_state(key, value)
         if not isinstance(self.sim, Sim):  # the MuJoCo backend: per-world MjModels derive from the values
             self.sim.set_const()
+        self._grad_state = None  # with enable_grad: the next step starts from the loaded state
         self._state_loaded()
 
     #: per-world state added since earlier versions saved env states (kept at this env's values

@@ -166,6 +166,10 @@ class LeggedEnv(BatchedEnv):
     COMMANDS = {"base_velocity": {}}
     #: an encoder_bias randomization term offsets the joint positions the policy observes
     supports_encoder_bias = True
+    #: SHAC (`enable_grad`): the terms of the state (base motion, joints, actions, torques)
+    #: differentiate; contacts, heights and sensors are the plain step's outputs, read as constants
+    differentiable = True
+    outputs_in_grad = True
 
     def __init__(self, num_envs: int = 256, device=None, seed: int = 0, decimation: int = 4,
                  episode_length_s: float = 20.0, robot: dict | RobotCfg | None = None,
@@ -442,7 +446,7 @@ class LeggedEnv(BatchedEnv):
         each; computed once per state (reward terms, observations and terminations share it)."""
         if getattr(self, "_base_cache", None) is not None:
             return self._base_cache
-        q, v = self.sim.qpos.float(), self.sim.qvel.float()
+        q, v = self.qpos.float(), self.qvel.float()
         quat = q[:, 3:7]
         lin_vel = quat_rotate_inverse(quat, v[:, 0:3])
         ang_vel = v[:, 3:6]  # free-joint angular velocity is already in the body frame
@@ -462,12 +466,12 @@ class LeggedEnv(BatchedEnv):
     def base_heading(self) -> torch.Tensor:
         """[num_envs] the heading of the base: atan2 of its x axis's y and x in the world frame
         (the free joint's quaternion w, x, y, z; Isaac Lab's `heading_w`)."""
-        w, x, y, z = self.sim.qpos[:, 3:7].float().unbind(dim=1)
+        w, x, y, z = self.qpos[:, 3:7].float().unbind(dim=1)
         return torch.atan2(2.0 * (x * y + w * z), 1.0 - 2.0 * (y * y + z * z))
 
     def base_height(self) -> torch.Tensor:
         """Height of the base above the ground under it [num_envs] (the floor is at z = 0)."""
-        return self.sim.qpos[:, 2].float()
+        return self.qpos[:, 2].float()
 
     def ground_z(self, xy: torch.Tensor) -> torch.Tensor:
         """Height of the ground [...] under points xy [..., 2] (the floor: z = 0; terrain: its surface)."""
@@ -491,7 +495,7 @@ class LeggedEnv(BatchedEnv):
 
     def joint_acc(self) -> torch.Tensor:
         """[num_envs, nv - 6]: the joints' mean accelerations over the last policy step."""
-        return (self.sim.qvel.float()[:, 6:] - self._prestep_qvel[:, 6:]) / self.step_dt
+        return (self.qvel.float()[:, 6:] - self._prestep_qvel[:, 6:]) / self.step_dt
 
     def gait_phase(self) -> torch.Tensor:
         """[num_envs, num_feet]: each foot's phase in [0, 1) of the gait clock at the current
@@ -532,16 +536,33 @@ class LeggedEnv(BatchedEnv):
         target = self.default_targets + self.action_scale * actions
         self.actuator_model.apply(torch.clamp(target, self.ctrl_low, self.ctrl_high))
 
+    def enable_grad(self, enabled: bool = True) -> None:
+        if enabled and self.observation_source != "state":
+            raise ValueError("enable_grad: the policy observes the IMU sensors (observation_source: sensors), which "
+                             "the differentiable step does not differentiate; set task.env.observation_source=state "
+                             "for SHAC")
+        if enabled and self.actuator_model.history is not None:
+            raise ValueError("enable_grad: actuator delays (task.env.actuator.delay) are not differentiated; "
+                             "configure none for SHAC")
+        super().enable_grad(enabled)
+
+    def _ctrl(self, actions):
+        """The MJCF's position servos' controls of the differentiable step: `_apply_actions`'s."""
+        target = self.default_targets + self.action_scale * actions
+        return torch.minimum(torch.maximum(target, self.ctrl_low), self.ctrl_high)
+
     def reset(self):
         obs = super().reset()
         self.policy_observations.commit()
         return obs
 
     def step(self, actions):
-        self._prestep_qvel = self.sim.qvel.float().clone()
+        self._base_cache = self._contact_cache = None  # of the state the observations read
+        self._prestep_qvel = self.qvel.float().clone()  # on the graph with enable_grad()
         out = super().step(actions)
         self.policy_observations.commit()  # the frame of the observations step returns
-        self.last_actions[:] = self.actions  # as applied (non-finite entries repaired), zero where reset
+        # as applied (non-finite entries repaired), zero where reset; a constant for the next step
+        self.last_actions[:] = self.actions.detach()
         self.velocity_command.step(self)  # command resampling on each world's own schedule
         self._base_cache = self._contact_cache = None  # resets and interval terms changed the state
         return out

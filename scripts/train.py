@@ -11,7 +11,7 @@
 
 Top-level keys: task, num_envs (null: the task's default for the device), device (auto: cuda
 if present, else cpu), seed, max_iterations (null: the task's), algo (ppo, or shac for the tasks
-with a differentiable step and a `shac` section: cartpole_swingup, ant), resume (a checkpoint
+with a differentiable step and a `shac` section: cartpole_swingup, ant, quadruped), resume (a checkpoint
 path, a run directory, or `latest`: the most recently written model_<it>.pt under runs/<task>/
 relative to the current directory), init_policy (a checkpoint or run directory of another
 run whose policy starts this one: fine-tuning), sim.backend (warp: this engine; mujoco: MuJoCo itself, CPU
@@ -60,7 +60,14 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from simrl.rl.train import train  # noqa: E402
-from tasks.config import TaskEnvFactory, check_overrides, register, task_overrides, validate  # noqa: E402
+from tasks.config import (  # noqa: E402
+    TaskEnvFactory,
+    apply_algo_env,
+    check_overrides,
+    register,
+    task_overrides,
+    validate,
+)
 
 register("train")
 
@@ -68,6 +75,7 @@ register("train")
 @hydra.main(version_base=None, config_name="train")
 def main(cfg: DictConfig) -> None:
     with config_errors_exit():
+        apply_algo_env(cfg)  # algo=shac: the task's shac.env over its env section
         validate(cfg, "train")
     status = train(cfg, Path(HydraConfig.get().runtime.output_dir), TaskEnvFactory(cfg.task))
     if status:

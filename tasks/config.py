@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 import tasks
 from simrl.errors import ConfigError
@@ -611,6 +611,20 @@ def env_kwargs(task) -> dict:
         if task.get(key) is not None:
             kwargs[key] = task[key]
     return kwargs
+
+
+def apply_algo_env(cfg) -> None:
+    """algo=shac: the task's `shac.env` settings over its `env` section, in place (before
+    `validate`, which then checks them as environment settings), so that the run's task file
+    records the environment as it ran (resume= and play.py build the same)."""
+    task = cfg.get("task")
+    if cfg.get("algo") != "shac" or not isinstance(task, (Mapping, DictConfig)):
+        return
+    overrides = (task.get("shac") or {}).get("env") if isinstance(task.get("shac"), (Mapping, DictConfig)) else None
+    if not overrides:
+        return
+    with open_dict(task):
+        task["env"] = OmegaConf.merge(task.get("env") or {}, overrides)
 
 
 def shac_tasks() -> list[str]:

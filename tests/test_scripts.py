@@ -526,7 +526,7 @@ def test_script_help_says_what_the_scripts_do():
     assert "measured again beside every world count" in " ".join(help_text.split())
     doc = " ".join(ast.get_docstring(ast.parse((ROOT / "scripts" / "train.py").read_text())).split())
     listed = re.search(r"a `shac` section: ([\w, ]+)\)", doc).group(1).split(", ")
-    assert sorted(listed) == shac_tasks() == ["ant", "cartpole_swingup"]
+    assert sorted(listed) == shac_tasks() == ["ant", "cartpole_swingup", "quadruped"]
 
 
 def test_benchmark_training_throughput(tmp_path):

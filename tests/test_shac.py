@@ -143,11 +143,17 @@ def test_progress_line_shows_a_dash_until_an_episode_ends(capsys):
 
 
 def test_shac_refuses_a_task_without_a_differentiable_step():
-    env = envs.make("quadruped", num_envs=2, device="cpu")
-    with pytest.raises(ValueError, match="differentiable"):
+    class Plain(envs.make("cartpole_swingup", num_envs=2, device="cpu").__class__):
+        differentiable = False
+
+    env = Plain(num_envs=2, device="cpu")
+    with pytest.raises(ValueError, match="no differentiable step"):
         ShacRunner(env, {}, log_dir=None, device="cpu", key_terms=[])
-    with pytest.raises(ValueError, match="differentiable"):
+    with pytest.raises(ValueError, match="no differentiable step"):
         env.enable_grad()
+    # the legged tasks differentiate the state, not the IMU sensors their policies observe by default
+    with pytest.raises(ValueError, match="observation_source=state"):
+        ShacRunner(envs.make("quadruped", num_envs=2, device="cpu"), {}, log_dir=None, device="cpu", key_terms=[])
 
 
 @pytest.mark.slow  # 60 s cold

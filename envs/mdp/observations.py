@@ -52,7 +52,7 @@ def velocity_commands(env) -> torch.Tensor:
 def joint_pos_rel(env, *, encoder_bias: bool = False) -> torch.Tensor:
     """[num_envs, nq - 7] joint positions relative to the default pose; with `encoder_bias`,
     as the encoders read them (plus the env's encoder_bias of an encoder_bias event term)."""
-    q = env.sim.qpos.float()
+    q = env.qpos.float()
     if encoder_bias and hasattr(env, "encoder_bias"):
         q = q + env.encoder_bias
     return q[:, 7:] - env.default_joint_pos
@@ -60,7 +60,7 @@ def joint_pos_rel(env, *, encoder_bias: bool = False) -> torch.Tensor:
 
 def joint_vel(env) -> torch.Tensor:
     """[num_envs, nv - 6] joint velocities."""
-    return env.sim.qvel.float()[:, 6:]
+    return env.qvel.float()[:, 6:]
 
 
 def last_action(env) -> torch.Tensor:

@@ -134,7 +134,7 @@ class joint_deviation:  # noqa: N801
         self.columns = _joint_columns(env, joints, "rewards.joint_deviation.joints", 7)
 
     def __call__(self, env) -> torch.Tensor:
-        q = env.sim.qpos.float()[:, 7:]
+        q = env.qpos.float()[:, 7:]
         cols = self.columns
         return (q[:, cols] - env.default_joint_pos[cols]).abs().sum(dim=1) * env.step_dt
 
@@ -151,7 +151,7 @@ class dof_pos_limits:  # noqa: N801
         self.high = torch.tensor([mjm.jnt_range[j][1] for j in limited], dtype=torch.float32, device=dev)
 
     def __call__(self, env) -> torch.Tensor:
-        q = env.sim.qpos.float()[:, 7:][:, self.columns]
+        q = env.qpos.float()[:, 7:][:, self.columns]
         out = (self.low - q).clamp(min=0.0) + (q - self.high).clamp(min=0.0)
         return out.sum(dim=1) * env.step_dt
 
@@ -208,7 +208,7 @@ class pose:  # noqa: N801
         walking, running = self.thresholds
         regime = (speed >= walking).long() + (speed >= running).long()
         cols = self.columns
-        error = (env.sim.qpos.float()[:, 7:][:, cols] - env.default_joint_pos[cols]) / self.std[regime]
+        error = (env.qpos.float()[:, 7:][:, cols] - env.default_joint_pos[cols]) / self.std[regime]
         return torch.exp(-(error ** 2).mean(dim=1)) * env.step_dt
 
 

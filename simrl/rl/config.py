@@ -316,6 +316,9 @@ class ShacCfg(Section):
     save_interval: int = setting(50, positive_int())
     #: true: the env steps without host synchronisation (BatchedEnv.set_sync_free); auto: on CUDA
     sync_free: bool | str = setting(False, bool_or_auto("true, false or auto (true on CUDA)"))
+    #: environment settings of SHAC runs, over the task's `env` section (e.g. the legged tasks'
+    #: observation_source: state, which the differentiable step differentiates)
+    env: dict = setting({}, expect(lambda v: isinstance(v, Mapping), "a mapping of task.env settings"))
     #: RUN_KEYS: worlds on the CPU and on a GPU, and iterations, when algo=shac
     num_envs: int | None = setting(None, positive_int(allow_none=True))
     num_envs_gpu: int | None = setting(None, positive_int(allow_none=True))

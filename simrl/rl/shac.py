@@ -145,8 +145,11 @@ class ShacRunner:
         """`cfg`: a task's `shac` section (a ShacCfg), or a mapping of the runner's settings (over
         ShacCfg's defaults; the RUN_KEYS are the training driver's and refused here)."""
         if not getattr(env, "differentiable", False):
-            raise ValueError(f"algo=shac needs a differentiable task; {type(env).__name__} is not one "
-                             f"(differentiable tasks: cartpole, cartpole_swingup, ant)")
+            raise ValueError(f"algo=shac needs a differentiable task; {type(env).__name__} has no differentiable step "
+                             f"(differentiable tasks: cartpole, cartpole_swingup, ant, and the legged tasks with "
+                             f"observation_source=state)")
+        env.enable_grad(True)  # what the task cannot differentiate as configured: refused now, not at learn()
+        env.enable_grad(False)
         if not isinstance(cfg, ShacCfg):
             unknown = set(cfg) - (set(ShacCfg.keys()) - set(RUN_KEYS))
             if unknown:
@@ -183,6 +186,7 @@ class ShacRunner:
         self.episode_terms: dict[str, list[torch.Tensor]] = {}
         self.completed_iterations = 0
         self.skipped_steps = 0
+        self.grad_norms: list[float] = []  # the last 100 windows' actor gradient norms (before clipping)
         self.env_steps = 0
         self.curve: list[dict] = []
         #: callables whose text ends each progress line (e.g. the viewer's cost)
@@ -260,7 +264,7 @@ class ShacRunner:
         rewards = torch.zeros(H, N, device=self.device)
         next_values = torch.zeros(H, N, device=self.device)
         ends = torch.zeros(H, N, dtype=torch.bool, device=self.device)
-        raw_policy_obs, raw_critic_obs = [], []
+        raw_policy_obs, raw_critic_obs, window_actions = [], [], []
 
         loss = torch.zeros((), device=self.device)
         reward_sum = torch.zeros(N, device=self.device)  # discounted, since the piece began
@@ -270,6 +274,8 @@ class ShacRunner:
             raw_critic_obs.append(obs["critic"].detach())
             critic_obs[i] = critic_norm(raw_critic_obs[-1])
             actions = self.actor(obs_norm(obs["policy"]))
+            actions.retain_grad()  # the gradient health diagnostics read d loss / d actions per world
+            window_actions.append(actions)
             obs, reward, terminated, time_outs, extras = env.step(actions)
             self._track_episodes(reward.detach(), terminated | time_outs, extras)
             reward = reward * c.reward_scale
@@ -292,6 +298,7 @@ class ShacRunner:
         loss.backward()
         distributed.average_gradients(self.actor.parameters())  # the mean over all ranks' worlds
         grad_norm = torch.nn.utils.clip_grad_norm_(self.actor.parameters(), c.grad_norm)
+        health = self._gradient_health(window_actions, float(grad_norm))
         skipped = not bool(torch.isfinite(grad_norm))
         if skipped:
             self.skipped_steps += 1
@@ -326,7 +333,29 @@ class ShacRunner:
         self.critic_obs_normalizer.update(torch.stack(raw_critic_obs))
         self.env_steps += H * N * self.world_size
         return {"actor_loss": float(loss.detach()), "critic_loss": float(critic_loss.detach()),
-                "grad_norm": float(grad_norm), "skipped": skipped}
+                "grad_norm": float(grad_norm), "skipped": skipped, **health}
+
+    def _gradient_health(self, window_actions: list[torch.Tensor], grad_norm: float) -> dict:
+        """The window's gradient health: `world_grad_cv`, the spread over worlds of each world's
+        |d loss / d actions| over the window (standard deviation over mean: near 0 when every world
+        pulls alike, large when a few worlds' contacts dominate), and `exploding_share`, the share
+        of the last 100 windows whose actor gradient norm (before clipping) was not finite or above
+        10 times the median of those windows' norms (the median once 10 windows ran)."""
+        grads = [a.grad for a in window_actions if a.grad is not None]
+        cv = float("nan")
+        if grads:
+            per_world = torch.stack([g.float().square().sum(dim=1) for g in grads]).sum(dim=0).sqrt()
+            finite = per_world[torch.isfinite(per_world)]
+            if finite.numel() > 1 and float(finite.mean()) > 0:
+                cv = float(finite.std() / finite.mean())
+        self.grad_norms.append(grad_norm)
+        del self.grad_norms[:-100]
+        norms = torch.tensor(self.grad_norms, dtype=torch.float64)
+        median = float(norms[torch.isfinite(norms)].median()) if torch.isfinite(norms).any() else float("nan")
+        exploding = ~torch.isfinite(norms)
+        if norms.numel() >= 10:
+            exploding |= norms > 10.0 * median
+        return {"world_grad_cv": cv, "exploding_share": float(exploding.double().mean())}
 
     def _track_episodes(self, reward, done, extras) -> None:
         self.episode_return += torch.where(torch.isfinite(reward), reward, torch.zeros_like(reward))
@@ -363,7 +392,8 @@ class ShacRunner:
         skipped = f"  skipped {self.skipped_steps}" if self.skipped_steps else ""
         print(f"it {it + 1:5d}/{total}  {steps / max(iteration_time, 1e-9):8.0f} steps/s  "
               f"return {mean_text(mean_return, 9, 3)}  length {mean_text(mean_length, 7, 1)}  {term_text}  "
-              f"grad {stats['grad_norm']:.3g}{skipped}  eta {eta:6.0f}s{self._notes()}", flush=True)
+              f"grad {stats['grad_norm']:.3g} (cv {stats['world_grad_cv']:.2g}, exploding "
+              f"{100 * stats['exploding_share']:.0f}%){skipped}  eta {eta:6.0f}s{self._notes()}", flush=True)
         if self.writer is not None:
             w = self.writer
             w.add_scalar("Train/mean_reward", mean_return, it)
@@ -372,6 +402,8 @@ class ShacRunner:
             w.add_scalar("Loss/critic", stats["critic_loss"], it)
             w.add_scalar("Loss/actor_grad_norm", stats["grad_norm"], it)
             w.add_scalar("Loss/skipped_steps", self.skipped_steps, it)
+            w.add_scalar("Gradient/world_cv", stats["world_grad_cv"], it)
+            w.add_scalar("Gradient/exploding_share", stats["exploding_share"], it)
             w.add_scalar("Perf/total_fps", steps / max(iteration_time, 1e-9), it)
             for k, v in terms.items():
                 w.add_scalar(f"Episode_Reward/{k}", v, it)
