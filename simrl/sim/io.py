@@ -399,8 +399,9 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
             problems.append(f"<tendon stiffnesspoly/dampingpoly> on tendon {tname}: polynomial tendon springs "
                             "and dampers are not supported")
 
-    # actuators
-    for a in range(mjm.nu):
+    # actuators (MuJoCo 4.0's nu counts the controls: an actuator with several inputs, refused
+    # below, makes it larger than the number of actuators)
+    for a in range(getattr(mjm, "nactuator", mjm.nu)):
         aname = "actuator " + _name(mjm, ObjType.ACTUATOR, a)
         trn = int(mjm.actuator_trntype[a])
         if trn not in SUPPORTED_TRN:
