@@ -13,7 +13,9 @@ the rotational length). A ball joint's length is the gear . its rotation vector 
 the gear on its dofs, a free joint's length 0 and its moment the 6D gear (jointinparent: the
 rotational gear given in the parent frame). A slider-crank's length is the slider's travel that
 keeps the rod's length between the crank and slider sites, its moment the exact derivative.
-Joint and tendon moments are applied inline; the others' rows are kept in actuator_moment.
+A body's (adhesion) has length 0 and minus the mean of its contacts' normal Jacobians as its
+moment, after the constraint rows. Joint and tendon moments are applied inline; the others'
+rows are kept in actuator_moment.
 
 Activation dynamics (mj_fwdActuation's act_dot): an actuator with dyntype integrator, filter or
 filterexact owns one activation act[actadr], whose derivative is ctrl (integrator) or
@@ -24,14 +26,13 @@ Its force uses act in place of ctrl, or with actearly the activation after this 
 
 Elements: `transmission_site(m, d, w, k)`, `transmission_joint` and `transmission_slidercrank`
 (the k-th moment row transmission's length and row if it is a site's, a ball or free joint's or a
-slider-crank's,
-after com_pos), `actuator(m, d, w, a)` (length, velocity, act_dot and force of actuator a), `dof(m, d, w, i)`
+slider-crank's, after com_pos), `transmission_body` (a body's, after the constraint rows),
+`actuator(m, d, w, a)` (length, velocity, act_dot and force of actuator a), `dof(m, d, w, i)`
 (the gathered force of the actuators on dof i and the joint's actuatorgravcomp, clamped by the
-joint's actuatorfrcrange), and
-`smooth_force_dof` (qfrc_smooth = passive - bias + applied + actuator, the end of the smooth
-dynamics, mj_fwdAcceleration's right-hand side). For the implicitfast integrator, `force_vel`,
-`qderiv_dof`, `site_force_vel` and `site_qderiv` give the actuators' velocity derivative
-(mjd_actuator_vel).
+joint's actuatorfrcrange), and `smooth_force_dof` (qfrc_smooth = passive - bias + applied +
+actuator, the end of the smooth dynamics, mj_fwdAcceleration's right-hand side). For the
+implicitfast integrator, `force_vel`, `qderiv_dof`, `site_force_vel` and `site_qderiv` give the
+actuators' velocity derivative (mjd_actuator_vel).
 """
 
 

@@ -158,7 +158,7 @@ def actuator_struct(scalar):
         # 1: the actuator is rich (Model.rich_actuator): a muscle, or on a force-limited tendon
         rich: int
         # 1: its moment is a row of Data.actuator_moment (Model.actuator_trnsite: site,
-        # slider-crank, ball and free joint transmissions), else the gear (times ten_J)
+        # slider-crank, body, ball and free joint transmissions), else the gear (times ten_J)
         moment_row: int
         ctrlrange: T.vec2
         actrange: T.vec2
