@@ -2,7 +2,7 @@
 
 - fuzz (default suite, seeded, a few seconds): random small MJCF chains (2-4 bodies, random
   hinge/slide/ball joints and axes, masses, diagonal or full inertia, sphere/capsule/box geoms
-  on a plane, optional ranges, damping and motors), compiled by MuJoCo: simrl either refuses the
+  on a plane, optional ranges, damping, motors and adhesion actuators), compiled by MuJoCo: simrl either refuses the
   model with a clear simrl error or runs 1,000 steps of random controls in 4 float32 worlds and
   every world ends finite or flagged in `nan_worlds` (never silently non-finite); on some of
   them simrl's float64 qacc is compared with `mj_forward`; random contact chains (every
@@ -42,9 +42,9 @@ def _vec(rng, n, lo, hi):
 
 def random_chain(rng: np.random.Generator) -> tuple[str, bool]:
     """MJCF of a chain of 2-4 bodies hanging above a plane, every choice drawn from `rng`, and
-    whether it has an adhesion actuator (a body transmission, which simrl must refuse)."""
+    whether it has an actuator with user activation dynamics (which simrl must refuse)."""
     bodies, actuators = [], []
-    adhesion = False
+    unsupported = False
     n = int(rng.integers(2, 5))
     for i in range(n):
         joint = rng.choice(["hinge", "slide", "ball"])
@@ -84,13 +84,15 @@ def random_chain(rng: np.random.Generator) -> tuple[str, bool]:
         if rng.random() < (0.3 if joint == "ball" else 0.6):  # a motor (on a ball joint: gear on its 3 dofs)
             actuators.append(f'<motor joint="j{i}" gear="{rng.uniform(0.5, 5):.3g}" ctrlrange="-1 1" '
                              f'ctrllimited="true"/>')
-        if rng.random() < 0.08:  # the one unsupported feature the generator uses
-            adhesion = True
+        if rng.random() < 0.15:  # an adhesion actuator (a body transmission: the body's contacts)
             actuators.append(f'<adhesion body="b{i}" ctrlrange="0 1" gain="{rng.uniform(1, 10):.3g}"/>')
+        if rng.random() < 0.06:  # the one unsupported feature the generator uses
+            unsupported = True
+            actuators.append(f'<general joint="j{i}" dyntype="user" ctrlrange="-1 1" ctrllimited="true"/>')
     chain = "".join(bodies) + "</body>" * n
     return (f'<mujoco><option timestep="{rng.choice([0.002, 0.005])}"/>'
             f'<worldbody><geom name="floor" type="plane" size="5 5 0.1"/>{chain}</worldbody>'
-            f'<actuator>{"".join(actuators)}</actuator></mujoco>'), adhesion
+            f'<actuator>{"".join(actuators)}</actuator></mujoco>'), unsupported
 
 
 def _random_state(mjm, rng):
@@ -125,10 +127,10 @@ def test_fuzz_random_chains():
     rng = np.random.default_rng(2024)
     loaded = refused = diverged = compared = 0
     for k in range(FUZZ_MODELS):
-        xml, adhesion = random_chain(rng)
+        xml, unsupported = random_chain(rng)
         mjm = mujoco.MjModel.from_xml_string(xml)  # every generated model is valid MJCF
-        if adhesion:  # the one unsupported feature the generator uses: refused, with the reason
-            with pytest.raises(UnsupportedFeatureError, match="transmission 'body'"):
+        if unsupported:  # the one unsupported feature the generator uses: refused, with the reason
+            with pytest.raises(UnsupportedFeatureError, match="dyntype='user'"):
                 Sim.from_model(mjm, num_worlds=FUZZ_WORLDS, device="cpu")
             refused += 1
             continue

@@ -28,10 +28,10 @@ CASES = {
                            r"<sensor><rangefinder> 'r': this sensor type is not computed"),
     "flex": ('<mujoco><worldbody><flexcomp name="f" type="grid" count="2 2 1" spacing=".1 .1 .1" pos="0 0 1"/>'
              '</worldbody></mujoco>', r"<flex>/<flexcomp>: 1 flex object\(s\) are not supported"),
-    "body transmission (adhesion)": (body("", extra='<actuator><adhesion name="m" body="b2" ctrlrange="0 1" '
-                                                    'gain="1"/></actuator>'),
-                                     r"actuator 'm' transmission 'body': only joint, jointinparent, slider-crank, "
-                                     r"tendon and site"),
+    "SO(3) transmission (orientation servo)": (
+        '<mujoco><worldbody><body pos="0 0 1"><joint name="b" type="ball"/><geom size="0.1" mass="1"/></body>'
+        '</worldbody><actuator><orientation name="m" joint="b" kp="1"/></actuator></mujoco>',
+        r"actuator 'm' transmission 'so3': only joint, jointinparent, slider-crank, tendon, site and body"),
     "joint plasticity": ('<mujoco><worldbody><body><joint name="j" type="hinge" springyield="1"/><geom size="0.1"/>'
                          '</body></worldbody></mujoco>', r"<joint springyield> on joint 'j': not supported"),
     "user activation dynamics": (body("", extra='<actuator><general name="m" joint="j1" dyntype="user"/>'

@@ -243,9 +243,10 @@ def step_passes(grad: bool) -> tuple:
     from simrl.sim import forward, schedule
 
     scalar = wp.float32
-    passes = (forward.position(scalar, fine=grad) + forward.velocity(scalar, fine=grad)
+    passes = (forward.position(scalar, fine=grad)
               + (forward.collision(scalar, grouped=False) + forward.rows(scalar, grouped=False) if grad
                  else forward.constraint_rows(scalar, lanes=True, detect=True))
+              + forward.transmission_body(scalar) + forward.velocity(scalar, fine=grad) + forward.reference(scalar)
               + forward.sensor_passes(scalar))
     return tuple(p for p in passes if p.over != schedule.WORLD)
 

@@ -13,7 +13,9 @@ the rotational length). A ball joint's length is the gear . its rotation vector 
 the gear on its dofs, a free joint's length 0 and its moment the 6D gear (jointinparent: the
 rotational gear given in the parent frame). A slider-crank's length is the slider's travel that
 keeps the rod's length between the crank and slider sites, its moment the exact derivative.
-Joint and tendon moments are applied inline; the others' rows are kept in actuator_moment.
+A body's (adhesion) has length 0 and minus the mean of its contacts' normal Jacobians as its
+moment, after the constraint rows. Joint and tendon moments are applied inline; the others'
+rows are kept in actuator_moment.
 
 Activation dynamics (mj_fwdActuation's act_dot): an actuator with dyntype integrator, filter or
 filterexact owns one activation act[actadr], whose derivative is ctrl (integrator) or
@@ -24,14 +26,13 @@ Its force uses act in place of ctrl, or with actearly the activation after this 
 
 Elements: `transmission_site(m, d, w, k)`, `transmission_joint` and `transmission_slidercrank`
 (the k-th moment row transmission's length and row if it is a site's, a ball or free joint's or a
-slider-crank's,
-after com_pos), `actuator(m, d, w, a)` (length, velocity, act_dot and force of actuator a), `dof(m, d, w, i)`
+slider-crank's, after com_pos), `transmission_body` (a body's, after the constraint rows),
+`actuator(m, d, w, a)` (length, velocity, act_dot and force of actuator a), `dof(m, d, w, i)`
 (the gathered force of the actuators on dof i and the joint's actuatorgravcomp, clamped by the
-joint's actuatorfrcrange), and
-`smooth_force_dof` (qfrc_smooth = passive - bias + applied + actuator, the end of the smooth
-dynamics, mj_fwdAcceleration's right-hand side). For the implicitfast integrator, `force_vel`,
-`qderiv_dof`, `site_force_vel` and `site_qderiv` give the actuators' velocity derivative
-(mjd_actuator_vel).
+joint's actuatorfrcrange), and `smooth_force_dof` (qfrc_smooth = passive - bias + applied +
+actuator, the end of the smooth dynamics, mj_fwdAcceleration's right-hand side). For the
+implicitfast integrator, `force_vel`, `qderiv_dof`, `site_force_vel` and `site_qderiv` give the
+actuators' velocity derivative (mjd_actuator_vel).
 """
 
 
@@ -216,6 +217,112 @@ def build(scalar):
             site_moment_chain(m, d, w, a, m.site_bodyid[slider], d.site_xpos[w, slider], force, torque, -1,
                               scalar(-1.0))
             d.actuator_length[w, a] = length * gear
+
+    # The body transmission (mj_transmission, mjTRN_BODY: adhesion), after the constraint rows
+    # (mj_fwdPosition runs mj_transmission after mj_makeConstraint): its moment is minus the mean
+    # over the body's contacts of the contact normals' Jacobians, each read from the contact's
+    # constraint rows (the normal row for condim 1 and the elliptic cone, the mean of the 2 (dim - 1)
+    # pyramid edges in the pyramidal cone) or, for a contact in the gap (no rows), computed at the
+    # contact point; MuJoCo sums the rows' part (J' efc_force), adds the gap contacts' and scales by
+    # -1 / count, and so does `body_moment`, one dof at a time.
+
+    @wp.func
+    def in_chain(m: Model, i: int, body: int):
+        """Dof i moves `body` (it is the last dof of the body's chain or one of its ancestors)."""
+        j = m.body_dofend[body]
+        while j > i:
+            j = m.dof_parentid[j]
+        return j == i and i >= 0
+
+    @wp.func
+    def point_jac(m: Model, d: Data, w: int, body: int, point: vec3, i: int):
+        """Column i of the translation Jacobian of `point` on `body` (mj_jac): cdof_lin + cdof_ang x
+        (point - subtree_com of the root) when dof i moves the body, else 0."""
+        jp = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
+        if in_chain(m, i, body):
+            cdof = d.cdof[w, i]
+            ang = vec3(cdof[0], cdof[1], cdof[2])
+            jp = vec3(cdof[3], cdof[4], cdof[5]) + wp.cross(ang, point - d.subtree_com[w, m.body_rootid[body]])
+        return jp
+
+    @wp.func
+    def body_contact(m: Model, d: Data, w: int, body: int, c: int):
+        """What contact slot c is to a body transmission on `body`: 1 a contact of the body with
+        constraint rows, 2 one in the gap (detected, beyond the margin that gives rows: MuJoCo's
+        contact.exclude 1), 0 neither (no contact, another body's, or rows beyond the budget)."""
+        kind = int(0)
+        p = d.contact_pair[w, c]
+        if p >= 0 and d.contact_active[w, c] != 0 and m.enable_constraint != 0:
+            g = m.cpair_geom[p]
+            if m.geom_bodyid[g[0]] == body or m.geom_bodyid[g[1]] == body:
+                if d.contact_efc_adr[w, c] >= 0:
+                    kind = 1
+                elif d.contact_dist[w, c] >= m.cpair_margin[p]:
+                    kind = 2
+        return kind
+
+    @wp.func
+    def body_contact_count(m: Model, d: Data, w: int, body: int):
+        """The number of a body's contacts, with rows or in the gap (mj_transmission's counter)."""
+        count = int(0)
+        for e in range(d.ncollision[w]):
+            c0 = d.collision_adr[w, e]
+            for c in range(c0, c0 + d.collision_nslot[w, e]):
+                if body_contact(m, d, w, body, c) != 0:
+                    count += 1
+        return count
+
+    @wp.func
+    def body_moment_sums(m: Model, d: Data, w: int, body: int, i: int):
+        """Column i of the body's contacts' normal Jacobians, summed: from their rows (J' efc_force
+        with MuJoCo's weights), and apart those of the contacts in the gap, n . (J_2 - J_1) at the
+        contact point (mj_jacDifPair)."""
+        rows = scalar(0.0)
+        gap = scalar(0.0)
+        for e in range(d.ncollision[w]):
+            c0 = d.collision_adr[w, e]
+            for c in range(c0, c0 + d.collision_nslot[w, e]):
+                kind = body_contact(m, d, w, body, c)
+                p = d.contact_pair[w, c]
+                # a row's entries outside its column set are stale (Data.efc_cols)
+                if kind == 1 and m.efc_colmask[d.efc_cols[w, d.contact_efc_adr[w, c]], i] != 0:
+                    r0 = d.contact_efc_adr[w, c]
+                    dim = m.cpair_condim[p]
+                    if dim == 1 or m.cone_elliptic != 0:
+                        rows += d.efc_J[w, r0, i]
+                    else:
+                        weight = scalar(0.5) / scalar(dim - 1)
+                        for k in range(2 * (dim - 1)):
+                            rows += d.efc_J[w, r0 + k, i] * weight
+                elif kind == 2:
+                    g = m.cpair_geom[p]
+                    pos = d.contact_pos[w, c]
+                    dif = point_jac(m, d, w, m.geom_bodyid[g[1]], pos, i) - point_jac(m, d, w, m.geom_bodyid[g[0]],
+                                                                                        pos, i)
+                    frame = d.contact_frame[w, c]
+                    gap += frame[0, 0] * dif[0] + frame[0, 1] * dif[1] + frame[0, 2] * dif[2]
+        return rows, gap
+
+    @wp.func
+    def transmission_body(m: Model, d: Data, w: int, k: int):
+        """The k-th moment row transmission, a body's (mj_transmission, mjTRN_BODY): length 0, the
+        moment -(sum of the rows' part + sum of the gap contacts') / count over the body's
+        contacts, 0 without any.
+
+        Model: actuator_trnsite, body_dofend, body_rootid, cone_elliptic, cpair_condim, cpair_geom, cpair_margin,
+        dof_parentid, efc_colmask, enable_constraint, geom_bodyid, nv. Data in: ncollision, collision_adr,
+        collision_nslot, contact_pair, contact_active, contact_dist, contact_pos, contact_frame, contact_efc_adr,
+        efc_cols, efc_J, cdof, subtree_com. Data out: actuator_length, actuator_moment (of the body's actuator)."""
+        trn = m.actuator_trnsite[k]
+        a = trn.actuator
+        count = body_contact_count(m, d, w, trn.body)
+        for i in range(m.nv):
+            moment = scalar(0.0)
+            if count > 0:
+                rows, gap = body_moment_sums(m, d, w, trn.body, i)
+                moment = (rows + gap) * (scalar(-1.0) / scalar(count))
+            d.actuator_moment[w, a, i] = moment
+        d.actuator_length[w, a] = scalar(0.0)
 
     @wp.func
     def site_velocity(m: Model, d: Data, w: int, a: int):
@@ -760,7 +867,7 @@ def build(scalar):
             d.qfrc_actuator[w, i]
 
     return SimpleNamespace(transmission_site=transmission_site, transmission_joint=transmission_joint,
-                           transmission_slidercrank=transmission_slidercrank,
+                           transmission_slidercrank=transmission_slidercrank, transmission_body=transmission_body,
                            check_controls=check_controls,
                            actuator=make_actuator(True, True, True),
                            actuator_transmission=make_actuator(True, False, False),

@@ -1,9 +1,10 @@
 """mj_forward and mj_step as passes over elements (simrl.sim.schedule builds them fused or wide).
 
 From (qpos, qvel, ctrl) to qacc, in MuJoCo's order (engine_forward.c): positions (mj_fwdPosition:
-kinematics, com_pos, crb), velocities and forces (mj_fwdVelocity, mj_fwdActuation: com_vel, rne,
-passive, actuation), constraints (mj_collision, mj_makeConstraint, mj_referenceConstraint), and
-the per-world dense work (factor_m, qacc_smooth, the constraint solver). A step adds Euler's
+kinematics, com_pos, crb, mj_collision, mj_makeConstraint, then the body transmissions, whose
+moments come from the constraint rows), velocities and forces (mj_fwdVelocity, mj_fwdActuation:
+com_vel, rne, passive, actuation, mj_referenceConstraint), and the per-world dense work
+(factor_m, qacc_smooth, the constraint solver). A step adds Euler's
 (mj_Euler) or RK4's (mj_RungeKutta) passes, over joints and actuators (activations).
 """
 
@@ -38,6 +39,7 @@ from simrl.sim.schedule import (
     BODIES,
     BODIES_DOWN,
     BODIES_UP,
+    BODY_TRANSMISSIONS,
     CONTACT_ROWS,
     CONTACT_SENSORS,
     CONTACTS,
@@ -100,6 +102,13 @@ def position(scalar, fine: bool = False) -> tuple:
         Pass("crb_body", BODIES_UP, (cr.body,), skip_world=True, alone=(cr.body_alone,)),
         Pass("crb_dof", DOFS, (cr.dof,)),
     )
+
+
+@functools.cache
+def transmission_body(scalar) -> tuple:
+    """mj_transmission's body transmissions (adhesion), after the constraint rows: a pass only a
+    model with body transmissions launches (BODY_TRANSMISSIONS)."""
+    return (Pass("transmission_body", BODY_TRANSMISSIONS, (actuation.build(scalar).transmission_body,)),)
 
 
 @functools.cache
@@ -168,22 +177,22 @@ def collision(scalar, grouped: bool = True, detect: bool = False) -> tuple:
 
 @functools.cache
 def constraint_rows(scalar, lanes: bool, detect: bool = False) -> tuple:
-    """mj_collision, mj_makeConstraint and mj_referenceConstraint: the broadphase, contacts, the
-    places of the constraint rows (world functions, a block of threads per world with `lanes`),
-    the rows."""
+    """mj_collision and mj_makeConstraint: the broadphase, contacts, the places of the constraint
+    rows (world functions, a block of threads per world with `lanes`), the rows (their reference
+    accelerations come after the velocities: `reference`)."""
     address = Pass("efc_address", WORLD, (world_functions(scalar, lanes).efc_address,))
     return broadphase_pass(scalar, lanes) + collision(scalar, detect=detect) + (address,) + rows(scalar)
 
 
 @functools.cache
 def rows(scalar, grouped: bool = True) -> tuple:
-    """mj_makeConstraint and mj_referenceConstraint once the rows have places (efc_address).
-    `grouped`: each kind of row in one launch; else the differentiable step's finer launches:
-    the equalities of bodies and of joints or tendons apart (a connect's or weld's Jacobian,
-    each body's part, apart from its rows), the limits of hinges and slides, of ball joints and
-    of tendons apart, a contact's Jacobian (each body's part) apart from its rows, the rows of
-    frictionless and pyramidal contacts one per element, the two friction cones apart (in one
-    kernel, the generated adjoints need more than a GPU thread's share of registers)."""
+    """mj_makeConstraint once the rows have places (efc_address). `grouped`: each kind of row in
+    one launch; else the differentiable step's finer launches: the equalities of bodies and of
+    joints or tendons apart (a connect's or weld's Jacobian, each body's part, apart from its
+    rows), the limits of hinges and slides, of ball joints and of tendons apart, a contact's
+    Jacobian (each body's part) apart from its rows, the rows of frictionless and pyramidal
+    contacts one per element, the two friction cones apart (in one kernel, the generated
+    adjoints need more than a GPU thread's share of registers)."""
     c = constraint.build(scalar)
     return ((Pass("equality_rows", EQUALITIES, (c.equality_rows,)),) if grouped else (
         Pass("equality_rows", EQUALITIES, (c.equality_rows_bodies,)),
@@ -206,10 +215,16 @@ def rows(scalar, grouped: bool = True) -> tuple:
         Pass("contact_jacobian", PYRAMIDAL_CONTACTS, (c.contact_jacobian_pyramid_1,)),
         Pass("contact_jacobian_2", PYRAMIDAL_CONTACTS, (c.contact_jacobian_pyramid_2,)),
         Pass("contact_jacobian_elliptic", ELLIPTIC_CONTACTS, (c.contact_jacobian_elliptic_1,)),
-        Pass("contact_jacobian_elliptic_2", ELLIPTIC_CONTACTS, (c.contact_jacobian_elliptic_2,)))) + (
-        Pass("reference_rows", ACTIVE_ROWS, (c.reference_row,)),
-        Pass("equality_reference", EQUALITIES, (c.equality_reference,)),
-    )
+        Pass("contact_jacobian_elliptic_2", ELLIPTIC_CONTACTS, (c.contact_jacobian_elliptic_2,))))
+
+
+@functools.cache
+def reference(scalar) -> tuple:
+    """mj_referenceConstraint (in mj_fwdVelocity): the rows' velocities and reference
+    accelerations, and a connect's or weld's Jdot qvel (which reads cvel and cdof_dot)."""
+    c = constraint.build(scalar)
+    return (Pass("reference_rows", ACTIVE_ROWS, (c.reference_row,)),
+            Pass("equality_reference", EQUALITIES, (c.equality_reference,)))
 
 
 @functools.cache
@@ -299,8 +314,8 @@ def _acceleration(scalar, lanes: bool, integrator: bool, sensors: bool = True) -
 
 
 def _forward_passes(scalar, lanes: bool, euler_step: bool, sensors: bool = True, convex: bool = False) -> tuple:
-    return (position(scalar) + velocity(scalar) + constraint_rows(scalar, lanes, detect=convex)
-            + _acceleration(scalar, lanes, euler_step, sensors))
+    return (position(scalar) + constraint_rows(scalar, lanes, detect=convex) + transmission_body(scalar)
+            + velocity(scalar) + reference(scalar) + _acceleration(scalar, lanes, euler_step, sensors))
 
 
 def forward_segment(scalar, schedule: str, sensors: bool = True, convex: bool = False):

@@ -64,12 +64,15 @@ def build(scalar, schedule: str = "fused"):
     # adjoints): no generated adjoints; for a block of threads per world in the wide schedule
     custom = coop_module(scalar, "coop_grad") if lanes else kernel_module(scalar, name="grad_custom")
 
-    # the stages up to qfrc_smooth (mj_fwdPosition, mj_fwdVelocity, mj_fwdActuation without the
-    # constraint parts), then contacts, constraint rows and reference accelerations
-    # (mj_collision, mj_makeConstraint, mj_referenceConstraint: differentiable except which
-    # contacts and rows exist), recorded with their generated adjoints
-    smooth = segment("smooth", forward.position(scalar, fine=True) + forward.velocity(scalar, fine=True), scalar,
-                     schedule, "grad", backward=True)
+    # in MuJoCo's order, recorded with their generated adjoints: the positions (mj_fwdPosition
+    # without the constraint parts), contacts and constraint rows (mj_collision, mj_makeConstraint:
+    # differentiable except which contacts and rows exist), the body transmissions (from the rows),
+    # the stages up to qfrc_smooth (mj_fwdVelocity, mj_fwdActuation), the rows' reference
+    # accelerations (mj_referenceConstraint)
+    smooth = segment("smooth", forward.position(scalar, fine=True), scalar, schedule, "grad", backward=True)
+    velocity = segment("velocity", forward.transmission_body(scalar) + forward.velocity(scalar, fine=True), scalar,
+                       schedule, "grad", backward=True)
+    reference = segment("reference", forward.reference(scalar), scalar, schedule, "grad", backward=True)
     # the broadphase (which pairs the narrow phase collides: integers), off the tape
     broadphase = segment("broadphase", forward.broadphase_pass(scalar, lanes), scalar, schedule, "grad_detect")
     # the convex collision's search (GJK/EPA), off the tape: the constraint segment's narrow phase
@@ -581,7 +584,8 @@ def build(scalar, schedule: str = "fused"):
                            wp.max(lo, fr[2]))
         out[w, p] = value
 
-    return {"geom_friction_to_cpair": geom_friction_to_cpair, "smooth": smooth, "convex_detect": convex_detect,
+    return {"geom_friction_to_cpair": geom_friction_to_cpair, "smooth": smooth, "velocity": velocity,
+            "reference": reference, "convex_detect": convex_detect,
             "broadphase": broadphase, "narrowphase": narrowphase, "efc_address": efc_address,
             "constraint": constraint,
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
@@ -965,6 +969,11 @@ class Rollout:
         d = self._data(qpos, qvel, act)
         scratch = self.scratch[id(d)]
         self._segment(k["smooth"], m, d, W)
+        if model.struct.nefc:
+            self._rows(m, d)
+        self._segment(k["velocity"], m, d, W)
+        if model.struct.nefc:
+            self._segment(k["reference"], m, d, W)
         dA = scratch.dA  # zero unless implicit_matrix writes it
         if implicit_damping:
             self._launch(k["implicit_dofs" if model.struct.implicitfast else "implicit_damping_dofs"], (W, nv), [m, d])
@@ -1006,16 +1015,11 @@ class Rollout:
         self._launch(self.kernels["free_body_rows"], (qacc.shape[0], self.model.struct.njnt), [m, d, f1, f2, qacc, out])
         return out
 
-    def _constrained(self, m, d, dA, sensors: bool = False):
-        """qacc with constraints: the solver forward, its implicit adjoint on the tape; with
-        `dA` (-h qDeriv: Euler's implicit damping, implicitfast) then (M + dA)^-1 (qfrc_smooth +
-        qfrc_constraint). Returns the acceleration to integrate. With `sensors`, the sensors of
-        the solver's qacc and of efc_force recomputed from it (differentiably)."""
-        k, tape, model = self.kernels, self.tape, self.model
-        device = model.device
-        W, nv, nefc = d.qvel.shape[0], model.nv, model.struct.nefc
-        scratch = self.scratch[id(d)]
-        _solve(tape, k, m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, device, d.qLD)
+    def _rows(self, m, d):
+        """Contacts and constraint rows at d's positions (mj_collision, mj_makeConstraint): the
+        broadphase and the places of the rows off the tape, the narrow phase and the rows on it."""
+        k, model = self.kernels, self.model
+        device, W = model.device, d.qvel.shape[0]
         for item in k["broadphase"].launches(model):
             _custom(k, item.kernel, W, [m, d], device)
         if model.struct.ndetect:
@@ -1028,6 +1032,17 @@ class Rollout:
         wp.launch(k["merge_overflow"], dim=W, inputs=[d.overflow, d.overflow_need, self.overflow, self.overflow_need],
                   device=device, record_tape=False)
         self._segment(k["constraint"], m, d, W)
+
+    def _constrained(self, m, d, dA, sensors: bool = False):
+        """qacc with constraints: the solver forward, its implicit adjoint on the tape; with
+        `dA` (-h qDeriv: Euler's implicit damping, implicitfast) then (M + dA)^-1 (qfrc_smooth +
+        qfrc_constraint). Returns the acceleration to integrate. With `sensors`, the sensors of
+        the solver's qacc and of efc_force recomputed from it (differentiably)."""
+        k, tape, model = self.kernels, self.tape, self.model
+        device = model.device
+        W, nv, nefc = d.qvel.shape[0], model.nv, model.struct.nefc
+        scratch = self.scratch[id(d)]
+        _solve(tape, k, m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, device, d.qLD)
         if self.warmstart is not None:
             wp.copy(d.qacc_warmstart, self.warmstart)
         else:  # the rollout's first solve starts from zero, whatever these buffers held before

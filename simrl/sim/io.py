@@ -77,11 +77,9 @@ EQ_ROWS = {EqType.CONNECT: 3, EqType.WELD: 6, EqType.JOINT: 1, EqType.TENDON: 1}
 
 #: activation dynamics the engine implements (mj_fwdActuation); muscle, dcmotor, pid and user are refused
 SUPPORTED_DYN = (DynType.NONE, DynType.INTEGRATOR, DynType.FILTER, DynType.FILTEREXACT, DynType.MUSCLE)
-#: transmissions the engine implements (mj_transmission); body (adhesion) and SO(3) are refused: a
-#: body transmission's moment is the mean of its body's contact normal Jacobians, which MuJoCo takes
-#: from the constraint rows (mj_fwdPosition calls mj_transmission after mj_makeConstraint), and
-#: simrl's transmissions run before collision
-SUPPORTED_TRN = (TrnType.JOINT, TrnType.JOINTINPARENT, TrnType.SLIDERCRANK, TrnType.TENDON, TrnType.SITE)
+#: transmissions the engine implements (mj_transmission); SO(3) is refused
+SUPPORTED_TRN = (TrnType.JOINT, TrnType.JOINTINPARENT, TrnType.SLIDERCRANK, TrnType.TENDON, TrnType.SITE,
+                 TrnType.BODY)
 
 
 # --------------------------------------------------------------------------------------------
@@ -401,15 +399,16 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
             problems.append(f"<tendon stiffnesspoly/dampingpoly> on tendon {tname}: polynomial tendon springs "
                             "and dampers are not supported")
 
-    # actuators
-    for a in range(mjm.nu):
+    # actuators (MuJoCo 4.0's nu counts the controls: an actuator with several inputs, refused
+    # below, makes it larger than the number of actuators)
+    for a in range(getattr(mjm, "nactuator", mjm.nu)):
         aname = "actuator " + _name(mjm, ObjType.ACTUATOR, a)
         trn = int(mjm.actuator_trntype[a])
         if trn not in SUPPORTED_TRN:
             kind = TrnType(trn).name.lower()
             problems.append(f"<actuator> {aname} transmission '{kind}': only joint, jointinparent, slider-crank, "
-                            "tendon and site transmissions (joint=..., jointinparent=..., cranksite=..., "
-                            "tendon=..., site=... with or without refsite=...) are supported")
+                            "tendon, site and body transmissions (joint=..., jointinparent=..., cranksite=..., "
+                            "tendon=..., site=... with or without refsite=..., body=...) are supported")
         dyntype = int(mjm.actuator_dyntype[a])
         if dyntype not in SUPPORTED_DYN:
             kind = DynType(dyntype).name.lower()
@@ -733,15 +732,18 @@ class Model:
         trn_tendon = [int(mjm.actuator_trnid[a, 0]) if int(mjm.actuator_trntype[a]) == TrnType.TENDON else -1
                       for a in range(nu)]
         trn_joint = [int(mjm.actuator_trntype[a]) in (TrnType.JOINT, TrnType.JOINTINPARENT) for a in range(nu)]
-        # the transmissions whose moment is a row of actuator_moment: sites, slider-cranks, ball and free joints
-        trn_site = [int(mjm.actuator_trntype[a]) in (TrnType.SITE, TrnType.SLIDERCRANK)
+        # the transmissions whose moment is a row of actuator_moment: sites, slider-cranks, bodies, ball
+        # and free joints
+        trn_site = [int(mjm.actuator_trntype[a]) in (TrnType.SITE, TrnType.SLIDERCRANK, TrnType.BODY)
                     or (trn_joint[a] and int(mjm.jnt_type[mjm.actuator_trnid[a, 0]]) in (JointType.BALL,
                                                                                         JointType.FREE))
                     for a in range(nu)]
         # a tendon, site or slider-crank actuator's joint fields point at joint 0 (never read)
         trn_jnt = np.array([int(mjm.actuator_trnid[a, 0]) if trn_joint[a] else 0 for a in range(nu)], dtype=np.int32)
-        m.actuator_trnsite, site_cols = self._site_transmissions(mjm, trn_site)
+        contact_on = not flags & (DisableBit.CONSTRAINT | DisableBit.CONTACT)
+        m.actuator_trnsite, site_cols = self._site_transmissions(mjm, trn_site, contact_on)
         m.nsite_trn = sum(trn_site)
+        m.nbody_trn = sum(1 for a in range(nu) if int(mjm.actuator_trntype[a]) == TrnType.BODY)
         group = mjm.actuator_group
         disabled = [(0 <= g <= 30) and bool(opt.disableactuator & (1 << int(g))) for g in group]
         m.actuator_gear = shared(mjm.actuator_gear[:, 0], dtype, 1)
@@ -998,13 +1000,16 @@ class Model:
         m.nfar_moving = len(moving)
         m.far_moving = wp.array(np.asarray(sorted(moving) or [0], dtype=np.int32), dtype=int, device=device)
 
-    def _site_transmissions(self, mjm, trn_site):
+    def _site_transmissions(self, mjm, trn_site, contact_on: bool):
         """The table of the transmissions with a moment row (simrl.sim.model.transmission_struct:
-        mj_transmission's sites, slider-cranks, ball and free joints) and, per actuator, the dofs
-        its moment can be non-zero on: a joint's dofs; the chain of the site's body, or with a
-        reference site the dofs of either chain that are not in both; a slider-crank's both chains."""
+        mj_transmission's sites, slider-cranks, ball and free joints, then the bodies) and, per
+        actuator, the dofs its moment can be non-zero on: a joint's dofs; the chain of the site's
+        body, or with a reference site the dofs of either chain that are not in both; a
+        slider-crank's both chains; a body's the columns of the contacts its geoms can make
+        (`contact_on`: contacts are not disabled)."""
         SiteTransmission = transmission_struct(self.dtype)
-        rows, cols = [], []
+        rows, body_rows, cols = [], [], []
+        pairs = candidate_geom_pairs(mjm) if contact_on else []
         for a in range(mjm.nu):
             cols.append([])
             if trn_site[a]:
@@ -1012,8 +1017,19 @@ class Model:
                 site, ref = (int(x) for x in mjm.actuator_trnid[a])
                 kind = int(mjm.actuator_trntype[a])
                 row.actuator, row.trntype, row.site, row.refsite, row.common, row.jnt = a, kind, site, ref, -1, -1
+                row.body = -1
                 row.cranklength = self.dtype(mjm.actuator_cranklength[a])
                 row.gear = self.T.vec6(*(float(g) for g in mjm.actuator_gear[a]))
+                if kind == TrnType.BODY:
+                    # the body transmission's pass runs after the constraint rows (BODY_TRANSMISSIONS:
+                    # the table's last Model.nbody_trn rows)
+                    row.site = row.refsite = -1
+                    row.body = site
+                    body_rows.append(row)
+                    touching = [(g1, g2) for g1, g2, _ in pairs if site in (int(mjm.geom_bodyid[g1]),
+                                                                           int(mjm.geom_bodyid[g2]))]
+                    cols[a] = sorted({i for g1, g2 in touching for i in _pair_columns(mjm, g1, g2)})
+                    continue
                 rows.append(row)
                 if kind in (TrnType.JOINT, TrnType.JOINTINPARENT):
                     row.site = row.refsite = -1
@@ -1031,6 +1047,7 @@ class Model:
                     cols[a] = sorted(set(chain) ^ set(other))
                 else:
                     cols[a] = sorted(chain)
+        rows += body_rows
         return wp.array(rows or [SiteTransmission()], dtype=SiteTransmission, device=self.device), cols
 
     def _equality(self, m, mjm, eq_adr, ints, arr):

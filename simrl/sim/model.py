@@ -158,7 +158,7 @@ def actuator_struct(scalar):
         # 1: the actuator is rich (Model.rich_actuator): a muscle, or on a force-limited tendon
         rich: int
         # 1: its moment is a row of Data.actuator_moment (Model.actuator_trnsite: site,
-        # slider-crank, ball and free joint transmissions), else the gear (times ten_J)
+        # slider-crank, body, ball and free joint transmissions), else the gear (times ten_J)
         moment_row: int
         ctrlrange: T.vec2
         actrange: T.vec2
@@ -270,13 +270,15 @@ def transmission_struct(scalar):
           moment, as mj_transmission does);
         - mjTRN_SLIDERCRANK: the crank site (site), the slider site (refsite) and the rod's
           length (cranklength);
-        - mjTRN_JOINT, mjTRN_JOINTINPARENT on a ball or free joint: the joint (jnt)."""
+        - mjTRN_JOINT, mjTRN_JOINTINPARENT on a ball or free joint: the joint (jnt);
+        - mjTRN_BODY (an adhesion actuator): the body whose contacts give the moment (body)."""
         actuator: int
         trntype: int
         site: int
         refsite: int
         common: int
         jnt: int
+        body: int
         cranklength: scalar
         gear: T.vec6
 
@@ -515,10 +517,11 @@ def model_struct(scalar):
         # tendons whose columns hold dof i, ascending: dof_tendon[adr + k], (adr, num) = dof_tendon_adr[i]
         dof_tendon_adr: wp.array(dtype=wp.vec2i)
         dof_tendon: wp.array(dtype=int)
-        # [nsite_trn], in actuator order: the transmissions with a moment row (site, slider-crank,
-        # ball and free joints)
+        # [nsite_trn]: the transmissions with a moment row, in actuator order (site, slider-crank,
+        # ball and free joints), then the bodies' (the last nbody_trn, after the constraint rows)
         actuator_trnsite: wp.array(dtype=SiteTransmission)
         nsite_trn: int  # actuators with a moment row (Data.actuator_moment is [W, nu, nv] if any)
+        nbody_trn: int  # of which body transmissions
         # sensors (simrl.sim.sensor), MuJoCo's sensor_* arrays; opt.magnetic
         nsensor: int
         # touch, force and torque sensors, the last nsensor_wrench entries of `sensor` (they

@@ -65,7 +65,8 @@ GEOMS = "geoms"
 SITES = "sites"
 ACTUATORS = "actuators"
 CONTROLS = "controls"  # the world's controls, checked together: one element when nu > 0
-SITE_TRANSMISSIONS = "site_transmissions"  # the actuators' site transmissions (Model.actuator_trnsite)
+SITE_TRANSMISSIONS = "site_transmissions"  # the moment row transmissions but bodies' (Model.actuator_trnsite)
+BODY_TRANSMISSIONS = "body_transmissions"  # the bodies' (the table's last Model.nbody_trn rows)
 RICH_ACTUATORS = "rich_actuators"  # muscles and the actuators of force-limited tendons (Model.rich_actuator)
 # the contact slots that have constraint rows (constraint.efc_address): the fused schedule visits
 # Data.contact_slots' list, the wide one a thread per contact row of the budget (a slot at its
@@ -94,7 +95,9 @@ PAIRS = "pairs"  # the candidate pairs the broadphase kept (Data.collision_pair)
 _RANGES = {BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.ngeom + m.nsite),
            DOFS: lambda m: (0, m.nv), JOINTS: lambda m: (0, m.njnt), GEOMS: lambda m: (0, m.ngeom),
            SITES: lambda m: (0, m.nsite), ACTUATORS: lambda m: (0, m.nu), CONTROLS: lambda m: (0, min(m.nu, 1)),
-           SITE_TRANSMISSIONS: lambda m: (0, m.nsite_trn), RICH_ACTUATORS: lambda m: (0, m.nu_rich),
+           SITE_TRANSMISSIONS: lambda m: (0, m.nsite_trn - m.nbody_trn),
+           BODY_TRANSMISSIONS: lambda m: (m.nsite_trn - m.nbody_trn, m.nbody_trn),
+           RICH_ACTUATORS: lambda m: (0, m.nu_rich),
            CONTACTS: lambda m: (0, m.nconmax),
            PYRAMIDAL_CONTACTS: lambda m: (0, 0 if m.cone_elliptic else m.nconmax),
            ELLIPTIC_CONTACTS: lambda m: (0, m.nconmax if m.cone_elliptic else 0),
@@ -236,7 +239,11 @@ def _range_funcs(scalar):
 
     @wp.func
     def site_transmissions(m: Model):
-        return 0, m.nsite_trn
+        return 0, m.nsite_trn - m.nbody_trn
+
+    @wp.func
+    def body_transmissions(m: Model):
+        return m.nsite_trn - m.nbody_trn, m.nbody_trn
 
     @wp.func
     def rich_actuators(m: Model):
@@ -306,7 +313,8 @@ def _range_funcs(scalar):
 
     out = {BODIES: bodies, FRAMES: frames, DOFS: dofs, JOINTS: joints, GEOMS: geoms, SITES: sites, ACTUATORS: actuators,
            CONTROLS: controls,
-           SITE_TRANSMISSIONS: site_transmissions, RICH_ACTUATORS: rich_actuators, CONTACTS: contacts,
+           SITE_TRANSMISSIONS: site_transmissions, BODY_TRANSMISSIONS: body_transmissions,
+           RICH_ACTUATORS: rich_actuators, CONTACTS: contacts,
            SENSORS: sensors,
            PYRAMIDAL_CONTACTS: pyramidal_contacts, ELLIPTIC_CONTACTS: elliptic_contacts,
            WRENCH_SENSORS: wrench_sensors, CONTACT_SENSORS: contact_sensors, TENDONS: tendons,
