@@ -119,3 +119,16 @@ def test_adjoints_replay_no_function_that_returns_nothing():
         assert not replayed, f"{name} replays {replayed[:3]} before its adjoint"
         skipped += sum(c in void for c in re.findall(r"^\s*// (\w+)\(var_", forward, re.MULTILINE))
     assert skipped, "no skipped replay found: the form of Warp's C++ changed"
+
+
+def test_adjoints_store_no_field_adjoints_of_the_structs():
+    """The differentiable step's adjoints assign no field adjoint of the Model or Data
+    (`adj_d.qvel = adj_7;`, simrl.sim.by_reference._without_field_adjoints): each was a store of
+    an array descriptor into the launch's argument block, read by nothing."""
+    text = _source_after_diff_step("grad")
+    adjoints = re.findall(r"^static (?:CUDA_CALLABLE )?void (adj_\w+)\(", text, re.MULTILINE)
+    assert adjoints, "no adjoint function in the module: the form of Warp's C++ changed"
+    stored = re.findall(r"^\s*adj_[md]\.\w+ = adj_\d+;$", text, re.MULTILINE)
+    assert not stored, f"{len(stored)} field adjoints stored, e.g. {stored[:2]}"
+    # the calls still hand the struct adjoints on
+    assert re.search(r"^\s*adj_\w+\(.*\badj_m, adj_d\b", text, re.MULTILINE)

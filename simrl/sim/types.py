@@ -586,4 +586,6 @@ def kernel_module(scalar, name: str = "sim", backward: bool = False):
         # no replay of the functions that return nothing in the adjoints (simrl.sim.no_replay)
         no_replay.install()
         module.options[no_replay.OPTION] = no_replay.SKIPPED
+        # (not a Warp option) the adjoints store no field adjoints of m and d (simrl.sim.by_reference)
+        module.options["simrl_field_adjoints"] = "not_stored"
     return module
