@@ -6,21 +6,21 @@ recomputed, array stores left out) followed by the reverse code, and the reverse
 call runs the callee's adjoint, which replays the callee again. A function that returns
 nothing (an element function of simrl.sim.schedule, a stage's helper that writes a joint
 frame, the chain of a pass's functions) is replayed as a call of its *forward* function, the
-one that stores: so in a backward kernel an element function nested k calls deep ran k + 1
-times before its own reverse code, each time rewriting values its forward launch had left in
+one that stores: in a backward kernel an element function nested k calls deep would run k + 1
+times before its own reverse code, each time rewriting values its forward launch left in
 memory, and Warp's compiler cannot drop the calls (they store).
 
 Such a call computes nothing its caller's adjoint reads from a register: all it leaves is what
 it stores. The stages' discipline makes those stores the values already in memory: each
 element writes its own outputs once and then only adds to them, no later launch of the step
-overwrites an array the tape recorded (the rules of the "Gradients" section of DESIGN.md),
+overwrites an array the tape recorded (simrl.sim.grad),
 and the adjoint code reads arrays, never its replays' registers. So a void function's replay
 can be skipped (Warp's `Function.skip_replay`, which its atomic built-ins use): the replay
-then leaves the call out (a comment in the generated code), for the CPU and CUDA alike.
-`simrl.sim.schedule._without_replay` did this for the passes' loops and element calls; this
-does it for every void function a differentiable module builds. The gradients are the same to
-the bit as with the replays (a 4-step diff_step chain of the quadruped, float64, both
-schedules); tests/test_grad*.py check them against finite differences, and
+then leaves the call out (a comment in the generated code), for the CPU and CUDA alike, for
+every void function a differentiable module builds: the loops of simrl.sim.schedule's passes,
+their element functions, the stages' helpers. The gradients are the same to
+the bit as with the replays (4-step diff_step chains of the quadruped, the ant and the
+humanoid, float64, both schedules); tests/test_grad*.py check them against finite differences, and
 tests/test_by_reference.py that the replays stay skipped.
 
 Only modules that ask for it (`kernel_module(..., backward=True)` sets `OPTION`) mark their
