@@ -96,6 +96,9 @@ def parser() -> argparse.ArgumentParser:
                             "viewer=web, 4 worlds shown, a page client receiving its updates), in the same run")
     modes.add_argument("--grad", type=int, metavar="H",
                        help="benchmark gradients: an H-step differentiable rollout and its backward")
+    modes.add_argument("--cpu-time", action="store_true",
+                       help="with --grad: time this process's CPU time instead of the wall clock (a machine "
+                            "shared with other busy processes)")
     return p
 
 

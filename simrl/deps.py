@@ -1,10 +1,12 @@
 """The core dependencies' versions simrl is tested with, and the names it uses that those
 packages do not promise to keep.
 
-Two places reach past a dependency's public API, each because none exists for what it needs:
+Three places reach past a dependency's public API, each because none exists for what it needs:
 - `simrl.sim.by_reference` wraps Warp's code generator (`warp._src.codegen`) so that the CPU
   build passes the Model and Data structs by reference (Warp's own `wp.ref` is refused in
   kernels with a backward pass);
+- `simrl.sim.no_replay` wraps Warp's `ModuleBuilder.build_function` to mark the functions that
+  return nothing `skip_replay` in the differentiable modules (`wp.func` takes no such option);
 - `simrl.rl.ppo.Runner` replaces two methods of rsl-rl's `Logger` on its instance (the progress
   line, the rollout's book-keeping without host synchronisation) and reads and restores the
   logger's episode buffers (checkpoints that resume exactly), and overrides the runner's
@@ -27,6 +29,7 @@ TESTED = {"warp-lang": "1.19", "mujoco": "4.0", "rsl-rl-lib": "5.5", "torch": "2
 PRIVATE_NAMES = (
     ("warp-lang", "warp._src.codegen", "codegen_func", "simrl.sim.by_reference"),
     ("warp-lang", "warp._src.codegen", "codegen_kernel", "simrl.sim.by_reference"),
+    ("warp-lang", "warp._src.context", "ModuleBuilder.build_function", "simrl.sim.no_replay"),
     ("rsl-rl-lib", "rsl_rl.runners", "OnPolicyRunner._configure_multi_gpu", "simrl.rl.ppo.Runner"),
     ("rsl-rl-lib", "rsl_rl.utils.logger", "Logger.log", "simrl.rl.ppo.Runner"),
     ("rsl-rl-lib", "rsl_rl.utils.logger", "Logger.process_env_step", "simrl.rl.ppo.Runner"),

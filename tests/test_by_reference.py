@@ -97,16 +97,38 @@ def test_backward_kernels_bind_the_adjoint_structs_by_reference():
         assert all(bound), f"{bound.count('')} of {len(bound)} backward kernels copy their adjoint {struct.native_name}"
 
 
-def test_backward_kernels_do_not_replay_their_passes():
-    """The fused differentiable segments' backward kernels skip the forward replay of their
-    passes (simrl.sim.schedule._without_replay): the forward section of each calls the passes'
-    empty replays, not the passes. A Warp that stopped honouring custom replays would make the
-    backward pass slower again, not wrong (tests/test_grad.py checks the gradients)."""
+def test_adjoints_replay_no_function_that_returns_nothing():
+    """The differentiable step's backward kernels and adjoint functions skip the replay of every
+    function that returns nothing (simrl.sim.no_replay): in the forward section of each, such a
+    call is a comment. A Warp that stopped honouring skip_replay for user functions would make
+    the backward pass slower again, not wrong (tests/test_grad.py checks the gradients)."""
     text = _source_after_diff_step("grad")
-    kernels = re.findall(r"static void (\w+)_cpu_kernel_backward\((.*?)\n}\n", text, re.DOTALL)
-    assert kernels, "no backward kernel in the module: the form of Warp's C++ changed"
-    for name, body in kernels:
+    # functions that return nothing: Warp's C++ declares them void without `& ret_` outputs
+    headers = re.findall(r"^static (?:CUDA_CALLABLE )?void (\w+)\((.*?)\)\n\{", text, re.MULTILINE | re.DOTALL)
+    void = {name for name, params in headers if not name.startswith(("adj_", "replay_")) and "& ret_" not in params}
+    assert void, "no function that returns nothing in the module: the form of Warp's C++ changed"
+    bodies = re.findall(r"^static (?:CUDA_CALLABLE )?void (adj_\w+|\w+_cpu_kernel_backward)\((.*?)\n}\n", text,
+                        re.MULTILINE | re.DOTALL)
+    assert any(name.endswith("_cpu_kernel_backward") for name, _ in bodies), "no backward kernel in the module"
+    skipped = 0
+    for name, body in bodies:
+        if "// forward" not in body:
+            continue
         forward = body.split("// forward", 1)[1].split("// reverse", 1)[0]
-        passes = re.findall(r"^\s*(replay_)?_fused_loop__locals__run_\w+\(", forward, re.MULTILINE)
-        assert passes, f"{name}: no pass called in the backward kernel's forward section"
-        assert all(passes), f"{name}: {passes.count('')} of {len(passes)} passes replayed before the adjoints"
+        replayed = [c for c in re.findall(r"^\s*(\w+)\(", forward, re.MULTILINE) if c in void]
+        assert not replayed, f"{name} replays {replayed[:3]} before its adjoint"
+        skipped += sum(c in void for c in re.findall(r"^\s*// (\w+)\(var_", forward, re.MULTILINE))
+    assert skipped, "no skipped replay found: the form of Warp's C++ changed"
+
+
+def test_adjoints_store_no_field_adjoints_of_the_structs():
+    """The differentiable step's adjoints assign no field adjoint of the Model or Data
+    (`adj_d.qvel = adj_7;`, simrl.sim.by_reference._without_field_adjoints): each was a store of
+    an array descriptor into the launch's argument block, read by nothing."""
+    text = _source_after_diff_step("grad")
+    adjoints = re.findall(r"^static (?:CUDA_CALLABLE )?void (adj_\w+)\(", text, re.MULTILINE)
+    assert adjoints, "no adjoint function in the module: the form of Warp's C++ changed"
+    stored = re.findall(r"^\s*adj_[md]\.\w+ = adj_\d+;$", text, re.MULTILINE)
+    assert not stored, f"{len(stored)} field adjoints stored, e.g. {stored[:2]}"
+    # the calls still hand the struct adjoints on
+    assert re.search(r"^\s*adj_\w+\(.*\badj_m, adj_d\b", text, re.MULTILINE)

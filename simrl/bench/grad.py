@@ -3,7 +3,10 @@ backward through all of them, against the plain step (Sim.step, one thread) at e
 count: forward and backward seconds, backward / forward, and the memory the rollout keeps per
 world per step (the buffers the tape holds for backward, with their gradients). With
 `--profile` it times every kernel (and adjoint) of one differentiable rollout and its backward,
-and the memsets of the step buffers ("profile_seconds" in the records).
+and the memsets of the step buffers ("profile_seconds" in the records). `--cpu-time` times this
+process's CPU time (time.process_time) instead of the wall clock: on a machine shared with other
+busy processes the wall clock also counts their time slices (one thread: the Warp launches and
+torch run on this process's thread).
 """
 
 import time
@@ -25,10 +28,12 @@ def grad_benchmark(name, mjm, worlds, args) -> int:
     from simrl import diff_step
 
     H = args.grad
+    clock = time.process_time if getattr(args, "cpu_time", False) else time.perf_counter
     if mjm.opt.integrator != mujoco.mjtIntegrator.mjINT_EULER:
         print("diff_step differentiates Euler steps: switching the model to the Euler integrator")
         mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
-    print(f"model {name}: nq={mjm.nq} nv={mjm.nv} nu={mjm.nu}, {H}-step rollouts, {args.dtype}")
+    print(f"model {name}: nq={mjm.nq} nv={mjm.nv} nu={mjm.nu}, {H}-step rollouts, {args.dtype}, "
+          f"timed by time.{clock.__name__}")
     print(f"machine: {machine()}")
     start = initial_state(mjm)
     rows = []
@@ -53,33 +58,33 @@ def grad_benchmark(name, mjm, worlds, args) -> int:
                 sim.ctrl = ctrls[t].detach()
                 sim.step()
 
-        compile_start = time.perf_counter()
+        compile_start = clock()
         qpos, qvel = rollout()  # compiles the kernels
         (qpos.sum() + qvel.sum()).backward()
         plain()
         wp.synchronize()
-        compile_seconds = time.perf_counter() - compile_start
+        compile_seconds = clock() - compile_start
         fwd, bwd, step = [], [], []
         memory = 0
         for _ in range(args.repeats):
-            t0 = time.perf_counter()
+            t0 = clock()
             plain()
             wp.synchronize()
-            t1 = time.perf_counter()
+            t1 = clock()
             qpos, qvel = rollout()
             wp.synchronize()
-            t2 = time.perf_counter()
+            t2 = clock()
             memory = rollout_bytes(qpos.grad_fn)
             (qpos.sum() + qvel.sum()).backward()
             wp.synchronize()
-            t3 = time.perf_counter()
+            t3 = clock()
             step.append(t1 - t0), fwd.append(t2 - t1), bwd.append(t3 - t2)
         profile = None
         if args.profile:
-            profile = profile_rollout(rollout)
+            profile = profile_rollout(rollout, clock)
             print(profile_text(profile, W))
         row = {"engine": "simrl", "mode": "grad", "model": name, "num_worlds": W, "horizon": H,
-               "dtype": args.dtype, "step_seconds": min(step), "forward_seconds": min(fwd),
+               "dtype": args.dtype, "clock": clock.__name__, "step_seconds": min(step), "forward_seconds": min(fwd),
                "backward_seconds": min(bwd), "backward_over_forward": min(bwd) / min(fwd),
                "forward_over_step": min(fwd) / min(step), "bytes_per_world_step": memory / (W * H),
                "compile_seconds": compile_seconds, **({"profile_seconds": profile} if profile else {})}
@@ -101,38 +106,38 @@ def grad_benchmark(name, mjm, worlds, args) -> int:
     return 0
 
 
-def profile_rollout(rollout) -> dict:
+def profile_rollout(rollout, clock=time.perf_counter) -> dict:
     """Seconds per kernel (and adjoint) of one differentiable rollout and its backward, and the
-    memsets of the step buffers: every Warp launch timed on its own, synchronised (a CPU launch
-    is synchronous anyway). Returns {"forward" | "backward": {name: seconds}}, each with the
+    memsets of the step buffers: every Warp launch timed on its own (by `clock`), synchronised (a
+    CPU launch is synchronous anyway). Returns {"forward" | "backward": {name: seconds}}, each with the
     phase's total under "total" and what no launch or memset accounts for under "other"."""
     times = {"forward": {}, "backward": {}}
     phase = ["forward"]
     launch, zero = wp.launch, wp.array.zero_
 
     def timed_launch(kernel, *a, **kw):
-        t = time.perf_counter()
+        t = clock()
         result = launch(kernel, *a, **kw)
         wp.synchronize()
         name = kernel.key.removeprefix("build__locals__") + (" (adjoint)" if kw.get("adjoint") else "")
-        times[phase[0]][name] = times[phase[0]].get(name, 0.0) + time.perf_counter() - t
+        times[phase[0]][name] = times[phase[0]].get(name, 0.0) + clock() - t
         return result
 
     def timed_zero(array):
-        t = time.perf_counter()
+        t = clock()
         zero(array)
         wp.synchronize()
         times[phase[0]]["memset of step buffers"] = (times[phase[0]].get("memset of step buffers", 0.0)
-                                                    + time.perf_counter() - t)
+                                                    + clock() - t)
 
     wp.launch, wp.array.zero_ = timed_launch, timed_zero
     try:
-        t0 = time.perf_counter()
+        t0 = clock()
         qpos, qvel = rollout()
-        t1 = time.perf_counter()
+        t1 = clock()
         phase[0] = "backward"
         (qpos.sum() + qvel.sum()).backward()
-        t2 = time.perf_counter()
+        t2 = clock()
     finally:
         wp.launch, wp.array.zero_ = launch, zero
     for key, total in (("forward", t1 - t0), ("backward", t2 - t1)):

@@ -50,7 +50,23 @@ def _by_reference(source: str) -> str:
     `    Type var_name)`; lines of a function's body end in `;`, `{` or `}`."""
     names = "|".join(re.escape(n) for n in sorted(_NATIVE_NAMES))
     pattern = re.compile(rf"^(\s+)({names}) (var_\w+)([,)])$", re.MULTILINE)
-    return pattern.sub(r"\1\2& __restrict__ \3\4", source)
+    adjoints = re.findall(rf"^\s+(?:{names}) & (adj_\w+)[,)]$", source, re.MULTILINE)
+    return _without_field_adjoints(pattern.sub(r"\1\2& __restrict__ \3\4", source), adjoints)
+
+
+def _without_field_adjoints(source: str, adjoints: list[str]) -> str:
+    """`source` without the statements `adj_d.field = adj_7;` of the registered structs'
+    adjoints `adjoints`. Warp's adjoint of reading a struct's field assigns the field's adjoint
+    (here always a zero local: an array's gradient flows through its own `grad` pointer, which
+    the reverse code uses when the adjoint array it is handed has no data) back into the
+    struct's adjoint; that adjoint is a reference to the launch's argument block, so each
+    assignment is a real store of an array descriptor (56 bytes and more), one for every field
+    an element function reads, that no code reads back (their values are what the launch put
+    there or zeros, and nothing reads them: see `_kernel_by_reference`)."""
+    if not adjoints:
+        return source
+    names = "|".join(re.escape(a) for a in sorted(set(adjoints)))
+    return re.sub(rf"^[ \t]*(?:{names})\.\w+ = adj_\d+;\n", "", source, flags=re.MULTILINE)
 
 
 def _kernel_by_reference(source: str) -> str:
@@ -68,7 +84,8 @@ def _kernel_by_reference(source: str) -> str:
     the threads may share them."""
     names = "|".join(re.escape(n) for n in sorted(_NATIVE_NAMES))
     pattern = re.compile(rf"^(\s*)({names}) ((?:var|adj)_\w+) = (_wp_args|_wp_adj_args)->(\w+);$", re.MULTILINE)
-    return pattern.sub(r"\1\2& \3 = \4->\5;", source)
+    adjoints = re.findall(rf"^\s*(?:{names}) (adj_\w+) = _wp_adj_args->\w+;$", source, re.MULTILINE)
+    return _without_field_adjoints(pattern.sub(r"\1\2& \3 = \4->\5;", source), adjoints)
 
 
 def _install() -> None:

@@ -334,81 +334,20 @@ def _host_range(model, over: str) -> tuple[int, int]:
 # fused: one thread per world
 
 
-def _without_replay(f, Model, Data, world: bool):
-    """f, called through a function whose replay does nothing.
-
-    In a backward kernel Warp first replays the forward code (every pass of the segment), and
-    the adjoint of a loop replays each iteration's body again before its adjoint; the adjoint
-    of each element function then recomputes its own locals once more. For an element function,
-    which returns nothing and only writes arrays, the first two replays rewrite the values the
-    forward launch left in memory: the stages' discipline (each element writes its own outputs
-    once, and no later pass of a segment overwrites what an earlier one reads) makes them the
-    same values. Skipping them leaves one forward evaluation per element in the backward pass
-    instead of three (docs/notes/benchmarks-2026.md, "The backward pass: adjoint structs by reference,
-    and no replay of the passes"). The gradients
-    are the same to the bit as with the replays (measured on the quadruped with the pyramidal
-    and the elliptic cone, implicitfast with sensors, the ant and the humanoid, both schedules);
-    tests/test_grad.py checks them against finite differences, tests/test_by_reference.py that
-    the replays stay skipped."""
-    if world:
-        @wp.func
-        def world_element(m: Model, d: Data, w: int, lane: int, nlanes: int):
-            f(m, d, w, lane, nlanes)
-
-        @wp.func_replay(world_element)
-        def replay_world_element(m: Model, d: Data, w: int, lane: int, nlanes: int):
-            pass
-
-        return _replay_named(world_element)
-
-    @wp.func
-    def element(m: Model, d: Data, w: int, e: int):
-        f(m, d, w, e)
-
-    @wp.func_replay(element)
-    def replay_element(m: Model, d: Data, w: int, e: int):
-        pass
-
-    return _replay_named(element)
-
-
-def _replay_named(func):
-    """func, its custom replay given the native name its callers use: Warp names a call
-    `replay_<func's native name>`, and a function's native name carries a counter of the
-    functions with its key (`run_range_24`); a replay function gets a counter of its own
-    (`replay_..._run_range_0`), which differs for a closure built more than once."""
-    func.custom_replay_func.native_func = f"replay_{func.native_func}"
-    return func
-
-
-def _replays_nothing(run, Model, Data):
-    """Give a pass's loop (run(m, d, w)) an empty replay: see `_without_replay`."""
-    @wp.func_replay(run)
-    def replay_run(m: Model, d: Data, w: int):
-        pass
-
-    return _replay_named(run)
-
-
 @functools.cache
 def _fused_pass(p: Pass, scalar, backward: bool = True):
     """The fused schedule's loop over pass p's elements in one world. In a module without
     adjoints (`backward` False: the engine's own step) the loops are `while` loops, which
     Warp's CPU code runs with far fewer instructions than `for e in range(n)` with a run-time n
     (its range iterator); the differentiable step keeps `for` loops, whose adjoints
-    Warp generates in reverse order, and neither the loop nor its element function is replayed
-    in the backward kernel (`_without_replay`)."""
-    run = _fused_loop(p, scalar, backward)
-    if backward:
-        _replays_nothing(run, model_struct(scalar), data_struct(scalar))
-    return run
+    Warp generates in reverse order; neither the loop nor its element function (functions that
+    return nothing) is replayed in the backward kernel (simrl.sim.no_replay)."""
+    return _fused_loop(p, scalar, backward)
 
 
 def _fused_loop(p: Pass, scalar, backward: bool):
     Model, Data = model_struct(scalar), data_struct(scalar)
     f = _chain(p.funcs, Model, Data, world=p.over == WORLD)
-    if backward:
-        f = _without_replay(f, Model, Data, world=p.over == WORLD)
     first = 1 if p.skip_world else 0
     if p.over == WORLD:
         @wp.func
@@ -697,18 +636,13 @@ def _wide_pass(p: Pass, scalar, module_name: str, backward: bool) -> _WidePass:
     Model, Data = model_struct(scalar), data_struct(scalar)
     module = kernel_module(scalar, module_name, backward)
 
-    def element(f):
-        # a differentiable kernel does not replay its element before the adjoint (_without_replay)
-        return _without_replay(f, Model, Data, world=False) if backward else f
-
+    # (a differentiable kernel replays no element function before its adjoint: simrl.sim.no_replay)
     if p.over == PAIRS:
-        kernels = tuple((kinds, _wide_kernel(f"{p.name}_{'_'.join(map(str, kinds))}", element(f),
+        kernels = tuple((kinds, _wide_kernel(f"{p.name}_{'_'.join(map(str, kinds))}", f,
                                              "ccd_rows" if kinds in p.ccd_rows else "list", scalar, module))
                         for kinds, f in p.kinds)
         return _WidePass(p, None, kernels)
     f = _chain(p.funcs, Model, Data, world=p.over == WORLD)
-    if p.over != WORLD:
-        f = element(f)
     if p.over == WORLD:
         # the differentiable step's world kernels beside its hand-written adjoints (coop_module)
         coop = coop_module(scalar, "coop_grad" if module_name.startswith("widegrad") else "coop")

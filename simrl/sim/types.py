@@ -32,6 +32,8 @@ from typing import Any
 
 import warp as wp
 
+from simrl.sim import no_replay
+
 #: MuJoCo's smallest safe divisor (mjMINVAL in mjmodel.h)
 MINVAL = 1e-15
 #: MuJoCo's largest valid value (mjMAXVAL): a control beyond it is bad (mju_isBad)
@@ -580,4 +582,10 @@ def kernel_module(scalar, name: str = "sim", backward: bool = False):
     # not a Warp option: it makes the module's hash (and its cache entry) differ from a build
     # that passed the Model and Data by value (simrl.sim.by_reference)
     module.options["simrl_struct_arguments"] = "by_reference_restrict_kernel_adjoint"
+    if backward:
+        # no replay of the functions that return nothing in the adjoints (simrl.sim.no_replay)
+        no_replay.install()
+        module.options[no_replay.OPTION] = no_replay.SKIPPED
+        # (not a Warp option) the adjoints store no field adjoints of m and d (simrl.sim.by_reference)
+        module.options["simrl_field_adjoints"] = "not_stored"
     return module
