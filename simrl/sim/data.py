@@ -106,6 +106,7 @@ def data_struct(scalar):
         ctrl: wp.array2d(dtype=scalar)  # [W, nu]
         act: wp.array2d(dtype=scalar)  # [W, na], actuator activations (state, like qpos and qvel)
         qfrc_applied: wp.array2d(dtype=scalar)  # [W, nv]
+        time: wp.array(dtype=scalar)  # [W], simulation time (mjData.time): advanced by each step
         # poses of the mocap bodies, set by the user (mjData.mocap_pos, mocap_quat: w, x, y, z)
         mocap_pos: wp.array2d(dtype=T.vec3)  # [W, nmocap]
         mocap_quat: wp.array3d(dtype=scalar)  # [W, nmocap, 4]
@@ -438,6 +439,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.ctrl = zeros((W, nu))
     d.act = zeros((W, na))  # mj_resetData: zero (keyframes are not supported)
     d.qfrc_applied = zeros((W, nv))
+    d.time = zeros(W)
     mocap_pos, mocap_quat = mocap_pose0(model)
     d.mocap_pos = wp.array(np.tile(mocap_pos.astype(npf), (W, 1, 1)), dtype=T.vec3, device=device,
                            requires_grad=requires_grad)

@@ -359,6 +359,12 @@ def build(scalar, schedule: str = "fused"):
         for k in range(3):
             acc_need[w, k] = wp.max(acc_need[w, k], need[w, k])
 
+    @wp.kernel(module=kernel_module(scalar, "grad_detect"))
+    def advance_time(time: wp.array(dtype=scalar), h: scalar, out: wp.array(dtype=scalar)):
+        """The next step's time (simrl.sim.euler.advance_time's sum): not differentiated."""
+        w = wp.tid()
+        out[w] = time[w] + h
+
     @wp.kernel(module=module)
     def add(a: wp.array2d(dtype=scalar), b: wp.array2d(dtype=scalar), out: wp.array2d(dtype=scalar)):
         w, i = wp.tid()
@@ -587,7 +593,7 @@ def build(scalar, schedule: str = "fused"):
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row, "constraint_force_cone": constraint_force_cone,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
-            "merge_overflow": merge_overflow,
+            "merge_overflow": merge_overflow, "advance_time": advance_time,
             "implicit_dofs": implicit_dofs, "implicit_damping_dofs": implicit_damping_dofs,
             "implicit_tendons": implicit_tendons,
             "implicit_site_actuators": implicit_site_actuators,
@@ -795,7 +801,9 @@ class Rollout:
     ctrl and the mocap bodies at `mocap` = (mocap_pos, mocap_quat), constants (no gradients flow
     to them; None: the model's poses). `act0` [W, na] (None: zero activations, without a
     gradient), the equality constraints acting where `eq_active` [W, neq] (None: eq_active0).
-    Seed `qpos1.grad` / `qvel1.grad` / `act1.grad`, then run `tape.backward()`.
+    Seed `qpos1.grad` / `qvel1.grad` / `act1.grad`, then run `tape.backward()`. `time0` [W]: the
+    time the rollout starts at (None: zero), which the clock sensor reads; it advances by a
+    timestep each step, as in `Sim.step` (not differentiated).
 
     With `sensors`, `sensordata` [W, >= nsensordata] holds the sensors of the state the last step
     started from, as `Sim.step` leaves them (mj_forward's, before the integrator: the
@@ -803,7 +811,8 @@ class Rollout:
     too. Its values are the plain step's to rounding (efc_force recomputed from qacc)."""
 
     def __init__(self, model, m, qpos0, qvel0, ctrl, qfrc_applied, steps: int, tape: wp.Tape,
-                 schedule: str = "fused", mocap=None, act0=None, sensors: bool = False, eq_active=None):
+                 schedule: str = "fused", mocap=None, act0=None, sensors: bool = False, eq_active=None,
+                 time0=None):
         self.kernels = build(model.dtype, schedule)
         self.tape, self.model, self.m = tape, model, m
         self.ctrl, self.qfrc_applied = ctrl, qfrc_applied
@@ -821,6 +830,7 @@ class Rollout:
         if act0 is None:
             act0 = wp.zeros((qpos0.shape[0], model.na), dtype=model.dtype, device=model.device, requires_grad=True)
         self.sensordata = None
+        self.time = time0 if time0 is not None else wp.zeros(W, dtype=model.dtype, device=model.device)
         qpos, qvel, act = qpos0, qvel0, act0
         # the first rollout of a kind loads its kernels as it launches them (a build on a first run)
         key = (model.dtype, schedule, str(model.device))
@@ -833,6 +843,10 @@ class Rollout:
                     qpos, qvel, act = self._euler(qpos, qvel, act, last)
                 else:
                     qpos, qvel, act = self._rk4(qpos, qvel, act, last)
+                time = wp.empty_like(self.time)
+                wp.launch(self.kernels["advance_time"], dim=W, inputs=[self.time, model.struct.timestep, time],
+                          device=model.device, record_tape=False)
+                self.time = time
         self.qpos1, self.qvel1, self.act1 = qpos, qvel, act
 
     def _launch(self, kernel, dim, inputs):
@@ -879,6 +893,7 @@ class Rollout:
         d, adj, scratch = _POOL.take(self.model, qpos.shape[0])
         self.scratch[id(d)] = scratch
         d.qpos, d.qvel, d.act, d.ctrl, d.qfrc_applied = qpos, qvel, act, self.ctrl, self.qfrc_applied
+        wp.copy(d.time, self.time)  # the step's time (RK4's stages read the step's first: no sensors later)
         if self.model.struct.nmocap:
             # the mocap poses, into the buffers' own arrays (a pooled Data holds old values)
             mocap = self.mocap

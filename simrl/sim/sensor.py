@@ -40,12 +40,14 @@ from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import (
     MINVAL,
+    CamLight,
     ConDataField,
     ConstraintType,
     DataType,
     EqType,
     GeomType,
     ObjType,
+    RayDataField,
     SensorType,
     scalar_types,
 )
@@ -60,6 +62,7 @@ def build(scalar):
     Model, Data = model_struct(scalar), data_struct(scalar)
     f, vec3, vec6 = T.f, T.vec3, T.vec6
     ray_geom = ray.build(scalar)
+    rf = ray.functions(scalar)
     zero3 = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
     vec4 = wp.types.vector(4, scalar)
 
@@ -736,6 +739,50 @@ def build(scalar):
         return vec4(x, scalar(0.0), scalar(0.0), scalar(0.0))
 
     @wp.func
+    def camera_frame(m: Model, d: Data, w: int, i: int):
+        """The (position, orientation) of sensor i's camera (mj_camlight): fixed in its body
+        (mj_local2Global), or tracking the body (track) or its subtree's CoM (trackcom) at a fixed
+        orientation, or looking at its target body (targetbody) or the target's subtree CoM
+        (targetbodycom), its x axis horizontal."""
+        b = m.sensor[i].cam_body
+        xquat = d.xquat[w, b]
+        pos = d.xpos[w, b] + wp.quat_rotate(xquat, m.sensor[i].cam_pos)
+        mat = wp.quat_to_matrix(f.quat_normalize(xquat * m.sensor[i].cam_quat))
+        mode = m.sensor[i].cam_mode
+        if mode == CamLight.TRACK or mode == CamLight.TRACKCOM:
+            mat = m.sensor[i].cam_mat0
+            if mode == CamLight.TRACK:
+                pos = d.xpos[w, b] + m.sensor[i].cam_pos0
+            else:
+                pos = d.subtree_com[w, b] + m.sensor[i].cam_pos0
+        elif (mode == CamLight.TARGETBODY or mode == CamLight.TARGETBODYCOM) and m.sensor[i].cam_target >= 0:
+            target = d.xpos[w, m.sensor[i].cam_target]
+            if mode == CamLight.TARGETBODYCOM:
+                target = d.subtree_com[w, m.sensor[i].cam_target]
+            z = wp.normalize(pos - target)
+            x = wp.normalize(wp.cross(vec3(scalar(0.0), scalar(0.0), scalar(1.0)), z))
+            y = wp.normalize(wp.cross(z, x))
+            mat = T.mat33(x[0], y[0], z[0], x[1], y[1], z[1], x[2], y[2], z[2])
+        return pos, mat
+
+    @wp.func
+    def cam_projection(m: Model, d: Data, w: int, i: int):
+        """cam_project (engine_sensor.c): sensor i's site in its camera's image, in pixels from
+        the top-left corner (not clipped; a point behind the camera projects too)."""
+        pos, mat = camera_frame(m, d, w, i)
+        p = wp.transpose(mat) * (d.site_xpos[w, m.sensor[i].objid] - pos)
+        # keep the denominator away from 0 (MuJoCo's own guard, not a smooth one)
+        denom = p[2]
+        if wp.abs(denom) < scalar(MINVAL):
+            if denom < scalar(0.0):
+                denom = -scalar(MINVAL)
+            else:
+                denom = scalar(MINVAL)
+        half = scalar(0.5)
+        return vec4(-m.sensor[i].cam_focal[0] * (p[0] / denom) + half * m.sensor[i].cam_res[0],
+                    m.sensor[i].cam_focal[1] * (p[1] / denom) + half * m.sensor[i].cam_res[1], scalar(0.0), scalar(0.0))
+
+    @wp.func
     def sensor_value(m: Model, d: Data, w: int, i: int):
         """The (at most 4) values of sensor i, not a contact sensor (mj_computeSensorPos / Vel /
         Acc)."""
@@ -747,6 +794,10 @@ def build(scalar):
         v = vec4()
         if kind == SensorType.MAGNETOMETER:
             v = value3(wp.transpose(d.site_xmat[w, objid]) * m.magnetic)
+        elif kind == SensorType.CAMPROJECTION:
+            v = cam_projection(m, d, w, i)
+        elif kind == SensorType.CLOCK:
+            v = value1(d.time[w])
         elif kind == SensorType.JOINTPOS:
             v = value1(d.qpos[w, m.jnt_qposadr[objid]])
         elif kind == SensorType.ACTUATORPOS:
@@ -887,6 +938,122 @@ def build(scalar):
             write_sensor(m, d, w, i, sensor_value(m, d, w, i))
 
     @wp.func
+    def ray_distance(m: Model, d: Data, w: int, g: int, pnt: vec3, vec: vec3):
+        """mj_ray's distance along the ray to geom g (mju_rayGeom, mj_rayHfield), -1: missed."""
+        gtype = m.geom_type[g]
+        x = scalar(-1.0)
+        if gtype == GeomType.PLANE:
+            x = rf.ray_plane(d.geom_xpos[w, g], d.geom_xmat[w, g], m.geom_size[g], pnt, vec)
+        elif gtype == GeomType.HFIELD:
+            x, normal = ray_hfield(m, d, w, g, pnt, vec)
+        else:
+            x = ray_geom(d.geom_xpos[w, g], d.geom_xmat[w, g], m.geom_size[g], gtype, pnt, vec)
+        return x
+
+    @wp.func
+    def ray_hfield(m: Model, d: Data, w: int, g: int, pnt: vec3, vec: vec3):
+        """mj_rayHfield: the distance to height field geom g (-1: missed) and its normal there.
+        The part it meets is found by a function of its own (a loop; see `subtree_momentum`)."""
+        info = m.hfield_info[m.geom_dataid[g]]
+        hsize = vec4(scalar(info.size[0]), scalar(info.size[1]), scalar(info.size[2]), scalar(info.size[3]))
+        pos = d.geom_xpos[w, g]
+        mat = d.geom_xmat[w, g]
+        kind, fi, fj = rf.hfield_feature(pos, mat, hsize, info.nrow, info.ncol, info.adr, m.hfield_data, pnt, vec)
+        return rf.hfield_feature_hit(pos, mat, hsize, info.nrow, info.ncol, info.adr, m.hfield_data, pnt, vec, kind,
+                                     fi, fj)
+
+    @wp.func
+    def nearest_geom(m: Model, d: Data, w: int, exclude: int, pnt: vec3, vec: vec3):
+        """mj_ray's search (geomgroup NULL, flg_static 1): the visible geom (Model.ray_geom) not on
+        body `exclude` that the ray meets nearest, -1: none."""
+        best = scalar(-1.0)
+        found = int(-1)
+        for k in range(m.nray_geom):
+            g = m.ray_geom[k]
+            if m.geom_bodyid[g] != exclude:
+                x = ray_distance(m, d, w, g, pnt, vec)
+                if x >= scalar(0.0) and (best < scalar(0.0) or x < best):
+                    best = x
+                    found = g
+        return found
+
+    @wp.func
+    def cut(m: Model, i: int, x: scalar):
+        """apply_cutoff of sensor i to one value."""
+        cutoff = m.sensor[i].cutoff
+        out = x
+        if cutoff > scalar(0.0):
+            if m.sensor[i].datatype == DataType.REAL:
+                out = wp.clamp(x, -cutoff, cutoff)
+            elif m.sensor[i].datatype == DataType.POSITIVE:
+                out = wp.min(cutoff, x)
+        return out
+
+    @wp.func
+    def write3_cut(m: Model, d: Data, w: int, i: int, adr: int, v: vec3):
+        for k in range(3):
+            d.sensordata[w, adr + k] = cut(m, i, v[k])
+
+    @wp.func
+    def ray_sensor(m: Model, d: Data, w: int, i: int):
+        """Rangefinder i on a site (mj_computeSensorPos, fill_raydata, then apply_cutoff): the ray
+        from the site along its z axis, against the visible geoms but those of the site's body
+        (mj_ray); the data fields sensor_intprm[0] selects: dist (-1: nothing hit), dir, origin,
+        point, normal (zeros when nothing is hit), depth (the distance; -1). Differentiable where
+        the ray meets a geom: the geom is found by a function of its own (see
+        `subtree_momentum`), its distance and normal computed again outside the loop.
+
+        Model: geom_bodyid, geom_dataid, geom_size, geom_type, hfield_data, hfield_info, nray_geom, ray_geom, sensor,
+        site_bodyid. Data in: geom_xpos, geom_xmat, site_xpos, site_xmat. Data out: sensordata (the sensor's
+        columns)."""
+        site = m.sensor[i].objid
+        spec = m.sensor[i].intprm
+        pnt = d.site_xpos[w, site]
+        xmat = d.site_xmat[w, site]
+        vec = vec3(xmat[0, 2], xmat[1, 2], xmat[2, 2])
+        g = nearest_geom(m, d, w, m.site_bodyid[site], pnt, vec)
+        x = scalar(-1.0)
+        normal = zero3
+        if g >= 0:
+            gtype = m.geom_type[g]
+            if gtype == GeomType.HFIELD:
+                x, normal = ray_hfield(m, d, w, g, pnt, vec)
+            else:
+                x = ray_distance(m, d, w, g, pnt, vec)
+                if (spec & (1 << RayDataField.NORMAL)) != 0:
+                    normal = rf.geom_normal(d.geom_xpos[w, g], d.geom_xmat[w, g], m.geom_size[g], gtype, pnt, vec, x)
+        hit = x >= scalar(0.0)
+        a = m.sensor[i].adr
+        if (spec & (1 << RayDataField.DIST)) != 0:
+            d.sensordata[w, a] = cut(m, i, x)
+            a = a + 1
+        if (spec & (1 << RayDataField.DIR)) != 0:
+            direction = zero3
+            if hit:
+                direction = vec
+            write3_cut(m, d, w, i, a, direction)
+            a = a + 3
+        if (spec & (1 << RayDataField.ORIGIN)) != 0:
+            write3_cut(m, d, w, i, a, pnt)
+            a = a + 3
+        if (spec & (1 << RayDataField.POINT)) != 0:
+            point = zero3
+            if hit:
+                point = pnt + vec * x
+            write3_cut(m, d, w, i, a, point)
+            a = a + 3
+        if (spec & (1 << RayDataField.NORMAL)) != 0:
+            if not hit:
+                normal = zero3
+            write3_cut(m, d, w, i, a, normal)
+            a = a + 3
+        if (spec & (1 << RayDataField.DEPTH)) != 0:
+            depth = scalar(-1.0)
+            if hit:
+                depth = x
+            d.sensordata[w, a] = cut(m, i, depth)
+
+    @wp.func
     def wrench_sensor(m: Model, d: Data, w: int, i: int):
         """Touch, force or torque sensor i, then apply_cutoff: a pass of its own, so that the
         sensors most models have are not compiled beside the contact-force loops and ray casts
@@ -899,5 +1066,6 @@ def build(scalar):
         efc_active, efc_force. Data out: sensordata (the sensor's columns)."""
         write_sensor(m, d, w, i, wrench_value(m, d, w, i))
 
-    return SimpleNamespace(sensor=sensor, wrench_sensor=wrench_sensor, contact_sensor=contact_sensor_of(False),
+    return SimpleNamespace(sensor=sensor, ray_sensor=ray_sensor, wrench_sensor=wrench_sensor,
+                           contact_sensor=contact_sensor_of(False),
                            contact_sensor_sorted=contact_sensor_of(True))
