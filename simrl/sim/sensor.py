@@ -6,29 +6,31 @@ step started from, as after mj_step.
 
 Elements (`build(scalar)`): `sensor(m, d, w, i)` writes sensor i's `sensor_dim` values at
 `sensor_adr` and applies its cutoff (real values clipped to +-cutoff, positive ones to at most
-cutoff), except for the touch, force and torque sensors, which `wrench_sensor(m, d, w, i)`
-writes (the last Model.nsensor_wrench entries of Model.sensor), and contact sensors, which
+cutoff), except for the rangefinders, which `ray_sensor(m, d, w, i)` writes (the
+Model.nsensor_ray entries of Model.sensor before the wrench sensors), the touch, force and
+torque sensors, which `wrench_sensor(m, d, w, i)` writes (the last Model.nsensor_wrench
+entries), and contact sensors, which
 `contact_sensor(m, d, w, k)` and `contact_sensor_sorted` write (k indexing Model.contact_sensor),
 each in passes of their own (their loops over contacts and ray casts would raise the registers
 of every sensor's kernel on a GPU by half), the contact sensors without cutoff as MuJoCo. Noise
 is metadata MuJoCo does not apply; neither does simrl.
 
-Supported (SensorType, simrl.sim.types): magnetometer, jointpos, actuatorpos, tendonpos, ballquat, framepos,
-framexaxis/yaxis/zaxis, framequat, subtreecom (position stage); velocimeter, gyro, jointvel,
-actuatorvel, tendonvel, ballangvel, framelinvel, frameangvel, subtreelinvel, subtreeangmom
-(velocity stage); accelerometer, framelinacc, frameangacc, actuatorfrc, jointactfrc,
-tendonactfrc (acceleration stage); jointlimitpos/vel/frc and tendonlimitpos/vel/frc (of the
-first active limit row of the joint or tendon); touch, force, torque and contact (MuJoCo 4.0's
-mjSENS_CONTACT: matching, reduction and extraction as mj_computeSensorAcc and its helpers
-matchContact, checkMatch, copySensorData, total_wrench; its matching geom pairs fixed at load
-in mjData.contact's order, simrl.sim.io.contact_sensor_tables). Objects: bodies
-(inertial and regular frames), geoms, sites. A body's acceleration (MuJoCo's cacc of
-mj_rnePostConstraint: -gravity at the world, cdof_dot qvel + cdof qacc added down the tree) is
-summed over the dof chain that moves it, so no tree pass is needed; a force or torque
-sensor's cfrc_int is RNE's cfrc_bias of the site's body (its subtree's velocity and gravity
-terms) plus cinert (cdof qacc) of each body of the subtree, minus the subtree's contact and
-equality wrenches, gathered in one pass over the contacts.
-"""
+Supported (SensorType, simrl.sim.types): magnetometer, rangefinder (on a site: mj_ray,
+simrl.sim.ray), camprojection (cam_project, the camera placed as mj_camlight), jointpos,
+actuatorpos, tendonpos, ballquat, framepos, framexaxis/yaxis/zaxis, framequat, subtreecom, clock
+(Data.time) (position stage); velocimeter, gyro, jointvel, actuatorvel, tendonvel, ballangvel,
+framelinvel, frameangvel, subtreelinvel, subtreeangmom (velocity stage); accelerometer,
+framelinacc, frameangacc, actuatorfrc, jointactfrc, tendonactfrc (acceleration stage);
+jointlimitpos/vel/frc and tendonlimitpos/vel/frc (of the first active limit row of the joint or
+tendon); touch, force, torque and contact (MuJoCo 4.0's mjSENS_CONTACT: matching, reduction and
+extraction as mj_computeSensorAcc and its helpers matchContact, checkMatch, copySensorData,
+total_wrench; its matching geom pairs fixed at load in mjData.contact's order,
+simrl.sim.io.contact_sensor_tables). Objects: bodies (inertial and regular frames), geoms,
+sites. A body's acceleration (MuJoCo's cacc of mj_rnePostConstraint: -gravity at the world,
+cdof_dot qvel + cdof qacc added down the tree) is summed over the dof chain that moves it, so no
+tree pass is needed; a force or torque sensor's cfrc_int is RNE's cfrc_bias of the site's body
+(its subtree's velocity and gravity terms) plus cinert (cdof qacc) of each body of the subtree,
+minus the subtree's contact and equality wrenches, gathered in one pass over the contacts."""
 
 import functools
 from types import SimpleNamespace
@@ -932,7 +934,7 @@ def build(scalar):
         magnetic, nbody, nefc_eq, nefc_friction, nefc_limit, nu, sensor, site_bodyid, site_quat. Data in: qpos, qvel,
         qacc, xpos, xquat, xmat, xipos, ximat, geom_xpos, geom_xmat, site_xpos, site_xmat, subtree_com, subtree_mass,
         cvel, cdof, cdof_dot, ten_length, ten_velocity, actuator_length, actuator_velocity, actuator_force,
-        qfrc_actuator, efc_active, efc_pos, efc_margin, efc_vel, efc_force. Data out: sensordata (the sensor's
+        qfrc_actuator, efc_active, efc_pos, efc_margin, efc_vel, efc_force, time. Data out: sensordata (the sensor's
         columns)."""
         if m.sensor[i].type != SensorType.CONTACT:
             write_sensor(m, d, w, i, sensor_value(m, d, w, i))
