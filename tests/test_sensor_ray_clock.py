@@ -11,6 +11,8 @@ looking at a target body or its CoM, with fovy and with intrinsics and sensor si
 time after steps (Euler and RK4), resets and in diff_step. Both schedules bit for bit, float64
 tight, float32 loose; gradients against central differences; refusals by name."""
 
+from pathlib import Path
+
 import mujoco
 import numpy as np
 import pytest
@@ -217,6 +219,53 @@ def test_clock_after_steps_and_resets(integrator):
         assert sim.time.tolist() == [pytest.approx(md.time, abs=tol), 0.0]
         sim.step(2)
         np.testing.assert_allclose(sim.sensordata[1, clock].double().numpy(), [0.005, 0.005], atol=tol)
+
+
+def test_mjx_sensor_model_along_a_trajectory():
+    """MJX's sensor test model (tests/data/mjx_sensor.xml: two rangefinders, two camprojections
+    and the clock beside every other sensor type, touch sites on capsules that fall onto a plane):
+    sensordata of each of 40 steps from random velocities and controls within 1e-7 of MuJoCo's
+    (relative to values above 1), the solver's tolerance 1e-12 (the touch sensors read contact
+    forces: at the model's 1e-8 they differ by up to 1e-2, the two solvers' stopping points)."""
+    mjm = mujoco.MjModel.from_xml_path(str(Path(__file__).parent / "data" / "mjx_sensor.xml"))
+    mjm.opt.tolerance, mjm.opt.iterations = 1e-12, 200  # the touch sensors: contact forces to rounding
+    rng = np.random.default_rng(13)
+    W = 2
+    qvel = 0.5 * rng.standard_normal((W, mjm.nv))
+    ctrl = rng.uniform(-1, 1, (W, mjm.nu))
+    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64")
+    sim.qvel, sim.ctrl = torch.as_tensor(qvel), torch.as_tensor(ctrl)
+    datas = [mujoco.MjData(mjm) for _ in range(W)]
+    for md, v, u in zip(datas, qvel, ctrl, strict=True):
+        md.qvel[:], md.ctrl[:] = v, u
+    worst = {}
+    for _ in range(40):
+        sim.step()
+        for md in datas:
+            mujoco.mj_step(mjm, md)
+        ref = np.array([md.sensordata for md in datas])
+        for name, err in errors_by_sensor(mjm, sim.sensordata.numpy(), ref).items():
+            worst[name] = max(worst.get(name, 0.0), err)
+    bad = {k: v for k, v in worst.items() if not v <= 1e-7}
+    assert not bad, bad
+    kinds = {mujoco.mjtSensor(t).name for t in mjm.sensor_type}
+    assert {"mjSENS_RANGEFINDER", "mjSENS_CAMPROJECTION", "mjSENS_CLOCK"} <= kinds
+
+
+def test_mujoco_backends_time():
+    """The MuJoCo backend's `time` is each MjData's: advanced by its steps, zeroed by reset."""
+    from simrl.mujoco_sim import MujocoSim
+
+    mjm = mujoco.MjModel.from_xml_string(_xml())
+    sim = MujocoSim(mjm, num_worlds=2)
+    h = 0.005
+    sim.step(3)
+    assert sim.time.tolist() == [h + h + h] * 2
+    assert sim.sensor("clock").tolist() == [[h + h]] * 2
+    sim.reset([0])
+    assert sim.time.tolist() == [0.0, h + h + h]
+    sim.step(1)
+    assert sim.sensor("clock").tolist() == [[0.0], [h + h + h]]
 
 
 def test_wide_equals_fused_bit_for_bit():
