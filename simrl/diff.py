@@ -73,7 +73,7 @@ class _DiffStep(torch.autograd.Function):
         mocap = (wp.clone(sim.data.mocap_pos), wp.clone(sim.data.mocap_quat))
         rollout = grad.Rollout(model, m, *inputs[:3], applied, substeps, tape, sim.schedule, mocap, act0=inputs[3],
                                sensors=sensors, eq_active=wp.clone(sim.data.eq_active),
-                               time0=wp.clone(sim.data.time))
+                               time0=wp.clone(wp.from_torch(sim.time.contiguous())))
         ctx.rollout, ctx.inputs = rollout, inputs
         # the budgets' overflow of these steps, where the Sim reports its own steps' (sim.overflow)
         wp.copy(sim.data.overflow, rollout.overflow)

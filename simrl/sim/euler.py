@@ -37,7 +37,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim import actuation, factor_m, integrate_pos
-from simrl.sim.data import data_struct
+from simrl.sim.data import TIME, data_struct
 from simrl.sim.integrate_pos import jnt_nv
 from simrl.sim.model import model_struct
 from simrl.sim.types import block_sync, no_sync, scalar_types
@@ -262,8 +262,8 @@ def build(scalar, lanes: bool = False):
         """The world's time advanced by one timestep (mj_advance: d->time += h; mj_RungeKutta
         restores the step's first time before it calls mj_advance, so RK4 ends the same way).
 
-        Model: timestep. Data in: time. Data out: time."""
-        d.time[w] = d.time[w] + m.timestep
+        Model: timestep. Data in: solver_scalar (the time). Data out: solver_scalar (the time)."""
+        d.solver_scalar[w, TIME] = d.solver_scalar[w, TIME] + m.timestep
 
     return SimpleNamespace(damping=damping, joint=joint, advance_time=advance_time, qderiv_dof=qderiv_dof,
                            damping_qderiv_dof=damping_qderiv_dof,

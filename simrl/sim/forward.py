@@ -279,6 +279,7 @@ def sensor_passes(scalar) -> tuple:
     """mj_sensorPos, mj_sensorVel and mj_sensorAcc: every sensor but the contact sensors, then those."""
     s = sensor.build(scalar)
     return (Pass("sensor", SENSORS, (s.sensor,)),
+            Pass("ray_hfield_sensor", RAY_SENSORS, (s.ray_hfield_sensor,)),
             Pass("ray_sensor", RAY_SENSORS, (s.ray_sensor,)),
             Pass("wrench_sensor", WRENCH_SENSORS, (s.wrench_sensor,)),
             Pass("contact_sensor", CONTACT_SENSORS, (s.contact_sensor,)),

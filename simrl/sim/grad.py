@@ -26,7 +26,7 @@ import warp as wp
 from simrl.sim import actuation, euler, factor_m, forward, integrate_pos, rk4, schedule, solver
 from simrl.sim.constraint import build as constraint_functions
 from simrl.sim.contact_tables import MINMU
-from simrl.sim.data import available_memory, data_bytes_per_world, data_struct, make_data, size_text
+from simrl.sim.data import TIME, available_memory, data_bytes_per_world, data_struct, make_data, size_text
 from simrl.sim.integrate_pos import jnt_nv
 from simrl.sim.model import model_struct
 from simrl.sim.schedule import WORLD, Pass, coop_module, segment
@@ -365,6 +365,12 @@ def build(scalar, schedule: str = "fused"):
         w = wp.tid()
         out[w] = time[w] + h
 
+    @wp.kernel(module=kernel_module(scalar, "grad_detect"))
+    def store_time(time: wp.array(dtype=scalar), scalars: wp.array2d(dtype=scalar)):
+        """The time into Data.solver_scalar's TIME column, where the clock sensor reads it."""
+        w = wp.tid()
+        scalars[w, TIME] = time[w]
+
     @wp.kernel(module=module)
     def add(a: wp.array2d(dtype=scalar), b: wp.array2d(dtype=scalar), out: wp.array2d(dtype=scalar)):
         w, i = wp.tid()
@@ -593,7 +599,7 @@ def build(scalar, schedule: str = "fused"):
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row, "constraint_force_cone": constraint_force_cone,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
-            "merge_overflow": merge_overflow, "advance_time": advance_time,
+            "merge_overflow": merge_overflow, "advance_time": advance_time, "store_time": store_time,
             "implicit_dofs": implicit_dofs, "implicit_damping_dofs": implicit_damping_dofs,
             "implicit_tendons": implicit_tendons,
             "implicit_site_actuators": implicit_site_actuators,
@@ -893,7 +899,9 @@ class Rollout:
         d, adj, scratch = _POOL.take(self.model, qpos.shape[0])
         self.scratch[id(d)] = scratch
         d.qpos, d.qvel, d.act, d.ctrl, d.qfrc_applied = qpos, qvel, act, self.ctrl, self.qfrc_applied
-        wp.copy(d.time, self.time)  # the step's time (RK4's stages read the step's first: no sensors later)
+        # the step's time (RK4's later stages compute no sensors: the step's first time serves them)
+        wp.launch(self.kernels["store_time"], dim=qpos.shape[0], inputs=[self.time, d.solver_scalar],
+                  device=self.model.device, record_tape=False)
         if self.model.struct.nmocap:
             # the mocap poses, into the buffers' own arrays (a pooled Data holds old values)
             mocap = self.mocap

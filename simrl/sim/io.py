@@ -30,6 +30,7 @@ from simrl.sim.contact_tables import (
     contact_tables,
     polytope_sizes,
 )
+from simrl.sim.data import RAY_SCRATCH
 from simrl.sim.mjmodel_fields import refused_fields
 from simrl.sim.model import (
     SUBTREE_STACK,
@@ -1146,6 +1147,8 @@ class Model:
         # the rangefinders, then the touch, force and torque sensors last (each writes its own
         # sensordata columns, so the order of evaluation changes nothing)
         ray = [sen for sen in sensors if sen.type == SensorType.RANGEFINDER]
+        for k, sen in enumerate(ray):
+            sen.scratch = mjm.nsensordata + RAY_SCRATCH * k
         wrench = [sen for sen in sensors if sen.type in WRENCH_SENSOR_TYPES]
         sensors = [sen for sen in sensors if sen.type not in WRENCH_SENSOR_TYPES and sen.type != SensorType.RANGEFINDER]
         sensors = sensors + ray + wrench

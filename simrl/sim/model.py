@@ -208,6 +208,9 @@ def element_structs(scalar):
         datatype: int
         cutoff: scalar
         intprm: int  # sensor_intprm[0]: a rangefinder's data fields (RayDataField bits)
+        # a rangefinder's first scratch column of Data.sensordata (past nsensordata, RAY_SCRATCH
+        # of them: simrl.sim.sensor.ray_hfield_sensor's result)
+        scratch: int
         # a camprojection's camera (mj_camlight, cam_project): its body, mode (CamLight), target
         # body, cam_pos and cam_quat in the body's frame, cam_pos0 (track) or cam_poscom0
         # (trackcom), cam_mat0, and the focal lengths and resolution in pixels

@@ -8,10 +8,11 @@ the ray is pnt + x vec, x >= 0.
 
 `functions(scalar)` adds what mj_ray needs beyond that (the rangefinder, simrl.sim.sensor):
 `ray_plane`, `geom_normal` (the surface normal of a solid where the ray meets it, as
-mju_rayGeom's normal output), and a height field's intersection in two parts, `hfield_feature`
-(which part of the field the ray meets first: a loop over the cells the ray's shadow crosses,
-as mj_rayHfield) and `hfield_feature_hit` (the distance and normal at that part, no loop: the
-differentiable step's generated adjoint reads what a loop leaves behind as its initial value).
+mju_rayGeom's normal output), and a height field's intersection (in the field's frame) in two
+parts, `hfield_feature` (which part of the field the ray meets first: a loop over the cells the
+ray's shadow crosses, as mj_rayHfield) and `hfield_feature_hit` (the distance and normal at
+that part, no loop: the differentiable step's generated adjoint reads what a loop leaves
+behind as its initial value).
 """
 
 
@@ -221,14 +222,16 @@ def functions(scalar):
                 else:
                     nl = vec3(lp[0], lp[1], scalar(0.0))
             elif gtype == GeomType.BOX:
-                axis = int(0)
-                best = wp.abs(lp[0]) - size[0]
-                for i in range(1, 3):
-                    if wp.abs(lp[i]) - size[i] > best:
-                        best = wp.abs(lp[i]) - size[i]
-                        axis = i
-                nl = zero3
-                nl[axis] = wp.sign(lp[axis])
+                # the face whose plane the point is on: the axis nearest its face (by branches,
+                # as hfield_feature_hit)
+                e0 = wp.abs(lp[0]) - size[0]
+                e1 = wp.abs(lp[1]) - size[1]
+                e2 = wp.abs(lp[2]) - size[2]
+                nl = vec3(wp.sign(lp[0]), scalar(0.0), scalar(0.0))
+                if e1 > e0 and e1 >= e2:
+                    nl = vec3(scalar(0.0), wp.sign(lp[1]), scalar(0.0))
+                elif e2 > e0 and e2 > e1:
+                    nl = vec3(scalar(0.0), scalar(0.0), wp.sign(lp[2]))
             n = mat * wp.normalize(nl)
         return n
 
@@ -245,14 +248,14 @@ def functions(scalar):
         return hit
 
     @wp.func
-    def ray_box_faces(pos: vec3, mat: mat33, size: vec3, pnt: vec3, vec: vec3):
-        """ray_box with its `all` output: the distance to each face the ray meets within the face
-        (-x, +x, -y, +y, -z, +z; -1: not met), the nearest (-1: none) as its index."""
+    def ray_box_faces(lpnt: vec3, lvec: vec3, size: vec3):
+        """ray_box with its `all` output, in the box's frame (the ray lpnt + x lvec): the nearest
+        face the ray meets within the face (-x, +x, -y, +y, -z, +z: 0-5; -1: none), the distance
+        to it (-1: none), and the distance to each face (-1: not met)."""
         faces = vec6(scalar(-1.0))
         near = int(-1)
-        if bounding_sphere(pos, wp.dot(size, size), pnt, vec):
-            lpnt = wp.transpose(mat) * (pnt - pos)
-            lvec = wp.transpose(mat) * vec
+        best = scalar(-1.0)
+        if bounding_sphere(zero3, wp.dot(size, size), lpnt, lvec):
             for i in range(3):
                 if wp.abs(lvec[i]) > scalar(MINVAL):
                     i0 = 0
@@ -270,28 +273,25 @@ def functions(scalar):
                             p0 = lpnt[i0] + sol * lvec[i0]
                             p1 = lpnt[i1] + sol * lvec[i1]
                             if wp.abs(p0) <= size[i0] and wp.abs(p1) <= size[i1]:
-                                if near < 0 or sol < faces[near]:
+                                if near < 0 or sol < best:
                                     near = face
+                                    best = sol
                                 faces[face] = sol
-        return near, faces
+        return near, best, faces
 
     @wp.func
-    def hfield_frame(pos: vec3, mat: mat33, hsize: vec4):
-        """The height field's base box and top box (mj_rayHfield): their centres and half sizes."""
-        zaxis = vec3(mat[0, 2], mat[1, 2], mat[2, 2])
-        base_pos = pos - zaxis * (hsize[3] * scalar(0.5))
-        top_pos = pos + zaxis * (hsize[2] * scalar(0.5))
-        base_size = vec3(hsize[0], hsize[1], hsize[3] * scalar(0.5))
-        top_size = vec3(hsize[0], hsize[1], hsize[2] * scalar(0.5))
-        return base_pos, base_size, top_pos, top_size
+    def hfield_boxes(hsize: vec4):
+        """mj_rayHfield's base box (below the field's origin) and top box (the elevations' range)
+        in the field's frame: their centres' heights and half sizes."""
+        base_z = -hsize[3] * scalar(0.5)
+        top_z = hsize[2] * scalar(0.5)
+        return base_z, vec3(hsize[0], hsize[1], -base_z), top_z, vec3(hsize[0], hsize[1], top_z)
 
     @wp.func
-    def triangle(lpnt: vec3, lvec: vec3, b0: vec3, b1: vec3, v0: vec3, v1: vec3, v2: vec3):
-        """ray_triangle (engine_ray.c): the distance to the triangle (-1: missed) and its unit
-        normal ((v0 - v2) x (v1 - v2)), in the frame of lpnt and lvec; b0, b1 span the plane
-        normal to lvec."""
+    def triangle_distance(lpnt: vec3, lvec: vec3, b0: vec3, b1: vec3, v0: vec3, v1: vec3, v2: vec3):
+        """ray_triangle (engine_ray.c): the distance to the triangle (-1: missed), in the frame of
+        lpnt and lvec; b0, b1 span the plane normal to lvec."""
         x = scalar(-1.0)
-        nrm = zero3
         d0 = v0 - lpnt
         d1 = v1 - lpnt
         d2 = v2 - lpnt
@@ -319,8 +319,12 @@ def functions(scalar):
                     denom = wp.dot(lvec, n)
                     if wp.abs(denom) >= scalar(MINVAL):
                         x = -wp.dot(lpnt - v2, n) / denom
-                        nrm = wp.normalize(n)
-        return x, nrm
+        return x
+
+    @wp.func
+    def triangle(lpnt: vec3, lvec: vec3, b0: vec3, b1: vec3, v0: vec3, v1: vec3, v2: vec3):
+        """`triangle_distance` and the triangle's unit normal (v0 - v2) x (v1 - v2)."""
+        return triangle_distance(lpnt, lvec, b0, b1, v0, v1, v2), wp.normalize(wp.cross(v0 - v2, v1 - v2))
 
     @wp.func
     def hfield_basis(lvec: vec3):
@@ -385,26 +389,23 @@ def functions(scalar):
         return z < z0 * (y0 + scalar(1.0) - y) + z1 * (y - y0)
 
     @wp.func
-    def hfield_feature(pos: vec3, mat: mat33, hsize: vec4, nrow: int, ncol: int, adr: int,
-                       data: wp.array(dtype=wp.float32), pnt: vec3, vec: vec3):
-        """mj_rayHfield's search: the part of the field the ray meets first, (kind, i, j): HF_NONE;
-        HF_BASE and the base box's face i; HF_TRI_A or HF_TRI_B and cell (row i, column j);
-        HF_SIDE and the top box's side i."""
-        base_pos, base_size, top_pos, top_size = hfield_frame(pos, mat, hsize)
+    def hfield_feature(lpnt: vec3, lvec: vec3, hsize: vec4, nrow: int, ncol: int, adr: int,
+                       data: wp.array(dtype=wp.float32)):
+        """mj_rayHfield's search, for the ray lpnt + x lvec in the field's frame: the part of the
+        field the ray meets first, (kind, i, j): HF_NONE; HF_BASE and the base box's face i;
+        HF_TRI_A or HF_TRI_B and cell (row i, column j); HF_SIDE and the top box's side i; and
+        the distance to it (-1: none; without a gradient, as a loop's result: hfield_feature_hit
+        has one)."""
+        base_z, base_size, top_z, top_size = hfield_boxes(hsize)
         kind = int(HF_NONE)
         fi = int(0)
         fj = int(0)
-        near, base_faces = ray_box_faces(base_pos, mat, base_size, pnt, vec)
-        x = scalar(-1.0)
+        near, x, base_faces = ray_box_faces(lpnt - vec3(scalar(0.0), scalar(0.0), base_z), lvec, base_size)
         if near >= 0:
-            x = base_faces[near]
             kind = HF_BASE
             fi = near
-        top_near, faces = ray_box_faces(top_pos, mat, top_size, pnt, vec)
+        top_near, top, faces = ray_box_faces(lpnt - vec3(scalar(0.0), scalar(0.0), top_z), lvec, top_size)
         if top_near >= 0:
-            top = faces[top_near]
-            lpnt = wp.transpose(mat) * (pnt - pos)
-            lvec = wp.transpose(mat) * vec
             b0, b1 = hfield_basis(lvec)
             # the ray's segment inside the top box
             s0 = scalar(0.0)
@@ -423,11 +424,12 @@ def functions(scalar):
             cmax = wp.min(ncol - 1, int(wp.ceil(wp.max(sx0, sx1))) + 1)
             rmin = wp.max(0, int(wp.floor(wp.min(sy0, sy1))) - 1)
             rmax = wp.min(nrow - 1, int(wp.ceil(wp.max(sy0, sy1))) + 1)
+            ntri = int(2)  # a loop, not unrolled: fewer registers on a GPU
             for r in range(rmin, rmax):
                 for c in range(cmin, cmax):
-                    for t in range(2):
+                    for t in range(ntri):
                         v0, v1, v2 = cell_triangle(hsize, nrow, ncol, adr, data, r, c, t)
-                        sol, nrm = triangle(lpnt, lvec, b0, b1, v0, v1, v2)
+                        sol = triangle_distance(lpnt, lvec, b0, b1, v0, v1, v2)
                         if sol >= scalar(0.0) and (x < scalar(0.0) or sol < x):
                             x = sol
                             kind = HF_TRI_A + t
@@ -439,36 +441,41 @@ def functions(scalar):
                         x = faces[i]
                         kind = HF_SIDE + i
                         fi = i
-        return kind, fi, fj
+        return kind, fi, fj, x
 
     @wp.func
-    def hfield_feature_hit(pos: vec3, mat: mat33, hsize: vec4, nrow: int, ncol: int, adr: int,
-                           data: wp.array(dtype=wp.float32), pnt: vec3, vec: vec3, kind: int, fi: int, fj: int):
-        """The distance along the ray to the part `hfield_feature` found, and the field's outward
-        normal there (world frame); (-1, 0) for HF_NONE."""
+    def hfield_feature_hit(lpnt: vec3, lvec: vec3, hsize: vec4, nrow: int, ncol: int, adr: int,
+                           data: wp.array(dtype=wp.float32), kind: int, fi: int, fj: int):
+        """The distance along the ray (lpnt + x lvec, the field's frame) to the part
+        `hfield_feature` found, and the field's outward normal there (the field's frame);
+        (-1, 0) for HF_NONE."""
         x = scalar(-1.0)
         nl = zero3
-        if kind != HF_NONE:
-            base_pos, base_size, top_pos, top_size = hfield_frame(pos, mat, hsize)
-            lvec = wp.transpose(mat) * vec
-            if kind == HF_TRI_A or kind == HF_TRI_B:
-                lpnt = wp.transpose(mat) * (pnt - pos)
-                b0, b1 = hfield_basis(lvec)
-                v0, v1, v2 = cell_triangle(hsize, nrow, ncol, adr, data, fi, fj, kind - HF_TRI_A)
-                x, nl = triangle(lpnt, lvec, b0, b1, v0, v1, v2)
+        if kind == HF_TRI_A or kind == HF_TRI_B:
+            b0, b1 = hfield_basis(lvec)
+            v0, v1, v2 = cell_triangle(hsize, nrow, ncol, adr, data, fi, fj, kind - HF_TRI_A)
+            x, nl = triangle(lpnt, lvec, b0, b1, v0, v1, v2)
+        elif kind != HF_NONE:
+            # a face of the base box (fi) or a side of the top box (fi < 4): a plane of its box
+            base_z, base_size, top_z, top_size = hfield_boxes(hsize)
+            lp = lpnt - vec3(scalar(0.0), scalar(0.0), base_z)
+            size = base_size
+            if kind != HF_BASE:
+                lp = lpnt - vec3(scalar(0.0), scalar(0.0), top_z)
+                size = top_size
+            side = scalar(2 * (fi % 2) - 1)
+            # the face's axis, by branches (an array index by a run-time value puts a vector in a
+            # GPU thread's stack)
+            if fi < 2:
+                x = (side * size[0] - lp[0]) / lvec[0]
+                nl = vec3(side, scalar(0.0), scalar(0.0))
+            elif fi < 4:
+                x = (side * size[1] - lp[1]) / lvec[1]
+                nl = vec3(scalar(0.0), side, scalar(0.0))
             else:
-                # a face of the base box (fi) or a side of the top box (fi < 4): a plane of its box
-                centre = base_pos
-                size = base_size
-                if kind != HF_BASE:
-                    centre = top_pos
-                    size = top_size
-                axis = fi / 2
-                side = scalar(2.0) * scalar(fi % 2) - scalar(1.0)
-                lpnt = wp.transpose(mat) * (pnt - centre)
-                x = (side * size[axis] - lpnt[axis]) / lvec[axis]
-                nl[axis] = side
-        return x, mat * nl
+                x = (side * size[2] - lp[2]) / lvec[2]
+                nl = vec3(scalar(0.0), scalar(0.0), side)
+        return x, nl
 
     return SimpleNamespace(ray_geom=ray_geom, ray_plane=ray_plane, geom_normal=geom_normal,
                            hfield_feature=hfield_feature, hfield_feature_hit=hfield_feature_hit)

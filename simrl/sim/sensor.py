@@ -18,7 +18,7 @@ is metadata MuJoCo does not apply; neither does simrl.
 Supported (SensorType, simrl.sim.types): magnetometer, rangefinder (on a site: mj_ray,
 simrl.sim.ray), camprojection (cam_project, the camera placed as mj_camlight), jointpos,
 actuatorpos, tendonpos, ballquat, framepos, framexaxis/yaxis/zaxis, framequat, subtreecom, clock
-(Data.time) (position stage); velocimeter, gyro, jointvel, actuatorvel, tendonvel, ballangvel,
+(Data.solver_scalar's TIME) (position stage); velocimeter, gyro, jointvel, actuatorvel, tendonvel, ballangvel,
 framelinvel, frameangvel, subtreelinvel, subtreeangmom (velocity stage); accelerometer,
 framelinacc, frameangacc, actuatorfrc, jointactfrc, tendonactfrc (acceleration stage);
 jointlimitpos/vel/frc and tendonlimitpos/vel/frc (of the first active limit row of the joint or
@@ -38,7 +38,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim import ray
-from simrl.sim.data import data_struct
+from simrl.sim.data import TIME, data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import (
     MINVAL,
@@ -799,7 +799,7 @@ def build(scalar):
         elif kind == SensorType.CAMPROJECTION:
             v = cam_projection(m, d, w, i)
         elif kind == SensorType.CLOCK:
-            v = value1(d.time[w])
+            v = value1(d.solver_scalar[w, TIME])
         elif kind == SensorType.JOINTPOS:
             v = value1(d.qpos[w, m.jnt_qposadr[objid]])
         elif kind == SensorType.ACTUATORPOS:
@@ -934,50 +934,91 @@ def build(scalar):
         magnetic, nbody, nefc_eq, nefc_friction, nefc_limit, nu, sensor, site_bodyid, site_quat. Data in: qpos, qvel,
         qacc, xpos, xquat, xmat, xipos, ximat, geom_xpos, geom_xmat, site_xpos, site_xmat, subtree_com, subtree_mass,
         cvel, cdof, cdof_dot, ten_length, ten_velocity, actuator_length, actuator_velocity, actuator_force,
-        qfrc_actuator, efc_active, efc_pos, efc_margin, efc_vel, efc_force, time. Data out: sensordata (the sensor's
-        columns)."""
+        qfrc_actuator, efc_active, efc_pos, efc_margin, efc_vel, efc_force, solver_scalar (the time). Data out:
+        sensordata (the sensor's columns)."""
         if m.sensor[i].type != SensorType.CONTACT:
             write_sensor(m, d, w, i, sensor_value(m, d, w, i))
 
     @wp.func
-    def ray_distance(m: Model, d: Data, w: int, g: int, pnt: vec3, vec: vec3):
-        """mj_ray's distance along the ray to geom g (mju_rayGeom, mj_rayHfield), -1: missed."""
-        gtype = m.geom_type[g]
-        x = scalar(-1.0)
-        if gtype == GeomType.PLANE:
-            x = rf.ray_plane(d.geom_xpos[w, g], d.geom_xmat[w, g], m.geom_size[g], pnt, vec)
-        elif gtype == GeomType.HFIELD:
-            x, normal = ray_hfield(m, d, w, g, pnt, vec)
-        else:
-            x = ray_geom(d.geom_xpos[w, g], d.geom_xmat[w, g], m.geom_size[g], gtype, pnt, vec)
-        return x
+    def hfield_size(m: Model, g: int):
+        """Height field geom g's hfield_size (radius x, radius y, elevation z, base z)."""
+        s = m.hfield_info[m.geom_dataid[g]].size
+        return vec4(scalar(s[0]), scalar(s[1]), scalar(s[2]), scalar(s[3]))
 
     @wp.func
-    def ray_hfield(m: Model, d: Data, w: int, g: int, pnt: vec3, vec: vec3):
-        """mj_rayHfield: the distance to height field geom g (-1: missed) and its normal there.
-        The part it meets is found by a function of its own (a loop; see `subtree_momentum`)."""
+    def hfield_hit(m: Model, d: Data, w: int, g: int, pnt: vec3, vec: vec3, kind: int, fi: int, fj: int):
+        """The distance to and the normal (world frame) at the part (kind, fi, fj) of height
+        field geom g that ray.hfield_feature found (mj_rayHfield)."""
         info = m.hfield_info[m.geom_dataid[g]]
-        hsize = vec4(scalar(info.size[0]), scalar(info.size[1]), scalar(info.size[2]), scalar(info.size[3]))
-        pos = d.geom_xpos[w, g]
         mat = d.geom_xmat[w, g]
-        kind, fi, fj = rf.hfield_feature(pos, mat, hsize, info.nrow, info.ncol, info.adr, m.hfield_data, pnt, vec)
-        return rf.hfield_feature_hit(pos, mat, hsize, info.nrow, info.ncol, info.adr, m.hfield_data, pnt, vec, kind,
-                                     fi, fj)
+        x, nl = rf.hfield_feature_hit(wp.transpose(mat) * (pnt - d.geom_xpos[w, g]), wp.transpose(mat) * vec,
+                                      hfield_size(m, g), info.nrow, info.ncol, info.adr, m.hfield_data, kind, fi, fj)
+        return x, mat * nl
 
     @wp.func
-    def nearest_geom(m: Model, d: Data, w: int, exclude: int, pnt: vec3, vec: vec3):
-        """mj_ray's search (geomgroup NULL, flg_static 1): the visible geom (Model.ray_geom) not on
-        body `exclude` that the ray meets nearest, -1: none."""
+    def ray_origin(m: Model, d: Data, w: int, i: int):
+        """Rangefinder i's ray: its site's position and z axis."""
+        site = m.sensor[i].objid
+        xmat = d.site_xmat[w, site]
+        return d.site_xpos[w, site], vec3(xmat[0, 2], xmat[1, 2], xmat[2, 2])
+
+    @wp.func
+    def nearest_geom(m: Model, d: Data, w: int, exclude: int, pnt: vec3, vec: vec3, hfields: int):
+        """mj_ray's search (geomgroup NULL, flg_static 1) among the visible geoms (Model.ray_geom)
+        not on body `exclude`, the height fields (`hfields` 1) or the others (0): the geom the
+        ray meets nearest (-1: none), the distance to it (a loop's result: no gradient), and for
+        a height field the part of it the ray meets (ray.hfield_feature: kind, fi, fj)."""
         best = scalar(-1.0)
         found = int(-1)
+        found_kind = int(0)
+        found_i = int(0)
+        found_j = int(0)
         for k in range(m.nray_geom):
             g = m.ray_geom[k]
-            if m.geom_bodyid[g] != exclude:
-                x = ray_distance(m, d, w, g, pnt, vec)
+            gtype = m.geom_type[g]
+            if m.geom_bodyid[g] != exclude and (gtype == GeomType.HFIELD) == (hfields != 0):
+                pos = d.geom_xpos[w, g]
+                mat = d.geom_xmat[w, g]
+                x = scalar(-1.0)
+                kind = int(0)
+                fi = int(0)
+                fj = int(0)
+                if gtype == GeomType.PLANE:
+                    x = rf.ray_plane(pos, mat, m.geom_size[g], pnt, vec)
+                elif gtype == GeomType.HFIELD:
+                    info = m.hfield_info[m.geom_dataid[g]]
+                    kind, fi, fj, x = rf.hfield_feature(wp.transpose(mat) * (pnt - pos), wp.transpose(mat) * vec,
+                                                        hfield_size(m, g), info.nrow, info.ncol, info.adr,
+                                                        m.hfield_data)
+                else:
+                    x = ray_geom(pos, mat, m.geom_size[g], gtype, pnt, vec)
                 if x >= scalar(0.0) and (best < scalar(0.0) or x < best):
                     best = x
                     found = g
-        return found
+                    found_kind = kind
+                    found_i = fi
+                    found_j = fj
+        return found, best, found_kind, found_i, found_j
+
+    @wp.func
+    def ray_hfield_sensor(m: Model, d: Data, w: int, i: int):
+        """The height field part of rangefinder i's mj_ray, before `ray_sensor`: the nearest
+        height field geom its ray meets, into the sensor's scratch columns of sensordata (past
+        nsensordata, Model.sensor's `scratch`): the geom (-1: none), the part (kind, row or face,
+        column) and the distance. A pass of its own: with the other geoms' search in one kernel,
+        a GPU thread would need more registers than it has.
+
+        Model: geom_bodyid, geom_dataid, geom_type, hfield_data, hfield_info, nray_geom, ray_geom, sensor,
+        site_bodyid. Data in: geom_xpos, geom_xmat, site_xpos, site_xmat. Data out: sensordata (the sensor's
+        scratch columns)."""
+        pnt, vec = ray_origin(m, d, w, i)
+        g, x, kind, fi, fj = nearest_geom(m, d, w, m.site_bodyid[m.sensor[i].objid], pnt, vec, 1)
+        s = m.sensor[i].scratch
+        d.sensordata[w, s] = scalar(g)
+        d.sensordata[w, s + 1] = scalar(kind)
+        d.sensordata[w, s + 2] = scalar(fi)
+        d.sensordata[w, s + 3] = scalar(fj)
+        d.sensordata[w, s + 4] = x
 
     @wp.func
     def cut(m: Model, i: int, x: scalar):
@@ -1003,27 +1044,39 @@ def build(scalar):
         (mj_ray); the data fields sensor_intprm[0] selects: dist (-1: nothing hit), dir, origin,
         point, normal (zeros when nothing is hit), depth (the distance; -1). Differentiable where
         the ray meets a geom: the geom is found by a function of its own (see
-        `subtree_momentum`), its distance and normal computed again outside the loop.
+        `subtree_momentum`), its distance and normal computed again outside the loop. The nearest
+        height field is `ray_hfield_sensor`'s (its scratch columns); the nearer of it and the
+        other geoms' nearest is the hit, the lower geom id on a tie (mj_ray's order).
 
         Model: geom_bodyid, geom_dataid, geom_size, geom_type, hfield_data, hfield_info, nray_geom, ray_geom, sensor,
-        site_bodyid. Data in: geom_xpos, geom_xmat, site_xpos, site_xmat. Data out: sensordata (the sensor's
-        columns)."""
-        site = m.sensor[i].objid
+        site_bodyid. Data in: geom_xpos, geom_xmat, site_xpos, site_xmat, sensordata (the scratch columns). Data
+        out: sensordata (the sensor's columns)."""
         spec = m.sensor[i].intprm
-        pnt = d.site_xpos[w, site]
-        xmat = d.site_xmat[w, site]
-        vec = vec3(xmat[0, 2], xmat[1, 2], xmat[2, 2])
-        g = nearest_geom(m, d, w, m.site_bodyid[site], pnt, vec)
+        pnt, vec = ray_origin(m, d, w, i)
+        g, best, kind, fi, fj = nearest_geom(m, d, w, m.site_bodyid[m.sensor[i].objid], pnt, vec, 0)
+        s = m.sensor[i].scratch
+        hfield = int(d.sensordata[w, s])
+        hfield_x = d.sensordata[w, s + 4]
+        if hfield >= 0 and (g < 0 or hfield_x < best or (hfield_x == best and hfield < g)):
+            g = hfield
+            kind = int(d.sensordata[w, s + 1])
+            fi = int(d.sensordata[w, s + 2])
+            fj = int(d.sensordata[w, s + 3])
         x = scalar(-1.0)
         normal = zero3
         if g >= 0:
             gtype = m.geom_type[g]
             if gtype == GeomType.HFIELD:
-                x, normal = ray_hfield(m, d, w, g, pnt, vec)
+                x, normal = hfield_hit(m, d, w, g, pnt, vec, kind, fi, fj)
             else:
-                x = ray_distance(m, d, w, g, pnt, vec)
+                pos = d.geom_xpos[w, g]
+                mat = d.geom_xmat[w, g]
+                if gtype == GeomType.PLANE:
+                    x = rf.ray_plane(pos, mat, m.geom_size[g], pnt, vec)
+                else:
+                    x = ray_geom(pos, mat, m.geom_size[g], gtype, pnt, vec)
                 if (spec & (1 << RayDataField.NORMAL)) != 0:
-                    normal = rf.geom_normal(d.geom_xpos[w, g], d.geom_xmat[w, g], m.geom_size[g], gtype, pnt, vec, x)
+                    normal = rf.geom_normal(pos, mat, m.geom_size[g], gtype, pnt, vec, x)
         hit = x >= scalar(0.0)
         a = m.sensor[i].adr
         if (spec & (1 << RayDataField.DIST)) != 0:
@@ -1068,6 +1121,7 @@ def build(scalar):
         efc_active, efc_force. Data out: sensordata (the sensor's columns)."""
         write_sensor(m, d, w, i, wrench_value(m, d, w, i))
 
-    return SimpleNamespace(sensor=sensor, ray_sensor=ray_sensor, wrench_sensor=wrench_sensor,
+    return SimpleNamespace(sensor=sensor, ray_hfield_sensor=ray_hfield_sensor, ray_sensor=ray_sensor,
+                           wrench_sensor=wrench_sensor,
                            contact_sensor=contact_sensor_of(False),
                            contact_sensor_sorted=contact_sensor_of(True))

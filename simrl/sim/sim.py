@@ -31,6 +31,7 @@ from simrl.sim.data import (
     CCD_SCRATCH,
     OVERFLOW_CONTACTS,
     OVERFLOW_ROWS,
+    TIME,
     check_memory,
     data_struct,
     make_data,
@@ -426,7 +427,7 @@ class Sim:
                           doc="orientations of the mocap bodies [num_worlds, nmocap, 4] (w, x, y, z; normalized "
                               "when used), set by the user (mjData.mocap_quat)")
     qacc = property(lambda self: self.view("qacc"), doc="joint accelerations [num_worlds, nv]")
-    time = property(lambda self: self.view("time"), lambda self, v: self._assign("time", v),
+    time = property(lambda self: self.view("solver_scalar")[:, TIME], lambda self, v: assign_view(self.time, "time", v),
                     doc="simulation time of each world [num_worlds] (mjData.time): advanced by a timestep "
                         "each step, zero after `reset`; the clock sensor reads it")
     qfrc_constraint = property(lambda self: self.view("qfrc_constraint"),
@@ -747,8 +748,9 @@ class Sim:
         if self.model.struct.nmocap:
             for name in ("mocap_pos", "mocap_quat"):
                 self.view(name)[index] = reset_values[name]
-        for name in ("qvel", "ctrl", "act", "qfrc_applied", "qacc", "qacc_warmstart", "nan_world", "time"):
+        for name in ("qvel", "ctrl", "act", "qfrc_applied", "qacc", "qacc_warmstart", "nan_world"):
             self.view(name)[index] = 0
+        self.view("solver_scalar")[index, TIME] = 0
 
     def _reset_values(self) -> dict[str, torch.Tensor]:
         """The model's qpos0, eq_active0 and mocap poses on the device, copied there once (a copy
