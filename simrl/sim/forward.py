@@ -275,11 +275,20 @@ def world_functions(scalar, lanes: bool) -> SimpleNamespace:
 
 
 @functools.cache
-def sensor_passes(scalar) -> tuple:
-    """mj_sensorPos, mj_sensorVel and mj_sensorAcc: every sensor but the contact sensors, then those."""
+def ray_hfield_pass(scalar) -> tuple:
+    """The rangefinders' height-field search (simrl.sim.sensor.ray_hfield_sensor): which part of
+    a field each ray meets, before the rangefinders' pass."""
+    return (Pass("ray_hfield_sensor", RAY_SENSORS, (sensor.build(scalar).ray_hfield_sensor,)),)
+
+
+@functools.cache
+def sensor_passes(scalar, hfield: bool = True) -> tuple:
+    """mj_sensorPos, mj_sensorVel and mj_sensorAcc: every sensor but the contact sensors, then
+    those. `hfield` False: without the rangefinders' height-field search (`ray_hfield_pass`), which
+    the differentiable step runs off the tape."""
     s = sensor.build(scalar)
     return (Pass("sensor", SENSORS, (s.sensor,)),
-            Pass("ray_hfield_sensor", RAY_SENSORS, (s.ray_hfield_sensor,)),
+            *(ray_hfield_pass(scalar) if hfield else ()),
             Pass("ray_sensor", RAY_SENSORS, (s.ray_sensor,)),
             Pass("wrench_sensor", WRENCH_SENSORS, (s.wrench_sensor,)),
             Pass("contact_sensor", CONTACT_SENSORS, (s.contact_sensor,)),

@@ -85,7 +85,11 @@ def build(scalar, schedule: str = "fused"):
     # implicitly by `constraint_adjoint`
     # the sensors (mj_sensorPos/Vel/Acc), with generated adjoints, in a module of their own (only a
     # call that asks for sensordata compiles them)
-    sensors = segment("sensors", forward.sensor_passes(scalar), scalar, schedule, "grad_sensor", backward=True)
+    sensors = segment("sensors", forward.sensor_passes(scalar, hfield=False), scalar, schedule, "grad_sensor",
+                      backward=True)
+    # the rangefinders' height-field search before them, off the tape: which part of a field a ray
+    # meets (integers, and a distance the rangefinders' pass only compares; it recomputes the hit)
+    sensor_hfield = segment("sensor_hfield", forward.ray_hfield_pass(scalar), scalar, schedule, "grad_sensor_detect")
     # two launches in the wide schedule, as in the engine's step (forward._acceleration): in one
     # kernel the list and the solver need more registers than a GPU thread should use
     constraint_solve = segment("constraint_solve", (Pass("constraint_list", WORLD, (world.constraint_list,)),
@@ -608,10 +612,11 @@ def build(scalar, schedule: str = "fused"):
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors,
+            "sensor_hfield": sensor_hfield,
             "modules": (module, custom, *smooth.modules, *broadphase.modules, *convex_detect.modules,
                         *narrowphase.modules,
                         *efc_address.modules, *constraint.modules,
-                        *constraint_solve.modules, *sensors.modules)}
+                        *constraint_solve.modules, *sensors.modules, *sensor_hfield.modules)}
 
 
 def _custom(kernels, kernel, W, inputs, device):
@@ -1018,7 +1023,11 @@ class Rollout:
         ds = _replace_fields(d, self.model.dtype, replace)
         self.adjoints[id(ds)] = _replace_fields(self.adjoints[id(d)], self.model.dtype,
                                                 {name: a.grad for name, a in replace.items()})
-        self._segment(self.kernels["sensors"], m, ds, qacc.shape[0])
+        W = qacc.shape[0]
+        for item in self.kernels["sensor_hfield"].launches(self.model):
+            wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, ds, *item.inputs], device=self.model.device,
+                      record_tape=False)
+        self._segment(self.kernels["sensors"], m, ds, W)
         self.sensordata = d.sensordata
 
     def _free_bodies(self, m, d, f1, f2, qacc):
