@@ -15,8 +15,9 @@ after backward, up to simrl.sim.grad.POOL_BYTES (256 MiB) of step buffers are ke
 by the next rollout of the same model and batch size, as allocating them costs more than a
 small step.
 The `Sim`'s own state is neither read nor changed, except `qfrc_applied`, the mocap bodies'
-poses (`mocap_pos`, `mocap_quat`) and which equality constraints act (`eq_active`), which are
-used as constants (no gradients with respect to them are provided).
+poses (`mocap_pos`, `mocap_quat`), which equality constraints act (`eq_active`) and the time
+(`time`, which the clock sensor reads), which are used as constants (no gradients with respect
+to them are provided).
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ class _DiffStep(torch.autograd.Function):
         applied = wp.clone(sim.data.qfrc_applied)
         mocap = (wp.clone(sim.data.mocap_pos), wp.clone(sim.data.mocap_quat))
         rollout = grad.Rollout(model, m, *inputs[:3], applied, substeps, tape, sim.schedule, mocap, act0=inputs[3],
-                               sensors=sensors, eq_active=wp.clone(sim.data.eq_active))
+                               sensors=sensors, eq_active=wp.clone(sim.data.eq_active),
+                               time0=wp.clone(wp.from_torch(sim.time.contiguous())))
         ctx.rollout, ctx.inputs = rollout, inputs
         # the budgets' overflow of these steps, where the Sim reports its own steps' (sim.overflow)
         wp.copy(sim.data.overflow, rollout.overflow)

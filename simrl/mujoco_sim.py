@@ -289,6 +289,12 @@ class MujocoSim:
     mocap_quat = property(lambda self: self.view("mocap_quat"), lambda self, v: self._assign("mocap_quat", v),
                           doc="orientations of the mocap bodies [num_worlds, nmocap, 4] float64 (w, x, y, z)")
     qacc = property(lambda self: self.view("qacc"), doc="joint accelerations [num_worlds, nv] of the last step")
+
+    @property
+    def time(self) -> torch.Tensor:
+        """Simulation time of each world [num_worlds] float64 (each MjData's time, advanced by
+        mj_step, zeroed by `reset`): a copy, where `Sim.time` is a view."""
+        return torch.tensor([d.time for d in self._data], dtype=torch.float64)
     qfrc_constraint = property(lambda self: self.view("qfrc_constraint"),
                                doc="generalized constraint forces [num_worlds, nv] of the last step")
 

@@ -73,6 +73,23 @@ def test_every_kernel_fits_cudas_parameter_limit():
     print(f"largest: {sizes[0]}; {CUDA_PARAM_LIMIT - sizes[0][0]} bytes left")
 
 
+#: the largest Data struct (bytes) the CUDA compiler keeps out of the stack: with one array more
+#: (Data 8,176 -> 8,232 bytes) the sensor pass went from 96 registers and no spills to 255
+#: registers, 37,712 bytes of stack and 29,960 of spills (scripts/gpu_report.py --passes sensor
+#: --arch 90), every kernel alike
+DATA_LIMIT = 8192
+
+
+@pytest.mark.parametrize("scalar", [wp.float32, wp.float64])
+def test_data_stays_within_what_cuda_keeps_in_registers(scalar):
+    from simrl.sim.data import data_struct
+
+    size = _size(data_struct(scalar))
+    print(f"Data {size} bytes: {DATA_LIMIT - size} left")
+    assert size <= DATA_LIMIT, (f"Data is {size} bytes, over {DATA_LIMIT}: the GPU kernels copy it to the stack; "
+                                f"pack new per-world values into existing arrays")
+
+
 def test_the_count_sees_a_struct_grow():
     """The check reads the structs' real layouts: a Data with one array more is 56 bytes larger."""
     from simrl.sim.data import data_struct

@@ -150,7 +150,9 @@ def test_wide_equals_fused_bit_for_bit(dtype):
 
 
 @pytest.mark.parametrize("sensor,message", [
-    ('<rangefinder site="imu"/>', r"<sensor><rangefinder> .*: this sensor type is not computed"),
+    ('<insidesite site="imu" objtype="site" objname="foot"/>', r"<sensor><insidesite> .*: this sensor type is not "
+                                                                r"computed"),
+    ('<rangefinder camera="cam"/>', r"<sensor><rangefinder camera=...> .*: a rangefinder on a camera"),
     ('<framepos objtype="camera" objname="cam"/>', r"frame sensors of cameras are not supported"),
     ('<jointpos joint="hip" delay="0.01" nsample="2"/>', r"sensor delay, interval and history are not supported"),
 ])

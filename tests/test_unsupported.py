@@ -24,8 +24,12 @@ CASES = {
     "implicit integrator": (body("", '<option integrator="implicit"><flag contact="disable"/></option>'),
                             r"<option integrator='implicit'>: only Euler, RK4 and implicitfast"),
     "fluid forces": (body("", '<option density="1.2"><flag contact="disable"/></option>'), r"<option density"),
-    "rangefinder sensor": (body("", extra='<sensor><rangefinder name="r" site="s1"/></sensor>'),
-                           r"<sensor><rangefinder> 'r': this sensor type is not computed"),
+    "insidesite sensor": (body("", extra='<sensor><insidesite name="r" site="s1" objtype="site" objname="s2"/>'
+                                         '</sensor>'),
+                          r"<sensor><insidesite> 'r': this sensor type is not computed"),
+    "rangefinder on a camera": (body('<camera name="c" resolution="4 3"/>',
+                                     extra='<sensor><rangefinder name="r" camera="c"/></sensor>'),
+                                r"<sensor><rangefinder camera=...> 'r': a rangefinder on a camera"),
     "flex": ('<mujoco><worldbody><flexcomp name="f" type="grid" count="2 2 1" spacing=".1 .1 .1" pos="0 0 1"/>'
              '</worldbody></mujoco>', r"<flex>/<flexcomp>: 1 flex object\(s\) are not supported"),
     "SO(3) transmission (orientation servo)": (

@@ -247,7 +247,7 @@ def step_passes(grad: bool) -> tuple:
               + (forward.collision(scalar, grouped=False) + forward.rows(scalar, grouped=False) if grad
                  else forward.constraint_rows(scalar, lanes=True, detect=True))
               + forward.transmission_body(scalar) + forward.velocity(scalar, fine=grad) + forward.reference(scalar)
-              + forward.sensor_passes(scalar))
+              + forward.sensor_passes(scalar, hfield=not grad))
     return tuple(p for p in passes if p.over != schedule.WORLD)
 
 

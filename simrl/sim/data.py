@@ -24,6 +24,12 @@ OVERFLOW_CONTACTS = 2
 OVERFLOW_ROWS = 4
 OVERFLOW_NAMES = ("pairs", "contacts", "rows")
 
+#: Data.solver_scalar's column that holds the world's time (the solver's columns come first)
+TIME = 8
+#: scratch columns of Data.sensordata per rangefinder, past the model's nsensordata
+#: (simrl.sim.sensor.ray_hfield_sensor: the nearest height field's geom, part and distance)
+RAY_SCRATCH = 5
+
 CCD_SCRATCH = ("ccd_simplex", "ccd_vert", "ccd_face", "ccd_map", "ccd_horizon", "ccd_stack", "ccd_index", "ccd_clip",
                "ccd_clipd", "ccd_cliptag", "ccd_norm", "ccd_normidx")
 
@@ -234,7 +240,8 @@ def data_struct(scalar):
         ccd_cliptag: wp.array2d(dtype=int)
         ccd_norm: wp.array2d(dtype=wp.vec3d)
         ccd_normidx: wp.array2d(dtype=int)
-        sensordata: wp.array2d(dtype=scalar)  # [W, nsensordata] (or [W, 1])
+        # [W, nsensordata] (or [W, 1]), and RAY_SCRATCH columns per rangefinder after those
+        sensordata: wp.array2d(dtype=scalar)
         eq_active: wp.array2d(dtype=int)  # [W, neq] (or [W, 1]): 1 where the equality constraint acts
         # constraint rows [W, nefc] (nefc: the row budget, Model.nefc): the fixed rows, then the
         # rows of the slots whose contact is within its margin, in slot order (constraint.efc_address)
@@ -292,7 +299,10 @@ def data_struct(scalar):
         solver_res: wp.array2d(dtype=scalar)  # qacc - qacc_smooth
         solver_Mres: wp.array2d(dtype=scalar)
         solver_Msearch: wp.array2d(dtype=scalar)  # M search, from the line search
-        solver_scalar: wp.array2d(dtype=scalar)  # [W, 8], per-world scalars (solver.COST, ...)
+        # [W, 9], per-world scalars: the solver's (solver.COST, ...), and at column TIME the world's
+        # simulation time (mjData.time, advanced by each step): not an array of its own, as a Data
+        # of more than 8,192 bytes makes the CUDA compiler copy it to the stack in every kernel
+        solver_scalar: wp.array2d(dtype=scalar)
         solver_flag: wp.array(dtype=int)  # [W], 1: the Hessian has M's sparsity
         nan_world: wp.array(dtype=int)  # [W], 1 when the world's state became non-finite
         # [W], 1: the engine's kernels leave the world alone (Sim.forward(worlds=...); 0 otherwise)
@@ -531,7 +541,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.ccd_norm = wp.zeros((S, clip["ccd_norm"]), dtype=wp.vec3d, device=device)
     d.ccd_normidx = wp.zeros((S, clip["ccd_normidx"]), dtype=int, device=device)
     mjm = model.mjm
-    d.sensordata = zeros((W, max(1, mjm.nsensordata)))
+    d.sensordata = zeros((W, max(1, mjm.nsensordata + RAY_SCRATCH * model.struct.nsensor_ray)))
     d.eq_active = wp.array(np.tile(np.asarray(mjm.eq_active0, dtype=np.int32).reshape(1, -1), (W, 1))
                            if mjm.neq else np.zeros((W, 1), dtype=np.int32), dtype=int, device=model.device)
     d.nefc = wp.array(np.full(W, nefc_fixed, dtype=np.int32), dtype=int, device=device)
@@ -564,7 +574,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.solver_H = zeros((W, nv, nv))
     for name in ("solver_grad", "solver_search", "solver_res", "solver_Mres", "solver_Msearch"):
         setattr(d, name, zeros((W, nv)))
-    d.solver_scalar = zeros((W, 8))
+    d.solver_scalar = zeros((W, TIME + 1))
     d.solver_flag = zeros(W, int)
     d.nan_world = zeros(W, int)
     d.world_skip = zeros(W, int)

@@ -26,7 +26,8 @@ i, after `qderiv_dof` has filled dof_qderiv, `tendon_qderiv` ten_qderiv and actu
 `site_force_vel` actuator_qderiv;
 `free_body_solve` is a free body's block); the element
 `joint(m, d, w, j)` then advances joint j's velocity and position and checks them, and
-`actuator(m, d, w, a)` advances actuator a's activation (mj_advance).
+`actuator(m, d, w, a)` advances actuator a's activation and `advance_time(m, d, w, 0)` the
+world's time (mj_advance).
 """
 
 
@@ -36,7 +37,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim import actuation, factor_m, integrate_pos
-from simrl.sim.data import data_struct
+from simrl.sim.data import TIME, data_struct
 from simrl.sim.integrate_pos import jnt_nv
 from simrl.sim.model import model_struct
 from simrl.sim.types import block_sync, no_sync, scalar_types
@@ -256,6 +257,15 @@ def build(scalar, lanes: bool = False):
         activation)."""
         advance_activation(m, d.act, d.act_dot, d.act, w, a)
 
-    return SimpleNamespace(damping=damping, joint=joint, qderiv_dof=qderiv_dof, damping_qderiv_dof=damping_qderiv_dof,
+    @wp.func
+    def advance_time(m: Model, d: Data, w: int, e: int):
+        """The world's time advanced by one timestep (mj_advance: d->time += h; mj_RungeKutta
+        restores the step's first time before it calls mj_advance, so RK4 ends the same way).
+
+        Model: timestep. Data in: solver_scalar (the time). Data out: solver_scalar (the time)."""
+        d.solver_scalar[w, TIME] = d.solver_scalar[w, TIME] + m.timestep
+
+    return SimpleNamespace(damping=damping, joint=joint, advance_time=advance_time, qderiv_dof=qderiv_dof,
+                           damping_qderiv_dof=damping_qderiv_dof,
                            qderiv=qderiv,
                            tendon_qderiv=tendon_qderiv, free_body_solve=free_body_solve, actuator=actuator)

@@ -51,8 +51,10 @@ from simrl.sim.schedule import (
     FRICTION_ROWS,
     JOINTS,
     LIMIT_ROWS,
+    ONCE,
     PAIRS,
     PYRAMIDAL_CONTACTS,
+    RAY_SENSORS,
     RICH_ACTUATORS,
     SENSORS,
     SITE_TRANSMISSIONS,
@@ -288,10 +290,21 @@ def world_functions(scalar, lanes: bool) -> SimpleNamespace:
 
 
 @functools.cache
-def sensor_passes(scalar) -> tuple:
-    """mj_sensorPos, mj_sensorVel and mj_sensorAcc: every sensor but the contact sensors, then those."""
+def ray_hfield_pass(scalar) -> tuple:
+    """The rangefinders' height-field search (simrl.sim.sensor.ray_hfield_sensor): which part of
+    a field each ray meets, before the rangefinders' pass."""
+    return (Pass("ray_hfield_sensor", RAY_SENSORS, (sensor.build(scalar).ray_hfield_sensor,)),)
+
+
+@functools.cache
+def sensor_passes(scalar, hfield: bool = True) -> tuple:
+    """mj_sensorPos, mj_sensorVel and mj_sensorAcc: every sensor but the contact sensors, then
+    those. `hfield` False: without the rangefinders' height-field search (`ray_hfield_pass`), which
+    the differentiable step runs off the tape."""
     s = sensor.build(scalar)
     return (Pass("sensor", SENSORS, (s.sensor,)),
+            *(ray_hfield_pass(scalar) if hfield else ()),
+            Pass("ray_sensor", RAY_SENSORS, (s.ray_sensor,)),
             Pass("wrench_sensor", WRENCH_SENSORS, (s.wrench_sensor,)),
             Pass("contact_sensor", CONTACT_SENSORS, (s.contact_sensor,)),
             Pass("contact_sensor_sorted", CONTACT_SENSORS, (s.contact_sensor_sorted,)))
@@ -332,7 +345,8 @@ def euler_segment(scalar, schedule: str, convex: bool = False):
     advanced (simrl.sim.euler)."""
     e = euler.build(scalar)
     passes = _forward_passes(scalar, schedule == "wide", True, convex=convex) + (
-        Pass("euler_joint", JOINTS, (e.joint,)), Pass("euler_actuator", ACTUATORS, (e.actuator,)))
+        Pass("euler_joint", JOINTS, (e.joint,)), Pass("euler_actuator", ACTUATORS, (e.actuator,)),
+        Pass("advance_time", ONCE, (e.advance_time,)))
     return segment("step_euler" + ("_convex" if convex else ""), passes, scalar, schedule, _module(convex))
 
 
@@ -352,7 +366,9 @@ def rk4_segments(scalar, schedule: str) -> tuple:
     parts = (("begin", r.begin, r.begin_actuator), ("stage1", r.stage1, r.stage1_actuator),
              ("stage2", r.stage2, r.stage2_actuator), ("end", r.end, r.end_actuator))
     forward_segment(scalar, schedule, sensors=False)  # the module's fixed set (_module) holds it
+    # the step's time advances at its end (mj_RungeKutta's mj_advance)
+    time = (Pass("advance_time", ONCE, (euler.build(scalar).advance_time,)),)
     return tuple(segment(f"rk4_{name}", (Pass(f"rk4_{name}", JOINTS, (joint,)),
-                                         Pass(f"rk4_{name}_actuator", ACTUATORS, (actuator,))), scalar, schedule,
-                         _module(False, rk4=True))
+                                         Pass(f"rk4_{name}_actuator", ACTUATORS, (actuator,)))
+                         + (time if name == "end" else ()), scalar, schedule, _module(False, rk4=True))
                  for name, joint, actuator in parts)

@@ -26,7 +26,7 @@ import warp as wp
 from simrl.sim import actuation, euler, factor_m, forward, integrate_pos, rk4, schedule, solver
 from simrl.sim.constraint import build as constraint_functions
 from simrl.sim.contact_tables import MINMU
-from simrl.sim.data import available_memory, data_bytes_per_world, data_struct, make_data, size_text
+from simrl.sim.data import TIME, available_memory, data_bytes_per_world, data_struct, make_data, size_text
 from simrl.sim.integrate_pos import jnt_nv
 from simrl.sim.model import model_struct
 from simrl.sim.schedule import WORLD, Pass, coop_module, segment
@@ -88,7 +88,11 @@ def build(scalar, schedule: str = "fused"):
     # implicitly by `constraint_adjoint`
     # the sensors (mj_sensorPos/Vel/Acc), with generated adjoints, in a module of their own (only a
     # call that asks for sensordata compiles them)
-    sensors = segment("sensors", forward.sensor_passes(scalar), scalar, schedule, "grad_sensor", backward=True)
+    sensors = segment("sensors", forward.sensor_passes(scalar, hfield=False), scalar, schedule, "grad_sensor",
+                      backward=True)
+    # the rangefinders' height-field search before them, off the tape: which part of a field a ray
+    # meets (integers, and a distance the rangefinders' pass only compares; it recomputes the hit)
+    sensor_hfield = segment("sensor_hfield", forward.ray_hfield_pass(scalar), scalar, schedule, "grad_sensor_detect")
     # two launches in the wide schedule, as in the engine's step (forward._acceleration): in one
     # kernel the list and the solver need more registers than a GPU thread should use
     constraint_solve = segment("constraint_solve", (Pass("constraint_list", WORLD, (world.constraint_list,)),
@@ -362,6 +366,18 @@ def build(scalar, schedule: str = "fused"):
         for k in range(3):
             acc_need[w, k] = wp.max(acc_need[w, k], need[w, k])
 
+    @wp.kernel(module=kernel_module(scalar, "grad_detect"))
+    def advance_time(time: wp.array(dtype=scalar), h: scalar, out: wp.array(dtype=scalar)):
+        """The next step's time (simrl.sim.euler.advance_time's sum): not differentiated."""
+        w = wp.tid()
+        out[w] = time[w] + h
+
+    @wp.kernel(module=kernel_module(scalar, "grad_detect"))
+    def store_time(time: wp.array(dtype=scalar), scalars: wp.array2d(dtype=scalar)):
+        """The time into Data.solver_scalar's TIME column, where the clock sensor reads it."""
+        w = wp.tid()
+        scalars[w, TIME] = time[w]
+
     @wp.kernel(module=module)
     def add(a: wp.array2d(dtype=scalar), b: wp.array2d(dtype=scalar), out: wp.array2d(dtype=scalar)):
         w, i = wp.tid()
@@ -591,7 +607,7 @@ def build(scalar, schedule: str = "fused"):
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row, "constraint_force_cone": constraint_force_cone,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
-            "merge_overflow": merge_overflow,
+            "merge_overflow": merge_overflow, "advance_time": advance_time, "store_time": store_time,
             "implicit_dofs": implicit_dofs, "implicit_damping_dofs": implicit_damping_dofs,
             "implicit_tendons": implicit_tendons,
             "implicit_site_actuators": implicit_site_actuators,
@@ -600,10 +616,11 @@ def build(scalar, schedule: str = "fused"):
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors,
+            "sensor_hfield": sensor_hfield,
             "modules": (module, custom, *smooth.modules, *broadphase.modules, *convex_detect.modules,
                         *narrowphase.modules,
                         *efc_address.modules, *constraint.modules,
-                        *constraint_solve.modules, *sensors.modules)}
+                        *constraint_solve.modules, *sensors.modules, *sensor_hfield.modules)}
 
 
 def _custom(kernels, kernel, W, inputs, device):
@@ -799,7 +816,9 @@ class Rollout:
     ctrl and the mocap bodies at `mocap` = (mocap_pos, mocap_quat), constants (no gradients flow
     to them; None: the model's poses). `act0` [W, na] (None: zero activations, without a
     gradient), the equality constraints acting where `eq_active` [W, neq] (None: eq_active0).
-    Seed `qpos1.grad` / `qvel1.grad` / `act1.grad`, then run `tape.backward()`.
+    Seed `qpos1.grad` / `qvel1.grad` / `act1.grad`, then run `tape.backward()`. `time0` [W]: the
+    time the rollout starts at (None: zero), which the clock sensor reads; it advances by a
+    timestep each step, as in `Sim.step` (not differentiated).
 
     With `sensors`, `sensordata` [W, >= nsensordata] holds the sensors of the state the last step
     started from, as `Sim.step` leaves them (mj_forward's, before the integrator: the
@@ -807,7 +826,8 @@ class Rollout:
     too. Its values are the plain step's to rounding (efc_force recomputed from qacc)."""
 
     def __init__(self, model, m, qpos0, qvel0, ctrl, qfrc_applied, steps: int, tape: wp.Tape,
-                 schedule: str = "fused", mocap=None, act0=None, sensors: bool = False, eq_active=None):
+                 schedule: str = "fused", mocap=None, act0=None, sensors: bool = False, eq_active=None,
+                 time0=None):
         self.kernels = build(model.dtype, schedule)
         self.tape, self.model, self.m = tape, model, m
         self.ctrl, self.qfrc_applied = ctrl, qfrc_applied
@@ -825,6 +845,7 @@ class Rollout:
         if act0 is None:
             act0 = wp.zeros((qpos0.shape[0], model.na), dtype=model.dtype, device=model.device, requires_grad=True)
         self.sensordata = None
+        self.time = time0 if time0 is not None else wp.zeros(W, dtype=model.dtype, device=model.device)
         qpos, qvel, act = qpos0, qvel0, act0
         # the first rollout of a kind loads its kernels as it launches them (a build on a first run)
         key = (model.dtype, schedule, str(model.device))
@@ -837,6 +858,10 @@ class Rollout:
                     qpos, qvel, act = self._euler(qpos, qvel, act, last)
                 else:
                     qpos, qvel, act = self._rk4(qpos, qvel, act, last)
+                time = wp.empty_like(self.time)
+                wp.launch(self.kernels["advance_time"], dim=W, inputs=[self.time, model.struct.timestep, time],
+                          device=model.device, record_tape=False)
+                self.time = time
         self.qpos1, self.qvel1, self.act1 = qpos, qvel, act
 
     def _launch(self, kernel, dim, inputs):
@@ -883,6 +908,9 @@ class Rollout:
         d, adj, scratch = _POOL.take(self.model, qpos.shape[0])
         self.scratch[id(d)] = scratch
         d.qpos, d.qvel, d.act, d.ctrl, d.qfrc_applied = qpos, qvel, act, self.ctrl, self.qfrc_applied
+        # the step's time (RK4's later stages compute no sensors: the step's first time serves them)
+        wp.launch(self.kernels["store_time"], dim=qpos.shape[0], inputs=[self.time, d.solver_scalar],
+                  device=self.model.device, record_tape=False)
         if self.model.struct.nmocap:
             # the mocap poses, into the buffers' own arrays (a pooled Data holds old values)
             mocap = self.mocap
@@ -1004,7 +1032,11 @@ class Rollout:
         ds = _replace_fields(d, self.model.dtype, replace)
         self.adjoints[id(ds)] = _replace_fields(self.adjoints[id(d)], self.model.dtype,
                                                 {name: a.grad for name, a in replace.items()})
-        self._segment(self.kernels["sensors"], m, ds, qacc.shape[0])
+        W = qacc.shape[0]
+        for item in self.kernels["sensor_hfield"].launches(self.model):
+            wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, ds, *item.inputs], device=self.model.device,
+                      record_tape=False)
+        self._segment(self.kernels["sensors"], m, ds, W)
         self.sensordata = d.sensordata
 
     def _free_bodies(self, m, d, f1, f2, qacc):

@@ -30,6 +30,7 @@ from simrl.sim.contact_tables import (
     contact_tables,
     polytope_sizes,
 )
+from simrl.sim.data import RAY_SCRATCH
 from simrl.sim.mjmodel_fields import refused_fields
 from simrl.sim.model import (
     SUBTREE_STACK,
@@ -48,6 +49,7 @@ from simrl.sim.types import (
     RK4_A,
     RK4_B,
     BiasType,
+    CamLight,
     ConeType,
     ConstraintType,
     DisableBit,
@@ -68,6 +70,10 @@ from simrl.sim.types import (
 #: sensor types that read contact forces through cfrc_int or rays (touch, force, torque): the
 #: last entries of Model.sensor, evaluated by a pass of their own (simrl.sim.sensor)
 WRENCH_SENSOR_TYPES = (SensorType.TOUCH, SensorType.FORCE, SensorType.TORQUE)
+#: geom types a rangefinder's ray can meet (mj_ray: mju_rayGeom, mj_rayHfield); a mesh (mj_rayMesh
+#: on its triangles, which simrl does not load) or an SDF in the ray's way refuses the rangefinder
+RAY_GEOM_TYPES = (GeomType.PLANE, GeomType.HFIELD, GeomType.SPHERE, GeomType.CAPSULE, GeomType.ELLIPSOID,
+                  GeomType.CYLINDER, GeomType.BOX)
 
 #: constraint rows of each supported equality type
 #: far-testable runs per group of the broadphase (simrl.sim.broadphase: a group far from the
@@ -158,6 +164,36 @@ def wrap_points(mjm: mujoco.MjModel) -> dict[str, np.ndarray]:
 def frame_sensor(kind: int) -> bool:
     """The sensor reads an object's frame (objtype / reftype)."""
     return kind in _FRAME_TYPES
+
+
+def ray_geoms(mjm: mujoco.MjModel) -> list[int]:
+    """The geoms mj_ray sees when no geom group is given (ray_eliminate, engine_ray.c): the
+    visible ones, whose rgba alpha (their material's where they have one) is not 0."""
+    out = []
+    for g in range(mjm.ngeom):
+        mat = int(mjm.geom_matid[g])
+        alpha = mjm.mat_rgba[mat][3] if mat >= 0 else mjm.geom_rgba[g][3]
+        if alpha != 0:
+            out.append(g)
+    return out
+
+
+def camera_constants(mjm: mujoco.MjModel, cam: int) -> dict:
+    """What a camprojection sensor needs of camera `cam` (mj_camlight's frame, cam_project's
+    focal lengths in pixels: from the intrinsics and sensor size when the sensor size is set, in
+    float32 as MuJoCo's C arithmetic on those float fields, else from fovy in float64)."""
+    mode = int(mjm.cam_mode[cam])
+    res = [float(x) for x in mjm.cam_resolution[cam]]
+    size = mjm.cam_sensorsize[cam].astype(np.float32)
+    if size[0] and size[1]:
+        intrinsic = mjm.cam_intrinsic[cam].astype(np.float32)
+        focal = [float(intrinsic[k] / size[k] * np.float32(res[k])) for k in range(2)]
+    else:
+        focal = [0.5 / np.tan(float(mjm.cam_fovy[cam]) * np.pi / 360.0) * res[1]] * 2
+    pos0 = mjm.cam_poscom0[cam] if mode == CamLight.TRACKCOM else mjm.cam_pos0[cam]
+    return {"cam_body": int(mjm.cam_bodyid[cam]), "cam_mode": mode, "cam_target": int(mjm.cam_targetbodyid[cam]),
+            "cam_pos": mjm.cam_pos[cam], "cam_quat": mjm.cam_quat[cam], "cam_pos0": pos0,
+            "cam_mat0": mjm.cam_mat0[cam], "cam_focal": focal, "cam_res": res}
 
 
 # --------------------------------------------------------------------------------------------
@@ -373,6 +409,19 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
         elif frame_sensor(kind) and any(int(t) not in FRAME_OBJECTS for t, j in (
                 (mjm.sensor_objtype[i], mjm.sensor_objid[i]), (mjm.sensor_reftype[i], mjm.sensor_refid[i])) if j >= 0):
             problems.append(f"<sensor><{tag}> {sname}: frame sensors of cameras are not supported")
+        if kind == SensorType.RANGEFINDER:
+            if int(mjm.sensor_objtype[i]) != ObjType.SITE:
+                problems.append(f"<sensor><rangefinder camera=...> {sname}: a rangefinder on a camera (a ray per "
+                                "pixel) is not supported; attach it to a site")
+            else:
+                body = int(mjm.site_bodyid[mjm.sensor_objid[i]])
+                for g in ray_geoms(mjm):
+                    if int(mjm.geom_bodyid[g]) != body and int(mjm.geom_type[g]) not in RAY_GEOM_TYPES:
+                        gtype = GeomType(int(mjm.geom_type[g])).name.lower()
+                        problems.append(f"<sensor><rangefinder> {sname}: its ray can meet {gtype} geom "
+                                        f"{_name(mjm, ObjType.GEOM, g)}, and rays against {gtype} geoms are not "
+                                        "implemented (make the geom invisible, rgba alpha 0, or remove the sensor)")
+                        break
         if int(mjm.sensor_history[i, 0]) > 0 or mjm.sensor_delay[i] > 0 or mjm.sensor_interval[i, 0] > 0:
             problems.append(f"<sensor><{tag}> {sname}: sensor delay, interval and history are not supported")
 
@@ -1101,13 +1150,30 @@ class Model:
             for name in ("type", "objtype", "objid", "reftype", "refid", "adr", "dim", "datatype"):
                 setattr(sen, name, int(getattr(mjm, "sensor_" + name)[i]))
             sen.cutoff = self.dtype(mjm.sensor_cutoff[i])
+            sen.intprm = int(mjm.sensor_intprm[i, 0])
+            sen.cam_body = sen.cam_target = -1
+            if sen.type == SensorType.CAMPROJECTION:
+                cam = camera_constants(mjm, sen.refid)
+                sen.cam_body, sen.cam_mode, sen.cam_target = cam["cam_body"], cam["cam_mode"], cam["cam_target"]
+                sen.cam_pos, sen.cam_pos0 = T.vec3(*map(float, cam["cam_pos"])), T.vec3(*map(float, cam["cam_pos0"]))
+                # MuJoCo's (w, x, y, z) to Warp's (x, y, z, w)
+                sen.cam_quat = T.quat(*[float(x) for x in np.asarray(cam["cam_quat"])[[1, 2, 3, 0]]])
+                sen.cam_mat0 = T.mat33(*map(float, cam["cam_mat0"]))
+                sen.cam_focal, sen.cam_res = T.vec2(*cam["cam_focal"]), T.vec2(*cam["cam_res"])
             sensors.append(sen)
-        # the touch, force and torque sensors last (each writes its own sensordata columns, so
-        # the order of evaluation changes nothing)
+        # the rangefinders, then the touch, force and torque sensors last (each writes its own
+        # sensordata columns, so the order of evaluation changes nothing)
+        ray = [sen for sen in sensors if sen.type == SensorType.RANGEFINDER]
+        for k, sen in enumerate(ray):
+            sen.scratch = mjm.nsensordata + RAY_SCRATCH * k
         wrench = [sen for sen in sensors if sen.type in WRENCH_SENSOR_TYPES]
-        sensors = [sen for sen in sensors if sen.type not in WRENCH_SENSOR_TYPES] + wrench
-        m.nsensor_wrench = len(wrench)
+        sensors = [sen for sen in sensors if sen.type not in WRENCH_SENSOR_TYPES and sen.type != SensorType.RANGEFINDER]
+        sensors = sensors + ray + wrench
+        m.nsensor_ray, m.nsensor_wrench = len(ray), len(wrench)
         m.sensor = wp.array(sensors or [Sensor()], dtype=Sensor, device=self.device)
+        visible = ray_geoms(mjm)
+        m.nray_geom = len(visible)
+        m.ray_geom = wp.array(np.asarray(visible or [0], dtype=np.int32), dtype=int, device=self.device)
         ContactSensor = contact_sensor_struct()
         table, slots = contact_sensor_tables(mjm, self.contact_tables)
         contact_sensors = []

@@ -52,6 +52,9 @@ READ = frozenset("""
     actuator_forcerange actuator_actrange actuator_gear actuator_lengthrange actuator_acc0 actuator_cranklength
     sensor_type sensor_objtype sensor_objid sensor_reftype sensor_refid sensor_intprm sensor_dim
     sensor_adr sensor_cutoff
+    geom_matid geom_rgba mat_rgba
+    cam_bodyid cam_mode cam_targetbodyid cam_pos cam_quat cam_pos0 cam_poscom0 cam_mat0 cam_fovy cam_resolution
+    cam_intrinsic cam_sensorsize
     key_qpos
     opt stat
 """.split())
@@ -138,7 +141,7 @@ def _inert() -> dict:
     put("body_plugin geom_plugin sensor_plugin", _PLUGIN)
     put("jnt_plasticadr tendon_plasticadr key_plastic", _PLASTIC)
     put("geom_fluid", "fluid forces only, which MuJoCo computes when density or viscosity is not 0 (refused)")
-    put("""geom_castshadow geom_group geom_matid geom_rgba site_group site_matid site_rgba site_dataid jnt_group
+    put("""geom_castshadow geom_group site_group site_matid site_rgba site_dataid jnt_group
         tendon_group tendon_matid tendon_rgba tendon_width""", _DRAW)
     put("""mesh_face mesh_faceadr mesh_facenormal mesh_facenum mesh_facetexcoord mesh_normal mesh_normaladr
         mesh_normalnum mesh_texcoord mesh_texcoordadr mesh_texcoordnum""",
@@ -151,7 +154,7 @@ def _inert() -> dict:
     put("sensor_noise", "metadata: MuJoCo does not apply it either")
     put("key_act key_ctrl key_mpos key_mquat key_qvel key_time", _KEY)
     for prefix in ("cam_", "light_", "mat_", "tex_", "skin_"):
-        put(" ".join(f for f in _MJMODEL_FIELDS if f.startswith(prefix) and f not in out), _DRAW)
+        put(" ".join(f for f in _MJMODEL_FIELDS if f.startswith(prefix) and f not in out and f not in READ), _DRAW)
     for prefix in ("flex_", "flexedge_", "efm0_", "efmC_"):
         put(" ".join(f for f in _MJMODEL_FIELDS if f.startswith(prefix)), _FLEX)
     put(" ".join(f for f in _MJMODEL_FIELDS if f.startswith("name_")), _NAME)

@@ -207,6 +207,22 @@ def element_structs(scalar):
         dim: int
         datatype: int
         cutoff: scalar
+        intprm: int  # sensor_intprm[0]: a rangefinder's data fields (RayDataField bits)
+        # a rangefinder's first scratch column of Data.sensordata (past nsensordata, RAY_SCRATCH
+        # of them: simrl.sim.sensor.ray_hfield_sensor's result)
+        scratch: int
+        # a camprojection's camera (mj_camlight, cam_project): its body, mode (CamLight), target
+        # body, cam_pos and cam_quat in the body's frame, cam_pos0 (track) or cam_poscom0
+        # (trackcom), cam_mat0, and the focal lengths and resolution in pixels
+        cam_body: int
+        cam_mode: int
+        cam_target: int
+        cam_pos: T.vec3
+        cam_quat: T.quat
+        cam_pos0: T.vec3
+        cam_mat0: T.mat33
+        cam_focal: T.vec2
+        cam_res: T.vec2
 
     return Equality, Sensor
 
@@ -527,6 +543,12 @@ def model_struct(scalar):
         # touch, force and torque sensors, the last nsensor_wrench entries of `sensor` (they
         # read contact forces: a kernel of their own, simrl.sim.sensor `wrench_sensor`)
         nsensor_wrench: int
+        # rangefinders, the nsensor_ray entries of `sensor` before the wrench sensors (each casts a
+        # ray against the geoms: a kernel of their own, simrl.sim.sensor `ray_sensor`), and the
+        # geoms mj_ray can see (visible: alpha > 0), in geom order
+        nsensor_ray: int
+        nray_geom: int
+        ray_geom: wp.array(dtype=int)
         sensor: wp.array(dtype=Sensor)
         # the contact sensors and their candidate slots (candidate pair, slot of the pair, 1: flip
         # the normal), in mjData.contact's order (a pair's slots are found in the world's list of

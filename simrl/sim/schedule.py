@@ -55,6 +55,7 @@ MAX_REGISTERS = 128
 
 # domains of a pass: what its elements are, and how each schedule visits them
 WORLD = "world"  # a world function f(m, d, w, lane, nlanes)
+ONCE = "once"  # one element f(m, d, w, 0) per world (a per-world scalar such as the time)
 BODIES_DOWN = "bodies_down"  # f(m, d, w, b), parents before children: a launch per tree level (or Pass.alone)
 BODIES_UP = "bodies_up"  # children before parents: a launch per level, the deepest first (or Pass.alone)
 BODIES = "bodies"  # every body, in any order
@@ -81,6 +82,7 @@ EQUALITIES = "equalities"  # equality constraints that have rows
 SENSORS = "sensors"
 CONTACT_SENSORS = "contact_sensors"  # the contact sensors (Model.contact_sensor)
 WRENCH_SENSORS = "wrench_sensors"  # the touch, force and torque sensors (the last Model.nsensor_wrench)
+RAY_SENSORS = "ray_sensors"  # the rangefinders (the Model.nsensor_ray before the wrench sensors)
 TENDONS = "tendons"
 WRAP_TENDONS = "wrap_tendons"  # the range of tendons that holds every wrapping segment (Model.tendon_wrap_first)
 WRAP_SEGMENTS = "wrap_segments"  # the range of tendon segments that holds every wrapping one (Model.wrap_seg_first)
@@ -92,7 +94,7 @@ PAIRS = "pairs"  # the candidate pairs the broadphase kept (Data.collision_pair)
 
 # domains that are a range of indices: m -> (first index, count), of the Model struct (the
 # kernels' versions are in _range_funcs)
-_RANGES = {BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.ngeom + m.nsite),
+_RANGES = {ONCE: lambda m: (0, 1), BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.ngeom + m.nsite),
            DOFS: lambda m: (0, m.nv), JOINTS: lambda m: (0, m.njnt), GEOMS: lambda m: (0, m.ngeom),
            SITES: lambda m: (0, m.nsite), ACTUATORS: lambda m: (0, m.nu), CONTROLS: lambda m: (0, min(m.nu, 1)),
            SITE_TRANSMISSIONS: lambda m: (0, m.nsite_trn - m.nbody_trn),
@@ -102,7 +104,8 @@ _RANGES = {BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.nge
            PYRAMIDAL_CONTACTS: lambda m: (0, 0 if m.cone_elliptic else m.nconmax),
            ELLIPTIC_CONTACTS: lambda m: (0, m.nconmax if m.cone_elliptic else 0),
            EQUALITIES: lambda m: (0, m.neq if m.nefc_eq > 0 else 0),
-           SENSORS: lambda m: (0, m.nsensor - m.nsensor_wrench),
+           SENSORS: lambda m: (0, m.nsensor - m.nsensor_ray - m.nsensor_wrench),
+           RAY_SENSORS: lambda m: (m.nsensor - m.nsensor_ray - m.nsensor_wrench, m.nsensor_ray),
            WRENCH_SENSORS: lambda m: (m.nsensor - m.nsensor_wrench, m.nsensor_wrench),
            CONTACT_SENSORS: lambda m: (0, m.ncontact_sensor), TENDONS: lambda m: (0, m.ntendon),
            WRAP_TENDONS: lambda m: (m.tendon_wrap_first, m.tendon_wrap_num),
@@ -206,6 +209,10 @@ def _range_funcs(scalar):
     Model = model_struct(scalar)
 
     @wp.func
+    def once(m: Model):
+        return 0, 1
+
+    @wp.func
     def bodies(m: Model):
         return 0, m.nbody
 
@@ -269,7 +276,11 @@ def _range_funcs(scalar):
 
     @wp.func
     def sensors(m: Model):
-        return 0, m.nsensor - m.nsensor_wrench
+        return 0, m.nsensor - m.nsensor_ray - m.nsensor_wrench
+
+    @wp.func
+    def ray_sensors(m: Model):
+        return m.nsensor - m.nsensor_ray - m.nsensor_wrench, m.nsensor_ray
 
     @wp.func
     def wrench_sensors(m: Model):
@@ -311,14 +322,14 @@ def _range_funcs(scalar):
         first = m.nefc_eq + m.nefc_friction + m.nefc_limit
         return first, m.nefc - first
 
-    out = {BODIES: bodies, FRAMES: frames, DOFS: dofs, JOINTS: joints, GEOMS: geoms, SITES: sites, ACTUATORS: actuators,
-           CONTROLS: controls,
+    out = {ONCE: once, BODIES: bodies, FRAMES: frames, DOFS: dofs, JOINTS: joints, GEOMS: geoms, SITES: sites,
+           ACTUATORS: actuators, CONTROLS: controls,
            SITE_TRANSMISSIONS: site_transmissions, BODY_TRANSMISSIONS: body_transmissions,
            RICH_ACTUATORS: rich_actuators, CONTACTS: contacts,
            SENSORS: sensors,
            PYRAMIDAL_CONTACTS: pyramidal_contacts, ELLIPTIC_CONTACTS: elliptic_contacts,
-           WRENCH_SENSORS: wrench_sensors, CONTACT_SENSORS: contact_sensors, TENDONS: tendons,
-           WRAP_TENDONS: wrap_tendons, WRAP_SEGMENTS: wrap_segments,
+           RAY_SENSORS: ray_sensors, WRENCH_SENSORS: wrench_sensors, CONTACT_SENSORS: contact_sensors,
+           TENDONS: tendons, WRAP_TENDONS: wrap_tendons, WRAP_SEGMENTS: wrap_segments,
            EQUALITIES: equalities, FRICTION_ROWS: friction_rows,
            LIMIT_ROWS: limit_rows, CONTACT_ROWS: contact_rows}
     assert set(out) == set(_RANGES)

@@ -6,29 +6,31 @@ step started from, as after mj_step.
 
 Elements (`build(scalar)`): `sensor(m, d, w, i)` writes sensor i's `sensor_dim` values at
 `sensor_adr` and applies its cutoff (real values clipped to +-cutoff, positive ones to at most
-cutoff), except for the touch, force and torque sensors, which `wrench_sensor(m, d, w, i)`
-writes (the last Model.nsensor_wrench entries of Model.sensor), and contact sensors, which
+cutoff), except for the rangefinders, which `ray_sensor(m, d, w, i)` writes (the
+Model.nsensor_ray entries of Model.sensor before the wrench sensors), the touch, force and
+torque sensors, which `wrench_sensor(m, d, w, i)` writes (the last Model.nsensor_wrench
+entries), and contact sensors, which
 `contact_sensor(m, d, w, k)` and `contact_sensor_sorted` write (k indexing Model.contact_sensor),
 each in passes of their own (their loops over contacts and ray casts would raise the registers
 of every sensor's kernel on a GPU by half), the contact sensors without cutoff as MuJoCo. Noise
 is metadata MuJoCo does not apply; neither does simrl.
 
-Supported (SensorType, simrl.sim.types): magnetometer, jointpos, actuatorpos, tendonpos, ballquat, framepos,
-framexaxis/yaxis/zaxis, framequat, subtreecom (position stage); velocimeter, gyro, jointvel,
-actuatorvel, tendonvel, ballangvel, framelinvel, frameangvel, subtreelinvel, subtreeangmom
-(velocity stage); accelerometer, framelinacc, frameangacc, actuatorfrc, jointactfrc,
-tendonactfrc (acceleration stage); jointlimitpos/vel/frc and tendonlimitpos/vel/frc (of the
-first active limit row of the joint or tendon); touch, force, torque and contact (MuJoCo 4.0's
-mjSENS_CONTACT: matching, reduction and extraction as mj_computeSensorAcc and its helpers
-matchContact, checkMatch, copySensorData, total_wrench; its matching geom pairs fixed at load
-in mjData.contact's order, simrl.sim.io.contact_sensor_tables). Objects: bodies
-(inertial and regular frames), geoms, sites. A body's acceleration (MuJoCo's cacc of
-mj_rnePostConstraint: -gravity at the world, cdof_dot qvel + cdof qacc added down the tree) is
-summed over the dof chain that moves it, so no tree pass is needed; a force or torque
-sensor's cfrc_int is RNE's cfrc_bias of the site's body (its subtree's velocity and gravity
-terms) plus cinert (cdof qacc) of each body of the subtree, minus the subtree's contact and
-equality wrenches, gathered in one pass over the contacts.
-"""
+Supported (SensorType, simrl.sim.types): magnetometer, rangefinder (on a site: mj_ray,
+simrl.sim.ray), camprojection (cam_project, the camera placed as mj_camlight), jointpos,
+actuatorpos, tendonpos, ballquat, framepos, framexaxis/yaxis/zaxis, framequat, subtreecom, clock
+(Data.solver_scalar's TIME) (position stage); velocimeter, gyro, jointvel, actuatorvel, tendonvel, ballangvel,
+framelinvel, frameangvel, subtreelinvel, subtreeangmom (velocity stage); accelerometer,
+framelinacc, frameangacc, actuatorfrc, jointactfrc, tendonactfrc (acceleration stage);
+jointlimitpos/vel/frc and tendonlimitpos/vel/frc (of the first active limit row of the joint or
+tendon); touch, force, torque and contact (MuJoCo 4.0's mjSENS_CONTACT: matching, reduction and
+extraction as mj_computeSensorAcc and its helpers matchContact, checkMatch, copySensorData,
+total_wrench; its matching geom pairs fixed at load in mjData.contact's order,
+simrl.sim.io.contact_sensor_tables). Objects: bodies (inertial and regular frames), geoms,
+sites. A body's acceleration (MuJoCo's cacc of mj_rnePostConstraint: -gravity at the world,
+cdof_dot qvel + cdof qacc added down the tree) is summed over the dof chain that moves it, so no
+tree pass is needed; a force or torque sensor's cfrc_int is RNE's cfrc_bias of the site's body
+(its subtree's velocity and gravity terms) plus cinert (cdof qacc) of each body of the subtree,
+minus the subtree's contact and equality wrenches, gathered in one pass over the contacts."""
 
 import functools
 from types import SimpleNamespace
@@ -36,16 +38,18 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim import ray
-from simrl.sim.data import data_struct
+from simrl.sim.data import TIME, data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import (
     MINVAL,
+    CamLight,
     ConDataField,
     ConstraintType,
     DataType,
     EqType,
     GeomType,
     ObjType,
+    RayDataField,
     SensorType,
     scalar_types,
 )
@@ -60,6 +64,7 @@ def build(scalar):
     Model, Data = model_struct(scalar), data_struct(scalar)
     f, vec3, vec6 = T.f, T.vec3, T.vec6
     ray_geom = ray.build(scalar)
+    rf = ray.functions(scalar)
     zero3 = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
     vec4 = wp.types.vector(4, scalar)
 
@@ -736,6 +741,50 @@ def build(scalar):
         return vec4(x, scalar(0.0), scalar(0.0), scalar(0.0))
 
     @wp.func
+    def camera_frame(m: Model, d: Data, w: int, i: int):
+        """The (position, orientation) of sensor i's camera (mj_camlight): fixed in its body
+        (mj_local2Global), or tracking the body (track) or its subtree's CoM (trackcom) at a fixed
+        orientation, or looking at its target body (targetbody) or the target's subtree CoM
+        (targetbodycom), its x axis horizontal."""
+        b = m.sensor[i].cam_body
+        xquat = d.xquat[w, b]
+        pos = d.xpos[w, b] + wp.quat_rotate(xquat, m.sensor[i].cam_pos)
+        mat = wp.quat_to_matrix(f.quat_normalize(xquat * m.sensor[i].cam_quat))
+        mode = m.sensor[i].cam_mode
+        if mode == CamLight.TRACK or mode == CamLight.TRACKCOM:
+            mat = m.sensor[i].cam_mat0
+            if mode == CamLight.TRACK:
+                pos = d.xpos[w, b] + m.sensor[i].cam_pos0
+            else:
+                pos = d.subtree_com[w, b] + m.sensor[i].cam_pos0
+        elif (mode == CamLight.TARGETBODY or mode == CamLight.TARGETBODYCOM) and m.sensor[i].cam_target >= 0:
+            target = d.xpos[w, m.sensor[i].cam_target]
+            if mode == CamLight.TARGETBODYCOM:
+                target = d.subtree_com[w, m.sensor[i].cam_target]
+            z = wp.normalize(pos - target)
+            x = wp.normalize(wp.cross(vec3(scalar(0.0), scalar(0.0), scalar(1.0)), z))
+            y = wp.normalize(wp.cross(z, x))
+            mat = T.mat33(x[0], y[0], z[0], x[1], y[1], z[1], x[2], y[2], z[2])
+        return pos, mat
+
+    @wp.func
+    def cam_projection(m: Model, d: Data, w: int, i: int):
+        """cam_project (engine_sensor.c): sensor i's site in its camera's image, in pixels from
+        the top-left corner (not clipped; a point behind the camera projects too)."""
+        pos, mat = camera_frame(m, d, w, i)
+        p = wp.transpose(mat) * (d.site_xpos[w, m.sensor[i].objid] - pos)
+        # keep the denominator away from 0 (MuJoCo's own guard, not a smooth one)
+        denom = p[2]
+        if wp.abs(denom) < scalar(MINVAL):
+            if denom < scalar(0.0):
+                denom = -scalar(MINVAL)
+            else:
+                denom = scalar(MINVAL)
+        half = scalar(0.5)
+        return vec4(-m.sensor[i].cam_focal[0] * (p[0] / denom) + half * m.sensor[i].cam_res[0],
+                    m.sensor[i].cam_focal[1] * (p[1] / denom) + half * m.sensor[i].cam_res[1], scalar(0.0), scalar(0.0))
+
+    @wp.func
     def sensor_value(m: Model, d: Data, w: int, i: int):
         """The (at most 4) values of sensor i, not a contact sensor (mj_computeSensorPos / Vel /
         Acc)."""
@@ -747,6 +796,10 @@ def build(scalar):
         v = vec4()
         if kind == SensorType.MAGNETOMETER:
             v = value3(wp.transpose(d.site_xmat[w, objid]) * m.magnetic)
+        elif kind == SensorType.CAMPROJECTION:
+            v = cam_projection(m, d, w, i)
+        elif kind == SensorType.CLOCK:
+            v = value1(d.solver_scalar[w, TIME])
         elif kind == SensorType.JOINTPOS:
             v = value1(d.qpos[w, m.jnt_qposadr[objid]])
         elif kind == SensorType.ACTUATORPOS:
@@ -881,10 +934,179 @@ def build(scalar):
         magnetic, nbody, nefc_eq, nefc_friction, nefc_limit, nu, sensor, site_bodyid, site_quat. Data in: qpos, qvel,
         qacc, xpos, xquat, xmat, xipos, ximat, geom_xpos, geom_xmat, site_xpos, site_xmat, subtree_com, subtree_mass,
         cvel, cdof, cdof_dot, ten_length, ten_velocity, actuator_length, actuator_velocity, actuator_force,
-        qfrc_actuator, efc_active, efc_pos, efc_margin, efc_vel, efc_force. Data out: sensordata (the sensor's
-        columns)."""
+        qfrc_actuator, efc_active, efc_pos, efc_margin, efc_vel, efc_force, solver_scalar (the time). Data out:
+        sensordata (the sensor's columns)."""
         if m.sensor[i].type != SensorType.CONTACT:
             write_sensor(m, d, w, i, sensor_value(m, d, w, i))
+
+    @wp.func
+    def hfield_size(m: Model, g: int):
+        """Height field geom g's hfield_size (radius x, radius y, elevation z, base z)."""
+        s = m.hfield_info[m.geom_dataid[g]].size
+        return vec4(scalar(s[0]), scalar(s[1]), scalar(s[2]), scalar(s[3]))
+
+    @wp.func
+    def hfield_hit(m: Model, d: Data, w: int, g: int, pnt: vec3, vec: vec3, kind: int, fi: int, fj: int):
+        """The distance to and the normal (world frame) at the part (kind, fi, fj) of height
+        field geom g that ray.hfield_feature found (mj_rayHfield)."""
+        info = m.hfield_info[m.geom_dataid[g]]
+        mat = d.geom_xmat[w, g]
+        x, nl = rf.hfield_feature_hit(wp.transpose(mat) * (pnt - d.geom_xpos[w, g]), wp.transpose(mat) * vec,
+                                      hfield_size(m, g), info.nrow, info.ncol, info.adr, m.hfield_data, kind, fi, fj)
+        return x, mat * nl
+
+    @wp.func
+    def ray_origin(m: Model, d: Data, w: int, i: int):
+        """Rangefinder i's ray: its site's position and z axis."""
+        site = m.sensor[i].objid
+        xmat = d.site_xmat[w, site]
+        return d.site_xpos[w, site], vec3(xmat[0, 2], xmat[1, 2], xmat[2, 2])
+
+    @wp.func
+    def nearest_geom(m: Model, d: Data, w: int, exclude: int, pnt: vec3, vec: vec3, hfields: int):
+        """mj_ray's search (geomgroup NULL, flg_static 1) among the visible geoms (Model.ray_geom)
+        not on body `exclude`, the height fields (`hfields` 1) or the others (0): the geom the
+        ray meets nearest (-1: none), the distance to it (a loop's result: no gradient), and for
+        a height field the part of it the ray meets (ray.hfield_feature: kind, fi, fj)."""
+        best = scalar(-1.0)
+        found = int(-1)
+        found_kind = int(0)
+        found_i = int(0)
+        found_j = int(0)
+        for k in range(m.nray_geom):
+            g = m.ray_geom[k]
+            gtype = m.geom_type[g]
+            if m.geom_bodyid[g] != exclude and (gtype == GeomType.HFIELD) == (hfields != 0):
+                pos = d.geom_xpos[w, g]
+                mat = d.geom_xmat[w, g]
+                x = scalar(-1.0)
+                kind = int(0)
+                fi = int(0)
+                fj = int(0)
+                if gtype == GeomType.PLANE:
+                    x = rf.ray_plane(pos, mat, m.geom_size[g], pnt, vec)
+                elif gtype == GeomType.HFIELD:
+                    info = m.hfield_info[m.geom_dataid[g]]
+                    kind, fi, fj, x = rf.hfield_feature(wp.transpose(mat) * (pnt - pos), wp.transpose(mat) * vec,
+                                                        hfield_size(m, g), info.nrow, info.ncol, info.adr,
+                                                        m.hfield_data)
+                else:
+                    x = ray_geom(pos, mat, m.geom_size[g], gtype, pnt, vec)
+                if x >= scalar(0.0) and (best < scalar(0.0) or x < best):
+                    best = x
+                    found = g
+                    found_kind = kind
+                    found_i = fi
+                    found_j = fj
+        return found, best, found_kind, found_i, found_j
+
+    @wp.func
+    def ray_hfield_sensor(m: Model, d: Data, w: int, i: int):
+        """The height field part of rangefinder i's mj_ray, before `ray_sensor`: the nearest
+        height field geom its ray meets, into the sensor's scratch columns of sensordata (past
+        nsensordata, Model.sensor's `scratch`): the geom (-1: none), the part (kind, row or face,
+        column) and the distance. A pass of its own: with the other geoms' search in one kernel,
+        a GPU thread would need more registers than it has.
+
+        Model: geom_bodyid, geom_dataid, geom_type, hfield_data, hfield_info, nray_geom, ray_geom, sensor,
+        site_bodyid. Data in: geom_xpos, geom_xmat, site_xpos, site_xmat. Data out: sensordata (the sensor's
+        scratch columns)."""
+        pnt, vec = ray_origin(m, d, w, i)
+        g, x, kind, fi, fj = nearest_geom(m, d, w, m.site_bodyid[m.sensor[i].objid], pnt, vec, 1)
+        s = m.sensor[i].scratch
+        d.sensordata[w, s] = scalar(g)
+        d.sensordata[w, s + 1] = scalar(kind)
+        d.sensordata[w, s + 2] = scalar(fi)
+        d.sensordata[w, s + 3] = scalar(fj)
+        d.sensordata[w, s + 4] = x
+
+    @wp.func
+    def cut(m: Model, i: int, x: scalar):
+        """apply_cutoff of sensor i to one value."""
+        cutoff = m.sensor[i].cutoff
+        out = x
+        if cutoff > scalar(0.0):
+            if m.sensor[i].datatype == DataType.REAL:
+                out = wp.clamp(x, -cutoff, cutoff)
+            elif m.sensor[i].datatype == DataType.POSITIVE:
+                out = wp.min(cutoff, x)
+        return out
+
+    @wp.func
+    def write3_cut(m: Model, d: Data, w: int, i: int, adr: int, v: vec3):
+        for k in range(3):
+            d.sensordata[w, adr + k] = cut(m, i, v[k])
+
+    @wp.func
+    def ray_sensor(m: Model, d: Data, w: int, i: int):
+        """Rangefinder i on a site (mj_computeSensorPos, fill_raydata, then apply_cutoff): the ray
+        from the site along its z axis, against the visible geoms but those of the site's body
+        (mj_ray); the data fields sensor_intprm[0] selects: dist (-1: nothing hit), dir, origin,
+        point, normal (zeros when nothing is hit), depth (the distance; -1). Differentiable where
+        the ray meets a geom: the geom is found by a function of its own (see
+        `subtree_momentum`), its distance and normal computed again outside the loop. The nearest
+        height field is `ray_hfield_sensor`'s (its scratch columns); the nearer of it and the
+        other geoms' nearest is the hit, the lower geom id on a tie (mj_ray's order).
+
+        Model: geom_bodyid, geom_dataid, geom_size, geom_type, hfield_data, hfield_info, nray_geom, ray_geom, sensor,
+        site_bodyid. Data in: geom_xpos, geom_xmat, site_xpos, site_xmat, sensordata (the scratch columns). Data
+        out: sensordata (the sensor's columns)."""
+        spec = m.sensor[i].intprm
+        pnt, vec = ray_origin(m, d, w, i)
+        g, best, kind, fi, fj = nearest_geom(m, d, w, m.site_bodyid[m.sensor[i].objid], pnt, vec, 0)
+        s = m.sensor[i].scratch
+        hfield = int(d.sensordata[w, s])
+        hfield_x = d.sensordata[w, s + 4]
+        if hfield >= 0 and (g < 0 or hfield_x < best or (hfield_x == best and hfield < g)):
+            g = hfield
+            kind = int(d.sensordata[w, s + 1])
+            fi = int(d.sensordata[w, s + 2])
+            fj = int(d.sensordata[w, s + 3])
+        x = scalar(-1.0)
+        normal = zero3
+        if g >= 0:
+            gtype = m.geom_type[g]
+            if gtype == GeomType.HFIELD:
+                x, normal = hfield_hit(m, d, w, g, pnt, vec, kind, fi, fj)
+            else:
+                pos = d.geom_xpos[w, g]
+                mat = d.geom_xmat[w, g]
+                if gtype == GeomType.PLANE:
+                    x = rf.ray_plane(pos, mat, m.geom_size[g], pnt, vec)
+                else:
+                    x = ray_geom(pos, mat, m.geom_size[g], gtype, pnt, vec)
+                if (spec & (1 << RayDataField.NORMAL)) != 0:
+                    normal = rf.geom_normal(pos, mat, m.geom_size[g], gtype, pnt, vec, x)
+        hit = x >= scalar(0.0)
+        a = m.sensor[i].adr
+        if (spec & (1 << RayDataField.DIST)) != 0:
+            d.sensordata[w, a] = cut(m, i, x)
+            a = a + 1
+        if (spec & (1 << RayDataField.DIR)) != 0:
+            direction = zero3
+            if hit:
+                direction = vec
+            write3_cut(m, d, w, i, a, direction)
+            a = a + 3
+        if (spec & (1 << RayDataField.ORIGIN)) != 0:
+            write3_cut(m, d, w, i, a, pnt)
+            a = a + 3
+        if (spec & (1 << RayDataField.POINT)) != 0:
+            point = zero3
+            if hit:
+                point = pnt + vec * x
+            write3_cut(m, d, w, i, a, point)
+            a = a + 3
+        if (spec & (1 << RayDataField.NORMAL)) != 0:
+            if not hit:
+                normal = zero3
+            write3_cut(m, d, w, i, a, normal)
+            a = a + 3
+        if (spec & (1 << RayDataField.DEPTH)) != 0:
+            depth = scalar(-1.0)
+            if hit:
+                depth = x
+            d.sensordata[w, a] = cut(m, i, depth)
 
     @wp.func
     def wrench_sensor(m: Model, d: Data, w: int, i: int):
@@ -899,5 +1121,7 @@ def build(scalar):
         efc_active, efc_force. Data out: sensordata (the sensor's columns)."""
         write_sensor(m, d, w, i, wrench_value(m, d, w, i))
 
-    return SimpleNamespace(sensor=sensor, wrench_sensor=wrench_sensor, contact_sensor=contact_sensor_of(False),
+    return SimpleNamespace(sensor=sensor, ray_hfield_sensor=ray_hfield_sensor, ray_sensor=ray_sensor,
+                           wrench_sensor=wrench_sensor,
+                           contact_sensor=contact_sensor_of(False),
                            contact_sensor_sorted=contact_sensor_of(True))

@@ -31,6 +31,7 @@ from simrl.sim.data import (
     CCD_SCRATCH,
     OVERFLOW_CONTACTS,
     OVERFLOW_ROWS,
+    TIME,
     check_memory,
     data_struct,
     make_data,
@@ -426,6 +427,9 @@ class Sim:
                           doc="orientations of the mocap bodies [num_worlds, nmocap, 4] (w, x, y, z; normalized "
                               "when used), set by the user (mjData.mocap_quat)")
     qacc = property(lambda self: self.view("qacc"), doc="joint accelerations [num_worlds, nv]")
+    time = property(lambda self: self.view("solver_scalar")[:, TIME], lambda self, v: assign_view(self.time, "time", v),
+                    doc="simulation time of each world [num_worlds] (mjData.time): advanced by a timestep "
+                        "each step, zero after `reset`; the clock sensor reads it")
     qfrc_constraint = property(lambda self: self.view("qfrc_constraint"),
                                doc="generalized constraint forces J' efc_force [num_worlds, nv]")
     efc_force = property(lambda self: self.view("efc_force"),
@@ -724,7 +728,7 @@ class Sim:
         wp.capture_launch(graph[1])
 
     def reset(self, world_ids=None) -> None:
-        """Set qpos to qpos0, eq_active to eq_active0, qvel, ctrl, act, qfrc_applied, qacc to zero and
+        """Set qpos to qpos0, eq_active to eq_active0, qvel, ctrl, act, qfrc_applied, qacc, time to zero and
         the mocap bodies to their model poses (as mj_resetData), in all worlds or in `world_ids`
         (a sequence, an index tensor or a boolean mask over worlds)."""
         reset_values = self._reset_values()
@@ -746,6 +750,7 @@ class Sim:
                 self.view(name)[index] = reset_values[name]
         for name in ("qvel", "ctrl", "act", "qfrc_applied", "qacc", "qacc_warmstart", "nan_world"):
             self.view(name)[index] = 0
+        self.view("solver_scalar")[index, TIME] = 0
 
     def _reset_values(self) -> dict[str, torch.Tensor]:
         """The model's qpos0, eq_active0 and mocap poses on the device, copied there once (a copy

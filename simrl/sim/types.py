@@ -246,6 +246,8 @@ class SensorType(enum.IntEnum):
     FORCE = 4
     TORQUE = 5
     MAGNETOMETER = 6
+    RANGEFINDER = 7
+    CAMPROJECTION = 8
     JOINTPOS = 9
     JOINTVEL = 10
     TENDONPOS = 11
@@ -276,6 +278,7 @@ class SensorType(enum.IntEnum):
     SUBTREELINVEL = 36
     SUBTREEANGMOM = 37
     CONTACT = 42
+    CLOCK = 45
 
 
 class DataType(enum.IntEnum):
@@ -300,6 +303,28 @@ class ConDataField(enum.IntEnum):
     TANGENT = 6
     LINVEL = 7
     ANGVEL = 8
+
+
+class RayDataField(enum.IntEnum):
+    """mjtRayDataField: the fields of a rangefinder's values, in their order (bit k of
+    sensor_intprm[0] selects field k): dist 1 value, dir, origin, point, normal 3, depth 1."""
+
+    DIST = 0
+    DIR = 1
+    ORIGIN = 2
+    POINT = 3
+    NORMAL = 4
+    DEPTH = 5
+
+
+class CamLight(enum.IntEnum):
+    """mjtCamLight: how a camera's frame follows its body (mj_camlight)."""
+
+    FIXED = 0
+    TRACK = 1
+    TRACKCOM = 2
+    TARGETBODY = 3
+    TARGETBODYCOM = 4
 
 
 @dataclass(frozen=True)
