@@ -16,6 +16,11 @@ from simrl.sim.types import scalar_types
 #: the most threads a world's block may have (simrl.sim.schedule.LANES): Data.efc_lane_count's width
 MAX_LANES = 64
 
+#: Data.solver_scalar's columns: the solver's per-world scalars and line-search points
+#: (simrl.sim.solver), then SOLVER_ISLAND for each island (at most one per body)
+SOLVER_FIXED = 32
+SOLVER_ISLAND = 10
+
 #: Data.overflow's bits: what outgrew its budget in a world's last evaluation (the contact slots of
 #: the pairs the broadphase kept, nconmax; the constraint rows, njmax). Data.overflow_need's
 #: columns: the pairs the broadphase kept (all of them, those cut included), the slots they needed,
@@ -292,8 +297,12 @@ def data_struct(scalar):
         solver_res: wp.array2d(dtype=scalar)  # qacc - qacc_smooth
         solver_Mres: wp.array2d(dtype=scalar)
         solver_Msearch: wp.array2d(dtype=scalar)  # M search, from the line search
-        solver_scalar: wp.array2d(dtype=scalar)  # [W, 8], per-world scalars (solver.COST, ...)
-        solver_flag: wp.array(dtype=int)  # [W], 1: the Hessian has M's sparsity
+        # [W, SOLVER_FIXED + SOLVER_ISLAND max(1, nbody)]: per-world scalars (solver.COST, ...) and
+        # the line search's points, then each island's (solver.ISL_SCALE, ...)
+        solver_scalar: wp.array2d(dtype=scalar)
+        # [W, 2 + 2 nbody]: 1 where the Hessian has M's sparsity, the number of islands, and for
+        # each body that roots a tree its union-find parent and its island (-1: none)
+        solver_flag: wp.array2d(dtype=int)
         nan_world: wp.array(dtype=int)  # [W], 1 when the world's state became non-finite
         # [W], 1: the engine's kernels leave the world alone (Sim.forward(worlds=...); 0 otherwise)
         world_skip: wp.array(dtype=int)
@@ -564,8 +573,9 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.solver_H = zeros((W, nv, nv))
     for name in ("solver_grad", "solver_search", "solver_res", "solver_Mres", "solver_Msearch"):
         setattr(d, name, zeros((W, nv)))
-    d.solver_scalar = zeros((W, 8))
-    d.solver_flag = zeros(W, int)
+    nbody = model.struct.nbody
+    d.solver_scalar = zeros((W, SOLVER_FIXED + SOLVER_ISLAND * max(1, nbody)))
+    d.solver_flag = zeros((W, 2 + 2 * max(1, nbody)), int)
     d.nan_world = zeros(W, int)
     d.world_skip = zeros(W, int)
     d.qH = zeros((W, nv, nv))
