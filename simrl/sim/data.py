@@ -17,9 +17,11 @@ from simrl.sim.types import scalar_types
 MAX_LANES = 64
 
 #: Data.solver_scalar's columns: the solver's per-world scalars and line-search points
-#: (simrl.sim.solver), then SOLVER_ISLAND for each island (at most one per body)
-SOLVER_FIXED = 32
+#: (simrl.sim.solver), then SOLVER_ISLAND for each island (at most one per body); Data.solver_flag's:
+#: SOLVER_FLAG_FIXED integers, then 2 for each body (the islands' union-find)
+SOLVER_FIXED = 36
 SOLVER_ISLAND = 10
+SOLVER_FLAG_FIXED = 7
 
 #: Data.overflow's bits: what outgrew its budget in a world's last evaluation (the contact slots of
 #: the pairs the broadphase kept, nconmax; the constraint rows, njmax). Data.overflow_need's
@@ -300,8 +302,10 @@ def data_struct(scalar):
         # [W, SOLVER_FIXED + SOLVER_ISLAND max(1, nbody)]: per-world scalars (solver.COST, ...) and
         # the line search's points, then each island's (solver.ISL_SCALE, ...)
         solver_scalar: wp.array2d(dtype=scalar)
-        # [W, 2 + 2 nbody]: 1 where the Hessian has M's sparsity, the number of islands, and for
-        # each body that roots a tree its union-find parent and its island (-1: none)
+        # [W, SOLVER_FLAG_FIXED + 2 nbody + nv + nefc]: 1 where the Hessian has M's sparsity, the
+        # number of islands, the line search's state (solver.FLAG_STATE, ...); for each body that
+        # roots a tree its union-find parent and its island (-1: none); each dof's island, each
+        # row's
         solver_flag: wp.array2d(dtype=int)
         nan_world: wp.array(dtype=int)  # [W], 1 when the world's state became non-finite
         # [W], 1: the engine's kernels leave the world alone (Sim.forward(worlds=...); 0 otherwise)
@@ -575,7 +579,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
         setattr(d, name, zeros((W, nv)))
     nbody = model.struct.nbody
     d.solver_scalar = zeros((W, SOLVER_FIXED + SOLVER_ISLAND * max(1, nbody)))
-    d.solver_flag = zeros((W, 2 + 2 * max(1, nbody)), int)
+    d.solver_flag = zeros((W, SOLVER_FLAG_FIXED + 2 * max(1, nbody) + nv + nefc), int)
     d.nan_world = zeros(W, int)
     d.world_skip = zeros(W, int)
     d.qH = zeros((W, nv, nv))

@@ -34,22 +34,30 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim import constraint, factor_m
-from simrl.sim.data import SOLVER_FIXED, SOLVER_ISLAND, data_struct
+from simrl.sim.data import SOLVER_FIXED, SOLVER_FLAG_FIXED, SOLVER_ISLAND, data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import MINVAL, ConstraintType, block_sync, no_sync
 
 # per-world scalars the lanes share (Data.solver_scalar[w, ...]): the cost, the cost at
-# qacc_smooth, the line search's last evaluation, whether every island is done
-COST, COST_SMOOTH, LS_COST, LS_D1, LS_D2, ALL_DONE = range(6)
+# qacc_smooth, the line search's last evaluation, whether every island is done, the line search's
+# next alpha (its result when done), tolerance on the slope, direction of the one-sided search and
+# improvement
+COST, COST_SMOOTH, LS_COST, LS_D1, LS_D2, ALL_DONE, LS_ALPHA, LS_GTOL, LS_DIRECTION, LS_IMPROVE = range(10)
 # the line search's points (engine_solver.c PrimalSearch's p0, p1, p2, pmid, p1next, p2next),
 # each (alpha, cost at alpha less cost at 0, first and second derivative)
-P0, P1, P2, PMID, P1NEXT, P2NEXT = (8 + 4 * k for k in range(6))
+P0, P1, P2, PMID, P1NEXT, P2NEXT = (12 + 4 * k for k in range(6))
 PT_ALPHA, PT_COST, PT_D1, PT_D2 = range(4)
 # each island's scalars, from column SOLVER_FIXED + SOLVER_ISLAND k: its scale, 1 when done, its
 # iterations, the last step's alpha and improvement, grad' grad, grad' search, and the search's
 # search' search, search' M res, 1/2 search' M search
 (ISL_SCALE, ISL_DONE, ISL_ITER, ISL_ALPHA, ISL_IMPROVE, ISL_GRAD2, ISL_GRADSEARCH, ISL_SEARCH2, ISL_GAUSS1,
  ISL_GAUSS2) = range(SOLVER_ISLAND)
+# Data.solver_flag's integers: the Hessian has M's sparsity, the number of islands, the line
+# search's state (-1: every island searched), the point it evaluates, whether p2next follows
+# p1next, its evaluations, the island it searches
+FLAG_TREE, FLAG_NISLAND, FLAG_STATE, FLAG_TARGET, FLAG_NEXT2, FLAG_NEV, FLAG_ISLAND = range(SOLVER_FLAG_FIXED)
+# the union-find of tree (root body) b: its parent at column UF + 2 b, its island at UF + 2 b + 1
+UF = SOLVER_FLAG_FIXED
 assert P2NEXT + 4 <= SOLVER_FIXED
 
 # what `cone_pass` computes for each elliptic contact: the solver's evaluation (cost, forces,
@@ -557,9 +565,9 @@ def build(scalar, lanes: bool = False):
                 if m.efc_chain[cs] == 0 and (d.efc_dds[w, r] != scalar(0.0) or cone_middle(m, d, w, r)):
                     tree = 0
                 a = a + 1
-            d.solver_flag[w, 0] = tree
+            d.solver_flag[w, FLAG_TREE] = tree
         sync()
-        tree = d.solver_flag[w, 0]
+        tree = d.solver_flag[w, FLAG_TREE]
         i = int(lane)
         while i < nv:
             if tree == 1:
@@ -652,25 +660,23 @@ def build(scalar, lanes: bool = False):
 
     @wp.func
     def dof_island(m: Model, d: Data, w: int, i: int):
-        """The island of dof i (-1: no constraint row reaches its tree); 0 without islands.
-
-        Model: enable_island, body_rootid, dof_bodyid. Data in: solver_flag (`islands`)."""
-        k = int(0)
-        if m.enable_island != 0:
-            k = d.solver_flag[w, 3 + 2 * m.body_rootid[m.dof_bodyid[i]]]
-        return k
+        """The island of dof i (-1: no constraint row reaches its tree; 0 without islands), as
+        `islands` left it."""
+        return d.solver_flag[w, UF + 2 * m.nbody + i]
 
     @wp.func
     def row_island(m: Model, d: Data, w: int, r: int):
-        """The island of constraint row r (that of its first column's tree)."""
-        return dof_island(m, d, w, m.efc_colind[d.efc_cols[w, r], 0])
+        """The island of active constraint row r (that of its first column's tree), as `islands`
+        left it: its row's entry is 2 island + (1 where the row's line-search terms are a
+        polynomial's coefficients, `line_eval`)."""
+        return d.solver_flag[w, UF + 2 * m.nbody + m.nv + r] >> 1
 
     @wp.func
     def tree_root(d: Data, w: int, t: int):
         """The root of tree t (a tree is named by its root body) in the union-find forest."""
         root = t
-        while d.solver_flag[w, 2 + 2 * root] != root:
-            root = d.solver_flag[w, 2 + 2 * root]
+        while d.solver_flag[w, UF + 2 * root] != root:
+            root = d.solver_flag[w, UF + 2 * root]
         return root
 
     @wp.func
@@ -678,13 +684,14 @@ def build(scalar, lanes: bool = False):
         """Lane 0: the islands of the world's rows (mj_island, engine_island.c): the trees that the
         active rows reach, joined when a row reaches several (union-find, the larger root linked
         under the smaller), numbered in increasing order of their smallest tree. Without islands,
-        one island of every dof and row. Data out: solver_flag[w, 1:]."""
+        one island of every dof and row. Data out: solver_flag[w, FLAG_NISLAND], solver_flag[w, UF:]
+        (the trees', then each dof's and each active row's island: `dof_island`, `row_island`)."""
         if lane == 0:
             n = int(1)
             if m.enable_island != 0:
                 b = int(0)
                 while b < m.nbody:
-                    d.solver_flag[w, 2 + 2 * b] = -1
+                    d.solver_flag[w, UF + 2 * b] = -1
                     b = b + 1
                 nactive = d.efc_nactive[w]
                 a = int(0)
@@ -694,33 +701,48 @@ def build(scalar, lanes: bool = False):
                     k = int(0)
                     while k < m.efc_nnz[cs]:
                         t = m.body_rootid[m.dof_bodyid[m.efc_colind[cs, k]]]
-                        if d.solver_flag[w, 2 + 2 * t] < 0:
-                            d.solver_flag[w, 2 + 2 * t] = t
+                        if d.solver_flag[w, UF + 2 * t] < 0:
+                            d.solver_flag[w, UF + 2 * t] = t
                         if t1 < 0:
                             t1 = t
                         elif t != t1:
                             root1 = tree_root(d, w, t1)
                             root2 = tree_root(d, w, t)
                             if root1 < root2:
-                                d.solver_flag[w, 2 + 2 * root2] = root1
+                                d.solver_flag[w, UF + 2 * root2] = root1
                             elif root2 < root1:
-                                d.solver_flag[w, 2 + 2 * root1] = root2
+                                d.solver_flag[w, UF + 2 * root1] = root2
                         k = k + 1
                     a = a + 1
                 n = int(0)
                 b = int(0)
                 while b < m.nbody:
-                    parent = d.solver_flag[w, 2 + 2 * b]
+                    parent = d.solver_flag[w, UF + 2 * b]
                     island = int(-1)
                     if parent == b:
                         island = n
                         n = n + 1
                     elif parent >= 0:
                         # the root is a smaller body, numbered already
-                        island = d.solver_flag[w, 3 + 2 * tree_root(d, w, b)]
-                    d.solver_flag[w, 3 + 2 * b] = island
+                        island = d.solver_flag[w, UF + 1 + 2 * tree_root(d, w, b)]
+                    d.solver_flag[w, UF + 1 + 2 * b] = island
                     b = b + 1
-            d.solver_flag[w, 1] = n
+            d.solver_flag[w, FLAG_NISLAND] = n
+            # each dof's island and each active row's (that of its first column)
+            dofs = UF + 2 * m.nbody
+            i = int(0)
+            while i < m.nv:
+                island = int(0)
+                if m.enable_island != 0:
+                    island = d.solver_flag[w, UF + 1 + 2 * m.body_rootid[m.dof_bodyid[i]]]
+                d.solver_flag[w, dofs + i] = island
+                i = i + 1
+            nrows = d.efc_nactive[w]
+            a = int(0)
+            while a < nrows:
+                r = d.efc_list[w, a]
+                d.solver_flag[w, dofs + m.nv + r] = 2 * d.solver_flag[w, dofs + m.efc_colind[d.efc_cols[w, r], 0]]
+                a = a + 1
         sync()
 
     @wp.func
@@ -733,7 +755,7 @@ def build(scalar, lanes: bool = False):
         scaled improvement is in (0, tolerance), or its scaled gradient or decrement is below
         the tolerance. Returns, for every lane, 1 when every island is done."""
         if lane == 0:
-            nisland = d.solver_flag[w, 1]
+            nisland = d.solver_flag[w, FLAG_NISLAND]
             k = int(0)
             while k < nisland:
                 base = SOLVER_FIXED + SOLVER_ISLAND * k
@@ -791,7 +813,7 @@ def build(scalar, lanes: bool = False):
     def line_prepare(m: Model, d: Data, w: int, lane: int, nlanes: int):
         """Once per search direction, for every island's line search: M search, jv = J search, the
         elliptic contacts' polynomials, and per island search' search and the Gauss cost's
-        polynomial (engine_solver.c PrimalPrepare's quadGauss)."""
+        polynomial (engine_solver.c PrimalPrepare's quadGauss); the first island's search begins."""
         mul_m(m, d, d.solver_search, d.solver_Msearch, w, lane, nlanes)
         nactive = d.efc_nactive[w]
         a = int(lane)
@@ -802,13 +824,14 @@ def build(scalar, lanes: bool = False):
         cone_pass(m, d, w, lane, nlanes, scalar(0.0), CONE_QUAD)
         sync()
         if lane == 0:
-            nisland = d.solver_flag[w, 1]
+            nisland = d.solver_flag[w, FLAG_NISLAND]
             k = int(0)
             while k < nisland:
                 base = SOLVER_FIXED + SOLVER_ISLAND * k
                 d.solver_scalar[w, base + ISL_SEARCH2] = scalar(0.0)
                 d.solver_scalar[w, base + ISL_GAUSS1] = scalar(0.0)
                 d.solver_scalar[w, base + ISL_GAUSS2] = scalar(0.0)
+                d.solver_scalar[w, base + ISL_ALPHA] = scalar(0.0)
                 k = k + 1
             i = int(0)
             while i < m.nv:
@@ -827,6 +850,7 @@ def build(scalar, lanes: bool = False):
                 base = SOLVER_FIXED + SOLVER_ISLAND * k
                 d.solver_scalar[w, base + ISL_GAUSS2] = scalar(0.5) * d.solver_scalar[w, base + ISL_GAUSS2]
                 k = k + 1
+            line_begin(m, d, w, 0)
         sync()
 
     @wp.func
@@ -900,6 +924,7 @@ def build(scalar, lanes: bool = False):
         lane evaluates some rows; lane 0 adds them in row order as MuJoCo does: the polynomial
         terms (the Gauss cost's first) apart, evaluated at alpha at the end."""
         nactive = d.efc_nactive[w]
+        rows = UF + 2 * m.nbody + m.nv
         a = int(lane)
         while a < nactive:
             r = d.efc_list[w, a]
@@ -908,6 +933,7 @@ def build(scalar, lanes: bool = False):
                 d.efc_ls1[w, r] = c0
                 d.efc_ls2[w, r] = c1
                 d.efc_ls3[w, r] = c2
+                d.solver_flag[w, rows + r] = 2 * island + poly
             a = a + nlanes
         cone_pass(m, d, w, lane, nlanes, alpha, CONE_LINE)
         sync()
@@ -922,23 +948,15 @@ def build(scalar, lanes: bool = False):
             a = int(0)
             while a < nactive:
                 r = d.efc_list[w, a]
-                if row_island(m, d, w, r) == island:
-                    t = d.efc_type[w, r]
-                    poly = int(0)
-                    if t == ConstraintType.EQUALITY:
-                        poly = 1
-                    elif (t != ConstraintType.FRICTION_DOF and t != ConstraintType.FRICTION_TENDON
-                          and t != ConstraintType.CONTACT_ELLIPTIC):
-                        if d.efc_jar[w, r] + alpha * d.efc_jv[w, r] < scalar(0.0):
-                            poly = 1
-                    if poly != 0:
-                        q0 = q0 + d.efc_ls1[w, r]
-                        q1 = q1 + d.efc_ls2[w, r]
-                        q2 = q2 + d.efc_ls3[w, r]
-                    else:
-                        cost = cost + d.efc_ls1[w, r]
-                        d1 = d1 + d.efc_ls2[w, r]
-                        d2 = d2 + d.efc_ls3[w, r]
+                entry = d.solver_flag[w, rows + r]
+                if entry == 2 * island + 1:
+                    q0 = q0 + d.efc_ls1[w, r]
+                    q1 = q1 + d.efc_ls2[w, r]
+                    q2 = q2 + d.efc_ls3[w, r]
+                elif entry == 2 * island:
+                    cost = cost + d.efc_ls1[w, r]
+                    d1 = d1 + d.efc_ls2[w, r]
+                    d2 = d2 + d.efc_ls3[w, r]
                 a = a + 1
             cost = cost + (alpha * alpha * q2 + alpha * q1 + q0)
             d1 = d1 + (scalar(2.0) * alpha * q2 + q1)
@@ -982,134 +1000,174 @@ def build(scalar, lanes: bool = False):
         return flag
 
     @wp.func
-    def line_search(m: Model, d: Data, w: int, lane: int, nlanes: int, island: int):
-        """MuJoCo's line search along the island's search direction (engine_solver.c PrimalSearch):
-        a Newton step from 0; Newton steps on one side while the slope keeps its sign, then a
-        bracketed search among the bracket's Newton points and midpoint; it stops at a point
-        whose slope is below gtol = tolerance ls_tolerance |search| / scale (a lower cost than
-        at 0 but for the first step), or after ls_iterations evaluations. Returns (alpha, the
-        cost's decrease); the same on every lane. Written as one loop around one evaluation, a
-        state machine (`state`: the point just evaluated) whose points live in solver_scalar."""
-        base = SOLVER_FIXED + SOLVER_ISLAND * island
-        snorm = wp.sqrt(d.solver_scalar[w, base + ISL_SEARCH2])
-        out_alpha = scalar(0.0)
-        out_improvement = scalar(0.0)
-        if snorm >= scalar(MINVAL):
-            gtol = m.solver_tolerance * m.solver_ls_tolerance * snorm / d.solver_scalar[w, base + ISL_SCALE]
-            # states: 0 p0, 1 the first Newton step p1, 2 p1 of the one-sided search, 3 p1next
-            # (the bracket's start), 4 pmid, 5 p1next after a bracket update (p2next to follow
-            # when `next2`), 6 p2next after a bracket update
-            state = int(0)
-            target = int(P0)
-            alpha = scalar(0.0)
-            direction = scalar(1.0)
-            next2 = int(0)
-            nev = int(0)
-            while True:
-                cost, d1, d2 = line_eval(m, d, w, lane, nlanes, island, alpha)
-                nev = nev + 1
-                d.solver_scalar[w, target + PT_ALPHA] = alpha
-                d.solver_scalar[w, target + PT_COST] = cost
-                d.solver_scalar[w, target + PT_D1] = d1
-                d.solver_scalar[w, target + PT_D2] = d2
-                finish = int(0)  # 1: return target's point; 2: return alpha 0
-                one_sided = int(0)
-                bracket = int(0)
-                if state == 0:
-                    state = 1
-                    target = P1
-                    alpha = alpha - d1 / d2
-                    continue
-                if state == 1:
-                    if wp.abs(d1) < gtol and (alpha == scalar(0.0) or cost < scalar(0.0)):
-                        finish = 1
-                    else:
-                        direction = scalar(1.0)
-                        if d1 >= scalar(0.0):
-                            direction = scalar(-1.0)
-                        point_copy(d, w, P2, P0)
-                        one_sided = 1
-                elif state == 2:
-                    if wp.abs(d1) < gtol and cost < scalar(0.0):
-                        finish = 1
-                    else:
-                        one_sided = 1
-                elif state == 4:
-                    # the first candidate within gtol with the lowest cost
-                    best = int(-1)
-                    best_cost = scalar(0.0)
-                    for j in range(3):
-                        c = P1NEXT
-                        if j == 1:
-                            c = P2NEXT
-                        elif j == 2:
-                            c = PMID
-                        c_cost = d.solver_scalar[w, c + PT_COST]
-                        if wp.abs(d.solver_scalar[w, c + PT_D1]) < gtol and (best == -1 or c_cost < best_cost):
-                            best = c
-                            best_cost = c_cost
-                    if best >= 0:
-                        target = best
-                        finish = 1
-                    else:
-                        b1 = update_bracket(d, w, P1)
-                        next2 = update_bracket(d, w, P2)
-                        if b1 == 0 and next2 == 0:
-                            finish = 1  # numerical accuracy reached: the midpoint
-                        elif b1 != 0:
-                            state = 5
-                            target = P1NEXT
-                            alpha = newton_point(d, w, P1)
-                            continue
-                        else:
-                            state = 6
-                            target = P2NEXT
-                            alpha = newton_point(d, w, P2)
-                            continue
-                elif state == 5 and next2 != 0:
-                    state = 6
-                    target = P2NEXT
-                    alpha = newton_point(d, w, P2)
-                    continue
+    def line_go(d: Data, w: int, state: int, target: int, alpha: scalar):
+        """The line search's next evaluation: point `target` at alpha, in `state`."""
+        d.solver_flag[w, FLAG_STATE] = state
+        d.solver_flag[w, FLAG_TARGET] = target
+        d.solver_scalar[w, LS_ALPHA] = alpha
+
+    @wp.func
+    def line_begin(m: Model, d: Data, w: int, first: int):
+        """Lane 0: the line search of the first island from `first` on that is not done (one whose
+        search direction is too short to search is done: alpha 0, as PrimalSearch); none left:
+        solver_flag[FLAG_STATE] = -1."""
+        nisland = d.solver_flag[w, FLAG_NISLAND]
+        k = int(first)
+        found = int(0)
+        while k < nisland and found == 0:
+            base = SOLVER_FIXED + SOLVER_ISLAND * k
+            if d.solver_scalar[w, base + ISL_DONE] == scalar(0.0):
+                snorm = wp.sqrt(d.solver_scalar[w, base + ISL_SEARCH2])
+                if snorm >= scalar(MINVAL):
+                    found = 1
+                    d.solver_scalar[w, LS_GTOL] = (m.solver_tolerance * m.solver_ls_tolerance * snorm
+                                                   / d.solver_scalar[w, base + ISL_SCALE])
+                    d.solver_flag[w, FLAG_NEV] = 0
+                    line_go(d, w, 0, P0, scalar(0.0))
                 else:
-                    bracket = 1  # states 3, 5 and 6
-                if one_sided != 0:
-                    if d.solver_scalar[w, P1 + PT_D1] * direction <= -gtol and nev < m.solver_ls_iterations:
-                        point_copy(d, w, P2, P1)
-                        state = 2
-                        target = P1
-                        alpha = newton_point(d, w, P1)
-                        continue
-                    if nev >= m.solver_ls_iterations:
-                        target = P1
-                        finish = 1  # could not bracket
-                    else:
-                        point_copy(d, w, P2NEXT, P1)
-                        state = 3
-                        target = P1NEXT
-                        alpha = newton_point(d, w, P1)
-                        continue
-                if bracket != 0:
-                    if nev < m.solver_ls_iterations:
-                        state = 4
-                        target = PMID
-                        alpha = scalar(0.5) * (d.solver_scalar[w, P1 + PT_ALPHA] + d.solver_scalar[w, P2 + PT_ALPHA])
-                        continue
-                    # out of evaluations: the bracket's end with the lower cost, if lower than at 0
-                    c1 = d.solver_scalar[w, P1 + PT_COST]
-                    c2 = d.solver_scalar[w, P2 + PT_COST]
-                    finish = 2
-                    if c1 <= c2 and c1 < scalar(0.0):
-                        target = P1
-                        finish = 1
-                    elif c2 <= c1 and c2 < scalar(0.0):
-                        target = P2
-                        finish = 1
-                if finish == 1:
-                    out_alpha = d.solver_scalar[w, target + PT_ALPHA]
-                    out_improvement = -d.solver_scalar[w, target + PT_COST]
-                break
-        return out_alpha, out_improvement
+                    d.solver_scalar[w, base + ISL_DONE] = scalar(1.0)
+                    k = k + 1
+            else:
+                k = k + 1
+        d.solver_flag[w, FLAG_ISLAND] = k
+        if found == 0:
+            d.solver_flag[w, FLAG_STATE] = -1
+
+    @wp.func
+    def line_done(m: Model, d: Data, w: int, target: int):
+        """The island's line search ends at point `target` (-1: alpha 0, no improvement, and the
+        island is done): its alpha and improvement (ISL_ALPHA, ISL_IMPROVE); then the next
+        island's search begins."""
+        k = d.solver_flag[w, FLAG_ISLAND]
+        base = SOLVER_FIXED + SOLVER_ISLAND * k
+        alpha = scalar(0.0)
+        improvement = scalar(0.0)
+        if target >= 0:
+            alpha = d.solver_scalar[w, target + PT_ALPHA]
+            improvement = -d.solver_scalar[w, target + PT_COST]
+        d.solver_scalar[w, base + ISL_ALPHA] = alpha
+        d.solver_scalar[w, base + ISL_IMPROVE] = improvement
+        if alpha == scalar(0.0):
+            d.solver_scalar[w, base + ISL_DONE] = scalar(1.0)  # no improvement
+        line_begin(m, d, w, k + 1)
+
+    @wp.func
+    def line_step(m: Model, d: Data, w: int):
+        """Lane 0: one step of MuJoCo's line search (engine_solver.c PrimalSearch) after the
+        evaluation at solver_scalar[LS_ALPHA], as a state machine (solver_flag[FLAG_STATE]: the
+        point just evaluated; 0 p0, 1 the first Newton step p1, 2 p1 of the one-sided search, 3
+        p1next (the bracket's start), 4 pmid, 5 p1next after a bracket update (p2next to follow
+        when FLAG_NEXT2), 6 p2next after a bracket update) whose points live in solver_scalar:
+        records the point and sets the next evaluation (`line_go`) or the result (`line_done`)."""
+        state = d.solver_flag[w, FLAG_STATE]
+        target = d.solver_flag[w, FLAG_TARGET]
+        nev = d.solver_flag[w, FLAG_NEV] + 1
+        d.solver_flag[w, FLAG_NEV] = nev
+        alpha = d.solver_scalar[w, LS_ALPHA]
+        cost = d.solver_scalar[w, LS_COST]
+        d1 = d.solver_scalar[w, LS_D1]
+        d.solver_scalar[w, target + PT_ALPHA] = alpha
+        d.solver_scalar[w, target + PT_COST] = cost
+        d.solver_scalar[w, target + PT_D1] = d1
+        d.solver_scalar[w, target + PT_D2] = d.solver_scalar[w, LS_D2]
+        gtol = d.solver_scalar[w, LS_GTOL]
+        next_state = int(-1)  # -1: done, at point `result` (-1: alpha 0)
+        next_target = int(0)
+        source = int(0)  # the point whose Newton step is next (-1: the bracket's midpoint)
+        result = int(-1)
+        one_sided = int(0)
+        bracket = int(0)
+        if state == 0:
+            next_state = 1
+            next_target = P1
+            source = P0
+        elif state == 1:
+            if wp.abs(d1) < gtol and (alpha == scalar(0.0) or cost < scalar(0.0)):
+                result = P1
+            else:
+                direction = scalar(1.0)
+                if d1 >= scalar(0.0):
+                    direction = scalar(-1.0)
+                d.solver_scalar[w, LS_DIRECTION] = direction
+                point_copy(d, w, P2, P0)
+                one_sided = 1
+        elif state == 2:
+            if wp.abs(d1) < gtol and cost < scalar(0.0):
+                result = P1
+            else:
+                one_sided = 1
+        elif state == 4:
+            # the first candidate within gtol with the lowest cost
+            best = int(-1)
+            best_cost = scalar(0.0)
+            for j in range(3):
+                c = P1NEXT
+                if j == 1:
+                    c = P2NEXT
+                elif j == 2:
+                    c = PMID
+                c_cost = d.solver_scalar[w, c + PT_COST]
+                if wp.abs(d.solver_scalar[w, c + PT_D1]) < gtol and (best == -1 or c_cost < best_cost):
+                    best = c
+                    best_cost = c_cost
+            if best >= 0:
+                result = best
+            else:
+                b1 = update_bracket(d, w, P1)
+                b2 = update_bracket(d, w, P2)
+                d.solver_flag[w, FLAG_NEXT2] = b2
+                if b1 == 0 and b2 == 0:
+                    result = PMID  # numerical accuracy reached: the midpoint
+                elif b1 != 0:
+                    next_state = 5
+                    next_target = P1NEXT
+                    source = P1
+                else:
+                    next_state = 6
+                    next_target = P2NEXT
+                    source = P2
+        elif state == 5 and d.solver_flag[w, FLAG_NEXT2] != 0:
+            next_state = 6
+            next_target = P2NEXT
+            source = P2
+        else:
+            bracket = 1  # states 3, 5 and 6
+        lsit = m.solver_ls_iterations
+        if one_sided != 0:
+            if d.solver_scalar[w, P1 + PT_D1] * d.solver_scalar[w, LS_DIRECTION] <= -gtol and nev < lsit:
+                point_copy(d, w, P2, P1)
+                next_state = 2
+                next_target = P1
+                source = P1
+            elif nev >= lsit:
+                result = P1  # could not bracket
+            else:
+                point_copy(d, w, P2NEXT, P1)
+                next_state = 3
+                next_target = P1NEXT
+                source = P1
+        if bracket != 0:
+            if nev < lsit:
+                next_state = 4
+                next_target = PMID
+                source = -1  # the bracket's midpoint
+            else:
+                # out of evaluations: the bracket's end with the lower cost, if lower than at 0
+                c1 = d.solver_scalar[w, P1 + PT_COST]
+                c2 = d.solver_scalar[w, P2 + PT_COST]
+                if c1 <= c2 and c1 < scalar(0.0):
+                    result = P1
+                elif c2 <= c1 and c2 < scalar(0.0):
+                    result = P2
+                else:
+                    result = -1
+        if next_state >= 0:
+            next_alpha = scalar(0.5) * (d.solver_scalar[w, P1 + PT_ALPHA] + d.solver_scalar[w, P2 + PT_ALPHA])
+            if source >= 0:
+                next_alpha = newton_point(d, w, source)
+            line_go(d, w, next_state, next_target, next_alpha)
+        else:
+            line_done(m, d, w, result)
 
     @wp.func
     def smooth_cost(m: Model, d: Data, w: int, lane: int, nlanes: int):
@@ -1171,23 +1229,22 @@ def build(scalar, lanes: bool = False):
             # warm start: the previous solution if it costs no more than the smooth acceleration
             # (with mjDSBL_WARMSTART the smooth acceleration, as MuJoCo's cold start); with
             # islands, the dofs in none take the smooth acceleration. Then the Newton iterations,
-            # written as one loop with one call of `evaluate`, `newton_direction` and
-            # `line_search` (the GPU kernel's registers)
+            # written as one loop with one call of `evaluate`, `newton_direction` and `line_eval`
+            # (the GPU kernel's registers)
             i = int(lane)
             while i < nv:
                 if m.enable_warmstart:
                     d.qacc[w, i] = d.qacc_warmstart[w, i]
                 i = i + nlanes
             sync()
-            cost_smooth = smooth_cost(m, d, w, lane, nlanes)
+            smooth_cost(m, d, w, lane, nlanes)
             islands(m, d, w, lane)
-            nisland = d.solver_flag[w, 1]
             start = int(0)  # 0: evaluating the warm start, 1: the starting point, 2: after a step
             it = int(0)
             while True:
                 evaluate(m, d, w, lane, nlanes)
                 if start == 0:
-                    smooth = d.solver_scalar[w, COST] > cost_smooth
+                    smooth = d.solver_scalar[w, COST] > d.solver_scalar[w, COST_SMOOTH]
                     i = int(lane)
                     while i < nv:
                         if smooth or dof_island(m, d, w, i) < 0:
@@ -1204,27 +1261,29 @@ def build(scalar, lanes: bool = False):
                 if all_done or it >= m.solver_iterations:
                     break
                 it = it + 1
+                # MuJoCo's line search (engine_solver.c PrimalSearch) of each island in turn, one
+                # evaluation a pass: the lanes share the evaluation, lane 0 steps the search's state
+                # machine (`line_step`, in memory) and begins the next island's; then each island's
+                # step (the islands are independent: each search reads only its own rows and dofs)
                 line_prepare(m, d, w, lane, nlanes)
-                k = int(0)
-                while k < nisland:
-                    base = SOLVER_FIXED + SOLVER_ISLAND * k
-                    if d.solver_scalar[w, base + ISL_DONE] == scalar(0.0):
-                        alpha, improvement = line_search(m, d, w, lane, nlanes, k)
-                        if lane == 0:
-                            d.solver_scalar[w, base + ISL_IMPROVE] = improvement
-                            if alpha == scalar(0.0):
-                                d.solver_scalar[w, base + ISL_DONE] = scalar(1.0)  # no improvement
-                        i = int(lane)
-                        while i < nv:
-                            if dof_island(m, d, w, i) == k:
-                                d.qacc[w, i] = d.qacc[w, i] + alpha * d.solver_search[w, i]
-                            i = i + nlanes
-                    k = k + 1
+                while d.solver_flag[w, FLAG_STATE] >= 0:
+                    line_eval(m, d, w, lane, nlanes, d.solver_flag[w, FLAG_ISLAND], d.solver_scalar[w, LS_ALPHA])
+                    if lane == 0:
+                        line_step(m, d, w)
+                    sync()
+                i = int(lane)
+                while i < nv:
+                    k = dof_island(m, d, w, i)
+                    if k >= 0:
+                        d.qacc[w, i] = (d.qacc[w, i]
+                                        + d.solver_scalar[w, SOLVER_FIXED + SOLVER_ISLAND * k + ISL_ALPHA]
+                                        * d.solver_search[w, i])
+                    i = i + nlanes
                 sync()
             if lane == 0:
                 niter = int(0)
                 k = int(0)
-                while k < nisland:
+                while k < d.solver_flag[w, FLAG_NISLAND]:
                     niter = wp.max(niter, int(d.solver_scalar[w, SOLVER_FIXED + SOLVER_ISLAND * k + ISL_ITER]))
                     k = k + 1
                 d.solver_niter[w] = niter
