@@ -247,11 +247,10 @@ LINE_SEARCH_QVEL = [-0.7212685254419863, -0.04292697102404805, -0.10972589555990
 
 @pytest.mark.parametrize("schedule", ["fused", "wide"])
 def test_line_search_across_the_cone_finds_the_minimum(schedule):
-    """Along the Newton direction the elliptic cone's middle zone bends d1 so much that Newton's
-    step from each side of the minimizer overshot to the other: the bracket shrank by a few
-    percent a step, the line search ended after 50 steps at twice the minimizer's alpha, the cost
-    went up and the solver stopped there, at 2.5 times MuJoCo's cost (1926 against 773). The
-    safeguard bisects instead; the solution is MuJoCo's (its cost, and qacc to 1e-8)."""
+    """Along the Newton direction the elliptic cone's middle zone bends the cost's slope so much
+    that Newton steps from each side of the minimizer overshoot to the other; a line search
+    without a bracket ends far from the minimizer, at 2.5 times MuJoCo's cost here. MuJoCo's
+    bracketed search finds it: the solution is MuJoCo's (its cost, and qacc to 1e-8)."""
     from test_robustness import primal_cost
 
     mjm = mujoco.MjModel.from_xml_string(LINE_SEARCH_XML)

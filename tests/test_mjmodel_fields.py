@@ -228,9 +228,9 @@ WARM_XML = """
 
 def test_disabled_warmstart_matches_mujoco():
     """<flag warmstart='disable'>: the solver starts from the smooth acceleration every step (2
-    Newton iterations here, so the start shows; MuJoCo's islands off, which at so few iterations
-    move its trajectory by 3e-6: simrl.sim.mjmodel_fields.DISABLE_INERT): 100 steps within 1e-12
-    of MuJoCo's qpos (measured 1.6e-15); with warm starts MuJoCo's own trajectory is far from it."""
+    Newton iterations here, so the start shows; islands off, as tests/test_capped_solver.py's
+    other case): 100 steps within 1e-12 of MuJoCo's qpos (measured 1.6e-15); with warm starts
+    MuJoCo's own trajectory is far from it."""
     mjm = mujoco.MjModel.from_xml_string(WARM_XML)
     warm = mujoco.MjModel.from_xml_string(WARM_XML.replace('warmstart="disable" ', ""))
     sim = Sim.from_model(mjm, num_worlds=1, dtype="float64")

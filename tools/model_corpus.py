@@ -50,10 +50,15 @@ def states(mjm: mujoco.MjModel) -> list[mujoco.MjData]:
 
 
 def set_state(sim: Sim, md: mujoco.MjData) -> None:
+    """md's state, and its warm start: a solve that stops before convergence (a few iterations, a
+    loose tolerance) ends where its start leads it, and sim.forward, unlike mj_forward, saves its
+    solution as the next warm start."""
     for name in ("qpos", "qvel", "ctrl", "act", "mocap_pos", "mocap_quat"):
         value = getattr(md, name)
         if value.size:
             setattr(sim, name, torch.as_tensor(value[None], dtype=sim.torch_dtype))
+    if md.qacc_warmstart.size:
+        sim.view("qacc_warmstart")[0] = torch.as_tensor(md.qacc_warmstart, dtype=sim.torch_dtype)
 
 
 def quaternion_distance(mjm: mujoco.MjModel, a: np.ndarray, b: np.ndarray) -> float:
@@ -94,8 +99,8 @@ def check(path: Path, tol: float, steps: int, converged: bool = False) -> dict:
     except Exception as e:  # noqa: BLE001 -- MuJoCo's own refusal: out of the count
         return {"model": str(path), "status": "mujoco refuses", "reason": str(e).strip().splitlines()[0]}
     if converged:
-        # both solvers to their optimum: the iterate a loose tolerance or an iteration cap stops at
-        # depends on the line search (simrl's exact minimum, MuJoCo's ls_tolerance)
+        # both solvers to their optimum: tells a difference in the solution apart from one in
+        # where a capped solve stops (which simrl reproduces: its Newton solver is MuJoCo's)
         mjm.opt.iterations = max(int(mjm.opt.iterations), 1000)
         mjm.opt.ls_iterations = max(int(mjm.opt.ls_iterations), 50)
         mjm.opt.tolerance = 1e-15

@@ -16,6 +16,13 @@ from simrl.sim.types import scalar_types
 #: the most threads a world's block may have (simrl.sim.schedule.LANES): Data.efc_lane_count's width
 MAX_LANES = 64
 
+#: Data.solver_scalar's columns: the solver's per-world scalars and line-search points
+#: (simrl.sim.solver), then SOLVER_ISLAND for each island (at most one per body); Data.solver_flag's:
+#: SOLVER_FLAG_FIXED integers, then 2 for each body (the islands' union-find)
+SOLVER_FIXED = 36
+SOLVER_ISLAND = 10
+SOLVER_FLAG_FIXED = 7
+
 #: Data.overflow's bits: what outgrew its budget in a world's last evaluation (the contact slots of
 #: the pairs the broadphase kept, nconmax; the constraint rows, njmax). Data.overflow_need's
 #: columns: the pairs the broadphase kept (all of them, those cut included), the slots they needed,
@@ -24,8 +31,9 @@ OVERFLOW_CONTACTS = 2
 OVERFLOW_ROWS = 4
 OVERFLOW_NAMES = ("pairs", "contacts", "rows")
 
-#: Data.solver_scalar's column that holds the world's time (the solver's columns come first)
-TIME = 8
+#: Data.solver_scalar's column that holds the world's time (one the solver leaves alone: its
+#: scalars are columns 0-9 and its line-search points 12-35, simrl.sim.solver asserts it)
+TIME = 10
 #: scratch columns of Data.sensordata per rangefinder, past the model's nsensordata
 #: (simrl.sim.sensor.ray_hfield_sensor: the nearest height field's geom, part and distance)
 RAY_SCRATCH = 5
@@ -299,11 +307,16 @@ def data_struct(scalar):
         solver_res: wp.array2d(dtype=scalar)  # qacc - qacc_smooth
         solver_Mres: wp.array2d(dtype=scalar)
         solver_Msearch: wp.array2d(dtype=scalar)  # M search, from the line search
-        # [W, 9], per-world scalars: the solver's (solver.COST, ...), and at column TIME the world's
-        # simulation time (mjData.time, advanced by each step): not an array of its own, as a Data
-        # of more than 8,192 bytes makes the CUDA compiler copy it to the stack in every kernel
+        # [W, SOLVER_FIXED + SOLVER_ISLAND max(1, nbody)]: per-world scalars (solver.COST, ...) and
+        # the line search's points, then each island's (solver.ISL_SCALE, ...); at column TIME the
+        # world's simulation time (mjData.time, advanced by each step): not an array of its own, as a
+        # Data of more than 8,192 bytes makes the CUDA compiler copy it to the stack in every kernel
         solver_scalar: wp.array2d(dtype=scalar)
-        solver_flag: wp.array(dtype=int)  # [W], 1: the Hessian has M's sparsity
+        # [W, SOLVER_FLAG_FIXED + 2 nbody + nv + nefc]: 1 where the Hessian has M's sparsity, the
+        # number of islands, the line search's state (solver.FLAG_STATE, ...); for each body that
+        # roots a tree its union-find parent and its island (-1: none); each dof's island, each
+        # row's
+        solver_flag: wp.array2d(dtype=int)
         nan_world: wp.array(dtype=int)  # [W], 1 when the world's state became non-finite
         # [W], 1: the engine's kernels leave the world alone (Sim.forward(worlds=...); 0 otherwise)
         world_skip: wp.array(dtype=int)
@@ -574,8 +587,9 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     d.solver_H = zeros((W, nv, nv))
     for name in ("solver_grad", "solver_search", "solver_res", "solver_Mres", "solver_Msearch"):
         setattr(d, name, zeros((W, nv)))
-    d.solver_scalar = zeros((W, TIME + 1))
-    d.solver_flag = zeros(W, int)
+    nbody = model.struct.nbody
+    d.solver_scalar = zeros((W, SOLVER_FIXED + SOLVER_ISLAND * max(1, nbody)))
+    d.solver_flag = zeros((W, SOLVER_FLAG_FIXED + 2 * max(1, nbody) + nv + nefc), int)
     d.nan_world = zeros(W, int)
     d.world_skip = zeros(W, int)
     d.qH = zeros((W, nv, nv))

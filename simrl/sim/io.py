@@ -863,6 +863,9 @@ class Model:
         m.solver_iterations = int(opt.iterations)
         m.solver_tolerance = dtype(opt.tolerance)
         m.solver_scale = dtype(1.0 / (mjm.stat.meaninertia * max(1, mjm.nv)))
+        m.solver_ls_iterations = int(opt.ls_iterations)
+        m.solver_ls_tolerance = dtype(opt.ls_tolerance)
+        m.enable_island = int(not flags & DisableBit.ISLAND)
 
         tables = contact_tables(mjm) if contact_on else contact_tables(None)
         self.contact_tables = tables

@@ -176,14 +176,11 @@ INERT = _inert()
 
 #: mjOption: read, refused when not at their default, or without effect
 OPTION_READ = frozenset("""timestep impratio tolerance gravity magnetic o_margin o_solref o_solimp o_friction
-    integrator cone solver iterations ccd_iterations ccd_tolerance disableflags enableflags
-    disableactuator""".split())
+    integrator cone solver iterations ls_iterations ls_tolerance ccd_iterations ccd_tolerance disableflags
+    enableflags disableactuator""".split())
 OPTION_REFUSED = {"density": 0, "viscosity": 0, "noslip_iterations": 0}
 OPTION_INERT = {
     "jacobian": "dense or sparse storage of the same rows",
-    "ls_iterations": "simrl's Newton step takes the exact minimum along its direction (MuJoCo's line search "
-                     "stops within ls_tolerance): both converge to the solution within the solver's tolerance",
-    "ls_tolerance": "as ls_iterations",
     "noslip_tolerance": "noslip only (refused: noslip_iterations)",
     "sdf_initpoints": _SDF, "sdf_iterations": _SDF,
     "sleep_tolerance": "sleeping only (refused: <flag sleep>)",
@@ -192,14 +189,10 @@ OPTION_INERT = {
 
 #: mjtDisableBit and mjtEnableBit flags (names without the mjDSBL_/mjENBL_ prefix)
 DISABLE_READ = frozenset("""CONSTRAINT EQUALITY FRICTIONLOSS LIMIT CONTACT SPRING DAMPER GRAVITY CLAMPCTRL
-    WARMSTART FILTERPARENT ACTUATION REFSAFE MIDPHASE EULERDAMP NATIVECCD MULTICCD""".split())
+    WARMSTART FILTERPARENT ACTUATION REFSAFE MIDPHASE EULERDAMP NATIVECCD MULTICCD ISLAND""".split())
 DISABLE_INERT = {
     "SENSOR": "sensordata only (simrl computes the sensors in any case)",
     "AUTORESET": "MuJoCo's reset of a diverged mjData: simrl flags non-finite worlds and its envs reset them",
-    "ISLAND": "how MuJoCo partitions the solver's work (islands, each iterated to its own tolerance), not the "
-              "solution it converges to; with few solver iterations the trajectories differ by the solvers' "
-              "residuals (3e-6 over 100 steps at 2 iterations: tests/test_mjmodel_fields.py's model with islands "
-              "on, 5e-9 with them off)",
 }
 ENABLE_READ = frozenset(["OVERRIDE"])
 ENABLE_REFUSED = frozenset(["SLEEP", "DIAGEXACT", "IPC", "SPECULATIVE"])

@@ -465,7 +465,12 @@ def model_struct(scalar):
         cone_elliptic: int  # <option cone="elliptic">: a contact's rows are its normal and friction directions
         solver_iterations: int
         solver_tolerance: scalar
-        solver_scale: scalar  # 1 / (meaninertia * max(1, nv))
+        solver_scale: scalar  # 1 / (meaninertia * max(1, nv)), the scale without islands
+        solver_ls_iterations: int  # the line search's evaluations (<option ls_iterations>)
+        solver_ls_tolerance: scalar  # the line search's tolerance relative to `tolerance` (<option ls_tolerance>)
+        # 0 (mjDSBL_ISLAND): one solve over every dof; 1: each island (trees coupled by constraint
+        # rows) is solved with its own scale, line search and stopping tests (mj_island)
+        enable_island: int
         # candidate contact pairs, fixed at load; each pair the broadphase keeps takes cpair_nslot
         # consecutive contact slots of its world (Data.collision_adr)
         ncpair: int
