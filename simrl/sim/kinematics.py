@@ -30,7 +30,7 @@ FRAME_EPS = 1e-6
 def build(scalar):
     T = scalar_types(scalar)
     Model, Data = model_struct(scalar), data_struct(scalar)
-    f, vec3, quat, mat33 = T.f, T.vec3, T.quat, T.mat33
+    f, vec3, quat = T.f, T.vec3, T.quat
 
     @wp.func
     def same_vec(a: vec3, b: vec3):
@@ -60,12 +60,13 @@ def build(scalar):
         pass
 
     @wp.func
-    def local_to_global(xpos: vec3, xquat: quat, xmat: mat33, pos: vec3, rot: quat, copy_pos: bool):
+    def local_to_global(xpos: vec3, xquat: quat, pos: vec3, rot: quat, copy_pos: bool):
         """mj_local2Global (engine_core_util.c) for a frame at (pos, rot) in a body at (xpos,
-        xquat, xmat), with MuJoCo's bits: xmat pos + xpos, and the matrix of xquat rot (not
-        normalized); where rot is the identity within 1e-6, the body's xmat, and where pos is
+        xquat), with MuJoCo's bits: xmat pos + xpos (xmat the matrix of xquat), and the matrix of
+        xquat rot (not normalized); where rot is the identity within 1e-6, xmat, and where pos is
         also 0 within 1e-6 and `copy_pos`, its xpos (mjSAMEFRAME_BODYROT, mjSAMEFRAME_BODY: the
         compiler's test, IsNullPose in user_model.cc, made on the current values)."""
+        xmat = f.quat_to_mat(xquat)
         p = xmat * pos + xpos
         r = xmat
         if not same_quat(rot, quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))):
@@ -75,10 +76,10 @@ def build(scalar):
         return p, r
 
     @wp.func
-    def inertial_frame(m: Model, w: int, b: int, xpos: vec3, xquat: quat, xmat: mat33):
+    def inertial_frame(m: Model, w: int, b: int, xpos: vec3, xquat: quat):
         """Body b's inertial frame, xipos and ximat (mj_kinematics2), from the body's pose
         (randomizable: per-world or shared parameters)."""
-        return local_to_global(xpos, xquat, xmat, m.body_ipos[w % m.body_ipos.shape[0], b],
+        return local_to_global(xpos, xquat, m.body_ipos[w % m.body_ipos.shape[0], b],
                                m.body_iquat[w % m.body_iquat.shape[0], b], True)
 
     @wp.func
@@ -284,7 +285,7 @@ def build(scalar):
                 d.xipos[w, 0] = vec3(scalar(0.0))
                 d.ximat[w, 0] = xmat
             else:
-                ipos, imat = inertial_frame(m, w, e, d.xpos[w, e], xquat, xmat)
+                ipos, imat = inertial_frame(m, w, e, d.xpos[w, e], xquat)
                 d.xipos[w, e] = ipos
                 d.ximat[w, e] = imat
         else:
@@ -316,8 +317,7 @@ def build(scalar):
                 copy_pos = same_vec(pos, ipos)
                 if copy_pos:
                     pos = ipos
-            bxquat = d.xquat[w, b]
-            xpos, xmat = local_to_global(d.xpos[w, b], bxquat, f.quat_to_mat(bxquat), pos, rot, copy_pos)
+            xpos, xmat = local_to_global(d.xpos[w, b], d.xquat[w, b], pos, rot, copy_pos)
             if geom:
                 d.geom_xpos[w, g] = xpos
                 d.geom_xmat[w, g] = xmat
