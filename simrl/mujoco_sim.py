@@ -70,6 +70,7 @@ import torch
 
 from simrl.errors import UnsupportedFeatureError
 from simrl.sim.contact_tables import candidate_geom_pairs, contact_tables
+from simrl.sim.data import WARNING_INERTIA
 from simrl.sim.io import sensor_columns
 from simrl.sim.types import DisableBit, EnableBit, IntegratorType, ObjType
 
@@ -166,9 +167,11 @@ class MujocoSim:
         self._mocap0 = (np.array(self._data[0].mocap_pos), np.array(self._data[0].mocap_quat))
         self._state["mocap_pos"] = np.tile(self._mocap0[0], (W, 1, 1))
         self._state["mocap_quat"] = np.tile(self._mocap0[1], (W, 1, 1))
-        self._nan = np.zeros(W, dtype=np.int32)
+        # as the Warp engine's nan_world: column 0 the non-finite flag, column 1 the warning bits
+        self._flags = np.zeros((W, 2), dtype=np.int32)
+        self._nan, self._warning = self._flags[:, 0], self._flags[:, 1]
         self._views: dict[str, torch.Tensor] = {name: torch.from_numpy(a) for name, a in self._state.items()}
-        self._views["nan_world"] = torch.from_numpy(self._nan)
+        self._views["nan_world"] = torch.from_numpy(self._flags)
         # per world, (MjData buffer, row of ours) pairs: the copies around each step, with the
         # numpy views of MjData's memory made once (they stay valid as long as the MjData)
         self._copy_in = [[(getattr(d, n), self._state[n][i]) for n in _STATE if sizes[n]]
@@ -309,7 +312,14 @@ class MujocoSim:
     @property
     def nan_worlds(self) -> torch.Tensor:
         """Bool [num_worlds]: the world's state became non-finite (cleared by `reset`)."""
-        return self.view("nan_world") != 0
+        return self.view("nan_world")[:, 0] != 0
+
+    @property
+    def warnings(self) -> torch.Tensor:
+        """Int [num_worlds]: as `Sim.warnings`, the MuJoCo warnings each world raised in the last
+        `step` or `forward` call, as bits (simrl.sim.data.WARNING_INERTIA: mjWARN_INERTIA; 0:
+        none), from MjData's warning counters. Cleared by `reset`."""
+        return self.view("nan_world")[:, 1]
 
     # ---------------------------------------------------------------------------- contacts
     def _update_contacts(self) -> None:
@@ -513,7 +523,10 @@ class MujocoSim:
         for i in np.flatnonzero(finite):
             for dst, src in self._copy_in[i]:
                 np.copyto(dst, src)
+            inertia = self._data[i].warning[int(mujoco.mjtWarning.mjWARN_INERTIA)]
+            count = inertia.number
             advance(self._apply_params(int(i)), self._data[i], None if friction is None else friction[i])
+            self._warning[i] = WARNING_INERTIA if inertia.number > count else 0
             for dst, src in self._copy_out[i]:  # the new state, and the outputs requested so far
                 np.copyto(dst, src)
         self._contacts_stale = True
@@ -579,6 +592,7 @@ class MujocoSim:
         if "qacc" in self._outputs:
             self._outputs["qacc"][index] = 0.0
         self._nan[index] = 0
+        self._warning[index] = 0
         if self._contacts is not None:
             self._update_contacts()  # the last step's contacts stay readable, as in the Warp engine
         for i in np.unique(index):

@@ -168,9 +168,9 @@ def trajectory_distance(mjm, a, b) -> float:
     return max(qpos_distance(mjm, x, y) for x, y in zip(a, b, strict=True))
 
 
-def check_trajectory(mjm, seconds, setup, f64_tol, control):
+def check_trajectory(mjm, seconds, setup, f64_tol, control, f32_tol=F32_TOL):
     """simrl's trajectories from `setup`'s state against mj_step's, within f64_tol (float64) and
-    F32_TOL (float32); `control(mjm)` changes one parameter in place, and MuJoCo on the changed
+    f32_tol (float32); `control(mjm)` changes one parameter in place, and MuJoCo on the changed
     model must miss both tolerances. Returns MuJoCo's trajectory and simrl's float32 one."""
     state = initial_state(mjm, setup)
     steps = int(round(seconds / mjm.opt.timestep))
@@ -179,12 +179,12 @@ def check_trajectory(mjm, seconds, setup, f64_tol, control):
     err = {dtype: trajectory_distance(mjm, traj, ref) for dtype, traj in ours.items()}
     print(f"trajectory error float64 {err['float64']:.2e}, float32 {err['float32']:.2e}")
     assert err["float64"] < f64_tol, f"float64 trajectory differs from mj_step by {err['float64']:.3e}"
-    assert err["float32"] < F32_TOL, f"float32 trajectory differs from mj_step by {err['float32']:.3e}"
+    assert err["float32"] < f32_tol, f"float32 trajectory differs from mj_step by {err['float32']:.3e}"
     changed = copy.copy(mjm)
     control(changed)
     miss = trajectory_distance(mjm, mujoco_trajectory(changed, state, steps), ref)
     print(f"negative control: {miss:.2e}")
-    assert miss > max(f64_tol, F32_TOL), f"MuJoCo with the changed model is only {miss:.2e} away: no resolution"
+    assert miss > max(f64_tol, f32_tol), f"MuJoCo with the changed model is only {miss:.2e} away: no resolution"
     return ref, ours["float32"]
 
 
@@ -259,8 +259,12 @@ def test_capsule_slides_to_rest_like_mujoco():
     def push(mjd):
         mjd.qvel[0] = 2.0
 
-    # achieved float64 1.5e-10; control: friction 0.3 -> 0.33 on both geoms (6e-2)
-    ref, _ = check_trajectory(mjm, 2.0, push, 1e-8, scale("geom_friction", 1.1))
+    # achieved float64 1.5e-10, float32 1.9e-3; control: friction 0.3 -> 0.33 on both geoms (6e-2).
+    # The capsule starts exactly on the floor: MuJoCo's float64 quaternion of euler 0 90 0 has
+    # w and y one bit apart, so one end is 1e-17 lower and only it touches; in float32 they round
+    # to one value, MuJoCo's formulas then give both ends distance 0 and both touch: another first
+    # contact set, decided by rounding alone (not by the physics), hence float32's own tolerance
+    ref, _ = check_trajectory(mjm, 2.0, push, 1e-8, scale("geom_friction", 1.1), f32_tol=5e-3)
     assert abs(ref[-1, 0] - 2.0**2 / (2 * 0.3 * 9.81)) < 0.05
 
 

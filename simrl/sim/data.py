@@ -37,6 +37,14 @@ TIME = 10
 #: scratch columns of Data.sensordata per rangefinder, past the model's nsensordata
 #: (simrl.sim.sensor.ray_hfield_sensor: the nearest height field's geom, part and distance)
 RAY_SCRATCH = 5
+#: Data.nan_world[:, 1]'s bits: the MuJoCo warnings (mjtWarning) a world's last evaluation raised,
+#: which simrl models as MuJoCo does and reports (Sim.warnings, Sim.check_overflow)
+WARNING_INERTIA = 1
+WARNING_MESSAGES = {
+    WARNING_INERTIA: "the inertia matrix is too close to singular (mjWARN_INERTIA): a pivot of its factorization "
+                     "was below mjMINVAL and was raised to it, as MuJoCo's mj_factorM does; check the model's "
+                     "masses, inertias and armature",
+}
 
 CCD_SCRATCH = ("ccd_simplex", "ccd_vert", "ccd_face", "ccd_map", "ccd_horizon", "ccd_stack", "ccd_index", "ccd_clip",
                "ccd_clipd", "ccd_cliptag", "ccd_norm", "ccd_normidx")
@@ -317,7 +325,10 @@ def data_struct(scalar):
         # roots a tree its union-find parent and its island (-1: none); each dof's island, each
         # row's
         solver_flag: wp.array2d(dtype=int)
-        nan_world: wp.array(dtype=int)  # [W], 1 when the world's state became non-finite
+        # [W, 2]: column 0, 1 when the world's state became non-finite; column 1, the WARNING_* bits
+        # of its last evaluation (one array: a field more in Data makes the struct, passed by value,
+        # too large for the GPU compiler to keep out of the stack)
+        nan_world: wp.array2d(dtype=int)
         # [W], 1: the engine's kernels leave the world alone (Sim.forward(worlds=...); 0 otherwise)
         world_skip: wp.array(dtype=int)
         # integrators
@@ -333,6 +344,25 @@ def data_struct(scalar):
 
     pass_by_reference(Data)  # no 13 KB copy per function call on the CPU
     return Data
+
+
+@functools.cache
+def set_warning_func(scalar):
+    """`f(d, w, bit, on)`: bit `bit` of world w's warnings (Data.nan_world[w, 1]) set when `on`,
+    cleared otherwise."""
+    Data = data_struct(scalar)
+
+    @wp.func
+    def set_warning(d: Data, w: int, bit: int, on: bool):
+        """Bit `bit` of Data.nan_world[w, 1] set when `on`, cleared otherwise."""
+        bits = d.nan_world[w, 1]
+        if (bits & bit) != 0:
+            bits = bits - bit
+        if on:
+            bits = bits + bit
+        d.nan_world[w, 1] = bits
+
+    return set_warning
 
 
 @functools.cache
@@ -590,7 +620,7 @@ def make_data(model, num_worlds: int, requires_grad: bool = False):
     nbody = model.struct.nbody
     d.solver_scalar = zeros((W, SOLVER_FIXED + SOLVER_ISLAND * max(1, nbody)))
     d.solver_flag = zeros((W, SOLVER_FLAG_FIXED + 2 * max(1, nbody) + nv + nefc), int)
-    d.nan_world = zeros(W, int)
+    d.nan_world = zeros((W, 2), int)
     d.world_skip = zeros(W, int)
     d.qH = zeros((W, nv, nv))
     d.qacc_int = zeros((W, nv))

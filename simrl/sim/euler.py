@@ -37,7 +37,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from simrl.sim import actuation, factor_m, integrate_pos
-from simrl.sim.data import TIME, data_struct
+from simrl.sim.data import TIME, WARNING_INERTIA, data_struct, set_warning_func
 from simrl.sim.integrate_pos import jnt_nv
 from simrl.sim.model import model_struct
 from simrl.sim.types import block_sync, no_sync, scalar_types
@@ -50,6 +50,7 @@ def build(scalar, lanes: bool = False):
     factor_ld, solve_ld = ld.factor_ld, ld.solve_ld
     integrate = integrate_pos.build(scalar)
     sync = block_sync if lanes else no_sync
+    set_warning = set_warning_func(scalar)
     act = actuation.build(scalar)
     actuator_qderiv, force_vel = act.qderiv_dof, act.force_vel
     site_force_vel, site_qderiv = act.site_force_vel, act.site_qderiv
@@ -177,7 +178,8 @@ def build(scalar, lanes: bool = False):
         implicitfast, jnt_actfrclimited, jnt_actfrcrange, jnt_dofadr, jnt_free_body, njnt, nsite_trn, ntendon, nu, nv,
         tendon, timestep. Data in: qM, qacc, qfrc_smooth, qfrc_constraint, qvel, xpos, xmat, xipos, ximat, ten_J,
         actuator_force, actuator_moment, qfrc_actuator_raw, ctrl, act, act_dot. Data out: qacc_int; the scratch
-        dof_qderiv, ten_qderiv, actuator_qderiv, qH."""
+        dof_qderiv, ten_qderiv, actuator_qderiv, qH; nan_world[w, 1] (WARNING_INERTIA set when qH needed a
+        raised pivot)."""
         h = m.timestep
         if m.euler_damp or m.implicitfast:
             i = int(lane)
@@ -212,7 +214,9 @@ def build(scalar, lanes: bool = False):
                 d.qacc_int[w, i] = d.qfrc_smooth[w, i] + d.qfrc_constraint[w, i]
                 i = i + nlanes
             sync()
-            factor_ld(m, d.qH, w, lane, nlanes)
+            # MuJoCo's mj_factorI warns (mjWARN_INERTIA) for M - h D too; qLD's flag already cleared
+            if factor_ld(m, d.qH, w, lane, nlanes) > 0 and lane == 0:
+                set_warning(d, w, WARNING_INERTIA, True)
             solve_ld(m, d.qH, d.qacc_int, w, lane, nlanes)
             # the standalone free bodies' blocks: their rows of M - h qDeriv are decoupled from
             # the others', so the global solve's other rows stand (mj_implicitSkip)

@@ -18,9 +18,9 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from simrl.sim.data import data_struct
+from simrl.sim.data import WARNING_INERTIA, data_struct, set_warning_func
 from simrl.sim.model import model_struct
-from simrl.sim.types import block_sync, no_sync
+from simrl.sim.types import MINVAL, block_sync, no_sync
 
 
 @functools.cache
@@ -29,6 +29,7 @@ def build(scalar, lanes: bool = False):
     (the wide schedule), else for one thread (the fused schedule)."""
     Model, Data = model_struct(scalar), data_struct(scalar)
     sync = block_sync if lanes else no_sync
+    set_warning = set_warning_func(scalar)
 
     @wp.func
     def mine(t: int, lane: int, nlanes: int):
@@ -42,13 +43,21 @@ def build(scalar, lanes: bool = False):
     # run-time n, or over an index table, is slower on these short loops.
 
     @wp.func
-    def factor_ld(m: Model, mat: wp.array3d(dtype=scalar), w: int, lane: int, nlanes: int):
-        """In-place L'DL factorization of mat[w] (mj_factorI): D on the diagonal, L below.
+    def factor_ld(m: Model, mat: wp.array3d(dtype=scalar), w: int, lane: int, nlanes: int) -> int:
+        """In-place L'DL factorization of mat[w] (mj_factorI): D on the diagonal, L below. A pivot
+        D(k) below mjMINVAL (a singular or indefinite matrix) is raised to mjMINVAL, as MuJoCo's
+        factorization does with its warning mjWARN_INERTIA; returns how many were (the same
+        count in every lane).
 
         Model: dof_parentid, nv. In and out: mat (on M's sparsity)."""
+        raised = int(0)
         k = m.nv - 1
         while k >= 0:
-            inv_d = scalar(1.0) / mat[w, k, k]
+            dk = mat[w, k, k]
+            if dk < scalar(MINVAL):
+                dk = scalar(MINVAL)
+                raised = raised + 1
+            inv_d = scalar(1.0) / dk
             # rows i < k that are ancestors of k: L(i, 0..i) -= L(k, i) / D(k) * L(k, 0..i)
             i = m.dof_parentid[k]
             t = int(0)
@@ -62,7 +71,10 @@ def build(scalar, lanes: bool = False):
                 i = m.dof_parentid[i]
                 t = t + 1
             sync()
-            # row k: L(k, :) = L(k, :) / D(k)
+            # row k: L(k, :) = L(k, :) / D(k); the raised pivot stored (every lane read it before the
+            # barrier above)
+            if lane == 0:
+                mat[w, k, k] = dk
             i = m.dof_parentid[k]
             t = int(0)
             while i >= 0:
@@ -72,6 +84,7 @@ def build(scalar, lanes: bool = False):
                 t = t + 1
             sync()
             k = k - 1
+        return raised
 
     @wp.func
     def solve_ld(m: Model, mat: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar), w: int, lane: int,
@@ -143,11 +156,15 @@ def build(scalar, lanes: bool = False):
 
     @wp.func
     def factor_m(m: Model, d: Data, w: int, lane: int, nlanes: int):
-        """qLD = L'DL factor of qM.
+        """qLD = L'DL factor of qM (mj_factorM), and the world's warning WARNING_INERTIA when a
+        pivot was raised to mjMINVAL (MuJoCo's mjWARN_INERTIA: "Inertia matrix is too close to
+        singular").
 
-        Model: dof_parentid, nv. Data in: qM. Data out: qLD."""
+        Model: dof_parentid, nv. Data in: qM. Data out: qLD, nan_world[w, 1] (its warning bit)."""
         copy_tree(m, d.qM, d.qLD, w, lane, nlanes)
-        factor_ld(m, d.qLD, w, lane, nlanes)
+        raised = factor_ld(m, d.qLD, w, lane, nlanes)
+        if lane == 0:
+            set_warning(d, w, WARNING_INERTIA, raised > 0)
 
     @wp.func
     def fwd_acceleration(m: Model, d: Data, w: int, lane: int, nlanes: int):

@@ -69,7 +69,7 @@ def build(scalar):
 
     @wp.func
     def check_joint(m: Model, d: Data, w: int, j: int):
-        """Flag the world in nan_world when joint j's new qpos or qvel is not finite (it stays
+        """Flag the world in nan_world[w, 0] when joint j's new qpos or qvel is not finite (it stays
         flagged until reset). The flag only ever goes from 0 to 1, so the joints of a world
         setting it in any order give the same result.
 
@@ -85,6 +85,6 @@ def build(scalar):
             if not wp.isfinite(d.qvel[w, dadr + k]):
                 bad = 1
         if bad:
-            wp.atomic_max(d.nan_world, w, 1)
+            wp.atomic_max(d.nan_world, w, 0, 1)
 
     return SimpleNamespace(joint=joint, check_joint=check_joint)

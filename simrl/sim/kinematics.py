@@ -20,6 +20,11 @@ from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import JointType, scalar_types
 
+#: the distance below which MuJoCo's compiler takes two frames for the same (kFrameEps in
+#: user_model.cc): mj_local2Global then copies the frame (geom_sameframe, site_sameframe,
+#: body_sameframe)
+FRAME_EPS = 1e-6
+
 
 @functools.cache
 def build(scalar):
@@ -28,9 +33,54 @@ def build(scalar):
     f, vec3, quat = T.f, T.vec3, T.quat
 
     @wp.func
-    def local_to_global(xpos: vec3, xquat: quat, pos: vec3, rot: quat):
-        """mj_local2Global: position and (normalized) orientation of a frame fixed in a body."""
-        return xpos + wp.quat_rotate(xquat, pos), f.quat_normalize(xquat * rot)
+    def same_vec(a: vec3, b: vec3):
+        """IsSameVec (user_model.cc): every component less than 1e-6 apart."""
+        eps = scalar(FRAME_EPS)
+        return wp.abs(a[0] - b[0]) < eps and wp.abs(a[1] - b[1]) < eps and wp.abs(a[2] - b[2]) < eps
+
+    @wp.func
+    def same_quat(a: quat, b: quat):
+        """IsSameQuat (user_model.cc): a and b, or a and -b, less than 1e-6 apart in every
+        component."""
+        eps = scalar(FRAME_EPS)
+        minus = (wp.abs(a[0] - b[0]) < eps and wp.abs(a[1] - b[1]) < eps and wp.abs(a[2] - b[2]) < eps
+                 and wp.abs(a[3] - b[3]) < eps)
+        plus = (wp.abs(a[0] + b[0]) < eps and wp.abs(a[1] + b[1]) < eps and wp.abs(a[2] + b[2]) < eps
+                and wp.abs(a[3] + b[3]) < eps)
+        return minus or plus
+
+    @wp.func_grad(same_vec)
+    def adj_same_vec(a: vec3, b: vec3, adj_ret: bool):
+        """A comparison has no derivative: nothing to replay (a smaller GPU adjoint)."""
+        pass
+
+    @wp.func_grad(same_quat)
+    def adj_same_quat(a: quat, b: quat, adj_ret: bool):
+        """A comparison has no derivative: nothing to replay (a smaller GPU adjoint)."""
+        pass
+
+    @wp.func
+    def local_to_global(xpos: vec3, xquat: quat, pos: vec3, rot: quat, copy_pos: bool):
+        """mj_local2Global (engine_core_util.c) for a frame at (pos, rot) in a body at (xpos,
+        xquat), with MuJoCo's bits: xmat pos + xpos (xmat the matrix of xquat), and the matrix of
+        xquat rot (not normalized); where rot is the identity within 1e-6, xmat, and where pos is
+        also 0 within 1e-6 and `copy_pos`, its xpos (mjSAMEFRAME_BODYROT, mjSAMEFRAME_BODY: the
+        compiler's test, IsNullPose in user_model.cc, made on the current values)."""
+        xmat = f.quat_to_mat(xquat)
+        p = xmat * pos + xpos
+        r = xmat
+        if not same_quat(rot, quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))):
+            r = f.quat_to_mat(f.quat_mul(xquat, rot))
+        elif copy_pos and same_vec(pos, vec3(scalar(0.0))):
+            p = xpos
+        return p, r
+
+    @wp.func
+    def inertial_frame(m: Model, w: int, b: int, xpos: vec3, xquat: quat):
+        """Body b's inertial frame, xipos and ximat (mj_kinematics2), from the body's pose
+        (randomizable: per-world or shared parameters)."""
+        return local_to_global(xpos, xquat, m.body_ipos[w % m.body_ipos.shape[0], b],
+                               m.body_iquat[w % m.body_iquat.shape[0], b], True)
 
     @wp.func
     def joint(m: Model, d: Data, w: int, j: int):
@@ -78,7 +128,8 @@ def build(scalar):
     def offset(m: Model, d: Data, w: int, b: int):
         """Body b's frame before its joints: the parent's, moved by the body's fixed offset."""
         pid = m.body_parentid[b]
-        return d.xpos[w, pid] + wp.quat_rotate(d.xquat[w, pid], m.body_pos[b]), d.xquat[w, pid] * m.body_quat[b]
+        xquat = d.xquat[w, pid]
+        return f.quat_to_mat(xquat) * m.body_pos[b] + d.xpos[w, pid], f.quat_mul(xquat, m.body_quat[b])
 
     @wp.func
     def before_joint(m: Model, d: Data, w: int, b: int, j: int):
@@ -93,19 +144,19 @@ def build(scalar):
         """The frame after hinge or ball joint j of body b (a rotation about the joint's anchor,
         not the body origin): xanchor, xaxis and the frame, kept in jnt_xpos and jnt_xquat."""
         xpos, xquat = before_joint(m, d, w, b, j)
-        xanchor = wp.quat_rotate(xquat, m.jnt_pos[j]) + xpos
+        xanchor = f.rot_vec_quat(m.jnt_pos[j], xquat) + xpos
         d.xanchor[w, j] = xanchor
-        d.xaxis[w, j] = wp.quat_rotate(xquat, m.jnt_axis[j])
-        xquat = xquat * d.jnt_qloc[w, j]
-        d.jnt_xpos[w, j] = xanchor - wp.quat_rotate(xquat, m.jnt_pos[j])
+        d.xaxis[w, j] = f.rot_vec_quat(m.jnt_axis[j], xquat)
+        xquat = f.quat_mul(xquat, d.jnt_qloc[w, j])
+        d.jnt_xpos[w, j] = xanchor - f.rot_vec_quat(m.jnt_pos[j], xquat)
         d.jnt_xquat[w, j] = xquat
 
     @wp.func
     def joint_slide(m: Model, d: Data, w: int, b: int, j: int):
         """The frame after slide joint j of body b: moved along the joint's axis."""
         xpos, xquat = before_joint(m, d, w, b, j)
-        xaxis = wp.quat_rotate(xquat, m.jnt_axis[j])
-        d.xanchor[w, j] = wp.quat_rotate(xquat, m.jnt_pos[j]) + xpos
+        xaxis = f.rot_vec_quat(m.jnt_axis[j], xquat)
+        d.xanchor[w, j] = f.rot_vec_quat(m.jnt_pos[j], xquat) + xpos
         d.xaxis[w, j] = xaxis
         qadr = m.jnt_qposadr[j]
         d.jnt_xpos[w, j] = xpos + xaxis * (d.qpos[w, qadr] - m.qpos0[qadr])
@@ -175,17 +226,17 @@ def build(scalar):
         """Body b's pose from its parent's (xpos, xquat) in registers, with the arithmetic of
         offset, joint_rotation, joint_slide and body_joints in their order (the same bits); `own`:
         body b is the one being placed, whose joints' frames are stored."""
-        xpos, xquat = xpos + wp.quat_rotate(xquat, m.body_pos[b]), xquat * m.body_quat[b]
+        xpos, xquat = f.quat_to_mat(xquat) * m.body_pos[b] + xpos, f.quat_mul(xquat, m.body_quat[b])
         jntadr = m.body_jntadr[b]
         for j in range(jntadr, jntadr + m.body_jntnum[b]):
-            xaxis = wp.quat_rotate(xquat, m.jnt_axis[j])
-            xanchor = wp.quat_rotate(xquat, m.jnt_pos[j]) + xpos
+            xaxis = f.rot_vec_quat(m.jnt_axis[j], xquat)
+            xanchor = f.rot_vec_quat(m.jnt_pos[j], xquat) + xpos
             if m.jnt_type[j] == JointType.SLIDE:
                 qadr = m.jnt_qposadr[j]
                 xpos = xpos + xaxis * (d.qpos[w, qadr] - m.qpos0[qadr])
             else:
-                xquat = xquat * d.jnt_qloc[w, j]
-                xpos = xanchor - wp.quat_rotate(xquat, m.jnt_pos[j])
+                xquat = f.quat_mul(xquat, d.jnt_qloc[w, j])
+                xpos = xanchor - f.rot_vec_quat(m.jnt_pos[j], xquat)
             if own:
                 d.xanchor[w, j] = xanchor
                 d.xaxis[w, j] = xaxis
@@ -228,16 +279,15 @@ def build(scalar):
         site_xmat."""
         if e < m.nbody:
             xquat = d.xquat[w, e]
-            d.xmat[w, e] = wp.quat_to_matrix(xquat)
+            xmat = f.quat_to_mat(xquat)
+            d.xmat[w, e] = xmat
             if e == 0:
                 d.xipos[w, 0] = vec3(scalar(0.0))
-                d.ximat[w, 0] = wp.quat_to_matrix(xquat)
+                d.ximat[w, 0] = xmat
             else:
-                # inertial frame (randomizable: per-world or shared parameters)
-                ipos, iquat = local_to_global(d.xpos[w, e], xquat, m.body_ipos[w % m.body_ipos.shape[0], e],
-                                              m.body_iquat[w % m.body_iquat.shape[0], e])
+                ipos, imat = inertial_frame(m, w, e, d.xpos[w, e], xquat)
                 d.xipos[w, e] = ipos
-                d.ximat[w, e] = wp.quat_to_matrix(iquat)
+                d.ximat[w, e] = imat
         else:
             # a geom or a site: one call of local_to_global for both (a smaller GPU adjoint)
             g = e - m.nbody
@@ -254,8 +304,20 @@ def build(scalar):
                 b = m.site_bodyid[s]
                 pos = m.site_pos[s]
                 rot = m.site_quat[s]
-            xpos, xquat = local_to_global(d.xpos[w, b], d.xquat[w, b], pos, rot)
-            xmat = wp.quat_to_matrix(xquat)
+            # mjSAMEFRAME_INERTIA(ROT): a frame within 1e-6 of the body's inertial frame (and not
+            # of the body's) takes the inertial frame's matrix (composed from the body's iquat as
+            # ximat is), and its position when pos is that frame's too (IsSamePose in
+            # user_model.cc, on the current values); one composition, for a smaller GPU adjoint
+            copy_pos = True
+            iquat = m.body_iquat[w % m.body_iquat.shape[0], b]
+            if b > 0 and not same_quat(rot, quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))) and (
+                    same_quat(rot, iquat)):
+                rot = iquat
+                ipos = m.body_ipos[w % m.body_ipos.shape[0], b]
+                copy_pos = same_vec(pos, ipos)
+                if copy_pos:
+                    pos = ipos
+            xpos, xmat = local_to_global(d.xpos[w, b], d.xquat[w, b], pos, rot, copy_pos)
             if geom:
                 d.geom_xpos[w, g] = xpos
                 d.geom_xmat[w, g] = xmat

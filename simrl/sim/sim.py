@@ -32,6 +32,7 @@ from simrl.sim.data import (
     OVERFLOW_CONTACTS,
     OVERFLOW_ROWS,
     TIME,
+    WARNING_MESSAGES,
     check_memory,
     data_struct,
     make_data,
@@ -209,6 +210,8 @@ class Sim:
         #: the caller does (an environment stepping without host synchronisation, once per iteration)
         self.auto_check_overflow = True
         self._overflow_warned = False
+        #: the Data.warning bits already warned about (each once per Sim)
+        self._warned = set()
         self._steps_unchecked = 0
         if self.model.struct.nconmax:
             print(f"simrl: {self.model.budgets.describe()}; set Sim(nconmax=..., njmax=...) or the task's "
@@ -464,7 +467,14 @@ class Sim:
     @property
     def nan_worlds(self) -> torch.Tensor:
         """Bool [num_worlds]: the world's state became non-finite (cleared by `reset`)."""
-        return self.view("nan_world") != 0
+        return self.view("nan_world")[:, 0] != 0
+
+    @property
+    def warnings(self) -> torch.Tensor:
+        """Int [num_worlds]: the MuJoCo warnings each world's last evaluation raised, as bits
+        (simrl.sim.data.WARNING_INERTIA: the inertia matrix too close to singular, handled as
+        MuJoCo does; 0: none). `check_overflow` warns about them. Cleared by `reset`."""
+        return self.view("nan_world")[:, 1]
 
     @property
     def contact(self) -> SimpleNamespace:
@@ -680,6 +690,7 @@ class Sim:
         that would have held every world's. Reads the device's flags (a synchronization).
         `stacklevel`: warnings.warn's (the warning names the line that called this)."""
         self._steps_unchecked = 0
+        self._check_warnings(stacklevel + 1)
         flags = self.view("overflow")
         if not bool(flags.any()):
             return
@@ -702,6 +713,19 @@ class Sim:
             self._overflow_warned = True
             # the warning names the caller's line (of step or forward when they read the flags)
             warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
+
+    def _check_warnings(self, stacklevel: int) -> None:
+        """Warn, once per kind for this Sim, about the MuJoCo warnings (`warnings`) of the worlds'
+        last evaluation: which, and in how many worlds."""
+        flags = self.view("nan_world")[:, 1]
+        if not bool(flags.any()):
+            return
+        for bit, message in WARNING_MESSAGES.items():
+            count = int(((flags & bit) != 0).sum())
+            if count and bit not in self._warned:
+                self._warned.add(bit)
+                warnings.warn(f"simrl: in {count} of {self.num_worlds} worlds {message} (Sim.warnings)",
+                              RuntimeWarning, stacklevel=stacklevel)
 
     def _steps(self, run, n: int) -> None:
         for _ in range(n):

@@ -383,11 +383,71 @@ def _build_funcs(scalar, vec3, vec6, vec10, quat, mat33):
 
     @wp.func
     def quat_normalize(q: quat):
-        """mju_normalize4: the unit quaternion, or identity when the norm is below mjMINVAL."""
-        n = wp.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+        """mju_normalize4 (engine_util_blas.c) with the installed MuJoCo's bits: the identity when
+        the norm is below mjMINVAL, q itself when the norm is within mjMINVAL of 1, else q times
+        1 / norm; the squares summed in pairs, (w^2 + x^2) + (y^2 + z^2), as the binary does
+        (checked against mujoco.mju_normalize4; Warp stores x, y, z, w)."""
+        n = wp.sqrt((q[3] * q[3] + q[0] * q[0]) + (q[1] * q[1] + q[2] * q[2]))
         if n < scalar(MINVAL):
             return quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
-        return quat(q[0] / n, q[1] / n, q[2] / n, q[3] / n)
+        if wp.abs(n - scalar(1.0)) <= scalar(MINVAL):
+            return q
+        inv = scalar(1.0) / n
+        return quat(q[0] * inv, q[1] * inv, q[2] * inv, q[3] * inv)
+
+    @wp.func_grad(quat_normalize)
+    def adj_quat_normalize(q: quat, adj_ret: quat):
+        """The derivative of q / |q| even where the forward pass keeps q (a norm within mjMINVAL
+        of 1): the map is a normalization, and finite differences see one; none below mjMINVAL
+        (the identity is a constant)."""
+        n = wp.sqrt((q[3] * q[3] + q[0] * q[0]) + (q[1] * q[1] + q[2] * q[2]))
+        if n >= scalar(MINVAL):
+            v = q / n
+            wp.adjoint[q] += (adj_ret - v * wp.dot(v, adj_ret)) / n
+
+    @wp.func
+    def quat_mul(a: quat, b: quat):
+        """mju_mulQuat (engine_util_spatial.c) with the installed MuJoCo's bits: each component's
+        four products summed in pairs, first two plus last two of the source's order (checked
+        against mujoco.mju_mulQuat; Warp's product sums in another order). Warp's storage x, y,
+        z, w."""
+        return quat((a[3] * b[0] + a[0] * b[3]) + (a[1] * b[2] - a[2] * b[1]),
+                    (a[3] * b[1] - a[0] * b[2]) + (a[1] * b[3] + a[2] * b[0]),
+                    (a[3] * b[2] + a[0] * b[1]) + (a[2] * b[3] - a[1] * b[0]),
+                    (a[3] * b[3] - a[0] * b[0]) - (a[1] * b[1] + a[2] * b[2]))
+
+    @wp.func
+    def quat_to_mat(q: quat):
+        """mju_quat2Mat (engine_util_spatial.c) with the installed MuJoCo's bits: the diagonal's
+        squares summed in pairs as the binary does (checked against mujoco.mju_quat2Mat); its
+        shortcut for the identity gives the same matrix as the general formula, which also keeps
+        the derivative there."""
+        q00 = q[3] * q[3]
+        q01 = q[3] * q[0]
+        q02 = q[3] * q[1]
+        q03 = q[3] * q[2]
+        q11 = q[0] * q[0]
+        q12 = q[0] * q[1]
+        q13 = q[0] * q[2]
+        q22 = q[1] * q[1]
+        q23 = q[1] * q[2]
+        q33 = q[2] * q[2]
+        two = scalar(2.0)
+        return mat33((q00 - q22) + (q11 - q33), two * (q12 - q03), two * (q13 + q02),
+                     two * (q12 + q03), (q00 + q22) - (q11 + q33), two * (q23 - q01),
+                     two * (q13 - q02), two * (q23 + q01), (q00 - q22) - (q11 - q33))
+
+    @wp.func
+    def rot_vec_quat(v: vec3, q: quat):
+        """mju_rotVecQuat (engine_util_spatial.c, mji_rotVecQuat) with its bits: t = w v + u x v,
+        v + 2 u x t for q = (w, u) (the shortcut for the identity gives the same vector)."""
+        t = vec3(q[3] * v[0] + q[1] * v[2] - q[2] * v[1],
+                 q[3] * v[1] + q[2] * v[0] - q[0] * v[2],
+                 q[3] * v[2] + q[0] * v[1] - q[1] * v[0])
+        two = scalar(2.0)
+        return vec3(v[0] + two * (q[1] * t[2] - q[2] * t[1]),
+                    v[1] + two * (q[2] * t[0] - q[0] * t[2]),
+                    v[2] + two * (q[0] * t[1] - q[1] * t[0]))
 
     @wp.func
     def axis_angle_quat(axis: vec3, angle: scalar):
@@ -510,6 +570,9 @@ def _build_funcs(scalar, vec3, vec6, vec10, quat, mat33):
     f.quat_from_qpos = quat_from_qpos
     f.quat_to_qpos = quat_to_qpos
     f.quat_normalize = quat_normalize
+    f.quat_mul = quat_mul
+    f.quat_to_mat = quat_to_mat
+    f.rot_vec_quat = rot_vec_quat
     f.axis_angle_quat = axis_angle_quat
     f.quat_integrate = quat_integrate
     f.quat_to_vel = quat_to_vel
