@@ -657,8 +657,8 @@ def test_run_scalars_averages_what_a_run_logged(tmp_path):
 def test_model_corpus_counts_what_loads_and_matches(tmp_path):
     """tools/model_corpus.py over four files: one MuJoCo does not compile (out of the count), one
     simrl refuses (an actuator's user activation dynamics, named), one that matches (the
-    wrapping tendons) and one that does not (a singular mass matrix: MuJoCo stays finite,
-    simrl's step does not), so 1 of 3."""
+    wrapping tendons) and one that does not (three iterations of MuJoCo's PGS solver, which
+    simrl solves by Newton: documented, tests/test_mjcf_features.py), so 1 of 3."""
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "wrap.xml").write_text((ROOT / "tests" / "data" / "tendon_wrap.xml").read_text())
@@ -666,15 +666,16 @@ def test_model_corpus_counts_what_loads_and_matches(tmp_path):
     (corpus / "user.xml").write_text("""<mujoco><worldbody><geom type="plane" size="1 1 .1"/>
       <body name="b" pos="0 0 .5"><joint name="j" type="hinge"/><geom size=".1"/></body></worldbody>
       <actuator><general joint="j" dyntype="user"/></actuator></mujoco>""")
-    (corpus / "singular.xml").write_text("""<mujoco><worldbody><body><joint type="slide" axis="1 0 0"/>
-      <joint type="slide" axis="0 1 0"/><joint type="slide" axis="1 1 0"/><joint type="slide" axis="0 0 1"/>
-      <geom type="box" size=".05 .05 .05" mass="1"/></body></worldbody></mujoco>""")
+    (corpus / "pgs.xml").write_text("""<mujoco><option solver="PGS" iterations="3"/><worldbody>
+      <geom type="plane" size="1 1 .1"/>
+      <body pos="0 0 .049" euler="5 3 0"><freejoint/><geom type="box" size=".05 .05 .05"/></body>
+      </worldbody></mujoco>""")
     out = tmp_path / "rows.json"
     result = run("tools/model_corpus.py", str(corpus), "--json", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "MuJoCo compiles 3 of 4; simrl loads 2 and matches 1: 1/3 = 33.3%" in result.stdout, result.stdout
     rows = {Path(r["model"]).name: r for r in json.loads(out.read_text())}
-    assert [rows[n]["status"] for n in ("broken.xml", "user.xml", "wrap.xml", "singular.xml")] == [
+    assert [rows[n]["status"] for n in ("broken.xml", "user.xml", "wrap.xml", "pgs.xml")] == [
         "mujoco refuses", "refused", "match", "mismatch"]
     assert "dyntype='user'" in rows["user.xml"]["reason"]
     assert rows["wrap.xml"]["qacc"] < 1e-12 and rows["wrap.xml"]["qpos"] < 1e-12

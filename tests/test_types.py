@@ -29,6 +29,8 @@ MUJOCO_ENUMS = {
     "SensorType": ("mjtSensor", "mjSENS_"),
     "DataType": ("mjtDataType", "mjDATATYPE_"),
     "ConDataField": ("mjtConDataField", "mjCONDATA_"),
+    "RayDataField": ("mjtRayDataField", "mjRAYDATA_"),
+    "CamLight": ("mjtCamLight", "mjCAMLIGHT_"),
 }
 
 
