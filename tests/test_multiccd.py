@@ -375,8 +375,9 @@ def test_a_tie_of_polygon_quads_breaks_as_mujocos():
     has 15 points, and polygon_quad's walk meets two degenerate quadrilaterals, (8, 8, 9, 11) and
     (8, 9, 9, 11), whose areas differ in the last bit (tools/aloha_quad_tie.py). simrl, like
     MuJoCo's C source, keeps the first (contacts A, A, B, C); the MuJoCo 4.0.1 binary the second
-    (A, B, B, C). Taking the crossings' t from the signed distances, dP / (dP - dQ) or
-    -dP / (n . PQ), reproduces the binary here but breaks the resting-cylinder ties above."""
+    (A, B, B, C). Other roundings of polygon_clip's crossings reproduce the binary here (t =
+    dP / (dP - dQ), t = -dP / (n . PQ), or the crossing measured from Q), but each breaks the
+    tie of the cylinder cap lying flat above, which the C source's rounding gets right."""
     mujoco_warp = pytest.importorskip("mujoco_warp")
     from pathlib import Path
 

@@ -8,7 +8,9 @@ keeps (8, 8, 9, 11), contacts A, A, B, C; the MuJoCo 4.0.1 binary gives A, B, B,
 
     python tools/aloha_quad_tie.py [path/to/aloha_pot/scene.xml]
 
-Needs only mujoco and numpy; the clipping is polygonClip/polygonQuad of engine_collision_gjk.c
+`intersect 1` (t = dP / (dP - dQ)) picks the binary's quad here, but the same rounding in
+simrl's polygon_clip breaks the flat cylinder cap of tests/test_multiccd.py. Needs only mujoco
+and numpy; the clipping is polygonClip/polygonQuad of engine_collision_gjk.c
 with MuJoCo Warp 4.0.0's tolerances, as simrl.sim.collision_multiccd ports them.
 """
 
