@@ -140,10 +140,13 @@ def test_browser_draws_the_robot_moving_and_steers_only_the_worlds(tmp_path):
 
     assert _messages.ShareUrlRequest not in viewer.server._websock_server._incoming_handlers
     viewer.controls.contact_forces = False  # red arrows: keep the image to the robot and the ground
-    calls = [0]
+    calls, seen = [0], {}
 
     def swing(obs):  # every joint target swinging by 1.5 rad: the legs move whatever the policy
         calls[0] += 1
+        # the commands the policy acts on (a world that falls in env.step resamples its own
+        # until the page's command is written again before the next action)
+        seen["commands"] = env.commands.clone()
         return torch.full((env.num_envs, env.num_actions), 1.5 * math.sin(0.25 * calls[0]))
 
     result, stop = {}, threading.Event()
@@ -165,7 +168,7 @@ def test_browser_draws_the_robot_moving_and_steers_only_the_worlds(tmp_path):
             viewer.controls.command[:] = (0.7, -0.3, 0.4)
             viewer.controls.override_command = True
         time.sleep(1.0)
-        commands = env.commands.clone()
+        commands = seen["commands"]
     finally:
         stop.set()
         browser.close()
