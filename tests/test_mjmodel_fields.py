@@ -162,7 +162,11 @@ def away_from_default(value: np.ndarray, default):
 
 # refused fields that are empty (or a size) in any model without their feature: a model with it
 REFUSED_BY_MODEL = {
-    "nflex": '<deformable><flex name="f" dim="1" body="ball box" vertex="0 0 0 0 0 0" element="0 1"/></deformable>',
+    # a flex of bodies that collides (contype 1 by default), and a 2-D one that does not
+    "flex_contype": '<deformable><flex name="f" dim="1" body="ball box" vertex="0 0 0 0 0 0" element="0 1"/>'
+                    '</deformable>',
+    "flex_dim": '<deformable><flex name="f" dim="2" body="ball box target" vertex="0 0 0 0 0 0 0 0 0" '
+                'element="0 1 2"><contact contype="0" conaffinity="0" selfcollide="none"/></flex></deformable>',
     "nplastic": '<tendon><fixed name="y" stiffness="1" springyield="0.5"><joint joint="hinge" coef="1"/>'
                 '</fixed></tendon>',
     "nhistory": '<actuator><motor name="late" joint="hinge" delay="0.01" nsample="4"/></actuator>',

@@ -30,8 +30,28 @@ CASES = {
     "rangefinder on a camera": (body('<camera name="c" resolution="4 3"/>',
                                      extra='<sensor><rangefinder name="r" camera="c"/></sensor>'),
                                 r"<sensor><rangefinder camera=...> 'r': a rangefinder on a camera"),
-    "flex": ('<mujoco><worldbody><flexcomp name="f" type="grid" count="2 2 1" spacing=".1 .1 .1" pos="0 0 1"/>'
-             '</worldbody></mujoco>', r"<flex>/<flexcomp>: 1 flex object\(s\) are not supported"),
+    "2-D flex": ('<mujoco><worldbody><flexcomp name="f" type="grid" count="2 2 1" spacing=".1 .1 .1" pos="0 0 1">'
+                 '<contact contype="0" conaffinity="0" selfcollide="none"/></flexcomp></worldbody></mujoco>',
+                 r"<flex>/<flexcomp> 'f': dim=2: only 1-D flexes"),
+    "colliding flex": ('<mujoco><worldbody><flexcomp name="f" type="grid" count="3 1 1" spacing=".1 .1 .1" '
+                       'pos="0 0 1" dim="1"><edge equality="true"/></flexcomp></worldbody></mujoco>',
+                       r"<flex>/<flexcomp> 'f': <contact contype='1' conaffinity='1'>: flex collisions are not"),
+    "self-colliding flex": ('<mujoco><worldbody><flexcomp name="f" type="grid" count="3 1 1" spacing=".1 .1 .1" '
+                            'pos="0 0 1" dim="1"><contact contype="0" conaffinity="0" selfcollide="auto"/>'
+                            '</flexcomp></worldbody></mujoco>',
+                            r"<flex>/<flexcomp> 'f': <contact selfcollide='auto'>: flex self-collisions"),
+    "interpolated flex": ('<mujoco><worldbody><flexcomp name="f" type="grid" count="3 3 3" spacing=".1 .1 .1" '
+                          'pos="0 0 1" dim="3" dof="trilinear"><contact contype="0" conaffinity="0" '
+                          'selfcollide="none"/></flexcomp></worldbody></mujoco>',
+                          r"<flex>/<flexcomp> 'f': vertices interpolated from nodes"),
+    "flex elasticity": ('<mujoco><worldbody><flexcomp name="f" type="grid" count="3 1 1" spacing=".1 .1 .1" '
+                        'pos="0 0 1" dim="1"><contact contype="0" conaffinity="0" selfcollide="none"/>'
+                        '<elasticity young="1e4" damping="0.1"/></flexcomp></worldbody></mujoco>',
+                        r"<flex>/<flexcomp> 'f': <elasticity>: flex elasticity and damping are not supported"),
+    "flex edge spring": ('<mujoco><worldbody><flexcomp name="f" type="grid" count="3 1 1" spacing=".1 .1 .1" '
+                         'pos="0 0 1" dim="1"><contact contype="0" conaffinity="0" selfcollide="none"/>'
+                         '<edge stiffness="10"/></flexcomp></worldbody></mujoco>',
+                         r"<flex>/<flexcomp> 'f': <edge stiffness='10' damping='0'>: flex edge spring-dampers"),
     "SO(3) transmission (orientation servo)": (
         '<mujoco><worldbody><body pos="0 0 1"><joint name="b" type="ball"/><geom size="0.1" mass="1"/></body>'
         '</worldbody><actuator><orientation name="m" joint="b" kp="1"/></actuator></mujoco>',

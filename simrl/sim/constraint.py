@@ -1,4 +1,4 @@
-"""Constraint rows: equality constraints (connect, weld, joint, tendon), dof and tendon friction
+"""Constraint rows: equality constraints (connect, weld, joint, tendon, flex), dof and tendon friction
 loss, joint and tendon limits and contacts in the pyramidal or the elliptic friction cone, with
 MuJoCo's soft-constraint parameters (engine_core_constraint.c: mj_instantiateEquality,
 mj_instantiateFriction, mj_instantiateLimit, mj_instantiateContact, mj_diagApprox,
@@ -6,21 +6,22 @@ getsolparam, getimpedance, mj_makeImpedance, mj_referenceConstraint; doc/computa
 "Constraint model" and "Parameters").
 
 The rows of a world come in MuJoCo's order (mj_makeConstraint): the rows of every equality
-constraint (3 per connect, 6 per weld, 1 per joint or tendon equality), one row per dof and then
-per tendon with friction loss, two rows per limited hinge or slide joint (lower, upper) and one
-per limited ball joint, two per limited tendon; these have fixed places, decided when the model
-is loaded (see `Model`). Then the rows of the contacts (1 for condim 1, 2 (condim - 1) pyramid
-edges otherwise: sliding in two directions for condim 3, with torsion for condim 4, with rolling
-about both tangents for condim 6; in the elliptic cone condim rows: the normal, then one per
-friction direction), placed each evaluation by `efc_address`: the slots that hold a contact
-within its margin, in slot order, one after another, by a prefix sum (no atomics: the same
-places every run), up to the row budget (Model.nefc, `njmax`); what does not fit is left out,
-the last in slot order first, and flagged (Data.overflow). Data.nefc[w] counts the rows in use;
-Data.efc_type, efc_id, efc_sub say what each is, Data.efc_cols its column set: a row's
-Jacobian can be non-zero only in those columns (Model.efc_colind, fixed when the model is
-loaded), so only those are written and read. `efc_active` says which fixed rows exist in the
-current state (an inactive row has D = 0 and force 0); every contact row is active.
-`efc_list[:efc_nactive]` lists the active rows in increasing order: later stages iterate it.
+constraint (3 per connect, 6 per weld, 1 per joint or tendon equality, 1 per non-rigid edge of a
+flex), one row per dof and then per tendon with friction loss, two rows per limited hinge or
+slide joint (lower, upper) and one per limited ball joint, two per limited tendon; these have
+fixed places, decided when the model is loaded (see `Model`). Then the rows of the contacts (1
+for condim 1, 2 (condim - 1) pyramid edges otherwise: sliding in two directions for condim 3,
+with torsion for condim 4, with rolling about both tangents for condim 6; in the elliptic cone
+condim rows: the normal, then one per friction direction), placed each evaluation by
+`efc_address`: the slots that hold a contact within its margin, in slot order, one after
+another, by a prefix sum (no atomics: the same places every run), up to the row budget
+(Model.nefc, `njmax`); what does not fit is left out, the last in slot order first, and flagged
+(Data.overflow). Data.nefc[w] counts the rows in use; Data.efc_type, efc_id, efc_sub say what
+each is, Data.efc_cols its column set: a row's Jacobian can be non-zero only in those columns
+(Model.efc_colind, fixed when the model is loaded), so only those are written and read.
+`efc_active` says which fixed rows exist in the current state (an inactive row has D = 0 and
+force 0); every contact row is active. `efc_list[:efc_nactive]` lists the active rows in
+increasing order: later stages iterate it.
 
 Elements: `equality_rows` (the rows of one equality constraint), `friction_row` and
 `limit_row` (one row each), `contact_rows` (the rows of one contact slot), each writing only
@@ -325,6 +326,46 @@ def build(scalar):
                 add_equality_dof(m, d, w, r0, nrow, i, offset, sign, qleft, qright, torquescale)
 
     @wp.func
+    def add_point_direction_jacobian(m: Model, d: Data, w: int, r: int, body: int, point: vec3, direction: vec3,
+                                     sign: scalar):
+        """sign x direction . (the translational Jacobian of `point` on `body`) added to row r
+        (mj_jac, for the dofs of the chain that moves the body)."""
+        dof = m.body_dofend[body]
+        if dof >= 0:
+            offset = point - d.subtree_com[w, m.body_rootid[body]]
+            # the body's last dof, then its ancestors (one call site: a smaller GPU kernel)
+            adr = m.dof_ancestor_adr[dof]
+            for k in range(adr - 1, adr + m.dof_ancestor_num[dof]):
+                i = dof
+                if k >= adr:
+                    i = m.dof_ancestor[k]
+                cdof = d.cdof[w, i]
+                jp = vec3(cdof[3], cdof[4], cdof[5]) + wp.cross(vec3(cdof[0], cdof[1], cdof[2]), offset)
+                d.efc_J[w, r, i] += sign * wp.dot(direction, jp)
+
+    @wp.func
+    def flex_edge_row(m: Model, d: Data, w: int, r: int, i: int, solimp: vec5, kk: scalar, bb: scalar):
+        """Row r, flex edge i of a flex equality (mj_flex, mj_instantiateEquality mjEQ_FLEX):
+        residual = edge length - length0, J = u' (J_2 - J_1), u the unit vector from vertex 1 to
+        vertex 2, J_k the translational Jacobian of vertex k (at xpos + xmat flex_vert of its body);
+        R from flexedge_invweight0 (mj_diagApprox)."""
+        fe = m.flexedge[i]
+        p1 = d.xpos[w, fe.body1] + d.xmat[w, fe.body1] * fe.vert1
+        p2 = d.xpos[w, fe.body2] + d.xmat[w, fe.body2] * fe.vert2
+        v = p2 - p1
+        length = wp.length(v)
+        # mju_normalize3: below mjMINVAL the direction is the x axis
+        u = vec3(scalar(1.0), scalar(0.0), scalar(0.0))
+        if length >= scalar(MINVAL):
+            u = v * (scalar(1.0) / length)
+        zero_jacobian(m, d, w, r)
+        add_point_direction_jacobian(m, d, w, r, fe.body2, p2, u, scalar(1.0))
+        add_point_direction_jacobian(m, d, w, r, fe.body1, p1, u, scalar(-1.0))
+        pos = length - fe.length0
+        imp = impedance(solimp, pos, scalar(0.0))
+        set_row(d, w, r, pos, scalar(0.0), scalar(0.0), imp, regularizer(imp, fe.invweight0), kk, bb)
+
+    @wp.func
     def coupling(c: vec5, dif: scalar):
         """The polynomial of a joint or tendon coupling, c1 dif + c2 dif^2 + c3 dif^3 + c4 dif^4,
         and its derivative (mj_instantiateEquality)."""
@@ -368,28 +409,40 @@ def build(scalar):
                                           m.eq[e].torquescale)
         return equality_jacobian
 
-    def make_equality_rows(bodies: bool, joints: bool, tendons: bool, jacobian: bool = True):
+    def make_equality_rows(bodies: bool, joints: bool, tendons: bool, jacobian: bool = True, flexes: bool = False):
         """`equality_rows` for connects and welds (`bodies`), joint couplings, tendon couplings,
-        or all (the differentiable step launches the three apart: in one kernel their generated
-        adjoint needs more registers than a GPU thread should use); a connect's or weld's rows
-        with their Jacobian (`jacobian`) or zeroed (the differentiable step adds it after, with
-        `equality_jacobian`)."""
+        flex edges (`flexes`), or all (the differentiable step launches them apart: in one kernel
+        their generated adjoint needs more registers than a GPU thread should use); a connect's or
+        weld's rows with their Jacobian (`jacobian`) or zeroed (the differentiable step adds it
+        after, with `equality_jacobian`)."""
         @wp.func
         def equality_rows(m: Model, d: Data, w: int, e: int):
             """The rows of equality constraint e (mj_instantiateEquality; mj_diagApprox and
             mj_makeImpedance for its R, K, B): connect, 3 rows, pos_1 - pos_2 of the anchors; weld,
             6 rows, that and torquescale Im(neg(q_2) q_1 relpose); joint, 1 row,
-            q_1 - q0_1 - poly(q_2 - q0_2). A connect's and a weld's impedance is of the norm of
-            their residual. Inactive (eq_active 0): no rows.
+            q_1 - q0_1 - poly(q_2 - q0_2); flex, a row per non-rigid edge (`flex_edge_row`). A
+            connect's and a weld's impedance is of the norm of their residual. Inactive
+            (eq_active 0): no rows.
 
             Model: body_dofend, body_invweight0, body_rootid, dof_ancestor, dof_ancestor_adr, dof_ancestor_num,
-            dof_invweight0, efc_colind, efc_nnz, enable_constraint, enable_refsafe, eq, jnt_dofadr, jnt_qposadr,
-            qpos0, tendon, tendon_colind, timestep. Data in: eq_active, qpos, xpos, xmat, xquat, cdof, subtree_com,
-            ten_length, ten_J. Data out (the constraint's rows): efc_J, efc_active, efc_pos, efc_margin,
-            efc_frictionloss, efc_R, efc_D, efc_K, efc_B, efc_imp, efc_force."""
+            dof_invweight0, efc_colind, efc_nnz, enable_constraint, enable_refsafe, eq, flexedge, jnt_dofadr,
+            jnt_qposadr, qpos0, tendon, tendon_colind, timestep. Data in: eq_active, qpos, xpos, xmat, xquat, cdof,
+            subtree_com, ten_length, ten_J. Data out (the constraint's rows): efc_J, efc_active, efc_pos,
+            efc_margin, efc_frictionloss, efc_R, efc_D, efc_K, efc_B, efc_imp, efc_force."""
             kind = m.eq[e].type
             of_bodies = kind == EqType.CONNECT or kind == EqType.WELD
-            if ((of_bodies and wp.static(bodies)) or (kind == EqType.JOINT and wp.static(joints))
+            if kind == EqType.FLEX:
+                if wp.static(flexes):
+                    r0 = m.eq[e].efc_adr
+                    if m.enable_constraint != 0 and d.eq_active[w, e] != 0:
+                        solimp = clamp_solimp(m.eq[e].solimp)
+                        kk, bb = stiffness_damping(m, m.eq[e].solref, solimp[1])
+                        for k in range(m.eq[e].flexedge_num):
+                            flex_edge_row(m, d, w, r0 + k, m.eq[e].flexedge_adr + k, solimp, kk, bb)
+                    else:
+                        for k in range(m.eq[e].flexedge_num):
+                            clear_row(d, w, r0 + k)
+            elif ((of_bodies and wp.static(bodies)) or (kind == EqType.JOINT and wp.static(joints))
                     or (kind == EqType.TENDON and wp.static(tendons))):
                 r0 = m.eq[e].efc_adr
                 nrow = 1
@@ -513,7 +566,7 @@ def build(scalar):
         enable_constraint, eq, jnt_dofadr, jnt_type. Data in: eq_active, qvel, xpos, xmat, xquat, cvel, cdof,
         cdof_dot, subtree_com, efc_aref. Data out: efc_aref (the constraint's rows)."""
         kind = m.eq[e].type
-        if m.enable_constraint != 0 and d.eq_active[w, e] != 0 and kind != EqType.JOINT and kind != EqType.TENDON:
+        if m.enable_constraint != 0 and d.eq_active[w, e] != 0 and (kind == EqType.CONNECT or kind == EqType.WELD):
             r0 = m.eq[e].efc_adr
             b1 = m.eq[e].body1
             b2 = m.eq[e].body2
@@ -1094,7 +1147,8 @@ def build(scalar):
         d.efc_aref[w, r] = (-d.efc_B[w, r] * vel
                             - d.efc_K[w, r] * d.efc_imp[w, r] * (d.efc_pos[w, r] - d.efc_margin[w, r]))
 
-    return SimpleNamespace(impedance=impedance, equality_rows=make_equality_rows(True, True, True),
+    return SimpleNamespace(impedance=impedance, equality_rows=make_equality_rows(True, True, True, flexes=True),
+                           equality_rows_flexes=make_equality_rows(False, False, False, flexes=True),
                            equality_rows_bodies=make_equality_rows(True, False, False, jacobian=False),
                            equality_jacobian_1=make_equality_jacobian(True),
                            equality_jacobian_2=make_equality_jacobian(False),

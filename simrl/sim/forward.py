@@ -47,6 +47,7 @@ from simrl.sim.schedule import (
     DOFS,
     ELLIPTIC_CONTACTS,
     EQUALITIES,
+    FLEX_EQUALITIES,
     FRAMES,
     FRICTION_ROWS,
     JOINTS,
@@ -189,8 +190,8 @@ def constraint_rows(scalar, lanes: bool, detect: bool = False) -> tuple:
 @functools.cache
 def rows(scalar, grouped: bool = True) -> tuple:
     """mj_makeConstraint once the rows have places (efc_address). `grouped`: each kind of row in
-    one launch; else the differentiable step's finer launches: the equalities of bodies and of
-    joints or tendons apart (a connect's or weld's Jacobian, each body's part, apart from its
+    one launch; else the differentiable step's finer launches: the equalities of bodies, of
+    joints, of tendons and of flexes apart (a connect's or weld's Jacobian, each body's part, apart from its
     rows), the limits of hinges and slides, of ball joints and of tendons apart, a contact's
     Jacobian (each body's part) apart from its rows, the rows of frictionless and pyramidal
     contacts one per element, the two friction cones apart (in one kernel, the generated
@@ -201,7 +202,8 @@ def rows(scalar, grouped: bool = True) -> tuple:
         Pass("equality_jacobian", EQUALITIES, (c.equality_jacobian_1,)),
         Pass("equality_jacobian_2", EQUALITIES, (c.equality_jacobian_2,)),
         Pass("equality_rows_joint", EQUALITIES, (c.equality_rows_joints,)),
-        Pass("equality_rows_tendon", EQUALITIES, (c.equality_rows_tendons,)))) + (
+        Pass("equality_rows_tendon", EQUALITIES, (c.equality_rows_tendons,)),
+        Pass("equality_rows_flex", FLEX_EQUALITIES, (c.equality_rows_flexes,)))) + (
         Pass("friction_rows", FRICTION_ROWS, (c.friction_row,)),
     ) + ((Pass("limit_rows", LIMIT_ROWS, (c.limit_row,)),
           Pass("contact_rows", CONTACTS, (c.contact_rows,))) if grouped else (

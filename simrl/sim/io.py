@@ -40,6 +40,7 @@ from simrl.sim.model import (
     contact_sensor_struct,
     element_structs,
     far_struct,
+    flexedge_struct,
     model_struct,
     muscle_struct,
     tendon_structs,
@@ -75,11 +76,13 @@ WRENCH_SENSOR_TYPES = (SensorType.TOUCH, SensorType.FORCE, SensorType.TORQUE)
 RAY_GEOM_TYPES = (GeomType.PLANE, GeomType.HFIELD, GeomType.SPHERE, GeomType.CAPSULE, GeomType.ELLIPSOID,
                   GeomType.CYLINDER, GeomType.BOX)
 
-#: constraint rows of each supported equality type
 #: far-testable runs per group of the broadphase (simrl.sim.broadphase: a group far from the
 #: moving geoms is left out with one test; on a terrain of 130 boxes, 17 tests instead of 130)
 BP_GROUP_RUNS = 8
+#: constraint rows of each supported equality type (a flex equality: one per non-rigid edge,
+#: `flex_rows`)
 EQ_ROWS = {EqType.CONNECT: 3, EqType.WELD: 6, EqType.JOINT: 1, EqType.TENDON: 1}
+SUPPORTED_EQ = (*EQ_ROWS, EqType.FLEX)
 
 #: activation dynamics the engine implements (mj_fwdActuation); muscle, dcmotor, pid and user are refused
 SUPPORTED_DYN = (DynType.NONE, DynType.INTEGRATOR, DynType.FILTER, DynType.FILTEREXACT, DynType.MUSCLE)
@@ -353,6 +356,71 @@ def standalone_free_bodies(mjm: mujoco.MjModel) -> list[int]:
     return bodies
 
 
+def flex_problems(mjm: mujoco.MjModel) -> list[str]:
+    """What the engine does not implement of the model's flexes. It implements 1-D flexes (cables)
+    whose vertices are bodies, as <flexcomp dim="1" dof="full"> (or "radial") builds them, held
+    together by their edge equality (<edge equality="true"/>, mjEQ_FLEX): the bodies and joints
+    are ordinary ones; what the flex adds is one constraint row per edge (mj_flex,
+    mj_instantiateEquality). Collisions, interpolated vertices, elasticity, edge spring-dampers
+    and plasticity are refused."""
+    problems = []
+    for f in range(mjm.nflex):
+        where = f"<flex>/<flexcomp> {_name(mjm, ObjType.FLEX, f)}"
+        if int(mjm.flex_dim[f]) != 1:
+            problems.append(f"{where}: dim={int(mjm.flex_dim[f])}: only 1-D flexes (dim=1, cables) are supported")
+        if int(mjm.flex_interp[f]) != 0:
+            problems.append(f"{where}: vertices interpolated from nodes (<flexcomp dof='trilinear'> or "
+                            "'quadratic') are not supported; use dof='full' or 'radial'")
+        if int(mjm.flex_contype[f]) or int(mjm.flex_conaffinity[f]):
+            problems.append(f"{where}: <contact contype='{int(mjm.flex_contype[f])}' "
+                            f"conaffinity='{int(mjm.flex_conaffinity[f])}'>: flex collisions are not supported "
+                            "(set both to 0)")
+        if int(mjm.flex_selfcollide[f]) != mujoco.mjtFlexSelf.mjFLEXSELF_NONE:
+            mode = mujoco.mjtFlexSelf(int(mjm.flex_selfcollide[f])).name.removeprefix("mjFLEXSELF_").lower()
+            problems.append(f"{where}: <contact selfcollide='{mode}'>: flex self-collisions are not supported "
+                            "(set selfcollide='none')")
+        if int(mjm.flex_passive[f]):
+            problems.append(f"{where}: <contact passive='true'>: passive flex contacts are not supported")
+        if mjm.flex_edgestiffness[f] != 0 or mjm.flex_edgedamping[f] != 0:
+            problems.append(f"{where}: <edge stiffness='{mjm.flex_edgestiffness[f]:g}' "
+                            f"damping='{mjm.flex_edgedamping[f]:g}'>: flex edge spring-dampers are not supported "
+                            "(set both to 0; <edge equality='true'> holds the edges' lengths)")
+        if (mjm.flex_damping[f] != 0 or int(mjm.flex_stiffnessadr[f]) >= 0 or int(mjm.flex_bendingadr[f]) >= 0):
+            problems.append(f"{where}: <elasticity>: flex elasticity and damping are not supported "
+                            "(remove <elasticity>)")
+        if int(mjm.flex_plasticadr[f]) >= 0:
+            problems.append(f"{where}: flex plasticity is not supported")
+        if int(mjm.flex_edgeequality[f]) not in (0, 1):
+            problems.append(f"{where}: <edge equality='{int(mjm.flex_edgeequality[f])}'>: only the edge "
+                            "equality (equality='true') is supported")
+    return problems
+
+
+def flex_rows(mjm: mujoco.MjModel, f: int) -> list[int]:
+    """The edges of flex f that a flex equality constrains, one row each: the non-rigid ones
+    (their vertices on different bodies), in edge order (mj_instantiateEquality, mjEQ_FLEX)."""
+    adr, num = int(mjm.flex_edgeadr[f]), int(mjm.flex_edgenum[f])
+    return [e for e in range(adr, adr + num) if not mjm.flexedge_rigid[e]]
+
+
+def equality_rows(mjm: mujoco.MjModel, i: int) -> int:
+    """The constraint rows of equality constraint i."""
+    kind = int(mjm.eq_type[i])
+    return len(flex_rows(mjm, int(mjm.eq_obj1id[i]))) if kind == EqType.FLEX else EQ_ROWS[kind]
+
+
+def flex_edge_vertices(mjm: mujoco.MjModel, f: int, e: int) -> list[tuple[int, np.ndarray]]:
+    """(body, offset in the body's frame) of each vertex of edge e of flex f: mj_flex places a
+    vertex at its body's origin where the flex is centered (or its flex_vert is zero), else at
+    xpos + xmat flex_vert."""
+    out = []
+    for k in (0, 1):
+        v = int(mjm.flex_vertadr[f]) + int(mjm.flex_edge[e, k])
+        offset = np.zeros(3) if mjm.flex_centered[f] else np.asarray(mjm.flex_vert[v], dtype=np.float64)
+        out.append((int(mjm.flex_vertbodyid[v]), offset))
+    return out
+
+
 def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
     """Everything in `mjm` that changes the dynamics and that this engine does not implement.
 
@@ -374,8 +442,7 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
                             "not supported")
     if mjm.nplugin:
         problems.append(f"<plugin>: {mjm.nplugin} plugin instance(s) are not supported")
-    if mjm.nflex:
-        problems.append(f"<flex>/<flexcomp>: {mjm.nflex} flex object(s) are not supported")
+    problems.extend(flex_problems(mjm))
     if getattr(mjm, "nplastic", 0):
         problems.append("<joint springyield> or <tendon springyield>: plasticity is not supported")
     # the refused mjModel fields the checks below do not name (simrl.sim.mjmodel_fields)
@@ -387,10 +454,10 @@ def unsupported_features(mjm: mujoco.MjModel) -> list[str]:
         for i in range(mjm.neq):
             kind = int(mjm.eq_type[i])
             ename = _name(mjm, ObjType.EQUALITY, i)
-            if kind not in EQ_ROWS:
+            if kind not in SUPPORTED_EQ:
                 tag = EqType(kind).name.lower()
-                problems.append(f"<equality><{tag}> {ename}: only connect, weld, joint and tendon equality "
-                                "constraints are supported " + how.format("equality"))
+                problems.append(f"<equality><{tag}> {ename}: only connect, weld, joint, tendon and flex edge "
+                                "equality constraints are supported " + how.format("equality"))
             elif kind == EqType.JOINT:
                 for j in (int(mjm.eq_obj1id[i]), int(mjm.eq_obj2id[i])):
                     if j >= 0 and int(mjm.jnt_type[j]) not in (JointType.HINGE, JointType.SLIDE):
@@ -554,9 +621,13 @@ def _dof_chain(mjm, body: int) -> list[int]:
     return chain
 
 
-def _row_columns(mjm, efc_type: int, efc_id: int) -> list[int]:
+def _row_columns(mjm, efc_type: int, efc_id: int, efc_sub: int) -> list[int]:
     """Increasing column indices where the Jacobian of a row before the contacts' can be non-zero."""
     if efc_type == ConstraintType.EQUALITY:
+        if int(mjm.eq_type[efc_id]) == EqType.FLEX:
+            f = int(mjm.eq_obj1id[efc_id])
+            (b1, _), (b2, _) = flex_edge_vertices(mjm, f, flex_rows(mjm, f)[efc_sub])
+            return sorted(set(_dof_chain(mjm, b1)) | set(_dof_chain(mjm, b2)))
         if int(mjm.eq_type[efc_id]) == EqType.TENDON:
             tens = [t for t in (int(mjm.eq_obj1id[efc_id]), int(mjm.eq_obj2id[efc_id])) if t >= 0]
             return sorted({c for t in tens for c in tendon_columns(mjm, t)})
@@ -902,15 +973,16 @@ class Model:
         m.cpair_solimp = arr(np.reshape(tables["solimp"], (-1, 5)), T.vec5)
         m.cpair_friction = shared(np.reshape(tables["friction"], (-1, 5)), T.vec5, 5)
 
-        # rows (mj_makeConstraint's order): equality (3 per connect, 6 per weld, 1 per joint),
-        # friction loss dofs, limits (2 per hinge/slide, 1 per ball), contact rows
+        # rows (mj_makeConstraint's order): equality (3 per connect, 6 per weld, 1 per joint or
+        # tendon, 1 per non-rigid edge of a flex), friction loss dofs, limits (2 per hinge/slide,
+        # 1 per ball), contact rows
         efc_type, efc_id, efc_sub = [], [], []
         eq_adr = []
         eq_on = constraint_on and not flags & DisableBit.EQUALITY
         for i in range(mjm.neq):
             eq_adr.append(len(efc_type))
             if eq_on:
-                for e in range(EQ_ROWS[int(mjm.eq_type[i])]):
+                for e in range(equality_rows(mjm, i)):
                     efc_type.append(ConstraintType.EQUALITY), efc_id.append(i), efc_sub.append(e)
         ne = len(efc_type)
         self._equality(m, mjm, eq_adr, ints, arr)
@@ -950,7 +1022,7 @@ class Model:
         # the columns where a row's Jacobian can be non-zero, by column set: one per row before the
         # contacts' (set r for row r), then one per candidate pair (set base + p: the dof chains of
         # its two bodies), which every row of its contacts uses (Data.efc_cols)
-        cols = [_row_columns(mjm, t, i) for t, i in zip(efc_type, efc_id, strict=True)]
+        cols = [_row_columns(mjm, t, i, k) for t, i, k in zip(efc_type, efc_id, efc_sub, strict=True)]
         cols += [_pair_columns(mjm, g1, g2) for g1, g2 in tables["geom"]]
         colind = np.zeros((max(1, len(cols)), max(1, mjm.nv)), dtype=np.int32)
         for r, c in enumerate(cols):
@@ -1110,7 +1182,7 @@ class Model:
         for i in range(neq):
             kind, data = int(mjm.eq_type[i]), np.asarray(mjm.eq_data[i], dtype=np.float64)
             ident = np.array([1.0, 0.0, 0.0, 0.0])
-            if kind in (EqType.JOINT, EqType.TENDON):
+            if kind in (EqType.JOINT, EqType.TENDON, EqType.FLEX):
                 bodies, anchors, quats = (0, 0), (np.zeros(3), np.zeros(3)), (ident, ident)
                 j1.append(int(mjm.eq_obj1id[i])), j2.append(int(mjm.eq_obj2id[i]))
             else:
@@ -1129,7 +1201,8 @@ class Model:
             q1.append(quats[0]), q2.append(quats[1])
             ts.append(data[10] if kind == EqType.WELD else 1.0)
         Equality, Sensor = element_structs(self.dtype)
-        eqs = []
+        FlexEdge = flexedge_struct(self.dtype)
+        eqs, edges = [], []
         for i in range(neq):
             e = Equality()
             e.type, e.efc_adr, e.body1, e.body2 = int(mjm.eq_type[i]), eq_adr[i], b1[i], b2[i]
@@ -1143,8 +1216,22 @@ class Model:
             e.polycoef = T.vec5(*[float(x) for x in mjm.eq_data[i, :5]])
             e.solref = T.vec2(*[float(x) for x in mjm.eq_solref[i]])
             e.solimp = T.vec5(*[float(x) for x in mjm.eq_solimp[i]])
+            e.flexedge_adr, e.flexedge_num = len(edges), 0
+            if int(mjm.eq_type[i]) == EqType.FLEX:
+                # the flex's non-rigid edges, a row each (mj_flex's edge length and Jacobian)
+                f = int(mjm.eq_obj1id[i])
+                for edge in flex_rows(mjm, f):
+                    fe = FlexEdge()
+                    (fe.body1, vert1), (fe.body2, vert2) = flex_edge_vertices(mjm, f, edge)
+                    fe.vert1, fe.vert2 = T.vec3(*vert1.tolist()), T.vec3(*vert2.tolist())
+                    fe.length0 = self.dtype(mjm.flexedge_length0[edge])
+                    fe.invweight0 = self.dtype(mjm.flexedge_invweight0[edge])
+                    edges.append(fe)
+                e.flexedge_num = len(edges) - e.flexedge_adr
             eqs.append(e)
         m.eq = wp.array(eqs or [Equality()], dtype=Equality, device=self.device)
+        m.nflexedge = len(edges)
+        m.flexedge = wp.array(edges or [FlexEdge()], dtype=FlexEdge, device=self.device)
         ns = mjm.nsensor
         m.nsensor = ns
         sensors = []

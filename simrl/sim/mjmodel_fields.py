@@ -41,6 +41,8 @@ READ = frozenset("""
     pair_gap pair_friction
     exclude_signature
     eq_type eq_obj1id eq_obj2id eq_objtype eq_active0 eq_solref eq_solimp eq_data
+    nflex flex_vertadr flex_vertbodyid flex_vert flex_centered flex_edgeadr flex_edgenum flex_edge
+    flex_edgeequality flexedge_rigid flexedge_length0 flexedge_invweight0
     tendon_adr tendon_num tendon_limited tendon_actfrclimited tendon_solref_lim tendon_solimp_lim
     tendon_solref_fri tendon_solimp_fri tendon_range tendon_actfrcrange tendon_margin tendon_stiffness
     tendon_damping tendon_armature tendon_frictionloss tendon_lengthspring tendon_length0
@@ -62,7 +64,10 @@ READ = frozenset("""
 #: the value of every element of a refused field when its feature is unused (a field that the
 #: loader checks with a message of its own is in REFUSED_OWN_MESSAGE too)
 REFUSED = {
-    "nflex": 0, "nplugin": 0, "nplastic": 0, "nhistory": 0,
+    "nplugin": 0, "nplastic": 0, "nhistory": 0,
+    "flex_dim": 1, "flex_interp": 0, "flex_contype": 0, "flex_conaffinity": 0, "flex_selfcollide": 0,
+    "flex_passive": 0, "flex_edgestiffness": 0, "flex_edgedamping": 0, "flex_damping": 0, "flex_stiffnessadr": -1,
+    "flex_bendingadr": -1, "flex_plasticadr": -1,
     "actuator_damping": 0, "actuator_armature": 0, "actuator_delay": 0, "actuator_dampingpoly": 0,
     "actuator_plugin": -1, "actuator_ctrlnum": 1, "actuator_outnum": 1, "actuator_history": 0,
     "actuator_historyadr": -1,
@@ -75,7 +80,9 @@ REFUSED = {
 #: the refused fields that simrl.sim.io.unsupported_features checks with a message of its own
 #: (adhesion: only for geoms that can collide)
 REFUSED_OWN_MESSAGE = frozenset("""
-    nflex nplugin nplastic actuator_damping actuator_armature actuator_delay actuator_dampingpoly
+    flex_dim flex_interp flex_contype flex_conaffinity flex_selfcollide flex_passive flex_edgestiffness
+    flex_edgedamping flex_damping flex_stiffnessadr flex_bendingadr flex_plasticadr
+    nplugin nplastic actuator_damping actuator_armature actuator_delay actuator_dampingpoly
     actuator_plugin actuator_ctrlnum actuator_outnum jnt_springyield jnt_stiffnesspoly dof_dampingpoly
     tendon_springyield tendon_stiffnesspoly tendon_dampingpoly sensor_delay sensor_interval sensor_history
     geom_adhesion pair_adhesion
@@ -98,7 +105,12 @@ _DERIVED = ("derived by MuJoCo's compiler from fields simrl reads, for MuJoCo's 
             "trees or islands; simrl derives what it needs itself")
 _MIDPHASE = ("MuJoCo's bounding volumes for its midphase, which decides which pairs its narrow phase tests, not "
              "the contacts (simrl's broadphase keeps every pair that can touch: tests/test_contact_sets.py)")
-_FLEX = "flex objects only (refused: nflex)"
+_FLEX_CONTACT = "flex collisions only (refused: flex_contype, flex_conaffinity, flex_selfcollide, flex_passive)"
+_FLEX_INTERP = "flexes with interpolated vertices only (refused: flex_interp)"
+_FLEX_ELASTIC = ("flex elasticity, bending and passive contacts only (refused: flex_stiffnessadr, flex_bendingadr, "
+                 "flex_damping, flex_passive)")
+_FLEX_ELEMENTS = ("a flex's elements, shells and bounding volumes: its collisions, elasticity and drawing (refused or "
+                  "without effect); its dynamics come from its edges, which simrl reads")
 _PLUGIN = "plugins only (refused: nplugin)"
 _PLASTIC = "plasticity only (refused: nplastic)"
 _SDF = "SDF geoms only (refused as collision pairs by geom type)"
@@ -118,8 +130,18 @@ def _inert() -> dict:
     put("""ncam nlight nmat ntex ntexdata nskin nskinbone nskinbonevert nskinface nskintexvert nskinvert vis""", _DRAW)
     put("""nnumeric nnumericdata ntext ntextdata ntuple ntupledata nuserdata nuser_actuator nuser_body nuser_cam
         nuser_geom nuser_jnt nuser_sensor nuser_site nuser_tendon""", _USER)
-    put("""nflexbending nflexedge nflexelem nflexelemdata nflexelemedge nflexnode nflexshelldata nflexstiffness
-        nflextexcoord nflexvert nefm0L nefm0dof nefmCvert""", _FLEX)
+    put("nflexedge nflexvert nflexelem nflexelemdata nflexelemedge nflexshelldata", _SIZE)
+    put("nflexbending nflexstiffness nefm0L nefm0dof nefmCvert flex_stiffness flex_bending flex_edgeflap efm0_L "
+        "efm0_L_colind efm0_L_rowadr efm0_L_rownnz efm0_dofid efmC_perm", _FLEX_ELASTIC)
+    put("nflexnode flex_node flex_node0 flex_nodeadr flex_nodebodyid flex_nodenum flex_cellnum flex_vertcell "
+        "flex_vert0", _FLEX_INTERP)
+    put("""flex_condim flex_friction flex_margin flex_gap flex_priority flex_solmix flex_solref flex_solimp
+        flex_radius flex_activelayers""", _FLEX_CONTACT)
+    put("""flex_elem flex_elemadr flex_elemnum flex_elemdataadr flex_elemedge flex_elemedgeadr flex_elemlayer
+        flex_shell flex_shelldataadr flex_shellnum flex_bvhadr flex_bvhnum flex_size""", _FLEX_ELEMENTS)
+    put("flex_yield flex_plasticmode", "flex plasticity only (refused: flex_plasticadr)")
+    put("flex_rgba flex_group flex_matid flex_texcoord flex_texcoordadr flex_elemtexcoord flex_flatskin nflextexcoord",
+        _DRAW)
     put("npluginattr npluginstate plugin plugin_attr plugin_attradr plugin_stateadr plugin_statenum", _PLUGIN)
     put("noct oct_aabb oct_child oct_coeff oct_depth mesh_octadr mesh_octnum", _SDF)
     put("signature", "a hash of the model's structure")
@@ -136,7 +158,7 @@ def _inert() -> dict:
         tendon_treeid tendon_treenum jnt_actuatorid tendon_actuatorid sensor_needstage
         B_colind B_rowadr B_rownnz D_colind D_diag D_rowadr D_rownnz M_colind M_rowadr M_rownnz
         mapD2M mapM2D mapM2M ten_J_colind ten_J_rowadr ten_J_rownnz flg_adhesion flg_gravcomp
-        flg_surfacevel""", _DERIVED)
+        flg_surfacevel flex_vertnum flex_rigid flexedge_J_colind flexedge_J_rowadr flexedge_J_rownnz""", _DERIVED)
     put("dof_length tree_sleep_policy", "sleeping only (refused: <flag sleep>)")
     put("body_plugin geom_plugin sensor_plugin", _PLUGIN)
     put("jnt_plasticadr tendon_plasticadr key_plastic", _PLASTIC)
@@ -155,8 +177,6 @@ def _inert() -> dict:
     put("key_act key_ctrl key_mpos key_mquat key_qvel key_time", _KEY)
     for prefix in ("cam_", "light_", "mat_", "tex_", "skin_"):
         put(" ".join(f for f in _MJMODEL_FIELDS if f.startswith(prefix) and f not in out and f not in READ), _DRAW)
-    for prefix in ("flex_", "flexedge_", "efm0_", "efmC_"):
-        put(" ".join(f for f in _MJMODEL_FIELDS if f.startswith(prefix)), _FLEX)
     put(" ".join(f for f in _MJMODEL_FIELDS if f.startswith("name_")), _NAME)
     put(" ".join(f for f in _MJMODEL_FIELDS if f.startswith(("numeric_", "text_", "tuple_")) or f.endswith("_user")),
         _USER)

@@ -175,10 +175,11 @@ def element_structs(scalar):
 
     @wp.struct
     class Equality:
-        """One equality constraint (connect, weld, joint, tendon; mjtEq type): its first row; the
+        """One equality constraint (connect, weld, joint, tendon, flex; mjtEq type): its first row; the
         bodies (of the sites) and their anchors in the body frames, the frames' orientations
         relative to the bodies (weld: body 1's relpose), torquescale, site semantics; the joints
-        or tendons and polycoef of joint and tendon equalities (obj2id -1: no second)."""
+        or tendons and polycoef of joint and tendon equalities (obj2id -1: no second); a flex
+        equality's edges, one a row: Model.flexedge[flexedge_adr + k], k < flexedge_num."""
         type: int
         efc_adr: int
         body1: int
@@ -194,6 +195,8 @@ def element_structs(scalar):
         polycoef: T.vec5
         solref: T.vec2
         solimp: T.vec5
+        flexedge_adr: int
+        flexedge_num: int
 
     @wp.struct
     class Sensor:
@@ -323,11 +326,33 @@ def contact_sensor_struct():
 
 
 @functools.cache
+def flexedge_struct(scalar):
+    """The element type of the Model's flex edge table (the rows of flex equality constraints)."""
+    T = scalar_types(scalar)
+
+    @wp.struct
+    class FlexEdge:
+        """One non-rigid edge of a flex whose vertices are bodies (mj_flex): its vertices'
+        bodies (flex_vertbodyid) and the vertices' offsets in those bodies' frames (flex_vert,
+        zero where the flex is centered), its rest length (flexedge_length0) and the diagonal
+        approximation of its inverse inertia (flexedge_invweight0)."""
+        body1: int
+        body2: int
+        vert1: T.vec3
+        vert2: T.vec3
+        length0: scalar
+        invweight0: scalar
+
+    return FlexEdge
+
+
+@functools.cache
 def model_struct(scalar):
     """The Warp struct type that carries a model of precision `scalar` into kernels."""
     T = scalar_types(scalar)
     Tendon, Wrap, Segment = tendon_structs(scalar)
     Equality, Sensor = element_structs(scalar)
+    FlexEdge = flexedge_struct(scalar)
     FarGeom = far_struct(scalar)
     SiteTransmission = transmission_struct(scalar)
     Actuator = actuator_struct(scalar)
@@ -514,11 +539,15 @@ def model_struct(scalar):
         cpair_friction: wp.array2d(dtype=T.vec5)  # [1 or W, ncpair]
         cpair_nrow: wp.array(dtype=int)  # constraint rows of one contact of the pair (contact_tables.contact_rows)
         cpair_efc_type: wp.array(dtype=int)  # mjtConstraint of those rows
-        # equality constraints (connect, weld, joint), mjtEq: the bodies (of the sites) and
+        # equality constraints (connect, weld, joint, tendon, flex), mjtEq: the bodies (of the sites) and
         # their anchors in the body frames, the frames' orientations relative to the bodies
         # (weld: body 1's relpose), torquescale, the joints and polycoef of joint equalities
         neq: int
         eq: wp.array(dtype=Equality)
+        # the edges of the flexes that have an edge equality (dim 1, vertices on bodies), in row
+        # order (Equality.flexedge_adr)
+        nflexedge: int
+        flexedge: wp.array(dtype=FlexEdge)
         # tendons (simrl.sim.tendon, mj_tendon)
         ntendon: int
         tendon_armature_bias: int  # 1: some spatial tendon has armature (mj_tendonBias adds to qfrc_bias)

@@ -79,6 +79,9 @@ PYRAMIDAL_CONTACTS = "pyramidal_contacts"
 ELLIPTIC_CONTACTS = "elliptic_contacts"
 SLOTS_WITH_ROWS = (CONTACTS, PYRAMIDAL_CONTACTS, ELLIPTIC_CONTACTS)
 EQUALITIES = "equalities"  # equality constraints that have rows
+# the equality constraints of a model with flex equalities (none in one without: the
+# differentiable step's pass for their rows)
+FLEX_EQUALITIES = "flex_equalities"
 SENSORS = "sensors"
 CONTACT_SENSORS = "contact_sensors"  # the contact sensors (Model.contact_sensor)
 WRENCH_SENSORS = "wrench_sensors"  # the touch, force and torque sensors (the last Model.nsensor_wrench)
@@ -104,6 +107,7 @@ _RANGES = {ONCE: lambda m: (0, 1), BODIES: lambda m: (0, m.nbody), FRAMES: lambd
            PYRAMIDAL_CONTACTS: lambda m: (0, 0 if m.cone_elliptic else m.nconmax),
            ELLIPTIC_CONTACTS: lambda m: (0, m.nconmax if m.cone_elliptic else 0),
            EQUALITIES: lambda m: (0, m.neq if m.nefc_eq > 0 else 0),
+           FLEX_EQUALITIES: lambda m: (0, m.neq if m.nefc_eq > 0 and m.nflexedge > 0 else 0),
            SENSORS: lambda m: (0, m.nsensor - m.nsensor_ray - m.nsensor_wrench),
            RAY_SENSORS: lambda m: (m.nsensor - m.nsensor_ray - m.nsensor_wrench, m.nsensor_ray),
            WRENCH_SENSORS: lambda m: (m.nsensor - m.nsensor_wrench, m.nsensor_wrench),
@@ -310,6 +314,13 @@ def _range_funcs(scalar):
         return 0, n
 
     @wp.func
+    def flex_equalities(m: Model):
+        n = int(0)
+        if m.nefc_eq > 0 and m.nflexedge > 0:
+            n = m.neq
+        return 0, n
+
+    @wp.func
     def friction_rows(m: Model):
         return m.nefc_eq, m.nefc_friction
 
@@ -330,7 +341,7 @@ def _range_funcs(scalar):
            PYRAMIDAL_CONTACTS: pyramidal_contacts, ELLIPTIC_CONTACTS: elliptic_contacts,
            RAY_SENSORS: ray_sensors, WRENCH_SENSORS: wrench_sensors, CONTACT_SENSORS: contact_sensors,
            TENDONS: tendons, WRAP_TENDONS: wrap_tendons, WRAP_SEGMENTS: wrap_segments,
-           EQUALITIES: equalities, FRICTION_ROWS: friction_rows,
+           EQUALITIES: equalities, FLEX_EQUALITIES: flex_equalities, FRICTION_ROWS: friction_rows,
            LIMIT_ROWS: limit_rows, CONTACT_ROWS: contact_rows}
     assert set(out) == set(_RANGES)
     return out

@@ -567,8 +567,9 @@ class Sim:
         Not recomputed (documented in GUIDE.md "Domain randomization"): stat.meaninertia (which
         MuJoCo 4.0's mj_setConst keeps too; it only scales the solver's stopping test),
         body_subtreemass and actuator_acc0 (the engine reads neither). Raises
-        UnsupportedFeatureError when a tendon's invweight0 would change (tendon limits,
-        frictionloss and equalities read it; it is not kept per world)."""
+        UnsupportedFeatureError when a tendon's or a flex edge's invweight0 would change (tendon
+        limits, frictionloss and equalities, flex equalities read them; they are not kept per
+        world)."""
         import copy
 
         from simrl.errors import UnsupportedFeatureError
@@ -614,6 +615,11 @@ class Sim:
                     f"world {int(w)}: the randomized masses, inertias or armature change tendon_invweight0 "
                     f"(tendon {mujoco.mj_id2name(mjm, ObjType.TENDON, 0)!r}, ...), which the engine "
                     f"keeps for all worlds; randomize bodies that no tendon spans, or no masses")
+            if mjm.nflex and not np.allclose(scratch.flexedge_invweight0, mjm.flexedge_invweight0, rtol=1e-9, atol=0):
+                raise UnsupportedFeatureError(
+                    f"world {int(w)}: the randomized masses, inertias or armature change flexedge_invweight0 "
+                    f"(flex {mujoco.mj_id2name(mjm, ObjType.FLEX, 0)!r}, ...), which the engine keeps for all "
+                    f"worlds; randomize bodies that are not a flex's vertices, or no masses")
         index = torch.as_tensor(worlds, device=dof_iw.device)
         dof_iw[index] = torch.as_tensor(dof_out, dtype=dof_iw.dtype, device=dof_iw.device)
         body_iw[index] = torch.as_tensor(body_out, dtype=body_iw.dtype, device=body_iw.device)

@@ -230,6 +230,7 @@ class ObjType(enum.IntEnum):
     GEOM = 5
     SITE = 6
     CAMERA = 7
+    FLEX = 9
     EQUALITY = 17
     TENDON = 18
     ACTUATOR = 19
