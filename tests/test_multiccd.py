@@ -368,16 +368,13 @@ def test_both_schedules_agree_with_face_clipping():
 
 
 @pytest.mark.slow  # loads aloha_pot (about 15 s on the CPU)
-@pytest.mark.xfail(strict=True, reason="a one-ulp tie in polygon_quad that MuJoCo 4.0.1 breaks the other way")
 def test_a_tie_of_polygon_quads_breaks_as_mujocos():
     """MuJoCo Warp's aloha_pot at step 7 (issue 52's last corpus mismatch): the wrist mesh (geom
     46) and a finger mesh (geom 91) touch face on face, the finger's polygon clipped by the wrist's
     has 15 points, and polygon_quad's walk meets two degenerate quadrilaterals, (8, 8, 9, 11) and
-    (8, 9, 9, 11), whose areas differ in the last bit (tools/aloha_quad_tie.py). simrl, like
-    MuJoCo's C source, keeps the first (contacts A, A, B, C); the MuJoCo 4.0.1 binary the second
-    (A, B, B, C). Other roundings of polygon_clip's crossings reproduce the binary here (t =
-    dP / (dP - dQ), t = -dP / (n . PQ), or the crossing measured from Q), but each breaks the
-    tie of the cylinder cap lying flat above, which the C source's rounding gets right."""
+    (8, 9, 9, 11), whose areas differ in the last bit (tools/aloha_quad_tie.py). With MuJoCo 3's
+    crossing (t from the side plane's offset) the first wins (contacts A, A, B, C); with the
+    MuJoCo 4.0.1 binary's (t = dP / (dP - dQ)) the second, as in the binary (A, B, B, C)."""
     mujoco_warp = pytest.importorskip("mujoco_warp")
     from pathlib import Path
 
