@@ -654,6 +654,13 @@ def build(scalar):
                 kept += 1
         if kept < 1:
             return 0
+        if kept > 4:
+            # more than four points, even of a clipped edge (its near-duplicates): polygonQuad
+            # first, as the 4.0.1 binary's polygonClip (MuJoCo Warp tests the edge first)
+            r = polygon_quad(d, s, pa, kept)
+            for k in range(4):
+                witness_on_face(d, s, out, k, P, d.ccd_clip[s, pa + r[k]], face0, n, dir, d.ccd_cliptag[s, pa + r[k]])
+            return 4
         if nface2 == 2 and kept > 2:
             # an edge: its two farthest points
             best1 = int(0)
@@ -670,11 +677,6 @@ def build(scalar):
             witness_on_face(d, s, out, 0, P, d.ccd_clip[s, pa + best1], face0, n, dir, d.ccd_cliptag[s, pa + best1])
             witness_on_face(d, s, out, 1, P, d.ccd_clip[s, pa + best2], face0, n, dir, d.ccd_cliptag[s, pa + best2])
             return 2
-        if kept > 4:
-            r = polygon_quad(d, s, pa, kept)
-            for k in range(4):
-                witness_on_face(d, s, out, k, P, d.ccd_clip[s, pa + r[k]], face0, n, dir, d.ccd_cliptag[s, pa + r[k]])
-            return 4
         for k in range(kept):
             witness_on_face(d, s, out, k, P, d.ccd_clip[s, pa + k], face0, n, dir, d.ccd_cliptag[s, pa + k])
         return kept
