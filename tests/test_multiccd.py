@@ -320,6 +320,36 @@ def test_resting_cylinders_and_capsules_touch_where_mujocos_do(geom, pos, euler)
         assert np.abs(n0 - n1).max() < tol, (n0, n1)
 
 
+def test_caps_tilted_about_two_axes_touch_where_mujocos_do():
+    """A cylinder's cap tilted by 1 to 5 degrees about two axes on the box floor and on the mesh
+    slab (32 poses): MuJoCo 4.0's contacts, in its order: four corners of the 16-gon where the
+    tilt is within mjFACE_TOL (measured: 26 poses), else EPA's one. Which four of the clipped
+    polygon's near-equal quadrilaterals polygon_quad keeps turns on their last bits: it takes
+    the binary's crossing of a side plane and its tables of the 16-gon's corners."""
+    slab = " ".join(f"{x} {y} {z}" for x in (-.5, .5) for y in (-.5, .5) for z in (-.0625, .0625))
+    fours = 0
+    for x in (0, 3):
+        for a in (1, 2, 3, 4):
+            for b in (1, 2, 3, 5):
+                xml = f"""<mujoco><asset><mesh name="slab" vertex="{slab}"/></asset><worldbody>
+                  <geom type="box" size="1 1 0.1" pos="0 0 -0.1"/><geom type="mesh" mesh="slab" pos="3 0 -0.0625"/>
+                  <body pos="{x} 0 0.19" euler="{a} {b} 0"><freejoint/><geom type="cylinder" size="0.1 0.2"/></body>
+                </worldbody></mujoco>"""
+                mjm = mujoco.MjModel.from_xml_string(xml)
+                mjd = mujoco.MjData(mjm)
+                mujoco.mj_forward(mjm, mjd)
+                sim = Sim.from_model(mjm, num_worlds=1, dtype="float64")
+                sim.forward()
+                theirs, ours = _contacts_by_pair(mjm, mjd, sim, 0).popitem()[1]
+                assert len(theirs) == len(ours), (x, a, b, len(theirs), len(ours))
+                fours += len(theirs) == 4
+                tol = 1e-5 if x == 0 else 2e-4
+                for (d0, p0, _), (d1, p1, _) in zip(theirs, ours, strict=True):
+                    assert abs(d0 - d1) < tol and np.abs(p0 - p1).max() < tol, (x, a, b, d0, d1, p0, p1)
+    print(f"caps tilted about two axes: {fours} of 32 with four contacts")
+    assert fours >= 24, fours
+
+
 def test_cylinder_pairs_mostly_have_mujocos_contacts():
     """Random deep overlaps of cylinder-box, -cylinder and -mesh pairs: MuJoCo 4.0's contact count
     in at least 90% of the pairs (measured: 126 of 127) and its deepest contact within EPA's
@@ -368,16 +398,13 @@ def test_both_schedules_agree_with_face_clipping():
 
 
 @pytest.mark.slow  # loads aloha_pot (about 15 s on the CPU)
-@pytest.mark.xfail(strict=True, reason="a one-ulp tie in polygon_quad that MuJoCo 4.0.1 breaks the other way")
 def test_a_tie_of_polygon_quads_breaks_as_mujocos():
     """MuJoCo Warp's aloha_pot at step 7 (issue 52's last corpus mismatch): the wrist mesh (geom
     46) and a finger mesh (geom 91) touch face on face, the finger's polygon clipped by the wrist's
     has 15 points, and polygon_quad's walk meets two degenerate quadrilaterals, (8, 8, 9, 11) and
-    (8, 9, 9, 11), whose areas differ in the last bit (tools/aloha_quad_tie.py). simrl, like
-    MuJoCo's C source, keeps the first (contacts A, A, B, C); the MuJoCo 4.0.1 binary the second
-    (A, B, B, C). Other roundings of polygon_clip's crossings reproduce the binary here (t =
-    dP / (dP - dQ), t = -dP / (n . PQ), or the crossing measured from Q), but each breaks the
-    tie of the cylinder cap lying flat above, which the C source's rounding gets right."""
+    (8, 9, 9, 11), whose areas differ in the last bit (tools/aloha_quad_tie.py). With MuJoCo 3's
+    crossing (t from the side plane's offset) the first wins (contacts A, A, B, C); with the
+    MuJoCo 4.0.1 binary's (t = dP / (dP - dQ)) the second, as in the binary (A, B, B, C)."""
     mujoco_warp = pytest.importorskip("mujoco_warp")
     from pathlib import Path
 

@@ -41,8 +41,14 @@ tests/test_multiccd.py. These rules follow the binary where the two sources diff
 - a cylinder's side line passes through the witness point (not a support point), starting at
   the cap of its feature's second support point when they are on both caps (an edge of the
   side); geom 1's edges are tried when its feature is no larger than geom 2's, whether or not
-  geom 1 has faces there; the 16-gon's corners come from a table exact in its symmetries: on
-  a cap lying flat, polygon_quad's choice among equal squares depends on the last bit.
+  geom 1 has faces there;
+- polygon_clip's crossing with a side plane is at t = dP / (dP - dQ) from the two points'
+  distances to it, kept for 0 <= t <= 1 (MuJoCo 3's source: from the plane's offset; MuJoCo
+  Warp: with a tolerance and clamped), and a cylinder's 16-gon is the binary's cylinderFace
+  (its tables of cos and sin, 15-digit literals, its order of operations), both read from the
+  disassembly of libmujoco.so.4.0.1: on a cap lying flat, and on meshes touching face on face,
+  polygon_quad's choice among equal quadrilaterals depends on the last bit (aloha_pot,
+  tools/aloha_quad_tie.py).
 With these, box- and mesh-mesh and capsule contacts equal the binary's to rounding; cylinders
 resting on boxes and meshes touch where its do; in deep random overlaps of cylinder pairs the
 count is the binary's in 99% of the pairs, and where two contacts are found some lie elsewhere
@@ -73,12 +79,13 @@ from simrl.sim.types import MINVAL, GeomType
 #: face-face alignment: cos of about 5.1 degrees (mjFACE_TOL); edge-face: |cos| below mjEDGE_TOL
 FACE_TOL = 0.996
 EDGE_TOL = 0.0888
-#: how far outside its segment a crossing with a side plane is kept (clamped to it)
-INTERSECT_TOL = 3e-7
 #: a cylinder's cap as a polygon (MuJoCo 4.0's multicontact): its vertices at angles k pi / 8
 CYLINDER_POLYGON = 16
-#: cos(k pi / 8), k = 0..4, each the double nearest the exact value
-RIM_COS = (1.0, 0.9238795325112867, 0.7071067811865476, 0.3826834323650898, 0.0)
+#: (cos, sin) of k pi / 8 for k = 0..3 as the MuJoCo 4.0.1 binary's cylinderFace tables hold them
+#: (decimal literals of 15 digits, not the nearest doubles: cos and sin of pi / 4 differ in the
+#: last bit); the other twelve corners are these turned by quarter turns, as in its tables
+RIM = ((1.0, 0.0), (0.923879532511287, 0.38268343236509), (0.707106781186548, 0.707106781186547),
+       (0.38268343236509, 0.923879532511287))
 
 
 @functools.cache
@@ -89,8 +96,9 @@ def build(scalar):
     _, _, Obj, _ = ccd_structs(f64)
     zero, one, half = f64(0.0), f64(1.0), f64(0.5)
     face_tol, edge_tol, minval = f64(FACE_TOL), f64(EDGE_TOL), f64(MINVAL)
-    rim1, rim2, rim3 = f64(RIM_COS[1]), f64(RIM_COS[2]), f64(RIM_COS[3])
-    intersect_tol = f64(INTERSECT_TOL)
+    rim1c, rim1s = f64(RIM[1][0]), f64(RIM[1][1])
+    rim2c, rim2s = f64(RIM[2][0]), f64(RIM[2][1])
+    rim3c, rim3s = f64(RIM[3][0]), f64(RIM[3][1])
 
     @wp.func
     def normalize(v: vec3d) -> vec3d:
@@ -583,13 +591,11 @@ def build(scalar):
             return 0
         pn = 4 * P
         out = 7 * P
-        # each edge's side plane: normal and offset (planeNormal)
+        # each edge's side plane's normal (planeNormal)
         for i in range(nface1):
             v1 = d.ccd_clip[s, f1 + i]
             v2 = d.ccd_clip[s, f1 + nxt(i, nface1)]
-            side = normalize(wp.cross(v2 - v1, (v1 + n) - v1))  # planeNormal's rounding
-            d.ccd_clip[s, pn + i] = side
-            d.ccd_clipd[s, i] = wp.dot(side, v1)
+            d.ccd_clip[s, pn + i] = normalize(wp.cross(v2 - v1, (v1 + n) - v1))  # planeNormal's rounding
         pa = int(0)
         pb = 2 * P
         for i in range(nface2):
@@ -599,7 +605,6 @@ def build(scalar):
         for e in range(nface1):
             a = d.ccd_clip[s, f1 + e]
             side = d.ccd_clip[s, pn + e]
-            offset = d.ccd_clipd[s, e]
             nclipped = int(0)
             for i in range(npoly):
                 inext = nxt(i, npoly)
@@ -607,8 +612,10 @@ def build(scalar):
                 q = d.ccd_clip[s, pa + inext]
                 tq = d.ccd_cliptag[s, pa + inext]
                 pq = q - p
-                inside1 = wp.dot(p - a, side) > -minval
-                inside2 = wp.dot(q - a, side) > -minval
+                dp = wp.dot(p - a, side)
+                dq = wp.dot(q - a, side)
+                inside1 = dp > -minval
+                inside2 = dq > -minval
                 if not inside1 and not inside2:
                     continue
                 if inside1 and inside2:
@@ -617,11 +624,13 @@ def build(scalar):
                         d.ccd_cliptag[s, pb + nclipped] = tq
                         nclipped += 1
                     continue
-                tmp = wp.dot(side, pq)
-                if wp.abs(tmp) >= f64(1e-10):
-                    t = (offset - wp.dot(side, p)) / tmp
-                    if t > -intersect_tol and t < one + intersect_tol and nclipped < 2 * P:
-                        t = wp.clamp(t, zero, one)
+                # the crossing from the two distances to the side plane, kept on the segment only
+                # (the MuJoCo 4.0.1 binary's polygonClip; MuJoCo 3's source measures t from the
+                # plane's offset, MuJoCo Warp's with a tolerance: both round differently)
+                den = dp - dq
+                if den != zero:
+                    t = dp / den
+                    if t >= zero and t <= one and nclipped < 2 * P:
                         d.ccd_clip[s, pb + nclipped] = p + pq * t
                         d.ccd_cliptag[s, pb + nclipped] = crossing_tag(d.ccd_cliptag[s, pa + i], tq, e, nface1)
                         nclipped += 1
@@ -645,6 +654,13 @@ def build(scalar):
                 kept += 1
         if kept < 1:
             return 0
+        if kept > 4:
+            # more than four points, even of a clipped edge (its near-duplicates): polygonQuad
+            # first, as the 4.0.1 binary's polygonClip (MuJoCo Warp tests the edge first)
+            r = polygon_quad(d, s, pa, kept)
+            for k in range(4):
+                witness_on_face(d, s, out, k, P, d.ccd_clip[s, pa + r[k]], face0, n, dir, d.ccd_cliptag[s, pa + r[k]])
+            return 4
         if nface2 == 2 and kept > 2:
             # an edge: its two farthest points
             best1 = int(0)
@@ -661,11 +677,6 @@ def build(scalar):
             witness_on_face(d, s, out, 0, P, d.ccd_clip[s, pa + best1], face0, n, dir, d.ccd_cliptag[s, pa + best1])
             witness_on_face(d, s, out, 1, P, d.ccd_clip[s, pa + best2], face0, n, dir, d.ccd_cliptag[s, pa + best2])
             return 2
-        if kept > 4:
-            r = polygon_quad(d, s, pa, kept)
-            for k in range(4):
-                witness_on_face(d, s, out, k, P, d.ccd_clip[s, pa + r[k]], face0, n, dir, d.ccd_cliptag[s, pa + r[k]])
-            return 4
         for k in range(kept):
             witness_on_face(d, s, out, k, P, d.ccd_clip[s, pa + k], face0, n, dir, d.ccd_cliptag[s, pa + k])
         return kept
@@ -722,21 +733,21 @@ def build(scalar):
 
     @wp.func
     def rim(k: int):
-        """(cos, sin) of k pi / 8 from the exact-symmetric table of an eighth turn (rotated by the
-        quarter turns), so that the 16-gon's symmetric corners are exactly symmetric, as MuJoCo
-        4.0's are: its contact choice on a cap lying flat (ties of polygonQuad) depends on it."""
+        """(cos, sin) of k pi / 8 as MuJoCo 4.0.1's cylinderFace tables (RIM, turned by quarter
+        turns): its contact choice on a cap lying flat (ties of polygonQuad) depends on their
+        last bits."""
         i = k % 4
         c = one
         sn = zero
         if i == 1:
-            c = rim1
-            sn = rim3
+            c = rim1c
+            sn = rim1s
         elif i == 2:
-            c = rim2
-            sn = rim2
+            c = rim2c
+            sn = rim2s
         elif i == 3:
-            c = rim3
-            sn = rim1
+            c = rim3c
+            sn = rim3s
         for _q in range(k // 4):
             t = c
             c = -sn
@@ -746,16 +757,22 @@ def build(scalar):
     @wp.func
     def cylinder_face(d: Data, s: int, base: int, o: Obj, idx: int) -> int:
         """A cylinder's cap (idx 0 the top, 1 the bottom) as MuJoCo 4.0's 16-gon: the rim at angles
-        k pi / 8 (counterclockwise about the cap's outward normal for the top)."""
+        k pi / 8, clockwise about the cap's outward normal. The rounding of the 4.0.1
+        binary's cylinderFace (engine_collision_gjk.c): the local corner (r cos, -sgn r sin,
+        sgn h) turned by the rows of the frame, x then y then z, and moved by the position."""
         sgn = one
         if idx != 0:
             sgn = -one
-        center = axis_of(o) * (sgn * o.size[1]) + o.pos
-        col0 = vec3d(o.mat[0, 0], o.mat[1, 0], o.mat[2, 0]) * o.size[0]
-        col1 = vec3d(o.mat[0, 1], o.mat[1, 1], o.mat[2, 1]) * (o.size[0] * sgn)
+        r = o.size[0]
+        z = sgn * o.size[1]
         for k in range(CYLINDER_POLYGON):
             c, sn = rim(k)
-            d.ccd_clip[s, base + k] = col0 * c - col1 * sn + center
+            x = r * c
+            y = -(sgn * (r * sn))
+            d.ccd_clip[s, base + k] = vec3d(
+                o.mat[0, 0] * x + o.mat[0, 1] * y + o.mat[0, 2] * z + o.pos[0],
+                o.mat[1, 0] * x + o.mat[1, 1] * y + o.mat[1, 2] * z + o.pos[1],
+                o.mat[2, 0] * x + o.mat[2, 1] * y + o.mat[2, 2] * z + o.pos[2])
         return CYLINDER_POLYGON
 
     # ------------------------------------------------------------------ multicontact
