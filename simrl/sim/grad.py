@@ -655,10 +655,21 @@ POOL_BYTES = int(os.environ.get("SIMRL_GRAD_POOL_BYTES", 4 * 2**30))
 _ALIGN = 64
 
 
+#: Data fields that only kernels off the tape write (the constraint solver's scratch, its
+#: result and the factors of the linear solves, the time): no recorded adjoint reads their
+#: gradients, so they have none (a quarter of the gradient slab that `_Pool.take` zeroes at
+#: every evaluation; an adjoint that reads such a field adds into nothing, as Warp's adjoint of a
+#: load skips an array without a gradient). The differentiable step takes the solver's qacc and
+#: efc_force from clones and recomputations with gradients of their own (Rollout._constrained).
+OFF_TAPE = frozenset(("solver_H", "solver_scalar", "efc_ls1", "efc_ls2", "efc_ls3", "efc_jv", "efc_cost",
+                      "efc_jar", "efc_dds", "efc_hcone", "efc_force", "qLD", "qH"))
+
+
 def _slab_data(model, W):
     """A Data with gradients whose arrays (values, and gradients) are views into two slabs,
     so that the whole Data is zeroed by two memsets instead of two hundred calls. qpos keeps
-    an array of its own (it starts at qpos0, not zero); each view holds its slab alive."""
+    an array of its own (it starts at qpos0, not zero); each view holds its slab alive. The
+    fields of OFF_TAPE have no gradient."""
     d = make_data(model, W, requires_grad=True)
     device = model.device
     names = [n for n in data_struct(model.dtype).vars if n != "qpos"]
@@ -667,7 +678,7 @@ def _slab_data(model, W):
         a = getattr(d, name)
         offsets[name] = size
         size += -(-max(a.capacity, 1) // _ALIGN) * _ALIGN
-        if a.grad is not None:
+        if a.grad is not None and name not in OFF_TAPE:
             grad_offsets[name] = grad_size
             grad_size += -(-max(a.capacity, 1) // _ALIGN) * _ALIGN
     values = wp.zeros(size, dtype=wp.uint8, device=device)
@@ -841,7 +852,7 @@ class Rollout:
         W = qpos0.shape[0]
         self.overflow = wp.zeros(W, dtype=int, device=model.device)
         self.overflow_need = wp.zeros((W, 3), dtype=int, device=model.device)
-        self.adjoints = {id(m): tape.get_adjoint(m)}  # adjoint structs, built once per struct
+        self.adjoints = {id(m): _model_adjoint(model, m, tape)}  # adjoint structs, built once per struct
         if act0 is None:
             act0 = wp.zeros((qpos0.shape[0], model.na), dtype=model.dtype, device=model.device, requires_grad=True)
         self.sensordata = None
@@ -875,6 +886,14 @@ class Rollout:
                 wp.launch(kernel, dim=dim, inputs=inputs, device=device)
             return
         wp.launch(kernel, dim=dim, inputs=inputs, device=device, record_tape=False)
+        adj_inputs = self._adjoint_inputs(inputs)
+
+        def backward():
+            wp.launch(kernel, dim=dim, inputs=inputs, adj_inputs=adj_inputs, device=device, adjoint=True)
+
+        self.tape.record_func(backward, arrays=[])
+
+    def _adjoint_inputs(self, inputs):
         adj_inputs = []
         for x in inputs:
             if isinstance(x, wp.array):
@@ -883,11 +902,7 @@ class Rollout:
                 adj_inputs.append(self.adjoints[id(x)])
             else:
                 adj_inputs.append(self.tape.get_adjoint(x))
-
-        def backward():
-            wp.launch(kernel, dim=dim, inputs=inputs, adj_inputs=adj_inputs, device=device, adjoint=True)
-
-        self.tape.record_func(backward, arrays=[])
+        return adj_inputs
 
     def _segment(self, seg, m, d, W):
         """Launch a segment of stages (simrl.sim.schedule), each launch with its adjoint."""
@@ -1108,6 +1123,22 @@ class Rollout:
         self._launch(k["add"], (W, nv), [d.qfrc_smooth, qfrc, rhs])
         _solve(tape, k, m, W, d.qM, dA, rhs, d.qacc_int, device, d.qH)
         return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
+
+
+def _model_adjoint(model, m, tape: wp.Tape):
+    """The adjoint struct of the Model struct `m` the kernels read. For the model's own struct
+    (no parameter differentiated: arrays without gradients) one built once and kept with the
+    model: an adjoint of its hundred fields per call costs more than a small step, and it holds
+    nothing that depends on their values (no array of the model's struct has a gradient; the
+    adjoint of a scalar field is a zero nothing reads). Else the tape's, for `m`'s arrays with
+    gradients."""
+    if m is not model.struct or wp.config.verify_autograd_array_access:
+        return tape.get_adjoint(m)
+    adjoint = model.__dict__.get("grad_adjoint")
+    if adjoint is None:
+        adjoint = wp.Tape().get_adjoint(m)
+        model.__dict__["grad_adjoint"] = adjoint
+    return adjoint
 
 
 def _replace_fields(struct, scalar, replace: dict):
