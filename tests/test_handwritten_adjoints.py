@@ -6,7 +6,8 @@ finite differences.
 The fused schedule runs its smooth and velocity segments backwards pass by pass (`build`'s
 `by_pass`): the wide schedule's kernel of each pass, its adjoint over all worlds, the last pass
 first. The same adjoint code as the fused kernels' own; only the order in which several elements
-add into one adjoint differs."""
+add into one adjoint differs. `constraint_qfrc` computes efc_force, qfrc_constraint and the
+right-hand side of the implicit-damping solve in one world kernel, with a hand-written adjoint."""
 
 import mujoco
 import numpy as np
@@ -68,3 +69,43 @@ def test_by_pass_backward_equals_the_fused_adjoint(name, monkeypatch):
         assert scale > 0
         assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
 
+
+def _constrained_inputs(name, W, rng):
+    from test_grad import LIMITS_FRICTION, _inputs
+
+    if name == "limits_friction":
+        mjm = mujoco.MjModel.from_xml_string(LIMITS_FRICTION)
+        qpos, qvel, ctrl = _inputs(mjm, W, rng, "limits_friction")
+    else:
+        mjm = MODELS[name]()
+        mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+        qpos, qvel, ctrl = _inputs(mjm, W, rng, "quadruped") if name == "quadruped" else (
+            np.tile(mjm.qpos0, (W, 1)) + rng.normal(0.0, 0.02, (W, mjm.nq)), rng.normal(0.0, 0.3, (W, mjm.nv)),
+            rng.uniform(-0.3, 0.3, (W, mjm.nu)))
+    return mjm, qpos, qvel, ctrl
+
+
+@pytest.mark.parametrize("name", ["quadruped", "limits_friction", "humanoid"])
+@pytest.mark.parametrize("schedule", ["fused", "wide"])
+def test_handwritten_constraint_force_adjoint(name, schedule, monkeypatch):
+    """constraint_qfrc (efc_force, qfrc_constraint and the implicit-damping solve's right-hand
+    side in one world kernel) and its hand-written adjoint give the generated adjoints'
+    gradients: contacts, limits, friction loss in both zones, Euler's implicit damping; with
+    the sensors of the step too where the model has some."""
+    W = 2
+    mjm, qpos, qvel, ctrl = _constrained_inputs(name, W, np.random.default_rng(5))
+    mass = np.tile(mjm.body_mass, (W, 1))
+    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule=schedule)
+    assert sim.model.struct.euler_damp  # the path with a second solve
+    sim.qpos, sim.qvel = torch.tensor(qpos), torch.tensor(qvel)
+    sim.forward()
+    assert int(sim.data.efc_nactive.numpy().min()) > 0  # rows act in every world
+    hand = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    monkeypatch.setattr(grad, "HANDWRITTEN", False)
+    generated = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    for a, b in zip(hand[:2], generated[:2], strict=True):
+        assert torch.equal(a, b)  # the same forward, bit for bit
+    for a, b in zip(hand[2:], generated[2:], strict=True):
+        scale = b.abs().max().item()
+        assert scale > 0
+        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale

@@ -9,7 +9,11 @@ They are compiled here a second time, into a module that generates adjoints
 The linear solves are the exception: the sparse L'DL factorization works in place, so it has
 a hand-written adjoint instead (`solve_adjoint`). For x = A^-1 b with A symmetric,
     b_bar = A^-1 x_bar,    A_bar = -b_bar x^T,
-using the factor kept from the forward pass (one more solve, no refactorization).
+using the factor kept from the forward pass (one more solve, no refactorization). The
+constraint forces of the solution, qfrc_constraint = J' efc_force(J qacc - aref), and the
+right-hand side of the implicit-damping solve are one world kernel with a hand-written adjoint
+too (`constraint_qfrc`, over the active rows only). The fused schedule's smooth and velocity
+segments run backwards pass by pass (`by_pass`).
 
 One `Step` holds the buffers of one physics step (a fresh Data, so nothing the tape recorded
 is overwritten); `simrl.diff` chains them and bridges to torch.autograd.
@@ -213,6 +217,101 @@ def build(scalar, schedule: str = "fused"):
             r = d.efc_list[w, a]
             if m.efc_colmask[d.efc_cols[w, r], i] != 0:
                 qfrc[w, i] += d.efc_J[w, r, i] * force[w, r]
+
+    @wp.kernel(module=custom)
+    def constraint_qfrc(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), qfrc_smooth: wp.array2d(dtype=scalar),
+                        jar: wp.array2d(dtype=scalar), force: wp.array2d(dtype=scalar),
+                        qfrc: wp.array2d(dtype=scalar), rhs: wp.array2d(dtype=scalar)):
+        """constraint_jar, constraint_force_row, constraint_force_dof and add in one world
+        kernel, with the same arithmetic (the same bits), over the active rows only (efc_list):
+        jar and efc_force of each active row at qacc, qfrc_constraint = J' efc_force and rhs =
+        qfrc_smooth + qfrc_constraint; for models without elliptic cones. Its adjoint is
+        `constraint_qfrc_adjoint` (the generated adjoints of the four kernels run a thread per
+        row of the budget, most of them inactive, and cost 1.5x their forward)."""
+        w, lane = wp.tid()
+        nlanes = lanes_of_block()
+        nactive = d.efc_nactive[w]
+        for a in range(lane, nactive, nlanes):
+            r = d.efc_list[w, a]
+            cols = d.efc_cols[w, r]
+            value = -d.efc_aref[w, r]
+            for k in range(m.efc_nnz[cols]):
+                j = m.efc_colind[cols, k]
+                value = value + d.efc_J[w, r, j] * qacc[w, j]
+            jar[w, r] = value
+            fr = scalar(0.0)
+            zone = row_zone(m, d, w, r, value)
+            if zone == 1:
+                fr = -d.efc_D[w, r] * value
+            elif zone == -1:
+                fr = -d.efc_frictionloss[w, r]
+                if value < scalar(0.0):
+                    fr = d.efc_frictionloss[w, r]
+            force[w, r] = fr
+        sync()
+        for i in range(lane, m.nv, nlanes):
+            q = scalar(0.0)
+            for a in range(nactive):
+                r = d.efc_list[w, a]
+                if m.efc_colmask[d.efc_cols[w, r], i] != 0:
+                    q = q + d.efc_J[w, r, i] * force[w, r]
+            qfrc[w, i] = q
+            rhs[w, i] = qfrc_smooth[w, i] + q
+
+    @wp.kernel(module=custom)
+    def constraint_qfrc_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), jar: wp.array2d(dtype=scalar),
+                                force: wp.array2d(dtype=scalar), force_bar: wp.array2d(dtype=scalar),
+                                qfrc_bar: wp.array2d(dtype=scalar), rhs_bar: wp.array2d(dtype=scalar),
+                                jar_bar: wp.array2d(dtype=scalar), qacc_bar: wp.array2d(dtype=scalar),
+                                qfrc_smooth_bar: wp.array2d(dtype=scalar), J_bar: wp.array3d(dtype=scalar),
+                                D_bar: wp.array2d(dtype=scalar), aref_bar: wp.array2d(dtype=scalar),
+                                floss_bar: wp.array2d(dtype=scalar)):
+        """Adjoint of `constraint_qfrc`. With g = qfrc_bar + rhs_bar (qfrc_smooth_bar += rhs_bar),
+        active row r's force adjoint f_bar_r = force_bar_r + J_r . g (J_bar_r += f_r g); its zone
+        (jar_r as the forward left it) gives jar_bar_r: -D_r f_bar_r in the quadratic zone (D_bar_r
+        -= jar_r f_bar_r), 0 in the linear zone of friction loss (floss_bar_r -+= f_bar_r) and
+        beyond a unilateral row's zero; then aref_bar_r -= jar_bar_r, J_bar_r += jar_bar_r qacc and
+        qacc_bar += J' jar_bar. A world kernel: a lane owns rows (their J_bar row, D_bar, aref_bar,
+        floss_bar and jar_bar, a scratch row array), then dofs (qacc_bar, qfrc_smooth_bar), so no
+        two threads add into one element."""
+        w, lane = wp.tid()
+        nlanes = lanes_of_block()
+        nactive = d.efc_nactive[w]
+        for a in range(lane, nactive, nlanes):
+            r = d.efc_list[w, a]
+            cols = d.efc_cols[w, r]
+            fr = force[w, r]
+            fb = force_bar[w, r]
+            for k in range(m.efc_nnz[cols]):
+                j = m.efc_colind[cols, k]
+                g = qfrc_bar[w, j] + rhs_bar[w, j]
+                fb = fb + d.efc_J[w, r, j] * g
+                J_bar[w, r, j] = J_bar[w, r, j] + fr * g
+            value = jar[w, r]
+            jb = scalar(0.0)
+            zone = row_zone(m, d, w, r, value)
+            if zone == 1:
+                jb = -d.efc_D[w, r] * fb
+                D_bar[w, r] = D_bar[w, r] - value * fb
+            elif zone == -1:
+                if value < scalar(0.0):
+                    floss_bar[w, r] = floss_bar[w, r] + fb
+                else:
+                    floss_bar[w, r] = floss_bar[w, r] - fb
+            jar_bar[w, r] = jb
+            aref_bar[w, r] = aref_bar[w, r] - jb
+            for k in range(m.efc_nnz[cols]):
+                j = m.efc_colind[cols, k]
+                J_bar[w, r, j] = J_bar[w, r, j] + jb * qacc[w, j]
+        sync()
+        for i in range(lane, m.nv, nlanes):
+            g = qacc_bar[w, i]
+            for a in range(nactive):
+                r = d.efc_list[w, a]
+                if m.efc_colmask[d.efc_cols[w, r], i] != 0:
+                    g = g + d.efc_J[w, r, i] * jar_bar[w, r]
+            qacc_bar[w, i] = g
+            qfrc_smooth_bar[w, i] = qfrc_smooth_bar[w, i] + rhs_bar[w, i]
 
     row_product = constraint_functions(scalar).row_dot  # efc_J[w, r] . x[w]
 
@@ -618,6 +717,7 @@ def build(scalar, schedule: str = "fused"):
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row, "constraint_force_cone": constraint_force_cone,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
+            "constraint_qfrc": constraint_qfrc, "constraint_qfrc_adjoint": constraint_qfrc_adjoint,
             "merge_overflow": merge_overflow, "advance_time": advance_time, "store_time": store_time,
             "implicit_dofs": implicit_dofs, "implicit_damping_dofs": implicit_damping_dofs,
             "implicit_tendons": implicit_tendons,
@@ -660,6 +760,10 @@ def _solve(tape, kernels, m, W, A, dA, b, x, device, LD):
 #: whether the fused schedule runs its smooth and velocity segments backwards pass by pass
 #: (`build`'s by_pass; False: by the fused kernels' own adjoints, as tests compare)
 BY_PASS = True
+
+#: whether the stages with hand-written adjoints use them (False: their generated adjoints, as
+#: tests compare): constraint_qfrc
+HANDWRITTEN = True
 
 #: bytes of step buffers kept for reuse after backward (per process); SIMRL_GRAD_POOL_BYTES
 #: overrides. A rollout holds all its buffers until backward anyway, so keeping one rollout's
@@ -1145,6 +1249,25 @@ class Rollout:
             return qacc
         # efc_force of the solution, differentiably (the solver's own has no adjoint)
         jar, force = scratch.jar, scratch.force
+        if dA is not None and HANDWRITTEN and not model.struct.cone_elliptic and \
+                not wp.config.verify_autograd_array_access:
+            # efc_force, qfrc_constraint and the right-hand side in one world kernel, with a
+            # hand-written adjoint (constraint_qfrc)
+            qfrc, rhs = scratch.qfrc, scratch.rhs
+            _custom(k, k["constraint_qfrc"], W, [m, d, qacc, d.qfrc_smooth, jar, force, qfrc, rhs], device)
+
+            def backward_qfrc():
+                _custom(k, k["constraint_qfrc_adjoint"], W,
+                        [m, d, qacc, jar, force, force.grad, qfrc.grad, rhs.grad, jar.grad, qacc.grad,
+                         d.qfrc_smooth.grad, d.efc_J.grad, d.efc_D.grad, d.efc_aref.grad, d.efc_frictionloss.grad],
+                        device)
+
+            tape.record_func(backward_qfrc, arrays=[qacc, jar, force, qfrc, rhs, d.qfrc_smooth, d.efc_J, d.efc_D,
+                                                    d.efc_aref, d.efc_frictionloss])
+            if sensors:
+                self._sensors(m, d, qacc, force)
+            _solve(tape, k, m, W, d.qM, dA, rhs, d.qacc_int, device, d.qH)
+            return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
         self._launch(k["constraint_jar"], (W, nefc), [m, d, qacc, jar])
         self._launch(k["constraint_force_row"], (W, nefc), [m, d, jar, force])
         if model.struct.cone_elliptic:
