@@ -7,7 +7,8 @@ The fused schedule runs its smooth and velocity segments backwards pass by pass 
 `by_pass`): the wide schedule's kernel of each pass, its adjoint over all worlds, the last pass
 first. The same adjoint code as the fused kernels' own; only the order in which several elements
 add into one adjoint differs. `constraint_qfrc` computes efc_force, qfrc_constraint and the
-right-hand side of the implicit-damping solve in one world kernel, with a hand-written adjoint."""
+right-hand side of the implicit-damping solve in one world kernel, with a hand-written adjoint;
+the kinematics_frame pass runs backwards by kinematics.frame_adjoint."""
 
 import mujoco
 import numpy as np
@@ -105,6 +106,33 @@ def test_handwritten_constraint_force_adjoint(name, schedule, monkeypatch):
     generated = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
     for a, b in zip(hand[:2], generated[:2], strict=True):
         assert torch.equal(a, b)  # the same forward, bit for bit
+    for a, b in zip(hand[2:], generated[2:], strict=True):
+        scale = b.abs().max().item()
+        assert scale > 0
+        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+
+
+@pytest.mark.parametrize("name", ["ball_chain", "two_trees", "humanoid"])
+@pytest.mark.parametrize("schedule", ["fused", "wide"])
+def test_handwritten_frame_adjoint(name, schedule, monkeypatch):
+    """kinematics.frame_adjoint (the kinematics_frame pass backwards: bodies' rotation
+    matrices and inertial frames, geoms and sites, the frames that share their body's or
+    inertial frame's pose) gives the generated adjoint's gradients; the humanoid's geoms in
+    contact with the floor receive gradients, the others none (skipped)."""
+    W = 2
+    mjm = MODELS[name]()
+    mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    rng = np.random.default_rng(11)
+    qpos = np.tile(mjm.qpos0, (W, 1)) + rng.normal(0.0, 0.05, (W, mjm.nq))
+    qvel = rng.normal(0.0, 0.5, (W, mjm.nv))
+    ctrl = rng.uniform(-0.5, 0.5, (W, mjm.nu))
+    mass = np.tile(mjm.body_mass, (W, 1))
+    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule=schedule)
+    hand = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    monkeypatch.setattr(grad, "HANDWRITTEN", False)
+    generated = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    for a, b in zip(hand[:2], generated[:2], strict=True):
+        assert torch.equal(a, b)
     for a, b in zip(hand[2:], generated[2:], strict=True):
         scale = b.abs().max().item()
         assert scale > 0

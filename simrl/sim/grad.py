@@ -13,7 +13,8 @@ using the factor kept from the forward pass (one more solve, no refactorization)
 constraint forces of the solution, qfrc_constraint = J' efc_force(J qacc - aref), and the
 right-hand side of the implicit-damping solve are one world kernel with a hand-written adjoint
 too (`constraint_qfrc`, over the active rows only). The fused schedule's smooth and velocity
-segments run backwards pass by pass (`by_pass`).
+segments run backwards pass by pass (`by_pass`); the kinematics_frame pass backwards is a
+hand-written reverse kernel in both schedules (`reverse`: kinematics.frame_adjoint).
 
 One `Step` holds the buffers of one physics step (a fresh Data, so nothing the tape recorded
 is overwritten); `simrl.diff` chains them and bridges to torch.autograd.
@@ -27,7 +28,7 @@ import weakref
 
 import warp as wp
 
-from simrl.sim import actuation, euler, factor_m, forward, integrate_pos, rk4, schedule, solver
+from simrl.sim import actuation, euler, factor_m, forward, integrate_pos, kinematics, rk4, schedule, solver
 from simrl.sim.constraint import build as constraint_functions
 from simrl.sim.contact_tables import MINMU
 from simrl.sim.data import TIME, available_memory, data_bytes_per_world, data_struct, make_data, size_text
@@ -113,6 +114,18 @@ def build(scalar, schedule: str = "fused"):
     constraint_solve = segment("constraint_solve", (Pass("constraint_list", WORLD, (world.constraint_list,)),
                                                     Pass("constraint_solve", WORLD, (world.solve,))),
                                scalar, schedule, "grad_custom")
+
+    # hand-written reverse kernels of passes of the segments, launched in place of a pass's
+    # generated adjoint (Rollout._segment): {pass name: kernel(m, d, adj_d, start)}, a thread
+    # per (world, element) as the wide schedule's kernel of the pass
+    reverse = kernel_module(scalar, name="grad_reverse")
+    kin = kinematics.build(scalar)
+
+    @wp.kernel(module=reverse)
+    def frame_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The kinematics_frame pass backwards: kinematics.frame_adjoint of frame start + e."""
+        w, e = wp.tid()
+        kin.frame_adjoint(m, d, adj, w, start + e)
 
     @wp.func
     def lanes_of_block():
@@ -727,8 +740,9 @@ def build(scalar, schedule: str = "fused"):
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors, "by_pass": by_pass,
+            "reverse": {"kinematics_frame": frame_reverse},
             "sensor_hfield": sensor_hfield,
-            "modules": (module, custom, *smooth.modules, *broadphase.modules, *convex_detect.modules,
+            "modules": (module, custom, reverse, *smooth.modules, *broadphase.modules, *convex_detect.modules,
                         *narrowphase.modules,
                         *efc_address.modules, *constraint.modules,
                         *constraint_solve.modules, *sensors.modules, *sensor_hfield.modules,
@@ -762,7 +776,7 @@ def _solve(tape, kernels, m, W, A, dA, b, x, device, LD):
 BY_PASS = True
 
 #: whether the stages with hand-written adjoints use them (False: their generated adjoints, as
-#: tests compare): constraint_qfrc
+#: tests compare): constraint_qfrc, the kinematics_frame pass (kinematics.frame_adjoint)
 HANDWRITTEN = True
 
 #: bytes of step buffers kept for reuse after backward (per process); SIMRL_GRAD_POOL_BYTES
@@ -1029,25 +1043,45 @@ class Rollout:
         fused segment with a twin in `build`'s by_pass runs backwards by the twin's launches,
         the last pass's first."""
         by_pass = self.kernels["by_pass"].get(seg.name) if BY_PASS else None
+        device = self.model.device
         if by_pass is None or wp.config.verify_autograd_array_access:
             for item in seg.launches(self.model):
                 assert item.block_dim is None, "a differentiable segment has no world functions"
-                self._launch(item.kernel, (W, *item.dims), [m, d, *item.inputs])
+                reverse = self._reverse(item, m, d, W)
+                if reverse is None:
+                    self._launch(item.kernel, (W, *item.dims), [m, d, *item.inputs])
+                    continue
+                wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
+                          record_tape=False)
+                self.tape.record_func(functools.partial(wp.launch, *reverse[:2], inputs=reverse[2], device=device),
+                                      arrays=[])
             return
-        device = self.model.device
         for item in seg.launches(self.model):
             wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
                       record_tape=False)
         launches = []
         for item in reversed(by_pass.launches(self.model)):
             inputs = [m, d, *item.inputs]
-            launches.append((item.kernel, (W, *item.dims), inputs, self._adjoint_inputs(inputs)))
+            reverse = self._reverse(item, m, d, W)
+            launches.append((*reverse, None) if reverse is not None else
+                            (item.kernel, (W, *item.dims), inputs, self._adjoint_inputs(inputs)))
 
         def backward():
             for kernel, dim, inputs, adj_inputs in launches:
-                wp.launch(kernel, dim=dim, inputs=inputs, adj_inputs=adj_inputs, device=device, adjoint=True)
+                if adj_inputs is None:  # a hand-written reverse kernel
+                    wp.launch(kernel, dim=dim, inputs=inputs, device=device)
+                else:
+                    wp.launch(kernel, dim=dim, inputs=inputs, adj_inputs=adj_inputs, device=device, adjoint=True)
 
         self.tape.record_func(backward, arrays=[])
+
+    def _reverse(self, item, m, d, W):
+        """(kernel, dim, inputs) of the hand-written reverse kernel of a wide pass's launch
+        (`build`'s reverse: in place of its generated adjoint), or None."""
+        kernel = self.kernels["reverse"].get(item.kernel.key) if HANDWRITTEN else None
+        if kernel is None or wp.config.verify_autograd_array_access:
+            return None
+        return kernel, (W, *item.dims), [m, d, self.adjoints[id(d)], *item.inputs]
 
     def release(self):
         """Return the step buffers to the pool (after backward)."""
