@@ -70,9 +70,11 @@ class _DiffStep(torch.autograd.Function):
         tape = wp.Tape()
         m = _model_with_params(sim, dict(zip(names, values, strict=True)), tape, ctx)
         applied = wp.clone(sim.data.qfrc_applied)
-        mocap = (wp.clone(sim.data.mocap_pos), wp.clone(sim.data.mocap_quat))
+        # (copies only of what the model has: each is an allocation per call)
+        mocap = (wp.clone(sim.data.mocap_pos), wp.clone(sim.data.mocap_quat)) if model.struct.nmocap else None
+        eq_active = wp.clone(sim.data.eq_active) if model.mjm.neq else None
         rollout = grad.Rollout(model, m, *inputs[:3], applied, substeps, tape, sim.schedule, mocap, act0=inputs[3],
-                               sensors=sensors, eq_active=wp.clone(sim.data.eq_active),
+                               sensors=sensors, eq_active=eq_active,
                                time0=wp.clone(wp.from_torch(sim.time.contiguous())))
         ctx.rollout, ctx.inputs = rollout, inputs
         # the budgets' overflow of these steps, where the Sim reports its own steps' (sim.overflow)
@@ -100,8 +102,13 @@ class _DiffStep(torch.autograd.Function):
         rollout.tape.backward()
         grads = [wp.to_torch(a.grad, requires_grad=False).clone() for a in ctx.inputs]
         params = [wp.to_torch(a.grad, requires_grad=False).clone() for a in ctx.param_arrays]
-        # release the tape; the step's buffers go back to the pool for the next rollout
-        rollout.tape.reset()
+        # release the tape; the step's buffers go back to the pool for the next rollout (which
+        # zeroes their gradients: the tape's own zeroing of the gradients it saw is not needed,
+        # the other arrays are dropped)
+        if wp.config.verify_autograd_array_access:
+            rollout.tape.reset()
+        else:
+            rollout.tape.launches, rollout.tape.scopes, rollout.tape.gradients = [], [], {}
         rollout.release()
         ctx.rollout = ctx.inputs = ctx.param_arrays = None
         return None, None, None, None, *grads, *params
@@ -112,8 +119,12 @@ def _model_with_params(sim, params: dict, tape: wp.Tape, ctx):
     array that has a gradient buffer (ctx.param_arrays, in `params` order)."""
     model = sim.model
     base = model.struct
-    m = copy_struct(base, model.dtype)
     ctx.param_arrays = []
+    if not params:
+        # the Sim's own struct, read as it is now (a copy of its hundred fields per call costs
+        # more than a small step)
+        return base
+    m = copy_struct(base, model.dtype)
     kernels = grad.build(model.dtype, sim.schedule)
     for name, value in params.items():
         array = _wp_array(value, model.T.vec3 if name == "geom_friction" else model.dtype)

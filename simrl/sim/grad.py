@@ -9,7 +9,12 @@ They are compiled here a second time, into a module that generates adjoints
 The linear solves are the exception: the sparse L'DL factorization works in place, so it has
 a hand-written adjoint instead (`solve_adjoint`). For x = A^-1 b with A symmetric,
     b_bar = A^-1 x_bar,    A_bar = -b_bar x^T,
-using the factor kept from the forward pass (one more solve, no refactorization).
+using the factor kept from the forward pass (one more solve, no refactorization). The
+constraint forces of the solution, qfrc_constraint = J' efc_force(J qacc - aref), and the
+right-hand side of the implicit-damping solve are one world kernel with a hand-written adjoint
+too (`constraint_qfrc`, over the active rows only). The fused schedule's smooth and velocity
+segments run backwards pass by pass (`by_pass`); the kinematics_frame pass backwards is a
+hand-written reverse kernel in both schedules (`reverse`: kinematics.frame_adjoint).
 
 One `Step` holds the buffers of one physics step (a fresh Data, so nothing the tape recorded
 is overwritten); `simrl.diff` chains them and bridges to torch.autograd.
@@ -23,7 +28,7 @@ import weakref
 
 import warp as wp
 
-from simrl.sim import actuation, euler, factor_m, forward, integrate_pos, rk4, schedule, solver
+from simrl.sim import actuation, euler, factor_m, forward, integrate_pos, kinematics, rk4, schedule, solver
 from simrl.sim.constraint import build as constraint_functions
 from simrl.sim.contact_tables import MINMU
 from simrl.sim.data import TIME, available_memory, data_bytes_per_world, data_struct, make_data, size_text
@@ -73,6 +78,17 @@ def build(scalar, schedule: str = "fused"):
     velocity = segment("velocity", forward.transmission_body(scalar) + forward.velocity(scalar, fine=True), scalar,
                        schedule, "grad", backward=True)
     reference = segment("reference", forward.reference(scalar), scalar, schedule, "grad", backward=True)
+    # the fused schedule's smooth and velocity segments run backwards pass by pass: the wide
+    # schedule's kernel of each pass, its adjoint launched over all worlds, in reverse order
+    # (Rollout._segment). The same adjoint code as the fused kernel's, which runs every pass's
+    # adjoint for one world after another: on a CPU core that costs 1.5x as much (the quadruped,
+    # 1024 worlds: 0.29 s against 0.19 s for smooth, 0.19 s against 0.13 s for velocity, per
+    # 32-step rollout; each world runs through the code and gradient arrays of every pass, where
+    # a pass at a time keeps one adjoint's hot). A module of its own (its kernels only)
+    by_pass = {}
+    if schedule == "fused":
+        by_pass = {seg.name: segment(seg.name, seg.passes, scalar, "wide", "grad_passes", backward=True)
+                   for seg in (smooth, velocity)}
     # the broadphase (which pairs the narrow phase collides: integers), off the tape
     broadphase = segment("broadphase", forward.broadphase_pass(scalar, lanes), scalar, schedule, "grad_detect")
     # the convex collision's search (GJK/EPA), off the tape: the constraint segment's narrow phase
@@ -98,6 +114,18 @@ def build(scalar, schedule: str = "fused"):
     constraint_solve = segment("constraint_solve", (Pass("constraint_list", WORLD, (world.constraint_list,)),
                                                     Pass("constraint_solve", WORLD, (world.solve,))),
                                scalar, schedule, "grad_custom")
+
+    # hand-written reverse kernels of passes of the segments, launched in place of a pass's
+    # generated adjoint (Rollout._segment): {pass name: kernel(m, d, adj_d, start)}, a thread
+    # per (world, element) as the wide schedule's kernel of the pass
+    reverse = kernel_module(scalar, name="grad_reverse")
+    kin = kinematics.build(scalar)
+
+    @wp.kernel(module=reverse)
+    def frame_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The kinematics_frame pass backwards: kinematics.frame_adjoint of frame start + e."""
+        w, e = wp.tid()
+        kin.frame_adjoint(m, d, adj, w, start + e)
 
     @wp.func
     def lanes_of_block():
@@ -202,6 +230,101 @@ def build(scalar, schedule: str = "fused"):
             r = d.efc_list[w, a]
             if m.efc_colmask[d.efc_cols[w, r], i] != 0:
                 qfrc[w, i] += d.efc_J[w, r, i] * force[w, r]
+
+    @wp.kernel(module=custom)
+    def constraint_qfrc(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), qfrc_smooth: wp.array2d(dtype=scalar),
+                        jar: wp.array2d(dtype=scalar), force: wp.array2d(dtype=scalar),
+                        qfrc: wp.array2d(dtype=scalar), rhs: wp.array2d(dtype=scalar)):
+        """constraint_jar, constraint_force_row, constraint_force_dof and add in one world
+        kernel, with the same arithmetic (the same bits), over the active rows only (efc_list):
+        jar and efc_force of each active row at qacc, qfrc_constraint = J' efc_force and rhs =
+        qfrc_smooth + qfrc_constraint; for models without elliptic cones. Its adjoint is
+        `constraint_qfrc_adjoint` (the generated adjoints of the four kernels run a thread per
+        row of the budget, most of them inactive, and cost 1.5x their forward)."""
+        w, lane = wp.tid()
+        nlanes = lanes_of_block()
+        nactive = d.efc_nactive[w]
+        for a in range(lane, nactive, nlanes):
+            r = d.efc_list[w, a]
+            cols = d.efc_cols[w, r]
+            value = -d.efc_aref[w, r]
+            for k in range(m.efc_nnz[cols]):
+                j = m.efc_colind[cols, k]
+                value = value + d.efc_J[w, r, j] * qacc[w, j]
+            jar[w, r] = value
+            fr = scalar(0.0)
+            zone = row_zone(m, d, w, r, value)
+            if zone == 1:
+                fr = -d.efc_D[w, r] * value
+            elif zone == -1:
+                fr = -d.efc_frictionloss[w, r]
+                if value < scalar(0.0):
+                    fr = d.efc_frictionloss[w, r]
+            force[w, r] = fr
+        sync()
+        for i in range(lane, m.nv, nlanes):
+            q = scalar(0.0)
+            for a in range(nactive):
+                r = d.efc_list[w, a]
+                if m.efc_colmask[d.efc_cols[w, r], i] != 0:
+                    q = q + d.efc_J[w, r, i] * force[w, r]
+            qfrc[w, i] = q
+            rhs[w, i] = qfrc_smooth[w, i] + q
+
+    @wp.kernel(module=custom)
+    def constraint_qfrc_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), jar: wp.array2d(dtype=scalar),
+                                force: wp.array2d(dtype=scalar), force_bar: wp.array2d(dtype=scalar),
+                                qfrc_bar: wp.array2d(dtype=scalar), rhs_bar: wp.array2d(dtype=scalar),
+                                jar_bar: wp.array2d(dtype=scalar), qacc_bar: wp.array2d(dtype=scalar),
+                                qfrc_smooth_bar: wp.array2d(dtype=scalar), J_bar: wp.array3d(dtype=scalar),
+                                D_bar: wp.array2d(dtype=scalar), aref_bar: wp.array2d(dtype=scalar),
+                                floss_bar: wp.array2d(dtype=scalar)):
+        """Adjoint of `constraint_qfrc`. With g = qfrc_bar + rhs_bar (qfrc_smooth_bar += rhs_bar),
+        active row r's force adjoint f_bar_r = force_bar_r + J_r . g (J_bar_r += f_r g); its zone
+        (jar_r as the forward left it) gives jar_bar_r: -D_r f_bar_r in the quadratic zone (D_bar_r
+        -= jar_r f_bar_r), 0 in the linear zone of friction loss (floss_bar_r -+= f_bar_r) and
+        beyond a unilateral row's zero; then aref_bar_r -= jar_bar_r, J_bar_r += jar_bar_r qacc and
+        qacc_bar += J' jar_bar. A world kernel: a lane owns rows (their J_bar row, D_bar, aref_bar,
+        floss_bar and jar_bar, a scratch row array), then dofs (qacc_bar, qfrc_smooth_bar), so no
+        two threads add into one element."""
+        w, lane = wp.tid()
+        nlanes = lanes_of_block()
+        nactive = d.efc_nactive[w]
+        for a in range(lane, nactive, nlanes):
+            r = d.efc_list[w, a]
+            cols = d.efc_cols[w, r]
+            fr = force[w, r]
+            fb = force_bar[w, r]
+            for k in range(m.efc_nnz[cols]):
+                j = m.efc_colind[cols, k]
+                g = qfrc_bar[w, j] + rhs_bar[w, j]
+                fb = fb + d.efc_J[w, r, j] * g
+                J_bar[w, r, j] = J_bar[w, r, j] + fr * g
+            value = jar[w, r]
+            jb = scalar(0.0)
+            zone = row_zone(m, d, w, r, value)
+            if zone == 1:
+                jb = -d.efc_D[w, r] * fb
+                D_bar[w, r] = D_bar[w, r] - value * fb
+            elif zone == -1:
+                if value < scalar(0.0):
+                    floss_bar[w, r] = floss_bar[w, r] + fb
+                else:
+                    floss_bar[w, r] = floss_bar[w, r] - fb
+            jar_bar[w, r] = jb
+            aref_bar[w, r] = aref_bar[w, r] - jb
+            for k in range(m.efc_nnz[cols]):
+                j = m.efc_colind[cols, k]
+                J_bar[w, r, j] = J_bar[w, r, j] + jb * qacc[w, j]
+        sync()
+        for i in range(lane, m.nv, nlanes):
+            g = qacc_bar[w, i]
+            for a in range(nactive):
+                r = d.efc_list[w, a]
+                if m.efc_colmask[d.efc_cols[w, r], i] != 0:
+                    g = g + d.efc_J[w, r, i] * jar_bar[w, r]
+            qacc_bar[w, i] = g
+            qfrc_smooth_bar[w, i] = qfrc_smooth_bar[w, i] + rhs_bar[w, i]
 
     row_product = constraint_functions(scalar).row_dot  # efc_J[w, r] . x[w]
 
@@ -607,6 +730,7 @@ def build(scalar, schedule: str = "fused"):
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row, "constraint_force_cone": constraint_force_cone,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
+            "constraint_qfrc": constraint_qfrc, "constraint_qfrc_adjoint": constraint_qfrc_adjoint,
             "merge_overflow": merge_overflow, "advance_time": advance_time, "store_time": store_time,
             "implicit_dofs": implicit_dofs, "implicit_damping_dofs": implicit_damping_dofs,
             "implicit_tendons": implicit_tendons,
@@ -615,12 +739,14 @@ def build(scalar, schedule: str = "fused"):
             "free_body_rows": free_body_rows, "solve_forward": solve_forward, "solve_adjoint": solve_adjoint,
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
-            "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors,
+            "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors, "by_pass": by_pass,
+            "reverse": {"kinematics_frame": frame_reverse},
             "sensor_hfield": sensor_hfield,
-            "modules": (module, custom, *smooth.modules, *broadphase.modules, *convex_detect.modules,
+            "modules": (module, custom, reverse, *smooth.modules, *broadphase.modules, *convex_detect.modules,
                         *narrowphase.modules,
                         *efc_address.modules, *constraint.modules,
-                        *constraint_solve.modules, *sensors.modules, *sensor_hfield.modules)}
+                        *constraint_solve.modules, *sensors.modules, *sensor_hfield.modules,
+                        *(seg.modules[0] for seg in by_pass.values()))}
 
 
 def _custom(kernels, kernel, W, inputs, device):
@@ -645,6 +771,14 @@ def _solve(tape, kernels, m, W, A, dA, b, x, device, LD):
     tape.record_func(backward, arrays=[A, dA, b, x])
 
 
+#: whether the fused schedule runs its smooth and velocity segments backwards pass by pass
+#: (`build`'s by_pass; False: by the fused kernels' own adjoints, as tests compare)
+BY_PASS = True
+
+#: whether the stages with hand-written adjoints use them (False: their generated adjoints, as
+#: tests compare): constraint_qfrc, the kinematics_frame pass (kinematics.frame_adjoint)
+HANDWRITTEN = True
+
 #: bytes of step buffers kept for reuse after backward (per process); SIMRL_GRAD_POOL_BYTES
 #: overrides. A rollout holds all its buffers until backward anyway, so keeping one rollout's
 #: worth (SHAC on the ant: 32 actions x 5 RK4 steps x 4 evaluations x 3.2 MB at 64 worlds,
@@ -655,10 +789,21 @@ POOL_BYTES = int(os.environ.get("SIMRL_GRAD_POOL_BYTES", 4 * 2**30))
 _ALIGN = 64
 
 
+#: Data fields that only kernels off the tape write (the constraint solver's scratch, its
+#: result and the factors of the linear solves, the time): no recorded adjoint reads their
+#: gradients, so they have none (a quarter of the gradient slab that `_Pool.take` zeroes at
+#: every evaluation; an adjoint that reads such a field adds into nothing, as Warp's adjoint of a
+#: load skips an array without a gradient). The differentiable step takes the solver's qacc and
+#: efc_force from clones and recomputations with gradients of their own (Rollout._constrained).
+OFF_TAPE = frozenset(("solver_H", "solver_scalar", "efc_ls1", "efc_ls2", "efc_ls3", "efc_jv", "efc_cost",
+                      "efc_jar", "efc_dds", "efc_hcone", "efc_force", "qLD", "qH"))
+
+
 def _slab_data(model, W):
     """A Data with gradients whose arrays (values, and gradients) are views into two slabs,
     so that the whole Data is zeroed by two memsets instead of two hundred calls. qpos keeps
-    an array of its own (it starts at qpos0, not zero); each view holds its slab alive."""
+    an array of its own (it starts at qpos0, not zero); each view holds its slab alive. The
+    fields of OFF_TAPE have no gradient."""
     d = make_data(model, W, requires_grad=True)
     device = model.device
     names = [n for n in data_struct(model.dtype).vars if n != "qpos"]
@@ -667,7 +812,7 @@ def _slab_data(model, W):
         a = getattr(d, name)
         offsets[name] = size
         size += -(-max(a.capacity, 1) // _ALIGN) * _ALIGN
-        if a.grad is not None:
+        if a.grad is not None and name not in OFF_TAPE:
             grad_offsets[name] = grad_size
             grad_size += -(-max(a.capacity, 1) // _ALIGN) * _ALIGN
     values = wp.zeros(size, dtype=wp.uint8, device=device)
@@ -841,7 +986,7 @@ class Rollout:
         W = qpos0.shape[0]
         self.overflow = wp.zeros(W, dtype=int, device=model.device)
         self.overflow_need = wp.zeros((W, 3), dtype=int, device=model.device)
-        self.adjoints = {id(m): tape.get_adjoint(m)}  # adjoint structs, built once per struct
+        self.adjoints = {id(m): _model_adjoint(model, m, tape)}  # adjoint structs, built once per struct
         if act0 is None:
             act0 = wp.zeros((qpos0.shape[0], model.na), dtype=model.dtype, device=model.device, requires_grad=True)
         self.sensordata = None
@@ -875,6 +1020,14 @@ class Rollout:
                 wp.launch(kernel, dim=dim, inputs=inputs, device=device)
             return
         wp.launch(kernel, dim=dim, inputs=inputs, device=device, record_tape=False)
+        adj_inputs = self._adjoint_inputs(inputs)
+
+        def backward():
+            wp.launch(kernel, dim=dim, inputs=inputs, adj_inputs=adj_inputs, device=device, adjoint=True)
+
+        self.tape.record_func(backward, arrays=[])
+
+    def _adjoint_inputs(self, inputs):
         adj_inputs = []
         for x in inputs:
             if isinstance(x, wp.array):
@@ -883,17 +1036,52 @@ class Rollout:
                 adj_inputs.append(self.adjoints[id(x)])
             else:
                 adj_inputs.append(self.tape.get_adjoint(x))
+        return adj_inputs
+
+    def _segment(self, seg, m, d, W):
+        """Launch a segment of stages (simrl.sim.schedule), each launch with its adjoint; a
+        fused segment with a twin in `build`'s by_pass runs backwards by the twin's launches,
+        the last pass's first."""
+        by_pass = self.kernels["by_pass"].get(seg.name) if BY_PASS else None
+        device = self.model.device
+        if by_pass is None or wp.config.verify_autograd_array_access:
+            for item in seg.launches(self.model):
+                assert item.block_dim is None, "a differentiable segment has no world functions"
+                reverse = self._reverse(item, m, d, W)
+                if reverse is None:
+                    self._launch(item.kernel, (W, *item.dims), [m, d, *item.inputs])
+                    continue
+                wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
+                          record_tape=False)
+                self.tape.record_func(functools.partial(wp.launch, *reverse[:2], inputs=reverse[2], device=device),
+                                      arrays=[])
+            return
+        for item in seg.launches(self.model):
+            wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
+                      record_tape=False)
+        launches = []
+        for item in reversed(by_pass.launches(self.model)):
+            inputs = [m, d, *item.inputs]
+            reverse = self._reverse(item, m, d, W)
+            launches.append((*reverse, None) if reverse is not None else
+                            (item.kernel, (W, *item.dims), inputs, self._adjoint_inputs(inputs)))
 
         def backward():
-            wp.launch(kernel, dim=dim, inputs=inputs, adj_inputs=adj_inputs, device=device, adjoint=True)
+            for kernel, dim, inputs, adj_inputs in launches:
+                if adj_inputs is None:  # a hand-written reverse kernel
+                    wp.launch(kernel, dim=dim, inputs=inputs, device=device)
+                else:
+                    wp.launch(kernel, dim=dim, inputs=inputs, adj_inputs=adj_inputs, device=device, adjoint=True)
 
         self.tape.record_func(backward, arrays=[])
 
-    def _segment(self, seg, m, d, W):
-        """Launch a segment of stages (simrl.sim.schedule), each launch with its adjoint."""
-        for item in seg.launches(self.model):
-            assert item.block_dim is None, "a differentiable segment has no world functions"
-            self._launch(item.kernel, (W, *item.dims), [m, d, *item.inputs])
+    def _reverse(self, item, m, d, W):
+        """(kernel, dim, inputs) of the hand-written reverse kernel of a wide pass's launch
+        (`build`'s reverse: in place of its generated adjoint), or None."""
+        kernel = self.kernels["reverse"].get(item.kernel.key) if HANDWRITTEN else None
+        if kernel is None or wp.config.verify_autograd_array_access:
+            return None
+        return kernel, (W, *item.dims), [m, d, self.adjoints[id(d)], *item.inputs]
 
     def release(self):
         """Return the step buffers to the pool (after backward)."""
@@ -1095,6 +1283,25 @@ class Rollout:
             return qacc
         # efc_force of the solution, differentiably (the solver's own has no adjoint)
         jar, force = scratch.jar, scratch.force
+        if dA is not None and HANDWRITTEN and not model.struct.cone_elliptic and \
+                not wp.config.verify_autograd_array_access:
+            # efc_force, qfrc_constraint and the right-hand side in one world kernel, with a
+            # hand-written adjoint (constraint_qfrc)
+            qfrc, rhs = scratch.qfrc, scratch.rhs
+            _custom(k, k["constraint_qfrc"], W, [m, d, qacc, d.qfrc_smooth, jar, force, qfrc, rhs], device)
+
+            def backward_qfrc():
+                _custom(k, k["constraint_qfrc_adjoint"], W,
+                        [m, d, qacc, jar, force, force.grad, qfrc.grad, rhs.grad, jar.grad, qacc.grad,
+                         d.qfrc_smooth.grad, d.efc_J.grad, d.efc_D.grad, d.efc_aref.grad, d.efc_frictionloss.grad],
+                        device)
+
+            tape.record_func(backward_qfrc, arrays=[qacc, jar, force, qfrc, rhs, d.qfrc_smooth, d.efc_J, d.efc_D,
+                                                    d.efc_aref, d.efc_frictionloss])
+            if sensors:
+                self._sensors(m, d, qacc, force)
+            _solve(tape, k, m, W, d.qM, dA, rhs, d.qacc_int, device, d.qH)
+            return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
         self._launch(k["constraint_jar"], (W, nefc), [m, d, qacc, jar])
         self._launch(k["constraint_force_row"], (W, nefc), [m, d, jar, force])
         if model.struct.cone_elliptic:
@@ -1108,6 +1315,22 @@ class Rollout:
         self._launch(k["add"], (W, nv), [d.qfrc_smooth, qfrc, rhs])
         _solve(tape, k, m, W, d.qM, dA, rhs, d.qacc_int, device, d.qH)
         return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
+
+
+def _model_adjoint(model, m, tape: wp.Tape):
+    """The adjoint struct of the Model struct `m` the kernels read. For the model's own struct
+    (no parameter differentiated: arrays without gradients) one built once and kept with the
+    model: an adjoint of its hundred fields per call costs more than a small step, and it holds
+    nothing that depends on their values (no array of the model's struct has a gradient; the
+    adjoint of a scalar field is a zero nothing reads). Else the tape's, for `m`'s arrays with
+    gradients."""
+    if m is not model.struct or wp.config.verify_autograd_array_access:
+        return tape.get_adjoint(m)
+    adjoint = model.__dict__.get("grad_adjoint")
+    if adjoint is None:
+        adjoint = wp.Tape().get_adjoint(m)
+        model.__dict__["grad_adjoint"] = adjoint
+    return adjoint
 
 
 def _replace_fields(struct, scalar, replace: dict):

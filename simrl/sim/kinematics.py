@@ -7,7 +7,9 @@ normalisation, independent of the tree); `body(m, d, w, b)` places body b from i
 `body_from_root` places a body alone, its path from the world in registers, for the engine's
 wide step); `frame(m, d, w, e)` then gives
 body, inertial-frame, geom and site frames their rotation matrices and positions (e < nbody: body e
-and its inertial frame, then the geoms, then the sites).
+and its inertial frame, then the geoms, then the sites). `frame_adjoint(m, d, adj, w, e)` is
+`frame`'s hand-written adjoint, which the differentiable step runs in place of the generated one
+(simrl.sim.grad's `reverse`): it skips the frames whose outputs receive no gradient.
 """
 
 
@@ -30,7 +32,7 @@ FRAME_EPS = 1e-6
 def build(scalar):
     T = scalar_types(scalar)
     Model, Data = model_struct(scalar), data_struct(scalar)
-    f, vec3, quat = T.f, T.vec3, T.quat
+    f, vec3, quat, mat33 = T.f, T.vec3, T.quat, T.mat33
 
     @wp.func
     def same_vec(a: vec3, b: vec3):
@@ -325,5 +327,125 @@ def build(scalar):
                 d.site_xpos[w, s] = xpos
                 d.site_xmat[w, s] = xmat
 
+
+    # ---------------------------------------------------------------------------------------
+    # Hand-written adjoint of `frame` (the differentiable step's kinematics_frame pass runs it
+    # backwards with `frame_adjoint` instead of Warp's generated adjoint, which replays the whole
+    # frame first and runs for every geom and site, most of which receive no gradient)
+
+    @wp.func
+    def nonzero3(v: vec3):
+        """Whether a vector has a nonzero (or NaN) component."""
+        return v[0] != scalar(0.0) or v[1] != scalar(0.0) or v[2] != scalar(0.0)
+
+    @wp.func
+    def nonzero33(a: mat33):
+        return nonzero3(vec3(a[0, 0], a[0, 1], a[0, 2])) or nonzero3(vec3(a[1, 0], a[1, 1], a[1, 2])) or nonzero3(
+            vec3(a[2, 0], a[2, 1], a[2, 2]))
+
+    @wp.func
+    def quat_to_mat_adjoint(q: quat, g: mat33):
+        """The adjoint of quat_to_mat at q for the matrix's adjoint g (d tr(g' R(q)) / dq;
+        Warp's storage x, y, z, w)."""
+        x = q[0]
+        y = q[1]
+        z = q[2]
+        s = q[3]
+        two = scalar(2.0)
+        return quat(two * (x * (g[0, 0] - g[1, 1] - g[2, 2]) + y * (g[0, 1] + g[1, 0]) + z * (g[0, 2] + g[2, 0])
+                           + s * (g[2, 1] - g[1, 2])),
+                    two * (y * (g[1, 1] - g[0, 0] - g[2, 2]) + x * (g[0, 1] + g[1, 0]) + z * (g[1, 2] + g[2, 1])
+                           + s * (g[0, 2] - g[2, 0])),
+                    two * (z * (g[2, 2] - g[0, 0] - g[1, 1]) + x * (g[0, 2] + g[2, 0]) + y * (g[1, 2] + g[2, 1])
+                           + s * (g[1, 0] - g[0, 1])),
+                    two * (s * (g[0, 0] + g[1, 1] + g[2, 2]) + x * (g[2, 1] - g[1, 2]) + y * (g[0, 2] - g[2, 0])
+                           + z * (g[1, 0] - g[0, 1])))
+
+    @wp.func
+    def quat_mul_adjoint(b: quat, g: quat):
+        """The adjoint of quat_mul(a, b) with respect to a, for the product's adjoint g."""
+        return quat(g[0] * b[3] - g[1] * b[2] + g[2] * b[1] - g[3] * b[0],
+                    g[0] * b[2] + g[1] * b[3] - g[2] * b[0] - g[3] * b[1],
+                    g[1] * b[0] - g[0] * b[1] + g[2] * b[3] - g[3] * b[2],
+                    g[0] * b[0] + g[1] * b[1] + g[2] * b[2] + g[3] * b[3])
+
+    @wp.func
+    def local_to_global_adjoint(xquat: quat, pos: vec3, rot: quat, copy_pos: bool, p_bar: vec3, r_bar: mat33):
+        """The adjoint of local_to_global's xquat for the adjoints (p_bar, r_bar) of its (p, r),
+        in the branch the forward took (pos and rot are constants; xpos's adjoint is p_bar)."""
+        xmat_bar = mat33(scalar(0.0))
+        xquat_bar = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(0.0))
+        if not same_quat(rot, quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))):
+            xquat_bar = quat_mul_adjoint(rot, quat_to_mat_adjoint(f.quat_mul(xquat, rot), r_bar))
+            xmat_bar = wp.outer(p_bar, pos)
+        else:
+            xmat_bar = r_bar
+            if not (copy_pos and same_vec(pos, vec3(scalar(0.0)))):
+                xmat_bar = xmat_bar + wp.outer(p_bar, pos)
+        return xquat_bar + quat_to_mat_adjoint(xquat, xmat_bar)
+
+    @wp.func
+    def frame_adjoint(m: Model, d: Data, adj: Data, w: int, e: int):
+        """Adds `frame`'s adjoint for frame e into the adjoints `adj` of its body's xpos and xquat
+        (atomically: a body's frames are threads of their own), from those of its outputs; a
+        frame whose outputs have no gradient (a geom in no contact, a site nothing reads) does
+        nothing."""
+        zero3 = vec3(scalar(0.0))
+        zero33 = mat33(scalar(0.0))
+        b = e
+        xquat_bar = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(0.0))
+        xpos_bar = zero3
+        if e < m.nbody:
+            xmat_bar = adj.xmat[w, e]
+            if e > 0:
+                ipos_bar = adj.xipos[w, e]
+                imat_bar = adj.ximat[w, e]
+                if nonzero3(ipos_bar) or nonzero33(imat_bar):
+                    xpos_bar = ipos_bar
+                    xquat_bar = local_to_global_adjoint(d.xquat[w, e], m.body_ipos[w % m.body_ipos.shape[0], e],
+                                                        m.body_iquat[w % m.body_iquat.shape[0], e], True, ipos_bar,
+                                                        imat_bar)
+            if nonzero33(xmat_bar):
+                xquat_bar = xquat_bar + quat_to_mat_adjoint(d.xquat[w, e], xmat_bar)
+        else:
+            g = e - m.nbody
+            geom = g < m.ngeom
+            s = g - m.ngeom
+            p_bar = zero3
+            r_bar = zero33
+            if geom:
+                p_bar = adj.geom_xpos[w, g]
+                r_bar = adj.geom_xmat[w, g]
+            else:
+                p_bar = adj.site_xpos[w, s]
+                r_bar = adj.site_xmat[w, s]
+            if nonzero3(p_bar) or nonzero33(r_bar):
+                pos = zero3
+                rot = quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))
+                if geom:
+                    b = m.geom_bodyid[g]
+                    pos = m.geom_pos[g]
+                    rot = m.geom_quat[g]
+                else:
+                    b = m.site_bodyid[s]
+                    pos = m.site_pos[s]
+                    rot = m.site_quat[s]
+                # `frame`'s choice of the inertial frame's rotation and position
+                copy_pos = True
+                iquat = m.body_iquat[w % m.body_iquat.shape[0], b]
+                if b > 0 and not same_quat(rot, quat(scalar(0.0), scalar(0.0), scalar(0.0), scalar(1.0))) and (
+                        same_quat(rot, iquat)):
+                    rot = iquat
+                    ipos = m.body_ipos[w % m.body_ipos.shape[0], b]
+                    copy_pos = same_vec(pos, ipos)
+                    if copy_pos:
+                        pos = ipos
+                xpos_bar = p_bar
+                xquat_bar = local_to_global_adjoint(d.xquat[w, b], pos, rot, copy_pos, p_bar, r_bar)
+        if nonzero3(xpos_bar):
+            wp.atomic_add(adj.xpos, w, b, xpos_bar)
+        if nonzero3(vec3(xquat_bar[0], xquat_bar[1], xquat_bar[2])) or xquat_bar[3] != scalar(0.0):
+            wp.atomic_add(adj.xquat, w, b, xquat_bar)
+
     return SimpleNamespace(joint=joint, body_root=body_root, body_tree=body_tree, body_from_root=body_from_root,
-                           frame=frame)
+                           frame=frame, frame_adjoint=frame_adjoint)
