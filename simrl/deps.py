@@ -5,9 +5,9 @@ Four places reach past a dependency's public API, each because none exists for w
 - `simrl.sim.by_reference` wraps Warp's code generator (`warp._src.codegen`) so that the CPU
   build passes the Model and Data structs by reference (Warp's own `wp.ref` is refused in
   kernels with a backward pass);
-- `simrl.sim.initialized_locals` wraps the same function so that the CUDA build of the world
-  functions declares its locals initialized (no values carried around loops: the solver's
-  registers);
+- `simrl.sim.initialized_locals` wraps the same function so that the engine's CUDA build
+  declares its functions' locals initialized (no values carried around loops: registers and
+  spills);
 - `simrl.sim.no_replay` wraps Warp's `ModuleBuilder.build_function` to mark the functions that
   return nothing `skip_replay` in the differentiable modules (`wp.func` takes no such option);
 - `simrl.rl.ppo.Runner` replaces two methods of rsl-rl's `Logger` on its instance (the progress

@@ -1,10 +1,11 @@
-"""The CUDA build of the world functions declares its locals initialized
+"""The engine's CUDA build declares its functions' locals initialized
 (simrl.sim.initialized_locals): without it, values that Warp's `if` leaves stale are carried
-around the solver's loops and its kernel spills (scripts/gpu_report.py reads the spills)."""
+around loops, and the solver's kernel spills (scripts/gpu_report.py reads the spills)."""
 
 import warp as wp
 
 from simrl.sim import initialized_locals, schedule
+from simrl.sim.types import kernel_module
 
 
 def test_locals_are_declared_initialized_and_nothing_else_changes():
@@ -23,9 +24,11 @@ def test_locals_are_declared_initialized_and_nothing_else_changes():
     assert out.count("{};") == 4
 
 
-def test_the_world_functions_cuda_source_declares_initialized_locals():
-    """The wide schedule's world-function module asks for it, and its CUDA source has it (the
-    CPU's is left as Warp writes it)."""
+def test_the_engines_cuda_source_declares_initialized_locals():
+    """Every module of the engine asks for it (the world functions' among them), and the
+    solver's CUDA source has it (the CPU's is left as Warp writes it)."""
+    assert kernel_module(wp.float64).options[initialized_locals.OPTION]
+    assert kernel_module(wp.float32, "widegrad", backward=True).options[initialized_locals.OPTION]
     module = schedule.coop_module(wp.float32)
     assert module.options[initialized_locals.OPTION]
     from warp._src.codegen import codegen_func

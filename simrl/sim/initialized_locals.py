@@ -1,4 +1,4 @@
-"""The CUDA build of the world functions declares its locals initialized.
+"""The engine's CUDA build declares the locals of its functions initialized.
 
 Warp's generated C++ declares every local of a function at its top, uninitialized, and writes
 an `if` as two guarded blocks followed by `wp::where(cond, a, b)` for each variable either block
@@ -6,13 +6,14 @@ assigns: `a` is written only when `cond` holds, `b` only when it does not. Once 
 inlines such a function into a loop (a world function's loops over rows and dofs, the Newton
 solver's iterations), the branch not taken leaves `a` holding what it held in the loop's
 previous pass, and the select still reads it: to the compiler it is a value carried around the
-loop, which keeps a register (or a spill slot) through everything else the loop does; the Newton
-solver's kernel, its loops nested in the iterations, spills them (scripts/gpu_report.py).
+loop, which keeps a register (or a spill slot) through everything else the loop does. Without
+what this does, the Newton solver's kernel (its loops nested in the iterations) and the convex
+collision's GJK and EPA spill such values (scripts/gpu_report.py reads the spills).
 
 Declared initialized (`wp::float32 var_7{};`), each local is defined again wherever its
 declaration runs, once per inlined call, so nothing is carried. Results cannot change: a select
-never returns the stale value. Only the CUDA source of modules that ask for it (`OPTION`:
-simrl.sim.schedule.coop_module, the world functions) is changed, the CPU's is left as Warp writes
+never returns the stale value. Only the CUDA source of modules that ask for it (`OPTION`: every
+module of the engine, simrl.sim.types.kernel_module) is changed, the CPU's is left as Warp writes
 it; the option also keys those modules' cache entries, so that a build from before is not reused.
 """
 

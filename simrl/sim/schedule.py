@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 import warp as wp
 
-from simrl.sim import initialized_locals
 from simrl.sim.data import MAX_LANES, data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import kernel_module
@@ -743,12 +742,9 @@ def coop_module(scalar, name: str = "coop"):
     """The module of the wide schedule's world functions, compiled for blocks of LANES threads
     (kernels without adjoints: the differentiable step writes theirs by hand, in a module of
     its own, `name="coop_grad"`, so that the step's is not built again when a process takes
-    gradients too: forward._module). Its CUDA functions declare their locals initialized
-    (simrl.sim.initialized_locals: without, the solver's kernel spills)."""
+    gradients too: forward._module)."""
     module = kernel_module(scalar, name)
     module.options["block_dim"] = LANES
-    initialized_locals.install()
-    module.options[initialized_locals.OPTION] = True
     return module
 
 
