@@ -1,10 +1,13 @@
 """The core dependencies' versions simrl is tested with, and the names it uses that those
 packages do not promise to keep.
 
-Three places reach past a dependency's public API, each because none exists for what it needs:
+Four places reach past a dependency's public API, each because none exists for what it needs:
 - `simrl.sim.by_reference` wraps Warp's code generator (`warp._src.codegen`) so that the CPU
   build passes the Model and Data structs by reference (Warp's own `wp.ref` is refused in
   kernels with a backward pass);
+- `simrl.sim.initialized_locals` wraps the same function so that the engine's CUDA build
+  declares its functions' locals initialized (no values carried around loops: registers and
+  spills);
 - `simrl.sim.no_replay` wraps Warp's `ModuleBuilder.build_function` to mark the functions that
   return nothing `skip_replay` in the differentiable modules (`wp.func` takes no such option);
 - `simrl.rl.ppo.Runner` replaces two methods of rsl-rl's `Logger` on its instance (the progress
@@ -29,6 +32,7 @@ TESTED = {"warp-lang": "1.19", "mujoco": "4.0", "rsl-rl-lib": "5.5", "torch": "2
 PRIVATE_NAMES = (
     ("warp-lang", "warp._src.codegen", "codegen_func", "simrl.sim.by_reference"),
     ("warp-lang", "warp._src.codegen", "codegen_kernel", "simrl.sim.by_reference"),
+    ("warp-lang", "warp._src.codegen", "codegen_func", "simrl.sim.initialized_locals"),
     ("warp-lang", "warp._src.context", "ModuleBuilder.build_function", "simrl.sim.no_replay"),
     ("rsl-rl-lib", "rsl_rl.runners", "OnPolicyRunner._configure_multi_gpu", "simrl.rl.ppo.Runner"),
     ("rsl-rl-lib", "rsl_rl.utils.logger", "Logger.log", "simrl.rl.ppo.Runner"),

@@ -32,7 +32,7 @@ from typing import Any
 
 import warp as wp
 
-from simrl.sim import no_replay
+from simrl.sim import initialized_locals, no_replay
 
 #: MuJoCo's smallest safe divisor (mjMINVAL in mjmodel.h)
 MINVAL = 1e-15
@@ -671,6 +671,10 @@ def kernel_module(scalar, name: str = "sim", backward: bool = False):
     # not a Warp option: it makes the module's hash (and its cache entry) differ from a build
     # that passed the Model and Data by value (simrl.sim.by_reference)
     module.options["simrl_struct_arguments"] = "by_reference_restrict_kernel_adjoint"
+    # (not a Warp option) the CUDA functions declare their locals initialized: none is carried
+    # around a loop by an `if` that did not write it (simrl.sim.initialized_locals)
+    initialized_locals.install()
+    module.options[initialized_locals.OPTION] = True
     if backward:
         # no replay of the functions that return nothing in the adjoints (simrl.sim.no_replay)
         no_replay.install()
