@@ -318,9 +318,15 @@ class LeggedEnv(BatchedEnv):
             raise ValueError(f"gait_offsets must lie in [0, 1) (fractions of the period), got {list(offsets)}")
         if not 0.0 < stance < 1.0:
             raise ValueError(f"gait_stance must lie in (0, 1) (the stance fraction of the period), got {stance}")
-        if "gait_contact" in self.reward_terms and period <= 0:
-            raise ValueError("the reward term gait_contact needs the gait clock: set task.env.gait_period "
-                             "(s, > 0), or remove the term")
+        for name in ("gait_contact", "gait_joint_swing"):
+            if name in self.reward_terms and period <= 0:
+                raise ValueError(f"the reward term {name} needs the gait clock: set task.env.gait_period "
+                                 f"(s, > 0), or remove the term")
+        if "gait_joint_swing" in self.reward_terms:
+            swing = self.reward_terms["gait_joint_swing"].func
+            if swing.columns.numel() != self.num_feet:
+                raise ValueError(f"rewards.gait_joint_swing.joints {swing.joints} match {swing.columns.numel()} "
+                                 f"joints; give one joint per foot ({self.num_feet} feet)")
         #: the gait clock's period (s; 0: none), each foot's phase offset, the stance fraction
         self.gait_period = float(period)
         self._gait_offsets = torch.tensor(offsets or (0.0,) * self.num_feet, dtype=torch.float32,
