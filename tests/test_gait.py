@@ -163,3 +163,37 @@ def test_inconsistent_gait_settings_are_errors():
         envs.make("humanoid", num_envs=1, device="cpu", gait_period=0.8, gait_stance=1.0)
     with pytest.raises(ValueError, match="gait_period must be >= 0"):
         envs.make("humanoid", num_envs=1, device="cpu", gait_period=-1.0)
+
+
+def test_gait_targets_add_the_swing_to_the_servo_targets():
+    """gait_targets on the quadruped's knees (amplitude -0.4 rad, trot clock of 0.5 s): with zero
+    actions the servos' controls are the default pose plus -0.4 x sin(pi (phase - 0.55) / 0.45)
+    on the knee of each foot in swing, written out; the differentiable step's controls are the
+    plain step's, and the exported metadata names the joints and the amplitude."""
+    kwargs = dict(num_envs=2, device="cpu", seed=0, randomization=NO_PUSH, gait_period=0.5,
+                  gait_targets={"joints": [".._knee"], "amplitude": -0.4}, observation_source="state")
+    plain, grad = envs.make("quadruped", **kwargs), envs.make("quadruped", **kwargs)
+    for env in (plain, grad):
+        env.reset()
+        env.episode_length_buf[:] = torch.tensor([19, 3])  # t = 0.38 s and 0.06 s
+    grad.enable_grad(True)
+    knees = [2, 5, 8, 11]  # actuators FR, FL, RR, RL _knee
+    expected = plain.default_targets.repeat(2, 1)
+    for w, t in enumerate((0.38, 0.06)):
+        for foot, offset in enumerate((0.0, 0.5, 0.5, 0.0)):
+            phase = (t / 0.5 + offset) % 1.0
+            if phase >= 0.55:
+                expected[w, knees[foot]] += -0.4 * math.sin(math.pi * (phase - 0.55) / 0.45)
+    assert float((expected - plain.default_targets).abs().sum()) > 0.3  # some knees swing
+    zeros = torch.zeros(2, 12)
+    plain.step(zeros)
+    grad.step(zeros.clone().requires_grad_(True))
+    torch.testing.assert_close(plain.sim.ctrl.float(), expected, rtol=0, atol=1e-6)
+    torch.testing.assert_close(grad.sim.ctrl.float(), expected, rtol=0, atol=1e-6)
+    meta = plain.policy_metadata()
+    assert meta["gait_target_joints"] == ["FR_knee", "FL_knee", "RR_knee", "RL_knee"]
+    assert meta["gait_target_amplitude"] == -0.4 and meta["gait_stance"] == 0.55
+    with pytest.raises(ValueError, match="gait_targets needs the gait clock"):
+        envs.make("quadruped", num_envs=1, device="cpu", gait_targets={"joints": [".._knee"]})
+    with pytest.raises(ValueError, match=r"match 2 actuated joints; give one per foot \(4 feet\)"):
+        envs.make("quadruped", num_envs=1, device="cpu", gait_period=0.5, gait_targets={"joints": ["F._knee"]})

@@ -13,7 +13,6 @@ env's buffers a term updates (feet_air_time's air times and last contacts) are t
 per-world tensors, saved in its state_dict. `TERMS` is the registry LeggedEnv uses.
 """
 
-import math
 import re
 
 import mujoco
@@ -285,11 +284,8 @@ class gait_joint_swing:  # noqa: N801
         self.amplitude, self.sigma = float(amplitude), float(sigma)
 
     def __call__(self, env) -> torch.Tensor:
-        phase, stance = env.gait_phase(), env.gait_stance
-        swing = torch.where(phase >= stance, torch.sin(math.pi * (phase - stance) / (1.0 - stance)),
-                            torch.zeros_like(phase))
         q = env.qpos.float()[:, 7:][:, self.columns]
-        error = q - env.default_joint_pos[self.columns] - self.amplitude * swing
+        error = q - env.default_joint_pos[self.columns] - self.amplitude * env.gait_swing()
         return torch.exp(-(error ** 2).mean(dim=1) / self.sigma) * env.step_dt
 
 
