@@ -48,6 +48,7 @@ from envs.mdp import commands as command_terms
 from envs.mdp import observations as obs
 from envs.mdp import rewards as reward_terms
 from envs.mdp import terminations as termination_terms
+from envs.model_names import match_joints
 from envs.observations import ObservationPipeline, merge
 from envs.robot import (
     Robot,
@@ -148,7 +149,10 @@ class LeggedEnv(BatchedEnv):
     (envs/terms.py; None: the class's COMMANDS, REWARDS, TERMINATIONS); the command term
     `base_velocity` is required. The gait clock (`gait_period` s, 0: none; `gait_offsets`, each
     foot's phase offset; `gait_stance`, the stance fraction) is observed and read by the
-    gait_contact and feet_swing_height reward terms. `only_positive_rewards`: legged_gym's clip
+    gait_contact, gait_joint_swing and feet_swing_height reward terms; `gait_targets` ({joints,
+    amplitude}: one actuated joint per foot) adds amplitude x each foot's swing profile to the
+    joint targets, so that the actions are a residual on an open-loop gait (`_setup_gait_targets`).
+    `only_positive_rewards`: legged_gym's clip
     of the step reward at zero (envs.base)."""
 
     #: the policy group's observation terms, in the order of its frame (envs.observations)
@@ -179,7 +183,7 @@ class LeggedEnv(BatchedEnv):
                  gait_period: float = 0.0, gait_offsets: tuple = (), gait_stance: float = 0.55,
                  only_positive_rewards: bool = False, dtype: str = "float32", nonfinite_actions: str = "error",
                  backend: str = "warp", njmax: int | None = None, nconmax: int | None = None,
-                 strict: bool = False, observation_source: str = "sensors"):
+                 strict: bool = False, observation_source: str = "sensors", gait_targets: dict | None = None):
         if observation_source not in OBSERVATION_SOURCES:
             raise ValueError(f"observation_source must be one of {', '.join(map(repr, OBSERVATION_SOURCES))}, "
                              f"got {observation_source!r}")
@@ -276,6 +280,7 @@ class LeggedEnv(BatchedEnv):
                                          device=dev)
         self._foot_roots = torch.tensor(mjm.body_rootid[self._foot_bodies.cpu().numpy()], dtype=torch.long, device=dev)
         self._setup_gait(gait_period, gait_offsets, gait_stance)
+        self._setup_gait_targets(mjm, gait_targets)
 
         self.last_actions = torch.zeros(num_envs, self.num_actions, device=dev)
         self.last_qvel = torch.zeros(num_envs, mjm.nv, device=dev)
@@ -318,14 +323,60 @@ class LeggedEnv(BatchedEnv):
             raise ValueError(f"gait_offsets must lie in [0, 1) (fractions of the period), got {list(offsets)}")
         if not 0.0 < stance < 1.0:
             raise ValueError(f"gait_stance must lie in (0, 1) (the stance fraction of the period), got {stance}")
-        if "gait_contact" in self.reward_terms and period <= 0:
-            raise ValueError("the reward term gait_contact needs the gait clock: set task.env.gait_period "
-                             "(s, > 0), or remove the term")
+        for name in ("gait_contact", "gait_joint_swing"):
+            if name in self.reward_terms and period <= 0:
+                raise ValueError(f"the reward term {name} needs the gait clock: set task.env.gait_period "
+                                 f"(s, > 0), or remove the term")
+        if "gait_joint_swing" in self.reward_terms:
+            swing = self.reward_terms["gait_joint_swing"].func
+            if swing.columns.numel() != self.num_feet:
+                raise ValueError(f"rewards.gait_joint_swing.joints {swing.joints} match {swing.columns.numel()} "
+                                 f"joints; give one joint per foot ({self.num_feet} feet)")
         #: the gait clock's period (s; 0: none), each foot's phase offset, the stance fraction
         self.gait_period = float(period)
         self._gait_offsets = torch.tensor(offsets or (0.0,) * self.num_feet, dtype=torch.float32,
                                           device=self.device)
         self.gait_stance = float(stance)
+
+    def _setup_gait_targets(self, mjm, cfg: dict | None) -> None:
+        """`gait_targets` {joints, amplitude}: an open-loop swing added to the joint targets of one
+        actuated joint per foot (`joints`, names or regular expressions, in the model's order,
+        which must be the feet's), amplitude x the foot's swing profile (`gait_swing`), so that
+        the policy's actions are a residual on a stepping gait. Needs the gait clock."""
+        #: (action columns [num_feet], amplitude rad) or None
+        self.gait_targets = None
+        if not cfg:
+            return
+        unknown = set(cfg) - {"joints", "amplitude"}
+        if unknown or "joints" not in cfg:
+            raise ValueError(f"gait_targets takes joints (one per foot) and amplitude (rad); got {dict(cfg)}")
+        if self.gait_period <= 0:
+            raise ValueError("gait_targets needs the gait clock: set task.env.gait_period (s, > 0)")
+        chosen = set(match_joints(mjm, cfg["joints"], "gait_targets.joints", self.mjcf_path))
+        columns = [a for a in range(mjm.nu) if int(mjm.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_JOINT)
+                   and int(mjm.actuator_trnid[a, 0]) in chosen]
+        if len(columns) != self.num_feet:
+            raise ValueError(f"gait_targets.joints {list(cfg['joints'])} match {len(columns)} actuated joints; give "
+                             f"one per foot ({self.num_feet} feet)")
+        self.gait_targets = (torch.tensor(columns, dtype=torch.long, device=self.device),
+                             float(cfg.get("amplitude", -0.4)))
+
+    def gait_swing(self) -> torch.Tensor:
+        """[num_envs, num_feet]: each foot's swing profile from the gait clock, sin(pi (phase -
+        stance) / (1 - stance)) in the swing part of its phase, 0 in stance."""
+        phase, stance = self.gait_phase(), self.gait_stance
+        return torch.where(phase >= stance, torch.sin(math.pi * (phase - stance) / (1.0 - stance)),
+                           torch.zeros_like(phase))
+
+    def _targets(self, actions: torch.Tensor) -> torch.Tensor:
+        """Joint targets of the actions: default + action_scale x action (+ the gait_targets swing)."""
+        target = self.default_targets + self.action_scale * actions
+        if self.gait_targets is not None:
+            columns, amplitude = self.gait_targets
+            offset = torch.zeros_like(target)
+            offset[:, columns] = amplitude * self.gait_swing()
+            target = target + offset
+        return target
 
     @property
     def env_friction(self) -> torch.Tensor:
@@ -438,6 +489,10 @@ class LeggedEnv(BatchedEnv):
                         velocity_limit=_floats(nominal["velocity_limit"]))
         if self.gait_period > 0:
             meta.update(gait_period_s=self.gait_period, gait_offsets=self._gait_offsets.tolist())
+        if self.gait_targets is not None:  # the robot must add the same swing to the policy's targets
+            columns, amplitude = self.gait_targets
+            meta.update(gait_stance=self.gait_stance, gait_target_amplitude=amplitude,
+                        gait_target_joints=[self.action_joint_names[int(c)] for c in columns])
         return meta
 
     # ------------------------------------------------------------- the state the terms read
@@ -533,8 +588,7 @@ class LeggedEnv(BatchedEnv):
     # ------------------------------------------------------------------------------ the task
     def _apply_actions(self, actions):
         self._base_cache = self._contact_cache = None  # the state is about to change
-        target = self.default_targets + self.action_scale * actions
-        self.actuator_model.apply(torch.clamp(target, self.ctrl_low, self.ctrl_high))
+        self.actuator_model.apply(torch.clamp(self._targets(actions), self.ctrl_low, self.ctrl_high))
 
     def enable_grad(self, enabled: bool = True) -> None:
         if enabled and self.observation_source != "state":
@@ -548,8 +602,7 @@ class LeggedEnv(BatchedEnv):
 
     def _ctrl(self, actions):
         """The MJCF's position servos' controls of the differentiable step: `_apply_actions`'s."""
-        target = self.default_targets + self.action_scale * actions
-        return torch.minimum(torch.maximum(target, self.ctrl_low), self.ctrl_high)
+        return torch.minimum(torch.maximum(self._targets(actions), self.ctrl_low), self.ctrl_high)
 
     def reset(self):
         obs = super().reset()

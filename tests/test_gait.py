@@ -59,6 +59,46 @@ def test_gait_contact_counts_the_feet_that_follow_the_clock():
     np.testing.assert_allclose(gait_contact(env).numpy(), np.array([0, 1, 2, 1]) * DT, atol=1e-7)
 
 
+def test_gait_joint_swing_by_hand_and_its_gradient():
+    """The quadruped's gait prior on its knees (trot offsets 0, 0.5, 0.5, 0; stance 0.55; period
+    0.5 s): exp(-mean (q - default - amplitude s)^2 / sigma) x dt written out at two clock times,
+    one foot pair in swing, the other in stance; and d term / d qpos is the closed form's (the
+    term is a function of the differentiable state)."""
+    swing = {"gait_joint_swing": {"weight": 1.0, "joints": [".._knee"], "amplitude": -0.5, "sigma": 0.1}}
+    env = envs.make("quadruped", num_envs=2, device="cpu", seed=0, randomization=NO_PUSH, gait_period=0.5,
+                    rewards=swing, observation_source="state")
+    env.reset()
+    term = env.reward_terms["gait_joint_swing"]
+    knees = [2, 5, 8, 11]  # qpos[7:] columns of FR, FL, RR, RL _knee
+    offsets = torch.tensor([0.1, -0.2, 0.3, 0.05])
+    qpos = env.sim.qpos.clone()
+    qpos[:, 7:][:, knees] = env.default_joint_pos[knees] + offsets
+    env.sim.qpos[:] = qpos
+    env.episode_length_buf[:] = torch.tensor([19, 3])  # t = 0.38 s and 0.06 s
+    expected = []
+    for t in (0.38, 0.06):
+        error = 0.0
+        for foot, offset in enumerate((0.0, 0.5, 0.5, 0.0)):
+            phase = (t / 0.5 + offset) % 1.0
+            s = math.sin(math.pi * (phase - 0.55) / 0.45) if phase >= 0.55 else 0.0
+            error += (float(offsets[foot]) + 0.5 * s) ** 2
+        expected.append(math.exp(-error / 4 / 0.1) * DT)
+    np.testing.assert_allclose(term(env).numpy(), expected, rtol=1e-5)
+    assert expected[0] != expected[1]  # the two clock times differ: one has feet in swing
+
+    env.enable_grad(True)
+    state = env.sim.qpos.clone().requires_grad_(True)
+    env._grad_state = (state, env.sim.qvel.clone())
+    term(env).sum().backward()
+    phase = env.gait_phase()
+    s = torch.where(phase >= 0.55, torch.sin(math.pi * (phase - 0.55) / 0.45), torch.zeros_like(phase))
+    error = offsets - (-0.5) * s
+    value = torch.tensor(expected)[:, None]
+    closed = value * (-2.0 * error / 4 / 0.1)  # d/dq of exp(-mean e^2 / sigma) dt
+    torch.testing.assert_close(state.grad[:, 7:][:, knees].float(), closed, rtol=1e-4, atol=1e-7)
+    assert float(state.grad[:, 7:][:, [0, 1, 3]].abs().sum()) == 0.0  # other joints: no gradient
+
+
 def test_swing_height_and_base_height_against_mujoco():
     """feet_swing_height: (z of the foot body - 0.08)^2 over the feet in the air, z from MuJoCo's
     xpos of the same state; base_height: (pelvis height - target)^2; alive: 1 per second."""
@@ -107,6 +147,12 @@ def test_foot_heights_over_terrain_are_above_its_surface():
 def test_inconsistent_gait_settings_are_errors():
     with pytest.raises(ValueError, match="gait_contact needs the gait clock: set task.env.gait_period"):
         envs.make("humanoid", num_envs=1, device="cpu", rewards={"gait_contact": {"weight": 1.0}})
+    knees = {"gait_joint_swing": {"weight": 1.0, "joints": [".._knee"]}}
+    with pytest.raises(ValueError, match="gait_joint_swing needs the gait clock"):
+        envs.make("quadruped", num_envs=1, device="cpu", rewards=knees)
+    with pytest.raises(ValueError, match=r"match 6 joints; give one joint per foot \(4 feet\)"):
+        envs.make("quadruped", num_envs=1, device="cpu", gait_period=0.5,
+                  rewards={"gait_joint_swing": {"weight": 1.0, "joints": [".._knee", "F._hip_flexion"]}})
     with pytest.raises(ValueError, match="rewards.base_height.target is required"):
         envs.make("humanoid", num_envs=1, device="cpu", rewards={"base_height": {"weight": -1.0}})
     with pytest.raises(ValueError, match="gait_offsets has 3 entries, the robot has 2 feet"):
@@ -117,3 +163,37 @@ def test_inconsistent_gait_settings_are_errors():
         envs.make("humanoid", num_envs=1, device="cpu", gait_period=0.8, gait_stance=1.0)
     with pytest.raises(ValueError, match="gait_period must be >= 0"):
         envs.make("humanoid", num_envs=1, device="cpu", gait_period=-1.0)
+
+
+def test_gait_targets_add_the_swing_to_the_servo_targets():
+    """gait_targets on the quadruped's knees (amplitude -0.4 rad, trot clock of 0.5 s): with zero
+    actions the servos' controls are the default pose plus -0.4 x sin(pi (phase - 0.55) / 0.45)
+    on the knee of each foot in swing, written out; the differentiable step's controls are the
+    plain step's, and the exported metadata names the joints and the amplitude."""
+    kwargs = dict(num_envs=2, device="cpu", seed=0, randomization=NO_PUSH, gait_period=0.5,
+                  gait_targets={"joints": [".._knee"], "amplitude": -0.4}, observation_source="state")
+    plain, grad = envs.make("quadruped", **kwargs), envs.make("quadruped", **kwargs)
+    for env in (plain, grad):
+        env.reset()
+        env.episode_length_buf[:] = torch.tensor([19, 3])  # t = 0.38 s and 0.06 s
+    grad.enable_grad(True)
+    knees = [2, 5, 8, 11]  # actuators FR, FL, RR, RL _knee
+    expected = plain.default_targets.repeat(2, 1)
+    for w, t in enumerate((0.38, 0.06)):
+        for foot, offset in enumerate((0.0, 0.5, 0.5, 0.0)):
+            phase = (t / 0.5 + offset) % 1.0
+            if phase >= 0.55:
+                expected[w, knees[foot]] += -0.4 * math.sin(math.pi * (phase - 0.55) / 0.45)
+    assert float((expected - plain.default_targets).abs().sum()) > 0.3  # some knees swing
+    zeros = torch.zeros(2, 12)
+    plain.step(zeros)
+    grad.step(zeros.clone().requires_grad_(True))
+    torch.testing.assert_close(plain.sim.ctrl.float(), expected, rtol=0, atol=1e-6)
+    torch.testing.assert_close(grad.sim.ctrl.float(), expected, rtol=0, atol=1e-6)
+    meta = plain.policy_metadata()
+    assert meta["gait_target_joints"] == ["FR_knee", "FL_knee", "RR_knee", "RL_knee"]
+    assert meta["gait_target_amplitude"] == -0.4 and meta["gait_stance"] == 0.55
+    with pytest.raises(ValueError, match="gait_targets needs the gait clock"):
+        envs.make("quadruped", num_envs=1, device="cpu", gait_targets={"joints": [".._knee"]})
+    with pytest.raises(ValueError, match=r"match 2 actuated joints; give one per foot \(4 feet\)"):
+        envs.make("quadruped", num_envs=1, device="cpu", gait_period=0.5, gait_targets={"joints": ["F._knee"]})

@@ -1,8 +1,11 @@
 """SHAC (simrl/rl/shac.py): learning through the differentiable step, its TD(lambda) targets,
 its gradients, and how it handles a non-finite gradient."""
 
+import copy
+import importlib.util
 import math
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +14,7 @@ import envs
 from simrl.rl.evaluate import evaluate
 from simrl.rl.shac import ShacRunner, td_lambda_targets
 
+ROOT = Path(__file__).resolve().parents[1]
 CARTPOLE_SHAC = {"actor_learning_rate": 1e-2, "critic_learning_rate": 1e-3, "horizon": 32}
 
 
@@ -79,6 +83,36 @@ def test_actor_gradient_matches_finite_differences():
             p.add_(d, alpha=eps)
     numeric = (plus - minus) / (2 * eps)
     assert abs(analytic - numeric) <= 0.05 * abs(numeric) + 1e-3, (analytic, numeric)
+
+
+def test_probe_replays_the_runners_window_objective():
+    """tools/shac_probe.py's window objective is the runner's: minus it over horizon x worlds is
+    the runner's actor_loss of the same window (start state and noise), its gradient's norm the
+    runner's grad_norm (before clipping), and its reward and value parts add up to it, in value
+    and in gradient; the windows of each reward term alone add up to the reward part."""
+    spec = importlib.util.spec_from_file_location("shac_probe", ROOT / "tools" / "shac_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    env, runner = make_runner(num_envs=8, horizon=8, critic_iterations=2, dtype="float64")
+    runner.learn(3)  # a critic that is not the initial one
+    state = copy.deepcopy(env.state_dict())
+    scale = 1.0 / (8 * 8)
+    objectives, grads = {}, {}
+    for part in ("all", "rewards", "values"):
+        objective = probe.window_objective(runner, env, state, seed=3, part=part)
+        objectives[part], grads[part] = float(objective.detach()), probe.gradient(runner, objective * scale)
+    assert objectives["values"] != 0.0 and objectives["rewards"] != 0.0
+    assert math.isclose(objectives["rewards"] + objectives["values"], objectives["all"], rel_tol=1e-6)
+    torch.testing.assert_close(grads["rewards"] + grads["values"], grads["all"], rtol=1e-5, atol=1e-9)
+    terms = [float(probe.window_objective(runner, env, state, seed=3, part=name).detach()) for name in env.reward_terms]
+    assert len(terms) > 1 and math.isclose(sum(terms), objectives["rewards"], rel_tol=1e-5)  # one term each
+
+    env.load_state_dict(copy.deepcopy(state))
+    env.enable_grad(True)
+    torch.manual_seed(3)
+    stats = runner._iteration()
+    assert math.isclose(stats["actor_loss"], -objectives["all"] * scale, rel_tol=1e-6)
+    assert math.isclose(stats["grad_norm"], float(grads["all"].norm()), rel_tol=1e-5)
 
 
 def test_non_finite_gradient_is_skipped_and_counted(monkeypatch):

@@ -266,6 +266,29 @@ def gait_contact(env) -> torch.Tensor:
     return (stance == env.feet_contact()).float().sum(dim=1) * env.step_dt
 
 
+class gait_joint_swing:  # noqa: N801
+    """A gait prior that the differentiable step differentiates (SHAC): exp(-mean over the feet
+    of (q - default - amplitude s)^2 / sigma), q the angle of one joint per foot (`joints`, names
+    or regular expressions matching one joint per foot; the feet's order is the model's), s the
+    foot's swing profile from the gait clock: sin(pi (phase - stance) / (1 - stance)) in the swing
+    part of its phase, 0 in stance. Weight it positive; needs the gait clock
+    (task.env.gait_period > 0). The contact-based gait terms (feet_air_time, gait_contact,
+    feet_swing_height) are constants of the plain step to the gradient; this one is a function
+    of qpos."""
+
+    def __init__(self, env, *, joints: tuple = (), amplitude: float = -0.5, sigma: float = 0.1):
+        # (LeggedEnv._setup_gait checks the gait clock and one joint per foot: the env builds its
+        # terms before its feet and clock)
+        self.joints = list(joints)
+        self.columns = _joint_columns(env, joints, "rewards.gait_joint_swing.joints", 7)
+        self.amplitude, self.sigma = float(amplitude), float(sigma)
+
+    def __call__(self, env) -> torch.Tensor:
+        q = env.qpos.float()[:, 7:][:, self.columns]
+        error = q - env.default_joint_pos[self.columns] - self.amplitude * env.gait_swing()
+        return torch.exp(-(error ** 2).mean(dim=1) / self.sigma) * env.step_dt
+
+
 def feet_swing_height(env, *, height: float = 0.08) -> torch.Tensor:
     """unitree_rl_gym's G1 feet_swing_height: (foot height - height)^2 summed over the feet in the
     air (foot body origins above the ground under them, m)."""
@@ -292,6 +315,7 @@ TERMS = {
     "torques": torques, "dof_acc": dof_acc, "action_rate": action_rate, "joint_deviation": joint_deviation,
     "dof_pos_limits": dof_pos_limits, "pose": pose, "feet_air_time": feet_air_time,
     "feet_air_time_biped": feet_air_time_biped, "feet_slide": feet_slide, "undesired_contacts": undesired_contacts,
-    "gait_contact": gait_contact, "feet_swing_height": feet_swing_height, "termination": termination,
+    "gait_contact": gait_contact, "gait_joint_swing": gait_joint_swing,
+    "feet_swing_height": feet_swing_height, "termination": termination,
     "alive": alive,
 }
