@@ -2,7 +2,6 @@
 its gradients, and how it handles a non-finite gradient."""
 
 import copy
-import importlib.util
 import math
 import re
 from pathlib import Path
@@ -86,13 +85,12 @@ def test_actor_gradient_matches_finite_differences():
 
 
 def test_probe_replays_the_runners_window_objective():
-    """tools/shac_probe.py's window objective is the runner's: minus it over horizon x worlds is
+    """simrl.rl.shac_probe's window objective (tools/shac_probe.py) is the runner's: minus it over horizon x worlds is
     the runner's actor_loss of the same window (start state and noise), its gradient's norm the
     runner's grad_norm (before clipping), and its reward and value parts add up to it, in value
     and in gradient; the windows of each reward term alone add up to the reward part."""
-    spec = importlib.util.spec_from_file_location("shac_probe", ROOT / "tools" / "shac_probe.py")
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    from simrl.rl import shac_probe as probe
+
     env, runner = make_runner(num_envs=8, horizon=8, critic_iterations=2, dtype="float64")
     runner.learn(3)  # a critic that is not the initial one
     state = copy.deepcopy(env.state_dict())
