@@ -4,10 +4,12 @@ mjc_PlaneConvex) against MuJoCo, the same states in both.
 EPA stops when its bounds on the depth are within `opt.ccd_tolerance` (1e-6 by default): the
 depth is then known to that tolerance, but the contact normal of two curved surfaces only to
 about its square root, and which point of a flat patch it stops at depends on how the polytope
-grew. simrl follows the GJK/EPA of MuJoCo's sources (engine_collision_gjk.c), which MuJoCo 4.0
-has changed in places, so at the default tolerance depths agree to the tolerance, positions and
-normals to EPA's stopping error; with a tight tolerance both converge to the exact contact and
-agree closely (both measured here). Plane-ellipsoid is closed form and exact.
+grew. simrl follows the GJK and EPA expansion of the MuJoCo 4.0.1 library (read from its binary,
+tests/test_ccd_fingertips.py) and the starting polytopes of MuJoCo's 3.12.1 sources
+(engine_collision_gjk.c), which MuJoCo 4.0 has changed in places, so at the default tolerance
+depths agree to the tolerance, positions and normals to EPA's stopping error; with a tight
+tolerance both converge to the exact contact and agree closely (both measured here).
+Plane-ellipsoid is closed form and exact.
 """
 
 import mujoco

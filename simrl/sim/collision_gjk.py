@@ -296,8 +296,14 @@ def build(scalar):
 
     @wp.func
     def s1d(s1: vec3, s2: vec3) -> vec2:
-        """S1D: barycentric coordinates of the point of segment s1 s2 closest to the origin."""
+        """S1D: barycentric coordinates of the point of segment s1 s2 closest to the origin. As
+        the MuJoCo 4.0.1 binary's S1D (read from its disassembly): (0, 1) for a segment shorter
+        than mjMINVAL, and (1, 0) when the origin projects beyond s1 (or onto it), where
+        MuJoCo 3.12.1's source gives (0, 1): GJK on a point over a flat face's vertex, whose
+        support in the face's normal ties, would swap ends forever."""
         diff = s2 - s1
+        if wp.dot(diff, diff) < minval2:
+            return vec2(zero, one)
         scl = -(wp.dot(s2, diff) / wp.dot(diff, diff))
         p = s2 + diff * scl
         mu_max = s1[0] - s2[0]
@@ -312,9 +318,11 @@ def build(scalar):
             index = 2
         c1 = p[index] - s2[index]
         c2 = s1[index] - p[index]
-        if same_sign2(mu_max, c1) != 0 and same_sign2(mu_max, c2) != 0:
+        if same_sign2(mu_max, c1) == 0:
+            return vec2(zero, one)
+        if same_sign2(mu_max, c2) != 0:
             return vec2(c1 / mu_max, c2 / mu_max)
-        return vec2(zero, one)
+        return vec2(one, zero)
 
     @wp.func
     def area2(p: vec3, a: vec3, b: vec3, x: int, y: int) -> scalar:
@@ -441,47 +449,65 @@ def build(scalar):
     # ------------------------------------------------------------------ GJK
 
     @wp.func
+    def project_origin_line(v1: vec3, v2: vec3) -> vec3:
+        """projectOriginLine: the origin projected onto the line v1 v2, v2 - (v2 . d / d . d) d
+        with d = v2 - v1."""
+        diff = v2 - v1
+        scl = -(wp.dot(v2, diff) / wp.dot(diff, diff))
+        return vec3(v2[0] + scl * diff[0], v2[1] + scl * diff[1], v2[2] + scl * diff[2])
+
+    @wp.func
     def gjk(simplex: wp.array2d(dtype=Vertex), s: int, o1: Obj, o2: Obj, x1_0: vec3, x2_0: vec3, tol: scalar,
             kmax: int, dist_cutoff: scalar, discrete: int):
-        """gjk: (separated, dist, x1, x2, nsimplex, nx) from the initial points x1_0, x2_0; the
-        simplex in simplex[s, 0:nsimplex]. With dist_cutoff 0 it only decides contact.
+        """gjk of the MuJoCo 4.0.1 binary (libmujoco.so.4.0.1's gjk, read from its disassembly):
+        (separated, dist, x1, x2, nsimplex, nx) from the initial points x1_0, x2_0; the simplex
+        in simplex[s, 0:nsimplex]. With dist_cutoff 0 it only decides contact. `discrete`: both
+        shapes are boxes, meshes, prisms or a sphere's or capsule's core, without margin
+        (`is_discrete`): no duality-gap tolerance.
 
-        MuJoCo's sources hand a tetrahedron to gjkIntersect when no distance is needed; the
-        MuJoCo 4.0 library does not (its contacts are reproduced exactly only without it:
-        tests/test_convex.py), so GJK runs on until the simplex holds the origin. `discrete`:
-        both shapes are boxes or meshes without margin (discreteGeoms), whose search ends in
-        finitely many steps: no duality-gap tolerance."""
+        Where it differs from MuJoCo 3.12.1's source: no gjkIntersect for a tetrahedron (GJK runs
+        on until the simplex holds the origin); a distance search (dist_cutoff > 0) or a discrete
+        pair runs until |x_k| < mjMINVAL (else the tolerance), a single vertex always so; x_k is
+        the origin projected onto the simplex's plane or line (projectOriginPlane,
+        projectOriginLine; the barycentric combination when those degenerate), its norm tested
+        after each step (the stall |x_k - x_k-1| < mjMINVAL from the second step on); the
+        duality gap is tested after the separation test and from the second step on; a
+        separating support point (lower > 0) of a distance search marks the pair separated
+        even when the search goes on; an initial |x_0| < mjMINVAL starts from x_0 = (1, 0, 0);
+        the final separation test is skipped for a tetrahedron."""
         get_dist = dist_cutoff > zero
         n = int(0)
         k = int(0)
         x1k = x1_0
         x2k = x2_0
-        lam = vec4(zero, zero, zero, zero)
+        lam = vec4(one, zero, zero, zero)
         tol2 = tol * tol
         epsilon = half * tol2
         min_norm = tol
         if discrete != 0:
             epsilon = zero
+        if discrete != 0 or get_dist:
             min_norm = minval
         xk = x1k - x2k
         x_norm = wp.length(xk)
-        x_norm_prev = zero
+        if x_norm < minval:
+            xk = vec3(one, zero, zero)
+            x_norm = one
         separated = int(0)
         while k < kmax:
-            if x_norm < min_norm or wp.abs(x_norm_prev - x_norm) < minval:
-                break
             v = gjk_support(o1, o2, xk, x_norm)
             simplex[s, n] = v
             sk = v.vert
-            if wp.dot(xk, xk - sk) < epsilon:
-                break
             lower = wp.dot(xk, sk)
             if not get_dist:
                 if lower > zero:
                     return 1, max_limit, x1k, x2k, 0, 0
-            elif dist_cutoff < max_limit:
-                if lower > zero and lower >= dist_cutoff * x_norm:
+            elif lower > zero:
+                separated = 1
+                if dist_cutoff < max_limit and lower >= dist_cutoff * x_norm:
                     return 1, max_limit, x1k, x2k, 0, 0
+            if k != 0 and wp.dot(xk, xk - sk) < epsilon:
+                break
             # subdistance on the n + 1 vertices
             p0 = simplex[s, 0].vert
             p1 = simplex[s, 1].vert
@@ -506,10 +532,31 @@ def build(scalar):
             if nn < 1:
                 return 1, max_limit, x1k, x2k, 0, 0
             n = nn
-            xk = lincomb(lam, n, simplex[s, 0].vert, simplex[s, 1].vert, simplex[s, 2].vert, simplex[s, 3].vert)
+            if n == 4:
+                if separated == 0:
+                    x_norm = zero
+                break
+            a = simplex[s, 0].vert
+            b = simplex[s, 1].vert
+            if n == 3:
+                status, proj = project_origin_plane(a, b, simplex[s, 2].vert)
+                if status == 0:
+                    xk = proj
+                else:
+                    xk = lincomb(lam, n, a, b, simplex[s, 2].vert, simplex[s, 3].vert)
+            elif n == 2:
+                d = b - a
+                if wp.dot(d, d) < minval2:
+                    xk = lincomb(lam, n, a, b, a, a)
+                else:
+                    xk = project_origin_line(a, b)
+            else:
+                xk = a * lam[0]
             x_norm_prev = x_norm
             x_norm = wp.length(xk)
-            if n == 4:
+            if x_norm < wp.where(n == 1, minval, min_norm):
+                break
+            if k != 0 and wp.abs(x_norm - x_norm_prev) < minval:
                 break
             k += 1
         if n > 0:
@@ -517,15 +564,12 @@ def build(scalar):
                           simplex[s, 3].vert1)
             x2k = lincomb(lam, n, simplex[s, 0].vert2, simplex[s, 1].vert2, simplex[s, 2].vert2,
                           simplex[s, 3].vert2)
-        # final separation check (with x_norm = 0 MuJoCo's direction is NaN and the test fails)
-        if x_norm > zero:
+        # final separation check
+        if n <= 3 and separated == 0 and x_norm >= minval:
             tmp = gjk_support(o1, o2, xk, x_norm)
             if wp.dot(xk, tmp.vert) > zero:
                 separated = 1
-        dist = x_norm
-        if n == 4 and separated == 0:
-            dist = zero
-        return separated, dist, x1k, x2k, n, 1
+        return separated, x_norm, x1k, x2k, n, 1
 
     # ------------------------------------------------------------------ EPA polytope
 
@@ -802,8 +846,10 @@ def build(scalar):
 
     @wp.func
     def visible(faces: wp.array2d(dtype=Face), s: int, f: int, w: vec3) -> bool:
+        """horizonRec's test of the MuJoCo 4.0.1 binary: w lies beyond the face's plane by more
+        than mjMINVAL relative to the face's distance, max(mjMINVAL |v|, mjMINVAL)."""
         face = faces[s, f]
-        return wp.dot(face.v, w) - face.dist2 > minval
+        return wp.dot(face.v, w) - face.dist2 > wp.max(wp.sqrt(face.dist2) * minval, minval)
 
     @wp.func
     def horizon_from(faces: wp.array2d(dtype=Face), fmap: wp.array2d(dtype=int), hz: wp.array2d(dtype=wp.vec2i),
@@ -915,8 +961,10 @@ def build(scalar):
             if upper_k < upper:
                 upper = upper_k
                 upper2 = upper * upper
-            if upper - lower < tolerance:
-                if k == 0 and upper < lower - scalar(1e-10):
+            # the MuJoCo 4.0.1 binary's epa stops on this step's bound (upper_k), not the least
+            # one, and finds no contact on the first step when upper < lower - tolerance
+            if upper_k - lower < tolerance:
+                if k == 0 and upper < lower - tolerance:
                     face = -1
                 break
             if discrete != 0:
@@ -951,12 +999,12 @@ def build(scalar):
                 dist2 = attach_face(verts, faces, s, nfaces, center, wi, v2, v1, prev, he[0], nxt)
                 nfaces += 1
                 if dist2 == zero:
+                    # the MuJoCo 4.0.1 binary's epa ends here with the face it expanded
                     failed = 1
                     break
                 if dist2 >= lower2 and dist2 <= upper2:
                     nmap = add_to_map(faces, fmap, s, nfaces - 1, nmap)
             if failed != 0:
-                face = -1
                 break
             if nmap == 0:
                 break
@@ -1021,7 +1069,12 @@ def build(scalar):
 
     @wp.func
     def is_discrete(o: Obj) -> int:
-        if o.margin == zero and (o.type == GeomType.BOX or o.type == GeomType.MESH or o.type == GeomType.HFIELD):
+        """discreteGeoms as the MuJoCo 4.0.1 binary has it (its gjk compares each object's
+        support function with mjc_pointSupport and mjc_lineSupport): a box, mesh, prism, or
+        the core of a sphere (a point) or capsule (a segment), without margin: GJK's search
+        ends in finitely many steps, so it runs without the duality-gap tolerance."""
+        if o.margin == zero and (o.type == GeomType.BOX or o.type == GeomType.MESH or o.type == GeomType.HFIELD
+                                 or o.type == GEOM_POINT or o.type == GEOM_LINE):
             return 1
         return 0
 
