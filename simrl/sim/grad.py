@@ -127,6 +127,26 @@ def build(scalar, schedule: str = "fused"):
         w, e = wp.tid()
         kin.frame_adjoint(m, d, adj, w, start + e)
 
+    @wp.kernel(module=reverse)
+    def joint_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The kinematics_joint pass backwards: kinematics.joint_adjoint of joint start + e."""
+        w, e = wp.tid()
+        kin.joint_adjoint(m, d, adj, w, start + e)
+
+    @wp.kernel(module=reverse)
+    def body_root_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The kinematics_body_root pass backwards: kinematics.body_root_adjoint of body start + e
+        (after body_reverse's levels)."""
+        w, e = wp.tid()
+        kin.body_root_adjoint(m, d, adj, w, start + e)
+
+    @wp.kernel(module=reverse)
+    def body_reverse(m: Model, d: Data, adj: Data, table: wp.array(dtype=int), start: int):
+        """A level of the kinematics_body pass backwards (the deepest first):
+        kinematics.body_tree_adjoint of body table[start + e]."""
+        w, e = wp.tid()
+        kin.body_tree_adjoint(m, d, adj, w, table[start + e])
+
     @wp.func
     def lanes_of_block():
         """Threads per world of a custom world kernel: its block in the wide schedule, else one."""
@@ -740,7 +760,8 @@ def build(scalar, schedule: str = "fused"):
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors, "by_pass": by_pass,
-            "reverse": {"kinematics_frame": frame_reverse},
+            "reverse": {"kinematics_frame": frame_reverse, "kinematics_joint": joint_reverse,
+                        "kinematics_body_root": body_root_reverse, "kinematics_body": body_reverse},
             "sensor_hfield": sensor_hfield,
             "modules": (module, custom, reverse, *smooth.modules, *broadphase.modules, *convex_detect.modules,
                         *narrowphase.modules,

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
+from simrl.sim import adjoints
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.types import JointType, scalar_types
@@ -33,6 +34,9 @@ def build(scalar):
     T = scalar_types(scalar)
     Model, Data = model_struct(scalar), data_struct(scalar)
     f, vec3, quat, mat33 = T.f, T.vec3, T.quat, T.mat33
+    A = adjoints.build(scalar)
+    nonzero3, nonzero33, nonzero4 = A.nonzero3, A.nonzero33, A.nonzero4
+    quat_to_mat_adjoint, quat_mul_adjoint = A.quat_to_mat_adjoint, A.quat_mul_adjoint
 
     @wp.func
     def same_vec(a: vec3, b: vec3):
@@ -334,42 +338,6 @@ def build(scalar):
     # frame first and runs for every geom and site, most of which receive no gradient)
 
     @wp.func
-    def nonzero3(v: vec3):
-        """Whether a vector has a nonzero (or NaN) component."""
-        return v[0] != scalar(0.0) or v[1] != scalar(0.0) or v[2] != scalar(0.0)
-
-    @wp.func
-    def nonzero33(a: mat33):
-        return nonzero3(vec3(a[0, 0], a[0, 1], a[0, 2])) or nonzero3(vec3(a[1, 0], a[1, 1], a[1, 2])) or nonzero3(
-            vec3(a[2, 0], a[2, 1], a[2, 2]))
-
-    @wp.func
-    def quat_to_mat_adjoint(q: quat, g: mat33):
-        """The adjoint of quat_to_mat at q for the matrix's adjoint g (d tr(g' R(q)) / dq;
-        Warp's storage x, y, z, w)."""
-        x = q[0]
-        y = q[1]
-        z = q[2]
-        s = q[3]
-        two = scalar(2.0)
-        return quat(two * (x * (g[0, 0] - g[1, 1] - g[2, 2]) + y * (g[0, 1] + g[1, 0]) + z * (g[0, 2] + g[2, 0])
-                           + s * (g[2, 1] - g[1, 2])),
-                    two * (y * (g[1, 1] - g[0, 0] - g[2, 2]) + x * (g[0, 1] + g[1, 0]) + z * (g[1, 2] + g[2, 1])
-                           + s * (g[0, 2] - g[2, 0])),
-                    two * (z * (g[2, 2] - g[0, 0] - g[1, 1]) + x * (g[0, 2] + g[2, 0]) + y * (g[1, 2] + g[2, 1])
-                           + s * (g[1, 0] - g[0, 1])),
-                    two * (s * (g[0, 0] + g[1, 1] + g[2, 2]) + x * (g[2, 1] - g[1, 2]) + y * (g[0, 2] - g[2, 0])
-                           + z * (g[1, 0] - g[0, 1])))
-
-    @wp.func
-    def quat_mul_adjoint(b: quat, g: quat):
-        """The adjoint of quat_mul(a, b) with respect to a, for the product's adjoint g."""
-        return quat(g[0] * b[3] - g[1] * b[2] + g[2] * b[1] - g[3] * b[0],
-                    g[0] * b[2] + g[1] * b[3] - g[2] * b[0] - g[3] * b[1],
-                    g[1] * b[0] - g[0] * b[1] + g[2] * b[3] - g[3] * b[2],
-                    g[0] * b[0] + g[1] * b[1] + g[2] * b[2] + g[3] * b[3])
-
-    @wp.func
     def local_to_global_adjoint(xquat: quat, pos: vec3, rot: quat, copy_pos: bool, p_bar: vec3, r_bar: mat33):
         """The adjoint of local_to_global's xquat for the adjoints (p_bar, r_bar) of its (p, r),
         in the branch the forward took (pos and rot are constants; xpos's adjoint is p_bar)."""
@@ -444,8 +412,119 @@ def build(scalar):
                 xquat_bar = local_to_global_adjoint(d.xquat[w, b], pos, rot, copy_pos, p_bar, r_bar)
         if nonzero3(xpos_bar):
             wp.atomic_add(adj.xpos, w, b, xpos_bar)
-        if nonzero3(vec3(xquat_bar[0], xquat_bar[1], xquat_bar[2])) or xquat_bar[3] != scalar(0.0):
+        if nonzero4(xquat_bar):
             wp.atomic_add(adj.xquat, w, b, xquat_bar)
 
+    # ---------------------------------------------------------------------------------------
+    # Hand-written adjoints of `joint`, `body_root` and `body_tree` (the kinematics_joint,
+    # kinematics_body_root and kinematics_body passes backwards: simrl.sim.grad's `reverse`).
+    # They read the frames the forward stored (jnt_xpos, jnt_xquat, jnt_qloc) instead of
+    # replaying it. The tree pass runs backwards level by level, the leaves first: a body's
+    # thread gathers the adjoints its children's threads left for its pose, then leaves its own
+    # for its parent in place of its pose's adjoint (adj xpos, xquat of the body: nothing reads
+    # them after its thread), so that no two threads add into one element (no atomics: the
+    # same sums in the same order on every run). The bodies placed alone gather theirs in
+    # body_root_adjoint, whose pass runs backwards after the tree's.
+
+    @wp.func
+    def children_adjoint(m: Model, adj: Data, w: int, b: int, p_bar: vec3, q_bar: quat):
+        """Body b's pose adjoints (p_bar, q_bar) plus those its children left for it, in the
+        children's order."""
+        adr = m.body_child_adr[b]
+        for k in range(adr, adr + m.body_child_num[b]):
+            c = m.body_child[k]
+            p_bar = p_bar + adj.xpos[w, c]
+            q_bar = q_bar + adj.xquat[w, c]
+        return p_bar, q_bar
+
+    @wp.func
+    def joint_adjoint(m: Model, d: Data, adj: Data, w: int, j: int):
+        """`joint`'s adjoint: qpos's from jnt_qloc's (nothing for a slide joint; the adjoint of
+        the normalization of a free or ball joint's quaternion; the derivative of the hinge's
+        axis_angle_quat in the angle, (axis cos(a/2), -sin(a/2)) / 2)."""
+        g = adj.jnt_qloc[w, j]
+        jtype = m.jnt_type[j]
+        if jtype != JointType.SLIDE and nonzero4(g):
+            qadr = m.jnt_qposadr[j]
+            if jtype == JointType.FREE or jtype == JointType.BALL:
+                if jtype == JointType.FREE:
+                    qadr = qadr + 3
+                r = A.quat_normalize_adjoint(f.quat_from_qpos(d.qpos, w, qadr), g)
+                adj.qpos[w, qadr] += r[3]
+                adj.qpos[w, qadr + 1] += r[0]
+                adj.qpos[w, qadr + 2] += r[1]
+                adj.qpos[w, qadr + 3] += r[2]
+            else:
+                half = (d.qpos[w, qadr] - m.qpos0[qadr]) * scalar(0.5)
+                c = wp.cos(half) * scalar(0.5)
+                axis = m.jnt_axis[j]
+                adj.qpos[w, qadr] += (g[0] * axis[0] + g[1] * axis[1] + g[2] * axis[2]) * c - g[3] * (
+                    wp.sin(half) * scalar(0.5))
+
+    @wp.func
+    def body_root_adjoint(m: Model, d: Data, adj: Data, w: int, b: int):
+        """`body_root`'s adjoint: a free body's pose adjoint (its own, its children's, its
+        joint's frame's) into qpos's and jnt_qloc's. Nothing for the world and the mocap
+        bodies (their poses are constants)."""
+        if b > 0 and m.body_mocapid[b] < 0 and placed_alone(m, b):
+            j = m.body_jntadr[b]
+            qadr = m.jnt_qposadr[j]
+            p_bar, n_bar = children_adjoint(m, adj, w, b, adj.xpos[w, b], adj.xquat[w, b])
+            p_bar = p_bar + adj.xanchor[w, j] + adj.jnt_xpos[w, j]
+            adj.qpos[w, qadr] += p_bar[0]
+            adj.qpos[w, qadr + 1] += p_bar[1]
+            adj.qpos[w, qadr + 2] += p_bar[2]
+            adj.jnt_qloc[w, j] += A.quat_normalize_adjoint(d.jnt_qloc[w, j], n_bar) + adj.jnt_xquat[w, j]
+
+    @wp.func
+    def body_tree_adjoint(m: Model, d: Data, adj: Data, w: int, b: int):
+        """`body_tree`'s adjoint for body b (not placed alone): its pose adjoint, with its
+        children's, back through the normalization of xquat and its joints, the last first,
+        into qpos's (slide joints), jnt_qloc's (hinge and ball joints) and the adjoint of its
+        parent's pose, which it leaves in adj xpos, xquat of body b (see above)."""
+        if not placed_alone(m, b):
+            p_bar, n_bar = children_adjoint(m, adj, w, b, adj.xpos[w, b], adj.xquat[w, b])
+            jntadr = m.body_jntadr[b]
+            jntnum = m.body_jntnum[b]
+            pid = m.body_parentid[b]
+            parent_quat = d.xquat[w, pid]
+            # the frame before the first joint (offset's)
+            q0 = f.quat_mul(parent_quat, m.body_quat[b])
+            q_last = q0
+            if jntnum > 0:
+                q_last = d.jnt_xquat[w, jntadr + jntnum - 1]
+            q_bar = A.quat_normalize_adjoint(q_last, n_bar)
+            for t in range(jntnum):
+                j = jntadr + jntnum - 1 - t
+                p_bar = p_bar + adj.jnt_xpos[w, j]
+                q_bar = q_bar + adj.jnt_xquat[w, j]
+                q = q0  # the frame's rotation before joint j
+                if j > jntadr:
+                    q = d.jnt_xquat[w, j - 1]
+                anchor_bar = adj.xanchor[w, j]
+                axis_bar = adj.xaxis[w, j]
+                if m.jnt_type[j] == JointType.SLIDE:
+                    # xpos' = xpos + xaxis (qpos - qpos0), xquat' = xquat
+                    qadr = m.jnt_qposadr[j]
+                    axis_bar = axis_bar + p_bar * (d.qpos[w, qadr] - m.qpos0[qadr])
+                    adj.qpos[w, qadr] += wp.dot(d.xaxis[w, j], p_bar)
+                else:
+                    # xquat' = xquat qloc, xpos' = xanchor - rot(jnt_pos, xquat')
+                    anchor_bar = anchor_bar + p_bar
+                    q_bar = q_bar - A.rot_vec_quat_adjoint(m.jnt_pos[j], d.jnt_xquat[w, j], p_bar)
+                    adj.jnt_qloc[w, j] += A.quat_mul_adjoint_b(q, q_bar)
+                    q_bar = quat_mul_adjoint(d.jnt_qloc[w, j], q_bar)
+                    p_bar = vec3(scalar(0.0))
+                # xanchor = rot(jnt_pos, xquat) + xpos, xaxis = rot(jnt_axis, xquat)
+                q_bar = q_bar + A.rot_vec_quat_adjoint(m.jnt_pos[j], q, anchor_bar) + A.rot_vec_quat_adjoint(
+                    m.jnt_axis[j], q, axis_bar)
+                p_bar = p_bar + anchor_bar
+            # offset: xpos = mat(parent xquat) body_pos + parent xpos, xquat = parent xquat body_quat
+            adj.xpos[w, b] = p_bar
+            adj.xquat[w, b] = quat_to_mat_adjoint(parent_quat, wp.outer(p_bar, m.body_pos[b])) + quat_mul_adjoint(
+                m.body_quat[b], q_bar)
+
     return SimpleNamespace(joint=joint, body_root=body_root, body_tree=body_tree, body_from_root=body_from_root,
-                           frame=frame, frame_adjoint=frame_adjoint)
+                           frame=frame, frame_adjoint=frame_adjoint,
+                           joint_adjoint=joint_adjoint, body_root_adjoint=body_root_adjoint,
+                           body_tree_adjoint=body_tree_adjoint)
