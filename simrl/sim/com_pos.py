@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
+from simrl.sim import adjoints
 from simrl.sim.data import data_struct
 from simrl.sim.model import model_struct
 from simrl.sim.subtree import subtree_sum
@@ -28,6 +29,8 @@ def build(scalar):
     Model, Data = model_struct(scalar), data_struct(scalar)
     f, vec3, vec10 = T.f, T.vec3, T.vec10
     vec4 = wp.types.vector(4, dtype=scalar)
+    mat33 = T.mat33
+    A = adjoints.build(scalar)
 
     @wp.func
     def subtree_body(m: Model, d: Data, w: int, b: int):
@@ -140,8 +143,167 @@ def build(scalar):
         else:
             d.cdof[w, i] = f.dof_com(d.xaxis[w, j], offset)
 
+    # ---------------------------------------------------------------------------------------
+    # Hand-written adjoints of `subtree_body`, `body_cinert` and `cdof_dof` (the com_pos_subtree,
+    # com_pos_body and com_pos_dof passes backwards: simrl.sim.grad's `reverse`), without atomics.
+    # Every body's cinert and every rotational dof's cdof read the CoM of their tree's root: a
+    # body's thread leaves the adjoint of that CoM from its own cinert and dofs in place of its
+    # subtree_com's adjoint (adj subtree_com of the body: after its thread, nothing reads it),
+    # and the root's thread of the subtree pass, which runs backwards after them, the root level
+    # first, gathers its tree's in body order.
+
+    @wp.func
+    def model_mass_adjoint(m: Model, adj_m: Model, w: int, b: int, mass_bar: scalar):
+        """Adds mass_bar into the adjoint of body b's body_mass where it has one (a parameter
+        differentiated: simrl.diff)."""
+        if adj_m.body_mass.shape[0] > 0:
+            adj_m.body_mass[w % m.body_mass.shape[0], b] += mass_bar
+
+    @wp.func
+    def subtree_com_adjoint(m: Model, d: Data, adj: Data, w: int, b: int, com_bar: vec3):
+        """`subtree_com`'s adjoint for body b: into subtree_mcom's and subtree_mass's (com =
+        mcom / mass), or xipos's where the subtree is massless."""
+        total = d.subtree_mass[w, b]
+        if total >= scalar(MINVAL):
+            adj.subtree_mcom[w, b] += com_bar / total
+            adj.subtree_mass[w, b] -= wp.dot(com_bar, d.subtree_com[w, b]) / total
+        else:
+            adj.xipos[w, b] += com_bar
+
+    @wp.func
+    def dof_axis(m: Model, d: Data, w: int, b: int, j: int, k: int):
+        """The rotation axis of the k-th rotational dof of joint j (of body b): the joint's axis,
+        or a column of the body's xmat (ball joints, a free joint's last three dofs)."""
+        axis = d.xaxis[w, j]
+        if m.jnt_type[j] == JointType.FREE or m.jnt_type[j] == JointType.BALL:
+            xmat = d.xmat[w, b]
+            axis = vec3(xmat[0, k], xmat[1, k], xmat[2, k])
+        return axis
+
+    @wp.func
+    def dofs_root_com_adjoint(m: Model, d: Data, adj: Data, w: int, b: int):
+        """The adjoint of the root's CoM from the cdof of body b's rotational dofs, [axis,
+        axis x (root CoM - xanchor)]: the sum of lin_bar x axis, in dof order."""
+        com_bar = vec3(scalar(0.0))
+        for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]):
+            jtype = m.jnt_type[j]
+            if jtype != JointType.SLIDE:
+                da = m.jnt_dofadr[j]
+                n = 1
+                if jtype == JointType.FREE:
+                    da = da + 3
+                if jtype == JointType.FREE or jtype == JointType.BALL:
+                    n = 3
+                for k in range(n):
+                    g = adj.cdof[w, da + k]
+                    com_bar = com_bar + wp.cross(vec3(g[3], g[4], g[5]), dof_axis(m, d, w, b, j, k))
+        return com_bar
+
+    @wp.func
+    def subtree_body_adjoint(m: Model, d: Data, adj: Data, adj_m: Model, w: int, b: int):
+        """`subtree_body`'s adjoint for body b, whose parent's thread (the level before) added
+        its share: at a tree's root first the adjoint of the root's CoM that the tree's bodies
+        left (see above), then the sums' adjoints into the children's, xipos's and body_mass's."""
+        if b > 0 and m.body_rootid[b] == b:
+            com_bar = vec3(scalar(0.0))
+            for c in range(b, m.body_subtree[b][0]):
+                com_bar = com_bar + adj.subtree_com[w, c]
+            if A.nonzero3(com_bar):
+                subtree_com_adjoint(m, d, adj, w, b, com_bar)
+        mass_bar = adj.subtree_mass[w, b]
+        mcom_bar = adj.subtree_mcom[w, b]
+        if mass_bar != scalar(0.0) or A.nonzero3(mcom_bar):
+            adr = m.body_child_adr[b]
+            for k in range(adr, adr + m.body_child_num[b]):
+                c = m.body_child[k]
+                adj.subtree_mass[w, c] += mass_bar
+                adj.subtree_mcom[w, c] += mcom_bar
+            # subtree_mass = body_mass + ..., subtree_mcom = xipos body_mass + ...
+            adj.xipos[w, b] += mcom_bar * m.body_mass[w % m.body_mass.shape[0], b]
+            model_mass_adjoint(m, adj_m, w, b, mass_bar + wp.dot(mcom_bar, d.xipos[w, b]))
+
+    @wp.func
+    def body_cinert_adjoint(m: Model, d: Data, adj: Data, adj_m: Model, w: int, b: int):
+        """`body_cinert`'s adjoint for body b: its subtree_com's into subtree_mcom's and
+        subtree_mass's (or xipos's); cinert's, mju_inertCom of (body_inertia, ximat, dif =
+        xipos - root CoM, body_mass), into ximat's, xipos's and body_mass's. The adjoint of the
+        root's CoM (cinert's and, dofs_root_com_adjoint, cdof's) replaces subtree_com's."""
+        sc_bar = adj.subtree_com[w, b]
+        if A.nonzero3(sc_bar):
+            subtree_com_adjoint(m, d, adj, w, b, sc_bar)
+        com_bar = vec3(scalar(0.0))
+        if b > 0:
+            g = adj.cinert[w, b]
+            if A.nonzero3(vec3(g[0], g[1], g[2])) or A.nonzero3(vec3(g[3], g[4], g[5])) or A.nonzero4(
+                    T.quat(g[6], g[7], g[8], g[9])):
+                wm = w % m.body_mass.shape[0]
+                mass = m.body_mass[wm, b]
+                inertia = m.body_inertia[w % m.body_inertia.shape[0], b]
+                rot = d.ximat[w, b]
+                dif = d.xipos[w, b] - d.subtree_com[w, m.body_rootid[b]]
+                # r = rot diag(inertia) rot', of which cinert keeps the upper triangle (adjoint
+                # G): rot_bar = (G + G') rot diag(inertia)
+                s = mat33(scalar(2.0) * g[0], g[3], g[4],
+                          g[3], scalar(2.0) * g[1], g[5],
+                          g[4], g[5], scalar(2.0) * g[2])
+                adj.ximat[w, b] += s * rot * wp.diag(inertia)
+                x = dif[0]
+                y = dif[1]
+                z = dif[2]
+                two = scalar(2.0)
+                dif_bar = mass * vec3(two * x * (g[1] + g[2]) - y * g[3] - z * g[4] + g[6],
+                                      two * y * (g[0] + g[2]) - x * g[3] - z * g[5] + g[7],
+                                      two * z * (g[0] + g[1]) - x * g[4] - y * g[5] + g[8])
+                adj.xipos[w, b] += dif_bar
+                com_bar = -dif_bar
+                model_mass_adjoint(m, adj_m, w, b, g[0] * (y * y + z * z) + g[1] * (x * x + z * z)
+                                   + g[2] * (x * x + y * y) - g[3] * x * y - g[4] * x * z - g[5] * y * z
+                                   + g[6] * x + g[7] * y + g[8] * z + g[9])
+            com_bar = com_bar + dofs_root_com_adjoint(m, d, adj, w, b)
+        adj.subtree_com[w, b] = com_bar
+
+    @wp.func
+    def cdof_body_adjoint(m: Model, d: Data, adj: Data, w: int, i: int):
+        """`cdof_dof`'s adjoint for the dofs of the body whose first dof is i (the thread of
+        any other dof does nothing: a body's dofs share its xmat, a ball joint's its xanchor):
+        cdof = [axis, axis x offset], offset = root CoM - xanchor, into the adjoints of xaxis,
+        xmat's columns and xanchor (the root CoM's: body_cinert_adjoint)."""
+        b = m.dof_bodyid[i]
+        if i == m.body_dofadr[b]:
+            com = d.subtree_com[w, m.body_rootid[b]]
+            xmat_bar = mat33(scalar(0.0))
+            for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]):
+                jtype = m.jnt_type[j]
+                da = m.jnt_dofadr[j]
+                if jtype == JointType.SLIDE:
+                    g = adj.cdof[w, da]
+                    adj.xaxis[w, j] += vec3(g[3], g[4], g[5])
+                else:
+                    n = 1
+                    if jtype == JointType.FREE:
+                        da = da + 3
+                    if jtype == JointType.FREE or jtype == JointType.BALL:
+                        n = 3
+                    offset = com - d.xanchor[w, j]
+                    anchor_bar = vec3(scalar(0.0))
+                    for k in range(n):
+                        g = adj.cdof[w, da + k]
+                        lin = vec3(g[3], g[4], g[5])
+                        axis_bar = vec3(g[0], g[1], g[2]) + wp.cross(offset, lin)
+                        anchor_bar = anchor_bar - wp.cross(lin, dof_axis(m, d, w, b, j, k))
+                        if jtype == JointType.HINGE:
+                            adj.xaxis[w, j] += axis_bar
+                        else:
+                            xmat_bar[0, k] = xmat_bar[0, k] + axis_bar[0]
+                            xmat_bar[1, k] = xmat_bar[1, k] + axis_bar[1]
+                            xmat_bar[2, k] = xmat_bar[2, k] + axis_bar[2]
+                    adj.xanchor[w, j] += anchor_bar
+            if A.nonzero33(xmat_bar):
+                adj.xmat[w, b] += xmat_bar
+
     return SimpleNamespace(subtree_body=subtree_body, body=make_body(True), body_cinert=make_body(False),
-                           cdof_dof=cdof_dof,
+                           cdof_dof=cdof_dof, subtree_body_adjoint=subtree_body_adjoint,
+                           body_cinert_adjoint=body_cinert_adjoint, cdof_body_adjoint=cdof_body_adjoint,
                            # subtree_body's sums for a body alone (simrl.sim.subtree: the same bits). Model:
                            # body_subtree, body_mass. Data in: xipos. Data out: subtree_mass, subtree_mcom
                            subtree_body_alone=subtree_sum(scalar, vec4, mass_own, mass_write))

@@ -28,7 +28,7 @@ import weakref
 
 import warp as wp
 
-from simrl.sim import actuation, euler, factor_m, forward, integrate_pos, kinematics, rk4, schedule, solver
+from simrl.sim import actuation, com_pos, euler, factor_m, forward, integrate_pos, kinematics, rk4, schedule, solver
 from simrl.sim.constraint import build as constraint_functions
 from simrl.sim.contact_tables import MINMU
 from simrl.sim.data import TIME, available_memory, data_bytes_per_world, data_struct, make_data, size_text
@@ -146,6 +146,27 @@ def build(scalar, schedule: str = "fused"):
         kinematics.body_tree_adjoint of body table[start + e]."""
         w, e = wp.tid()
         kin.body_tree_adjoint(m, d, adj, w, table[start + e])
+
+    cp = com_pos.build(scalar)
+
+    @wp.kernel(module=reverse)
+    def cdof_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The com_pos_dof pass backwards: com_pos.cdof_body_adjoint at dof start + e."""
+        w, e = wp.tid()
+        cp.cdof_body_adjoint(m, d, adj, w, start + e)
+
+    @wp.kernel(module=reverse)
+    def cinert_reverse(m: Model, d: Data, adj: Data, adj_m: Model, start: int):
+        """The com_pos_body pass backwards: com_pos.body_cinert_adjoint of body start + e."""
+        w, e = wp.tid()
+        cp.body_cinert_adjoint(m, d, adj, adj_m, w, start + e)
+
+    @wp.kernel(module=reverse)
+    def subtree_reverse(m: Model, d: Data, adj: Data, adj_m: Model, table: wp.array(dtype=int), start: int):
+        """A level of the com_pos_subtree pass backwards (the world's first):
+        com_pos.subtree_body_adjoint of body table[start + e]."""
+        w, e = wp.tid()
+        cp.subtree_body_adjoint(m, d, adj, adj_m, w, table[start + e])
 
     @wp.func
     def lanes_of_block():
@@ -761,7 +782,11 @@ def build(scalar, schedule: str = "fused"):
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors, "by_pass": by_pass,
             "reverse": {"kinematics_frame": frame_reverse, "kinematics_joint": joint_reverse,
-                        "kinematics_body_root": body_root_reverse, "kinematics_body": body_reverse},
+                        "kinematics_body_root": body_root_reverse, "kinematics_body": body_reverse,
+                        "com_pos_subtree": subtree_reverse, "com_pos_body": cinert_reverse,
+                        "com_pos_dof": cdof_reverse},
+            # the passes whose reverse kernel reads the Model's adjoint too, after adj_d (body_mass)
+            "reverse_model": {"com_pos_subtree", "com_pos_body"},
             "sensor_hfield": sensor_hfield,
             "modules": (module, custom, reverse, *smooth.modules, *broadphase.modules, *convex_detect.modules,
                         *narrowphase.modules,
@@ -1102,7 +1127,10 @@ class Rollout:
         kernel = self.kernels["reverse"].get(item.kernel.key) if HANDWRITTEN else None
         if kernel is None or wp.config.verify_autograd_array_access:
             return None
-        return kernel, (W, *item.dims), [m, d, self.adjoints[id(d)], *item.inputs]
+        adjoints = [self.adjoints[id(d)]]
+        if item.kernel.key in self.kernels["reverse_model"]:
+            adjoints.append(self.adjoints[id(m)])
+        return kernel, (W, *item.dims), [m, d, *adjoints, *item.inputs]
 
     def release(self):
         """Return the step buffers to the pool (after backward)."""
