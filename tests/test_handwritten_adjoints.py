@@ -8,7 +8,9 @@ The fused schedule runs its smooth and velocity segments backwards pass by pass 
 first. The same adjoint code as the fused kernels' own; only the order in which several elements
 add into one adjoint differs. `constraint_qfrc` computes efc_force, qfrc_constraint and the
 right-hand side of the implicit-damping solve in one world kernel, with a hand-written adjoint;
-the kinematics_frame pass runs backwards by kinematics.frame_adjoint."""
+the kinematics and com_pos passes run backwards by hand-written reverse kernels (grad's
+`reverse`: kinematics.frame_adjoint, joint_adjoint, body_root_adjoint, body_tree_adjoint,
+com_pos.subtree_body_adjoint, body_cinert_adjoint, cdof_body_adjoint)."""
 
 import mujoco
 import numpy as np
@@ -27,6 +29,7 @@ MODELS = {
     "ball_chain": lambda: without_constraints(mujoco.MjModel.from_xml_string(BALL_CHAIN)),
     "two_trees": lambda: without_constraints(mujoco.MjModel.from_xml_string(TWO_TREES)),
     "slide_hinge": lambda: mujoco.MjModel.from_xml_string(SLIDE_HINGE),
+    "mocap_pusher": lambda: __import__("test_mocap").pusher(),
 }
 
 
@@ -163,7 +166,7 @@ def test_handwritten_frame_adjoint(name, schedule, monkeypatch):
         assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
 
 
-@pytest.mark.parametrize("name", ["quadruped", "humanoid", "ball_chain", "two_trees", "slide_hinge"])
+@pytest.mark.parametrize("name", ["quadruped", "humanoid", "ball_chain", "two_trees", "slide_hinge", "mocap_pusher"])
 @pytest.mark.parametrize("schedule", ["fused", "wide"])
 def test_handwritten_kinematics_and_com_adjoints(name, schedule, monkeypatch):
     """The kinematics_joint, kinematics_body_root and kinematics_body passes backwards
@@ -171,5 +174,8 @@ def test_handwritten_kinematics_and_com_adjoints(name, schedule, monkeypatch):
     first, each body gathering its children's adjoints) give the generated adjoints' gradients:
     free bodies with children, ball joints (a chain of them, one under a free body), hinges,
     slide joints and several joints on one body (slide_hinge), a body welded to its parent,
-    per-world masses."""
+    a mocap body with a jointed child (mocap_pusher: no gradient to the mocap pose); and
+    com_pos's subtree, body and dof passes backwards (com_pos.subtree_body_adjoint,
+    body_cinert_adjoint, cdof_body_adjoint: the adjoint of each tree's CoM gathered by its
+    root), per-world masses with gradients."""
     _compare_handwritten(name, schedule, monkeypatch, seed=13)

@@ -7,7 +7,10 @@ root) as the reference point, so every spatial quantity of a tree is in one fram
 Elements: `subtree_body(m, d, w, b)` sums body b's subtree mass from its children's (a tree
 pass from the leaves; `subtree_body_alone`, the same sums for body b alone: simrl.sim.subtree);
 `body` then gives body b its
-subtree CoM, its inertia about its tree's CoM and the motion axes of its joints' dofs.
+subtree CoM, its inertia about its tree's CoM and the motion axes of its joints' dofs (the
+differentiable step: `body_cinert`, then `cdof_dof` per dof). `subtree_body_adjoint`,
+`body_cinert_adjoint` and `cdof_body_adjoint` are their hand-written adjoints, which the
+differentiable step runs in place of the generated ones (simrl.sim.grad's `reverse`).
 """
 
 

@@ -13,8 +13,12 @@ using the factor kept from the forward pass (one more solve, no refactorization)
 constraint forces of the solution, qfrc_constraint = J' efc_force(J qacc - aref), and the
 right-hand side of the implicit-damping solve are one world kernel with a hand-written adjoint
 too (`constraint_qfrc`, over the active rows only). The fused schedule's smooth and velocity
-segments run backwards pass by pass (`by_pass`); the kinematics_frame pass backwards is a
-hand-written reverse kernel in both schedules (`reverse`: kinematics.frame_adjoint).
+segments run backwards pass by pass (`by_pass`); some passes backwards are hand-written
+reverse kernels in both schedules (`reverse`): kinematics_joint, kinematics_body_root,
+kinematics_body and kinematics_frame (kinematics.joint_adjoint, body_root_adjoint,
+body_tree_adjoint, frame_adjoint), com_pos_subtree, com_pos_body and com_pos_dof
+(com_pos.subtree_body_adjoint, body_cinert_adjoint, cdof_body_adjoint). A tree pass runs
+backwards level by level, each body's thread gathering its children's adjoints (no atomics).
 
 One `Step` holds the buffers of one physics step (a fresh Data, so nothing the tape recorded
 is overwritten); `simrl.diff` chains them and bridges to torch.autograd.
@@ -116,8 +120,9 @@ def build(scalar, schedule: str = "fused"):
                                scalar, schedule, "grad_custom")
 
     # hand-written reverse kernels of passes of the segments, launched in place of a pass's
-    # generated adjoint (Rollout._segment): {pass name: kernel(m, d, adj_d, start)}, a thread
-    # per (world, element) as the wide schedule's kernel of the pass
+    # generated adjoint (Rollout._segment): {pass name: kernel(m, d, adj_d, *pass inputs)} (the
+    # passes of "reverse_model": kernel(m, d, adj_d, adj_m, *pass inputs)), a thread per (world,
+    # element) as the wide schedule's kernel of the pass; a tree pass's per level (table, start)
     reverse = kernel_module(scalar, name="grad_reverse")
     kin = kinematics.build(scalar)
 
@@ -822,7 +827,9 @@ def _solve(tape, kernels, m, W, A, dA, b, x, device, LD):
 BY_PASS = True
 
 #: whether the stages with hand-written adjoints use them (False: their generated adjoints, as
-#: tests compare): constraint_qfrc, the kinematics_frame pass (kinematics.frame_adjoint)
+#: tests compare): constraint_qfrc, the reverse kernels of the kinematics and com_pos passes
+#: (`build`'s reverse; all or none: a body's reverse kernels leave each other adjoints in the
+#: places of others, e.g. its parent's pose adjoint in its own)
 HANDWRITTEN = True
 
 #: bytes of step buffers kept for reuse after backward (per process); SIMRL_GRAD_POOL_BYTES

@@ -9,7 +9,10 @@ wide step); `frame(m, d, w, e)` then gives
 body, inertial-frame, geom and site frames their rotation matrices and positions (e < nbody: body e
 and its inertial frame, then the geoms, then the sites). `frame_adjoint(m, d, adj, w, e)` is
 `frame`'s hand-written adjoint, which the differentiable step runs in place of the generated one
-(simrl.sim.grad's `reverse`): it skips the frames whose outputs receive no gradient.
+(simrl.sim.grad's `reverse`): it skips the frames whose outputs receive no gradient;
+`joint_adjoint`, `body_root_adjoint` and `body_tree_adjoint` are those of `joint`, `body_root`
+and `body_tree` (the tree backwards level by level, each body gathering its children's
+adjoints).
 """
 
 
