@@ -10,7 +10,7 @@ add into one adjoint differs. `constraint_qfrc` computes efc_force, qfrc_constra
 right-hand side of the implicit-damping solve in one world kernel, with a hand-written adjoint;
 the kinematics and com_pos passes run backwards by hand-written reverse kernels (grad's
 `reverse`: kinematics.frame_adjoint, joint_adjoint, body_root_adjoint, body_tree_adjoint,
-com_pos.subtree_body_adjoint, body_cinert_adjoint, cdof_body_adjoint)."""
+com_pos.subtree_body_adjoint, body_cinert_adjoint)."""
 
 import mujoco
 import numpy as np
@@ -176,6 +176,6 @@ def test_handwritten_kinematics_and_com_adjoints(name, schedule, monkeypatch):
     slide joints and several joints on one body (slide_hinge), a body welded to its parent,
     a mocap body with a jointed child (mocap_pusher: no gradient to the mocap pose); and
     com_pos's subtree, body and dof passes backwards (com_pos.subtree_body_adjoint,
-    body_cinert_adjoint, cdof_body_adjoint: the adjoint of each tree's CoM gathered by its
+    body_cinert_adjoint with the dofs': the adjoint of each tree's CoM gathered by its
     root), per-world masses with gradients."""
     _compare_handwritten(name, schedule, monkeypatch, seed=13)

@@ -9,8 +9,8 @@ pass from the leaves; `subtree_body_alone`, the same sums for body b alone: simr
 `body` then gives body b its
 subtree CoM, its inertia about its tree's CoM and the motion axes of its joints' dofs (the
 differentiable step: `body_cinert`, then `cdof_dof` per dof). `subtree_body_adjoint`,
-`body_cinert_adjoint` and `cdof_body_adjoint` are their hand-written adjoints, which the
-differentiable step runs in place of the generated ones (simrl.sim.grad's `reverse`).
+`body_cinert_adjoint` (with cdof_dof's of the body's dofs) are their hand-written adjoints, which
+the differentiable step runs in place of the generated ones (simrl.sim.grad's `reverse`).
 """
 
 
@@ -184,22 +184,43 @@ def build(scalar):
         return axis
 
     @wp.func
-    def dofs_root_com_adjoint(m: Model, d: Data, adj: Data, w: int, b: int):
-        """The adjoint of the root's CoM from the cdof of body b's rotational dofs, [axis,
-        axis x (root CoM - xanchor)]: the sum of lin_bar x axis, in dof order."""
+    def dofs_adjoint(m: Model, d: Data, adj: Data, w: int, b: int):
+        """`cdof_dof`'s adjoint for the dofs of body b: cdof = [axis, axis x offset] (offset =
+        root CoM - xanchor; a slide's [0, xaxis]) into the adjoints of xaxis, xmat's columns
+        (ball joints, a free joint's last three dofs) and xanchor; it returns the root CoM's
+        (lin_bar x axis summed in dof order)."""
+        com = d.subtree_com[w, m.body_rootid[b]]
         com_bar = vec3(scalar(0.0))
+        xmat_bar = mat33(scalar(0.0))
         for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]):
             jtype = m.jnt_type[j]
-            if jtype != JointType.SLIDE:
-                da = m.jnt_dofadr[j]
+            da = m.jnt_dofadr[j]
+            if jtype == JointType.SLIDE:
+                g = adj.cdof[w, da]
+                adj.xaxis[w, j] += vec3(g[3], g[4], g[5])
+            else:
                 n = 1
                 if jtype == JointType.FREE:
                     da = da + 3
                 if jtype == JointType.FREE or jtype == JointType.BALL:
                     n = 3
+                offset = com - d.xanchor[w, j]
+                offset_bar = vec3(scalar(0.0))
                 for k in range(n):
                     g = adj.cdof[w, da + k]
-                    com_bar = com_bar + wp.cross(vec3(g[3], g[4], g[5]), dof_axis(m, d, w, b, j, k))
+                    lin = vec3(g[3], g[4], g[5])
+                    axis_bar = vec3(g[0], g[1], g[2]) + wp.cross(offset, lin)
+                    offset_bar = offset_bar + wp.cross(lin, dof_axis(m, d, w, b, j, k))
+                    if jtype == JointType.HINGE:
+                        adj.xaxis[w, j] += axis_bar
+                    else:
+                        xmat_bar[0, k] = xmat_bar[0, k] + axis_bar[0]
+                        xmat_bar[1, k] = xmat_bar[1, k] + axis_bar[1]
+                        xmat_bar[2, k] = xmat_bar[2, k] + axis_bar[2]
+                adj.xanchor[w, j] -= offset_bar
+                com_bar = com_bar + offset_bar
+        if A.nonzero33(xmat_bar):
+            adj.xmat[w, b] += xmat_bar
         return com_bar
 
     @wp.func
@@ -227,10 +248,12 @@ def build(scalar):
 
     @wp.func
     def body_cinert_adjoint(m: Model, d: Data, adj: Data, adj_m: Model, w: int, b: int):
-        """`body_cinert`'s adjoint for body b: its subtree_com's into subtree_mcom's and
-        subtree_mass's (or xipos's); cinert's, mju_inertCom of (body_inertia, ximat, dif =
-        xipos - root CoM, body_mass), into ximat's, xipos's and body_mass's. The adjoint of the
-        root's CoM (cinert's and, dofs_root_com_adjoint, cdof's) replaces subtree_com's."""
+        """`body_cinert`'s adjoint for body b, and `cdof_dof`'s for its dofs (dofs_adjoint: the
+        differentiable step's com_pos_dof pass backwards does nothing, the body's thread reads
+        its dofs' cdof adjoints once): its subtree_com's into subtree_mcom's and subtree_mass's
+        (or xipos's); cinert's, mju_inertCom of (body_inertia, ximat, dif = xipos - root CoM,
+        body_mass), into ximat's, xipos's and body_mass's. The adjoint of the root's CoM
+        (cinert's and cdof's) replaces subtree_com's."""
         sc_bar = adj.subtree_com[w, b]
         if A.nonzero3(sc_bar):
             subtree_com_adjoint(m, d, adj, w, b, sc_bar)
@@ -262,51 +285,12 @@ def build(scalar):
                 model_mass_adjoint(m, adj_m, w, b, g[0] * (y * y + z * z) + g[1] * (x * x + z * z)
                                    + g[2] * (x * x + y * y) - g[3] * x * y - g[4] * x * z - g[5] * y * z
                                    + g[6] * x + g[7] * y + g[8] * z + g[9])
-            com_bar = com_bar + dofs_root_com_adjoint(m, d, adj, w, b)
+            com_bar = com_bar + dofs_adjoint(m, d, adj, w, b)
         adj.subtree_com[w, b] = com_bar
-
-    @wp.func
-    def cdof_body_adjoint(m: Model, d: Data, adj: Data, w: int, i: int):
-        """`cdof_dof`'s adjoint for the dofs of the body whose first dof is i (the thread of
-        any other dof does nothing: a body's dofs share its xmat, a ball joint's its xanchor):
-        cdof = [axis, axis x offset], offset = root CoM - xanchor, into the adjoints of xaxis,
-        xmat's columns and xanchor (the root CoM's: body_cinert_adjoint)."""
-        b = m.dof_bodyid[i]
-        if i == m.body_dofadr[b]:
-            com = d.subtree_com[w, m.body_rootid[b]]
-            xmat_bar = mat33(scalar(0.0))
-            for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]):
-                jtype = m.jnt_type[j]
-                da = m.jnt_dofadr[j]
-                if jtype == JointType.SLIDE:
-                    g = adj.cdof[w, da]
-                    adj.xaxis[w, j] += vec3(g[3], g[4], g[5])
-                else:
-                    n = 1
-                    if jtype == JointType.FREE:
-                        da = da + 3
-                    if jtype == JointType.FREE or jtype == JointType.BALL:
-                        n = 3
-                    offset = com - d.xanchor[w, j]
-                    anchor_bar = vec3(scalar(0.0))
-                    for k in range(n):
-                        g = adj.cdof[w, da + k]
-                        lin = vec3(g[3], g[4], g[5])
-                        axis_bar = vec3(g[0], g[1], g[2]) + wp.cross(offset, lin)
-                        anchor_bar = anchor_bar - wp.cross(lin, dof_axis(m, d, w, b, j, k))
-                        if jtype == JointType.HINGE:
-                            adj.xaxis[w, j] += axis_bar
-                        else:
-                            xmat_bar[0, k] = xmat_bar[0, k] + axis_bar[0]
-                            xmat_bar[1, k] = xmat_bar[1, k] + axis_bar[1]
-                            xmat_bar[2, k] = xmat_bar[2, k] + axis_bar[2]
-                    adj.xanchor[w, j] += anchor_bar
-            if A.nonzero33(xmat_bar):
-                adj.xmat[w, b] += xmat_bar
 
     return SimpleNamespace(subtree_body=subtree_body, body=make_body(True), body_cinert=make_body(False),
                            cdof_dof=cdof_dof, subtree_body_adjoint=subtree_body_adjoint,
-                           body_cinert_adjoint=body_cinert_adjoint, cdof_body_adjoint=cdof_body_adjoint,
+                           body_cinert_adjoint=body_cinert_adjoint,
                            # subtree_body's sums for a body alone (simrl.sim.subtree: the same bits). Model:
                            # body_subtree, body_mass. Data in: xipos. Data out: subtree_mass, subtree_mcom
                            subtree_body_alone=subtree_sum(scalar, vec4, mass_own, mass_write))

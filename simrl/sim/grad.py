@@ -17,7 +17,7 @@ segments run backwards pass by pass (`by_pass`); some passes backwards are hand-
 reverse kernels in both schedules (`reverse`): kinematics_joint, kinematics_body_root,
 kinematics_body and kinematics_frame (kinematics.joint_adjoint, body_root_adjoint,
 body_tree_adjoint, frame_adjoint), com_pos_subtree, com_pos_body and com_pos_dof
-(com_pos.subtree_body_adjoint, body_cinert_adjoint, cdof_body_adjoint). A tree pass runs
+(com_pos.subtree_body_adjoint, body_cinert_adjoint with the dofs'). A tree pass runs
 backwards level by level, each body's thread gathering its children's adjoints (no atomics).
 
 One `Step` holds the buffers of one physics step (a fresh Data, so nothing the tape recorded
@@ -156,9 +156,10 @@ def build(scalar, schedule: str = "fused"):
 
     @wp.kernel(module=reverse)
     def cdof_reverse(m: Model, d: Data, adj: Data, start: int):
-        """The com_pos_dof pass backwards: com_pos.cdof_body_adjoint at dof start + e."""
-        w, e = wp.tid()
-        cp.cdof_body_adjoint(m, d, adj, w, start + e)
+        """The com_pos_dof pass backwards: nothing here; com_pos.body_cinert_adjoint, the
+        com_pos_body pass's next, does each body's dofs (a thread per body reads their cdof
+        adjoints once, and no two threads add into a ball joint's xanchor or a body's xmat)."""
+        pass
 
     @wp.kernel(module=reverse)
     def cinert_reverse(m: Model, d: Data, adj: Data, adj_m: Model, start: int):

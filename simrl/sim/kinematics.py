@@ -444,7 +444,8 @@ def build(scalar):
     def joint_adjoint(m: Model, d: Data, adj: Data, w: int, j: int):
         """`joint`'s adjoint: qpos's from jnt_qloc's (nothing for a slide joint; the adjoint of
         the normalization of a free or ball joint's quaternion; the derivative of the hinge's
-        axis_angle_quat in the angle, (axis cos(a/2), -sin(a/2)) / 2)."""
+        axis_angle_quat in the angle, (axis cos(a/2), -sin(a/2)) / 2, the sine and cosine read
+        from jnt_qloc = (axis sin(a/2), cos(a/2)): axis is a unit vector)."""
         g = adj.jnt_qloc[w, j]
         jtype = m.jnt_type[j]
         if jtype != JointType.SLIDE and nonzero4(g):
@@ -458,11 +459,11 @@ def build(scalar):
                 adj.qpos[w, qadr + 2] += r[1]
                 adj.qpos[w, qadr + 3] += r[2]
             else:
-                half = (d.qpos[w, qadr] - m.qpos0[qadr]) * scalar(0.5)
-                c = wp.cos(half) * scalar(0.5)
                 axis = m.jnt_axis[j]
-                adj.qpos[w, qadr] += (g[0] * axis[0] + g[1] * axis[1] + g[2] * axis[2]) * c - g[3] * (
-                    wp.sin(half) * scalar(0.5))
+                qloc = d.jnt_qloc[w, j]
+                sin = qloc[0] * axis[0] + qloc[1] * axis[1] + qloc[2] * axis[2]
+                adj.qpos[w, qadr] += ((g[0] * axis[0] + g[1] * axis[1] + g[2] * axis[2]) * qloc[3]
+                                      - g[3] * sin) * scalar(0.5)
 
     @wp.func
     def body_root_adjoint(m: Model, d: Data, adj: Data, w: int, b: int):
