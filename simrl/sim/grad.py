@@ -829,8 +829,8 @@ BY_PASS = True
 
 #: whether the stages with hand-written adjoints use them (False: their generated adjoints, as
 #: tests compare): constraint_qfrc, the reverse kernels of the kinematics and com_pos passes
-#: (`build`'s reverse; all or none: a body's reverse kernels leave each other adjoints in the
-#: places of others, e.g. its parent's pose adjoint in its own)
+#: (`build`'s reverse; all or none: they pass adjoints on to each other in the places of others,
+#: e.g. a body's thread leaves its parent's pose adjoint in the body's)
 HANDWRITTEN = True
 
 #: bytes of step buffers kept for reuse after backward (per process); SIMRL_GRAD_POOL_BYTES
