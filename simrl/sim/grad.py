@@ -248,6 +248,9 @@ def build(scalar, schedule: str = "fused"):
         w, lane = wp.tid()
         nlanes = lanes_of_block()
         nactive = d.efc_nactive[w]
+        if wp.static(not lanes):
+            for i in range(m.nv):
+                qfrc[w, i] = scalar(0.0)
         for a in range(lane, nactive, nlanes):
             r = d.efc_list[w, a]
             cols = d.efc_cols[w, r]
@@ -265,15 +268,23 @@ def build(scalar, schedule: str = "fused"):
                 if value < scalar(0.0):
                     fr = d.efc_frictionloss[w, r]
             force[w, r] = fr
+            if wp.static(not lanes):
+                # one thread: J' efc_force scattered row by row, the rows in ascending order, as
+                # the lanes' gather adds them per dof (the same sums, term by term), over the
+                # row's columns only
+                for k in range(m.efc_nnz[cols]):
+                    j = m.efc_colind[cols, k]
+                    qfrc[w, j] = qfrc[w, j] + d.efc_J[w, r, j] * fr
         sync()
         for i in range(lane, m.nv, nlanes):
-            q = scalar(0.0)
-            for a in range(nactive):
-                r = d.efc_list[w, a]
-                if m.efc_colmask[d.efc_cols[w, r], i] != 0:
-                    q = q + d.efc_J[w, r, i] * force[w, r]
-            qfrc[w, i] = q
-            rhs[w, i] = qfrc_smooth[w, i] + q
+            if wp.static(lanes):
+                q = scalar(0.0)
+                for a in range(nactive):
+                    r = d.efc_list[w, a]
+                    if m.efc_colmask[d.efc_cols[w, r], i] != 0:
+                        q = q + d.efc_J[w, r, i] * force[w, r]
+                qfrc[w, i] = q
+            rhs[w, i] = qfrc_smooth[w, i] + qfrc[w, i]
 
     @wp.kernel(module=custom)
     def constraint_qfrc_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), jar: wp.array2d(dtype=scalar),
@@ -290,7 +301,7 @@ def build(scalar, schedule: str = "fused"):
         beyond a unilateral row's zero; then aref_bar_r -= jar_bar_r, J_bar_r += jar_bar_r qacc and
         qacc_bar += J' jar_bar. A world kernel: a lane owns rows (their J_bar row, D_bar, aref_bar,
         floss_bar and jar_bar, a scratch row array), then dofs (qacc_bar, qfrc_smooth_bar), so no
-        two threads add into one element."""
+        two threads add into one element; one thread per world adds J' jar_bar row by row."""
         w, lane = wp.tid()
         nlanes = lanes_of_block()
         nactive = d.efc_nactive[w]
@@ -320,14 +331,19 @@ def build(scalar, schedule: str = "fused"):
             for k in range(m.efc_nnz[cols]):
                 j = m.efc_colind[cols, k]
                 J_bar[w, r, j] = J_bar[w, r, j] + jb * qacc[w, j]
+                if wp.static(not lanes):
+                    # one thread: J' jar_bar scattered row by row in ascending order (the
+                    # lanes' gather's sums, term by term)
+                    qacc_bar[w, j] = qacc_bar[w, j] + d.efc_J[w, r, j] * jb
         sync()
         for i in range(lane, m.nv, nlanes):
-            g = qacc_bar[w, i]
-            for a in range(nactive):
-                r = d.efc_list[w, a]
-                if m.efc_colmask[d.efc_cols[w, r], i] != 0:
-                    g = g + d.efc_J[w, r, i] * jar_bar[w, r]
-            qacc_bar[w, i] = g
+            if wp.static(lanes):
+                g = qacc_bar[w, i]
+                for a in range(nactive):
+                    r = d.efc_list[w, a]
+                    if m.efc_colmask[d.efc_cols[w, r], i] != 0:
+                        g = g + d.efc_J[w, r, i] * jar_bar[w, r]
+                qacc_bar[w, i] = g
             qfrc_smooth_bar[w, i] = qfrc_smooth_bar[w, i] + rhs_bar[w, i]
 
     row_product = constraint_functions(scalar).row_dot  # efc_J[w, r] . x[w]
