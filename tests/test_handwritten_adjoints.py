@@ -19,6 +19,7 @@ import mujoco
 import numpy as np
 import pytest
 import torch
+import warp as wp
 from conftest import GYM_ASSETS, without_constraints
 from models import BALL_CHAIN, TWO_TREES
 
@@ -243,3 +244,32 @@ def test_unrecorded_smooth_solve_adjoint(schedule, monkeypatch):
     for a, b in zip(skipped, recorded, strict=True):
         assert torch.equal(a, b)
     assert all(g.abs().max() > 0 for g in skipped[3:])
+
+
+@pytest.mark.parametrize("name", ["quadruped", "capped_elliptic"])
+def test_constraint_adjoint_after_a_rejected_warm_start(name, monkeypatch):
+    """The first solve of the rollout starts from a warm start of 1e4 in every dof, whose cost
+    is far above qacc_smooth's: the solver rejects it and evaluates again at qacc_smooth before
+    its Newton steps (`solver.solve`'s `smooth`); the factor it leaves still gives the
+    refactorized adjoint's gradients."""
+    W = 3 if name == "quadruped" else 2
+    mjm, qpos, qvel, ctrl = _solver_inputs(name, W, np.random.default_rng(3))
+    mass = np.tile(mjm.body_mass, (W, 1))
+    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule="fused")
+    constrained = grad.Rollout._constrained
+
+    def far_warm_start(self, m, d, *args, **kwargs):
+        if self.warmstart is None:
+            self.warmstart = wp.array(np.full(d.qacc.shape, 1e4), dtype=d.qacc.dtype, device=d.qacc.device)
+        return constrained(self, m, d, *args, **kwargs)
+
+    monkeypatch.setattr(grad.Rollout, "_constrained", far_warm_start)
+    stored = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    monkeypatch.setattr(grad, "REFACTOR", True)
+    refactored = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    for a, b in zip(stored[:2], refactored[:2], strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(stored[2:], refactored[2:], strict=True):
+        scale = b.abs().max().item()
+        assert scale > 0
+        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
