@@ -238,6 +238,11 @@ def test_unrecorded_smooth_solve_adjoint(schedule, monkeypatch):
         (q.square().sum() + v.square().sum() + (sd * torch.linspace(0.5, 1.5, sd.shape[1])).sum()).backward()
         return [q.detach(), v.detach(), sd.detach(), *(x.grad for x in inputs)]
 
+    # no stage reads qacc_smooth but the solver (solver.py) and mj_fwdAcceleration (factor_m.py);
+    # grad.py's solves write it, data.py allocates it: a new reader must be looked at here
+    sim_dir = Path(grad.__file__).parent
+    readers = {p.name for p in sim_dir.glob("*.py") if "d.qacc_smooth" in p.read_text()}
+    assert readers == {"solver.py", "factor_m.py", "grad.py", "data.py"}, readers
     skipped = gradients()
     monkeypatch.setattr(grad, "SMOOTH_SOLVE_ADJOINT", True)
     recorded = gradients()
