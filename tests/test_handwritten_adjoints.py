@@ -10,12 +10,18 @@ add into one adjoint differs. `constraint_qfrc` computes efc_force, qfrc_constra
 right-hand side of the implicit-damping solve in one world kernel, with a hand-written adjoint;
 the kinematics and com_pos passes run backwards by hand-written reverse kernels (grad's
 `reverse`: kinematics.frame_adjoint, joint_adjoint, body_root_adjoint, body_tree_adjoint,
-com_pos.subtree_body_adjoint, body_cinert_adjoint)."""
+com_pos.subtree_body_adjoint, body_cinert_adjoint). The constraint solve's implicit adjoint
+solves with the factor of the Newton solver's Hessian (constraint_adjoint), the reference
+assembles and factorizes it anew (constraint_adjoint_refactor); the solve of qacc_smooth records
+no adjoint, as nothing on the tape reads it."""
+
+from pathlib import Path
 
 import mujoco
 import numpy as np
 import pytest
 import torch
+import warp as wp
 from conftest import GYM_ASSETS, without_constraints
 from models import BALL_CHAIN, SLIDE_HINGE, TWO_TREES
 
@@ -179,3 +185,138 @@ def test_handwritten_kinematics_and_com_adjoints(name, schedule, monkeypatch):
     body_cinert_adjoint with the dofs': the adjoint of each tree's CoM gathered by its
     root), per-world masses with gradients."""
     _compare_handwritten(name, schedule, monkeypatch, seed=13)
+
+
+CAPPED = Path(__file__).parent / "data" / "capped_solver.xml"
+
+
+def _solver_inputs(name, W, rng):
+    """(mjm, qpos, qvel, ctrl) of constraint_adjoint's checks; the quadruped without dof damping
+    (Euler integrates the solver's qacc itself, in every world) and its last world lifted 1 m,
+    out of contact (a world without active rows)."""
+    if name.startswith("capped"):
+        # boxes, capsules and spheres on the floor and on each other (condim 1, 3, 4, 6), an arm
+        # with limits and friction loss, a joint equality; 2 Newton iterations (the solve stops
+        # at its iteration limit)
+        mjm = mujoco.MjModel.from_xml_path(str(CAPPED))
+        mjm.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC if "elliptic" in name else mujoco.mjtCone.mjCONE_PYRAMIDAL
+        if "no_island" in name:
+            mjm.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_ISLAND)
+        md = mujoco.MjData(mjm)
+        for _ in range(30):  # settled into contact
+            mujoco.mj_step(mjm, md)
+        qpos = np.tile(md.qpos, (W, 1))
+        qvel = np.tile(md.qvel, (W, 1)) + rng.normal(0.0, 0.05, (W, mjm.nv))
+        return mjm, qpos, qvel, rng.uniform(-0.5, 0.5, (W, mjm.nu))
+    mjm, qpos, qvel, ctrl = _constrained_inputs(name, W, rng)
+    if name == "quadruped":
+        mjm.dof_damping[:] = 0.0
+        qpos[-1, 2] += 1.0
+    return mjm, qpos, qvel, ctrl
+
+
+@pytest.mark.parametrize("name", ["quadruped", "limits_friction", "humanoid", "capped_elliptic",
+                                  "capped_pyramidal_no_island"])
+@pytest.mark.parametrize("schedule", ["fused", "wide"])
+def test_constraint_adjoint_with_the_solver_factor(name, schedule, monkeypatch):
+    """constraint_adjoint, which solves with the Hessian factor the Newton solver leaves in
+    solver_H (sparse L'DL or dense Cholesky; qLD's M where no row is active), gives the
+    gradients of constraint_adjoint_refactor, which assembles and factorizes H anew: contacts
+    (a quadruped world without any), limits and friction loss in both zones, an equality,
+    elliptic cones in their middle zone, islands on and off, a solve stopped by its iteration
+    limit, two steps (the second from the warm start)."""
+    W = 3 if name == "quadruped" else 2
+    mjm, qpos, qvel, ctrl = _solver_inputs(name, W, np.random.default_rng(3))
+    mass = np.tile(mjm.body_mass, (W, 1))
+    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule=schedule)
+    sim.qpos, sim.qvel, sim.ctrl = torch.tensor(qpos), torch.tensor(qvel), torch.tensor(ctrl)
+    sim.forward()
+    nactive = sim.data.efc_nactive.numpy()
+    assert nactive[:W - 1].min() > 0
+    assert (nactive[-1] == 0) == (name == "quadruped")
+    assert bool(sim.model.struct.euler_damp) == (name != "quadruped")
+    if name == "capped_elliptic":
+        hcone = sim.view("efc_hcone").numpy()
+        assert (np.abs(hcone).sum(axis=2) > 0).any(axis=1).all()  # contacts in the middle zone
+        assert sim.model.struct.enable_island != 0
+    if name == "capped_pyramidal_no_island":
+        assert sim.model.struct.enable_island == 0
+    stored = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    monkeypatch.setattr(grad, "REFACTOR", True)
+    refactored = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    for a, b in zip(stored[:2], refactored[:2], strict=True):
+        assert torch.equal(a, b)  # the same forward, bit for bit
+    for a, b in zip(stored[2:], refactored[2:], strict=True):
+        scale = b.abs().max().item()
+        assert scale > 0
+        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+
+
+@pytest.mark.parametrize("schedule", ["fused", "wide"])
+def test_unrecorded_smooth_solve_adjoint(schedule, monkeypatch):
+    """The solve of qacc_smooth in a constrained evaluation records no adjoint: nothing on the
+    tape reads qacc_smooth (the solver reads it off the tape; the accelerometer, touch, force
+    and torque sensors read the solver's qacc and forces), so the gradients, of the state and
+    of the sensors, are those with the adjoint recorded, bit for bit. Contacts, a connect,
+    Euler's implicit damping."""
+    from test_sensor import CONTACT_XML
+
+    mjm = mujoco.MjModel.from_xml_string(CONTACT_XML.replace("<sensor>", '<sensor><accelerometer site="hip1"/>'))
+    W = 2
+    rng = np.random.default_rng(9)
+    md = mujoco.MjData(mjm)
+    for _ in range(50):
+        mujoco.mj_step(mjm, md)
+    qpos = np.tile(md.qpos, (W, 1))
+    qvel = np.tile(md.qvel, (W, 1)) + rng.normal(0.0, 0.05, (W, mjm.nv))
+    ctrl = rng.uniform(-0.5, 0.5, (W, mjm.nu))
+    mass = np.tile(mjm.body_mass, (W, 1))
+    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule=schedule)
+    assert sim.model.struct.euler_damp
+
+    def gradients():
+        inputs = [torch.tensor(v, requires_grad=True) for v in (qpos, qvel, ctrl, mass)]
+        q, v, sd = diff_step(sim, *inputs[:3], {"body_mass": inputs[3]}, substeps=2, sensors=True)
+        (q.square().sum() + v.square().sum() + (sd * torch.linspace(0.5, 1.5, sd.shape[1])).sum()).backward()
+        return [q.detach(), v.detach(), sd.detach(), *(x.grad for x in inputs)]
+
+    # no stage reads qacc_smooth but the solver (solver.py) and mj_fwdAcceleration (factor_m.py);
+    # grad.py's solves write it, data.py allocates it: a new reader must be looked at here
+    sim_dir = Path(grad.__file__).parent
+    readers = {p.name for p in sim_dir.glob("*.py") if "d.qacc_smooth" in p.read_text()}
+    assert readers == {"solver.py", "factor_m.py", "grad.py", "data.py"}, readers
+    skipped = gradients()
+    monkeypatch.setattr(grad, "SMOOTH_SOLVE_ADJOINT", True)
+    recorded = gradients()
+    for a, b in zip(skipped, recorded, strict=True):
+        assert torch.equal(a, b)
+    assert all(g.abs().max() > 0 for g in skipped[3:])
+
+
+@pytest.mark.parametrize("name", ["quadruped", "capped_elliptic"])
+def test_constraint_adjoint_after_a_rejected_warm_start(name, monkeypatch):
+    """The first solve of the rollout starts from a warm start of 1e4 in every dof, whose cost
+    is far above qacc_smooth's: the solver rejects it and evaluates again at qacc_smooth before
+    its Newton steps (`solver.solve`'s `smooth`); the factor it leaves still gives the
+    refactorized adjoint's gradients."""
+    W = 3 if name == "quadruped" else 2
+    mjm, qpos, qvel, ctrl = _solver_inputs(name, W, np.random.default_rng(3))
+    mass = np.tile(mjm.body_mass, (W, 1))
+    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule="fused")
+    constrained = grad.Rollout._constrained
+
+    def far_warm_start(self, m, d, *args, **kwargs):
+        if self.warmstart is None:
+            self.warmstart = wp.array(np.full(d.qacc.shape, 1e4), dtype=d.qacc.dtype, device=d.qacc.device)
+        return constrained(self, m, d, *args, **kwargs)
+
+    monkeypatch.setattr(grad.Rollout, "_constrained", far_warm_start)
+    stored = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    monkeypatch.setattr(grad, "REFACTOR", True)
+    refactored = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    for a, b in zip(stored[:2], refactored[:2], strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(stored[2:], refactored[2:], strict=True):
+        scale = b.abs().max().item()
+        assert scale > 0
+        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale

@@ -9,16 +9,19 @@ They are compiled here a second time, into a module that generates adjoints
 The linear solves are the exception: the sparse L'DL factorization works in place, so it has
 a hand-written adjoint instead (`solve_adjoint`). For x = A^-1 b with A symmetric,
     b_bar = A^-1 x_bar,    A_bar = -b_bar x^T,
-using the factor kept from the forward pass (one more solve, no refactorization). The
-constraint forces of the solution, qfrc_constraint = J' efc_force(J qacc - aref), and the
-right-hand side of the implicit-damping solve are one world kernel with a hand-written adjoint
-too (`constraint_qfrc`, over the active rows only). The fused schedule's smooth and velocity
-segments run backwards pass by pass (`by_pass`); some passes backwards are hand-written
-reverse kernels in both schedules (`reverse`): kinematics_joint, kinematics_body_root,
-kinematics_body and kinematics_frame (kinematics.joint_adjoint, body_root_adjoint,
-body_tree_adjoint, frame_adjoint), com_pos_subtree, com_pos_body and com_pos_dof
-(com_pos.subtree_body_adjoint, body_cinert_adjoint with the dofs'). A tree pass runs
-backwards level by level, each body's thread gathering its children's adjoints (no atomics).
+using the factor kept from the forward pass (one more solve, no refactorization); the solve of
+qacc_smooth, which only the constraint solver reads, records none. The Newton solver's result is
+differentiated implicitly (`constraint_adjoint`) with the factor of its Hessian that it leaves
+at the solution (solver_H), again no refactorization. The constraint forces of the solution,
+qfrc_constraint = J' efc_force(J qacc - aref), and the right-hand side of the implicit-damping
+solve are one world kernel with a hand-written adjoint too (`constraint_qfrc`, over the active
+rows only). The fused schedule's smooth and velocity segments run backwards pass by pass
+(`by_pass`); some passes backwards are hand-written reverse kernels in both schedules
+(`reverse`): kinematics_joint, kinematics_body_root, kinematics_body and kinematics_frame
+(kinematics.joint_adjoint, body_root_adjoint, body_tree_adjoint, frame_adjoint),
+com_pos_subtree, com_pos_body and com_pos_dof (com_pos.subtree_body_adjoint, body_cinert_adjoint
+with the dofs'). A tree pass runs backwards level by level, each body's thread gathering its
+children's adjoints (no atomics).
 
 One `Step` holds the buffers of one physics step (a fresh Data, so nothing the tape recorded
 is overwritten); `simrl.diff` chains them and bridges to torch.autograd.
@@ -39,6 +42,7 @@ from simrl.sim.data import TIME, available_memory, data_bytes_per_world, data_st
 from simrl.sim.integrate_pos import jnt_nv
 from simrl.sim.model import model_struct
 from simrl.sim.schedule import WORLD, Pass, coop_module, segment
+from simrl.sim.solver import FLAG_TREE
 from simrl.sim.types import (
     EULER_LIKE,
     RK4_A,
@@ -291,6 +295,9 @@ def build(scalar, schedule: str = "fused"):
         w, lane = wp.tid()
         nlanes = lanes_of_block()
         nactive = d.efc_nactive[w]
+        if wp.static(not lanes):
+            for i in range(m.nv):
+                qfrc[w, i] = scalar(0.0)
         for a in range(lane, nactive, nlanes):
             r = d.efc_list[w, a]
             cols = d.efc_cols[w, r]
@@ -308,15 +315,23 @@ def build(scalar, schedule: str = "fused"):
                 if value < scalar(0.0):
                     fr = d.efc_frictionloss[w, r]
             force[w, r] = fr
+            if wp.static(not lanes):
+                # one thread: J' efc_force scattered row by row, the rows in ascending order, as
+                # the lanes' gather adds them per dof (the same sums, term by term), over the
+                # row's columns only
+                for k in range(m.efc_nnz[cols]):
+                    j = m.efc_colind[cols, k]
+                    qfrc[w, j] = qfrc[w, j] + d.efc_J[w, r, j] * fr
         sync()
         for i in range(lane, m.nv, nlanes):
-            q = scalar(0.0)
-            for a in range(nactive):
-                r = d.efc_list[w, a]
-                if m.efc_colmask[d.efc_cols[w, r], i] != 0:
-                    q = q + d.efc_J[w, r, i] * force[w, r]
-            qfrc[w, i] = q
-            rhs[w, i] = qfrc_smooth[w, i] + q
+            if wp.static(lanes):
+                q = scalar(0.0)
+                for a in range(nactive):
+                    r = d.efc_list[w, a]
+                    if m.efc_colmask[d.efc_cols[w, r], i] != 0:
+                        q = q + d.efc_J[w, r, i] * force[w, r]
+                qfrc[w, i] = q
+            rhs[w, i] = qfrc_smooth[w, i] + qfrc[w, i]
 
     @wp.kernel(module=custom)
     def constraint_qfrc_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), jar: wp.array2d(dtype=scalar),
@@ -333,7 +348,7 @@ def build(scalar, schedule: str = "fused"):
         beyond a unilateral row's zero; then aref_bar_r -= jar_bar_r, J_bar_r += jar_bar_r qacc and
         qacc_bar += J' jar_bar. A world kernel: a lane owns rows (their J_bar row, D_bar, aref_bar,
         floss_bar and jar_bar, a scratch row array), then dofs (qacc_bar, qfrc_smooth_bar), so no
-        two threads add into one element."""
+        two threads add into one element; one thread per world adds J' jar_bar row by row."""
         w, lane = wp.tid()
         nlanes = lanes_of_block()
         nactive = d.efc_nactive[w]
@@ -363,14 +378,19 @@ def build(scalar, schedule: str = "fused"):
             for k in range(m.efc_nnz[cols]):
                 j = m.efc_colind[cols, k]
                 J_bar[w, r, j] = J_bar[w, r, j] + jb * qacc[w, j]
+                if wp.static(not lanes):
+                    # one thread: J' jar_bar scattered row by row in ascending order (the
+                    # lanes' gather's sums, term by term)
+                    qacc_bar[w, j] = qacc_bar[w, j] + d.efc_J[w, r, j] * jb
         sync()
         for i in range(lane, m.nv, nlanes):
-            g = qacc_bar[w, i]
-            for a in range(nactive):
-                r = d.efc_list[w, a]
-                if m.efc_colmask[d.efc_cols[w, r], i] != 0:
-                    g = g + d.efc_J[w, r, i] * jar_bar[w, r]
-            qacc_bar[w, i] = g
+            if wp.static(lanes):
+                g = qacc_bar[w, i]
+                for a in range(nactive):
+                    r = d.efc_list[w, a]
+                    if m.efc_colmask[d.efc_cols[w, r], i] != 0:
+                        g = g + d.efc_J[w, r, i] * jar_bar[w, r]
+                qacc_bar[w, i] = g
             qfrc_smooth_bar[w, i] = qfrc_smooth_bar[w, i] + rhs_bar[w, i]
 
     row_product = constraint_functions(scalar).row_dot  # efc_J[w, r] . x[w]
@@ -426,21 +446,94 @@ def build(scalar, schedule: str = "fused"):
 
     @wp.kernel(module=custom)
     def constraint_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), qacc_bar: wp.array2d(dtype=scalar),
-                           lam: wp.array2d(dtype=scalar), H: wp.array3d(dtype=scalar),
-                           qM_bar: wp.array3d(dtype=scalar), qfrc_smooth_bar: wp.array2d(dtype=scalar),
-                           J_bar: wp.array3d(dtype=scalar), D_bar: wp.array2d(dtype=scalar),
-                           aref_bar: wp.array2d(dtype=scalar), floss_bar: wp.array2d(dtype=scalar),
-                           mu_bar: wp.array2d(dtype=scalar)):
+                           lam: wp.array2d(dtype=scalar), qM_bar: wp.array3d(dtype=scalar),
+                           qfrc_smooth_bar: wp.array2d(dtype=scalar), J_bar: wp.array3d(dtype=scalar),
+                           D_bar: wp.array2d(dtype=scalar), aref_bar: wp.array2d(dtype=scalar),
+                           floss_bar: wp.array2d(dtype=scalar), mu_bar: wp.array2d(dtype=scalar)):
         """Implicit adjoint of the constraint solve. At the solver's minimum, with each row's
         zone fixed (contact activation is not differentiable),
             (M + sum_quad D_r J_r' J_r) a = qfrc_smooth + sum_quad D_r aref_r J_r' + sum_lin f_r J_r'.
-        With lam = H^-1 a_bar (H the matrix on the left, factorized here by dense Cholesky):
+        With lam = H^-1 a_bar (H the matrix on the left, the Newton solver's Hessian at a):
             qfrc_smooth_bar += lam,  M_bar -= lam a',
             quadratic rows: J_bar_r += f_r lam - D_r (J_r lam) a,  D_bar_r += (J_r lam)(aref_r - J_r a),
                             aref_bar_r += D_r (J_r lam),
             linear rows:    J_bar_r += f_r lam,  floss_bar_r += sign(f_r) (J_r lam),
-            elliptic contacts in the middle zone: H adds J' H_cone J, and `cone_adjoint`.
-        A world function: the lanes share the rows of H, the dofs and the constraint rows."""
+            elliptic contacts in the middle zone: H holds J' H_cone J, and `cone_adjoint`.
+
+        H^-1 comes from the solver's own factor, not a new one: `solver.solve` stops only right
+        after `newton_direction`, which factorizes H (solver_H: sparse L'DL when
+        solver_flag[FLAG_TREE], else dense Cholesky) at the zones of the `evaluate` just before
+        it, at the qacc it returns (the warm start rejected, `evaluate` runs again at
+        qacc_smooth; the dofs in no island that then take qacc_smooth enter no row). A world
+        without active rows returns before: its H is M, whose factor qLD keeps from qacc_smooth
+        = M^-1 qfrc_smooth (Rollout._constrained). Each row's zone, jar and force are that
+        evaluate's too (efc_dds: D_r in the quadratic zone, else 0; efc_jar, efc_force; the
+        cones' efc_hcone): the line search writes none of them, nor does anything after the
+        solver. So the row terms use exactly the Hessian's zones. A world function: the lanes
+        share the dofs and the constraint rows (the triangular solves are lane 0's)."""
+        w, lane = wp.tid()
+        nlanes = lanes_of_block()
+        nv = m.nv
+        nactive = d.efc_nactive[w]
+        for i in range(lane, nv, nlanes):
+            lam[w, i] = qacc_bar[w, i]
+        sync()
+        if nactive == 0:
+            solve_ld(m, d.qLD, lam, w, lane, nlanes)
+        elif d.solver_flag[w, FLAG_TREE] == 1:
+            solve_ld(m, d.solver_H, lam, w, lane, nlanes)
+        else:
+            cholesky_solve(d.solver_H, lam, nv, w, lane, nlanes)
+        sync()
+        # smooth force and mass matrix (entries on M's sparsity pattern, both triangles: entry
+        # (j, i) of an ancestor j of i belongs to dof i's lane)
+        for i in range(lane, nv, nlanes):
+            li = lam[w, i]
+            qfrc_smooth_bar[w, i] = qfrc_smooth_bar[w, i] + li
+            qM_bar[w, i, i] = qM_bar[w, i, i] - li * qacc[w, i]
+            adr = m.dof_ancestor_adr[i]
+            for k in range(adr, adr + m.dof_ancestor_num[i]):
+                j = m.dof_ancestor[k]
+                qM_bar[w, i, j] = qM_bar[w, i, j] - li * qacc[w, j]
+                qM_bar[w, j, i] = qM_bar[w, j, i] - lam[w, j] * qacc[w, i]
+        # constraint rows, in the zones of the solver's last evaluate
+        for a in range(lane, nactive, nlanes):
+            r = d.efc_list[w, a]
+            dds = d.efc_dds[w, r]
+            friction = (d.efc_type[w, r] == ConstraintType.FRICTION_DOF
+                        or d.efc_type[w, r] == ConstraintType.FRICTION_TENDON)
+            if dds != scalar(0.0) or friction:
+                jl = row_product(m, d, w, r, lam)
+                fr = d.efc_force[w, r]  # -D_r jar_r, or -+ frictionloss_r
+                cols = d.efc_cols[w, r]
+                if dds != scalar(0.0):  # D_r
+                    for k in range(m.efc_nnz[cols]):
+                        j = m.efc_colind[cols, k]
+                        J_bar[w, r, j] = J_bar[w, r, j] + fr * lam[w, j] - dds * jl * qacc[w, j]
+                    D_bar[w, r] = D_bar[w, r] - jl * d.efc_jar[w, r]
+                    aref_bar[w, r] = aref_bar[w, r] + dds * jl
+                else:
+                    for k in range(m.efc_nnz[cols]):
+                        j = m.efc_colind[cols, k]
+                        J_bar[w, r, j] = J_bar[w, r, j] + fr * lam[w, j]
+                    if d.efc_jar[w, r] < scalar(0.0):
+                        floss_bar[w, r] = floss_bar[w, r] + jl
+                    else:
+                        floss_bar[w, r] = floss_bar[w, r] - jl
+            elif cone_middle(m, d, w, r):
+                cone_adjoint(m, d, w, r, qacc, lam, J_bar, D_bar, aref_bar, mu_bar)
+
+    @wp.kernel(module=custom)
+    def constraint_adjoint_refactor(m: Model, d: Data, qacc: wp.array2d(dtype=scalar),
+                                    qacc_bar: wp.array2d(dtype=scalar), lam: wp.array2d(dtype=scalar),
+                                    H: wp.array3d(dtype=scalar), qM_bar: wp.array3d(dtype=scalar),
+                                    qfrc_smooth_bar: wp.array2d(dtype=scalar), J_bar: wp.array3d(dtype=scalar),
+                                    D_bar: wp.array2d(dtype=scalar), aref_bar: wp.array2d(dtype=scalar),
+                                    floss_bar: wp.array2d(dtype=scalar), mu_bar: wp.array2d(dtype=scalar)):
+        """`constraint_adjoint` with H assembled anew from the rows' zones at qacc and
+        factorized by dense Cholesky in H (REFACTOR: what tests compare the solver's factor
+        against). A world function: the lanes share the rows of H, the dofs and the
+        constraint rows."""
         w, lane = wp.tid()
         nlanes = lanes_of_block()
         nv = m.nv
@@ -776,7 +869,8 @@ def build(scalar, schedule: str = "fused"):
             "constraint": constraint,
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row, "constraint_force_cone": constraint_force_cone,
-            "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
+            "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint,
+            "constraint_adjoint_refactor": constraint_adjoint_refactor, "add": add,
             "constraint_qfrc": constraint_qfrc, "constraint_qfrc_adjoint": constraint_qfrc_adjoint,
             "merge_overflow": merge_overflow, "advance_time": advance_time, "store_time": store_time,
             "implicit_dofs": implicit_dofs, "implicit_damping_dofs": implicit_damping_dofs,
@@ -810,14 +904,15 @@ def _custom(kernels, kernel, W, inputs, device):
         wp.launch(kernel, dim=(W, 1), inputs=inputs, device=device, record_tape=False)
 
 
-def _solve(tape, kernels, m, W, A, dA, b, x, device, LD):
+def _solve(tape, kernels, m, W, A, dA, b, x, device, LD, y, record: bool = True):
     """x = (A + dA)^-1 b (dA by its lower triangle), launched outside the tape, with its
-    hand-written adjoint recorded; LD receives the factor."""
-    nv = A.shape[1]
+    hand-written adjoint recorded (unless not `record`: when nothing on the tape reads x); LD
+    receives the factor, y [W, nv] is the adjoint's scratch."""
     _custom(kernels, kernels["solve_forward"], W, [m, A, dA, b, LD, x], device)
+    if not record:
+        return
 
     def backward():
-        y = wp.zeros((W, nv), dtype=x.dtype, device=device)
         _custom(kernels, kernels["solve_adjoint"], W, [m, LD, x, x.grad, y, b.grad, A.grad, dA.grad], device)
 
     tape.record_func(backward, arrays=[A, dA, b, x])
@@ -832,6 +927,17 @@ BY_PASS = True
 #: (`build`'s reverse; all or none: they pass adjoints on to each other in the places of others,
 #: e.g. a body's thread leaves its parent's pose adjoint in the body's)
 HANDWRITTEN = True
+
+#: whether the constraint solve's implicit adjoint assembles and factorizes its Hessian anew
+#: (`constraint_adjoint_refactor`, as tests compare) instead of solving with the factor the
+#: Newton solver left in solver_H (`constraint_adjoint`)
+REFACTOR = False
+
+#: whether the solve of qacc_smooth = M^-1 qfrc_smooth in a constrained evaluation records its
+#: adjoint (as tests compare): only the constraint solver reads qacc_smooth, off the tape, and
+#: its implicit adjoint differentiates qacc with respect to M and qfrc_smooth directly, so no
+#: recorded adjoint gives qacc_smooth a gradient
+SMOOTH_SOLVE_ADJOINT = False
 
 #: bytes of step buffers kept for reuse after backward (per process); SIMRL_GRAD_POOL_BYTES
 #: overrides. A rollout holds all its buffers until backward anyway, so keeping one rollout's
@@ -914,13 +1020,15 @@ class _Scratch:
     """The differentiable step's arrays beside the Data, one set per evaluation of the dynamics:
     `dA` (-h qDeriv, or zero), `zero` (a zero matrix standing for dA in the solves without
     one), `jar`, `force` (efc_force recomputed from the solution), `qfrc`, `rhs`, and the
-    backward's `lam`, `H`: views into two slabs that come back with the Data and are zeroed by
-    two memsets, not allocated (fresh pages) at every evaluation."""
+    backward's `lam` (constraint_adjoint's) and `y` (solve_adjoint's, shared by the solves of
+    an evaluation: their adjoints run one after another, each writing it whole before reading
+    it): views into two slabs that come back with the Data and are zeroed by two memsets, not
+    allocated (fresh pages) at every evaluation."""
 
     #: name -> (shape after W: "nv" or "nefc" entries, has a gradient)
     FIELDS = {"dA": (("nv", "nv"), True), "zero": (("nv", "nv"), True), "jar": (("nefc",), True),
               "force": (("nefc",), True), "qfrc": (("nv",), True), "rhs": (("nv",), True),
-              "lam": (("nv",), False), "H": (("nv", "nv"), False)}
+              "lam": (("nv",), False), "y": (("nv",), False)}
 
     def __init__(self, model, W):
         device, dtype = model.device, model.dtype
@@ -1256,13 +1364,13 @@ class Rollout:
                 self._launch(k["implicit_site_actuators"], (W, model.nu), [m, d])
             self._launch(k["implicit_matrix"], (W, nv), [m, d, dA])
         if model.struct.nefc == 0:
-            _solve(tape, k, m, W, d.qM, dA, d.qfrc_smooth, d.qacc_int, device, d.qLD)
+            _solve(tape, k, m, W, d.qM, dA, d.qfrc_smooth, d.qacc_int, device, d.qLD, scratch.y)
             if not implicit_damping:
                 if sensors:
                     self._sensors(m, d, d.qacc_int, None)
                 return d.qacc_int, d
             if sensors:  # mj_forward's qacc, M^-1 qfrc_smooth (qH is free without constraints)
-                _solve(tape, k, m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, device, d.qH)
+                _solve(tape, k, m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, device, d.qH, scratch.y)
                 self._sensors(m, d, d.qacc_smooth, None)
             return self._free_bodies(m, d, d.qfrc_smooth, self._fresh(d.qfrc_smooth), d.qacc_int), d
         return self._constrained(m, d, dA if implicit_damping else None, sensors), d
@@ -1319,7 +1427,11 @@ class Rollout:
         device = model.device
         W, nv, nefc = d.qvel.shape[0], model.nv, model.struct.nefc
         scratch = self.scratch[id(d)]
-        _solve(tape, k, m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, device, d.qLD)
+        # qacc_smooth for the solver; qLD keeps M's factor, which the implicit adjoint of a world
+        # without active rows solves with (H = M). Its adjoint unrecorded (SMOOTH_SOLVE_ADJOINT):
+        # the solver reads qacc_smooth off the tape, and the sensors read qacc (the solver's)
+        _solve(tape, k, m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, device, d.qLD, scratch.y,
+               record=SMOOTH_SOLVE_ADJOINT)
         if self.warmstart is not None:
             wp.copy(d.qacc_warmstart, self.warmstart)
         else:  # the rollout's first solve starts from zero, whatever these buffers held before
@@ -1328,10 +1440,16 @@ class Rollout:
             _custom(k, item.kernel, W, [m, d], device)
         qacc = wp.clone(d.qacc, requires_grad=True)
 
+        refactor = REFACTOR
+
         def backward():
-            _custom(k, k["constraint_adjoint"], W,
-                    [m, d, qacc, qacc.grad, scratch.lam, scratch.H, d.qM.grad, d.qfrc_smooth.grad, d.efc_J.grad,
-                     d.efc_D.grad, d.efc_aref.grad, d.efc_frictionloss.grad, d.efc_mu.grad], device)
+            grads = [d.qM.grad, d.qfrc_smooth.grad, d.efc_J.grad, d.efc_D.grad, d.efc_aref.grad,
+                     d.efc_frictionloss.grad, d.efc_mu.grad]
+            if refactor:
+                H = wp.zeros((W, nv, nv), dtype=qacc.dtype, device=device)
+                _custom(k, k["constraint_adjoint_refactor"], W, [m, d, qacc, qacc.grad, scratch.lam, H, *grads], device)
+            else:
+                _custom(k, k["constraint_adjoint"], W, [m, d, qacc, qacc.grad, scratch.lam, *grads], device)
 
         tape.record_func(backward, arrays=[qacc, d.qM, d.qfrc_smooth, d.efc_J, d.efc_D, d.efc_aref,
                                            d.efc_frictionloss, d.efc_mu])
@@ -1357,7 +1475,7 @@ class Rollout:
                                                     d.efc_aref, d.efc_frictionloss])
             if sensors:
                 self._sensors(m, d, qacc, force)
-            _solve(tape, k, m, W, d.qM, dA, rhs, d.qacc_int, device, d.qH)
+            _solve(tape, k, m, W, d.qM, dA, rhs, d.qacc_int, device, d.qH, scratch.y)
             return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
         self._launch(k["constraint_jar"], (W, nefc), [m, d, qacc, jar])
         self._launch(k["constraint_force_row"], (W, nefc), [m, d, jar, force])
@@ -1370,7 +1488,7 @@ class Rollout:
         qfrc, rhs = scratch.qfrc, scratch.rhs
         self._launch(k["constraint_force_dof"], (W, nv), [m, d, force, qfrc])
         self._launch(k["add"], (W, nv), [d.qfrc_smooth, qfrc, rhs])
-        _solve(tape, k, m, W, d.qM, dA, rhs, d.qacc_int, device, d.qH)
+        _solve(tape, k, m, W, d.qM, dA, rhs, d.qacc_int, device, d.qH, scratch.y)
         return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
 
 
