@@ -6,9 +6,10 @@ finite differences.
 The fused schedule runs its smooth and velocity segments backwards pass by pass (`build`'s
 `by_pass`): the wide schedule's kernel of each pass, its adjoint over all worlds, the last pass
 first. The same adjoint code as the fused kernels' own; only the order in which several elements
-add into one adjoint differs. `constraint_qfrc` computes efc_force, qfrc_constraint and the
-right-hand side of the implicit-damping solve in one world kernel, with a hand-written adjoint;
-the kinematics_frame pass runs backwards by kinematics.frame_adjoint."""
+add into one adjoint differs. `constraint_rhs` takes efc_force and qfrc_constraint from the
+solver (its last evaluation is at the solution) and forms the right-hand side of the
+implicit-damping solve, with a hand-written adjoint; the kinematics_frame pass runs backwards
+by kinematics.frame_adjoint."""
 
 import mujoco
 import numpy as np
@@ -89,10 +90,10 @@ def _constrained_inputs(name, W, rng):
 @pytest.mark.parametrize("name", ["quadruped", "limits_friction", "humanoid"])
 @pytest.mark.parametrize("schedule", ["fused", "wide"])
 def test_handwritten_constraint_force_adjoint(name, schedule, monkeypatch):
-    """constraint_qfrc (efc_force, qfrc_constraint and the implicit-damping solve's right-hand
-    side in one world kernel) and its hand-written adjoint give the generated adjoints'
-    gradients: contacts, limits, friction loss in both zones, Euler's implicit damping; with
-    the sensors of the step too where the model has some."""
+    """constraint_rhs (the solver's efc_force and qfrc_constraint, and the implicit-damping
+    solve's right-hand side) and its hand-written adjoint give the generated adjoints' values, bit
+    for bit, and gradients: contacts, limits, friction loss in both zones, Euler's implicit
+    damping; with the sensors of the step too where the model has some."""
     W = 2
     mjm, qpos, qvel, ctrl = _constrained_inputs(name, W, np.random.default_rng(5))
     mass = np.tile(mjm.body_mass, (W, 1))

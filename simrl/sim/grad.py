@@ -11,8 +11,9 @@ a hand-written adjoint instead (`solve_adjoint`). For x = A^-1 b with A symmetri
     b_bar = A^-1 x_bar,    A_bar = -b_bar x^T,
 using the factor kept from the forward pass (one more solve, no refactorization). The
 constraint forces of the solution, qfrc_constraint = J' efc_force(J qacc - aref), and the
-right-hand side of the implicit-damping solve are one world kernel with a hand-written adjoint
-too (`constraint_qfrc`, over the active rows only). The fused schedule's smooth and velocity
+right-hand side of the implicit-damping solve are taken from the solver's jar and efc_force
+(`constraint_rhs`) with a hand-written adjoint (`constraint_qfrc_adjoint`, over the active rows
+only). The fused schedule's smooth and velocity
 segments run backwards pass by pass (`by_pass`); the kinematics_frame pass backwards is a
 hand-written reverse kernel in both schedules (`reverse`: kinematics.frame_adjoint).
 
@@ -231,45 +232,25 @@ def build(scalar, schedule: str = "fused"):
             if m.efc_colmask[d.efc_cols[w, r], i] != 0:
                 qfrc[w, i] += d.efc_J[w, r, i] * force[w, r]
 
-    @wp.kernel(module=custom)
-    def constraint_qfrc(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), qfrc_smooth: wp.array2d(dtype=scalar),
-                        jar: wp.array2d(dtype=scalar), force: wp.array2d(dtype=scalar),
-                        qfrc: wp.array2d(dtype=scalar), rhs: wp.array2d(dtype=scalar)):
-        """constraint_jar, constraint_force_row, constraint_force_dof and add in one world
-        kernel, with the same arithmetic (the same bits), over the active rows only (efc_list):
-        jar and efc_force of each active row at qacc, qfrc_constraint = J' efc_force and rhs =
-        qfrc_smooth + qfrc_constraint; for models without elliptic cones. Its adjoint is
-        `constraint_qfrc_adjoint` (the generated adjoints of the four kernels run a thread per
-        row of the budget, most of them inactive, and cost 1.5x their forward)."""
-        w, lane = wp.tid()
-        nlanes = lanes_of_block()
-        nactive = d.efc_nactive[w]
-        for a in range(lane, nactive, nlanes):
+    @wp.kernel(module=kernel_module(scalar, "grad_detect"))
+    def constraint_rhs(m: Model, d: Data, qfrc_smooth: wp.array2d(dtype=scalar), qfrc: wp.array2d(dtype=scalar),
+                       rhs: wp.array2d(dtype=scalar)):
+        """qfrc = J' efc_force over the active rows in ascending order (the solver's
+        `constraint_force`) and rhs = qfrc_smooth + qfrc, the right-hand side of the
+        implicit-damping solve, for models without elliptic cones. The solver's last `evaluate`
+        is at its solution (solver.solve: evaluate, newton_direction, the stopping tests), so
+        efc_jar and efc_force hold each active row's jar = J qacc - aref and force at qacc, with
+        the arithmetic of the generated path's constraint_jar and constraint_force_row (the same
+        bits): they are not recomputed. Its adjoint is `constraint_qfrc_adjoint`, which reads
+        efc_jar and efc_force (off the tape, kept with the evaluation's Data until backward)."""
+        w, i = wp.tid()
+        q = scalar(0.0)
+        for a in range(d.efc_nactive[w]):
             r = d.efc_list[w, a]
-            cols = d.efc_cols[w, r]
-            value = -d.efc_aref[w, r]
-            for k in range(m.efc_nnz[cols]):
-                j = m.efc_colind[cols, k]
-                value = value + d.efc_J[w, r, j] * qacc[w, j]
-            jar[w, r] = value
-            fr = scalar(0.0)
-            zone = row_zone(m, d, w, r, value)
-            if zone == 1:
-                fr = -d.efc_D[w, r] * value
-            elif zone == -1:
-                fr = -d.efc_frictionloss[w, r]
-                if value < scalar(0.0):
-                    fr = d.efc_frictionloss[w, r]
-            force[w, r] = fr
-        sync()
-        for i in range(lane, m.nv, nlanes):
-            q = scalar(0.0)
-            for a in range(nactive):
-                r = d.efc_list[w, a]
-                if m.efc_colmask[d.efc_cols[w, r], i] != 0:
-                    q = q + d.efc_J[w, r, i] * force[w, r]
-            qfrc[w, i] = q
-            rhs[w, i] = qfrc_smooth[w, i] + q
+            if m.efc_colmask[d.efc_cols[w, r], i] != 0:
+                q = q + d.efc_J[w, r, i] * d.efc_force[w, r]
+        qfrc[w, i] = q
+        rhs[w, i] = qfrc_smooth[w, i] + q
 
     @wp.kernel(module=custom)
     def constraint_qfrc_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), jar: wp.array2d(dtype=scalar),
@@ -279,7 +260,8 @@ def build(scalar, schedule: str = "fused"):
                                 qfrc_smooth_bar: wp.array2d(dtype=scalar), J_bar: wp.array3d(dtype=scalar),
                                 D_bar: wp.array2d(dtype=scalar), aref_bar: wp.array2d(dtype=scalar),
                                 floss_bar: wp.array2d(dtype=scalar)):
-        """Adjoint of `constraint_qfrc`. With g = qfrc_bar + rhs_bar (qfrc_smooth_bar += rhs_bar),
+        """Adjoint of `constraint_rhs` with the rows' forces of the solution: qfrc = J' efc_force(jar),
+        jar = J qacc - aref, rhs = qfrc_smooth + qfrc. With g = qfrc_bar + rhs_bar (qfrc_smooth_bar += rhs_bar),
         active row r's force adjoint f_bar_r = force_bar_r + J_r . g (J_bar_r += f_r g); its zone
         (jar_r as the forward left it) gives jar_bar_r: -D_r f_bar_r in the quadratic zone (D_bar_r
         -= jar_r f_bar_r), 0 in the linear zone of friction loss (floss_bar_r -+= f_bar_r) and
@@ -730,7 +712,7 @@ def build(scalar, schedule: str = "fused"):
             "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row, "constraint_force_cone": constraint_force_cone,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint, "add": add,
-            "constraint_qfrc": constraint_qfrc, "constraint_qfrc_adjoint": constraint_qfrc_adjoint,
+            "constraint_rhs": constraint_rhs, "constraint_qfrc_adjoint": constraint_qfrc_adjoint,
             "merge_overflow": merge_overflow, "advance_time": advance_time, "store_time": store_time,
             "implicit_dofs": implicit_dofs, "implicit_damping_dofs": implicit_damping_dofs,
             "implicit_tendons": implicit_tendons,
@@ -776,7 +758,7 @@ def _solve(tape, kernels, m, W, A, dA, b, x, device, LD):
 BY_PASS = True
 
 #: whether the stages with hand-written adjoints use them (False: their generated adjoints, as
-#: tests compare): constraint_qfrc, the kinematics_frame pass (kinematics.frame_adjoint)
+#: tests compare): constraint_rhs, the kinematics_frame pass (kinematics.frame_adjoint)
 HANDWRITTEN = True
 
 #: bytes of step buffers kept for reuse after backward (per process); SIMRL_GRAD_POOL_BYTES
@@ -1285,14 +1267,17 @@ class Rollout:
         jar, force = scratch.jar, scratch.force
         if dA is not None and HANDWRITTEN and not model.struct.cone_elliptic and \
                 not wp.config.verify_autograd_array_access:
-            # efc_force, qfrc_constraint and the right-hand side in one world kernel, with a
-            # hand-written adjoint (constraint_qfrc)
+            # the solver's efc_force and qfrc_constraint (constraint_rhs: its last evaluate is at
+            # the solution), and the right-hand side, with a hand-written adjoint
             qfrc, rhs = scratch.qfrc, scratch.rhs
-            _custom(k, k["constraint_qfrc"], W, [m, d, qacc, d.qfrc_smooth, jar, force, qfrc, rhs], device)
+            wp.launch(k["constraint_rhs"], dim=(W, nv), inputs=[m, d, d.qfrc_smooth, qfrc, rhs], device=device,
+                      record_tape=False)
+            if sensors:  # efc_force with a gradient of its own, for the sensors that read it
+                wp.copy(force, d.efc_force)
 
             def backward_qfrc():
                 _custom(k, k["constraint_qfrc_adjoint"], W,
-                        [m, d, qacc, jar, force, force.grad, qfrc.grad, rhs.grad, jar.grad, qacc.grad,
+                        [m, d, qacc, d.efc_jar, d.efc_force, force.grad, qfrc.grad, rhs.grad, jar.grad, qacc.grad,
                          d.qfrc_smooth.grad, d.efc_J.grad, d.efc_D.grad, d.efc_aref.grad, d.efc_frictionloss.grad],
                         device)
 
