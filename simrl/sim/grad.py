@@ -232,7 +232,7 @@ def build(scalar, schedule: str = "fused"):
             if m.efc_colmask[d.efc_cols[w, r], i] != 0:
                 qfrc[w, i] += d.efc_J[w, r, i] * force[w, r]
 
-    @wp.kernel(module=kernel_module(scalar, "grad_detect"))
+    @wp.kernel(module=custom)
     def constraint_rhs(m: Model, d: Data, qfrc_smooth: wp.array2d(dtype=scalar), qfrc: wp.array2d(dtype=scalar),
                        rhs: wp.array2d(dtype=scalar)):
         """qfrc = J' efc_force over the active rows in ascending order (the solver's
@@ -241,16 +241,34 @@ def build(scalar, schedule: str = "fused"):
         is at its solution (solver.solve: evaluate, newton_direction, the stopping tests), so
         efc_jar and efc_force hold each active row's jar = J qacc - aref and force at qacc, with
         the arithmetic of the generated path's constraint_jar and constraint_force_row (the same
-        bits): they are not recomputed. Its adjoint is `constraint_qfrc_adjoint`, which reads
-        efc_jar and efc_force (off the tape, kept with the evaluation's Data until backward)."""
-        w, i = wp.tid()
-        q = scalar(0.0)
-        for a in range(d.efc_nactive[w]):
-            r = d.efc_list[w, a]
-            if m.efc_colmask[d.efc_cols[w, r], i] != 0:
-                q = q + d.efc_J[w, r, i] * d.efc_force[w, r]
-        qfrc[w, i] = q
-        rhs[w, i] = qfrc_smooth[w, i] + q
+        bits): they are not recomputed. A world kernel: one thread per world scatters J' efc_force
+        row by row, a block's lanes gather their dofs' sums (term by term the same). Its adjoint
+        is `constraint_qfrc_adjoint`, which reads efc_jar and efc_force (off the tape, kept with
+        the evaluation's Data until backward)."""
+        w, lane = wp.tid()
+        nlanes = lanes_of_block()
+        nactive = d.efc_nactive[w]
+        if wp.static(lanes):
+            for i in range(lane, m.nv, nlanes):
+                q = scalar(0.0)
+                for a in range(nactive):
+                    r = d.efc_list[w, a]
+                    if m.efc_colmask[d.efc_cols[w, r], i] != 0:
+                        q = q + d.efc_J[w, r, i] * d.efc_force[w, r]
+                qfrc[w, i] = q
+                rhs[w, i] = qfrc_smooth[w, i] + q
+        else:
+            for i in range(m.nv):
+                qfrc[w, i] = scalar(0.0)
+            for a in range(nactive):
+                r = d.efc_list[w, a]
+                cols = d.efc_cols[w, r]
+                fr = d.efc_force[w, r]
+                for k in range(m.efc_nnz[cols]):
+                    j = m.efc_colind[cols, k]
+                    qfrc[w, j] = qfrc[w, j] + d.efc_J[w, r, j] * fr
+            for i in range(m.nv):
+                rhs[w, i] = qfrc_smooth[w, i] + qfrc[w, i]
 
     @wp.kernel(module=custom)
     def constraint_qfrc_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), jar: wp.array2d(dtype=scalar),
@@ -267,8 +285,9 @@ def build(scalar, schedule: str = "fused"):
         -= jar_r f_bar_r), 0 in the linear zone of friction loss (floss_bar_r -+= f_bar_r) and
         beyond a unilateral row's zero; then aref_bar_r -= jar_bar_r, J_bar_r += jar_bar_r qacc and
         qacc_bar += J' jar_bar. A world kernel: a lane owns rows (their J_bar row, D_bar, aref_bar,
-        floss_bar and jar_bar, a scratch row array), then dofs (qacc_bar, qfrc_smooth_bar), so no
-        two threads add into one element."""
+        floss_bar and jar_bar, a scratch row array), then dofs (qacc_bar, gathered over the rows
+        in ascending order, and qfrc_smooth_bar), so no two threads add into one element; one
+        thread per world scatters J' jar_bar row by row instead (the same sums)."""
         w, lane = wp.tid()
         nlanes = lanes_of_block()
         nactive = d.efc_nactive[w]
@@ -298,14 +317,17 @@ def build(scalar, schedule: str = "fused"):
             for k in range(m.efc_nnz[cols]):
                 j = m.efc_colind[cols, k]
                 J_bar[w, r, j] = J_bar[w, r, j] + jb * qacc[w, j]
+                if wp.static(not lanes):  # one thread per world: J' jar_bar scattered row by row
+                    qacc_bar[w, j] = qacc_bar[w, j] + d.efc_J[w, r, j] * jb
         sync()
         for i in range(lane, m.nv, nlanes):
-            g = qacc_bar[w, i]
-            for a in range(nactive):
-                r = d.efc_list[w, a]
-                if m.efc_colmask[d.efc_cols[w, r], i] != 0:
-                    g = g + d.efc_J[w, r, i] * jar_bar[w, r]
-            qacc_bar[w, i] = g
+            if wp.static(lanes):  # a block: each lane gathers its dofs' sums, rows ascending
+                g = qacc_bar[w, i]
+                for a in range(nactive):
+                    r = d.efc_list[w, a]
+                    if m.efc_colmask[d.efc_cols[w, r], i] != 0:
+                        g = g + d.efc_J[w, r, i] * jar_bar[w, r]
+                qacc_bar[w, i] = g
             qfrc_smooth_bar[w, i] = qfrc_smooth_bar[w, i] + rhs_bar[w, i]
 
     row_product = constraint_functions(scalar).row_dot  # efc_J[w, r] . x[w]
@@ -1270,8 +1292,7 @@ class Rollout:
             # the solver's efc_force and qfrc_constraint (constraint_rhs: its last evaluate is at
             # the solution), and the right-hand side, with a hand-written adjoint
             qfrc, rhs = scratch.qfrc, scratch.rhs
-            wp.launch(k["constraint_rhs"], dim=(W, nv), inputs=[m, d, d.qfrc_smooth, qfrc, rhs], device=device,
-                      record_tape=False)
+            _custom(k, k["constraint_rhs"], W, [m, d, d.qfrc_smooth, qfrc, rhs], device)
             if sensors:  # efc_force with a gradient of its own, for the sensors that read it
                 wp.copy(force, d.efc_force)
 
