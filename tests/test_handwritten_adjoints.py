@@ -21,6 +21,7 @@ from models import BALL_CHAIN, TWO_TREES
 from envs import ASSETS_DIR
 from simrl import Sim, diff_step
 from simrl.sim import grad
+from simrl.sim.types import ConstraintType
 
 MODELS = {
     "quadruped": lambda: mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "quadruped.xml")),
@@ -136,5 +137,92 @@ def test_handwritten_frame_adjoint(name, schedule, monkeypatch):
         assert torch.equal(a, b)
     for a, b in zip(hand[2:], generated[2:], strict=True):
         scale = b.abs().max().item()
+        assert scale > 0
+        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+
+
+# contacts with condim 1, 3, 4 and 6 in the pyramidal cone (a pair's condim is the larger of its
+# geoms'; solimp's transition zone wide enough that the impedance depends on the depth), limits of
+# a slide, a hinge and a ball joint
+ROWS = """
+<mujoco model="rows">
+  <option timestep="0.004" integrator="Euler"/>
+  <default><geom solimp="0.3 0.95 0.05 0.4 2"/></default>
+  <worldbody>
+    <geom type="plane" size="5 5 0.1" condim="1"/>
+    <body pos="0 0 0.09"><freejoint/><geom type="sphere" size="0.1" condim="6" friction="1 0.03 0.01"/></body>
+    <body pos="0.5 0 0.09"><freejoint/><geom type="sphere" size="0.1" condim="4" friction="0.9 0.05 0"/></body>
+    <body pos="-0.5 0 0.045" euler="5 3 20"><freejoint/><geom type="box" size="0.1 0.08 0.05" condim="1"/></body>
+    <body pos="0 -0.5 0.09"><freejoint/><geom type="sphere" size="0.1" condim="3"/></body>
+    <body pos="1 1 0.3">
+      <joint name="slide" type="slide" axis="1 0 0" range="-0.1 0.1"/>
+      <geom type="box" size="0.1 0.05 0.05" mass="1" contype="0" conaffinity="0"/>
+      <body pos="0.1 0 0">
+        <joint name="hinge" type="hinge" axis="0 1 0" range="-10 30" solimplimit="0.2 0.9 0.2 0.6 3"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 -0.2" size="0.03" mass="0.3" contype="0" conaffinity="0"/>
+        <body pos="0.2 0 -0.2">
+          <joint name="ball" type="ball" range="0 20"/>
+          <geom type="sphere" size="0.05" pos="0 0 -0.07" mass="0.2" contype="0" conaffinity="0"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="slide" gear="5"/><motor joint="hinge" gear="2"/></actuator>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("name", ["quadruped", "rows", "humanoid"])
+def test_handwritten_rows_adjoint(name, monkeypatch):
+    """The fused schedule's constraint rows backwards (rows_reverse: contacts of condim 1, 3, 4
+    and 6 in the pyramidal cone, inside solimp's transition zone, and the limits of slides and
+    hinges; the ball joint's limit by the generated adjoint of the other rows) give the generated
+    adjoints' gradients, of the geoms' friction too."""
+    W = 2
+    rng = np.random.default_rng(3)
+    if name == "rows":
+        mjm = mujoco.MjModel.from_xml_string(ROWS)
+        qpos = np.tile(mjm.qpos0, (W, 1))
+        # every limit beyond its range; the ball joint tilted 25 degrees
+        qpos[:, -6] = [0.12, -0.13]
+        qpos[:, -5] = np.radians([32.0, -12.0])
+        qpos[:, -4:] = [np.cos(np.radians(12.5)), np.sin(np.radians(12.5)), 0.0, 0.0]
+        qpos = qpos + rng.normal(0.0, 0.003, qpos.shape)
+        qvel = rng.normal(0.0, 0.3, (W, mjm.nv))
+        ctrl = rng.uniform(-0.5, 0.5, (W, mjm.nu))
+    else:
+        mjm, qpos, qvel, ctrl = _constrained_inputs(name, W, rng)
+    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule="fused")
+    sim.qpos, sim.qvel = torch.tensor(qpos), torch.tensor(qvel)
+    sim.forward()
+    efc_type = sim.data.efc_type.numpy()
+    active = (sim.view("efc_active").numpy() != 0) & (np.arange(efc_type.shape[1]) < sim.data.nefc.numpy()[:, None])
+    limits = (active & (efc_type == ConstraintType.LIMIT_JOINT)).sum(axis=1)
+    if name == "humanoid":  # limits (and its floor contacts where a foot touches)
+        assert limits.min() > 0
+    else:
+        assert (active & (efc_type == ConstraintType.CONTACT_PYRAMIDAL)).any(axis=1).all()
+    if name == "rows":
+        assert limits.min() == 3
+        assert (active & (efc_type == ConstraintType.CONTACT_FRICTIONLESS)).any(axis=1).all()
+
+    def gradients():
+        friction = torch.tensor(np.tile(mjm.geom_friction, (W, 1, 1)), requires_grad=True)
+        inputs = [torch.tensor(v, requires_grad=True) for v in (qpos, qvel, ctrl)]
+        q, v = inputs[0], inputs[1]
+        for _ in range(2):
+            q, v = diff_step(sim, q, v, inputs[2], {"geom_friction": friction})
+        (q.square().sum() + v.square().sum() + q.sum() * v.sum()).backward()
+        return [q.detach(), v.detach(), *(x.grad for x in inputs), friction.grad]
+
+    hand = gradients()
+    monkeypatch.setattr(grad, "HANDWRITTEN", False)
+    generated = gradients()
+    for a, b in zip(hand[:2], generated[:2], strict=True):
+        assert torch.equal(a, b)
+    for k, (a, b) in enumerate(zip(hand[2:], generated[2:], strict=True)):
+        scale = b.abs().max().item()
+        if name == "humanoid" and k == 3 and scale == 0:  # no foot on the floor: no friction gradient
+            assert torch.equal(a, b)
+            continue
         assert scale > 0
         assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale

@@ -15,7 +15,10 @@ right-hand side of the implicit-damping solve are taken from the solver's jar an
 (`constraint_rhs`) with a hand-written adjoint (`constraint_qfrc_adjoint`, over the active rows
 only). The fused schedule's smooth and velocity
 segments run backwards pass by pass (`by_pass`); the kinematics_frame pass backwards is a
-hand-written reverse kernel in both schedules (`reverse`: kinematics.frame_adjoint).
+hand-written reverse kernel in both schedules (`reverse`: kinematics.frame_adjoint); in the
+fused schedule the contact rows (frictionless and pyramidal) and the limits of hinges and
+slides run backwards by `rows_reverse` (constraint.contact_reverse, joint_limit_reverse), the
+other rows by the generated adjoint of the constraint segment without them.
 
 One `Step` holds the buffers of one physics step (a fresh Data, so nothing the tape recorded
 is overwritten); `simrl.diff` chains them and bridges to torch.autograd.
@@ -101,6 +104,14 @@ def build(scalar, schedule: str = "fused"):
     efc_address = segment("efc_address", (Pass("efc_address", WORLD, (world.efc_address_all,)),), scalar,
                           schedule, "grad_custom")
     constraint = segment("constraint", forward.rows(scalar, grouped=False), scalar, schedule, "grad", backward=True)
+    # the fused schedule runs a pyramidal or frictionless model's contact rows and hinge and slide
+    # limits backwards by the hand-written `rows_reverse`, and the other rows (equality, friction
+    # loss, the limits of ball joints and tendons) by the generated adjoint of this twin of the
+    # constraint segment without those passes
+    constraint_other = None
+    if schedule == "fused":
+        others = tuple(p for p in constraint.passes if p.name not in REVERSED_ROWS)
+        constraint_other = segment("constraint_other", others, scalar, schedule, "grad_rows", backward=True)
     # the Newton solver (simrl.sim.solver), run forward only: its result is differentiated
     # implicitly by `constraint_adjoint`
     # the sensors (mj_sensorPos/Vel/Acc), with generated adjoints, in a module of their own (only a
@@ -127,6 +138,22 @@ def build(scalar, schedule: str = "fused"):
         """The kinematics_frame pass backwards: kinematics.frame_adjoint of frame start + e."""
         w, e = wp.tid()
         kin.frame_adjoint(m, d, adj, w, start + e)
+
+    contact_reverse = constraint_functions(scalar).contact_reverse
+    joint_limit_reverse = constraint_functions(scalar).joint_limit_reverse
+
+    @wp.kernel(module=reverse)
+    def rows_reverse(m: Model, d: Data, adj: Data, friction_adj: wp.array2d(dtype=T.vec5)):
+        """The constraint segment's limit rows of hinges and slides and its contact passes
+        backwards (constraint.joint_limit_reverse of each limit row, constraint.contact_reverse
+        of each slot that has rows, in Data.contact_slots' order), a thread per world: the fused
+        schedule's, for models whose contacts are frictionless or pyramidal."""
+        w = wp.tid()
+        start = m.nefc_eq + m.nefc_friction
+        for r in range(start, start + m.nefc_limit):
+            joint_limit_reverse(m, d, adj, w, r)
+        for k in range(d.contact_nslots[w]):
+            contact_reverse(m, d, adj, friction_adj, w, d.contact_slots[w, k])
 
     @wp.func
     def lanes_of_block():
@@ -744,13 +771,15 @@ def build(scalar, schedule: str = "fused"):
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors, "by_pass": by_pass,
-            "reverse": {"kinematics_frame": frame_reverse},
+            "reverse": {"kinematics_frame": frame_reverse}, "constraint_other": constraint_other,
+            "rows_reverse": rows_reverse,
             "sensor_hfield": sensor_hfield,
             "modules": (module, custom, reverse, *smooth.modules, *broadphase.modules, *convex_detect.modules,
                         *narrowphase.modules,
                         *efc_address.modules, *constraint.modules,
                         *constraint_solve.modules, *sensors.modules, *sensor_hfield.modules,
-                        *(seg.modules[0] for seg in by_pass.values()))}
+                        *(seg.modules[0] for seg in by_pass.values()),
+                        *(constraint_other.modules if constraint_other is not None else ()))}
 
 
 def _custom(kernels, kernel, W, inputs, device):
@@ -780,7 +809,8 @@ def _solve(tape, kernels, m, W, A, dA, b, x, device, LD):
 BY_PASS = True
 
 #: whether the stages with hand-written adjoints use them (False: their generated adjoints, as
-#: tests compare): constraint_rhs, the kinematics_frame pass (kinematics.frame_adjoint)
+#: tests compare): constraint_rhs, the kinematics_frame pass (kinematics.frame_adjoint), the
+#: fused schedule's rows_reverse
 HANDWRITTEN = True
 
 #: bytes of step buffers kept for reuse after backward (per process); SIMRL_GRAD_POOL_BYTES
@@ -1255,7 +1285,29 @@ class Rollout:
             _custom(k, item.kernel, W, [m, d], device)
         wp.launch(k["merge_overflow"], dim=W, inputs=[d.overflow, d.overflow_need, self.overflow, self.overflow_need],
                   device=device, record_tape=False)
-        self._segment(k["constraint"], m, d, W)
+        if k["constraint_other"] is None or not HANDWRITTEN or model.struct.cone_elliptic or \
+                wp.config.verify_autograd_array_access:
+            self._segment(k["constraint"], m, d, W)
+            return
+        # the rows forward; backwards the contacts' and joint limits' by hand, the other rows' by
+        # their generated adjoint
+        for item in k["constraint"].launches(model):
+            wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
+                      record_tape=False)
+        launches = [(item.kernel, (W, *item.dims), [m, d, *item.inputs])
+                    for item in k["constraint_other"].launches(model)]
+        adjoints = [self._adjoint_inputs(inputs) for _, _, inputs in launches]
+        friction = getattr(self.adjoints[id(m)], "cpair_friction", None)
+        if friction is None:
+            friction = _no_friction(model)
+        contact = [m, d, self.adjoints[id(d)], friction]
+
+        def backward():
+            wp.launch(k["rows_reverse"], dim=W, inputs=contact, device=device)
+            for (kernel, dim, inputs), adj_inputs in zip(launches, adjoints, strict=True):
+                wp.launch(kernel, dim=dim, inputs=inputs, adj_inputs=adj_inputs, device=device, adjoint=True)
+
+        self.tape.record_func(backward, arrays=[])
 
     def _constrained(self, m, d, dA, sensors: bool = False):
         """qacc with constraints: the solver forward, its implicit adjoint on the tape; with
@@ -1321,6 +1373,22 @@ class Rollout:
         self._launch(k["add"], (W, nv), [d.qfrc_smooth, qfrc, rhs])
         _solve(tape, k, m, W, d.qM, dA, rhs, d.qacc_int, device, d.qH)
         return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
+
+
+#: the constraint segment's passes that `rows_reverse` runs backwards in the fused schedule (the
+#: limits of hinges and slides, the contact rows of either cone: `build`'s constraint_other
+#: leaves them out)
+REVERSED_ROWS = ("limit_rows", "contact_rows", "contact_rows_elliptic", "contact_jacobian", "contact_jacobian_2",
+                 "contact_jacobian_elliptic", "contact_jacobian_elliptic_2")
+
+
+def _no_friction(model):
+    """An empty array for contact_rows_reverse's friction adjoint when the friction is not
+    differentiated (kept with the model)."""
+    empty = model.__dict__.get("grad_no_friction")
+    if empty is None:
+        empty = model.__dict__["grad_no_friction"] = wp.empty((0, 0), dtype=model.T.vec5, device=model.device)
+    return empty
 
 
 def _model_adjoint(model, m, tape: wp.Tape):
