@@ -341,7 +341,7 @@ def test_gradients_float32(model, rng, verify_array_access):
 CUSTOM_ADJOINT = ("factor_ld", "solve_ld", "cholesky_factor", "cholesky_solve",
                   "constraint_adjoint", "constraint_solve", "solve_forward",
                   "solve_adjoint", "newton_direction", "evaluate", "solve", "merge_overflow",
-                  "constraint_qfrc", "constraint_qfrc_adjoint", "frame_reverse")
+                  "constraint_rhs", "constraint_qfrc_adjoint", "frame_reverse")
 
 
 # the convex collision's search (GJK/EPA, multiccd): its kernels run off the tape in a module

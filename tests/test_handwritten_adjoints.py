@@ -6,14 +6,16 @@ finite differences.
 The fused schedule runs its smooth and velocity segments backwards pass by pass (`build`'s
 `by_pass`): the wide schedule's kernel of each pass, its adjoint over all worlds, the last pass
 first. The same adjoint code as the fused kernels' own; only the order in which several elements
-add into one adjoint differs. `constraint_qfrc` computes efc_force, qfrc_constraint and the
-right-hand side of the implicit-damping solve in one world kernel, with a hand-written adjoint;
-the kinematics and com_pos passes run backwards by hand-written reverse kernels (grad's
-`reverse`: kinematics.frame_adjoint, joint_adjoint, body_root_adjoint, body_tree_adjoint,
-com_pos.subtree_body_adjoint, body_cinert_adjoint). The constraint solve's implicit adjoint
-solves with the factor of the Newton solver's Hessian (constraint_adjoint), the reference
-assembles and factorizes it anew (constraint_adjoint_refactor); the solve of qacc_smooth records
-no adjoint, as nothing on the tape reads it."""
+add into one adjoint differs. `constraint_rhs` takes efc_force and qfrc_constraint from the
+solver (its last evaluation is at the solution) and forms the right-hand side of the
+implicit-damping solve, with a hand-written adjoint; the kinematics and com_pos passes run
+backwards by hand-written reverse kernels (grad's `reverse`: kinematics.frame_adjoint,
+joint_adjoint, body_root_adjoint, body_tree_adjoint, com_pos.subtree_body_adjoint,
+body_cinert_adjoint); the fused schedule's contact and joint-limit rows by rows_reverse. The
+constraint solve's implicit adjoint solves with the factor of the Newton solver's Hessian
+(constraint_adjoint), the reference assembles and factorizes it anew
+(constraint_adjoint_refactor); the solve of qacc_smooth records no adjoint, as nothing on the
+tape reads it."""
 
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from models import BALL_CHAIN, SLIDE_HINGE, TWO_TREES
 from envs import ASSETS_DIR
 from simrl import Sim, diff_step
 from simrl.sim import grad
+from simrl.sim.types import ConstraintType
 
 MODELS = {
     "quadruped": lambda: mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "quadruped.xml")),
@@ -99,10 +102,10 @@ def _constrained_inputs(name, W, rng):
 @pytest.mark.parametrize("name", ["quadruped", "limits_friction", "humanoid"])
 @pytest.mark.parametrize("schedule", ["fused", "wide"])
 def test_handwritten_constraint_force_adjoint(name, schedule, monkeypatch):
-    """constraint_qfrc (efc_force, qfrc_constraint and the implicit-damping solve's right-hand
-    side in one world kernel) and its hand-written adjoint give the generated adjoints'
-    gradients: contacts, limits, friction loss in both zones, Euler's implicit damping; with
-    the sensors of the step too where the model has some."""
+    """constraint_rhs (the solver's efc_force and qfrc_constraint, and the implicit-damping
+    solve's right-hand side) and its hand-written adjoint give the generated adjoints' values, bit
+    for bit, and gradients: contacts, limits, friction loss in both zones, Euler's implicit
+    damping; with the sensors of the step too where the model has some."""
     W = 2
     mjm, qpos, qvel, ctrl = _constrained_inputs(name, W, np.random.default_rng(5))
     mass = np.tile(mjm.body_mass, (W, 1))
@@ -318,5 +321,92 @@ def test_constraint_adjoint_after_a_rejected_warm_start(name, monkeypatch):
         assert torch.equal(a, b)
     for a, b in zip(stored[2:], refactored[2:], strict=True):
         scale = b.abs().max().item()
+        assert scale > 0
+        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+
+
+# contacts with condim 1, 3, 4 and 6 in the pyramidal cone (a pair's condim is the larger of its
+# geoms'; solimp's transition zone wide enough that the impedance depends on the depth), limits of
+# a slide, a hinge and a ball joint
+ROWS = """
+<mujoco model="rows">
+  <option timestep="0.004" integrator="Euler"/>
+  <default><geom solimp="0.3 0.95 0.05 0.4 2"/></default>
+  <worldbody>
+    <geom type="plane" size="5 5 0.1" condim="1"/>
+    <body pos="0 0 0.09"><freejoint/><geom type="sphere" size="0.1" condim="6" friction="1 0.03 0.01"/></body>
+    <body pos="0.5 0 0.09"><freejoint/><geom type="sphere" size="0.1" condim="4" friction="0.9 0.05 0"/></body>
+    <body pos="-0.5 0 0.045" euler="5 3 20"><freejoint/><geom type="box" size="0.1 0.08 0.05" condim="1"/></body>
+    <body pos="0 -0.5 0.09"><freejoint/><geom type="sphere" size="0.1" condim="3"/></body>
+    <body pos="1 1 0.3">
+      <joint name="slide" type="slide" axis="1 0 0" range="-0.1 0.1"/>
+      <geom type="box" size="0.1 0.05 0.05" mass="1" contype="0" conaffinity="0"/>
+      <body pos="0.1 0 0">
+        <joint name="hinge" type="hinge" axis="0 1 0" range="-10 30" solimplimit="0.2 0.9 0.2 0.6 3"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 -0.2" size="0.03" mass="0.3" contype="0" conaffinity="0"/>
+        <body pos="0.2 0 -0.2">
+          <joint name="ball" type="ball" range="0 20"/>
+          <geom type="sphere" size="0.05" pos="0 0 -0.07" mass="0.2" contype="0" conaffinity="0"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="slide" gear="5"/><motor joint="hinge" gear="2"/></actuator>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("name", ["quadruped", "rows", "humanoid"])
+def test_handwritten_rows_adjoint(name, monkeypatch):
+    """The fused schedule's constraint rows backwards (rows_reverse: contacts of condim 1, 3, 4
+    and 6 in the pyramidal cone, inside solimp's transition zone, and the limits of slides and
+    hinges; the ball joint's limit by the generated adjoint of the other rows) give the generated
+    adjoints' gradients, of the geoms' friction too."""
+    W = 2
+    rng = np.random.default_rng(3)
+    if name == "rows":
+        mjm = mujoco.MjModel.from_xml_string(ROWS)
+        qpos = np.tile(mjm.qpos0, (W, 1))
+        # every limit beyond its range; the ball joint tilted 25 degrees
+        qpos[:, -6] = [0.12, -0.13]
+        qpos[:, -5] = np.radians([32.0, -12.0])
+        qpos[:, -4:] = [np.cos(np.radians(12.5)), np.sin(np.radians(12.5)), 0.0, 0.0]
+        qpos = qpos + rng.normal(0.0, 0.003, qpos.shape)
+        qvel = rng.normal(0.0, 0.3, (W, mjm.nv))
+        ctrl = rng.uniform(-0.5, 0.5, (W, mjm.nu))
+    else:
+        mjm, qpos, qvel, ctrl = _constrained_inputs(name, W, rng)
+    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule="fused")
+    sim.qpos, sim.qvel = torch.tensor(qpos), torch.tensor(qvel)
+    sim.forward()
+    efc_type = sim.data.efc_type.numpy()
+    active = (sim.view("efc_active").numpy() != 0) & (np.arange(efc_type.shape[1]) < sim.data.nefc.numpy()[:, None])
+    limits = (active & (efc_type == ConstraintType.LIMIT_JOINT)).sum(axis=1)
+    if name == "humanoid":  # limits (and its floor contacts where a foot touches)
+        assert limits.min() > 0
+    else:
+        assert (active & (efc_type == ConstraintType.CONTACT_PYRAMIDAL)).any(axis=1).all()
+    if name == "rows":
+        assert limits.min() == 3
+        assert (active & (efc_type == ConstraintType.CONTACT_FRICTIONLESS)).any(axis=1).all()
+
+    def gradients():
+        friction = torch.tensor(np.tile(mjm.geom_friction, (W, 1, 1)), requires_grad=True)
+        inputs = [torch.tensor(v, requires_grad=True) for v in (qpos, qvel, ctrl)]
+        q, v = inputs[0], inputs[1]
+        for _ in range(2):
+            q, v = diff_step(sim, q, v, inputs[2], {"geom_friction": friction})
+        (q.square().sum() + v.square().sum() + q.sum() * v.sum()).backward()
+        return [q.detach(), v.detach(), *(x.grad for x in inputs), friction.grad]
+
+    hand = gradients()
+    monkeypatch.setattr(grad, "HANDWRITTEN", False)
+    generated = gradients()
+    for a, b in zip(hand[:2], generated[:2], strict=True):
+        assert torch.equal(a, b)
+    for k, (a, b) in enumerate(zip(hand[2:], generated[2:], strict=True)):
+        scale = b.abs().max().item()
+        if name == "humanoid" and k == 3 and scale == 0:  # no foot on the floor: no friction gradient
+            assert torch.equal(a, b)
+            continue
         assert scale > 0
         assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale

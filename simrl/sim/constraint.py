@@ -82,10 +82,11 @@ def build(scalar):
     # differentiate solimp, solref, margin and the timestep, constants of the model that the
     # differentiable step never differentiates (simrl.diff.PARAMS), which costs registers in every
     # kernel that makes rows (scripts/gpu_report.py --grad).
-    @wp.func_grad(impedance)
-    def adj_impedance(solimp: vec5, pos: scalar, margin: scalar, adj_ret: scalar):
+    @wp.func
+    def impedance_slope(solimp: vec5, pos: scalar, margin: scalar):
         """d imp / d pos: (dmax - dmin) y'(x) dx/dpos inside the transition zone (0 < |x| < 1),
         x = (pos - margin) / width; zero outside it (imp is dmin or dmax there)."""
+        slope = scalar(0.0)
         if solimp[0] != solimp[1] and solimp[2] > scalar(MINVAL):
             x = (pos - margin) / solimp[2]
             dx = scalar(1.0) / solimp[2]
@@ -101,7 +102,14 @@ def build(scalar):
                         dy = p * wp.pow(x, p - scalar(1.0)) / wp.pow(mid, p - scalar(1.0))
                     else:
                         dy = p * wp.pow(scalar(1.0) - x, p - scalar(1.0)) / wp.pow(scalar(1.0) - mid, p - scalar(1.0))
-                wp.adjoint[pos] += adj_ret * (solimp[1] - solimp[0]) * dy * dx
+                slope = (solimp[1] - solimp[0]) * dy * dx
+        return slope
+
+    @wp.func_grad(impedance)
+    def adj_impedance(solimp: vec5, pos: scalar, margin: scalar, adj_ret: scalar):
+        """`impedance_slope`: only pos has a derivative (solimp and margin are constants of the
+        model)."""
+        wp.adjoint[pos] += adj_ret * impedance_slope(solimp, pos, margin)
 
     @wp.func
     def clamp_solimp(s: vec5):
@@ -980,6 +988,178 @@ def build(scalar):
             reg = scalar(2.0) * mu * mu * r_0
         return reg
 
+    # ---------------------------------------------------------------------------------------
+    # Hand-written adjoint of a frictionless or pyramidal contact's rows (`contact_row` for
+    # each of its rows and `contact_jacobian` for both bodies), which the differentiable step's
+    # fused schedule runs in place of the generated one (simrl.sim.grad's contact_reverse)
+
+    @wp.func
+    def pyramid_regularizer_adjoint(m: Model, imp: scalar, tran: scalar, friction: scalar, nrow: int,
+                                    reg_bar: scalar):
+        """The adjoints (imp_bar, friction_bar) of `pyramid_regularizer` for its output's reg_bar,
+        in the branches its forward takes (max(MINVAL, x) passes the derivative to x unless
+        MINVAL > x, as Warp's adjoint of max). With nrow > 1, reg = 2 mu^2 r_0 = 2 f^2 r_0 / ir
+        (mu = f sqrt(r_1 / r_0), r_1 = r_0 / ir, ir = max(MINVAL, impratio)), r_0 = max(MINVAL,
+        (1 - imp) diag / imp), diag = tran (1 + f^2): d reg / d r_0 = 2 f^2 / ir, d reg / d f
+        (at fixed r_0) = 4 f r_0 / ir; d r_0 / d imp = -diag / imp^2, d r_0 / d diag = (1 - imp)
+        / imp, d diag / d f = 2 f tran."""
+        one = scalar(1.0)
+        imp_bar = scalar(0.0)
+        friction_bar = scalar(0.0)
+        if nrow == 1:
+            if not (scalar(MINVAL) > (one - imp) * tran / imp):
+                imp_bar = -reg_bar * tran / (imp * imp)
+        else:
+            diag = tran + friction * friction * tran
+            r_0 = wp.max(scalar(MINVAL), (one - imp) * diag / imp)
+            ir = wp.max(scalar(MINVAL), m.impratio)
+            r0_bar = reg_bar * scalar(2.0) * friction * friction / ir
+            friction_bar = reg_bar * scalar(4.0) * friction * r_0 / ir
+            if not (scalar(MINVAL) > (one - imp) * diag / imp):
+                imp_bar = -r0_bar * diag / (imp * imp)
+                friction_bar = friction_bar + r0_bar * (one - imp) / imp * scalar(2.0) * friction * tran
+        return imp_bar, friction_bar
+
+    @wp.func
+    def joint_limit_reverse(m: Model, d: Data, adj: Data, w: int, r: int):
+        """The adjoint of limit row r when it is a hinge's or a slide's and active (`limit_row`):
+        efc_pos = dist = range_1 - qpos (side >= 0) or qpos - range_0, imp = impedance(dist),
+        R = max(MINVAL, (1 - imp) diag / imp) (`regularizer`, d R / d imp = -diag / imp^2 unless
+        clamped), D = 1 / R: qpos_bar -+= efc_pos_bar + (imp_bar + R_bar - D_bar / R^2 ...) d imp
+        / d dist. J = -side is a constant; margin, K and B are the model's."""
+        if m.efc_type[r] != ConstraintType.LIMIT_TENDON and d.efc_active[w, r] != 0:
+            jnt = m.efc_id[r]
+            if m.jnt_type[jnt] != JointType.BALL:
+                dof = m.jnt_dofadr[jnt]
+                dist = d.efc_pos[w, r]
+                imp = d.efc_imp[w, r]
+                R = d.efc_R[w, r]
+                diag = m.dof_invweight0[w % m.dof_invweight0.shape[0], dof]
+                imp_bar = adj.efc_imp[w, r]
+                if not (scalar(MINVAL) > (scalar(1.0) - imp) * diag / imp):
+                    imp_bar = imp_bar - (adj.efc_R[w, r] - adj.efc_D[w, r] / (R * R)) * diag / (imp * imp)
+                solimp = clamp_solimp(m.jnt_solimp[jnt])
+                dist_bar = adj.efc_pos[w, r] + imp_bar * impedance_slope(solimp, dist, m.jnt_margin[jnt])
+                qadr = m.jnt_qposadr[jnt]
+                if m.efc_sub[r] < 0:
+                    adj.qpos[w, qadr] = adj.qpos[w, qadr] + dist_bar
+                else:
+                    adj.qpos[w, qadr] = adj.qpos[w, qadr] - dist_bar
+
+    @wp.func
+    def contact_body_reverse(m: Model, d: Data, adj: Data, w: int, r0: int, nrow: int, body: int, point: vec3,
+                             frame: T.mat33, friction: vec5, sign: scalar):
+        """The adjoint of `add_contact_jacobian` (sign x the Jacobian of `point` on `body` in
+        the contact frame, added to the contact's rows) for the rows' J_bar: with J_n = n' jp,
+        J_k = t_k' jp (k < 2) or a_{k-2}' ang, jp = cdof_lin + ang x offset, the pyramid's edges
+        J_n +- mu_k J_k, per dof of the chain: jn_bar = sum_k (A_k + B_k), jk_bar = A_k - B_k (A, B
+        the edges' J_bar), n_bar += s jn_bar jp, jp_bar = s jn_bar n + s mu_k jk_bar t_k, ...,
+        cdof_bar += (ang_bar + offset x jp_bar, jp_bar), offset_bar += jp_bar x ang. Adds into
+        adj.cdof, adj.subtree_com (offset = point - subtree_com of the root); returns (point_bar,
+        frame_bar, friction_bar)."""
+        point_bar = vec3(scalar(0.0))
+        frame_bar = T.mat33(scalar(0.0))
+        friction_bar = vec5(scalar(0.0))
+        dof = m.body_dofend[body]
+        if dof >= 0:
+            root = m.body_rootid[body]
+            offset = point - d.subtree_com[w, root]
+            nrm = vec3(frame[0, 0], frame[0, 1], frame[0, 2])
+            offset_bar = vec3(scalar(0.0))
+            adr = m.dof_ancestor_adr[dof]
+            for k in range(adr - 1, adr + m.dof_ancestor_num[dof]):
+                i = dof
+                if k >= adr:
+                    i = m.dof_ancestor[k]
+                cdof = d.cdof[w, i]
+                ang = vec3(cdof[0], cdof[1], cdof[2])
+                jp = vec3(cdof[3], cdof[4], cdof[5]) + wp.cross(ang, offset)
+                jn_bar = scalar(0.0)
+                jp_bar = vec3(scalar(0.0))
+                ang_bar = vec3(scalar(0.0))
+                if nrow == 1:
+                    jn_bar = adj.efc_J[w, r0, i]
+                else:
+                    for e in range(nrow // 2):
+                        a = adj.efc_J[w, r0 + 2 * e, i]
+                        b = adj.efc_J[w, r0 + 2 * e + 1, i]
+                        jn_bar = jn_bar + a + b
+                        jk_bar = (a - b) * sign
+                        if e < 2:
+                            t = vec3(frame[1 + e, 0], frame[1 + e, 1], frame[1 + e, 2])
+                            friction_bar[e] = friction_bar[e] + jk_bar * wp.dot(t, jp)
+                            s = jk_bar * friction[e]
+                            jp_bar = jp_bar + t * s
+                            for c in range(3):
+                                frame_bar[1 + e, c] = frame_bar[1 + e, c] + s * jp[c]
+                        else:
+                            t = vec3(frame[e - 2, 0], frame[e - 2, 1], frame[e - 2, 2])
+                            friction_bar[e] = friction_bar[e] + jk_bar * wp.dot(t, ang)
+                            s = jk_bar * friction[e]
+                            ang_bar = ang_bar + t * s
+                            for c in range(3):
+                                frame_bar[e - 2, c] = frame_bar[e - 2, c] + s * ang[c]
+                jn_bar = jn_bar * sign
+                jp_bar = jp_bar + nrm * jn_bar
+                for c in range(3):
+                    frame_bar[0, c] = frame_bar[0, c] + jn_bar * jp[c]
+                ang_bar = ang_bar + wp.cross(offset, jp_bar)
+                offset_bar = offset_bar + wp.cross(jp_bar, ang)
+                cb = adj.cdof[w, i]
+                adj.cdof[w, i] = T.vec6(cb[0] + ang_bar[0], cb[1] + ang_bar[1], cb[2] + ang_bar[2],
+                                        cb[3] + jp_bar[0], cb[4] + jp_bar[1], cb[5] + jp_bar[2])
+            point_bar = offset_bar
+            adj.subtree_com[w, root] = adj.subtree_com[w, root] - offset_bar
+        return point_bar, frame_bar, friction_bar
+
+    @wp.func
+    def contact_reverse(m: Model, d: Data, adj: Data, friction_adj: wp.array2d(dtype=vec5), w: int, c: int):
+        """The adjoint of contact slot c's rows, frictionless or pyramidal (`contact_row` of each
+        row, `contact_jacobian` for both bodies), when the slot has rows: from the adjoints of
+        the rows' efc_J, efc_pos, efc_imp, efc_R and efc_D (D = 1 / R) into those of
+        contact_dist, contact_pos, contact_frame, cdof, subtree_com and, where the friction is
+        differentiated (`friction_adj` not empty), cpair_friction. margin, K and B are
+        functions of the model's constants only (their adjoints go nowhere)."""
+        r0 = d.contact_efc_adr[w, c]
+        if r0 >= 0:
+            p = d.contact_pair[w, c]
+            nrow = m.cpair_nrow[p]
+            dist = d.contact_dist[w, c]
+            fr = m.cpair_friction[w % m.cpair_friction.shape[0], p]
+            g = m.cpair_geom[p]
+            iw1 = m.body_invweight0[w % m.body_invweight0.shape[0], m.geom_bodyid[g[0]]]
+            iw2 = m.body_invweight0[w % m.body_invweight0.shape[0], m.geom_bodyid[g[1]]]
+            tran = iw1[0] + iw2[0]
+            solimp = clamp_solimp(m.cpair_solimp[p])
+            imp = d.efc_imp[w, r0]
+            # the rows' parameters (each row: the same dist, imp and R)
+            imp_bar = scalar(0.0)
+            reg_bar = scalar(0.0)
+            dist_bar = scalar(0.0)
+            for e in range(nrow):
+                r = r0 + e
+                R = d.efc_R[w, r]
+                reg_bar = reg_bar + adj.efc_R[w, r] - adj.efc_D[w, r] / (R * R)
+                imp_bar = imp_bar + adj.efc_imp[w, r]
+                dist_bar = dist_bar + adj.efc_pos[w, r]
+            i_bar, f0_bar = pyramid_regularizer_adjoint(m, imp, tran, fr[0], nrow, reg_bar)
+            dist_bar = dist_bar + (imp_bar + i_bar) * impedance_slope(solimp, dist, m.cpair_margin[p])
+            adj.contact_dist[w, c] = adj.contact_dist[w, c] + dist_bar
+            # the Jacobian: the second geom's body's part, then the first's (sign -1)
+            frame = d.contact_frame[w, c]
+            point = d.contact_pos[w, c]
+            p2, fb2, frb2 = contact_body_reverse(m, d, adj, w, r0, nrow, m.geom_bodyid[g[1]], point, frame, fr,
+                                                 scalar(1.0))
+            p1, fb1, frb1 = contact_body_reverse(m, d, adj, w, r0, nrow, m.geom_bodyid[g[0]], point, frame, fr,
+                                                 scalar(-1.0))
+            adj.contact_pos[w, c] = adj.contact_pos[w, c] + p2 + p1
+            adj.contact_frame[w, c] = adj.contact_frame[w, c] + fb2 + fb1
+            if friction_adj.shape[0] > 0:
+                fb = frb2 + frb1
+                fb[0] = fb[0] + f0_bar
+                q = w % friction_adj.shape[0]
+                friction_adj[q, p] = friction_adj[q, p] + fb
+
     def make_contact_rows(jacobian: bool, pyramid: bool = True, elliptic: bool = True):
         """`contact_rows` with the Jacobian (`jacobian`; the engine's step) or without it, for
         frictionless and pyramidal contacts (which also deactivates the rows of slots without
@@ -1174,5 +1354,7 @@ def build(scalar):
                            efc_address=efc_address, efc_address_all=efc_address_all,
                            efc_address_lanes=efc_address_lanes,
                            efc_address_lanes_write=efc_address_lanes_write,
-                           reference_row=reference_row, row_dot=row_dot, contact_rows_start=contact_rows_start,
+                           reference_row=reference_row, row_dot=row_dot, contact_reverse=contact_reverse,
+                           joint_limit_reverse=joint_limit_reverse,
+                           contact_rows_start=contact_rows_start,
                            jac_dot_v=jac_dot_v)

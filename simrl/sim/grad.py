@@ -14,14 +14,19 @@ qacc_smooth, which only the constraint solver reads, records none. The Newton so
 differentiated implicitly (`constraint_adjoint`) with the factor of its Hessian that it leaves
 at the solution (solver_H), again no refactorization. The constraint forces of the solution,
 qfrc_constraint = J' efc_force(J qacc - aref), and the right-hand side of the implicit-damping
-solve are one world kernel with a hand-written adjoint too (`constraint_qfrc`, over the active
-rows only). The fused schedule's smooth and velocity segments run backwards pass by pass
-(`by_pass`); some passes backwards are hand-written reverse kernels in both schedules
-(`reverse`): kinematics_joint, kinematics_body_root, kinematics_body and kinematics_frame
-(kinematics.joint_adjoint, body_root_adjoint, body_tree_adjoint, frame_adjoint),
-com_pos_subtree, com_pos_body and com_pos_dof (com_pos.subtree_body_adjoint, body_cinert_adjoint
-with the dofs'). A tree pass runs backwards level by level, each body's thread gathering its
-children's adjoints (no atomics).
+solve are taken from the solver's jar and efc_force (`constraint_rhs`), with a hand-written
+adjoint (`constraint_qfrc_adjoint`, over the active rows only).
+
+The fused schedule's smooth and velocity segments run backwards pass by pass (`by_pass`). Some
+passes run backwards by hand-written reverse kernels in both schedules (`reverse`):
+kinematics_joint, kinematics_body_root, kinematics_body and kinematics_frame
+(kinematics.joint_adjoint, body_root_adjoint, body_tree_adjoint, frame_adjoint), com_pos_subtree,
+com_pos_body and com_pos_dof (com_pos.subtree_body_adjoint, body_cinert_adjoint with the dofs').
+A tree pass runs backwards level by level, each body's thread gathering its children's adjoints
+(no atomics). In the fused schedule the contact rows (frictionless and pyramidal) and the
+limits of hinges and slides run backwards by `rows_reverse` (constraint.contact_reverse,
+joint_limit_reverse), the other rows by the generated adjoint of the constraint segment without
+them.
 
 One `Step` holds the buffers of one physics step (a fresh Data, so nothing the tape recorded
 is overwritten); `simrl.diff` chains them and bridges to torch.autograd.
@@ -108,6 +113,14 @@ def build(scalar, schedule: str = "fused"):
     efc_address = segment("efc_address", (Pass("efc_address", WORLD, (world.efc_address_all,)),), scalar,
                           schedule, "grad_custom")
     constraint = segment("constraint", forward.rows(scalar, grouped=False), scalar, schedule, "grad", backward=True)
+    # the fused schedule runs a pyramidal or frictionless model's contact rows and hinge and slide
+    # limits backwards by the hand-written `rows_reverse`, and the other rows (equality, friction
+    # loss, the limits of ball joints and tendons) by the generated adjoint of this twin of the
+    # constraint segment without those passes
+    constraint_other = None
+    if schedule == "fused":
+        others = tuple(p for p in constraint.passes if p.name not in REVERSED_ROWS)
+        constraint_other = segment("constraint_other", others, scalar, schedule, "grad_rows", backward=True)
     # the Newton solver (simrl.sim.solver), run forward only: its result is differentiated
     # implicitly by `constraint_adjoint`
     # the sensors (mj_sensorPos/Vel/Acc), with generated adjoints, in a module of their own (only a
@@ -177,6 +190,22 @@ def build(scalar, schedule: str = "fused"):
         com_pos.subtree_body_adjoint of body table[start + e]."""
         w, e = wp.tid()
         cp.subtree_body_adjoint(m, d, adj, adj_m, w, table[start + e])
+
+    contact_reverse = constraint_functions(scalar).contact_reverse
+    joint_limit_reverse = constraint_functions(scalar).joint_limit_reverse
+
+    @wp.kernel(module=reverse)
+    def rows_reverse(m: Model, d: Data, adj: Data, friction_adj: wp.array2d(dtype=T.vec5)):
+        """The constraint segment's limit rows of hinges and slides and its contact passes
+        backwards (constraint.joint_limit_reverse of each limit row, constraint.contact_reverse
+        of each slot that has rows, in Data.contact_slots' order), a thread per world: the fused
+        schedule's, for models whose contacts are frictionless or pyramidal."""
+        w = wp.tid()
+        start = m.nefc_eq + m.nefc_friction
+        for r in range(start, start + m.nefc_limit):
+            joint_limit_reverse(m, d, adj, w, r)
+        for k in range(d.contact_nslots[w]):
+            contact_reverse(m, d, adj, friction_adj, w, d.contact_slots[w, k])
 
     @wp.func
     def lanes_of_block():
@@ -283,55 +312,42 @@ def build(scalar, schedule: str = "fused"):
                 qfrc[w, i] += d.efc_J[w, r, i] * force[w, r]
 
     @wp.kernel(module=custom)
-    def constraint_qfrc(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), qfrc_smooth: wp.array2d(dtype=scalar),
-                        jar: wp.array2d(dtype=scalar), force: wp.array2d(dtype=scalar),
-                        qfrc: wp.array2d(dtype=scalar), rhs: wp.array2d(dtype=scalar)):
-        """constraint_jar, constraint_force_row, constraint_force_dof and add in one world
-        kernel, with the same arithmetic (the same bits), over the active rows only (efc_list):
-        jar and efc_force of each active row at qacc, qfrc_constraint = J' efc_force and rhs =
-        qfrc_smooth + qfrc_constraint; for models without elliptic cones. Its adjoint is
-        `constraint_qfrc_adjoint` (the generated adjoints of the four kernels run a thread per
-        row of the budget, most of them inactive, and cost 1.5x their forward)."""
+    def constraint_rhs(m: Model, d: Data, qfrc_smooth: wp.array2d(dtype=scalar), qfrc: wp.array2d(dtype=scalar),
+                       rhs: wp.array2d(dtype=scalar)):
+        """qfrc = J' efc_force over the active rows in ascending order (the solver's
+        `constraint_force`) and rhs = qfrc_smooth + qfrc, the right-hand side of the
+        implicit-damping solve, for models without elliptic cones. The solver's last `evaluate`
+        is at its solution (solver.solve: evaluate, newton_direction, the stopping tests), so
+        efc_jar and efc_force hold each active row's jar = J qacc - aref and force at qacc, with
+        the arithmetic of the generated path's constraint_jar and constraint_force_row (the same
+        bits): they are not recomputed. A world kernel: one thread per world scatters J' efc_force
+        row by row, a block's lanes gather their dofs' sums (term by term the same). Its adjoint
+        is `constraint_qfrc_adjoint`, which reads efc_jar and efc_force (off the tape, kept with
+        the evaluation's Data until backward)."""
         w, lane = wp.tid()
         nlanes = lanes_of_block()
         nactive = d.efc_nactive[w]
-        if wp.static(not lanes):
-            for i in range(m.nv):
-                qfrc[w, i] = scalar(0.0)
-        for a in range(lane, nactive, nlanes):
-            r = d.efc_list[w, a]
-            cols = d.efc_cols[w, r]
-            value = -d.efc_aref[w, r]
-            for k in range(m.efc_nnz[cols]):
-                j = m.efc_colind[cols, k]
-                value = value + d.efc_J[w, r, j] * qacc[w, j]
-            jar[w, r] = value
-            fr = scalar(0.0)
-            zone = row_zone(m, d, w, r, value)
-            if zone == 1:
-                fr = -d.efc_D[w, r] * value
-            elif zone == -1:
-                fr = -d.efc_frictionloss[w, r]
-                if value < scalar(0.0):
-                    fr = d.efc_frictionloss[w, r]
-            force[w, r] = fr
-            if wp.static(not lanes):
-                # one thread: J' efc_force scattered row by row, the rows in ascending order, as
-                # the lanes' gather adds them per dof (the same sums, term by term), over the
-                # row's columns only
-                for k in range(m.efc_nnz[cols]):
-                    j = m.efc_colind[cols, k]
-                    qfrc[w, j] = qfrc[w, j] + d.efc_J[w, r, j] * fr
-        sync()
-        for i in range(lane, m.nv, nlanes):
-            if wp.static(lanes):
+        if wp.static(lanes):
+            for i in range(lane, m.nv, nlanes):
                 q = scalar(0.0)
                 for a in range(nactive):
                     r = d.efc_list[w, a]
                     if m.efc_colmask[d.efc_cols[w, r], i] != 0:
-                        q = q + d.efc_J[w, r, i] * force[w, r]
+                        q = q + d.efc_J[w, r, i] * d.efc_force[w, r]
                 qfrc[w, i] = q
-            rhs[w, i] = qfrc_smooth[w, i] + qfrc[w, i]
+                rhs[w, i] = qfrc_smooth[w, i] + q
+        else:
+            for i in range(m.nv):
+                qfrc[w, i] = scalar(0.0)
+            for a in range(nactive):
+                r = d.efc_list[w, a]
+                cols = d.efc_cols[w, r]
+                fr = d.efc_force[w, r]
+                for k in range(m.efc_nnz[cols]):
+                    j = m.efc_colind[cols, k]
+                    qfrc[w, j] = qfrc[w, j] + d.efc_J[w, r, j] * fr
+            for i in range(m.nv):
+                rhs[w, i] = qfrc_smooth[w, i] + qfrc[w, i]
 
     @wp.kernel(module=custom)
     def constraint_qfrc_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), jar: wp.array2d(dtype=scalar),
@@ -341,14 +357,16 @@ def build(scalar, schedule: str = "fused"):
                                 qfrc_smooth_bar: wp.array2d(dtype=scalar), J_bar: wp.array3d(dtype=scalar),
                                 D_bar: wp.array2d(dtype=scalar), aref_bar: wp.array2d(dtype=scalar),
                                 floss_bar: wp.array2d(dtype=scalar)):
-        """Adjoint of `constraint_qfrc`. With g = qfrc_bar + rhs_bar (qfrc_smooth_bar += rhs_bar),
+        """Adjoint of `constraint_rhs` with the rows' forces of the solution: qfrc = J' efc_force(jar),
+        jar = J qacc - aref, rhs = qfrc_smooth + qfrc. With g = qfrc_bar + rhs_bar (qfrc_smooth_bar += rhs_bar),
         active row r's force adjoint f_bar_r = force_bar_r + J_r . g (J_bar_r += f_r g); its zone
         (jar_r as the forward left it) gives jar_bar_r: -D_r f_bar_r in the quadratic zone (D_bar_r
         -= jar_r f_bar_r), 0 in the linear zone of friction loss (floss_bar_r -+= f_bar_r) and
         beyond a unilateral row's zero; then aref_bar_r -= jar_bar_r, J_bar_r += jar_bar_r qacc and
         qacc_bar += J' jar_bar. A world kernel: a lane owns rows (their J_bar row, D_bar, aref_bar,
-        floss_bar and jar_bar, a scratch row array), then dofs (qacc_bar, qfrc_smooth_bar), so no
-        two threads add into one element; one thread per world adds J' jar_bar row by row."""
+        floss_bar and jar_bar, a scratch row array), then dofs (qacc_bar, gathered over the rows
+        in ascending order, and qfrc_smooth_bar), so no two threads add into one element; one
+        thread per world scatters J' jar_bar row by row instead (the same sums)."""
         w, lane = wp.tid()
         nlanes = lanes_of_block()
         nactive = d.efc_nactive[w]
@@ -378,13 +396,11 @@ def build(scalar, schedule: str = "fused"):
             for k in range(m.efc_nnz[cols]):
                 j = m.efc_colind[cols, k]
                 J_bar[w, r, j] = J_bar[w, r, j] + jb * qacc[w, j]
-                if wp.static(not lanes):
-                    # one thread: J' jar_bar scattered row by row in ascending order (the
-                    # lanes' gather's sums, term by term)
+                if wp.static(not lanes):  # one thread per world: J' jar_bar scattered row by row
                     qacc_bar[w, j] = qacc_bar[w, j] + d.efc_J[w, r, j] * jb
         sync()
         for i in range(lane, m.nv, nlanes):
-            if wp.static(lanes):
+            if wp.static(lanes):  # a block: each lane gathers its dofs' sums, rows ascending
                 g = qacc_bar[w, i]
                 for a in range(nactive):
                     r = d.efc_list[w, a]
@@ -871,7 +887,7 @@ def build(scalar, schedule: str = "fused"):
             "constraint_force_row": constraint_force_row, "constraint_force_cone": constraint_force_cone,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint,
             "constraint_adjoint_refactor": constraint_adjoint_refactor, "add": add,
-            "constraint_qfrc": constraint_qfrc, "constraint_qfrc_adjoint": constraint_qfrc_adjoint,
+            "constraint_rhs": constraint_rhs, "constraint_qfrc_adjoint": constraint_qfrc_adjoint,
             "merge_overflow": merge_overflow, "advance_time": advance_time, "store_time": store_time,
             "implicit_dofs": implicit_dofs, "implicit_damping_dofs": implicit_damping_dofs,
             "implicit_tendons": implicit_tendons,
@@ -887,12 +903,14 @@ def build(scalar, schedule: str = "fused"):
                         "com_pos_dof": cdof_reverse},
             # the passes whose reverse kernel reads the Model's adjoint too, after adj_d (body_mass)
             "reverse_model": {"com_pos_subtree", "com_pos_body"},
+            "constraint_other": constraint_other, "rows_reverse": rows_reverse,
             "sensor_hfield": sensor_hfield,
             "modules": (module, custom, reverse, *smooth.modules, *broadphase.modules, *convex_detect.modules,
                         *narrowphase.modules,
                         *efc_address.modules, *constraint.modules,
                         *constraint_solve.modules, *sensors.modules, *sensor_hfield.modules,
-                        *(seg.modules[0] for seg in by_pass.values()))}
+                        *(seg.modules[0] for seg in by_pass.values()),
+                        *(constraint_other.modules if constraint_other is not None else ()))}
 
 
 def _custom(kernels, kernel, W, inputs, device):
@@ -923,9 +941,10 @@ def _solve(tape, kernels, m, W, A, dA, b, x, device, LD, y, record: bool = True)
 BY_PASS = True
 
 #: whether the stages with hand-written adjoints use them (False: their generated adjoints, as
-#: tests compare): constraint_qfrc, the reverse kernels of the kinematics and com_pos passes
+#: tests compare): constraint_rhs, the reverse kernels of the kinematics and com_pos passes
 #: (`build`'s reverse; all or none: they pass adjoints on to each other in the places of others,
-#: e.g. a body's thread leaves its parent's pose adjoint in the body's)
+#: e.g. a body's thread leaves its parent's pose adjoint in the body's), the fused schedule's
+#: rows_reverse
 HANDWRITTEN = True
 
 #: whether the constraint solve's implicit adjoint assembles and factorizes its Hessian anew
@@ -1416,7 +1435,29 @@ class Rollout:
             _custom(k, item.kernel, W, [m, d], device)
         wp.launch(k["merge_overflow"], dim=W, inputs=[d.overflow, d.overflow_need, self.overflow, self.overflow_need],
                   device=device, record_tape=False)
-        self._segment(k["constraint"], m, d, W)
+        if k["constraint_other"] is None or not HANDWRITTEN or model.struct.cone_elliptic or \
+                wp.config.verify_autograd_array_access:
+            self._segment(k["constraint"], m, d, W)
+            return
+        # the rows forward; backwards the contacts' and joint limits' by hand, the other rows' by
+        # their generated adjoint
+        for item in k["constraint"].launches(model):
+            wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
+                      record_tape=False)
+        launches = [(item.kernel, (W, *item.dims), [m, d, *item.inputs])
+                    for item in k["constraint_other"].launches(model)]
+        adjoints = [self._adjoint_inputs(inputs) for _, _, inputs in launches]
+        friction = getattr(self.adjoints[id(m)], "cpair_friction", None)
+        if friction is None:
+            friction = _no_friction(model)
+        contact = [m, d, self.adjoints[id(d)], friction]
+
+        def backward():
+            wp.launch(k["rows_reverse"], dim=W, inputs=contact, device=device)
+            for (kernel, dim, inputs), adj_inputs in zip(launches, adjoints, strict=True):
+                wp.launch(kernel, dim=dim, inputs=inputs, adj_inputs=adj_inputs, device=device, adjoint=True)
+
+        self.tape.record_func(backward, arrays=[])
 
     def _constrained(self, m, d, dA, sensors: bool = False):
         """qacc with constraints: the solver forward, its implicit adjoint on the tape; with
@@ -1460,14 +1501,16 @@ class Rollout:
         jar, force = scratch.jar, scratch.force
         if dA is not None and HANDWRITTEN and not model.struct.cone_elliptic and \
                 not wp.config.verify_autograd_array_access:
-            # efc_force, qfrc_constraint and the right-hand side in one world kernel, with a
-            # hand-written adjoint (constraint_qfrc)
+            # the solver's efc_force and qfrc_constraint (constraint_rhs: its last evaluate is at
+            # the solution), and the right-hand side, with a hand-written adjoint
             qfrc, rhs = scratch.qfrc, scratch.rhs
-            _custom(k, k["constraint_qfrc"], W, [m, d, qacc, d.qfrc_smooth, jar, force, qfrc, rhs], device)
+            _custom(k, k["constraint_rhs"], W, [m, d, d.qfrc_smooth, qfrc, rhs], device)
+            if sensors:  # efc_force with a gradient of its own, for the sensors that read it
+                wp.copy(force, d.efc_force)
 
             def backward_qfrc():
                 _custom(k, k["constraint_qfrc_adjoint"], W,
-                        [m, d, qacc, jar, force, force.grad, qfrc.grad, rhs.grad, jar.grad, qacc.grad,
+                        [m, d, qacc, d.efc_jar, d.efc_force, force.grad, qfrc.grad, rhs.grad, jar.grad, qacc.grad,
                          d.qfrc_smooth.grad, d.efc_J.grad, d.efc_D.grad, d.efc_aref.grad, d.efc_frictionloss.grad],
                         device)
 
@@ -1490,6 +1533,22 @@ class Rollout:
         self._launch(k["add"], (W, nv), [d.qfrc_smooth, qfrc, rhs])
         _solve(tape, k, m, W, d.qM, dA, rhs, d.qacc_int, device, d.qH, scratch.y)
         return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
+
+
+#: the constraint segment's passes that `rows_reverse` runs backwards in the fused schedule (the
+#: limits of hinges and slides, the contact rows of either cone: `build`'s constraint_other
+#: leaves them out)
+REVERSED_ROWS = ("limit_rows", "contact_rows", "contact_rows_elliptic", "contact_jacobian", "contact_jacobian_2",
+                 "contact_jacobian_elliptic", "contact_jacobian_elliptic_2")
+
+
+def _no_friction(model):
+    """An empty array for contact_rows_reverse's friction adjoint when the friction is not
+    differentiated (kept with the model)."""
+    empty = model.__dict__.get("grad_no_friction")
+    if empty is None:
+        empty = model.__dict__["grad_no_friction"] = wp.empty((0, 0), dtype=model.T.vec5, device=model.device)
+    return empty
 
 
 def _model_adjoint(model, m, tape: wp.Tape):
