@@ -1228,6 +1228,10 @@ class Rollout:
         if by_pass is None or wp.config.verify_autograd_array_access:
             for item in seg.launches(self.model):
                 assert item.block_dim is None, "a differentiable segment has no world functions"
+                if _inert(item, self.model) and not wp.config.verify_autograd_array_access:
+                    wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
+                              record_tape=False)
+                    continue
                 reverse = self._reverse(item, m, d, W)
                 if reverse is None:
                     self._launch(item.kernel, (W, *item.dims), [m, d, *item.inputs])
@@ -1242,6 +1246,8 @@ class Rollout:
                       record_tape=False)
         launches = []
         for item in reversed(by_pass.launches(self.model)):
+            if _inert(item, self.model):
+                continue
             inputs = [m, d, *item.inputs]
             reverse = self._reverse(item, m, d, W)
             launches.append((*reverse, None) if reverse is not None else
@@ -1549,6 +1555,14 @@ def _no_friction(model):
     if empty is None:
         empty = model.__dict__["grad_no_friction"] = wp.empty((0, 0), dtype=model.T.vec5, device=model.device)
     return empty
+
+
+def _inert(item, model) -> bool:
+    """Whether a wide pass's launch writes nothing a gradient flows through, so its adjoint adds
+    nothing and is not launched: the controls' check (ctrl_bad, an integer), and the activations'
+    rates of a model without activations."""
+    name = item.kernel.key
+    return name == "control_check" or (name == "actuation_act_dot" and model.na == 0)
 
 
 def _model_adjoint(model, m, tape: wp.Tape):
