@@ -4,7 +4,10 @@ engine_core_smooth.c), with dof armature on the diagonal and the tendons' armatu
 Elements: `body(m, d, w, b)` sums body b's composite inertia from its children's (a tree pass
 from the leaves; bodies of the world are not merged into it; `body_alone`, the same sums for
 body b alone: simrl.sim.subtree); `dof(m, d, w, i)` fills row i
-of qM and its transpose: the entries between dof i and its ancestor dofs.
+of qM and its transpose: the entries between dof i and its ancestor dofs. `body_adjoint` and
+`dof_adjoint` are their hand-written adjoints, which the differentiable step runs in place of
+the generated ones (simrl.sim.grad's `reverse`), without atomics: a body's thread writes its own
+body's adjoints, one thread per world runs qM's rows in a fixed order.
 """
 
 
@@ -75,6 +78,84 @@ def build(scalar):
                     d.qM[w, i, j] += mij
                     d.qM[w, j, i] += mij
 
+    @wp.func
+    def inert_mul_grad(u: T.vec6, v: T.vec6):
+        """d (u' inert_mul(i, v)) / d i: the adjoint of a 10-vector spatial inertia i in
+        mju_mulInertVec for the product's adjoint u (the product is linear in i)."""
+        return T.vec10(u[0] * v[0], u[1] * v[1], u[2] * v[2], u[0] * v[1] + u[1] * v[0], u[0] * v[2] + u[2] * v[0],
+                       u[1] * v[2] + u[2] * v[1], u[2] * v[4] + u[4] * v[2] - u[1] * v[5] - u[5] * v[1],
+                       u[0] * v[5] + u[5] * v[0] - u[2] * v[3] - u[3] * v[2],
+                       u[1] * v[3] + u[3] * v[1] - u[0] * v[4] - u[4] * v[0], u[3] * v[3] + u[4] * v[4] + u[5] * v[5])
+
+    @wp.func
+    def body_adjoint(m: Model, d: Data, adj: Data, w: int, b: int):
+        """`body`'s adjoint for body b (b > 0), its parent's done (a launch per tree level, the
+        root's first): crb_bar(b) = its own (what read crb(b): qM's rows) + its parent's
+        crb_bar (which holds the parent's own and the grandparent's, as the parent's sum reads
+        crb(b)); cinert_bar(b) += crb_bar(b). The thread of body b writes only body b's
+        adjoints; the world body (not a sum) passes nothing on.
+
+        Model: body_parentid. Data in: the adjoints crb of b and its parent. Data out: the
+        adjoints crb (b's, complete) and cinert of body b."""
+        total = adj.crb[w, b]
+        p = m.body_parentid[b]
+        if p > 0:
+            total = total + adj.crb[w, p]
+            adj.crb[w, b] = total
+        adj.cinert[w, b] = adj.cinert[w, b] + total
+
+    @wp.func
+    def dof_adjoint(m: Model, d: Data, adj: Data, w: int, i: int):
+        """`dof`'s adjoint for every row of world w, by the thread of dof 0 (the others do
+        nothing): the rows in ascending order, each adding into the adjoints of its own and its
+        ancestors' dofs, so no two threads add into one element and the order is fixed. With
+        I = crb(b(i)) (b(i) the body of dof i), buf_i = I cdof_i, G_ii = qM_bar(i, i) and G_ij =
+        qM_bar(i, j) + qM_bar(j, i) for the ancestors j of i, row i adds
+            u_i = G_ii cdof_i + sum_j G_ij cdof_j               (buf_i's adjoint)
+            cdof_bar_i += G_ii buf_i + I u_i,  cdof_bar_j += G_ij buf_i,
+            crb_bar(b(i)) += d (u_i' I cdof_i) / d I            (`inert_mul_grad`),
+        and the armature arm_t of each tendon t through dof i (arm_t ten_J_t' ten_J_t on M's
+        sparsity)
+            ten_J_bar(t, i) += arm_t (2 J_ti G_ii + sum_j J_tj G_ij),  ten_J_bar(t, j) += arm_t J_ti G_ij.
+        (A gather by the dofs instead, each summing over its descendants' rows, costs the CPU
+        twice this: every pair of rows is visited twice.) dof_armature and the tendons' armature
+        are not differentiated (no gradients).
+
+        Model: dof_ancestor, dof_ancestor_adr, dof_ancestor_num, dof_bodyid, dof_tendon,
+        dof_tendon_adr, tendon. Data in: cdof, crb, ten_J; the adjoint qM. Data out: the
+        adjoints cdof, crb, ten_J."""
+        if i != 0:
+            return
+        for r in range(m.nv):
+            b = m.dof_bodyid[r]
+            crb = d.crb[w, b]
+            cdof = d.cdof[w, r]
+            buf = f.inert_mul(crb, cdof)
+            gii = adj.qM[w, r, r]
+            u = gii * cdof
+            adr = m.dof_ancestor_adr[r]
+            for k in range(adr, adr + m.dof_ancestor_num[r]):
+                j = m.dof_ancestor[k]
+                gij = adj.qM[w, r, j] + adj.qM[w, j, r]
+                u = u + gij * d.cdof[w, j]
+                adj.cdof[w, j] = adj.cdof[w, j] + gij * buf
+            adj.cdof[w, r] = adj.cdof[w, r] + gii * buf + f.inert_mul(crb, u)
+            adj.crb[w, b] = adj.crb[w, b] + inert_mul_grad(u, cdof)
+            span = m.dof_tendon_adr[r]
+            for a in range(span[0], span[0] + span[1]):
+                t = m.dof_tendon[a]
+                arm = m.tendon[t].armature
+                if arm != scalar(0.0):
+                    ji = arm * d.ten_J[w, t, r]
+                    jb = scalar(2.0) * ji * gii
+                    for k in range(adr, adr + m.dof_ancestor_num[r]):
+                        j = m.dof_ancestor[k]
+                        gij = adj.qM[w, r, j] + adj.qM[w, j, r]
+                        jb = jb + arm * d.ten_J[w, t, j] * gij
+                        adj.ten_J[w, t, j] = adj.ten_J[w, t, j] + ji * gij
+                    adj.ten_J[w, t, r] = adj.ten_J[w, t, r] + jb
+
     # body_alone: body's sums for a body alone (simrl.sim.subtree: the same bits). Model: body_subtree.
     # Data in: cinert. Data out: crb
-    return SimpleNamespace(body=body, body_alone=subtree_sum(scalar, T.vec10, cinert_own, crb_write), dof=dof)
+    return SimpleNamespace(body=body, body_alone=subtree_sum(scalar, T.vec10, cinert_own, crb_write), dof=dof,
+                           body_adjoint=body_adjoint, dof_adjoint=dof_adjoint)

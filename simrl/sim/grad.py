@@ -13,8 +13,9 @@ using the factor kept from the forward pass (one more solve, no refactorization)
 constraint forces of the solution, qfrc_constraint = J' efc_force(J qacc - aref), and the
 right-hand side of the implicit-damping solve are one world kernel with a hand-written adjoint
 too (`constraint_qfrc`, over the active rows only). The fused schedule's smooth and velocity
-segments run backwards pass by pass (`by_pass`); the kinematics_frame pass backwards is a
-hand-written reverse kernel in both schedules (`reverse`: kinematics.frame_adjoint).
+segments run backwards pass by pass (`by_pass`); the kinematics_frame, crb_body and crb_dof
+passes backwards are hand-written reverse kernels in both schedules (`reverse`:
+kinematics.frame_adjoint, crb.body_adjoint, crb.dof_adjoint).
 
 One `Step` holds the buffers of one physics step (a fresh Data, so nothing the tape recorded
 is overwritten); `simrl.diff` chains them and bridges to torch.autograd.
@@ -28,7 +29,7 @@ import weakref
 
 import warp as wp
 
-from simrl.sim import actuation, euler, factor_m, forward, integrate_pos, kinematics, rk4, schedule, solver
+from simrl.sim import actuation, crb, euler, factor_m, forward, integrate_pos, kinematics, rk4, schedule, solver
 from simrl.sim.constraint import build as constraint_functions
 from simrl.sim.contact_tables import MINMU
 from simrl.sim.data import TIME, available_memory, data_bytes_per_world, data_struct, make_data, size_text
@@ -126,6 +127,22 @@ def build(scalar, schedule: str = "fused"):
         """The kinematics_frame pass backwards: kinematics.frame_adjoint of frame start + e."""
         w, e = wp.tid()
         kin.frame_adjoint(m, d, adj, w, start + e)
+
+    crb_functions = crb.build(scalar)
+
+    @wp.kernel(module=reverse)
+    def crb_body_reverse(m: Model, d: Data, adj: Data, table: wp.array(dtype=int), start: int):
+        """A tree level of the crb_body pass backwards (the root's level first):
+        crb.body_adjoint of body table[start + e]."""
+        w, e = wp.tid()
+        crb_functions.body_adjoint(m, d, adj, w, table[start + e])
+
+    @wp.kernel(module=reverse)
+    def crb_dof_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The crb_dof pass backwards: crb.dof_adjoint (every row of world w, by the thread of
+        dof 0)."""
+        w, e = wp.tid()
+        crb_functions.dof_adjoint(m, d, adj, w, start + e)
 
     @wp.func
     def lanes_of_block():
@@ -740,7 +757,7 @@ def build(scalar, schedule: str = "fused"):
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors, "by_pass": by_pass,
-            "reverse": {"kinematics_frame": frame_reverse},
+            "reverse": {"kinematics_frame": frame_reverse, "crb_body": crb_body_reverse, "crb_dof": crb_dof_reverse},
             "sensor_hfield": sensor_hfield,
             "modules": (module, custom, reverse, *smooth.modules, *broadphase.modules, *convex_detect.modules,
                         *narrowphase.modules,
@@ -776,7 +793,8 @@ def _solve(tape, kernels, m, W, A, dA, b, x, device, LD):
 BY_PASS = True
 
 #: whether the stages with hand-written adjoints use them (False: their generated adjoints, as
-#: tests compare): constraint_qfrc, the kinematics_frame pass (kinematics.frame_adjoint)
+#: tests compare): constraint_qfrc, the kinematics_frame pass (kinematics.frame_adjoint), the
+#: crb_body and crb_dof passes (crb.body_adjoint, crb.dof_adjoint)
 HANDWRITTEN = True
 
 #: bytes of step buffers kept for reuse after backward (per process); SIMRL_GRAD_POOL_BYTES
