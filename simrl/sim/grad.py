@@ -808,13 +808,18 @@ _ALIGN = 64
 
 
 #: Data fields that only kernels off the tape write (the constraint solver's scratch, its
-#: result and the factors of the linear solves, the time): no recorded adjoint reads their
-#: gradients, so they have none (a quarter of the gradient slab that `_Pool.take` zeroes at
-#: every evaluation; an adjoint that reads such a field adds into nothing, as Warp's adjoint of a
-#: load skips an array without a gradient). The differentiable step takes the solver's qacc and
-#: efc_force from clones and recomputations with gradients of their own (Rollout._constrained).
-OFF_TAPE = frozenset(("solver_H", "solver_scalar", "efc_ls1", "efc_ls2", "efc_ls3", "efc_jv", "efc_cost",
-                      "efc_jar", "efc_dds", "efc_hcone", "efc_force", "qLD", "qH"))
+#: warm start and result, the factors of the linear solves, the time), or that the
+#: differentiable step never uses (the engine's RK4 stage buffers rk_*: Rollout._rk4 keeps its
+#: stages in arrays of its own): no recorded adjoint reads their gradients, so they have none (a
+#: quarter of the gradient slab that `_Pool.take` zeroes at every evaluation; an adjoint that
+#: reads such a field adds into nothing, as Warp's adjoint of a load skips an array without a
+#: gradient). The differentiable step takes the solver's qacc and efc_force from clones and
+#: recomputations with gradients of their own (Rollout._constrained; the sensors read those,
+#: Rollout._sensors).
+OFF_TAPE = frozenset(("solver_H", "solver_scalar", "solver_search", "solver_res", "solver_grad", "solver_Msearch",
+                      "solver_Mres", "efc_ls1", "efc_ls2", "efc_ls3", "efc_jv", "efc_cost", "efc_jar", "efc_dds",
+                      "efc_hcone", "efc_force", "qLD", "qH", "qacc", "qacc_warmstart", "rk_qpos", "rk_qvel", "rk_k",
+                      "rk_dqpos", "rk_dqvel", "rk_act", "rk_dact"))
 
 
 def _slab_data(model, W):
@@ -870,8 +875,8 @@ def _check_step_memory(model, W):
 
 
 def _slabs(d):
-    """The two slabs of a `_slab_data` Data (qacc is one of its views, never replaced)."""
-    return d.qacc._slab, d.qacc.grad._slab
+    """The two slabs of a `_slab_data` Data (qM is one of its views, never replaced)."""
+    return d.qM._slab, d.qM.grad._slab
 
 
 class _Scratch:
@@ -879,12 +884,22 @@ class _Scratch:
     `dA` (-h qDeriv, or zero), `zero` (a zero matrix standing for dA in the solves without
     one), `jar`, `force` (efc_force recomputed from the solution), `qfrc`, `rhs`, and the
     backward's `lam`, `H`: views into two slabs that come back with the Data and are zeroed by
-    two memsets, not allocated (fresh pages) at every evaluation."""
+    two memsets, not allocated (fresh pages) at every evaluation. `zero_` clears only what a
+    use reads before writing or adds into (the slabs' leading parts: UNZEROED's arrays come
+    last)."""
 
     #: name -> (shape after W: "nv" or "nefc" entries, has a gradient)
-    FIELDS = {"dA": (("nv", "nv"), True), "zero": (("nv", "nv"), True), "jar": (("nefc",), True),
-              "force": (("nefc",), True), "qfrc": (("nv",), True), "rhs": (("nv",), True),
+    FIELDS = {"dA": (("nv", "nv"), True), "jar": (("nefc",), True), "force": (("nefc",), True),
+              "qfrc": (("nv",), True), "rhs": (("nv",), True), "zero": (("nv", "nv"), True),
               "lam": (("nv",), False), "H": (("nv", "nv"), False)}
+    #: what a reuse leaves as the last use left it: the values of `zero` (never written: zero since
+    #: the slab's allocation), `qfrc` and `rhs` (written in full before they are read:
+    #: constraint_qfrc, or constraint_force_dof and add), `lam` and `H` (constraint_adjoint
+    #: writes lam in full and H's lower triangle, the only one the Cholesky factor reads,
+    #: before reading them); and the gradient of `zero`, which only the solves' adjoints add
+    #: into (their dA_bar) and nothing reads. (dA's values stay zeroed: implicit_matrix writes
+    #: them only in a step with implicit damping.)
+    UNZEROED = {"values": ("zero", "H", "lam", "qfrc", "rhs"), "grads": ("zero",)}
 
     def __init__(self, model, W):
         device, dtype = model.device, model.dtype
@@ -892,13 +907,22 @@ class _Scratch:
         itemsize = wp.types.type_size_in_bytes(dtype)
         shapes = {name: (W, *(sizes[s] for s in dims)) for name, (dims, _) in self.FIELDS.items()}
         offsets, grad_offsets, size, grad_size = {}, {}, 0, 0
-        for name, (_, has_grad) in self.FIELDS.items():
+        zeroed, grads_zeroed = 0, 0
+        for name in sorted(self.FIELDS, key=lambda n: n in self.UNZEROED["values"]):
             nbytes = -(-max(1, math.prod(shapes[name]) * itemsize) // _ALIGN) * _ALIGN
             offsets[name], size = size, size + nbytes
-            if has_grad:
+            if name not in self.UNZEROED["values"]:
+                zeroed = size
+        for name in sorted(self.FIELDS, key=lambda n: n in self.UNZEROED["grads"]):
+            if self.FIELDS[name][1]:
+                nbytes = -(-max(1, math.prod(shapes[name]) * itemsize) // _ALIGN) * _ALIGN
                 grad_offsets[name], grad_size = grad_size, grad_size + nbytes
+                if name not in self.UNZEROED["grads"]:
+                    grads_zeroed = grad_size
         self.values = wp.zeros(size, dtype=wp.uint8, device=device)
         self.grads = wp.zeros(grad_size, dtype=wp.uint8, device=device)
+        # the slabs' parts that zero_ clears
+        self._zeroed = (self.values[:zeroed], self.grads[:grads_zeroed])
         for name in self.FIELDS:
             grad = None
             if name in grad_offsets:
@@ -911,8 +935,8 @@ class _Scratch:
             setattr(self, name, view)
 
     def zero_(self):
-        self.values.zero_()
-        self.grads.zero_()
+        for part in self._zeroed:
+            part.zero_()
 
     @property
     def nbytes(self):
@@ -940,9 +964,9 @@ class _Pool:
         self.bytes -= values.capacity + grads.capacity + scratch.nbytes
         # adjoints accumulate: gradients start at zero. Values need no clearing: every stage
         # writes what it reads, as in Sim.step, which reuses one Data for all its steps; the
-        # one value carried in, the solver's warm start, is set by Rollout._constrained. The
-        # scratch arrays are read where nothing wrote them (zero, the inactive rows of jar and
-        # force): zeroed, values and gradients.
+        # one value carried in, the solver's warm start, is set by Rollout._constrained. Some
+        # scratch arrays are read where nothing wrote them (dA, the inactive rows of jar and
+        # force): _Scratch.zero_ clears those, and the gradients that adjoints add into.
         grads.zero_()
         scratch.zero_()
         return d, adj, scratch
