@@ -9,7 +9,7 @@ first. The same adjoint code as the fused kernels' own; only the order in which 
 add into one adjoint differs. `constraint_qfrc` computes efc_force, qfrc_constraint and the
 right-hand side of the implicit-damping solve in one world kernel, with a hand-written adjoint;
 the kinematics_frame pass runs backwards by kinematics.frame_adjoint, the crb_body and crb_dof
-passes by crb.body_adjoint and crb.dof_adjoint."""
+passes by crb.body_adjoint and crb.dof_adjoint (the wide schedule's: crb.dof_adjoint_gather)."""
 
 import mujoco
 import numpy as np
@@ -149,11 +149,12 @@ def _tendon_model():
 @pytest.mark.parametrize("name", [*MODELS, "tendons"])
 @pytest.mark.parametrize("schedule", ["fused", "wide"])
 def test_handwritten_crb_adjoint(name, schedule, monkeypatch):
-    """crb.body_adjoint and crb.dof_adjoint (the crb_body and crb_dof passes backwards: the
-    composite inertias up the tree, qM's rows) give the generated adjoints' gradients: free,
-    ball, hinge and slide joints, two trees, bodies with several dofs; with the tendons'
-    armature on one chain and across trees. qM receives a gradient from the solve's adjoint
-    in every world, and the masses' gradient flows through the composite inertias."""
+    """crb.body_adjoint and crb.dof_adjoint, or crb.dof_adjoint_gather in the wide schedule
+    (the crb_body and crb_dof passes backwards: the composite inertias up the tree, qM's
+    rows), give the generated adjoints' gradients: free, ball, hinge and slide joints, two
+    trees, bodies with several dofs; with the tendons' armature on one chain and across trees.
+    qM receives a gradient from the solve's adjoint in every world, and the masses' gradient
+    flows through the composite inertias."""
     W = 2
     mjm = _tendon_model() if name == "tendons" else MODELS[name]()
     mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER

@@ -7,7 +7,8 @@ body b alone: simrl.sim.subtree); `dof(m, d, w, i)` fills row i
 of qM and its transpose: the entries between dof i and its ancestor dofs. `body_adjoint` and
 `dof_adjoint` are their hand-written adjoints, which the differentiable step runs in place of
 the generated ones (simrl.sim.grad's `reverse`), without atomics: a body's thread writes its own
-body's adjoints, one thread per world runs qM's rows in a fixed order.
+body's adjoints; one thread per world runs qM's rows in a fixed order (`dof_adjoint`), or a
+dof's thread gathers its own adjoints (`dof_adjoint_gather`).
 """
 
 
@@ -117,9 +118,9 @@ def build(scalar):
         and the armature arm_t of each tendon t through dof i (arm_t ten_J_t' ten_J_t on M's
         sparsity)
             ten_J_bar(t, i) += arm_t (2 J_ti G_ii + sum_j J_tj G_ij),  ten_J_bar(t, j) += arm_t J_ti G_ij.
-        (A gather by the dofs instead, each summing over its descendants' rows, costs the CPU
-        twice this: every pair of rows is visited twice.) dof_armature and the tendons' armature
-        are not differentiated (no gradients).
+        (`dof_adjoint_gather`, a thread per dof, costs the CPU twice this; the wide schedule's
+        GPU runs it.) dof_armature and the tendons' armature are not differentiated (no
+        gradients).
 
         Model: dof_ancestor, dof_ancestor_adr, dof_ancestor_num, dof_bodyid, dof_tendon,
         dof_tendon_adr, tendon. Data in: cdof, crb, ten_J; the adjoint qM. Data out: the
@@ -155,7 +156,63 @@ def build(scalar):
                         adj.ten_J[w, t, j] = adj.ten_J[w, t, j] + ji * gij
                     adj.ten_J[w, t, r] = adj.ten_J[w, t, r] + jb
 
+    @wp.func
+    def row_adjoint(m: Model, d: Data, adj: Data, w: int, i: int):
+        """u_i = G_ii cdof_i + sum over the ancestors j of i of G_ij cdof_j (`dof_adjoint`)."""
+        u = adj.qM[w, i, i] * d.cdof[w, i]
+        adr = m.dof_ancestor_adr[i]
+        for k in range(adr, adr + m.dof_ancestor_num[i]):
+            j = m.dof_ancestor[k]
+            u = u + (adj.qM[w, i, j] + adj.qM[w, j, i]) * d.cdof[w, j]
+        return u
+
+    @wp.func
+    def dof_adjoint_gather(m: Model, d: Data, adj: Data, w: int, i: int):
+        """`dof_adjoint`'s sums gathered by dof i for the adjoints it owns, for a GPU (a thread per
+        dof, none waiting for a world's rows to run one after another): cdof_bar_i from its own
+        row and its descendants' (the dofs after i up to the end of b(i)'s subtree: MuJoCo
+        numbers bodies depth first and dofs by body, and within a body each dof is the parent of
+        the next), I_b(i) u_i + sum over k in {i} and the descendants of G_ki buf_k; ten_J_bar's
+        column i alike; crb_bar(b) from all of body b's rows by the thread of b's first dof.
+        Each pair of rows is visited twice (u_k, then the gather), buf_k once per ancestor: on a
+        CPU twice `dof_adjoint`'s cost.
+
+        Model: body_dofadr, body_dofnum, body_subtree, and `dof_adjoint`'s. Data in: cdof, crb,
+        ten_J; the adjoint qM. Data out: the adjoints cdof (dof i), ten_J (column i), crb (the
+        body of i, from its first dof)."""
+        b = m.dof_bodyid[i]
+        if i == m.body_dofadr[b]:
+            g = T.vec10(scalar(0.0))
+            for k in range(i, i + m.body_dofnum[b]):
+                g = g + inert_mul_grad(row_adjoint(m, d, adj, w, k), d.cdof[w, k])
+            adj.crb[w, b] = adj.crb[w, b] + g
+        end = m.body_subtree[b][0]
+        acc = f.inert_mul(d.crb[w, b], row_adjoint(m, d, adj, w, i))
+        for k in range(i, m.nv):
+            bk = m.dof_bodyid[k]
+            if bk >= end:
+                break
+            gki = adj.qM[w, i, i]
+            if k != i:
+                gki = adj.qM[w, k, i] + adj.qM[w, i, k]
+            acc = acc + gki * f.inert_mul(d.crb[w, bk], d.cdof[w, k])
+            span = m.dof_tendon_adr[k]
+            for a in range(span[0], span[0] + span[1]):
+                t = m.dof_tendon[a]
+                arm = m.tendon[t].armature
+                if arm != scalar(0.0):
+                    jb = arm * d.ten_J[w, t, k] * gki
+                    if k == i:
+                        jb = jb + jb
+                        adr = m.dof_ancestor_adr[i]
+                        for q in range(adr, adr + m.dof_ancestor_num[i]):
+                            j = m.dof_ancestor[q]
+                            jb = jb + arm * d.ten_J[w, t, j] * (adj.qM[w, i, j] + adj.qM[w, j, i])
+                    adj.ten_J[w, t, i] = adj.ten_J[w, t, i] + jb
+        adj.cdof[w, i] = adj.cdof[w, i] + acc
+
     # body_alone: body's sums for a body alone (simrl.sim.subtree: the same bits). Model: body_subtree.
     # Data in: cinert. Data out: crb
     return SimpleNamespace(body=body, body_alone=subtree_sum(scalar, T.vec10, cinert_own, crb_write), dof=dof,
-                           body_adjoint=body_adjoint, dof_adjoint=dof_adjoint)
+                           body_adjoint=body_adjoint, dof_adjoint=dof_adjoint,
+                           dof_adjoint_gather=dof_adjoint_gather)

@@ -15,7 +15,7 @@ right-hand side of the implicit-damping solve are one world kernel with a hand-w
 too (`constraint_qfrc`, over the active rows only). The fused schedule's smooth and velocity
 segments run backwards pass by pass (`by_pass`); the kinematics_frame, crb_body and crb_dof
 passes backwards are hand-written reverse kernels in both schedules (`reverse`:
-kinematics.frame_adjoint, crb.body_adjoint, crb.dof_adjoint).
+kinematics.frame_adjoint, crb.body_adjoint, crb.dof_adjoint or crb.dof_adjoint_gather).
 
 One `Step` holds the buffers of one physics step (a fresh Data, so nothing the tape recorded
 is overwritten); `simrl.diff` chains them and bridges to torch.autograd.
@@ -139,10 +139,17 @@ def build(scalar, schedule: str = "fused"):
 
     @wp.kernel(module=reverse)
     def crb_dof_reverse(m: Model, d: Data, adj: Data, start: int):
-        """The crb_dof pass backwards: crb.dof_adjoint (every row of world w, by the thread of
-        dof 0)."""
+        """The crb_dof pass backwards, the fused schedule's (the CPU's cheapest): crb.dof_adjoint
+        (every row of world w, by the thread of dof 0)."""
         w, e = wp.tid()
         crb_functions.dof_adjoint(m, d, adj, w, start + e)
+
+    @wp.kernel(module=reverse)
+    def crb_dof_gather_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The crb_dof pass backwards, the wide schedule's (a GPU's threads share a world's
+        rows): crb.dof_adjoint_gather of dof start + e."""
+        w, e = wp.tid()
+        crb_functions.dof_adjoint_gather(m, d, adj, w, start + e)
 
     @wp.func
     def lanes_of_block():
@@ -757,7 +764,8 @@ def build(scalar, schedule: str = "fused"):
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors, "by_pass": by_pass,
-            "reverse": {"kinematics_frame": frame_reverse, "crb_body": crb_body_reverse, "crb_dof": crb_dof_reverse},
+            "reverse": {"kinematics_frame": frame_reverse, "crb_body": crb_body_reverse,
+                        "crb_dof": crb_dof_gather_reverse if lanes else crb_dof_reverse},
             "sensor_hfield": sensor_hfield,
             "modules": (module, custom, reverse, *smooth.modules, *broadphase.modules, *convex_detect.modules,
                         *narrowphase.modules,
@@ -794,7 +802,8 @@ BY_PASS = True
 
 #: whether the stages with hand-written adjoints use them (False: their generated adjoints, as
 #: tests compare): constraint_qfrc, the kinematics_frame pass (kinematics.frame_adjoint), the
-#: crb_body and crb_dof passes (crb.body_adjoint, crb.dof_adjoint)
+#: crb_body and crb_dof passes (crb.body_adjoint; crb.dof_adjoint, the wide schedule's
+#: crb.dof_adjoint_gather)
 HANDWRITTEN = True
 
 #: bytes of step buffers kept for reuse after backward (per process); SIMRL_GRAD_POOL_BYTES
