@@ -462,20 +462,26 @@ def test_errors_name_the_problem():
 
 
 def test_reused_step_buffers_give_identical_results():
-    """The step buffers come back zeroed from simrl.sim.grad's pool: the same 3-step chain on
-    the quadruped with contacts, run three times (the later runs on reused buffers), gives the
-    same states and gradients bit for bit."""
+    """The step buffers come back from simrl.sim.grad's pool cleared where a step reads them
+    before writing: the same 3-step chain on the quadruped with contacts and implicit damping,
+    run three times on reused buffers, another chain's run between the first two, gives the
+    same states and gradients bit for bit (a value or gradient left by the other chain would
+    change them)."""
     mjm = mujoco.MjModel.from_xml_path(str(QUADRUPED_XML))
     sim = Sim.from_model(mjm, num_worlds=4, dtype="float32")
+    assert sim.model.struct.euler_damp
     qpos, qvel, ctrl = _inputs(mjm, 4, np.random.default_rng(3), "quadruped")
+    other = _inputs(mjm, 4, np.random.default_rng(4), "quadruped")
     results = []
-    for _ in range(3):
-        inputs = [torch.tensor(v, dtype=torch.float32, requires_grad=True) for v in (qpos, qvel, ctrl)]
+    for run in range(4):
+        values = other if run == 1 else (qpos, qvel, ctrl)
+        inputs = [torch.tensor(v, dtype=torch.float32, requires_grad=True) for v in values]
         q, v = inputs[0], inputs[1]
         for _ in range(3):
             q, v = diff_step(sim, q, v, inputs[2])
         (q.square().sum() + v.square().sum()).backward()
-        results.append([q.detach(), v.detach(), *(x.grad for x in inputs)])
+        if run != 1:
+            results.append([q.detach(), v.detach(), *(x.grad for x in inputs)])
     sim.qpos, sim.qvel = torch.tensor(qpos, dtype=torch.float32), torch.tensor(qvel, dtype=torch.float32)
     sim.forward()
     assert int(sim.contact.active.sum()) > 0  # the chain starts in contact

@@ -8,10 +8,11 @@ The fused schedule runs its smooth and velocity segments backwards pass by pass 
 first. The same adjoint code as the fused kernels' own; only the order in which several elements
 add into one adjoint differs. `constraint_rhs` takes efc_force and qfrc_constraint from the
 solver (its last evaluation is at the solution) and forms the right-hand side of the
-implicit-damping solve, with a hand-written adjoint; the kinematics and com_pos passes run
+implicit-damping solve, with a hand-written adjoint; the kinematics, com_pos and crb passes run
 backwards by hand-written reverse kernels (grad's `reverse`: kinematics.frame_adjoint,
 joint_adjoint, body_root_adjoint, body_tree_adjoint, com_pos.subtree_body_adjoint,
-body_cinert_adjoint); the fused schedule's contact and joint-limit rows by rows_reverse. The
+body_cinert_adjoint, crb.body_adjoint, crb.dof_adjoint, the wide schedule's
+crb.dof_adjoint_gather); the fused schedule's contact and joint-limit rows by rows_reverse. The
 constraint solve's implicit adjoint solves with the factor of the Newton solver's Hessian
 (constraint_adjoint), the reference assembles and factorizes it anew
 (constraint_adjoint_refactor); the solve of qacc_smooth records no adjoint, as nothing on the
@@ -408,5 +409,43 @@ def test_handwritten_rows_adjoint(name, monkeypatch):
         if name == "humanoid" and k == 3 and scale == 0:  # no foot on the floor: no friction gradient
             assert torch.equal(a, b)
             continue
+        assert scale > 0
+        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+
+
+def _tendon_model():
+    from test_tendon import XML
+
+    return mujoco.MjModel.from_xml_string(XML)
+
+
+@pytest.mark.parametrize("name", [*MODELS, "tendons"])
+@pytest.mark.parametrize("schedule", ["fused", "wide"])
+def test_handwritten_crb_adjoint(name, schedule, monkeypatch):
+    """crb.body_adjoint and crb.dof_adjoint, or crb.dof_adjoint_gather in the wide schedule
+    (the crb_body and crb_dof passes backwards: the composite inertias up the tree, qM's
+    rows), give the generated adjoints' gradients: free, ball, hinge and slide joints, two
+    trees, bodies with several dofs; with the tendons' armature on one chain and across trees.
+    qM receives a gradient from the solve's adjoint in every world, and the masses' gradient
+    flows through the composite inertias."""
+    W = 2
+    mjm = _tendon_model() if name == "tendons" else MODELS[name]()
+    mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    rng = np.random.default_rng(13)
+    qpos = np.tile(mjm.key_qpos[0] if mjm.nkey else mjm.qpos0, (W, 1)) + rng.normal(0.0, 0.05, (W, mjm.nq))
+    qvel = rng.normal(0.0, 0.5, (W, mjm.nv))
+    ctrl = rng.uniform(-0.5, 0.5, (W, mjm.nu))
+    mass = np.tile(mjm.body_mass, (W, 1)) * rng.uniform(0.9, 1.1, (W, mjm.nbody))
+    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule=schedule)
+    assert {"crb_body", "crb_dof"} <= set(grad.build(sim.model.dtype, schedule)["reverse"])
+    if name == "tendons":
+        assert (mjm.tendon_armature > 0).sum() >= 3
+    hand = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    monkeypatch.setattr(grad, "HANDWRITTEN", False)
+    generated = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    for a, b in zip(hand[:2], generated[:2], strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(hand[2:], generated[2:], strict=True):
+        scale = b.abs().max().item()
         assert scale > 0
         assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale

@@ -21,7 +21,9 @@ The fused schedule's smooth and velocity segments run backwards pass by pass (`b
 passes run backwards by hand-written reverse kernels in both schedules (`reverse`):
 kinematics_joint, kinematics_body_root, kinematics_body and kinematics_frame
 (kinematics.joint_adjoint, body_root_adjoint, body_tree_adjoint, frame_adjoint), com_pos_subtree,
-com_pos_body and com_pos_dof (com_pos.subtree_body_adjoint, body_cinert_adjoint with the dofs').
+com_pos_body and com_pos_dof (com_pos.subtree_body_adjoint, body_cinert_adjoint with the dofs'),
+crb_body and crb_dof (crb.body_adjoint; crb.dof_adjoint, the wide schedule's
+crb.dof_adjoint_gather).
 A tree pass runs backwards level by level, each body's thread gathering its children's adjoints
 (no atomics). In the fused schedule the contact rows (frictionless and pyramidal) and the
 limits of hinges and slides run backwards by `rows_reverse` (constraint.contact_reverse,
@@ -40,7 +42,19 @@ import weakref
 
 import warp as wp
 
-from simrl.sim import actuation, com_pos, euler, factor_m, forward, integrate_pos, kinematics, rk4, schedule, solver
+from simrl.sim import (
+    actuation,
+    com_pos,
+    crb,
+    euler,
+    factor_m,
+    forward,
+    integrate_pos,
+    kinematics,
+    rk4,
+    schedule,
+    solver,
+)
 from simrl.sim.constraint import build as constraint_functions
 from simrl.sim.contact_tables import MINMU
 from simrl.sim.data import TIME, available_memory, data_bytes_per_world, data_struct, make_data, size_text
@@ -206,6 +220,29 @@ def build(scalar, schedule: str = "fused"):
             joint_limit_reverse(m, d, adj, w, r)
         for k in range(d.contact_nslots[w]):
             contact_reverse(m, d, adj, friction_adj, w, d.contact_slots[w, k])
+
+    crb_functions = crb.build(scalar)
+
+    @wp.kernel(module=reverse)
+    def crb_body_reverse(m: Model, d: Data, adj: Data, table: wp.array(dtype=int), start: int):
+        """A tree level of the crb_body pass backwards (the root's level first):
+        crb.body_adjoint of body table[start + e]."""
+        w, e = wp.tid()
+        crb_functions.body_adjoint(m, d, adj, w, table[start + e])
+
+    @wp.kernel(module=reverse)
+    def crb_dof_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The crb_dof pass backwards, the fused schedule's (the CPU's cheapest): crb.dof_adjoint
+        (every row of world w, by the thread of dof 0)."""
+        w, e = wp.tid()
+        crb_functions.dof_adjoint(m, d, adj, w, start + e)
+
+    @wp.kernel(module=reverse)
+    def crb_dof_gather_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The crb_dof pass backwards, the wide schedule's (a GPU's threads share a world's
+        rows): crb.dof_adjoint_gather of dof start + e."""
+        w, e = wp.tid()
+        crb_functions.dof_adjoint_gather(m, d, adj, w, start + e)
 
     @wp.func
     def lanes_of_block():
@@ -900,7 +937,8 @@ def build(scalar, schedule: str = "fused"):
             "reverse": {"kinematics_frame": frame_reverse, "kinematics_joint": joint_reverse,
                         "kinematics_body_root": body_root_reverse, "kinematics_body": body_reverse,
                         "com_pos_subtree": subtree_reverse, "com_pos_body": cinert_reverse,
-                        "com_pos_dof": cdof_reverse},
+                        "com_pos_dof": cdof_reverse, "crb_body": crb_body_reverse,
+                        "crb_dof": crb_dof_gather_reverse if lanes else crb_dof_reverse},
             # the passes whose reverse kernel reads the Model's adjoint too, after adj_d (body_mass)
             "reverse_model": {"com_pos_subtree", "com_pos_body"},
             "constraint_other": constraint_other, "rows_reverse": rows_reverse,
@@ -941,7 +979,7 @@ def _solve(tape, kernels, m, W, A, dA, b, x, device, LD, y, record: bool = True)
 BY_PASS = True
 
 #: whether the stages with hand-written adjoints use them (False: their generated adjoints, as
-#: tests compare): constraint_rhs, the reverse kernels of the kinematics and com_pos passes
+#: tests compare): constraint_rhs, the reverse kernels of the kinematics, com_pos and crb passes
 #: (`build`'s reverse; all or none: they pass adjoints on to each other in the places of others,
 #: e.g. a body's thread leaves its parent's pose adjoint in the body's), the fused schedule's
 #: rows_reverse
@@ -969,13 +1007,18 @@ _ALIGN = 64
 
 
 #: Data fields that only kernels off the tape write (the constraint solver's scratch, its
-#: result and the factors of the linear solves, the time): no recorded adjoint reads their
-#: gradients, so they have none (a quarter of the gradient slab that `_Pool.take` zeroes at
-#: every evaluation; an adjoint that reads such a field adds into nothing, as Warp's adjoint of a
-#: load skips an array without a gradient). The differentiable step takes the solver's qacc and
-#: efc_force from clones and recomputations with gradients of their own (Rollout._constrained).
-OFF_TAPE = frozenset(("solver_H", "solver_scalar", "efc_ls1", "efc_ls2", "efc_ls3", "efc_jv", "efc_cost",
-                      "efc_jar", "efc_dds", "efc_hcone", "efc_force", "qLD", "qH"))
+#: warm start and result, the factors of the linear solves, the time), or that the
+#: differentiable step never uses (the engine's RK4 stage buffers rk_*: Rollout._rk4 keeps its
+#: stages in arrays of its own): no recorded adjoint reads their gradients, so they have none (a
+#: quarter of the gradient slab that `_Pool.take` zeroes at every evaluation; an adjoint that
+#: reads such a field adds into nothing, as Warp's adjoint of a load skips an array without a
+#: gradient). The differentiable step takes the solver's qacc and efc_force from clones and
+#: recomputations with gradients of their own (Rollout._constrained; the sensors read those,
+#: Rollout._sensors).
+OFF_TAPE = frozenset(("solver_H", "solver_scalar", "solver_search", "solver_res", "solver_grad", "solver_Msearch",
+                      "solver_Mres", "efc_ls1", "efc_ls2", "efc_ls3", "efc_jv", "efc_cost", "efc_jar", "efc_dds",
+                      "efc_hcone", "efc_force", "qLD", "qH", "qacc", "qacc_warmstart", "rk_qpos", "rk_qvel", "rk_k",
+                      "rk_dqpos", "rk_dqvel", "rk_act", "rk_dact"))
 
 
 def _slab_data(model, W):
@@ -1031,8 +1074,8 @@ def _check_step_memory(model, W):
 
 
 def _slabs(d):
-    """The two slabs of a `_slab_data` Data (qacc is one of its views, never replaced)."""
-    return d.qacc._slab, d.qacc.grad._slab
+    """The two slabs of a `_slab_data` Data (qM is one of its views, never replaced)."""
+    return d.qM._slab, d.qM.grad._slab
 
 
 class _Scratch:
@@ -1042,12 +1085,20 @@ class _Scratch:
     backward's `lam` (constraint_adjoint's) and `y` (solve_adjoint's, shared by the solves of
     an evaluation: their adjoints run one after another, each writing it whole before reading
     it): views into two slabs that come back with the Data and are zeroed by two memsets, not
-    allocated (fresh pages) at every evaluation."""
+    allocated (fresh pages) at every evaluation. `zero_` clears only what a use reads before
+    writing or adds into (the slabs' leading parts: UNZEROED's arrays come last)."""
 
     #: name -> (shape after W: "nv" or "nefc" entries, has a gradient)
-    FIELDS = {"dA": (("nv", "nv"), True), "zero": (("nv", "nv"), True), "jar": (("nefc",), True),
-              "force": (("nefc",), True), "qfrc": (("nv",), True), "rhs": (("nv",), True),
+    FIELDS = {"dA": (("nv", "nv"), True), "jar": (("nefc",), True), "force": (("nefc",), True),
+              "qfrc": (("nv",), True), "rhs": (("nv",), True), "zero": (("nv", "nv"), True),
               "lam": (("nv",), False), "y": (("nv",), False)}
+    #: what a reuse leaves as the last use left it: the values of `zero` (never written: zero since
+    #: the slab's allocation), `qfrc` and `rhs` (written in full before they are read:
+    #: constraint_rhs, or constraint_force_dof and add), `lam` and `y` (constraint_adjoint and
+    #: solve_adjoint write them in full before reading them); and the gradient of `zero`, which
+    #: only the solves' adjoints add into (their dA_bar) and nothing reads. (dA's values stay
+    #: zeroed: implicit_matrix writes them only in a step with implicit damping.)
+    UNZEROED = {"values": ("zero", "lam", "y", "qfrc", "rhs"), "grads": ("zero",)}
 
     def __init__(self, model, W):
         device, dtype = model.device, model.dtype
@@ -1055,13 +1106,22 @@ class _Scratch:
         itemsize = wp.types.type_size_in_bytes(dtype)
         shapes = {name: (W, *(sizes[s] for s in dims)) for name, (dims, _) in self.FIELDS.items()}
         offsets, grad_offsets, size, grad_size = {}, {}, 0, 0
-        for name, (_, has_grad) in self.FIELDS.items():
+        zeroed, grads_zeroed = 0, 0
+        for name in sorted(self.FIELDS, key=lambda n: n in self.UNZEROED["values"]):
             nbytes = -(-max(1, math.prod(shapes[name]) * itemsize) // _ALIGN) * _ALIGN
             offsets[name], size = size, size + nbytes
-            if has_grad:
+            if name not in self.UNZEROED["values"]:
+                zeroed = size
+        for name in sorted(self.FIELDS, key=lambda n: n in self.UNZEROED["grads"]):
+            if self.FIELDS[name][1]:
+                nbytes = -(-max(1, math.prod(shapes[name]) * itemsize) // _ALIGN) * _ALIGN
                 grad_offsets[name], grad_size = grad_size, grad_size + nbytes
+                if name not in self.UNZEROED["grads"]:
+                    grads_zeroed = grad_size
         self.values = wp.zeros(size, dtype=wp.uint8, device=device)
         self.grads = wp.zeros(grad_size, dtype=wp.uint8, device=device)
+        # the slabs' parts that zero_ clears
+        self._zeroed = (self.values[:zeroed], self.grads[:grads_zeroed])
         for name in self.FIELDS:
             grad = None
             if name in grad_offsets:
@@ -1074,8 +1134,8 @@ class _Scratch:
             setattr(self, name, view)
 
     def zero_(self):
-        self.values.zero_()
-        self.grads.zero_()
+        for part in self._zeroed:
+            part.zero_()
 
     @property
     def nbytes(self):
@@ -1103,9 +1163,9 @@ class _Pool:
         self.bytes -= values.capacity + grads.capacity + scratch.nbytes
         # adjoints accumulate: gradients start at zero. Values need no clearing: every stage
         # writes what it reads, as in Sim.step, which reuses one Data for all its steps; the
-        # one value carried in, the solver's warm start, is set by Rollout._constrained. The
-        # scratch arrays are read where nothing wrote them (zero, the inactive rows of jar and
-        # force): zeroed, values and gradients.
+        # one value carried in, the solver's warm start, is set by Rollout._constrained. Some
+        # scratch arrays are read where nothing wrote them (dA, the inactive rows of jar and
+        # force): _Scratch.zero_ clears those, and the gradients that adjoints add into.
         grads.zero_()
         scratch.zero_()
         return d, adj, scratch
