@@ -13,8 +13,11 @@ using the factor kept from the forward pass (one more solve, no refactorization)
 constraint forces of the solution, qfrc_constraint = J' efc_force(J qacc - aref), and the
 right-hand side of the implicit-damping solve are one world kernel with a hand-written adjoint
 too (`constraint_qfrc`, over the active rows only). The fused schedule's smooth and velocity
-segments run backwards pass by pass (`by_pass`); the kinematics_frame pass backwards is a
-hand-written reverse kernel in both schedules (`reverse`: kinematics.frame_adjoint).
+segments run backwards pass by pass (`by_pass`); some passes run backwards by hand-written
+reverse kernels in both schedules (`reverse`): kinematics_frame (kinematics.frame_adjoint), the
+velocity segment's rne passes (rne.com_vel_adjoint, which also takes cdof_dot's and rne_body's
+sums along the tree; rne.rne_body_adjoint, rne.rne_subtree_adjoint) and smooth_dof
+(actuation.dof_adjoint, passive.dof_adjoint, rne.rne_dof_adjoint).
 
 One `Step` holds the buffers of one physics step (a fresh Data, so nothing the tape recorded
 is overwritten); `simrl.diff` chains them and bridges to torch.autograd.
@@ -28,7 +31,19 @@ import weakref
 
 import warp as wp
 
-from simrl.sim import actuation, euler, factor_m, forward, integrate_pos, kinematics, rk4, schedule, solver
+from simrl.sim import (
+    actuation,
+    euler,
+    factor_m,
+    forward,
+    integrate_pos,
+    kinematics,
+    passive,
+    rk4,
+    rne,
+    schedule,
+    solver,
+)
 from simrl.sim.constraint import build as constraint_functions
 from simrl.sim.contact_tables import MINMU
 from simrl.sim.data import TIME, available_memory, data_bytes_per_world, data_struct, make_data, size_text
@@ -126,6 +141,48 @@ def build(scalar, schedule: str = "fused"):
         """The kinematics_frame pass backwards: kinematics.frame_adjoint of frame start + e."""
         w, e = wp.tid()
         kin.frame_adjoint(m, d, adj, w, start + e)
+
+    # the velocity segment's rne passes backwards (simrl.sim.rne's adjoints): com_vel_reverse
+    # also takes cdof_dot's adjoint and rne_body's sums along the chain (a pass from the leaves,
+    # which those passes' launches are not), so cdof_dot's reverse has nothing left to do
+    rn, pa, ac = rne.build(scalar), passive.build(scalar), actuation.build(scalar)
+
+    @wp.kernel(module=reverse)
+    def com_vel_reverse(m: Model, d: Data, adj: Data, table: wp.array(dtype=int), start: int):
+        """The com_vel_body pass backwards, one tree level: rne.com_vel_adjoint of its bodies."""
+        w, e = wp.tid()
+        rn.com_vel_adjoint(m, d, adj, w, table[start + e])
+
+    @wp.kernel(module=reverse)
+    def cdof_dot_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The cdof_dot pass backwards: nothing (com_vel_reverse's)."""
+        pass
+
+    @wp.kernel(module=reverse)
+    def rne_body_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The rne_body pass backwards: rne.rne_body_adjoint of body start + e."""
+        w, e = wp.tid()
+        rn.rne_body_adjoint(m, d, adj, w, start + e)
+
+    @wp.kernel(module=reverse)
+    def rne_subtree_reverse(m: Model, d: Data, adj: Data, table: wp.array(dtype=int), start: int):
+        """The rne_subtree pass backwards, one tree level (the root's first)."""
+        w, e = wp.tid()
+        rn.rne_subtree_adjoint(m, d, adj, w, table[start + e])
+
+    @wp.kernel(module=reverse)
+    def smooth_dof_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The smooth_dof pass backwards for dof start + e: qfrc_smooth's, qfrc_actuator's,
+        qfrc_passive's and qfrc_bias's adjoints to their inputs (actuation.dof_adjoint,
+        passive.dof_adjoint, rne.rne_dof_adjoint)."""
+        w, e = wp.tid()
+        i = start + e
+        ac.dof_adjoint(m, d, adj, w, i)
+        pa.dof_adjoint(m, d, adj, w, i)
+        rn.rne_dof_adjoint(m, d, adj, w, i)
+
+    rne_reverse = {"com_vel_body": com_vel_reverse, "cdof_dot": cdof_dot_reverse, "rne_body": rne_body_reverse,
+                   "rne_subtree": rne_subtree_reverse, "smooth_dof": smooth_dof_reverse}
 
     @wp.func
     def lanes_of_block():
@@ -740,7 +797,7 @@ def build(scalar, schedule: str = "fused"):
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors, "by_pass": by_pass,
-            "reverse": {"kinematics_frame": frame_reverse},
+            "reverse": {"kinematics_frame": frame_reverse, **rne_reverse},
             "sensor_hfield": sensor_hfield,
             "modules": (module, custom, reverse, *smooth.modules, *broadphase.modules, *convex_detect.modules,
                         *narrowphase.modules,
@@ -776,7 +833,8 @@ def _solve(tape, kernels, m, W, A, dA, b, x, device, LD):
 BY_PASS = True
 
 #: whether the stages with hand-written adjoints use them (False: their generated adjoints, as
-#: tests compare): constraint_qfrc, the kinematics_frame pass (kinematics.frame_adjoint)
+#: tests compare): constraint_qfrc, the passes of `build`'s reverse (kinematics_frame, com_vel_body,
+#: cdof_dot, rne_body, rne_subtree, smooth_dof)
 HANDWRITTEN = True
 
 #: bytes of step buffers kept for reuse after backward (per process); SIMRL_GRAD_POOL_BYTES
