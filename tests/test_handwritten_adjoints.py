@@ -449,3 +449,139 @@ def test_handwritten_crb_adjoint(name, schedule, monkeypatch):
         scale = b.abs().max().item()
         assert scale > 0
         assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+
+
+#: the reverse kernels of the velocity segment's rne passes and of smooth_dof (simrl.sim.rne,
+#: simrl.sim.passive.dof_adjoint, simrl.sim.actuation.dof_adjoint)
+RNE_PASSES = {"com_vel_body", "cdof_dot", "rne_body", "rne_subtree", "smooth_dof"}
+
+# The forces smooth_dof sums, of every kind: joint springs and dampers, a fixed tendon and a
+# spatial one with springs and dampers, the spatial one with armature (its bias in qfrc_bias),
+# gravity compensation into qfrc_passive and, for the shoulder, into qfrc_actuator before its
+# actuatorfrcrange (which its force exceeds in the second world only); actuators on a
+# slide, hinges, both tendons and a site (a moment row), with gains and biases of several kinds.
+SMOOTH_FORCES = """
+<mujoco model="smooth_forces">
+  <option timestep="0.002" integrator="Euler"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="cart" pos="0 0 0.5">
+      <joint name="slide_x" type="slide" axis="1 0 0" damping="0.5" stiffness="2"/>
+      <geom type="box" size="0.2 0.1 0.05" mass="2"/>
+      <site name="s0" pos="0.1 0 0.05"/>
+      <body name="arm" pos="0.1 0 0.05" euler="10 20 30" gravcomp="0.5">
+        <joint name="shoulder" type="hinge" axis="0 1 0" damping="0.3" stiffness="1" actuatorgravcomp="true"
+               actuatorfrcrange="-7 7"/>
+        <joint name="twist" type="hinge" axis="0 0 1" armature="0.05"/>
+        <geom type="capsule" fromto="0 0 0 0.4 0 0.1" size="0.03" mass="0.6"/>
+        <body name="hand" pos="0.4 0 0.1" gravcomp="1">
+          <joint name="wrist" type="ball" damping="0.2" stiffness="0.4"/>
+          <geom type="sphere" size="0.05" mass="0.3"/>
+          <site name="s2" pos="0.05 0.02 0"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="fixed" stiffness="3" damping="0.4" springlength="0.1">
+      <joint joint="slide_x" coef="1"/>
+      <joint joint="twist" coef="-0.5"/>
+    </fixed>
+    <spatial name="spatial" armature="0.02" damping="0.3" stiffness="5" springlength="0.2">
+      <site site="s0"/>
+      <site site="s2"/>
+    </spatial>
+  </tendon>
+  <actuator>
+    <motor joint="slide_x" gear="20"/>
+    <position joint="shoulder" kp="30" gear="2"/>
+    <velocity joint="twist" kv="3"/>
+    <general tendon="fixed" gaintype="affine" gainprm="2 0.5 0.1" biastype="affine" biasprm="0.3 -1 -0.2"/>
+    <motor tendon="spatial" gear="2"/>
+    <motor site="s2" gear="0 0 1 0 0.5 0"/>
+  </actuator>
+</mujoco>
+"""
+
+
+@pytest.mark.parametrize("name", ["smooth_forces", "quadruped", "humanoid", "ball_chain", "two_trees"])
+@pytest.mark.parametrize("schedule", ["fused", "wide"])
+def test_handwritten_rne_adjoints(name, schedule, monkeypatch):
+    """The velocity segment's rne passes (com_vel_body with cdof_dot and rne_body's sums along
+    the tree, rne_body's own forces, rne_subtree) and smooth_dof (qfrc_bias, the passive and
+    actuator forces, qfrc_smooth) backwards by hand give the generated adjoints' gradients, to
+    qpos, qvel, ctrl and body_mass (gravity compensation's too), on trees with free and ball
+    joints and on a model with every kind of force smooth_dof sums."""
+    W = 2
+    if name == "smooth_forces":
+        mjm = mujoco.MjModel.from_xml_string(SMOOTH_FORCES)
+    else:
+        mjm = MODELS[name]()
+        mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    rng = np.random.default_rng(13)
+    qpos = np.tile(mjm.qpos0, (W, 1)) + rng.normal(0.0, 0.05, (W, mjm.nq))
+    qvel = rng.normal(0.0, 0.5, (W, mjm.nv))
+    ctrl = rng.uniform(-0.5, 0.5, (W, mjm.nu))
+    ctrl[1] = rng.uniform(-2.0, 2.0, mjm.nu)
+    mass = np.tile(mjm.body_mass, (W, 1)) * rng.uniform(0.9, 1.1, (W, mjm.nbody))
+    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule=schedule)
+    assert RNE_PASSES <= set(grad.build(sim.model.dtype, schedule)["reverse"])
+    if name == "smooth_forces":
+        s = sim.model.struct
+        assert s.enable_gravcomp and s.tendon_armature_bias and s.nsite_trn
+    hand = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    monkeypatch.setattr(grad, "HANDWRITTEN", False)
+    generated = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    for a, b in zip(hand[:2], generated[:2], strict=True):
+        assert torch.equal(a, b)  # the same forward, bit for bit
+    for a, b in zip(hand[2:], generated[2:], strict=True):
+        assert torch.isfinite(a).all()
+        scale = b.abs().max().item()
+        assert scale > 0
+        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+
+
+class _ReversedThreads:
+    """Warp as grad.py sees it, with the launches of `kernels` split a thread per launch, the
+    elements' threads in reverse order (a GPU runs them in any order)."""
+
+    def __init__(self, kernels):
+        self.kernels = kernels
+        self.split = 0  # launches split
+
+    def __getattr__(self, name):
+        return getattr(wp, name)
+
+    def launch(self, kernel, dim, inputs, **kwargs):
+        if kernel not in self.kernels:
+            return wp.launch(kernel, dim=dim, inputs=inputs, **kwargs)
+        *rest, start = inputs
+        self.split += 1
+        for e in reversed(range(dim[1])):
+            wp.launch(kernel, dim=(dim[0], 1), inputs=[*rest, start + e], **kwargs)
+
+
+@pytest.mark.parametrize("name", ["quadruped", "ball_chain", "two_trees"])
+@pytest.mark.parametrize("schedule", ["fused", "wide"])
+def test_rne_reverse_kernels_in_any_thread_order(name, schedule, monkeypatch):
+    """The rne passes' and smooth_dof's reverse kernels give the same gradients, bit for bit,
+    with each launch's threads run one at a time in reverse order: no thread reads what another
+    of its launch writes (sums are gathered by the element that owns them, in a fixed order;
+    these models have no tendon, whose sums are atomic)."""
+    W = 2
+    mjm = MODELS[name]()
+    mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    assert mjm.ntendon == 0
+    rng = np.random.default_rng(17)
+    qpos = np.tile(mjm.qpos0, (W, 1)) + rng.normal(0.0, 0.05, (W, mjm.nq))
+    qvel = rng.normal(0.0, 0.5, (W, mjm.nv))
+    ctrl = rng.uniform(-0.5, 0.5, (W, mjm.nu))
+    mass = np.tile(mjm.body_mass, (W, 1))
+    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule=schedule)
+    in_order = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    reverse = grad.build(sim.model.dtype, schedule)["reverse"]
+    threads = _ReversedThreads({reverse[p] for p in RNE_PASSES})
+    monkeypatch.setattr(grad, "wp", threads)
+    reversed_order = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
+    assert threads.split > 0
+    for a, b in zip(in_order, reversed_order, strict=True):
+        assert torch.equal(a, b)

@@ -859,6 +859,55 @@ def build(scalar):
         d.qfrc_actuator[w, i] = frc
 
     @wp.func
+    def dof_adjoint(m: Model, d: Data, adj: Data, w: int, i: int):
+        """`dof` of dof i backwards, with the terms of `smooth_force_dof` but qfrc_passive's and
+        qfrc_bias's (simrl.sim.passive.dof_adjoint, simrl.sim.rne.rne_dof_adjoint): qfrc_applied
+        gets adj qfrc_smooth[i]; the joint's limit passes the adjoint a of qfrc_actuator[i] (adj
+        qfrc_actuator[i] + adj qfrc_smooth[i]) where the force lies in actfrcrange (as
+        wp.clamp's adjoint), to actuator-level gravcomp and to qfrc_actuator_raw, whose adjoint r
+        then reaches each actuator's force (moment r) and moment (force r: actuator_moment[a, i],
+        or gear times ten_J[t, i]). A joint actuator acts on dof i alone; the others' forces take
+        the sum of their dofs atomically (a generated adjoint's way).
+
+        Model: actuator, actuator_gear, dof_actuator, dof_actuator_adr, dof_actuator_num, dof_jntid,
+        enable_actuation, enable_gravcomp, jnt_actfrclimited, jnt_actfrcrange, jnt_actgravcomp, nu. Data in:
+        actuator_force, actuator_moment, ten_J, qfrc_actuator_raw, qfrc_gravcomp. Adjoints in: qfrc_smooth,
+        qfrc_actuator, qfrc_actuator_raw. Adjoints out: qfrc_applied, qfrc_gravcomp, actuator_force,
+        actuator_moment (row entries at i), ten_J (column i)."""
+        g = adj.qfrc_smooth[w, i]
+        if adj.qfrc_applied.shape[0] > 0:  # an input without a gradient has no adjoint array
+            adj.qfrc_applied[w, i] = adj.qfrc_applied[w, i] + g
+        a_bar = adj.qfrc_actuator[w, i] + g
+        j = m.dof_jntid[i]
+        frc = d.qfrc_actuator_raw[w, i]
+        gravcomp = m.enable_gravcomp != 0 and m.jnt_actgravcomp[j] != 0 and m.nu > 0 and m.enable_actuation != 0
+        if gravcomp:
+            frc = frc + d.qfrc_gravcomp[w, i]
+        if m.jnt_actfrclimited[j]:
+            r = m.jnt_actfrcrange[j]
+            if frc < r[0] or frc > r[1]:
+                a_bar = scalar(0.0)
+        if gravcomp:
+            adj.qfrc_gravcomp[w, i] = adj.qfrc_gravcomp[w, i] + a_bar
+        raw_bar = adj.qfrc_actuator_raw[w, i] + a_bar
+        wg = w % m.actuator_gear.shape[0]
+        adr = m.dof_actuator_adr[i]
+        for k in range(adr, adr + m.dof_actuator_num[i]):
+            a = m.dof_actuator[k]
+            moment = m.actuator_gear[wg, a]
+            t = m.actuator[a].tendon
+            force = d.actuator_force[w, a]
+            if m.actuator[a].moment_row != 0:
+                moment = d.actuator_moment[w, a, i]
+                adj.actuator_moment[w, a, i] = adj.actuator_moment[w, a, i] + raw_bar * force
+                wp.atomic_add(adj.actuator_force, w, a, moment * raw_bar)
+            elif t >= 0:
+                adj.ten_J[w, t, i] = adj.ten_J[w, t, i] + moment * (raw_bar * force)
+                wp.atomic_add(adj.actuator_force, w, a, moment * d.ten_J[w, t, i] * raw_bar)
+            else:
+                adj.actuator_force[w, a] = adj.actuator_force[w, a] + moment * raw_bar
+
+    @wp.func
     def smooth_force_dof(m: Model, d: Data, w: int, i: int):
         """qfrc_smooth = passive - bias + applied + actuator.
 
@@ -877,6 +926,7 @@ def build(scalar):
                            actuator_act_dot_rich=make_actuator(False, True, False, rich=True),
                            actuator_force_rich=make_actuator(False, False, True, rich=True),
                            rich_limit=rich_limit,
-                           dof=dof, smooth_force_dof=smooth_force_dof, force_vel=force_vel, qderiv_dof=qderiv_dof,
+                           dof=dof, dof_adjoint=dof_adjoint, smooth_force_dof=smooth_force_dof, force_vel=force_vel,
+                           qderiv_dof=qderiv_dof,
                            site_force_vel=site_force_vel, site_qderiv=site_qderiv, next_activation=next_activation,
                            advance_activation=advance_activation)

@@ -50,6 +50,7 @@ from simrl.sim.schedule import (
     FLEX_EQUALITIES,
     FRAMES,
     FRICTION_ROWS,
+    GRAVCOMP_DOFS,
     JOINTS,
     LIMIT_ROWS,
     ONCE,
@@ -119,7 +120,8 @@ def velocity(scalar, fine: bool = False) -> tuple:
     """mj_fwdVelocity and mj_fwdActuation up to qfrc_smooth: com_vel, tendon velocities, rne (with
     the tendons' armature bias), passive, actuation. `fine`: the differentiable step's finer
     launches (an actuator's transmission, act_dot and force apart; the springs of free and
-    ball joints apart from the others; as `position`'s)."""
+    ball joints apart from the others; gravity compensation apart from the dofs' other forces;
+    as `position`'s)."""
     rn, pa, ac, ten = rne.build(scalar), passive.build(scalar), actuation.build(scalar), tendon.build(scalar)
     # the rich actuators (muscles, force-limited tendons) after the others, in passes of their own:
     # their forces before the limits, then the limits (a tendon's sums its actuators' forces)
@@ -132,6 +134,10 @@ def velocity(scalar, fine: bool = False) -> tuple:
         if fine else (Pass("actuation_actuator", ACTUATORS, (ac.actuator,)),
                       Pass("actuation_actuator_rich", RICH_ACTUATORS, (ac.actuator_rich,)),
                       Pass("actuation_limit_rich", RICH_ACTUATORS, (ac.rich_limit,)))
+    # the differentiable step: gravity compensation a pass of its own (its generated adjoint
+    # carries body_mass's gradient), the rest of smooth_dof runs backwards by hand (simrl.sim.grad)
+    gravcomp = (Pass("passive_gravcomp", GRAVCOMP_DOFS, (pa.gravcomp_dof,)),) if fine else ()
+    passive_dof = pa.dof_without_gravcomp if fine else pa.dof
     springs = (Pass("passive_spring", JOINTS, (pa.spring_other,)),
                Pass("passive_spring_ball", JOINTS, (pa.spring_ball,))) \
         if fine else (Pass("passive_spring", JOINTS, (pa.spring_joint,)),)
@@ -145,7 +151,8 @@ def velocity(scalar, fine: bool = False) -> tuple:
         *springs,
         Pass("control_check", CONTROLS, (ac.check_controls,)),
         *act,
-        Pass("smooth_dof", DOFS, (rn.rne_dof, pa.dof, ac.dof, ac.smooth_force_dof)),
+        *gravcomp,
+        Pass("smooth_dof", DOFS, (rn.rne_dof, passive_dof, ac.dof, ac.smooth_force_dof)),
     )
 
 

@@ -23,12 +23,14 @@ kinematics_joint, kinematics_body_root, kinematics_body and kinematics_frame
 (kinematics.joint_adjoint, body_root_adjoint, body_tree_adjoint, frame_adjoint), com_pos_subtree,
 com_pos_body and com_pos_dof (com_pos.subtree_body_adjoint, body_cinert_adjoint with the dofs'),
 crb_body and crb_dof (crb.body_adjoint; crb.dof_adjoint, the wide schedule's
-crb.dof_adjoint_gather).
-A tree pass runs backwards level by level, each body's thread gathering its children's adjoints
-(no atomics). In the fused schedule the contact rows (frictionless and pyramidal) and the
-limits of hinges and slides run backwards by `rows_reverse` (constraint.contact_reverse,
-joint_limit_reverse), the other rows by the generated adjoint of the constraint segment without
-them.
+crb.dof_adjoint_gather), the velocity segment's rne passes (rne.com_vel_adjoint, which also takes
+cdof_dot's and rne_body's sums along the tree; rne.rne_body_adjoint, rne.rne_subtree_adjoint)
+and smooth_dof (actuation.dof_adjoint, passive.dof_adjoint, rne.rne_dof_adjoint). A tree pass
+runs backwards level by level, each body's thread gathering its children's adjoints (no
+atomics; smooth_dof's sums into a tendon or a multi-dof actuator are atomic). In the fused
+schedule the contact rows (frictionless and pyramidal) and the limits of hinges and slides run
+backwards by `rows_reverse` (constraint.contact_reverse, joint_limit_reverse), the other rows by
+the generated adjoint of the constraint segment without them.
 
 One `Step` holds the buffers of one physics step (a fresh Data, so nothing the tape recorded
 is overwritten); `simrl.diff` chains them and bridges to torch.autograd.
@@ -51,7 +53,9 @@ from simrl.sim import (
     forward,
     integrate_pos,
     kinematics,
+    passive,
     rk4,
+    rne,
     schedule,
     solver,
 )
@@ -243,6 +247,48 @@ def build(scalar, schedule: str = "fused"):
         rows): crb.dof_adjoint_gather of dof start + e."""
         w, e = wp.tid()
         crb_functions.dof_adjoint_gather(m, d, adj, w, start + e)
+
+    # the velocity segment's rne passes backwards (simrl.sim.rne's adjoints): com_vel_reverse
+    # also takes cdof_dot's adjoint and rne_body's sums along the chain (a pass from the leaves,
+    # which those passes' launches are not), so cdof_dot's reverse has nothing left to do
+    rn, pa, ac = rne.build(scalar), passive.build(scalar), actuation.build(scalar)
+
+    @wp.kernel(module=reverse)
+    def com_vel_reverse(m: Model, d: Data, adj: Data, table: wp.array(dtype=int), start: int):
+        """The com_vel_body pass backwards, one tree level: rne.com_vel_adjoint of its bodies."""
+        w, e = wp.tid()
+        rn.com_vel_adjoint(m, d, adj, w, table[start + e])
+
+    @wp.kernel(module=reverse)
+    def cdof_dot_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The cdof_dot pass backwards: nothing (com_vel_reverse's)."""
+        pass
+
+    @wp.kernel(module=reverse)
+    def rne_body_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The rne_body pass backwards: rne.rne_body_adjoint of body start + e."""
+        w, e = wp.tid()
+        rn.rne_body_adjoint(m, d, adj, w, start + e)
+
+    @wp.kernel(module=reverse)
+    def rne_subtree_reverse(m: Model, d: Data, adj: Data, table: wp.array(dtype=int), start: int):
+        """The rne_subtree pass backwards, one tree level (the root's first)."""
+        w, e = wp.tid()
+        rn.rne_subtree_adjoint(m, d, adj, w, table[start + e])
+
+    @wp.kernel(module=reverse)
+    def smooth_dof_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The smooth_dof pass backwards for dof start + e: qfrc_smooth's, qfrc_actuator's,
+        qfrc_passive's and qfrc_bias's adjoints to their inputs (actuation.dof_adjoint,
+        passive.dof_adjoint, rne.rne_dof_adjoint)."""
+        w, e = wp.tid()
+        i = start + e
+        ac.dof_adjoint(m, d, adj, w, i)
+        pa.dof_adjoint(m, d, adj, w, i)
+        rn.rne_dof_adjoint(m, d, adj, w, i)
+
+    rne_reverse = {"com_vel_body": com_vel_reverse, "cdof_dot": cdof_dot_reverse, "rne_body": rne_body_reverse,
+                   "rne_subtree": rne_subtree_reverse, "smooth_dof": smooth_dof_reverse}
 
     @wp.func
     def lanes_of_block():
@@ -938,7 +984,7 @@ def build(scalar, schedule: str = "fused"):
                         "kinematics_body_root": body_root_reverse, "kinematics_body": body_reverse,
                         "com_pos_subtree": subtree_reverse, "com_pos_body": cinert_reverse,
                         "com_pos_dof": cdof_reverse, "crb_body": crb_body_reverse,
-                        "crb_dof": crb_dof_gather_reverse if lanes else crb_dof_reverse},
+                        "crb_dof": crb_dof_gather_reverse if lanes else crb_dof_reverse, **rne_reverse},
             # the passes whose reverse kernel reads the Model's adjoint too, after adj_d (body_mass)
             "reverse_model": {"com_pos_subtree", "com_pos_body"},
             "constraint_other": constraint_other, "rows_reverse": rows_reverse,
@@ -979,10 +1025,10 @@ def _solve(tape, kernels, m, W, A, dA, b, x, device, LD, y, record: bool = True)
 BY_PASS = True
 
 #: whether the stages with hand-written adjoints use them (False: their generated adjoints, as
-#: tests compare): constraint_rhs, the reverse kernels of the kinematics, com_pos and crb passes
-#: (`build`'s reverse; all or none: they pass adjoints on to each other in the places of others,
-#: e.g. a body's thread leaves its parent's pose adjoint in the body's), the fused schedule's
-#: rows_reverse
+#: tests compare): constraint_rhs, the reverse kernels of the kinematics, com_pos, crb and rne
+#: passes and smooth_dof (`build`'s reverse; all or none: they pass adjoints on to each other in
+#: the places of others, e.g. a body's thread leaves its parent's pose adjoint in the body's,
+#: com_vel_body's does cdof_dot's), the fused schedule's rows_reverse
 HANDWRITTEN = True
 
 #: whether the constraint solve's implicit adjoint assembles and factorizes its Hessian anew

@@ -61,6 +61,8 @@ BODIES_UP = "bodies_up"  # children before parents: a launch per level, the deep
 BODIES = "bodies"  # every body, in any order
 FRAMES = "frames"  # every body, then every geom, then every site (placed frames)
 DOFS = "dofs"
+# every dof of a model with gravity compensation (Model.enable_gravcomp), none otherwise
+GRAVCOMP_DOFS = "gravcomp_dofs"
 JOINTS = "joints"
 GEOMS = "geoms"
 SITES = "sites"
@@ -98,7 +100,8 @@ PAIRS = "pairs"  # the candidate pairs the broadphase kept (Data.collision_pair)
 # domains that are a range of indices: m -> (first index, count), of the Model struct (the
 # kernels' versions are in _range_funcs)
 _RANGES = {ONCE: lambda m: (0, 1), BODIES: lambda m: (0, m.nbody), FRAMES: lambda m: (0, m.nbody + m.ngeom + m.nsite),
-           DOFS: lambda m: (0, m.nv), JOINTS: lambda m: (0, m.njnt), GEOMS: lambda m: (0, m.ngeom),
+           DOFS: lambda m: (0, m.nv), GRAVCOMP_DOFS: lambda m: (0, m.nv if m.enable_gravcomp else 0),
+           JOINTS: lambda m: (0, m.njnt), GEOMS: lambda m: (0, m.ngeom),
            SITES: lambda m: (0, m.nsite), ACTUATORS: lambda m: (0, m.nu), CONTROLS: lambda m: (0, min(m.nu, 1)),
            SITE_TRANSMISSIONS: lambda m: (0, m.nsite_trn - m.nbody_trn),
            BODY_TRANSMISSIONS: lambda m: (m.nsite_trn - m.nbody_trn, m.nbody_trn),
@@ -229,6 +232,13 @@ def _range_funcs(scalar):
         return 0, m.nv
 
     @wp.func
+    def gravcomp_dofs(m: Model):
+        n = int(0)
+        if m.enable_gravcomp != 0:
+            n = m.nv
+        return 0, n
+
+    @wp.func
     def joints(m: Model):
         return 0, m.njnt
 
@@ -333,7 +343,8 @@ def _range_funcs(scalar):
         first = m.nefc_eq + m.nefc_friction + m.nefc_limit
         return first, m.nefc - first
 
-    out = {ONCE: once, BODIES: bodies, FRAMES: frames, DOFS: dofs, JOINTS: joints, GEOMS: geoms, SITES: sites,
+    out = {ONCE: once, BODIES: bodies, FRAMES: frames, DOFS: dofs, GRAVCOMP_DOFS: gravcomp_dofs, JOINTS: joints,
+           GEOMS: geoms, SITES: sites,
            ACTUATORS: actuators, CONTROLS: controls,
            SITE_TRANSMISSIONS: site_transmissions, BODY_TRANSMISSIONS: body_transmissions,
            RICH_ACTUATORS: rich_actuators, CONTACTS: contacts,
