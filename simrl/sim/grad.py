@@ -42,6 +42,7 @@ import math
 import os
 import weakref
 
+import mujoco
 import warp as wp
 
 from simrl.sim import (
@@ -1487,7 +1488,12 @@ class Rollout:
         if model.struct.nefc:
             self._segment(k["reference"], m, d, W)
         dA = scratch.dA  # zero unless implicit_matrix writes it
-        if implicit_damping:
+        if implicit_damping and not model.struct.implicitfast and not wp.config.verify_autograd_array_access:
+            # Euler's implicit damping: dA = h dof_damping, a constant of the model (not among the
+            # parameters simrl.diff differentiates): off the tape
+            for name, inputs in (("implicit_damping_dofs", [m, d]), ("implicit_matrix", [m, d, dA])):
+                wp.launch(k[name], dim=(W, nv), inputs=inputs, device=device, record_tape=False)
+        elif implicit_damping:
             self._launch(k["implicit_dofs" if model.struct.implicitfast else "implicit_damping_dofs"], (W, nv), [m, d])
             if model.struct.implicitfast and model.struct.ntendon:
                 self._launch(k["implicit_tendons"], (W, model.struct.ntendon), [m, d])
@@ -1557,7 +1563,7 @@ class Rollout:
             wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
                       record_tape=False)
         launches = [(item.kernel, (W, *item.dims), [m, d, *item.inputs])
-                    for item in k["constraint_other"].launches(model)]
+                    for item in k["constraint_other"].launches(model)] if _other_rows(model) else []
         adjoints = [self._adjoint_inputs(inputs) for _, _, inputs in launches]
         friction = getattr(self.adjoints[id(m)], "cpair_friction", None)
         if friction is None:
@@ -1652,6 +1658,14 @@ class Rollout:
 #: leaves them out)
 REVERSED_ROWS = ("limit_rows", "contact_rows", "contact_rows_elliptic", "contact_jacobian", "contact_jacobian_2",
                  "contact_jacobian_elliptic", "contact_jacobian_elliptic_2")
+
+
+def _other_rows(model) -> bool:
+    """Whether a model has constraint rows that `build`'s constraint_other runs backwards (not
+    rows_reverse's): equality constraints, friction loss, limits of ball joints or tendons."""
+    mjm, ball = model.mjm, int(mujoco.mjtJoint.mjJNT_BALL)
+    return bool(model.struct.nefc_eq or model.struct.nefc_friction or mjm.tendon_limited.any()
+                or (mjm.jnt_limited.astype(bool) & (mjm.jnt_type == ball)).any())
 
 
 def _no_friction(model):
