@@ -43,6 +43,18 @@ MODELS = {
 }
 
 
+def _assert_same(hand, generated):
+    """The same forward (the first two results, bit for bit) and gradients (the rest) within
+    1e-12 of the largest, each receiving one."""
+    for a, b in zip(hand[:2], generated[:2], strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(hand[2:], generated[2:], strict=True):
+        assert torch.isfinite(a).all()
+        scale = b.abs().max().item()
+        assert scale > 0
+        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+
+
 def _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps):
     inputs = [torch.tensor(v, requires_grad=True) for v in (qpos, qvel, ctrl, mass)]
     q, v = inputs[0], inputs[1]
@@ -76,13 +88,7 @@ def test_by_pass_backward_equals_the_fused_adjoint(name, monkeypatch):
     by_pass = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
     monkeypatch.setattr(grad, "BY_PASS", False)
     fused = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
-    for a, b in zip(by_pass[:2], fused[:2], strict=True):
-        assert torch.equal(a, b)  # the same forward
-    for a, b in zip(by_pass[2:], fused[2:], strict=True):
-        assert torch.isfinite(a).all()
-        scale = b.abs().max().item()
-        assert scale > 0
-        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+    _assert_same(by_pass, fused)
 
 
 def _constrained_inputs(name, W, rng):
@@ -118,12 +124,7 @@ def test_handwritten_constraint_force_adjoint(name, schedule, monkeypatch):
     hand = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
     monkeypatch.setattr(grad, "HANDWRITTEN", False)
     generated = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
-    for a, b in zip(hand[:2], generated[:2], strict=True):
-        assert torch.equal(a, b)  # the same forward, bit for bit
-    for a, b in zip(hand[2:], generated[2:], strict=True):
-        scale = b.abs().max().item()
-        assert scale > 0
-        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+    _assert_same(hand, generated)
 
 
 def _compare_handwritten(name, schedule, monkeypatch, seed):
@@ -141,12 +142,7 @@ def _compare_handwritten(name, schedule, monkeypatch, seed):
     hand = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
     monkeypatch.setattr(grad, "HANDWRITTEN", False)
     generated = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
-    for a, b in zip(hand[:2], generated[:2], strict=True):
-        assert torch.equal(a, b)
-    for a, b in zip(hand[2:], generated[2:], strict=True):
-        scale = b.abs().max().item()
-        assert scale > 0
-        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+    _assert_same(hand, generated)
 
 
 @pytest.mark.parametrize("name", ["ball_chain", "two_trees", "humanoid"])
@@ -168,12 +164,7 @@ def test_handwritten_frame_adjoint(name, schedule, monkeypatch):
     hand = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
     monkeypatch.setattr(grad, "HANDWRITTEN", False)
     generated = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
-    for a, b in zip(hand[:2], generated[:2], strict=True):
-        assert torch.equal(a, b)
-    for a, b in zip(hand[2:], generated[2:], strict=True):
-        scale = b.abs().max().item()
-        assert scale > 0
-        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+    _assert_same(hand, generated)
 
 
 @pytest.mark.parametrize("name", ["quadruped", "humanoid", "ball_chain", "two_trees", "slide_hinge", "mocap_pusher"])
@@ -248,12 +239,7 @@ def test_constraint_adjoint_with_the_solver_factor(name, schedule, monkeypatch):
     stored = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
     monkeypatch.setattr(grad, "REFACTOR", True)
     refactored = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
-    for a, b in zip(stored[:2], refactored[:2], strict=True):
-        assert torch.equal(a, b)  # the same forward, bit for bit
-    for a, b in zip(stored[2:], refactored[2:], strict=True):
-        scale = b.abs().max().item()
-        assert scale > 0
-        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+    _assert_same(stored, refactored)
 
 
 @pytest.mark.parametrize("schedule", ["fused", "wide"])
@@ -318,12 +304,7 @@ def test_constraint_adjoint_after_a_rejected_warm_start(name, monkeypatch):
     stored = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
     monkeypatch.setattr(grad, "REFACTOR", True)
     refactored = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
-    for a, b in zip(stored[:2], refactored[:2], strict=True):
-        assert torch.equal(a, b)
-    for a, b in zip(stored[2:], refactored[2:], strict=True):
-        scale = b.abs().max().item()
-        assert scale > 0
-        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+    _assert_same(stored, refactored)
 
 
 # contacts with condim 1, 3, 4 and 6 in the pyramidal cone (a pair's condim is the larger of its
@@ -443,12 +424,7 @@ def test_handwritten_crb_adjoint(name, schedule, monkeypatch):
     hand = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
     monkeypatch.setattr(grad, "HANDWRITTEN", False)
     generated = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
-    for a, b in zip(hand[:2], generated[:2], strict=True):
-        assert torch.equal(a, b)
-    for a, b in zip(hand[2:], generated[2:], strict=True):
-        scale = b.abs().max().item()
-        assert scale > 0
-        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+    _assert_same(hand, generated)
 
 
 #: the reverse kernels of the velocity segment's rne passes and of smooth_dof (simrl.sim.rne,
@@ -531,13 +507,7 @@ def test_handwritten_rne_adjoints(name, schedule, monkeypatch):
     hand = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
     monkeypatch.setattr(grad, "HANDWRITTEN", False)
     generated = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
-    for a, b in zip(hand[:2], generated[:2], strict=True):
-        assert torch.equal(a, b)  # the same forward, bit for bit
-    for a, b in zip(hand[2:], generated[2:], strict=True):
-        assert torch.isfinite(a).all()
-        scale = b.abs().max().item()
-        assert scale > 0
-        assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
+    _assert_same(hand, generated)
 
 
 class _ReversedThreads:
