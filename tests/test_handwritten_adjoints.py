@@ -55,6 +55,15 @@ def _assert_same(hand, generated):
         assert (a - b).abs().max().item() <= 1e-12 * scale, (a - b).abs().max().item() / scale
 
 
+def _near_qpos0(mjm, W, rng):
+    """(qpos, qvel, ctrl, mass) of W worlds near qpos0: qpos0 + N(0, 0.05), qvel N(0, 0.5), ctrl
+    U(-0.5, 0.5), the model's masses."""
+    qpos = np.tile(mjm.qpos0, (W, 1)) + rng.normal(0.0, 0.05, (W, mjm.nq))
+    qvel = rng.normal(0.0, 0.5, (W, mjm.nv))
+    ctrl = rng.uniform(-0.5, 0.5, (W, mjm.nu))
+    return qpos, qvel, ctrl, np.tile(mjm.body_mass, (W, 1))
+
+
 def _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps):
     inputs = [torch.tensor(v, requires_grad=True) for v in (qpos, qvel, ctrl, mass)]
     q, v = inputs[0], inputs[1]
@@ -155,11 +164,7 @@ def test_handwritten_frame_adjoint(name, schedule, monkeypatch):
     W = 2
     mjm = MODELS[name]()
     mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
-    rng = np.random.default_rng(11)
-    qpos = np.tile(mjm.qpos0, (W, 1)) + rng.normal(0.0, 0.05, (W, mjm.nq))
-    qvel = rng.normal(0.0, 0.5, (W, mjm.nv))
-    ctrl = rng.uniform(-0.5, 0.5, (W, mjm.nu))
-    mass = np.tile(mjm.body_mass, (W, 1))
+    qpos, qvel, ctrl, mass = _near_qpos0(mjm, W, np.random.default_rng(11))
     sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule=schedule)
     hand = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
     monkeypatch.setattr(grad, "HANDWRITTEN", False)
@@ -541,11 +546,7 @@ def test_rne_reverse_kernels_in_any_thread_order(name, schedule, monkeypatch):
     mjm = MODELS[name]()
     mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
     assert mjm.ntendon == 0
-    rng = np.random.default_rng(17)
-    qpos = np.tile(mjm.qpos0, (W, 1)) + rng.normal(0.0, 0.05, (W, mjm.nq))
-    qvel = rng.normal(0.0, 0.5, (W, mjm.nv))
-    ctrl = rng.uniform(-0.5, 0.5, (W, mjm.nu))
-    mass = np.tile(mjm.body_mass, (W, 1))
+    qpos, qvel, ctrl, mass = _near_qpos0(mjm, W, np.random.default_rng(17))
     sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule=schedule)
     in_order = _gradients(sim, mjm, qpos, qvel, ctrl, mass, steps=2)
     reverse = grad.build(sim.model.dtype, schedule)["reverse"]
