@@ -488,3 +488,48 @@ def test_reused_step_buffers_give_identical_results():
     for later in results[1:]:
         for a, b in zip(results[0], later, strict=True):
             assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+def test_replayed_launches_and_the_fused_forward_give_the_launches_results(integrator, monkeypatch):
+    """The differentiable step records an evaluation's launches with its pooled buffers and
+    replays them in later rollouts (grad.Rollout._command), packing only the arguments that
+    changed; the fused schedule's forward runs an evaluation's stages in one kernel
+    (grad.FUSED_FORWARD). A chain of calls on the quadruped (contacts, implicit damping or RK4;
+    body masses, actuator gains and geom friction as parameters; sensors on the last call; two
+    substeps) gives the states, sensors and gradients of the same chain launched directly by
+    wp.launch, a kernel per segment, bit for bit: on the first run (recording) and on two runs
+    that replay, with another chain's run (other parameters, no sensors: other recorded
+    arguments and another sequence) between them."""
+    from simrl.sim import grad, schedule
+
+    mjm = mujoco.MjModel.from_xml_path(str(QUADRUPED_XML))
+    if integrator == "rk4":
+        mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    sim = Sim.from_model(mjm, num_worlds=3, dtype="float32")
+    rng = np.random.default_rng(11)
+    values = [*_inputs(mjm, 3, rng, "quadruped"), *_params(mjm, 3, friction=True)]
+    other = [*_inputs(mjm, 3, rng, "quadruped"), *_params(mjm, 3, friction=True)]
+
+    def chain(values, sensors=True):
+        inputs = [torch.tensor(v, dtype=torch.float32, requires_grad=True) for v in values]
+        q, v, ctrl, mass, gain, friction = inputs
+        params = {"body_mass": mass, "actuator_gain": gain, "geom_friction": friction}
+        q, v = diff_step(sim, q, v, ctrl, params, substeps=2)
+        q, v, s = diff_step(sim, q, v, ctrl, params, substeps=2, sensors=sensors) if sensors else (q, v, None)
+        loss = q.square().sum() + v.square().sum() + (s.square().sum() if sensors else 0.0)
+        loss.backward()
+        return [q.detach(), v.detach(), *([s.detach()] if sensors else []), *(x.grad for x in inputs)]
+
+    monkeypatch.setattr(grad, "_POOL", grad._Pool())
+    replayed = [chain(values)]
+    chain(other, sensors=False)
+    replayed += [chain(values), chain(values)]
+    monkeypatch.setattr(schedule, "WARP_LAUNCH", None)  # launched directly by wp.launch
+    monkeypatch.setattr(grad, "FUSED_FORWARD", False)  # a kernel per segment
+    monkeypatch.setattr(grad, "_POOL", grad._Pool())
+    direct = chain(values)
+    assert len(direct) == 9 and all(torch.isfinite(x).all() for x in direct)
+    for run in replayed:
+        for a, b in zip(direct, run, strict=True):
+            assert torch.equal(a, b)

@@ -556,3 +556,83 @@ def test_rne_reverse_kernels_in_any_thread_order(name, schedule, monkeypatch):
     assert threads.split > 0
     for a, b in zip(in_order, reversed_order, strict=True):
         assert torch.equal(a, b)
+
+
+ACTUATORS = """
+<mujoco>
+  <option timestep="0.01"/>
+  <worldbody>
+    <body pos="0 0 1">
+      <joint name="h1" type="hinge" axis="0 1 0" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.05"/>
+      <body pos="0.3 0 0">
+        <joint name="h2" type="hinge" axis="0 1 0"/>
+        <joint name="sl" type="slide" axis="1 0 0"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.05"/>
+        <site name="tip" pos="0.3 0 0"/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="t1"><joint joint="h1" coef="1"/><joint joint="h2" coef="-0.5"/></fixed>
+  </tendon>
+  <actuator>
+    <position joint="h1" kp="5" kv="2" ctrlrange="-1 1" forcerange="-3 3"/>
+    <velocity joint="h1" kv="3" ctrlrange="-1 1"/>
+    <motor joint="h2" gear="2" ctrlrange="-0.2 0.2"/>
+    <general joint="sl" gaintype="affine" gainprm="1 0.5 0.2" biastype="affine" biasprm="0 -1 -0.3"
+             dyntype="filterexact" dynprm="0.05" actearly="true" actlimited="true" actrange="-0.5 0.5"/>
+    <general tendon="t1" dyntype="integrator" gainprm="2" actlimited="true" actrange="-1 1"/>
+    <general site="tip" gear="0 0 1 0 0 0" dyntype="filter" dynprm="0.1" gainprm="1.5"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def _actuation_gradients(sim, mjm, values):
+    """Two steps from (qpos, qvel, ctrl, act, gain) with the actuators' gains as parameters: the
+    final state and the gradients of every input that receives one."""
+    inputs = [torch.tensor(v, requires_grad=True) for v in values]
+    q, v, ctrl, a, gain = inputs
+    for _ in range(2):
+        out = diff_step(sim, q, v, ctrl, {"actuator_gain": gain}, act0=a if mjm.na else None)
+        q, v = out[:2]
+        a = out[2] if mjm.na else a
+    loss = q.square().sum() + v.square().sum() + q.sum() * v.sum()
+    (loss + a.square().sum() if mjm.na else loss).backward()
+    return [q.detach(), v.detach(), *(x.grad for x in inputs if x.grad is not None)]
+
+
+@pytest.mark.parametrize("name", ["actuators", "quadruped"])
+@pytest.mark.parametrize("schedule", ["fused", "wide"])
+def test_handwritten_actuation_adjoints(name, schedule, monkeypatch):
+    """The actuation passes backwards by hand (actuation.transmission_adjoint, force_adjoint):
+    the gradients of qpos, qvel, ctrl, the activations and the actuators' gains equal the
+    generated adjoints' within 1e-12, on joint, tendon and site transmissions; fixed and affine
+    gains and biases; two actuators on one joint; controls inside and beyond ctrlrange, forces
+    inside and beyond forcerange; stateless actuators, integrator, filter and filterexact
+    activations with actearly and actrange. The quadruped's position servos too, with its
+    contacts."""
+    W = 4
+    mjm = mujoco.MjModel.from_xml_string(ACTUATORS) if name == "actuators" else MODELS[name]()
+    mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    rng = np.random.default_rng(23)
+    qpos = np.tile(mjm.key_qpos[0] if mjm.nkey else mjm.qpos0, (W, 1))
+    qpos[:, -3:] += rng.normal(0.0, 0.1, (W, 3))  # hinges and slides (the quadruped's last leg)
+    values = (qpos, rng.normal(0.0, 0.5, (W, mjm.nv)),
+              rng.uniform(-1.5, 1.5, (W, mjm.nu)),  # some beyond ctrlrange
+              rng.uniform(-0.8, 0.8, (W, mjm.na)),  # some activations clamped by actrange after a step
+              np.tile(mjm.actuator_gainprm[:, 0], (W, 1)) * rng.uniform(0.8, 1.2, (W, mjm.nu)))
+    if name == "actuators":  # the position servo's target at the joint in world 0, beyond ctrlrange in world 1
+        values[2][0, 0], values[2][1, 0] = qpos[0, 0], 1.5
+    sim = Sim.from_model(mjm, num_worlds=W, dtype="float64", schedule=schedule)
+    hand = _actuation_gradients(sim, mjm, values)
+    if name == "actuators":
+        sim.qpos, sim.qvel, sim.ctrl, sim.act = (torch.tensor(x) for x in values[:4])
+        sim.forward()
+        force = np.abs(sim.data.actuator_force.numpy()[:, 0])
+        assert force.max() == 3.0 and force.min() < 3.0  # forcerange clamps in some worlds, not all
+    monkeypatch.setattr(grad, "HANDWRITTEN", False)
+    generated = _actuation_gradients(sim, mjm, values)
+    assert len(hand) == (7 if mjm.na else 6)
+    _assert_same(hand, generated)

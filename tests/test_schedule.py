@@ -115,7 +115,6 @@ def reverse_thread_order(monkeypatch) -> list:
     thread that read what another thread of its launch writes would pass on the CPU and race on
     a GPU. (The tiled world functions are left whole: their lanes are tested in blocks below; the
     active-row launch indexes by thread.) Returns the list the split kernels' names go into."""
-    from simrl.sim import sim as sim_module
 
     original, split = schedule.launch, []
 
@@ -130,7 +129,7 @@ def reverse_thread_order(monkeypatch) -> list:
         return original(item, m, d, num_worlds, device)
 
     monkeypatch.setattr(schedule, "launch", reversed_launch)
-    monkeypatch.setattr(sim_module, "_WARP_LAUNCH", None)  # Sim._run: launch directly, not recorded
+    monkeypatch.setattr(schedule, "WARP_LAUNCH", None)  # Sim._run: launch directly, not recorded
     return split
 
 
@@ -229,7 +228,8 @@ def test_wide_diff_step_threads_in_any_order(name, monkeypatch):
     out_a, grad_a = _diff_rollout(mjm, "wide")
     split = []
 
-    def reversed_segment(self, seg, m, d, W):
+    def reversed_segment(self, seg, m, d, W, forward=True):
+        assert forward  # the wide schedule launches every segment's forward (no fused forward)
         for item in seg.launches(self.model):
             if item.dims and item.inputs and isinstance(item.inputs[-1], int):
                 for e in reversed(range(item.dims[0])):

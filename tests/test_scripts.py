@@ -498,6 +498,40 @@ def test_render_terrain_draws_the_grid_with_a_robot_per_patch(tmp_path):
             "discrete_obstacles, stepping_stones, random_rough, pyramid_slope, pyramid_slope_inv)") in result.stdout
 
 
+def test_compare_algos_places_evaluations_at_their_iterations(tmp_path):
+    """tools/compare_algos.py --metric: each run's play.py evaluations (play_<iteration>/) at the
+    env steps and seconds of that iteration in its learning curve; a run reaches the level at
+    its first evaluation at or below it with at most the fall rate given; MuJoCo's evaluations
+    (another backend) are left out; a run that never reaches it says so."""
+    def write_run(name, steps_per_iteration, seconds_per_iteration, evaluations):
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        curve = [{"iteration": i, "env_steps": (i + 1) * steps_per_iteration,
+                  "seconds": (i + 1) * seconds_per_iteration, "mean_return": float(i), "mean_episode_length": 100.0}
+                 for i in range(10)]
+        (run_dir / "learning_curve.json").write_text(json.dumps(curve))
+        for iteration, error, falls, backend in evaluations:
+            (run_dir / f"play_{iteration}{'_mujoco' if backend == 'mujoco' else ''}").mkdir()
+            (run_dir / f"play_{iteration}{'_mujoco' if backend == 'mujoco' else ''}" / "metrics.json").write_text(
+                json.dumps({"lin_vel_tracking_error": error, "fall_rate": falls, "backend": backend}))
+        return str(run_dir)
+
+    # a: at or below 0.1 at iteration 5, but with 10% falls; then at 7 with 2% (MuJoCo's 0.05 at 3 ignored)
+    a = write_run("a", 100, 2.0, [(3, 0.3, 0.0, "warp"), (3, 0.05, 0.0, "mujoco"), (5, 0.1, 0.1, "warp"),
+                                  (7, 0.08, 0.02, "warp")])
+    b = write_run("b", 1000, 1.0, [(2, 0.5, 0.0, "warp"), (9, 0.2, 0.0, "warp")])  # never reaches 0.1
+    out = run("tools/compare_algos.py", "--metric", "lin_vel_tracking_error", "--level", "0.1", "--max-fall-rate",
+              "0.05", "--out", str(tmp_path / "cmp.png"), f"A={a}", f"B={b}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"| A | {a} | 0.080 (0.02) | 0.080 (0.02) | 800 | 16 |" in out.stdout
+    assert f"| B | {b} | 0.200 (0.00) | 0.200 (0.00) | not reached | - |" in out.stdout
+    assert "| A | 800 | 16 |" in out.stdout and "| B | not reached | - |" in out.stdout
+    assert (tmp_path / "cmp.png").stat().st_size > 0
+    missing = run("tools/compare_algos.py", "--metric", "lin_vel_tracking_error", "--out", str(tmp_path / "x.png"),
+                  f"A={a}")
+    assert missing.returncode != 0 and "--metric needs --level" in missing.stderr
+
+
 def test_curriculum_ceiling_by_closed_form():
     """tools/curriculum_ceiling.py on commands with closed-form paths: told 0.3 m/s straight
     ahead for 20 s a robot walks 6 m, beyond half a 4 m patch, so every world moves up each

@@ -11,6 +11,16 @@ against environment steps and against wall-clock seconds, one line per run and c
 label. Printed (and written as markdown with --markdown): for each run, the best return it
 reached, and the environment steps and seconds it needed to first reach `--fraction` (0.9) of
 the best return any run reached (or `--level`, a return); per label, the median over its runs.
+
+With `--metric NAME` the curves are those of a metric of scripts/play.py's evaluations instead
+(lower is better: a tracking error), each run's evaluations in its directory's play_<iteration>/
+(metrics.json of this engine; hydra.run.dir of play.py), placed at the environment steps and
+seconds the run had reached at that iteration (learning_curve.json); `--level` is then required
+and a run reaches it at its first evaluation at or below it, with `--max-fall-rate` also at most
+that fall rate:
+
+    python tools/compare_algos.py --metric lin_vel_tracking_error --level 0.087 --max-fall-rate 0.05 \
+        --out docs/quadruped_shac_vs_ppo.png PPO=runs/q/ppo_s0,... SHAC=runs/q/shac_s0,...
 """
 
 import argparse
@@ -30,6 +40,30 @@ def load_curve(run_dir: str) -> list[dict]:
     return curve
 
 
+def load_evaluations(run_dir: str, metric: str, curve: list[dict]) -> list[dict]:
+    """The run's play.py evaluations of this engine (play_<iteration>/metrics.json) as curve
+    entries: env_steps and seconds at the checkpoint's iteration, `value` the metric, fall_rate."""
+    at = {c["iteration"]: c for c in json.loads((Path(run_dir) / "learning_curve.json").read_text())}
+    points = []
+    for path in Path(run_dir).glob("play_*/metrics.json"):
+        iteration = path.parent.name.removeprefix("play_")
+        metrics = json.loads(path.read_text())
+        if not iteration.isdigit() or metrics.get("backend", "warp") != "warp":
+            continue
+        if metric not in metrics:
+            raise SystemExit(f"compare_algos: {path} has no {metric!r} (it has {', '.join(metrics)})")
+        entry = at.get(int(iteration))
+        if entry is None:
+            raise SystemExit(f"compare_algos: {path}: iteration {iteration} is not in {run_dir}'s learning_curve.json")
+        points.append({"iteration": int(iteration), "env_steps": entry["env_steps"], "seconds": entry["seconds"],
+                       "value": float(metrics[metric]), "fall_rate": float(metrics.get("fall_rate", 0.0))})
+    if not points:
+        raise SystemExit(f"compare_algos: {run_dir} has no play_<iteration>/metrics.json of this engine (run "
+                         f"scripts/play.py checkpoint=.../model_<iteration>.pt "
+                         f"hydra.run.dir={run_dir}/play_<iteration>)")
+    return sorted(points, key=lambda p: p["iteration"])
+
+
 def first_reaching(curve: list[dict], level: float) -> dict | None:
     return next((c for c in curve if c["mean_return"] >= level), None)
 
@@ -42,7 +76,14 @@ def main() -> None:
     parser.add_argument("--fraction", type=float, default=0.9)
     parser.add_argument("--level", type=float, help="an absolute return level instead of --fraction of the best")
     parser.add_argument("--markdown", help="also write the table to this markdown file")
+    parser.add_argument("--metric", help="a metric of play.py's evaluations (play_<iteration>/metrics.json) in "
+                                         "place of the training return; lower is better")
+    parser.add_argument("--max-fall-rate", type=float, help="--metric: reaching the level also needs a fall rate at "
+                                                            "most this")
     args = parser.parse_args()
+    if args.metric:
+        evaluation_main(args)
+        return
 
     groups: dict[str, list[tuple[str, list[dict]]]] = {}
     for spec in args.runs:
@@ -96,6 +137,66 @@ def main() -> None:
         ax.axhline(level, color="gray", lw=0.8, ls="--")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("mean episode return")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    axes[0].set_xscale("log")
+    fig.suptitle(args.title)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=100)
+    text = "\n".join(lines)
+    print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text + "\n")
+    print(f"wrote {args.out}")
+
+
+def evaluation_main(args) -> None:
+    """--metric: the runs' evaluations against environment steps and seconds."""
+    if args.level is None:
+        raise SystemExit("compare_algos: --metric needs --level (the value to reach, e.g. PPO's tracking error)")
+    groups: dict[str, list[tuple[str, list[dict]]]] = {}
+    for spec in args.runs:
+        label, _, dirs = spec.partition("=")
+        if not dirs:
+            raise SystemExit(f"compare_algos: {spec!r} is not LABEL=DIR[,DIR...]")
+        groups[label] = [(d, load_evaluations(d, args.metric, load_curve(d))) for d in dirs.split(",") if d]
+
+    def reaches(p):
+        return p["value"] <= args.level and (args.max_fall_rate is None or p["fall_rate"] <= args.max_fall_rate)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    falls = f" and a fall rate at most {args.max_fall_rate:g}" if args.max_fall_rate is not None else ""
+    lines = [f"Level: {args.metric} at most {args.level:g}{falls}", "",
+             f"| algorithm | run | best {args.metric} (fall rate) | last (fall rate) | env steps to level | "
+             f"seconds to level |", "|---|---|---:|---:|---:|---:|"]
+    summary = []
+    for k, (label, runs) in enumerate(groups.items()):
+        steps_needed, seconds_needed = [], []
+        for j, (run_dir, points) in enumerate(runs):
+            kw = {"color": colors[k % len(colors)], "alpha": 0.85, "marker": "o", "label": label if j == 0 else None}
+            axes[0].plot([p["env_steps"] for p in points], [p["value"] for p in points], **kw)
+            axes[1].plot([p["seconds"] for p in points], [p["value"] for p in points], **kw)
+            hit = next((p for p in points if reaches(p)), None)
+            best = min(points, key=lambda p: p["value"])
+            steps_needed.append(hit["env_steps"] if hit else math.inf)
+            seconds_needed.append(hit["seconds"] if hit else math.inf)
+            reached = f"{hit['env_steps']} | {hit['seconds']:.0f}" if hit else "not reached | -"
+            lines.append(f"| {label} | {run_dir} | {best['value']:.3f} ({best['fall_rate']:.2f}) | "
+                         f"{points[-1]['value']:.3f} ({points[-1]['fall_rate']:.2f}) | {reached} |")
+        summary.append((label, statistics.median(steps_needed), statistics.median(seconds_needed)))
+    lines += ["", "| algorithm | median env steps to level | median seconds to level |", "|---|---:|---:|"]
+    lines += [f"| {label} | {s:.0f} | {t:.0f} |" if math.isfinite(s) else f"| {label} | not reached | - |"
+              for label, s, t in summary]
+    for ax, xlabel in zip(axes, ("environment steps", "wall-clock seconds"), strict=True):
+        ax.axhline(args.level, color="gray", lw=0.8, ls="--")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(args.metric)
         ax.grid(alpha=0.3)
         ax.legend()
     axes[0].set_xscale("log")

@@ -741,6 +741,119 @@ def build(scalar):
         return actuator
 
     @wp.func
+    def transmission_adjoint(m: Model, d: Data, adj: Data, w: int, a: int):
+        """The transmission part of actuator a (`make_actuator`'s, the differentiable step's
+        actuation_transmission pass) backwards: the adjoints of actuator_length and
+        actuator_velocity to their inputs, gear times them into the joint's qpos and qvel or the
+        tendon's length and velocity; a moment row's velocity (moment qvel) into
+        actuator_moment[a] and qvel (its length is its pass's, transmission_site). Several
+        actuators can act on one joint or tendon: those sums are atomic (as a generated
+        adjoint's).
+
+        Model: actuator, actuator_gear, nv. Data in: actuator_moment, qvel. Adjoints in:
+        actuator_length, actuator_velocity. Adjoints out: qpos, qvel, ten_length, ten_velocity,
+        actuator_moment."""
+        v_bar = adj.actuator_velocity[w, a]
+        if m.actuator[a].moment_row != 0:
+            for i in range(m.nv):
+                adj.actuator_moment[w, a, i] = adj.actuator_moment[w, a, i] + v_bar * d.qvel[w, i]
+                wp.atomic_add(adj.qvel, w, i, v_bar * d.actuator_moment[w, a, i])
+            return
+        gear = m.actuator_gear[w % m.actuator_gear.shape[0], a]
+        l_bar = adj.actuator_length[w, a]
+        t = m.actuator[a].tendon
+        if t >= 0:
+            wp.atomic_add(adj.ten_length, w, t, l_bar * gear)
+            wp.atomic_add(adj.ten_velocity, w, t, v_bar * gear)
+        else:
+            wp.atomic_add(adj.qpos, w, m.actuator[a].qposadr, l_bar * gear)
+            wp.atomic_add(adj.qvel, w, m.actuator[a].dofadr, v_bar * gear)
+
+    @wp.func
+    def force_adjoint(m: Model, d: Data, adj: Data, adj_m: Model, w: int, a: int):
+        """The force part of a plain actuator a (`make_actuator`'s, the differentiable step's
+        actuation_actuator pass; a rich actuator's is its own pass's) backwards. With f the
+        adjoint of actuator_force[a], zero where forcerange clamps the force (wp.clamp's
+        adjoint: the force inside the range or on a bound passes it), and the force
+            gain(L, V) x + bias(L, V),  gain = g0 (+ g1 L + g2 V affine),  bias = b0 + b1 L + b2 V (affine)
+        of the length L, velocity V and what the gain multiplies x (the control, clamped to
+        ctrlrange when clampctrl is enabled and zero when any control of the world is bad; or the
+        activation, with actearly the next one, clamped to actrange when actlimited):
+            x_bar = f gain, L_bar += f (g1 x + b1), V_bar += f (g2 x + b2), gainprm_bar += f x (1, L, V)
+        (the gain's parameters: simrl.diff's actuator_gain, where it has an adjoint array). Each
+        thread adds into its actuator's own elements only.
+
+        Model: actuator, actuator_biasprm, actuator_forcerange, actuator_gainprm, enable_actuation,
+        enable_clampctrl, timestep. Data in: actuator_length, actuator_velocity, ctrl, ctrl_bad,
+        act, act_dot. Adjoints in: actuator_force. Adjoints out: actuator_length,
+        actuator_velocity, ctrl, act, act_dot; Model adjoint: actuator_gainprm."""
+        if m.actuator[a].rich != 0 or not (m.enable_actuation and m.actuator[a].enabled):
+            return
+        f_bar = adj.actuator_force[w, a]
+        length = d.actuator_length[w, a]
+        velocity = d.actuator_velocity[w, a]
+        value = actuator_input(m, d, w, a, control(m, d, w, a))
+        gp = m.actuator_gainprm[w % m.actuator_gainprm.shape[0], a]
+        affine_gain = m.actuator[a].gaintype == GainType.AFFINE
+        affine_bias = m.actuator[a].biastype == BiasType.AFFINE
+        gain = gp[0]
+        if affine_gain:
+            gain = gp[0] + gp[1] * length + gp[2] * velocity
+        bp = m.actuator_biasprm[w % m.actuator_biasprm.shape[0], a]
+        frc = gain * value
+        if affine_bias:
+            frc = frc + (bp[0] + bp[1] * length + bp[2] * velocity)
+        if m.actuator[a].forcelimited:
+            r = m.actuator_forcerange[w % m.actuator_forcerange.shape[0], a]
+            if frc < r[0] or frc > r[1]:
+                return
+        l_bar = scalar(0.0)
+        v_bar = scalar(0.0)
+        if affine_gain:
+            l_bar = f_bar * value * gp[1]
+            v_bar = f_bar * value * gp[2]
+        if affine_bias:
+            l_bar = l_bar + f_bar * bp[1]
+            v_bar = v_bar + f_bar * bp[2]
+        adj.actuator_length[w, a] = adj.actuator_length[w, a] + l_bar
+        adj.actuator_velocity[w, a] = adj.actuator_velocity[w, a] + v_bar
+        if adj_m.actuator_gainprm.shape[0] > 0:
+            g_bar = vec3(f_bar * value, scalar(0.0), scalar(0.0))
+            if affine_gain:
+                g_bar = vec3(f_bar * value, f_bar * value * length, f_bar * value * velocity)
+            adj_m.actuator_gainprm[w, a] = adj_m.actuator_gainprm[w, a] + g_bar
+        x_bar = f_bar * gain
+        adr = m.actuator[a].actadr
+        if adr < 0:  # the control, as `control` read it
+            if d.ctrl_bad[w] == 0 and adj.ctrl.shape[0] > 0:
+                ctrl = d.ctrl[w, a]
+                inside = True
+                if m.enable_clampctrl and m.actuator[a].ctrllimited:
+                    cr = m.actuator[a].ctrlrange
+                    inside = ctrl >= cr[0] and ctrl <= cr[1]
+                if inside:
+                    adj.ctrl[w, a] = adj.ctrl[w, a] + x_bar
+        elif m.actuator[a].actearly:  # next_activation(act, act_dot) of the activation
+            h = m.timestep
+            rate = h
+            if m.actuator[a].dyntype == DynType.FILTEREXACT:
+                tau = wp.max(scalar(MINVAL), m.actuator[a].dynprm)
+                rate = tau * (scalar(1.0) - wp.exp(-h / tau))
+            inside = True
+            if m.actuator[a].actlimited:  # next_activation's value before its clamp, as it computes it
+                next_value = d.act[w, adr] + d.act_dot[w, adr] * h
+                if m.actuator[a].dyntype == DynType.FILTEREXACT:
+                    tau = wp.max(scalar(MINVAL), m.actuator[a].dynprm)
+                    next_value = d.act[w, adr] + d.act_dot[w, adr] * tau * (scalar(1.0) - wp.exp(-h / tau))
+                ar = m.actuator[a].actrange
+                inside = next_value >= ar[0] and next_value <= ar[1]
+            if inside:
+                adj.act[w, adr] = adj.act[w, adr] + x_bar
+                adj.act_dot[w, adr] = adj.act_dot[w, adr] + x_bar * rate
+        else:
+            adj.act[w, adr] = adj.act[w, adr] + x_bar
+
+    @wp.func
     def force_vel(m: Model, d: Data, w: int, a: int):
         """d actuator_force[a] / d actuator_velocity[a] (mjd_actuator_vel, engine_derivative.c):
         the affine bias's kv term biasprm[2] plus the affine gain's gainprm[2] times what the
@@ -926,6 +1039,7 @@ def build(scalar):
                            actuator_act_dot_rich=make_actuator(False, True, False, rich=True),
                            actuator_force_rich=make_actuator(False, False, True, rich=True),
                            rich_limit=rich_limit,
+                           transmission_adjoint=transmission_adjoint, force_adjoint=force_adjoint,
                            dof=dof, dof_adjoint=dof_adjoint, smooth_force_dof=smooth_force_dof, force_vel=force_vel,
                            qderiv_dof=qderiv_dof,
                            site_force_vel=site_force_vel, site_qderiv=site_qderiv, next_activation=next_activation,

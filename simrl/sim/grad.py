@@ -65,7 +65,7 @@ from simrl.sim.contact_tables import MINMU
 from simrl.sim.data import TIME, available_memory, data_bytes_per_world, data_struct, make_data, size_text
 from simrl.sim.integrate_pos import jnt_nv
 from simrl.sim.model import model_struct
-from simrl.sim.schedule import WORLD, Pass, coop_module, segment
+from simrl.sim.schedule import WARP_LAUNCH, WORLD, Pass, coop_module, replays, segment
 from simrl.sim.solver import FLAG_TREE
 from simrl.sim.types import (
     EULER_LIKE,
@@ -154,6 +154,26 @@ def build(scalar, schedule: str = "fused"):
     constraint_solve = segment("constraint_solve", (Pass("constraint_list", WORLD, (world.constraint_list,)),
                                                     Pass("constraint_solve", WORLD, (world.solve,))),
                                scalar, schedule, "grad_custom")
+
+    # the fused schedule's forward of an evaluation up to qfrc_smooth and the rows' reference
+    # accelerations in one kernel, as the engine's fused step (the backward is recorded segment by
+    # segment, as above): a world's buffers stay in the core's caches from one stage to the next,
+    # where a kernel per segment streams every world's through memory again (the same functions
+    # in the same order: the same bits). By (rows: the model has constraint rows, detect: convex
+    # pairs), in a module without adjoints
+    forward_segments = {}
+
+    def forward_segment(rows: bool, detect: bool):
+        key = (rows, detect)
+        if key not in forward_segments:
+            passes = smooth.passes
+            if rows:
+                passes += broadphase.passes + (convex_detect.passes if detect else ()) + narrowphase.passes + \
+                    efc_address.passes + constraint.passes
+            passes += velocity.passes + (reference.passes if rows else ())
+            forward_segments[key] = segment("forward" + "_rows" * rows + "_detect" * detect, passes, scalar, "fused",
+                                            "grad_forward")
+        return forward_segments[key]
 
     # hand-written reverse kernels of passes of the segments, launched in place of a pass's
     # generated adjoint (Rollout._segment): {pass name: kernel(m, d, adj_d, *pass inputs)} (the
@@ -288,8 +308,21 @@ def build(scalar, schedule: str = "fused"):
         pa.dof_adjoint(m, d, adj, w, i)
         rn.rne_dof_adjoint(m, d, adj, w, i)
 
+    @wp.kernel(module=reverse)
+    def transmission_reverse(m: Model, d: Data, adj: Data, start: int):
+        """The actuation_transmission pass backwards: actuation.transmission_adjoint of actuator start + e."""
+        w, e = wp.tid()
+        ac.transmission_adjoint(m, d, adj, w, start + e)
+
+    @wp.kernel(module=reverse)
+    def actuator_force_reverse(m: Model, d: Data, adj: Data, adj_m: Model, start: int):
+        """The actuation_actuator pass backwards: actuation.force_adjoint of actuator start + e."""
+        w, e = wp.tid()
+        ac.force_adjoint(m, d, adj, adj_m, w, start + e)
+
     rne_reverse = {"com_vel_body": com_vel_reverse, "cdof_dot": cdof_dot_reverse, "rne_body": rne_body_reverse,
-                   "rne_subtree": rne_subtree_reverse, "smooth_dof": smooth_dof_reverse}
+                   "rne_subtree": rne_subtree_reverse, "smooth_dof": smooth_dof_reverse,
+                   "actuation_transmission": transmission_reverse, "actuation_actuator": actuator_force_reverse}
 
     @wp.func
     def lanes_of_block():
@@ -986,10 +1019,10 @@ def build(scalar, schedule: str = "fused"):
                         "com_pos_subtree": subtree_reverse, "com_pos_body": cinert_reverse,
                         "com_pos_dof": cdof_reverse, "crb_body": crb_body_reverse,
                         "crb_dof": crb_dof_gather_reverse if lanes else crb_dof_reverse, **rne_reverse},
-            # the passes whose reverse kernel reads the Model's adjoint too, after adj_d (body_mass)
-            "reverse_model": {"com_pos_subtree", "com_pos_body"},
+            # the passes whose reverse kernel reads the Model's adjoint too, after adj_d (body_mass, actuator_gain)
+            "reverse_model": {"com_pos_subtree", "com_pos_body", "actuation_actuator"},
             "constraint_other": constraint_other, "rows_reverse": rows_reverse,
-            "sensor_hfield": sensor_hfield,
+            "sensor_hfield": sensor_hfield, "forward_segment": forward_segment if schedule == "fused" else None,
             "modules": (module, custom, reverse, *smooth.modules, *broadphase.modules, *convex_detect.modules,
                         *narrowphase.modules,
                         *efc_address.modules, *constraint.modules,
@@ -998,32 +1031,14 @@ def build(scalar, schedule: str = "fused"):
                         *(constraint_other.modules if constraint_other is not None else ()))}
 
 
-def _custom(kernels, kernel, W, inputs, device):
-    """Launch a custom world kernel (no tape): a block of threads per world in the wide schedule,
-    one thread per world in the fused one (its tid is then (w, 0))."""
-    if kernels["custom_lanes"]:
-        wp.launch_tiled(kernel, dim=[W], inputs=inputs, block_dim=schedule.LANES, device=device, record_tape=False)
-    else:
-        wp.launch(kernel, dim=(W, 1), inputs=inputs, device=device, record_tape=False)
-
-
-def _solve(tape, kernels, m, W, A, dA, b, x, device, LD, y, record: bool = True):
-    """x = (A + dA)^-1 b (dA by its lower triangle), launched outside the tape, with its
-    hand-written adjoint recorded (unless not `record`: when nothing on the tape reads x); LD
-    receives the factor, y [W, nv] is the adjoint's scratch."""
-    _custom(kernels, kernels["solve_forward"], W, [m, A, dA, b, LD, x], device)
-    if not record:
-        return
-
-    def backward():
-        _custom(kernels, kernels["solve_adjoint"], W, [m, LD, x, x.grad, y, b.grad, A.grad, dA.grad], device)
-
-    tape.record_func(backward, arrays=[A, dA, b, x])
-
-
 #: whether the fused schedule runs its smooth and velocity segments backwards pass by pass
 #: (`build`'s by_pass; False: by the fused kernels' own adjoints, as tests compare)
 BY_PASS = True
+
+#: whether the fused schedule's forward runs an evaluation's stages up to qfrc_smooth (and the
+#: rows' reference accelerations) in one kernel (`build`'s forward_segment; False: a kernel per
+#: segment, as tests compare)
+FUSED_FORWARD = True
 
 #: whether the stages with hand-written adjoints use them (False: their generated adjoints, as
 #: tests compare): constraint_rhs, the reverse kernels of the kinematics, com_pos, crb and rne
@@ -1128,24 +1143,26 @@ def _slabs(d):
 class _Scratch:
     """The differentiable step's arrays beside the Data, one set per evaluation of the dynamics:
     `dA` (-h qDeriv, or zero), `zero` (a zero matrix standing for dA in the solves without
-    one), `jar`, `force` (efc_force recomputed from the solution), `qfrc`, `rhs`, and the
+    one), `jar`, `force` (efc_force recomputed from the solution), `qfrc`, `rhs`, `qacc` (the
+    constraint solver's solution, copied: a gradient of its own), and the
     backward's `lam` (constraint_adjoint's) and `y` (solve_adjoint's, shared by the solves of
     an evaluation: their adjoints run one after another, each writing it whole before reading
     it): views into two slabs that come back with the Data and are zeroed by two memsets, not
     allocated (fresh pages) at every evaluation. `zero_` clears only what a use reads before
-    writing or adds into (the slabs' leading parts: UNZEROED's arrays come last)."""
+    writing or adds into (the slabs' leading parts: UNZEROED's arrays come last). `commands`:
+    the launches of the evaluations on these buffers, recorded for replay (Rollout._command)."""
 
     #: name -> (shape after W: "nv" or "nefc" entries, has a gradient)
     FIELDS = {"dA": (("nv", "nv"), True), "jar": (("nefc",), True), "force": (("nefc",), True),
               "qfrc": (("nv",), True), "rhs": (("nv",), True), "zero": (("nv", "nv"), True),
-              "lam": (("nv",), False), "y": (("nv",), False)}
+              "lam": (("nv",), False), "y": (("nv",), False), "qacc": (("nv",), True)}
     #: what a reuse leaves as the last use left it: the values of `zero` (never written: zero since
     #: the slab's allocation), `qfrc` and `rhs` (written in full before they are read:
-    #: constraint_rhs, or constraint_force_dof and add), `lam` and `y` (constraint_adjoint and
+    #: constraint_rhs, or constraint_force_dof and add; `qacc`, copied), `lam` and `y` (constraint_adjoint and
     #: solve_adjoint write them in full before reading them); and the gradient of `zero`, which
     #: only the solves' adjoints add into (their dA_bar) and nothing reads. (dA's values stay
     #: zeroed: implicit_matrix writes them only in a step with implicit damping.)
-    UNZEROED = {"values": ("zero", "lam", "y", "qfrc", "rhs"), "grads": ("zero",)}
+    UNZEROED = {"values": ("zero", "lam", "y", "qfrc", "rhs", "qacc"), "grads": ("zero",)}
 
     def __init__(self, model, W):
         device, dtype = model.device, model.dtype
@@ -1167,6 +1184,7 @@ class _Scratch:
                     grads_zeroed = grad_size
         self.values = wp.zeros(size, dtype=wp.uint8, device=device)
         self.grads = wp.zeros(grad_size, dtype=wp.uint8, device=device)
+        self.commands = []
         # the slabs' parts that zero_ clears
         self._zeroed = (self.values[:zeroed], self.grads[:grads_zeroed])
         for name in self.FIELDS:
@@ -1236,6 +1254,18 @@ class _Pool:
 
 _POOL = _Pool()
 
+
+def _set_changed(command, held, values, adjoint: bool):
+    """Pack into a recorded launch the arguments (or, `adjoint`, the adjoint arguments) that are
+    not those it holds: another object, or another number. `held` keeps the objects packed (so
+    that an array packed is alive, and an identical object is the same one)."""
+    for j, value in enumerate(values):
+        old = held[j]
+        if old is value or (type(value) in (int, float, bool) and type(old) is type(value) and old == value):
+            continue
+        command.set_param_at_index(j, value, adjoint)
+        held[j] = value
+
 #: (dtype, schedule, device) of the rollouts recorded so far (Rollout: the first one loads the kernels)
 _LOADED = set()
 
@@ -1267,6 +1297,11 @@ class Rollout:
         self.mocap = mocap
         self.eq_active = eq_active
         self.datas = []  # one set of buffers per evaluation of the forward dynamics
+        self.commands, self.command = None, 0  # the current evaluation's recorded launches, the next one's index
+        # (launches recorded and replayed unless something watches this module's wp.launch: a
+        # test's, a profiler's)
+        self.replays = replays(model.device) and wp.launch is WARP_LAUNCH and \
+            not wp.config.verify_autograd_array_access
         self.scratch = {}  # id(Data) -> its _Scratch
         self.warmstart = None  # the constraint solver starts from the previous solution, as Sim.step
         #: what outgrew a budget in any evaluation of the rollout ([W] bits, [W, 3] the largest needs:
@@ -1292,8 +1327,7 @@ class Rollout:
                 else:
                     qpos, qvel, act = self._rk4(qpos, qvel, act, last)
                 time = wp.empty_like(self.time)
-                wp.launch(self.kernels["advance_time"], dim=W, inputs=[self.time, model.struct.timestep, time],
-                          device=model.device, record_tape=False)
+                self._run(self.kernels["advance_time"], W, [self.time, model.struct.timestep, time])
                 self.time = time
         self.qpos1, self.qvel1, self.act1 = qpos, qvel, act
 
@@ -1302,18 +1336,80 @@ class Rollout:
         rebuild the adjoint of each struct argument (a hundred fields) at every launch of
         the backward pass; they are built once here instead. With
         wp.config.verify_autograd_array_access the tape's own path runs, with its checks."""
-        device = self.model.device
         if wp.config.verify_autograd_array_access:
             with self.tape:
-                wp.launch(kernel, dim=dim, inputs=inputs, device=device)
+                wp.launch(kernel, dim=dim, inputs=inputs, device=self.model.device)
             return
-        wp.launch(kernel, dim=dim, inputs=inputs, device=device, record_tape=False)
-        adj_inputs = self._adjoint_inputs(inputs)
+        self._run(kernel, dim, inputs)
+        self._record(kernel, dim, inputs)
 
-        def backward():
-            wp.launch(kernel, dim=dim, inputs=inputs, adj_inputs=adj_inputs, device=device, adjoint=True)
+    def _record(self, kernel, dim, inputs):
+        """Record the generated adjoint of a launch of `kernel` (launched already) on the tape."""
+        self.tape.record_func(self._command(kernel, dim, inputs, self._adjoint_inputs(inputs)), arrays=[])
 
-        self.tape.record_func(backward, arrays=[])
+    def _command(self, kernel, dim, inputs, adj_inputs=None, block_dim=None):
+        """A callable that launches `kernel` on `dim` with `inputs` (with `adj_inputs`: its
+        generated adjoint; with `block_dim`: tiled, a block of threads per world). On the CPU
+        the evaluation's launches are recorded once (Warp's record_cmd, kept with its pooled
+        buffers) and replayed by the next rollouts that take those buffers, which runs the same
+        launches in the same order: only the arguments that changed (a new array, a scalar)
+        are packed again, so a launch costs a fraction of wp.launch's Python. A recorded
+        struct argument is the struct's live argument block: a field set later is seen (the
+        buffers' qpos, qvel, ...). A launch that does not match the recorded one at its place
+        (another kernel or size) records the evaluation's launches from there on again."""
+        device = self.model.device
+        adjoint = adj_inputs is not None
+        if self.commands is None or not self.replays:
+            launch = wp.launch if block_dim is None else functools.partial(wp.launch_tiled, block_dim=block_dim)
+
+            def direct():
+                launch(kernel, dim=dim, inputs=inputs, adj_inputs=adj_inputs or [], adjoint=adjoint, device=device,
+                       record_tape=False)
+            return direct
+        dim = (dim,) if isinstance(dim, int) else tuple(dim)
+        commands, i = self.commands, self.command
+        self.command += 1
+        if i < len(commands):
+            command, key, args, adj_args = commands[i]
+            if key[0] is kernel and key[1:] == (dim, adjoint, block_dim):
+                _set_changed(command, args, inputs, False)
+                if adjoint:
+                    _set_changed(command, adj_args, adj_inputs, True)
+                return command.launch
+            del commands[i:]
+        if block_dim is None:
+            command = wp.launch(kernel, dim=dim, inputs=inputs, adj_inputs=adj_inputs or [], adjoint=adjoint,
+                                device=device, record_tape=False, record_cmd=True)
+        else:
+            command = wp.launch_tiled(kernel, dim=list(dim), inputs=inputs, adj_inputs=adj_inputs or [],
+                                      adjoint=adjoint, device=device, record_tape=False, record_cmd=True,
+                                      block_dim=block_dim)
+        commands.append((command, (kernel, dim, adjoint, block_dim), list(inputs), list(adj_inputs or ())))
+        return command.launch
+
+    def _run(self, kernel, dim, inputs, block_dim=None):
+        """Launch `kernel` now (off the tape): `_command`'s launch."""
+        self._command(kernel, dim, inputs, block_dim=block_dim)()
+
+    def _custom(self, kernel, W, inputs):
+        """Launch a custom world kernel (no tape): a block of threads per world in the wide
+        schedule, one thread per world in the fused one (its tid is then (w, 0))."""
+        self._custom_command(kernel, W, inputs)()
+
+    def _custom_command(self, kernel, W, inputs):
+        if self.kernels["custom_lanes"]:
+            return self._command(kernel, (W,), inputs, block_dim=schedule.LANES)
+        return self._command(kernel, (W, 1), inputs)
+
+    def _solve(self, m, W, A, dA, b, x, LD, y, record: bool = True):
+        """x = (A + dA)^-1 b (dA by its lower triangle), launched outside the tape, with its
+        hand-written adjoint recorded (unless not `record`: when nothing on the tape reads x); LD
+        receives the factor, y [W, nv] is the adjoint's scratch."""
+        self._custom(self.kernels["solve_forward"], W, [m, A, dA, b, LD, x])
+        if record:
+            self.tape.record_func(self._custom_command(self.kernels["solve_adjoint"], W,
+                                                       [m, LD, x, x.grad, y, b.grad, A.grad, dA.grad]),
+                                  arrays=[A, dA, b, x])
 
     def _adjoint_inputs(self, inputs):
         adj_inputs = []
@@ -1326,46 +1422,46 @@ class Rollout:
                 adj_inputs.append(self.tape.get_adjoint(x))
         return adj_inputs
 
-    def _segment(self, seg, m, d, W):
+    def _segment(self, seg, m, d, W, forward: bool = True):
         """Launch a segment of stages (simrl.sim.schedule), each launch with its adjoint; a
         fused segment with a twin in `build`'s by_pass runs backwards by the twin's launches,
-        the last pass's first."""
+        the last pass's first. Without `forward` only the adjoints are recorded (the forward
+        segment launched the stages)."""
         by_pass = self.kernels["by_pass"].get(seg.name) if BY_PASS else None
-        device = self.model.device
         if by_pass is None or wp.config.verify_autograd_array_access:
             for item in seg.launches(self.model):
                 assert item.block_dim is None, "a differentiable segment has no world functions"
+                dim, inputs = (W, *item.dims), [m, d, *item.inputs]
                 if _inert(item, self.model) and not wp.config.verify_autograd_array_access:
-                    wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
-                              record_tape=False)
+                    if forward:
+                        self._run(item.kernel, dim, inputs)
                     continue
                 reverse = self._reverse(item, m, d, W)
                 if reverse is None:
-                    self._launch(item.kernel, (W, *item.dims), [m, d, *item.inputs])
+                    if forward:
+                        self._launch(item.kernel, dim, inputs)
+                    else:
+                        self._record(item.kernel, dim, inputs)
                     continue
-                wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
-                          record_tape=False)
-                self.tape.record_func(functools.partial(wp.launch, *reverse[:2], inputs=reverse[2], device=device),
-                                      arrays=[])
+                if forward:
+                    self._run(item.kernel, dim, inputs)
+                self.tape.record_func(self._command(*reverse), arrays=[])
             return
-        for item in seg.launches(self.model):
-            wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
-                      record_tape=False)
+        if forward:
+            for item in seg.launches(self.model):
+                self._run(item.kernel, (W, *item.dims), [m, d, *item.inputs])
         launches = []
         for item in reversed(by_pass.launches(self.model)):
             if _inert(item, self.model):
                 continue
             inputs = [m, d, *item.inputs]
             reverse = self._reverse(item, m, d, W)
-            launches.append((*reverse, None) if reverse is not None else
-                            (item.kernel, (W, *item.dims), inputs, self._adjoint_inputs(inputs)))
+            launches.append(self._command(*reverse) if reverse is not None else
+                            self._command(item.kernel, (W, *item.dims), inputs, self._adjoint_inputs(inputs)))
 
         def backward():
-            for kernel, dim, inputs, adj_inputs in launches:
-                if adj_inputs is None:  # a hand-written reverse kernel
-                    wp.launch(kernel, dim=dim, inputs=inputs, device=device)
-                else:
-                    wp.launch(kernel, dim=dim, inputs=inputs, adj_inputs=adj_inputs, device=device, adjoint=True)
+            for launch in launches:
+                launch()
 
         self.tape.record_func(backward, arrays=[])
 
@@ -1382,7 +1478,9 @@ class Rollout:
 
     def release(self):
         """Return the step buffers to the pool (after backward)."""
-        for d in self.datas:
+        # the last evaluation's first: the next rollout takes them in this one's order (the
+        # pool hands out the last given first), each with the launches its evaluation recorded
+        for d in reversed(self.datas):
             _POOL.give(self.model, d, self.adjoints.get(id(d)), self.scratch[id(d)])
         self.datas = []
         self.adjoints = {}
@@ -1394,8 +1492,8 @@ class Rollout:
         self.scratch[id(d)] = scratch
         d.qpos, d.qvel, d.act, d.ctrl, d.qfrc_applied = qpos, qvel, act, self.ctrl, self.qfrc_applied
         # the step's time (RK4's later stages compute no sensors: the step's first time serves them)
-        wp.launch(self.kernels["store_time"], dim=qpos.shape[0], inputs=[self.time, d.solver_scalar],
-                  device=self.model.device, record_tape=False)
+        self.commands, self.command = scratch.commands, 0  # this evaluation's launches, recorded or replayed
+        self._run(self.kernels["store_time"], qpos.shape[0], [self.time, d.solver_scalar])
         if self.model.struct.nmocap:
             # the mocap poses, into the buffers' own arrays (a pooled Data holds old values)
             mocap = self.mocap
@@ -1476,23 +1574,30 @@ class Rollout:
         (act_dot among them): qacc (M^-1 qfrc_smooth, or the constraint solver's), or with implicit
         damping (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint). With `sensors`, the sensors
         (self.sensordata) of mj_forward's qacc and efc_force."""
-        k, tape, model, m = self.kernels, self.tape, self.model, self.m
-        device = model.device
+        k, model, m = self.kernels, self.model, self.m
         W, nv = qpos.shape[0], model.nv
         d = self._data(qpos, qvel, act)
         scratch = self.scratch[id(d)]
-        self._segment(k["smooth"], m, d, W)
-        if model.struct.nefc:
-            self._rows(m, d)
-        self._segment(k["velocity"], m, d, W)
-        if model.struct.nefc:
-            self._segment(k["reference"], m, d, W)
+        rows = bool(model.struct.nefc)
+        # the stages in one kernel (build's forward_segment), their adjoints recorded segment by
+        # segment; else a launch per segment
+        fused = k["forward_segment"] is not None and FUSED_FORWARD and HANDWRITTEN and BY_PASS and \
+            not wp.config.verify_autograd_array_access
+        if fused:
+            for item in k["forward_segment"](rows, bool(model.struct.ndetect)).launches(model):
+                self._run(item.kernel, (W, *item.dims), [m, d, *item.inputs])
+        self._segment(k["smooth"], m, d, W, not fused)
+        if rows:
+            self._rows(m, d, not fused)
+        self._segment(k["velocity"], m, d, W, not fused)
+        if rows:
+            self._segment(k["reference"], m, d, W, not fused)
         dA = scratch.dA  # zero unless implicit_matrix writes it
         if implicit_damping and not model.struct.implicitfast and not wp.config.verify_autograd_array_access:
             # Euler's implicit damping: dA = h dof_damping, a constant of the model (not among the
             # parameters simrl.diff differentiates): off the tape
             for name, inputs in (("implicit_damping_dofs", [m, d]), ("implicit_matrix", [m, d, dA])):
-                wp.launch(k[name], dim=(W, nv), inputs=inputs, device=device, record_tape=False)
+                self._run(k[name], (W, nv), inputs)
         elif implicit_damping:
             self._launch(k["implicit_dofs" if model.struct.implicitfast else "implicit_damping_dofs"], (W, nv), [m, d])
             if model.struct.implicitfast and model.struct.ntendon:
@@ -1501,13 +1606,13 @@ class Rollout:
                 self._launch(k["implicit_site_actuators"], (W, model.nu), [m, d])
             self._launch(k["implicit_matrix"], (W, nv), [m, d, dA])
         if model.struct.nefc == 0:
-            _solve(tape, k, m, W, d.qM, dA, d.qfrc_smooth, d.qacc_int, device, d.qLD, scratch.y)
+            self._solve(m, W, d.qM, dA, d.qfrc_smooth, d.qacc_int, d.qLD, scratch.y)
             if not implicit_damping:
                 if sensors:
                     self._sensors(m, d, d.qacc_int, None)
                 return d.qacc_int, d
             if sensors:  # mj_forward's qacc, M^-1 qfrc_smooth (qH is free without constraints)
-                _solve(tape, k, m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, device, d.qH, scratch.y)
+                self._solve(m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, d.qH, scratch.y)
                 self._sensors(m, d, d.qacc_smooth, None)
             return self._free_bodies(m, d, d.qfrc_smooth, self._fresh(d.qfrc_smooth), d.qacc_int), d
         return self._constrained(m, d, dA if implicit_damping else None, sensors), d
@@ -1524,8 +1629,7 @@ class Rollout:
                                                 {name: a.grad for name, a in replace.items()})
         W = qacc.shape[0]
         for item in self.kernels["sensor_hfield"].launches(self.model):
-            wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, ds, *item.inputs], device=self.model.device,
-                      record_tape=False)
+            self._run(item.kernel, (W, *item.dims), [m, ds, *item.inputs])
         self._segment(self.kernels["sensors"], m, ds, W)
         self.sensordata = d.sensordata
 
@@ -1537,43 +1641,44 @@ class Rollout:
         self._launch(self.kernels["free_body_rows"], (qacc.shape[0], self.model.struct.njnt), [m, d, f1, f2, qacc, out])
         return out
 
-    def _rows(self, m, d):
+    def _rows(self, m, d, forward: bool = True):
         """Contacts and constraint rows at d's positions (mj_collision, mj_makeConstraint): the
-        broadphase and the places of the rows off the tape, the narrow phase and the rows on it."""
+        broadphase and the places of the rows off the tape, the narrow phase and the rows on it.
+        Without `forward` only the adjoints are recorded (the forward segment launched the stages)."""
         k, model = self.kernels, self.model
-        device, W = model.device, d.qvel.shape[0]
-        for item in k["broadphase"].launches(model):
-            _custom(k, item.kernel, W, [m, d], device)
-        if model.struct.ndetect:
-            for item in k["convex_detect"].launches(model):
-                wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
-                          record_tape=False)
-        self._segment(k["narrowphase"], m, d, W)
-        for item in k["efc_address"].launches(model):
-            _custom(k, item.kernel, W, [m, d], device)
-        wp.launch(k["merge_overflow"], dim=W, inputs=[d.overflow, d.overflow_need, self.overflow, self.overflow_need],
-                  device=device, record_tape=False)
+        W = d.qvel.shape[0]
+        if forward:
+            for item in k["broadphase"].launches(model):
+                self._custom(item.kernel, W, [m, d])
+            if model.struct.ndetect:
+                for item in k["convex_detect"].launches(model):
+                    self._run(item.kernel, (W, *item.dims), [m, d, *item.inputs])
+        self._segment(k["narrowphase"], m, d, W, forward)
+        if forward:
+            for item in k["efc_address"].launches(model):
+                self._custom(item.kernel, W, [m, d])
+        self._run(k["merge_overflow"], W, [d.overflow, d.overflow_need, self.overflow, self.overflow_need])
         if k["constraint_other"] is None or not HANDWRITTEN or model.struct.cone_elliptic or \
                 wp.config.verify_autograd_array_access:
-            self._segment(k["constraint"], m, d, W)
+            self._segment(k["constraint"], m, d, W, forward)
             return
         # the rows forward; backwards the contacts' and joint limits' by hand, the other rows' by
         # their generated adjoint
-        for item in k["constraint"].launches(model):
-            wp.launch(item.kernel, dim=(W, *item.dims), inputs=[m, d, *item.inputs], device=device,
-                      record_tape=False)
-        launches = [(item.kernel, (W, *item.dims), [m, d, *item.inputs])
-                    for item in k["constraint_other"].launches(model)] if _other_rows(model) else []
-        adjoints = [self._adjoint_inputs(inputs) for _, _, inputs in launches]
+        if forward:
+            for item in k["constraint"].launches(model):
+                self._run(item.kernel, (W, *item.dims), [m, d, *item.inputs])
         friction = getattr(self.adjoints[id(m)], "cpair_friction", None)
         if friction is None:
             friction = _no_friction(model)
-        contact = [m, d, self.adjoints[id(d)], friction]
+        launches = [self._command(k["rows_reverse"], W, [m, d, self.adjoints[id(d)], friction])]
+        if _other_rows(model):
+            for item in k["constraint_other"].launches(model):
+                inputs = [m, d, *item.inputs]
+                launches.append(self._command(item.kernel, (W, *item.dims), inputs, self._adjoint_inputs(inputs)))
 
         def backward():
-            wp.launch(k["rows_reverse"], dim=W, inputs=contact, device=device)
-            for (kernel, dim, inputs), adj_inputs in zip(launches, adjoints, strict=True):
-                wp.launch(kernel, dim=dim, inputs=inputs, adj_inputs=adj_inputs, device=device, adjoint=True)
+            for launch in launches:
+                launch()
 
         self.tape.record_func(backward, arrays=[])
 
@@ -1589,26 +1694,25 @@ class Rollout:
         # qacc_smooth for the solver; qLD keeps M's factor, which the implicit adjoint of a world
         # without active rows solves with (H = M). Its adjoint unrecorded (SMOOTH_SOLVE_ADJOINT):
         # the solver reads qacc_smooth off the tape, and the sensors read qacc (the solver's)
-        _solve(tape, k, m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, device, d.qLD, scratch.y,
-               record=SMOOTH_SOLVE_ADJOINT)
+        self._solve(m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, d.qLD, scratch.y,
+                    record=SMOOTH_SOLVE_ADJOINT)
         if self.warmstart is not None:
             wp.copy(d.qacc_warmstart, self.warmstart)
         else:  # the rollout's first solve starts from zero, whatever these buffers held before
             d.qacc_warmstart.zero_()
         for item in k["constraint_solve"].launches(model):
-            _custom(k, item.kernel, W, [m, d], device)
-        qacc = wp.clone(d.qacc, requires_grad=True)
-
-        refactor = REFACTOR
-
-        def backward():
-            grads = [d.qM.grad, d.qfrc_smooth.grad, d.efc_J.grad, d.efc_D.grad, d.efc_aref.grad,
-                     d.efc_frictionloss.grad, d.efc_mu.grad]
-            if refactor:
+            self._custom(item.kernel, W, [m, d])
+        qacc = scratch.qacc  # the solution, with a gradient of its own
+        wp.copy(qacc, d.qacc)
+        grads = [d.qM.grad, d.qfrc_smooth.grad, d.efc_J.grad, d.efc_D.grad, d.efc_aref.grad,
+                 d.efc_frictionloss.grad, d.efc_mu.grad]
+        if REFACTOR:
+            def backward():
                 H = wp.zeros((W, nv, nv), dtype=qacc.dtype, device=device)
-                _custom(k, k["constraint_adjoint_refactor"], W, [m, d, qacc, qacc.grad, scratch.lam, H, *grads], device)
-            else:
-                _custom(k, k["constraint_adjoint"], W, [m, d, qacc, qacc.grad, scratch.lam, *grads], device)
+                self._custom_command(k["constraint_adjoint_refactor"], W,
+                                     [m, d, qacc, qacc.grad, scratch.lam, H, *grads])()
+        else:
+            backward = self._custom_command(k["constraint_adjoint"], W, [m, d, qacc, qacc.grad, scratch.lam, *grads])
 
         tape.record_func(backward, arrays=[qacc, d.qM, d.qfrc_smooth, d.efc_J, d.efc_D, d.efc_aref,
                                            d.efc_frictionloss, d.efc_mu])
@@ -1622,21 +1726,18 @@ class Rollout:
             # the solver's efc_force and qfrc_constraint (constraint_rhs: its last evaluate is at
             # the solution), and the right-hand side, with a hand-written adjoint
             qfrc, rhs = scratch.qfrc, scratch.rhs
-            _custom(k, k["constraint_rhs"], W, [m, d, d.qfrc_smooth, qfrc, rhs], device)
+            self._custom(k["constraint_rhs"], W, [m, d, d.qfrc_smooth, qfrc, rhs])
             if sensors:  # efc_force with a gradient of its own, for the sensors that read it
                 wp.copy(force, d.efc_force)
-
-            def backward_qfrc():
-                _custom(k, k["constraint_qfrc_adjoint"], W,
-                        [m, d, qacc, d.efc_jar, d.efc_force, force.grad, qfrc.grad, rhs.grad, jar.grad, qacc.grad,
-                         d.qfrc_smooth.grad, d.efc_J.grad, d.efc_D.grad, d.efc_aref.grad, d.efc_frictionloss.grad],
-                        device)
-
+            backward_qfrc = self._custom_command(
+                k["constraint_qfrc_adjoint"], W,
+                [m, d, qacc, d.efc_jar, d.efc_force, force.grad, qfrc.grad, rhs.grad, jar.grad, qacc.grad,
+                 d.qfrc_smooth.grad, d.efc_J.grad, d.efc_D.grad, d.efc_aref.grad, d.efc_frictionloss.grad])
             tape.record_func(backward_qfrc, arrays=[qacc, jar, force, qfrc, rhs, d.qfrc_smooth, d.efc_J, d.efc_D,
                                                     d.efc_aref, d.efc_frictionloss])
             if sensors:
                 self._sensors(m, d, qacc, force)
-            _solve(tape, k, m, W, d.qM, dA, rhs, d.qacc_int, device, d.qH, scratch.y)
+            self._solve(m, W, d.qM, dA, rhs, d.qacc_int, d.qH, scratch.y)
             return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
         self._launch(k["constraint_jar"], (W, nefc), [m, d, qacc, jar])
         self._launch(k["constraint_force_row"], (W, nefc), [m, d, jar, force])
@@ -1649,7 +1750,7 @@ class Rollout:
         qfrc, rhs = scratch.qfrc, scratch.rhs
         self._launch(k["constraint_force_dof"], (W, nv), [m, d, force, qfrc])
         self._launch(k["add"], (W, nv), [d.qfrc_smooth, qfrc, rhs])
-        _solve(tape, k, m, W, d.qM, dA, rhs, d.qacc_int, device, d.qH, scratch.y)
+        self._solve(m, W, d.qM, dA, rhs, d.qacc_int, d.qH, scratch.y)
         return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
 
 

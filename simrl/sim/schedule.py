@@ -174,6 +174,19 @@ def resolve(schedule: str, device) -> str:
     return schedule
 
 
+#: Warp's own launch function: a profiler or launch recorder that replaces wp.launch
+#: (scripts/gpu_report.py) must see every launch, so none is replayed while it is replaced
+WARP_LAUNCH = wp.launch
+
+
+def replays(device) -> bool:
+    """Whether launches on `device` may be recorded once and replayed (Warp's record_cmd: the
+    arguments packed once, run by the command's `launch()`, a fraction of wp.launch's Python):
+    on the CPU, outside a capture, without Warp's launch log, with wp.launch Warp's own."""
+    return (device.is_cpu and not device.is_capturing and not wp.config.print_launches
+            and wp.launch is WARP_LAUNCH)
+
+
 def launch(item: Launch, m, d, num_worlds: int, device, record: bool = False):
     """Run one Launch on the worlds of (m, d); with `record`, return it as a recorded command
     (Warp's `record_cmd`: the arguments packed once, run by its `launch()`) instead."""

@@ -66,9 +66,6 @@ def _resolve_device(device) -> wp.context.Device:
     return wp.get_device(name)
 
 
-#: Warp's launch function as imported: Sim._run launches directly when it has been replaced
-_WARP_LAUNCH = wp.launch
-
 #: below this many worlds per thread, splitting a CPU batch over threads does not pay
 MIN_WORLDS_PER_THREAD = 64
 
@@ -306,8 +303,7 @@ class Sim:
         most of a launch's Python on a small step. A recorded launch
         holds the structs' live argument blocks (Warp keeps a struct's block in step with its
         fields), so a Model field replaced later (per_world_param, set_solver) is seen."""
-        if (not self.device.is_cpu or self.device.is_capturing or wp.config.print_launches
-                or wp.launch is not _WARP_LAUNCH):
+        if not simrl_schedule.replays(self.device):
             # a profiler or launch recorder that replaced wp.launch (scripts/gpu_report.py), or
             # Warp's launch log, sees every launch
             self._launch(segment, m, d, num_worlds)
