@@ -440,6 +440,26 @@ def test_benchmark_counts_instructions_of_both_engines(tmp_path):
 
 @pytest.mark.slow
 @valgrind
+def test_benchmark_counts_the_differentiable_steps_instructions(tmp_path):
+    """--grad H --count-instructions: three counted children from the same states, H plain
+    steps, the chain of diff_step and the chain with its backward, each after an uncounted
+    rollout; the chain ends where the plain steps do (the printed checksum), the backward adds
+    instructions, and the ratio is the rollout's count over the plain steps'."""
+    out = tmp_path / "count.json"
+    result = run("scripts/benchmark.py", "--model", "quadruped", "--worlds", "2", "--grad", "2",
+                 "--count-instructions", "--counter", "callgrind", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads(out.read_text())
+    counts, states = row["instructions"], row["final_states"]
+    assert states["plain"] == states["forward"] == states["rollout"], states
+    assert 0 < counts["forward"] < counts["rollout"] and counts["plain"] > 0
+    assert row["rollout_over_step"] == pytest.approx(counts["rollout"] / counts["plain"])
+    assert row["backward_per_world_step"] == pytest.approx((counts["rollout"] - counts["forward"]) / 4)
+    assert row["cpu_target"] == "x86-64-v3" and "(forward + backward) / Sim.step" in result.stdout
+
+
+@pytest.mark.slow
+@valgrind
 def test_benchmark_counts_instructions_at_matched_solver_work(tmp_path):
     """--count-instructions where MuJoCo's PGS iterates far more than simrl's Newton: mj_step is
     counted with Newton too, and the table gives that ratio with the reason."""

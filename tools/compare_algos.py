@@ -100,6 +100,7 @@ def main() -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -140,6 +141,7 @@ def main() -> None:
         ax.grid(alpha=0.3)
         ax.legend()
     axes[0].set_xscale("log")
+    axes[0].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # decades labelled only
     fig.suptitle(args.title)
     fig.tight_layout()
     fig.savefig(args.out, dpi=100)
@@ -168,6 +170,7 @@ def evaluation_main(args) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -200,6 +203,7 @@ def evaluation_main(args) -> None:
         ax.grid(alpha=0.3)
         ax.legend()
     axes[0].set_xscale("log")
+    axes[0].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # decades labelled only
     fig.suptitle(args.title)
     fig.tight_layout()
     fig.savefig(args.out, dpi=100)

@@ -7,6 +7,14 @@ and the memsets of the step buffers ("profile_seconds" in the records). `--cpu-t
 process's CPU time (time.process_time) instead of the wall clock: on a machine shared with other
 busy processes the wall clock also counts their time slices (one thread: the Warp launches and
 torch run on this process's thread).
+
+With `--count-instructions` it counts instructions instead of timing (noise-free, as the step's
+count: simrl.bench.instructions): per world count, three children of simrl/bench/step_worlds.py
+--grad under the counter, from the same start states and controls (held for all H steps), each
+after an uncounted rollout and backward (kernels built, launches recorded, step buffers pooled):
+H plain steps, the H-step chain of diff_step, the chain and its backward. The backward's count
+is the difference of the last two; the ratio, forward + backward over the plain steps, is the
+one issue 53 sets at 2.
 """
 
 import time
@@ -22,16 +30,81 @@ from simrl.bench.models import initial_state, random_controls
 from simrl.bench.records import write_results
 
 
+def grad_count(name, mjm, worlds, args) -> int:
+    """--grad H --count-instructions: instructions of H plain steps, of the H-step chain of
+    diff_step and of its backward, per world-step (see the module's docstring)."""
+    import tempfile
+    from pathlib import Path
+
+    from simrl.bench.instructions import count_child, instruction_counter
+    from simrl.bench.models import start_arrays, start_description
+    from simrl.bench.step_worlds import PORTABLE_CPU_FLAGS
+
+    if args.device != "cpu":
+        raise SystemExit("--count-instructions counts CPU instructions: use --device cpu")
+    H = args.grad
+    counter = instruction_counter(args.counter)
+    portable = counter == "callgrind"
+    if portable:
+        wp.config.cpu_compiler_flags = PORTABLE_CPU_FLAGS
+    print(f"model {name}: nq={mjm.nq} nv={mjm.nv} nu={mjm.nu}, {H}-step rollouts, {args.dtype}, instructions "
+          f"counted by {counter}" + ("; kernels built for x86-64-v3 (valgrind runs no AVX-512)" if portable else ""))
+    print(f"machine: {machine()}\n{start_description(mjm, args.settle)}")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="simrl-grad-count-") as tmp:
+        tmp = Path(tmp)
+        model_path = tmp / "model.mjb"
+        mujoco.mj_saveModel(mjm, str(model_path), None)
+        # the differentiable step's kernels and the engine's, built here (outside the counter)
+        from simrl import diff_step
+
+        sim = Sim.from_model(mjm, num_worlds=1, device="cpu", dtype=args.dtype, cpu_threads=1)
+        qpos, qvel = diff_step(sim, sim.qpos.clone(), sim.qvel.clone(), sim.ctrl.clone().requires_grad_(True))
+        (qpos.sum() + qvel.sum()).backward()
+        sim.step()
+        for W in worlds:
+            start_path = tmp / f"start_{W}.npz"
+            np.savez(start_path, **start_arrays(mjm, W, args.settle))
+            counts, outputs = {}, {}
+            t0 = time.perf_counter()
+            for part in ("plain", "forward", "rollout"):
+                child = ["simrl", str(model_path), str(start_path), str(H), "--dtype", args.dtype, "--grad", part,
+                         *(["--portable-cpu"] if portable else [])]
+                counts[part], outputs[part] = count_child(counter, child, tmp / f"{part}_{W}.out")
+            per = W * H
+            row = {"engine": "simrl", "mode": "grad_instructions", "model": name, "num_worlds": W, "horizon": H,
+                   "dtype": args.dtype, "counter": counter, "instructions": counts,
+                   "step_per_world_step": counts["plain"] / per, "forward_per_world_step": counts["forward"] / per,
+                   "backward_per_world_step": (counts["rollout"] - counts["forward"]) / per,
+                   "rollout_over_step": counts["rollout"] / counts["plain"], "final_states": outputs,
+                   "count_seconds": time.perf_counter() - t0, **({"cpu_target": "x86-64-v3"} if portable else {})}
+            rows.append(row)
+            print(f"  worlds={W:5d}  instructions per world-step: Sim.step {row['step_per_world_step']:,.0f}, "
+                  f"diff forward {row['forward_per_world_step']:,.0f}, backward {row['backward_per_world_step']:,.0f}; "
+                  f"(forward + backward) / Sim.step {row['rollout_over_step']:.2f}  ({row['count_seconds']:.0f} s)")
+    table = ("| worlds | H | Sim.step | diff_step forward | backward | (forward + backward) / Sim.step |\n"
+             "|---|---|---:|---:|---:|---:|\n")
+    for r in rows:
+        table += (f"| {r['num_worlds']} | {r['horizon']} | {r['step_per_world_step']:,.0f} | "
+                  f"{r['forward_per_world_step']:,.0f} | {r['backward_per_world_step']:,.0f} | "
+                  f"**{r['rollout_over_step']:.2f}x** |\n")
+    write_results(args, rows, "Instructions per world-step\n\n" + table, f"Gradients (instructions): {name}, "
+                  f"{args.dtype}")
+    return 0
+
+
 def grad_benchmark(name, mjm, worlds, args) -> int:
     """Forward and backward time of an H-step differentiable rollout (simrl.diff_step).
     `args`: the parsed command line of scripts/benchmark.py."""
     from simrl import diff_step
 
-    H = args.grad
-    clock = time.process_time if getattr(args, "cpu_time", False) else time.perf_counter
     if mjm.opt.integrator != mujoco.mjtIntegrator.mjINT_EULER:
         print("diff_step differentiates Euler steps: switching the model to the Euler integrator")
         mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    if getattr(args, "count_instructions", False):
+        return grad_count(name, mjm, worlds, args)
+    H = args.grad
+    clock = time.process_time if getattr(args, "cpu_time", False) else time.perf_counter
     print(f"model {name}: nq={mjm.nq} nv={mjm.nv} nu={mjm.nu}, {H}-step rollouts, {args.dtype}, "
           f"timed by time.{clock.__name__}")
     print(f"machine: {machine()}")

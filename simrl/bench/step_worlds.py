@@ -23,6 +23,10 @@ and the Sim's construction run uninstrumented.
 executes) instead of `-march=native`, which here would emit AVX-512; the benchmark compiles
 them in its own process first, so that the child only loads them from Warp's kernel cache.
 
+`--grad plain|forward|rollout` counts STEPS calls of simrl.diff_step (forward only, or with the
+backward) or of Sim.step, after a whole uncounted rollout (benchmark.py --grad H
+--count-instructions: simrl.bench.grad).
+
 `--by-launch` and `--line-tables DIR` attribute simrl's count: to each launch of the wide
 schedule (step_simrl_by_launch), or to the source lines of the kernels (step_simrl_with_symbols).
 """
@@ -134,6 +138,37 @@ def step_simrl(mjm, start, steps: int, schedule: str, dtype: str, portable: bool
     return sim.qpos.double().numpy()
 
 
+def grad_simrl(mjm, start, steps: int, dtype: str, portable: bool, callgrind: bool, part: str) -> np.ndarray:
+    """--grad PART: START's worlds through `steps` calls of simrl.diff_step (its schedule on the
+    CPU, fused), counted when `callgrind`: 'plain' Sim.step `steps` times, 'forward' the chain of
+    diff_step calls, 'rollout' the chain and its backward. A whole rollout and its backward run
+    uncounted first: they build the kernels, record the launches and fill the step buffers' pool,
+    as in a training loop's later iterations. Returns the final qpos."""
+    from simrl import diff_step
+
+    sim = simrl_at_start(mjm, start, "auto", dtype, PORTABLE_CPU_FLAGS if portable else None)
+    qpos0, qvel0, ctrl = sim.qpos.clone(), sim.qvel.clone(), sim.ctrl.clone()
+
+    def rollout(backward: bool):
+        qpos, qvel = qpos0, qvel0
+        c = ctrl.clone().requires_grad_(True)
+        for _ in range(steps):
+            qpos, qvel = diff_step(sim, qpos, qvel, c)
+        if backward:
+            (qpos.sum() + qvel.sum()).backward()
+        return qpos.detach()
+
+    rollout(True)
+    with counted(callgrind):
+        if part == "plain":
+            for _ in range(steps):
+                sim.step()
+            qpos = sim.qpos
+        else:
+            qpos = rollout(part == "rollout")
+    return qpos.double().numpy()
+
+
 def step_simrl_by_launch(mjm, start, steps: int, dtype: str, portable: bool) -> np.ndarray:
     """--by-launch: the wide schedule's step launch by launch (what Sim.step does on one thread),
     under `valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no`: after a first
@@ -235,11 +270,16 @@ def main(argv=None) -> int:
                         help="simrl: kernels with line tables in this kernel cache, their symbols written to "
                              "--symbols, the steps under callgrind (see step_simrl_with_symbols)")
     parser.add_argument("--symbols", help="with --line-tables: the JSON file of the kernels' symbols")
+    parser.add_argument("--grad", choices=["plain", "forward", "rollout"],
+                        help="simrl: STEPS calls of diff_step (forward, or rollout: with the backward) or of Sim.step "
+                             "(plain), after an uncounted rollout (see grad_simrl)")
     args = parser.parse_args(argv)
     mjm = mujoco.MjModel.from_binary_path(args.model)
     start = dict(np.load(args.start))
     if args.engine == "simrl":
-        if args.by_launch:
+        if args.grad:
+            qpos = grad_simrl(mjm, start, args.steps, args.dtype, args.portable_cpu, args.callgrind, args.grad)
+        elif args.by_launch:
             qpos = step_simrl_by_launch(mjm, start, args.steps, args.dtype, args.portable_cpu)
         elif args.line_tables:
             qpos = step_simrl_with_symbols(mjm, start, args.steps, args.schedule, args.dtype, args.line_tables,
