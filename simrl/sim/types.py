@@ -623,12 +623,12 @@ BUILD_NOTICE_SECONDS = 3.0
 
 
 @contextlib.contextmanager
-def build_notice(what: str, device, notice_after: float | None = None):
+def build_notice(what: str, device, notice_after: float | None = None, estimate: str = "about a minute"):
     """Around the first load (or launch) of Warp kernels (`what`, for the messages) on `device`:
-    a first run builds the engine's kernels, which takes a while; the runs after load them
-    from Warp's cache. When the body has run for `notice_after` seconds (default
-    BUILD_NOTICE_SECONDS), a line on stderr says what is happening, and one more, at the end,
-    how long it took: no silent minute. Yields a dict whose "seconds" is set at the end."""
+    a first run builds the engine's kernels, which takes a while (`estimate`, on a CPU core);
+    the runs after load them from Warp's cache. When the body has run for `notice_after` seconds
+    (default BUILD_NOTICE_SECONDS), a line on stderr says what is happening, and one more, at
+    the end, how long it took: no silent minute. Yields a dict whose "seconds" is set at the end."""
     notice_after = BUILD_NOTICE_SECONDS if notice_after is None else notice_after
     lock = threading.Lock()
     state = {"done": False, "said": False, "seconds": None}
@@ -637,7 +637,7 @@ def build_notice(what: str, device, notice_after: float | None = None):
         with lock:
             if not state["done"]:
                 state["said"] = True
-                print(f"simrl: loading {what} for {device}: a first run builds them, about a minute (Warp "
+                print(f"simrl: loading {what} for {device}: a first run builds them, {estimate} (Warp "
                       f"caches them in {wp.config.kernel_cache_dir} for the runs after) ...", file=sys.stderr,
                       flush=True)
 
