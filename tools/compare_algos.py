@@ -85,12 +85,7 @@ def main() -> None:
         evaluation_main(args)
         return
 
-    groups: dict[str, list[tuple[str, list[dict]]]] = {}
-    for spec in args.runs:
-        label, _, dirs = spec.partition("=")
-        if not dirs:
-            raise SystemExit(f"compare_algos: {spec!r} is not LABEL=DIR[,DIR...]")
-        groups[label] = [(d, load_curve(d)) for d in dirs.split(",") if d]
+    groups = parse_groups(args.runs, load_curve)
     best = max(c["mean_return"] for runs in groups.values() for _, curve in runs for c in curve)
     level = args.fraction * best if best > 0 else best / args.fraction
     if args.level is not None:
@@ -100,7 +95,6 @@ def main() -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -134,10 +128,18 @@ def main() -> None:
             lines.append(f"\nEnv steps {a}/{b}: more than {ba / sb:.1f} ({a} did not reach the level in {ba} steps)")
         elif math.isfinite(sa):
             lines.append(f"\nEnv steps {b}/{a}: more than {bb / sa:.1f} ({b} did not reach the level in {bb} steps)")
+    finish(fig, axes, args, level, "mean episode return", lines)
+
+
+def finish(fig, axes, args, level: float, ylabel: str, lines: list[str]) -> None:
+    """Label both panels (environment steps, log scale; seconds), mark `level`, write the PNG
+    (args.out) and print the table `lines` (also to args.markdown)."""
+    import matplotlib.ticker
+
     for ax, xlabel in zip(axes, ("environment steps", "wall-clock seconds"), strict=True):
         ax.axhline(level, color="gray", lw=0.8, ls="--")
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("mean episode return")
+        ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         ax.legend()
     axes[0].set_xscale("log")
@@ -152,16 +154,22 @@ def main() -> None:
     print(f"wrote {args.out}")
 
 
+def parse_groups(specs: list[str], load) -> dict[str, list[tuple[str, list[dict]]]]:
+    """LABEL=DIR[,DIR...] arguments as {label: [(dir, load(dir)), ...]}."""
+    groups = {}
+    for spec in specs:
+        label, _, dirs = spec.partition("=")
+        if not dirs:
+            raise SystemExit(f"compare_algos: {spec!r} is not LABEL=DIR[,DIR...]")
+        groups[label] = [(d, load(d)) for d in dirs.split(",") if d]
+    return groups
+
+
 def evaluation_main(args) -> None:
     """--metric: the runs' evaluations against environment steps and seconds."""
     if args.level is None:
         raise SystemExit("compare_algos: --metric needs --level (the value to reach, e.g. PPO's tracking error)")
-    groups: dict[str, list[tuple[str, list[dict]]]] = {}
-    for spec in args.runs:
-        label, _, dirs = spec.partition("=")
-        if not dirs:
-            raise SystemExit(f"compare_algos: {spec!r} is not LABEL=DIR[,DIR...]")
-        groups[label] = [(d, load_evaluations(d, args.metric, load_curve(d))) for d in dirs.split(",") if d]
+    groups = parse_groups(args.runs, lambda d: load_evaluations(d, args.metric, load_curve(d)))
 
     def reaches(p):
         return p["value"] <= args.level and (args.max_fall_rate is None or p["fall_rate"] <= args.max_fall_rate)
@@ -170,7 +178,6 @@ def evaluation_main(args) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -196,22 +203,7 @@ def evaluation_main(args) -> None:
     lines += ["", "| algorithm | median env steps to level | median seconds to level |", "|---|---:|---:|"]
     lines += [f"| {label} | {s:.0f} | {t:.0f} |" if math.isfinite(s) else f"| {label} | not reached | - |"
               for label, s, t in summary]
-    for ax, xlabel in zip(axes, ("environment steps", "wall-clock seconds"), strict=True):
-        ax.axhline(args.level, color="gray", lw=0.8, ls="--")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(args.metric)
-        ax.grid(alpha=0.3)
-        ax.legend()
-    axes[0].set_xscale("log")
-    axes[0].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # decades labelled only
-    fig.suptitle(args.title)
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=100)
-    text = "\n".join(lines)
-    print(text)
-    if args.markdown:
-        Path(args.markdown).write_text(text + "\n")
-    print(f"wrote {args.out}")
+    finish(fig, axes, args, args.level, args.metric, lines)
 
 
 if __name__ == "__main__":
