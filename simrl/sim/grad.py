@@ -171,8 +171,10 @@ def build(scalar, schedule: str = "fused"):
                 passes += broadphase.passes + (convex_detect.passes if detect else ()) + narrowphase.passes + \
                     efc_address.passes + constraint.passes
             passes += velocity.passes + (reference.passes if rows else ())
-            forward_segments[key] = segment("forward" + "_rows" * rows + "_detect" * detect, passes, scalar, "fused",
-                                            "grad_forward")
+            # a module per variant: one that gained a kernel would be built again whole, in every
+            # process that meets the variants in another order
+            name = "forward" + "_rows" * rows + "_detect" * detect
+            forward_segments[key] = segment(name, passes, scalar, "fused", f"grad_{name}")
         return forward_segments[key]
 
     # hand-written reverse kernels of passes of the segments, launched in place of a pass's
