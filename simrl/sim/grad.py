@@ -155,12 +155,26 @@ def build(scalar, schedule: str = "fused"):
                                                     Pass("constraint_solve", WORLD, (world.solve,))),
                                scalar, schedule, "grad_custom")
 
+    # the fused schedule's acceleration of an evaluation with constraint rows, off the tape: the
+    # engine's own world functions (forward._acceleration with its integrator): qLD and
+    # qacc_smooth, the Newton solver's qacc and efc_force, qfrc_constraint, and Euler's implicit
+    # damping or implicitfast's qH = M - h qDeriv with qacc_int (or qacc_int = qacc). Their
+    # adjoints are hand-written (constraint_adjoint, constraint_qfrc_adjoint, solve_adjoint,
+    # Rollout._constrained), which read what these leave in the Data
+    accelerate = None
+    if schedule == "fused":
+        accelerate = segment("accelerate", (
+            Pass("fwd_acceleration", WORLD, (world.constraint_list, world.fwd_acceleration)),
+            Pass("constraint_solve", WORLD, (world.solve,)),
+            Pass("constraint_force_euler", WORLD, (world.constraint_force, world.euler_damping))),
+            scalar, schedule, "grad_custom")
+
     # the fused schedule's forward of an evaluation up to qfrc_smooth and the rows' reference
     # accelerations in one kernel, as the engine's fused step (the backward is recorded segment by
-    # segment, as above): a world's buffers stay in the core's caches from one stage to the next,
-    # where a kernel per segment streams every world's through memory again (the same functions
-    # in the same order: the same bits). By (rows: the model has constraint rows, detect: convex
-    # pairs), in a module without adjoints
+    # segment, as above), and with rows the acceleration too (`accelerate`): a world's buffers
+    # stay in the core's caches from one stage to the next, where a kernel per segment streams
+    # every world's through memory again (the same functions in the same order: the same bits).
+    # By (rows: the model has constraint rows, detect: convex pairs), in a module without adjoints
     forward_segments = {}
 
     def forward_segment(rows: bool, detect: bool):
@@ -170,7 +184,7 @@ def build(scalar, schedule: str = "fused"):
             if rows:
                 passes += broadphase.passes + (convex_detect.passes if detect else ()) + narrowphase.passes + \
                     efc_address.passes + constraint.passes
-            passes += velocity.passes + (reference.passes if rows else ())
+            passes += velocity.passes + (reference.passes + accelerate.passes if rows else ())
             # a module per variant: one that gained a kernel would be built again whole, in every
             # process that meets the variants in another order
             name = "forward" + "_rows" * rows + "_detect" * detect
@@ -1002,7 +1016,7 @@ def build(scalar, schedule: str = "fused"):
             "reference": reference, "convex_detect": convex_detect,
             "broadphase": broadphase, "narrowphase": narrowphase, "efc_address": efc_address,
             "constraint": constraint,
-            "constraint_solve": constraint_solve, "constraint_jar": constraint_jar,
+            "constraint_solve": constraint_solve, "accelerate": accelerate, "constraint_jar": constraint_jar,
             "constraint_force_row": constraint_force_row, "constraint_force_cone": constraint_force_cone,
             "constraint_force_dof": constraint_force_dof, "constraint_adjoint": constraint_adjoint,
             "constraint_adjoint_refactor": constraint_adjoint_refactor, "add": add,
@@ -1028,7 +1042,8 @@ def build(scalar, schedule: str = "fused"):
             "modules": (module, custom, reverse, *smooth.modules, *broadphase.modules, *convex_detect.modules,
                         *narrowphase.modules,
                         *efc_address.modules, *constraint.modules,
-                        *constraint_solve.modules, *sensors.modules, *sensor_hfield.modules,
+                        *constraint_solve.modules, *(accelerate.modules if accelerate else ()),
+                        *sensors.modules, *sensor_hfield.modules,
                         *(seg.modules[0] for seg in by_pass.values()),
                         *(constraint_other.modules if constraint_other is not None else ()))}
 
@@ -1405,11 +1420,13 @@ class Rollout:
             return self._command(kernel, (W,), inputs, block_dim=schedule.LANES)
         return self._command(kernel, (W, 1), inputs)
 
-    def _solve(self, m, W, A, dA, b, x, LD, y, record: bool = True):
-        """x = (A + dA)^-1 b (dA by its lower triangle), launched outside the tape, with its
-        hand-written adjoint recorded (unless not `record`: when nothing on the tape reads x); LD
-        receives the factor, y [W, nv] is the adjoint's scratch."""
-        self._custom(self.kernels["solve_forward"], W, [m, A, dA, b, LD, x])
+    def _solve(self, m, W, A, dA, b, x, LD, y, record: bool = True, launch: bool = True):
+        """x = (A + dA)^-1 b (dA by its lower triangle), launched outside the tape (unless not
+        `launch`: the engine's acceleration solved it, `accelerate`), with its hand-written
+        adjoint recorded (unless not `record`: when nothing on the tape reads x); LD receives
+        the factor, y [W, nv] is the adjoint's scratch."""
+        if launch:
+            self._custom(self.kernels["solve_forward"], W, [m, A, dA, b, LD, x])
         if record:
             self.tape.record_func(self._custom_command(self.kernels["solve_adjoint"], W,
                                                        [m, LD, x, x.grad, y, b.grad, A.grad, dA.grad]),
@@ -1583,8 +1600,13 @@ class Rollout:
         d = self._data(qpos, qvel, act)
         scratch = self.scratch[id(d)]
         rows = bool(model.struct.nefc)
-        # the stages in one kernel (build's forward_segment), their adjoints recorded segment by
-        # segment; else a launch per segment
+        # with rows, the fused schedule's acceleration by the engine's world functions, off the
+        # tape (build's accelerate): the Newton solver from the warm start set here
+        engine = rows and k["accelerate"] is not None
+        if engine:
+            self._warmstart(d)
+        # the stages in one kernel (build's forward_segment, with rows the acceleration too),
+        # their adjoints recorded segment by segment; else a launch per segment
         fused = k["forward_segment"] is not None and FUSED_FORWARD and HANDWRITTEN and BY_PASS and \
             not wp.config.verify_autograd_array_access
         if fused:
@@ -1596,19 +1618,29 @@ class Rollout:
         self._segment(k["velocity"], m, d, W, not fused)
         if rows:
             self._segment(k["reference"], m, d, W, not fused)
+        if engine and not fused:
+            for item in k["accelerate"].launches(model):
+                self._run(item.kernel, (W, *item.dims), [m, d, *item.inputs])
+        # whether the engine's qH and qacc_int stand for the last solve (_constrained's
+        # hand-written path): then the kernels of -h qDeriv are recorded, not launched (the
+        # engine's left their values in the Data)
+        engine_solve = engine and HANDWRITTEN and not model.struct.cone_elliptic and \
+            not wp.config.verify_autograd_array_access
         dA = scratch.dA  # zero unless implicit_matrix writes it
         if implicit_damping and not model.struct.implicitfast and not wp.config.verify_autograd_array_access:
             # Euler's implicit damping: dA = h dof_damping, a constant of the model (not among the
-            # parameters simrl.diff differentiates): off the tape
-            for name, inputs in (("implicit_damping_dofs", [m, d]), ("implicit_matrix", [m, d, dA])):
-                self._run(k[name], (W, nv), inputs)
+            # parameters simrl.diff differentiates): off the tape (no use with the engine's qH)
+            if not engine_solve:
+                for name, inputs in (("implicit_damping_dofs", [m, d]), ("implicit_matrix", [m, d, dA])):
+                    self._run(k[name], (W, nv), inputs)
         elif implicit_damping:
-            self._launch(k["implicit_dofs" if model.struct.implicitfast else "implicit_damping_dofs"], (W, nv), [m, d])
+            add = self._record if engine_solve else self._launch
+            add(k["implicit_dofs" if model.struct.implicitfast else "implicit_damping_dofs"], (W, nv), [m, d])
             if model.struct.implicitfast and model.struct.ntendon:
-                self._launch(k["implicit_tendons"], (W, model.struct.ntendon), [m, d])
+                add(k["implicit_tendons"], (W, model.struct.ntendon), [m, d])
             if model.struct.implicitfast and model.struct.nsite_trn:
-                self._launch(k["implicit_site_actuators"], (W, model.nu), [m, d])
-            self._launch(k["implicit_matrix"], (W, nv), [m, d, dA])
+                add(k["implicit_site_actuators"], (W, model.nu), [m, d])
+            add(k["implicit_matrix"], (W, nv), [m, d, dA])
         if model.struct.nefc == 0:
             self._solve(m, W, d.qM, dA, d.qfrc_smooth, d.qacc_int, d.qLD, scratch.y)
             if not implicit_damping:
@@ -1619,7 +1651,14 @@ class Rollout:
                 self._solve(m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, d.qH, scratch.y)
                 self._sensors(m, d, d.qacc_smooth, None)
             return self._free_bodies(m, d, d.qfrc_smooth, self._fresh(d.qfrc_smooth), d.qacc_int), d
-        return self._constrained(m, d, dA if implicit_damping else None, sensors), d
+        return self._constrained(m, d, dA if implicit_damping else None, sensors, engine), d
+
+    def _warmstart(self, d):
+        """The constraint solver's warm start: the last evaluation's solution."""
+        if self.warmstart is not None:
+            wp.copy(d.qacc_warmstart, self.warmstart)
+        else:  # the rollout's first solve starts from zero, whatever these buffers held before
+            d.qacc_warmstart.zero_()
 
     def _sensors(self, m, d, qacc, efc_force):
         """Launch the sensors on `d` reading the differentiable `qacc` and `efc_force` (None:
@@ -1686,11 +1725,13 @@ class Rollout:
 
         self.tape.record_func(backward, arrays=[])
 
-    def _constrained(self, m, d, dA, sensors: bool = False):
+    def _constrained(self, m, d, dA, sensors: bool = False, engine: bool = False):
         """qacc with constraints: the solver forward, its implicit adjoint on the tape; with
         `dA` (-h qDeriv: Euler's implicit damping, implicitfast) then (M + dA)^-1 (qfrc_smooth +
         qfrc_constraint). Returns the acceleration to integrate. With `sensors`, the sensors of
-        the solver's qacc and of efc_force recomputed from it (differentiably)."""
+        the solver's qacc and of efc_force recomputed from it (differentiably). `engine`: the
+        engine's acceleration ran (build's accelerate): the solves and the solver are not
+        launched again, the hand-written path reads its qfrc_constraint, qH and qacc_int."""
         k, tape, model = self.kernels, self.tape, self.model
         device = model.device
         W, nv, nefc = d.qvel.shape[0], model.nv, model.struct.nefc
@@ -1699,13 +1740,11 @@ class Rollout:
         # without active rows solves with (H = M). Its adjoint unrecorded (SMOOTH_SOLVE_ADJOINT):
         # the solver reads qacc_smooth off the tape, and the sensors read qacc (the solver's)
         self._solve(m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, d.qLD, scratch.y,
-                    record=SMOOTH_SOLVE_ADJOINT)
-        if self.warmstart is not None:
-            wp.copy(d.qacc_warmstart, self.warmstart)
-        else:  # the rollout's first solve starts from zero, whatever these buffers held before
-            d.qacc_warmstart.zero_()
-        for item in k["constraint_solve"].launches(model):
-            self._custom(item.kernel, W, [m, d])
+                    record=SMOOTH_SOLVE_ADJOINT, launch=not engine)
+        if not engine:
+            self._warmstart(d)
+            for item in k["constraint_solve"].launches(model):
+                self._custom(item.kernel, W, [m, d])
         qacc = scratch.qacc  # the solution, with a gradient of its own
         wp.copy(qacc, d.qacc)
         grads = [d.qM.grad, d.qfrc_smooth.grad, d.efc_J.grad, d.efc_D.grad, d.efc_aref.grad,
@@ -1728,9 +1767,11 @@ class Rollout:
         if dA is not None and HANDWRITTEN and not model.struct.cone_elliptic and \
                 not wp.config.verify_autograd_array_access:
             # the solver's efc_force and qfrc_constraint (constraint_rhs: its last evaluate is at
-            # the solution), and the right-hand side, with a hand-written adjoint
-            qfrc, rhs = scratch.qfrc, scratch.rhs
-            self._custom(k["constraint_rhs"], W, [m, d, d.qfrc_smooth, qfrc, rhs])
+            # the solution), and the right-hand side, with a hand-written adjoint (the engine's
+            # acceleration computed qfrc_constraint, and solved: only rhs's gradient is used)
+            qfrc, rhs = (d.qfrc_constraint, scratch.rhs) if engine else (scratch.qfrc, scratch.rhs)
+            if not engine:
+                self._custom(k["constraint_rhs"], W, [m, d, d.qfrc_smooth, qfrc, rhs])
             if sensors:  # efc_force with a gradient of its own, for the sensors that read it
                 wp.copy(force, d.efc_force)
             backward_qfrc = self._custom_command(
@@ -1741,7 +1782,7 @@ class Rollout:
                                                     d.efc_aref, d.efc_frictionloss])
             if sensors:
                 self._sensors(m, d, qacc, force)
-            self._solve(m, W, d.qM, dA, rhs, d.qacc_int, d.qH, scratch.y)
+            self._solve(m, W, d.qM, dA, rhs, d.qacc_int, d.qH, scratch.y, launch=not engine)
             return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
         self._launch(k["constraint_jar"], (W, nefc), [m, d, qacc, jar])
         self._launch(k["constraint_force_row"], (W, nefc), [m, d, jar, force])
