@@ -533,3 +533,41 @@ def test_replayed_launches_and_the_fused_forward_give_the_launches_results(integ
     for run in replayed:
         for a, b in zip(direct, run, strict=True):
             assert torch.equal(a, b)
+
+
+FREE_BOX_ARM = """
+<mujoco>
+  <option integrator="implicitfast" timestep="0.01"/>
+  <worldbody>
+    <geom type="plane" size="5 5 0.1"/>
+    <body name="box" pos="0 0 0.095">
+      <freejoint/>
+      <geom type="box" size="0.1 0.1 0.1" mass="1"/>
+    </body>
+    <body name="arm" pos="1 0 0.5">
+      <joint name="hinge" type="hinge" axis="0 1 0" damping="0.3"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.48" size="0.03"/>
+    </body>
+  </worldbody>
+  <actuator><velocity joint="hinge" kv="2"/></actuator>
+</mujoco>"""
+
+
+def test_implicitfast_free_body_in_contact_gradients_float64():
+    """implicitfast with a standalone free body (its rows of M - h qDeriv solved apart,
+    mj_implicitSkip) resting on the floor, beside a damped hinge driven by a velocity actuator
+    (qDeriv's gain term): one step, whose acceleration the engine's own world functions compute
+    in the forward kernel (grad.build's accelerate), against central differences."""
+    mjm = mujoco.MjModel.from_xml_string(FREE_BOX_ARM)
+    sim = Sim.from_model(mjm, num_worlds=2, dtype="float64")
+    assert sim.model.struct.free_body_num == 1 and sim.model.struct.implicitfast
+    sim.set_solver(iterations=100, tolerance=1e-15)
+    rng = np.random.default_rng(0)
+    qpos = np.tile(mjm.qpos0, (2, 1))
+    qpos[:, 2], qpos[:, 7] = 0.095, 0.3  # the box 5 mm into the floor, the arm swung
+    qvel = rng.normal(0.0, 0.3, (2, mjm.nv))
+    ctrl = rng.uniform(-0.5, 0.5, (2, mjm.nu))
+    sim.qpos, sim.qvel, sim.ctrl = (torch.tensor(v) for v in (qpos, qvel, ctrl))
+    sim.forward()
+    assert (sim.data.nefc.numpy() > 0).all()  # in contact
+    _check_gradients(sim, mjm, [qpos, qvel, ctrl], tol=1e-5)
