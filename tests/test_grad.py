@@ -535,6 +535,64 @@ def test_replayed_launches_and_the_fused_forward_give_the_launches_results(integ
             assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("case", ["euler", "rk4", "elliptic", "generated", "limits_friction"])
+def test_gradients_past_the_rows_in_use_are_never_read(case, monkeypatch):
+    """On the CPU the backward zeroes the constraint rows' gradients (efc_J, efc_D, ...) only over
+    the rows some world uses (grad.ZERO_ROWS_IN_USE), the rows past them keeping what an earlier
+    evaluation left. With those rows filled with NaN instead, a chain of calls (contacts and
+    limits, implicit damping or RK4, the elliptic cone, the generated adjoints in place of the
+    hand-written ones; friction loss and ball limits; parameters, sensors on the last call where
+    the model has some) gives the gradients
+    of the slab zeroed whole, bit for bit: no adjoint reads a row past its world's nefc."""
+    from simrl.sim import grad
+
+    if case == "limits_friction":  # the floor lowered: the contact's rows unused
+        mjm = mujoco.MjModel.from_xml_string(LIMITS_FRICTION.replace('pos="0 0 0.06"', 'pos="0 0 -1"'))
+        values = list(_inputs(mjm, 2, np.random.default_rng(5), "limits_friction"))
+    else:
+        mjm = mujoco.MjModel.from_xml_path(str(QUADRUPED_XML))
+        if case == "rk4":
+            mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+        if case == "elliptic":
+            mjm.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+        values = [*_inputs(mjm, 3, np.random.default_rng(5), "quadruped"), *_params(mjm, 3, friction=True)]
+    if case == "generated":
+        monkeypatch.setattr(grad, "HANDWRITTEN", False)
+    sim = Sim.from_model(mjm, num_worlds=values[0].shape[0], dtype="float32")
+
+    def chain():
+        inputs = [torch.tensor(v, dtype=torch.float32, requires_grad=True) for v in values]
+        q, v, ctrl = inputs[:3]
+        params = dict(zip(("body_mass", "actuator_gain", "geom_friction"), inputs[3:], strict=False))
+        q, v = diff_step(sim, q, v, ctrl, params, substeps=2)
+        if not mjm.nsensordata:
+            q, v = diff_step(sim, q, v, ctrl, params)
+            (q.square().sum() + v.square().sum()).backward()
+            return [q.detach(), v.detach(), *(x.grad for x in inputs)]
+        q, v, s = diff_step(sim, q, v, ctrl, params, sensors=True)
+        (q.square().sum() + v.square().sum() + s.square().sum()).backward()
+        return [q.detach(), v.detach(), s.detach(), *(x.grad for x in inputs)]
+
+    zero_rows, poisoned = grad._zero_rows, []
+
+    def poison(arrays, n):
+        zero_rows(arrays, n)
+        for a in arrays:
+            a[:, n:] = np.nan
+            poisoned.append(a.shape[1] - n)
+
+    monkeypatch.setattr(grad, "_POOL", grad._Pool())
+    monkeypatch.setattr(grad, "ZERO_ROWS_IN_USE", False)
+    whole = chain()
+    monkeypatch.setattr(grad, "ZERO_ROWS_IN_USE", True)
+    monkeypatch.setattr(grad, "_zero_rows", poison)
+    for _ in range(2):  # the second on the buffers of the first
+        rows = chain()
+        for a, b in zip(whole, rows, strict=True):
+            assert torch.isfinite(a).all() and torch.equal(a, b)
+    assert poisoned and min(poisoned) > 0  # rows were poisoned in every zeroing
+
+
 FREE_BOX_ARM = """
 <mujoco>
   <option integrator="implicitfast" timestep="0.01"/>

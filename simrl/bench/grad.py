@@ -232,11 +232,12 @@ def profile_text(profile: dict, worlds: int) -> str:
 
 
 def rollout_bytes(node) -> int:
-    """Bytes held by a chain of diff_step calls for its backward: every array (and gradient)
-    of every step's buffers, walking the autograd graph from `node`."""
+    """Bytes held by a chain of diff_step calls for its backward: the values of every step's
+    buffers (Data and scratch), and their gradients, each slab once (the evaluations in the same
+    place of a step share one: simrl.sim.grad._Pool), walking the autograd graph from `node`."""
     from simrl.sim.data import data_struct
 
-    seen, total, stack = set(), 0, [node]
+    seen, total, stack, slabs = set(), 0, [node], {}
     while stack:
         n = stack.pop()
         if n is None or id(n) in seen:
@@ -248,6 +249,15 @@ def rollout_bytes(node) -> int:
                 for field in data_struct(rollout.model.dtype).vars:
                     array = getattr(d, field)
                     if isinstance(array, wp.array):
-                        total += array.capacity * (2 if array.grad is not None else 1)
+                        total += array.capacity
+                        if array.grad is not None:
+                            slab = getattr(array.grad, "_slab", array.grad)
+                            slabs[id(slab)] = slab.capacity
+                scratch = rollout.scratch[id(d)]
+                total += scratch.values.capacity
+                for name in scratch.FIELDS:
+                    grad = getattr(scratch, name).grad
+                    if grad is not None:
+                        slabs[id(grad._slab)] = grad._slab.capacity
         stack.extend(f for f, _ in n.next_functions)
-    return total
+    return total + sum(slabs.values())

@@ -1081,6 +1081,17 @@ SMOOTH_SOLVE_ADJOINT = False
 #: about 2 GB) adds no peak memory; it saves allocating and first touching them again.
 POOL_BYTES = int(os.environ.get("SIMRL_GRAD_POOL_BYTES", 4 * 2**30))
 
+#: whether the backward zeroes the constraint rows' gradients over the rows in use only (the CPU's:
+#: Rollout._zero_grads); tests compare with the whole slab zeroed
+ZERO_ROWS_IN_USE = True
+
+
+def _zero_rows(arrays, n: int):
+    """Zero rows [0, n) of the [W, njmax, ...] numpy views `arrays`."""
+    for a in arrays:
+        a[:, :n] = 0
+
+
 #: alignment of each array in a slab (bytes)
 _ALIGN = 64
 
@@ -1100,30 +1111,65 @@ OFF_TAPE = frozenset(("solver_H", "solver_scalar", "solver_search", "solver_res"
                       "rk_dqpos", "rk_dqvel", "rk_act", "rk_dact"))
 
 
-def _slab_data(model, W):
-    """A Data with gradients whose arrays (values, and gradients) are views into two slabs,
-    so that the whole Data is zeroed by two memsets instead of two hundred calls. qpos keeps
-    an array of its own (it starts at qpos0, not zero); each view holds its slab alive. The
-    fields of OFF_TAPE have no gradient."""
+#: Data fields whose gradient is an array of its own, not a view into the shared gradient slab:
+#: the sensors' (simrl.diff seeds it before the backward, which zeroes the slab)
+OWN_GRAD = frozenset(("sensordata",))
+
+
+def _grad_layout(model, W):
+    """({field: byte offset} of the Data gradients in a gradient slab, the slab's size, the offset
+    where the constraint rows' arrays begin): once per model and world count (a Data's arrays
+    have a row per world, or nccdmax rows). The rows' arrays ([W, njmax, ...]: `_row_arrays`)
+    come last, so that the rest is one memset and they can be zeroed over the rows in use
+    (Rollout._zero_grads)."""
+    layouts = model.__dict__.setdefault("_grad_layouts", {})
+    if W not in layouts:
+        d = make_data(model, W, requires_grad=True)
+        names = [name for name in data_struct(model.dtype).vars if name != "qpos" and name not in OFF_TAPE
+                 and name not in OWN_GRAD and getattr(d, name).grad is not None]
+        rows = _row_arrays(model, d, names)
+        offsets, size, rows_start = {}, 0, None
+        for name in sorted(names, key=lambda n: n in rows):
+            if name in rows and rows_start is None:
+                rows_start = size
+            offsets[name] = size
+            size += -(-max(getattr(d, name).capacity, 1) // _ALIGN) * _ALIGN
+        layouts[W] = offsets, max(size, 1), size if rows_start is None else rows_start
+    return layouts[W]
+
+
+def _row_arrays(model, d, names) -> tuple:
+    """The fields among `names` with a row per constraint row ([W, njmax, ...]: efc_J, efc_D, ...)."""
+    njmax = model.struct.nefc
+    return tuple(n for n in names if n.startswith("efc_") and getattr(d, n).ndim >= 2 and
+                 getattr(d, n).shape[1] == njmax)
+
+
+def _slab_data(model, W, grads):
+    """A Data with gradients whose values are views into a slab of its own and whose gradients
+    are views into `grads` (a uint8 array of `_grad_layout`'s size, shared by the Data of every
+    evaluation in the same place of a step: `_Pool.grads`), so that its gradients are zeroed by
+    a memset or two instead of two hundred calls. qpos keeps an array of its own (it starts at qpos0,
+    not zero), and the fields of OWN_GRAD a gradient of their own; each view holds its slab
+    alive. The fields of OFF_TAPE have no gradient."""
     d = make_data(model, W, requires_grad=True)
     device = model.device
+    grad_offsets = _grad_layout(model, W)[0]
     names = [n for n in data_struct(model.dtype).vars if n != "qpos"]
-    offsets, grad_offsets, size, grad_size = {}, {}, 0, 0
+    offsets, size = {}, 0
     for name in names:
         a = getattr(d, name)
         offsets[name] = size
         size += -(-max(a.capacity, 1) // _ALIGN) * _ALIGN
-        if a.grad is not None and name not in OFF_TAPE:
-            grad_offsets[name] = grad_size
-            grad_size += -(-max(a.capacity, 1) // _ALIGN) * _ALIGN
     values = wp.zeros(size, dtype=wp.uint8, device=device)
-    grads = wp.zeros(max(grad_size, 1), dtype=wp.uint8, device=device)
     for name in names:
         a = getattr(d, name)
         grad = None
         if name in grad_offsets:
             grad = wp.array(ptr=grads.ptr + grad_offsets[name], dtype=a.dtype, shape=a.shape, device=device)
             grad._slab = grads
+        elif name in OWN_GRAD and a.grad is not None:
+            grad = a.grad
         view = wp.array(ptr=values.ptr + offsets[name], dtype=a.dtype, shape=a.shape, device=device, grad=grad)
         view._slab = values
         setattr(d, name, view)
@@ -1152,9 +1198,9 @@ def _check_step_memory(model, W):
             f"backward; shorten the horizon or use fewer worlds")
 
 
-def _slabs(d):
-    """The two slabs of a `_slab_data` Data (qM is one of its views, never replaced)."""
-    return d.qM._slab, d.qM.grad._slab
+def _values_slab(d):
+    """The values slab of a `_slab_data` Data (qM is one of its views, never replaced)."""
+    return d.qM._slab
 
 
 class _Scratch:
@@ -1164,9 +1210,10 @@ class _Scratch:
     constraint solver's solution, copied: a gradient of its own), and the
     backward's `lam` (constraint_adjoint's) and `y` (solve_adjoint's, shared by the solves of
     an evaluation: their adjoints run one after another, each writing it whole before reading
-    it): views into two slabs that come back with the Data and are zeroed by two memsets, not
-    allocated (fresh pages) at every evaluation. `zero_` clears only what a use reads before
-    writing or adds into (the slabs' leading parts: UNZEROED's arrays come last). `commands`:
+    it): views into a slab of values that comes back with the Data and a slab of gradients shared
+    like the Data's (`_Pool.grads`), not allocated (fresh pages) at every evaluation.
+    `zero_values` clears only the values a use reads before writing (the slab's leading part:
+    UNZEROED's arrays come last), `zero_grads` the gradients that adjoints add into. `commands`:
     the launches of the evaluations on these buffers, recorded for replay (Rollout._command)."""
 
     #: name -> (shape after W: "nv" or "nefc" entries, has a gradient)
@@ -1181,92 +1228,119 @@ class _Scratch:
     #: zeroed: implicit_matrix writes them only in a step with implicit damping.)
     UNZEROED = {"values": ("zero", "lam", "y", "qfrc", "rhs", "qacc"), "grads": ("zero",)}
 
-    def __init__(self, model, W):
-        device, dtype = model.device, model.dtype
+    @classmethod
+    def _layout(cls, model, W):
+        """(shapes, value offsets, gradient offsets, values size, gradients size, the sizes of the
+        parts to zero: values, gradients)."""
         sizes = {"nv": model.nv, "nefc": model.struct.nefc}
-        itemsize = wp.types.type_size_in_bytes(dtype)
-        shapes = {name: (W, *(sizes[s] for s in dims)) for name, (dims, _) in self.FIELDS.items()}
+        itemsize = wp.types.type_size_in_bytes(model.dtype)
+        shapes = {name: (W, *(sizes[s] for s in dims)) for name, (dims, _) in cls.FIELDS.items()}
         offsets, grad_offsets, size, grad_size = {}, {}, 0, 0
         zeroed, grads_zeroed = 0, 0
-        for name in sorted(self.FIELDS, key=lambda n: n in self.UNZEROED["values"]):
+        for name in sorted(cls.FIELDS, key=lambda n: n in cls.UNZEROED["values"]):
             nbytes = -(-max(1, math.prod(shapes[name]) * itemsize) // _ALIGN) * _ALIGN
             offsets[name], size = size, size + nbytes
-            if name not in self.UNZEROED["values"]:
+            if name not in cls.UNZEROED["values"]:
                 zeroed = size
-        for name in sorted(self.FIELDS, key=lambda n: n in self.UNZEROED["grads"]):
-            if self.FIELDS[name][1]:
+        for name in sorted(cls.FIELDS, key=lambda n: n in cls.UNZEROED["grads"]):
+            if cls.FIELDS[name][1]:
                 nbytes = -(-max(1, math.prod(shapes[name]) * itemsize) // _ALIGN) * _ALIGN
                 grad_offsets[name], grad_size = grad_size, grad_size + nbytes
-                if name not in self.UNZEROED["grads"]:
+                if name not in cls.UNZEROED["grads"]:
                     grads_zeroed = grad_size
+        return shapes, offsets, grad_offsets, size, grad_size, (zeroed, grads_zeroed)
+
+    @classmethod
+    def grads_size(cls, model, W):
+        return cls._layout(model, W)[4]
+
+    def __init__(self, model, W, grads):
+        """`grads`: the shared gradient slab (uint8, `grads_size` bytes)."""
+        device, dtype = model.device, model.dtype
+        shapes, offsets, grad_offsets, size, _, (zeroed, grads_zeroed) = self._layout(model, W)
         self.values = wp.zeros(size, dtype=wp.uint8, device=device)
-        self.grads = wp.zeros(grad_size, dtype=wp.uint8, device=device)
         self.commands = []
-        # the slabs' parts that zero_ clears
-        self._zeroed = (self.values[:zeroed], self.grads[:grads_zeroed])
+        self._zeroed_values, self._zeroed_grads = self.values[:zeroed], grads[:grads_zeroed]
         for name in self.FIELDS:
             grad = None
             if name in grad_offsets:
-                grad = wp.array(ptr=self.grads.ptr + grad_offsets[name], dtype=dtype, shape=shapes[name],
-                                device=device)
-                grad._slab = self.grads
+                grad = wp.array(ptr=grads.ptr + grad_offsets[name], dtype=dtype, shape=shapes[name], device=device)
+                grad._slab = grads
             view = wp.array(ptr=self.values.ptr + offsets[name], dtype=dtype, shape=shapes[name], device=device,
                             grad=grad)
             view._slab = self.values
             setattr(self, name, view)
 
-    def zero_(self):
-        for part in self._zeroed:
-            part.zero_()
+    def zero_values(self):
+        self._zeroed_values.zero_()
+
+    def zero_grads(self):
+        self._zeroed_grads.zero_()
 
     @property
     def nbytes(self):
-        return self.values.capacity + self.grads.capacity
+        return self.values.capacity
 
 
 class _Pool:
-    """Step buffers (Data with gradients) returned after backward, reused zeroed by the next
-    rollout of the same model and world count: allocating the hundred arrays of a Data costs
-    more than a small step. Each Data lives in two slabs (`_slab_data`); the gradient slab is
-    zeroed by one call when the Data is reused. At most POOL_BYTES are kept."""
+    """Step buffers (Data with gradients) returned after backward, reused by the next rollout of
+    the same model and world count: allocating the hundred arrays of a Data costs more than a
+    small step. Each Data's values live in a slab of their own (`_slab_data`); the gradients of
+    every evaluation in the same place of a step (`slot`: RK4's stage, 0 for Euler) share one
+    slab (`grads`), as does their scratch (`_Scratch`): an evaluation's gradients are read only by
+    its own adjoints and those of the launches that read its outputs, which all run, one after
+    another, between the slab's zeroing (recorded after those launches: `Rollout._zero_grads`)
+    and the backward of the evaluation before. So the backward of a rollout touches one
+    evaluation's gradients, not one set per evaluation, and the forward clears none. At most
+    POOL_BYTES of values are kept."""
 
     def __init__(self):
-        self.free = {}  # (id(model), W) -> [(data, adjoint)]
+        self.free = {}  # (id(model), W, slot) -> [(data, adjoint, scratch)]
+        self.grads = {}  # (id(model), W, slot) -> (Data gradient slab, _Scratch gradient slab)
         self.bytes = 0
 
-    def take(self, model, W):
-        """(Data, its adjoint struct or None, _Scratch), gradients and scratch zeroed."""
-        free = self.free.get((id(model), W))
+    def take(self, model, W, slot: int = 0):
+        """(Data, its adjoint struct or None, _Scratch): values that a use reads before writing zeroed;
+        the gradients are the slot's shared slab (zeroed by Rollout._zero_grads before each use)."""
+        key = (id(model), W, slot)
+        if key not in self.grads:
+            if not any(k[0] == key[0] for k in self.grads):
+                # a model's id is reused after it is freed: its buffers go with it (a later model
+                # with the same id would get Data of the wrong sizes)
+                weakref.finalize(model, self._forget, key[0])
+            self.grads[key] = (wp.zeros(_grad_layout(model, W)[1], dtype=wp.uint8, device=model.device),
+                               wp.zeros(max(_Scratch.grads_size(model, W), 1), dtype=wp.uint8, device=model.device))
+        free = self.free.get(key)
         if not free:
             _check_step_memory(model, W)
-            return _slab_data(model, W), None, _Scratch(model, W)
+            grads, scratch_grads = self.grads[key]
+            return _slab_data(model, W, grads), None, _Scratch(model, W, scratch_grads)
         d, adj, scratch = free.pop()
-        values, grads = _slabs(d)
-        self.bytes -= values.capacity + grads.capacity + scratch.nbytes
-        # adjoints accumulate: gradients start at zero. Values need no clearing: every stage
-        # writes what it reads, as in Sim.step, which reuses one Data for all its steps; the
-        # one value carried in, the solver's warm start, is set by Rollout._constrained. Some
-        # scratch arrays are read where nothing wrote them (dA, the inactive rows of jar and
-        # force): _Scratch.zero_ clears those, and the gradients that adjoints add into.
-        grads.zero_()
-        scratch.zero_()
+        self.bytes -= _values_slab(d).capacity + scratch.nbytes
+        # Values need no clearing: every stage writes what it reads, as in Sim.step, which reuses
+        # one Data for all its steps; the one value carried in, the solver's warm start, is set
+        # by Rollout._constrained. Some scratch arrays are read where nothing wrote them (dA, the
+        # inactive rows of jar and force): _Scratch.zero_values clears those. The gradients of
+        # OWN_GRAD are seeded in part (the sensors' columns): the rest starts at zero.
+        scratch.zero_values()
+        for name in OWN_GRAD:
+            a = getattr(d, name)
+            if a.grad is not None:
+                a.grad.zero_()
         return d, adj, scratch
 
-    def give(self, model, d, adj, scratch):
-        size = sum(slab.capacity for slab in _slabs(d)) + scratch.nbytes
+    def give(self, model, d, adj, scratch, slot: int = 0):
+        size = _values_slab(d).capacity + scratch.nbytes
         if self.bytes + size > POOL_BYTES:
             return
-        key = (id(model), d.qM.shape[0])
-        if key not in self.free:
-            # a model's id is reused after it is freed: its buffers go with it (a later model
-            # with the same id would get Data of the wrong sizes)
-            weakref.finalize(model, self._forget, key)
-        self.free.setdefault(key, []).append((d, adj, scratch))
+        self.free.setdefault((id(model), d.qM.shape[0], slot), []).append((d, adj, scratch))
         self.bytes += size
 
-    def _forget(self, key):
-        for d, _, scratch in self.free.pop(key, []):
-            self.bytes -= sum(slab.capacity for slab in _slabs(d)) + scratch.nbytes
+    def _forget(self, model_id):
+        for key in [k for k in self.grads if k[0] == model_id]:
+            for d, _, scratch in self.free.pop(key, []):
+                self.bytes -= _values_slab(d).capacity + scratch.nbytes
+            del self.grads[key]
 
 
 _POOL = _Pool()
@@ -1320,6 +1394,7 @@ class Rollout:
         self.replays = replays(model.device) and wp.launch is WARP_LAUNCH and \
             not wp.config.verify_autograd_array_access
         self.scratch = {}  # id(Data) -> its _Scratch
+        self.slots = {}  # id(Data) -> its place in its step (_Pool: the gradient slab it shares)
         self.warmstart = None  # the constraint solver starts from the previous solution, as Sim.step
         #: what outgrew a budget in any evaluation of the rollout ([W] bits, [W, 3] the largest needs:
         #: Data.overflow's meaning), for the Sim to report (simrl.diff)
@@ -1502,15 +1577,18 @@ class Rollout:
         # the last evaluation's first: the next rollout takes them in this one's order (the
         # pool hands out the last given first), each with the launches its evaluation recorded
         for d in reversed(self.datas):
-            _POOL.give(self.model, d, self.adjoints.get(id(d)), self.scratch[id(d)])
+            _POOL.give(self.model, d, self.adjoints.get(id(d)), self.scratch[id(d)], self.slots[id(d)])
         self.datas = []
+        self.slots = {}
         self.adjoints = {}
         self.scratch = {}
 
-    def _data(self, qpos, qvel, act):
-        """Buffers for one evaluation of the dynamics at (qpos, qvel, act): from the pool, zeroed."""
-        d, adj, scratch = _POOL.take(self.model, qpos.shape[0])
+    def _data(self, qpos, qvel, act, slot: int):
+        """Buffers for one evaluation of the dynamics at (qpos, qvel, act), the `slot`-th of its
+        step (RK4's stage): from the pool, their gradients the slot's shared slab."""
+        d, adj, scratch = _POOL.take(self.model, qpos.shape[0], slot)
         self.scratch[id(d)] = scratch
+        self.slots[id(d)] = slot
         d.qpos, d.qvel, d.act, d.ctrl, d.qfrc_applied = qpos, qvel, act, self.ctrl, self.qfrc_applied
         # the step's time (RK4's later stages compute no sensors: the step's first time serves them)
         self.commands, self.command = scratch.commands, 0  # this evaluation's launches, recorded or replayed
@@ -1537,6 +1615,35 @@ class Rollout:
         self.datas.append(d)
         return d
 
+    def _zero_grads(self, datas):
+        """Record the zeroing of the gradient slabs of `datas` (one step's evaluations): the
+        backward runs it before the adjoints of the step's launches, which alone add into them
+        (_Pool); the previous step's backward, which runs after, finds them zero. On the CPU the
+        constraint rows' arrays are zeroed over the rows that some world uses (d.nefc's largest,
+        read off the host's memory: no adjoint reads a row past its world's nefc), a fifth of
+        their njmax rows on the quadruped; a GPU memsets the slab whole (reading nefc would
+        synchronise)."""
+        model = self.model
+        _, _, rows_start = _grad_layout(model, datas[0].qM.shape[0])
+        parts = []
+        for d in datas:
+            grads = d.qM.grad._slab
+            if model.device.is_cpu and ZERO_ROWS_IN_USE and rows_start < grads.capacity:
+                names = _row_arrays(model, d, [n for n in _grad_layout(model, d.qM.shape[0])[0]])
+                rows = [getattr(d, n).grad.numpy() for n in names]  # views of the slab
+                parts.append((grads[:rows_start], rows, d.nefc.numpy(), self.scratch[id(d)]))
+            else:
+                parts.append((grads, [], None, self.scratch[id(d)]))
+
+        def zero():
+            for head, rows, nefc, scratch in parts:
+                head.zero_()
+                if rows:
+                    _zero_rows(rows, int(nefc.max()))
+                scratch.zero_grads()
+
+        self.tape.record_func(zero, arrays=[])
+
     def _fresh(self, like):
         return wp.zeros_like(like, requires_grad=True)
 
@@ -1545,7 +1652,7 @@ class Rollout:
         implicitfast (mj_implicitSkip): the same step with (M - h qDeriv) in the last solve."""
         struct = self.model.struct
         qacc, d = self._acceleration(qpos, qvel, act, implicit_damping=bool(struct.euler_damp or struct.implicitfast),
-                                     sensors=sensors)
+                                     sensors=sensors, slot=0)
         qpos1, qvel1 = self._fresh(qpos), self._fresh(qvel)
         self._launch(self.kernels["advance"], (qpos.shape[0], self.model.struct.njnt),
                      [self.m, qpos, qvel, qacc, qpos1, qvel1])
@@ -1553,6 +1660,7 @@ class Rollout:
         if self.model.na:
             act1 = self._fresh(act)
             self._launch(self.kernels["advance_act"], (qpos.shape[0], self.model.nu), [self.m, act, d.act_dot, act1])
+        self._zero_grads([d])
         return qpos1, qvel1, act1
 
     def _rk4(self, qpos, qvel, act, sensors: bool = False):
@@ -1561,11 +1669,13 @@ class Rollout:
         njnt, nu, na = self.model.struct.njnt, self.model.nu, self.model.na
         A = [scalar(a) for a in RK4_A]
         B = [scalar(b) for b in RK4_B]
-        derivatives, accelerations, act_dots = [], [], []
+        derivatives, accelerations, act_dots, datas = [], [], [], []
         qpos_i, qvel_i, act_i = qpos, qvel, act
         for i in range(4):
             # sensors at the first stage only (mj_RungeKutta's later mj_forwardSkip skip them)
-            qacc, d = self._acceleration(qpos_i, qvel_i, act_i, implicit_damping=False, sensors=sensors and i == 0)
+            qacc, d = self._acceleration(qpos_i, qvel_i, act_i, implicit_damping=False, sensors=sensors and i == 0,
+                                         slot=i)
+            datas.append(d)
             accelerations.append(qacc)
             act_dots.append(d.act_dot)
             if i == 0:
@@ -1588,16 +1698,17 @@ class Rollout:
         if na:
             act1, dact = self._fresh(act), self._fresh(act)
             self._launch(k["rk_end_act"], (W, nu), [m, act, *act_dots, *B, dact, act1])
+        self._zero_grads(datas)
         return qpos1, qvel1, act1
 
-    def _acceleration(self, qpos, qvel, act, implicit_damping: bool, sensors: bool = False):
+    def _acceleration(self, qpos, qvel, act, implicit_damping: bool, sensors: bool = False, slot: int = 0):
         """The acceleration the integrator uses at (qpos, qvel, act), and the evaluation's buffers
         (act_dot among them): qacc (M^-1 qfrc_smooth, or the constraint solver's), or with implicit
         damping (M - h qDeriv)^-1 (qfrc_smooth + qfrc_constraint). With `sensors`, the sensors
         (self.sensordata) of mj_forward's qacc and efc_force."""
         k, model, m = self.kernels, self.model, self.m
         W, nv = qpos.shape[0], model.nv
-        d = self._data(qpos, qvel, act)
+        d = self._data(qpos, qvel, act, slot)
         scratch = self.scratch[id(d)]
         rows = bool(model.struct.nefc)
         # with rows, the fused schedule's acceleration by the engine's world functions, off the
