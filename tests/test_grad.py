@@ -341,7 +341,8 @@ def test_gradients_float32(model, rng, verify_array_access):
 CUSTOM_ADJOINT = ("factor_ld", "solve_ld", "cholesky_factor", "cholesky_solve",
                   "constraint_adjoint", "constraint_solve", "solve_forward",
                   "solve_adjoint", "newton_direction", "evaluate", "solve", "merge_overflow",
-                  "constraint_rhs", "constraint_qfrc_adjoint", "frame_reverse")
+                  "constraint_rhs", "constraint_qfrc_adjoint", "frame_reverse", "solver_adjoint", "qfrc_adjoint",
+                  "linear_solve_adjoint", "acceleration_adjoint")
 
 
 # the convex collision's search (GJK/EPA, multiccd): its kernels run off the tape in a module
@@ -533,6 +534,36 @@ def test_replayed_launches_and_the_fused_forward_give_the_launches_results(integ
     for run in replayed:
         for a, b in zip(direct, run, strict=True):
             assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("integrator", ["euler", "implicitfast"])
+def test_one_acceleration_adjoint_gives_the_three_launches_bits(integrator, monkeypatch):
+    """An evaluation's last solve, constraint forces and constraint solve run backwards in one
+    launch (grad.acceleration_adjoint) where no sensor's adjoint runs between them: the same
+    functions in the same order as the three launches, so a chain on the quadruped (contacts,
+    implicit damping or implicitfast, parameters) gives their states and gradients bit for bit."""
+    from simrl.sim import grad
+
+    mjm = mujoco.MjModel.from_xml_path(str(QUADRUPED_XML))
+    if integrator == "implicitfast":
+        mjm.opt.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    sim = Sim.from_model(mjm, num_worlds=3, dtype="float32")
+    values = [*_inputs(mjm, 3, np.random.default_rng(8), "quadruped"), *_params(mjm, 3, friction=True)]
+
+    def chain():
+        inputs = [torch.tensor(v, dtype=torch.float32, requires_grad=True) for v in values]
+        q, v, ctrl, mass, gain, friction = inputs
+        params = {"body_mass": mass, "actuator_gain": gain, "geom_friction": friction}
+        for _ in range(2):
+            q, v = diff_step(sim, q, v, ctrl, params, substeps=2)
+        (q.square().sum() + v.square().sum()).backward()
+        return [q.detach(), v.detach(), *(x.grad for x in inputs)]
+
+    one = chain()
+    monkeypatch.setattr(grad, "ONE_ACCELERATION_ADJOINT", False)
+    three = chain()
+    for a, b in zip(one, three, strict=True):
+        assert torch.isfinite(a).all() and torch.equal(a, b)
 
 
 @pytest.mark.parametrize("case", ["euler", "rk4", "elliptic", "generated", "limits_friction"])

@@ -140,6 +140,12 @@ def build(scalar, schedule: str = "fused"):
     if schedule == "fused":
         others = tuple(p for p in constraint.passes if p.name not in REVERSED_ROWS)
         constraint_other = segment("constraint_other", others, scalar, schedule, "grad_rows", backward=True)
+    # and its reference segment's rows by the hand-written `reference_reverse`, the equality
+    # constraints' Jdot qvel by the generated adjoint of this twin without them
+    reference_other = None
+    if schedule == "fused":
+        reference_other = segment("reference_other", tuple(p for p in reference.passes if p.name != "reference_rows"),
+                                  scalar, schedule, "grad_rows", backward=True)
     # the Newton solver (simrl.sim.solver), run forward only: its result is differentiated
     # implicitly by `constraint_adjoint`
     # the sensors (mj_sensorPos/Vel/Acc), with generated adjoints, in a module of their own (only a
@@ -261,6 +267,32 @@ def build(scalar, schedule: str = "fused"):
             joint_limit_reverse(m, d, adj, w, r)
         for k in range(d.contact_nslots[w]):
             contact_reverse(m, d, adj, friction_adj, w, d.contact_slots[w, k])
+
+    @wp.kernel(module=reverse)
+    def reference_reverse(m: Model, d: Data, adj: Data):
+        """The reference segment's reference_rows pass backwards, a thread per world: the adjoint
+        of constraint.reference_row, efc_vel = J qvel and aref = -B vel - K imp (pos - margin), of
+        each active row (vel_bar = efc_vel's gradient - B aref_bar; B_bar -= vel aref_bar, K_bar,
+        imp_bar, pos_bar -= the other factors' product times aref_bar, margin_bar += it; J_bar_r
+        += vel_bar qvel, qvel_bar += vel_bar J_r, rows ascending). The fused schedule's."""
+        w = wp.tid()
+        for r in range(d.nefc[w]):
+            if d.efc_active[w, r] != 0:
+                ab = adj.efc_aref[w, r]
+                K = d.efc_K[w, r]
+                imp = d.efc_imp[w, r]
+                dp = d.efc_pos[w, r] - d.efc_margin[w, r]
+                vb = adj.efc_vel[w, r] - d.efc_B[w, r] * ab
+                adj.efc_B[w, r] = adj.efc_B[w, r] - d.efc_vel[w, r] * ab
+                adj.efc_K[w, r] = adj.efc_K[w, r] - imp * dp * ab
+                adj.efc_imp[w, r] = adj.efc_imp[w, r] - K * dp * ab
+                adj.efc_pos[w, r] = adj.efc_pos[w, r] - K * imp * ab
+                adj.efc_margin[w, r] = adj.efc_margin[w, r] + K * imp * ab
+                cs = d.efc_cols[w, r]
+                for k in range(m.efc_nnz[cs]):
+                    j = m.efc_colind[cs, k]
+                    adj.efc_J[w, r, j] = adj.efc_J[w, r, j] + vb * d.qvel[w, j]
+                    adj.qvel[w, j] = adj.qvel[w, j] + vb * d.efc_J[w, r, j]
 
     crb_functions = crb.build(scalar)
 
@@ -482,14 +514,14 @@ def build(scalar, schedule: str = "fused"):
             for i in range(m.nv):
                 rhs[w, i] = qfrc_smooth[w, i] + qfrc[w, i]
 
-    @wp.kernel(module=custom)
-    def constraint_qfrc_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), jar: wp.array2d(dtype=scalar),
-                                force: wp.array2d(dtype=scalar), force_bar: wp.array2d(dtype=scalar),
-                                qfrc_bar: wp.array2d(dtype=scalar), rhs_bar: wp.array2d(dtype=scalar),
-                                jar_bar: wp.array2d(dtype=scalar), qacc_bar: wp.array2d(dtype=scalar),
-                                qfrc_smooth_bar: wp.array2d(dtype=scalar), J_bar: wp.array3d(dtype=scalar),
-                                D_bar: wp.array2d(dtype=scalar), aref_bar: wp.array2d(dtype=scalar),
-                                floss_bar: wp.array2d(dtype=scalar)):
+    @wp.func
+    def qfrc_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), jar: wp.array2d(dtype=scalar),
+                     force: wp.array2d(dtype=scalar), force_bar: wp.array2d(dtype=scalar),
+                     qfrc_bar: wp.array2d(dtype=scalar), rhs_bar: wp.array2d(dtype=scalar),
+                     jar_bar: wp.array2d(dtype=scalar), qacc_bar: wp.array2d(dtype=scalar),
+                     qfrc_smooth_bar: wp.array2d(dtype=scalar), J_bar: wp.array3d(dtype=scalar),
+                     D_bar: wp.array2d(dtype=scalar), aref_bar: wp.array2d(dtype=scalar),
+                     floss_bar: wp.array2d(dtype=scalar), w: int, lane: int, nlanes: int):
         """Adjoint of `constraint_rhs` with the rows' forces of the solution: qfrc = J' efc_force(jar),
         jar = J qacc - aref, rhs = qfrc_smooth + qfrc. With g = qfrc_bar + rhs_bar (qfrc_smooth_bar += rhs_bar),
         active row r's force adjoint f_bar_r = force_bar_r + J_r . g (J_bar_r += f_r g); its zone
@@ -499,9 +531,8 @@ def build(scalar, schedule: str = "fused"):
         qacc_bar += J' jar_bar. A world kernel: a lane owns rows (their J_bar row, D_bar, aref_bar,
         floss_bar and jar_bar, a scratch row array), then dofs (qacc_bar, gathered over the rows
         in ascending order, and qfrc_smooth_bar), so no two threads add into one element; one
-        thread per world scatters J' jar_bar row by row instead (the same sums)."""
-        w, lane = wp.tid()
-        nlanes = lanes_of_block()
+        thread per world scatters J' jar_bar row by row instead (the same sums). World w's, by
+        its lane `lane` of `nlanes`."""
         nactive = d.efc_nactive[w]
         for a in range(lane, nactive, nlanes):
             r = d.efc_list[w, a]
@@ -541,6 +572,19 @@ def build(scalar, schedule: str = "fused"):
                         g = g + d.efc_J[w, r, i] * jar_bar[w, r]
                 qacc_bar[w, i] = g
             qfrc_smooth_bar[w, i] = qfrc_smooth_bar[w, i] + rhs_bar[w, i]
+
+    @wp.kernel(module=custom)
+    def constraint_qfrc_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), jar: wp.array2d(dtype=scalar),
+                                force: wp.array2d(dtype=scalar), force_bar: wp.array2d(dtype=scalar),
+                                qfrc_bar: wp.array2d(dtype=scalar), rhs_bar: wp.array2d(dtype=scalar),
+                                jar_bar: wp.array2d(dtype=scalar), qacc_bar: wp.array2d(dtype=scalar),
+                                qfrc_smooth_bar: wp.array2d(dtype=scalar), J_bar: wp.array3d(dtype=scalar),
+                                D_bar: wp.array2d(dtype=scalar), aref_bar: wp.array2d(dtype=scalar),
+                                floss_bar: wp.array2d(dtype=scalar)):
+        """`qfrc_adjoint` of each world."""
+        w, lane = wp.tid()
+        qfrc_adjoint(m, d, qacc, jar, force, force_bar, qfrc_bar, rhs_bar, jar_bar, qacc_bar, qfrc_smooth_bar, J_bar,
+                     D_bar, aref_bar, floss_bar, w, lane, lanes_of_block())
 
     row_product = constraint_functions(scalar).row_dot  # efc_J[w, r] . x[w]
 
@@ -593,12 +637,13 @@ def build(scalar, schedule: str = "fused"):
                 mu_bar[w, r0 + e] = (mu_bar[w, r0 + e] + ds_dT * fe * jar * jar / T
                                      + c * (jar0 - T) / T * scalar(2.0) * fe * jar * jl)
 
-    @wp.kernel(module=custom)
-    def constraint_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), qacc_bar: wp.array2d(dtype=scalar),
-                           lam: wp.array2d(dtype=scalar), qM_bar: wp.array3d(dtype=scalar),
-                           qfrc_smooth_bar: wp.array2d(dtype=scalar), J_bar: wp.array3d(dtype=scalar),
-                           D_bar: wp.array2d(dtype=scalar), aref_bar: wp.array2d(dtype=scalar),
-                           floss_bar: wp.array2d(dtype=scalar), mu_bar: wp.array2d(dtype=scalar)):
+    @wp.func
+    def solver_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), qacc_bar: wp.array2d(dtype=scalar),
+                       lam: wp.array2d(dtype=scalar), qM_bar: wp.array3d(dtype=scalar),
+                       qfrc_smooth_bar: wp.array2d(dtype=scalar), J_bar: wp.array3d(dtype=scalar),
+                       D_bar: wp.array2d(dtype=scalar), aref_bar: wp.array2d(dtype=scalar),
+                       floss_bar: wp.array2d(dtype=scalar), mu_bar: wp.array2d(dtype=scalar), w: int, lane: int,
+                       nlanes: int):
         """Implicit adjoint of the constraint solve. At the solver's minimum, with each row's
         zone fixed (contact activation is not differentiable),
             (M + sum_quad D_r J_r' J_r) a = qfrc_smooth + sum_quad D_r aref_r J_r' + sum_lin f_r J_r'.
@@ -620,8 +665,6 @@ def build(scalar, schedule: str = "fused"):
         cones' efc_hcone): the line search writes none of them, nor does anything after the
         solver. So the row terms use exactly the Hessian's zones. A world function: the lanes
         share the dofs and the constraint rows (the triangular solves are lane 0's)."""
-        w, lane = wp.tid()
-        nlanes = lanes_of_block()
         nv = m.nv
         nactive = d.efc_nactive[w]
         for i in range(lane, nv, nlanes):
@@ -671,6 +714,17 @@ def build(scalar, schedule: str = "fused"):
                         floss_bar[w, r] = floss_bar[w, r] - jl
             elif cone_middle(m, d, w, r):
                 cone_adjoint(m, d, w, r, qacc, lam, J_bar, D_bar, aref_bar, mu_bar)
+
+    @wp.kernel(module=custom)
+    def constraint_adjoint(m: Model, d: Data, qacc: wp.array2d(dtype=scalar), qacc_bar: wp.array2d(dtype=scalar),
+                           lam: wp.array2d(dtype=scalar), qM_bar: wp.array3d(dtype=scalar),
+                           qfrc_smooth_bar: wp.array2d(dtype=scalar), J_bar: wp.array3d(dtype=scalar),
+                           D_bar: wp.array2d(dtype=scalar), aref_bar: wp.array2d(dtype=scalar),
+                           floss_bar: wp.array2d(dtype=scalar), mu_bar: wp.array2d(dtype=scalar)):
+        """`solver_adjoint` of each world: the implicit adjoint of the constraint solve."""
+        w, lane = wp.tid()
+        solver_adjoint(m, d, qacc, qacc_bar, lam, qM_bar, qfrc_smooth_bar, J_bar, D_bar, aref_bar, floss_bar, mu_bar,
+                       w, lane, lanes_of_block())
 
     @wp.kernel(module=custom)
     def constraint_adjoint_refactor(m: Model, d: Data, qacc: wp.array2d(dtype=scalar),
@@ -877,16 +931,14 @@ def build(scalar, schedule: str = "fused"):
         factor_ld(m, LD, w, lane, nlanes)
         solve_ld(m, LD, x, w, lane, nlanes)
 
-    @wp.kernel(module=custom)
-    def solve_adjoint(m: Model, LD: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar),
-                      x_bar: wp.array2d(dtype=scalar), y: wp.array2d(dtype=scalar),
-                      b_bar: wp.array2d(dtype=scalar), A_bar: wp.array3d(dtype=scalar),
-                      dA_bar: wp.array3d(dtype=scalar)):
-        """Adjoint of `solve_forward`: y = (A + dA)^-1 x_bar; b_bar += y; A_bar -= y x^T on the
-        sparsity pattern (both triangles, as qM stores both); dA_bar -= y x^T + x y^T on its lower
-        triangle (the one entry stands for both)."""
-        w, lane = wp.tid()
-        nlanes = lanes_of_block()
+    @wp.func
+    def linear_solve_adjoint(m: Model, LD: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar),
+                             x_bar: wp.array2d(dtype=scalar), y: wp.array2d(dtype=scalar),
+                             b_bar: wp.array2d(dtype=scalar), A_bar: wp.array3d(dtype=scalar),
+                             dA_bar: wp.array3d(dtype=scalar), dA_grad: int, w: int, lane: int, nlanes: int):
+        """Adjoint of `solve_forward` in world w: y = (A + dA)^-1 x_bar; b_bar += y; A_bar -= y x^T
+        on the sparsity pattern (both triangles, as qM stores both); with `dA_grad` (dA on the
+        tape), dA_bar -= y x^T + x y^T on its lower triangle (the one entry stands for both)."""
         for i in range(lane, m.nv, nlanes):
             y[w, i] = x_bar[w, i]
         sync()
@@ -896,13 +948,51 @@ def build(scalar, schedule: str = "fused"):
             xi = x[w, i]
             b_bar[w, i] = b_bar[w, i] + yi
             A_bar[w, i, i] = A_bar[w, i, i] - yi * xi
-            dA_bar[w, i, i] = dA_bar[w, i, i] - yi * xi
+            if dA_grad != 0:
+                dA_bar[w, i, i] = dA_bar[w, i, i] - yi * xi
             adr = m.dof_ancestor_adr[i]
             for k in range(adr, adr + m.dof_ancestor_num[i]):
                 j = m.dof_ancestor[k]
                 A_bar[w, i, j] = A_bar[w, i, j] - yi * x[w, j]
                 A_bar[w, j, i] = A_bar[w, j, i] - y[w, j] * xi
-                dA_bar[w, i, j] = dA_bar[w, i, j] - (yi * x[w, j] + y[w, j] * xi)
+                if dA_grad != 0:
+                    dA_bar[w, i, j] = dA_bar[w, i, j] - (yi * x[w, j] + y[w, j] * xi)
+
+    @wp.kernel(module=custom)
+    def solve_adjoint(m: Model, LD: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar),
+                      x_bar: wp.array2d(dtype=scalar), y: wp.array2d(dtype=scalar),
+                      b_bar: wp.array2d(dtype=scalar), A_bar: wp.array3d(dtype=scalar),
+                      dA_bar: wp.array3d(dtype=scalar), dA_grad: int):
+        """`linear_solve_adjoint` of each world."""
+        w, lane = wp.tid()
+        linear_solve_adjoint(m, LD, x, x_bar, y, b_bar, A_bar, dA_bar, dA_grad, w, lane, lanes_of_block())
+
+    @wp.kernel(module=custom)
+    def acceleration_adjoint(m: Model, d: Data, LD: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar),
+                             x_bar: wp.array2d(dtype=scalar), y: wp.array2d(dtype=scalar),
+                             dA_bar: wp.array3d(dtype=scalar), dA_grad: int, qacc: wp.array2d(dtype=scalar),
+                             force: wp.array2d(dtype=scalar), force_bar: wp.array2d(dtype=scalar),
+                             qfrc_bar: wp.array2d(dtype=scalar), rhs_bar: wp.array2d(dtype=scalar),
+                             jar_bar: wp.array2d(dtype=scalar), qacc_bar: wp.array2d(dtype=scalar),
+                             lam: wp.array2d(dtype=scalar), qM_bar: wp.array3d(dtype=scalar),
+                             qfrc_smooth_bar: wp.array2d(dtype=scalar), J_bar: wp.array3d(dtype=scalar),
+                             D_bar: wp.array2d(dtype=scalar), aref_bar: wp.array2d(dtype=scalar),
+                             floss_bar: wp.array2d(dtype=scalar), mu_bar: wp.array2d(dtype=scalar)):
+        """The three adjoints of an evaluation whose last solve (M + dA) x = qfrc_smooth +
+        qfrc_constraint took the engine's qH and constraint forces (Rollout._constrained), in one
+        launch, each world's one after another while its buffers are in the core's caches:
+        `linear_solve_adjoint` (x = qacc_int), `qfrc_adjoint` (rhs and qfrc_constraint to the
+        solution qacc and the rows), `solver_adjoint` (the solver's implicit adjoint). The same
+        functions in the order of their separate launches: the same bits."""
+        w, lane = wp.tid()
+        nlanes = lanes_of_block()
+        linear_solve_adjoint(m, LD, x, x_bar, y, rhs_bar, qM_bar, dA_bar, dA_grad, w, lane, nlanes)
+        sync()
+        qfrc_adjoint(m, d, qacc, d.efc_jar, force, force_bar, qfrc_bar, rhs_bar, jar_bar, qacc_bar, qfrc_smooth_bar,
+                     J_bar, D_bar, aref_bar, floss_bar, w, lane, nlanes)
+        sync()
+        solver_adjoint(m, d, qacc, qacc_bar, lam, qM_bar, qfrc_smooth_bar, J_bar, D_bar, aref_bar, floss_bar, mu_bar,
+                       w, lane, nlanes)
 
     @wp.kernel(module=module)
     def advance(m: Model, qpos0: wp.array2d(dtype=scalar), qvel0: wp.array2d(dtype=scalar),
@@ -1027,6 +1117,7 @@ def build(scalar, schedule: str = "fused"):
             "implicit_site_actuators": implicit_site_actuators,
             "implicit_matrix": implicit_matrix,
             "free_body_rows": free_body_rows, "solve_forward": solve_forward, "solve_adjoint": solve_adjoint,
+            "acceleration_adjoint": acceleration_adjoint,
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors, "by_pass": by_pass,
@@ -1038,6 +1129,7 @@ def build(scalar, schedule: str = "fused"):
             # the passes whose reverse kernel reads the Model's adjoint too, after adj_d (body_mass, actuator_gain)
             "reverse_model": {"com_pos_subtree", "com_pos_body", "actuation_actuator"},
             "constraint_other": constraint_other, "rows_reverse": rows_reverse,
+            "reference_other": reference_other, "reference_reverse": reference_reverse,
             "sensor_hfield": sensor_hfield, "forward_segment": forward_segment if schedule == "fused" else None,
             "modules": (module, custom, reverse, *smooth.modules, *broadphase.modules, *convex_detect.modules,
                         *narrowphase.modules,
@@ -1045,7 +1137,8 @@ def build(scalar, schedule: str = "fused"):
                         *constraint_solve.modules, *(accelerate.modules if accelerate else ()),
                         *sensors.modules, *sensor_hfield.modules,
                         *(seg.modules[0] for seg in by_pass.values()),
-                        *(constraint_other.modules if constraint_other is not None else ()))}
+                        *(constraint_other.modules if constraint_other is not None else ()),
+                        *(reference_other.modules if reference_other is not None else ()))}
 
 
 #: whether the fused schedule runs its smooth and velocity segments backwards pass by pass
@@ -1063,6 +1156,10 @@ FUSED_FORWARD = True
 #: the places of others, e.g. a body's thread leaves its parent's pose adjoint in the body's,
 #: com_vel_body's does cdof_dot's), the fused schedule's rows_reverse
 HANDWRITTEN = True
+
+#: whether an evaluation's last solve, constraint forces and constraint solve run backwards in one
+#: launch (`acceleration_adjoint`; False: three, as tests compare) where no sensor reads between them
+ONE_ACCELERATION_ADJOINT = True
 
 #: whether the constraint solve's implicit adjoint assembles and factorizes its Hessian anew
 #: (`constraint_adjoint_refactor`, as tests compare) instead of solving with the factor the
@@ -1260,6 +1357,7 @@ class _Scratch:
         shapes, offsets, grad_offsets, size, _, (zeroed, grads_zeroed) = self._layout(model, W)
         self.values = wp.zeros(size, dtype=wp.uint8, device=device)
         self.commands = []
+        self.zeroing = None  # Rollout._zeroing's, for the Data that comes with these buffers
         self._zeroed_values, self._zeroed_grads = self.values[:zeroed], grads[:grads_zeroed]
         for name in self.FIELDS:
             grad = None
@@ -1495,16 +1593,17 @@ class Rollout:
             return self._command(kernel, (W,), inputs, block_dim=schedule.LANES)
         return self._command(kernel, (W, 1), inputs)
 
-    def _solve(self, m, W, A, dA, b, x, LD, y, record: bool = True, launch: bool = True):
+    def _solve(self, m, W, A, dA, b, x, LD, y, record: bool = True, launch: bool = True, dA_grad: bool = False):
         """x = (A + dA)^-1 b (dA by its lower triangle), launched outside the tape (unless not
         `launch`: the engine's acceleration solved it, `accelerate`), with its hand-written
         adjoint recorded (unless not `record`: when nothing on the tape reads x); LD receives
-        the factor, y [W, nv] is the adjoint's scratch."""
+        the factor, y [W, nv] is the adjoint's scratch. `dA_grad`: dA is on the tape (its
+        adjoint gets dA's gradient; else nothing reads it)."""
         if launch:
             self._custom(self.kernels["solve_forward"], W, [m, A, dA, b, LD, x])
         if record:
             self.tape.record_func(self._custom_command(self.kernels["solve_adjoint"], W,
-                                                       [m, LD, x, x.grad, y, b.grad, A.grad, dA.grad]),
+                                                       [m, LD, x, x.grad, y, b.grad, A.grad, dA.grad, int(dA_grad)]),
                                   arrays=[A, dA, b, x])
 
     def _adjoint_inputs(self, inputs):
@@ -1623,26 +1722,32 @@ class Rollout:
         read off the host's memory: no adjoint reads a row past its world's nefc), a fifth of
         their njmax rows on the quadruped; a GPU memsets the slab whole (reading nefc would
         synchronise)."""
-        model = self.model
-        _, _, rows_start = _grad_layout(model, datas[0].qM.shape[0])
-        parts = []
-        for d in datas:
-            grads = d.qM.grad._slab
-            if model.device.is_cpu and ZERO_ROWS_IN_USE and rows_start < grads.capacity:
-                names = _row_arrays(model, d, [n for n in _grad_layout(model, d.qM.shape[0])[0]])
-                rows = [getattr(d, n).grad.numpy() for n in names]  # views of the slab
-                parts.append((grads[:rows_start], rows, d.nefc.numpy(), self.scratch[id(d)]))
-            else:
-                parts.append((grads, [], None, self.scratch[id(d)]))
+        parts = [(self._zeroing(d), self.scratch[id(d)]) for d in datas]
 
         def zero():
-            for head, rows, nefc, scratch in parts:
-                head.zero_()
-                if rows:
+            for (grads, head, rows, nefc), scratch in parts:
+                if rows and ZERO_ROWS_IN_USE:
+                    head.zero_()
                     _zero_rows(rows, int(nefc.max()))
+                else:
+                    grads.zero_()
                 scratch.zero_grads()
 
         self.tape.record_func(zero, arrays=[])
+
+    def _zeroing(self, d):
+        """(d's gradient slab, its part before the constraint rows' arrays, numpy views of those
+        (none on a GPU), of d.nefc): built once per pooled Data, kept with its scratch."""
+        scratch = self.scratch[id(d)]
+        if scratch.zeroing is None:
+            model = self.model
+            grads = d.qM.grad._slab
+            offsets, _, rows_start = _grad_layout(model, d.qM.shape[0])
+            rows = []
+            if model.device.is_cpu and rows_start < grads.capacity:
+                rows = [getattr(d, n).grad.numpy() for n in _row_arrays(model, d, list(offsets))]
+            scratch.zeroing = (grads, grads[:rows_start], rows, d.nefc.numpy() if rows else None)
+        return scratch.zeroing
 
     def _fresh(self, like):
         return wp.zeros_like(like, requires_grad=True)
@@ -1728,7 +1833,7 @@ class Rollout:
             self._rows(m, d, not fused)
         self._segment(k["velocity"], m, d, W, not fused)
         if rows:
-            self._segment(k["reference"], m, d, W, not fused)
+            self._reference(m, d, not fused)
         if engine and not fused:
             for item in k["accelerate"].launches(model):
                 self._run(item.kernel, (W, *item.dims), [m, d, *item.inputs])
@@ -1752,8 +1857,10 @@ class Rollout:
             if model.struct.implicitfast and model.struct.nsite_trn:
                 add(k["implicit_site_actuators"], (W, model.nu), [m, d])
             add(k["implicit_matrix"], (W, nv), [m, d, dA])
+        # dA on the tape (implicit_matrix's adjoint reads its gradient)
+        dA_grad = implicit_damping and bool(model.struct.implicitfast or wp.config.verify_autograd_array_access)
         if model.struct.nefc == 0:
-            self._solve(m, W, d.qM, dA, d.qfrc_smooth, d.qacc_int, d.qLD, scratch.y)
+            self._solve(m, W, d.qM, dA, d.qfrc_smooth, d.qacc_int, d.qLD, scratch.y, dA_grad=dA_grad)
             if not implicit_damping:
                 if sensors:
                     self._sensors(m, d, d.qacc_int, None)
@@ -1762,7 +1869,7 @@ class Rollout:
                 self._solve(m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, d.qH, scratch.y)
                 self._sensors(m, d, d.qacc_smooth, None)
             return self._free_bodies(m, d, d.qfrc_smooth, self._fresh(d.qfrc_smooth), d.qacc_int), d
-        return self._constrained(m, d, dA if implicit_damping else None, sensors, engine), d
+        return self._constrained(m, d, dA if implicit_damping else None, sensors, engine, dA_grad), d
 
     def _warmstart(self, d):
         """The constraint solver's warm start: the last evaluation's solution."""
@@ -1836,13 +1943,40 @@ class Rollout:
 
         self.tape.record_func(backward, arrays=[])
 
-    def _constrained(self, m, d, dA, sensors: bool = False, engine: bool = False):
+    def _reference(self, m, d, forward: bool = True):
+        """The rows' velocities and reference accelerations (mj_referenceConstraint): in the fused
+        schedule backwards by the hand-written reference_reverse and, with equality constraints,
+        the generated adjoint of their Jdot qvel (reference_other). Without `forward` only the
+        adjoints are recorded (the forward segment launched the stages)."""
+        k, model = self.kernels, self.model
+        W = d.qvel.shape[0]
+        if k["reference_other"] is None or not HANDWRITTEN or wp.config.verify_autograd_array_access:
+            self._segment(k["reference"], m, d, W, forward)
+            return
+        if forward:
+            for item in k["reference"].launches(model):
+                self._run(item.kernel, (W, *item.dims), [m, d, *item.inputs])
+        launches = []
+        if model.struct.nefc_eq:
+            for item in k["reference_other"].launches(model):
+                inputs = [m, d, *item.inputs]
+                launches.append(self._command(item.kernel, (W, *item.dims), inputs, self._adjoint_inputs(inputs)))
+        launches.append(self._command(k["reference_reverse"], W, [m, d, self.adjoints[id(d)]]))
+
+        def backward():
+            for launch in launches:
+                launch()
+
+        self.tape.record_func(backward, arrays=[])
+
+    def _constrained(self, m, d, dA, sensors: bool = False, engine: bool = False, dA_grad: bool = False):
         """qacc with constraints: the solver forward, its implicit adjoint on the tape; with
-        `dA` (-h qDeriv: Euler's implicit damping, implicitfast) then (M + dA)^-1 (qfrc_smooth +
-        qfrc_constraint). Returns the acceleration to integrate. With `sensors`, the sensors of
-        the solver's qacc and of efc_force recomputed from it (differentiably). `engine`: the
-        engine's acceleration ran (build's accelerate): the solves and the solver are not
-        launched again, the hand-written path reads its qfrc_constraint, qH and qacc_int."""
+        `dA` (-h qDeriv: Euler's implicit damping, implicitfast; `dA_grad`: on the tape) then
+        (M + dA)^-1 (qfrc_smooth + qfrc_constraint). Returns the acceleration to integrate. With
+        `sensors`, the sensors of the solver's qacc and of efc_force recomputed from it
+        (differentiably). `engine`: the engine's acceleration ran (build's accelerate): the solves
+        and the solver are not launched again, the hand-written path reads its qfrc_constraint,
+        qH and qacc_int."""
         k, tape, model = self.kernels, self.tape, self.model
         device = model.device
         W, nv, nefc = d.qvel.shape[0], model.nv, model.struct.nefc
@@ -1860,23 +1994,28 @@ class Rollout:
         wp.copy(qacc, d.qacc)
         grads = [d.qM.grad, d.qfrc_smooth.grad, d.efc_J.grad, d.efc_D.grad, d.efc_aref.grad,
                  d.efc_frictionloss.grad, d.efc_mu.grad]
-        if REFACTOR:
-            def backward():
-                H = wp.zeros((W, nv, nv), dtype=qacc.dtype, device=device)
-                self._custom_command(k["constraint_adjoint_refactor"], W,
-                                     [m, d, qacc, qacc.grad, scratch.lam, H, *grads])()
-        else:
-            backward = self._custom_command(k["constraint_adjoint"], W, [m, d, qacc, qacc.grad, scratch.lam, *grads])
-
-        tape.record_func(backward, arrays=[qacc, d.qM, d.qfrc_smooth, d.efc_J, d.efc_D, d.efc_aref,
-                                           d.efc_frictionloss, d.efc_mu])
+        # the hand-written path with a last solve: its three adjoints in one launch
+        # (acceleration_adjoint) unless the sensors' adjoints run between them
+        handwritten = dA is not None and HANDWRITTEN and not model.struct.cone_elliptic and \
+            not wp.config.verify_autograd_array_access
+        one = handwritten and not sensors and not REFACTOR and ONE_ACCELERATION_ADJOINT
+        if not one:
+            if REFACTOR:
+                def backward():
+                    H = wp.zeros((W, nv, nv), dtype=qacc.dtype, device=device)
+                    self._custom_command(k["constraint_adjoint_refactor"], W,
+                                         [m, d, qacc, qacc.grad, scratch.lam, H, *grads])()
+            else:
+                backward = self._custom_command(k["constraint_adjoint"], W,
+                                                [m, d, qacc, qacc.grad, scratch.lam, *grads])
+            tape.record_func(backward, arrays=[qacc, d.qM, d.qfrc_smooth, d.efc_J, d.efc_D, d.efc_aref,
+                                               d.efc_frictionloss, d.efc_mu])
         self.warmstart = d.qacc
         if dA is None and not sensors:
             return qacc
         # efc_force of the solution, differentiably (the solver's own has no adjoint)
         jar, force = scratch.jar, scratch.force
-        if dA is not None and HANDWRITTEN and not model.struct.cone_elliptic and \
-                not wp.config.verify_autograd_array_access:
+        if handwritten:
             # the solver's efc_force and qfrc_constraint (constraint_rhs: its last evaluate is at
             # the solution), and the right-hand side, with a hand-written adjoint (the engine's
             # acceleration computed qfrc_constraint, and solved: only rhs's gradient is used)
@@ -1885,6 +2024,13 @@ class Rollout:
                 self._custom(k["constraint_rhs"], W, [m, d, d.qfrc_smooth, qfrc, rhs])
             if sensors:  # efc_force with a gradient of its own, for the sensors that read it
                 wp.copy(force, d.efc_force)
+            if one:
+                self._solve(m, W, d.qM, dA, rhs, d.qacc_int, d.qH, scratch.y, record=False, launch=not engine)
+                tape.record_func(self._custom_command(
+                    k["acceleration_adjoint"], W,
+                    [m, d, d.qH, d.qacc_int, d.qacc_int.grad, scratch.y, dA.grad, int(dA_grad), qacc, d.efc_force,
+                     force.grad, qfrc.grad, rhs.grad, jar.grad, qacc.grad, scratch.lam, *grads]), arrays=[])
+                return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
             backward_qfrc = self._custom_command(
                 k["constraint_qfrc_adjoint"], W,
                 [m, d, qacc, d.efc_jar, d.efc_force, force.grad, qfrc.grad, rhs.grad, jar.grad, qacc.grad,
@@ -1893,7 +2039,7 @@ class Rollout:
                                                     d.efc_aref, d.efc_frictionloss])
             if sensors:
                 self._sensors(m, d, qacc, force)
-            self._solve(m, W, d.qM, dA, rhs, d.qacc_int, d.qH, scratch.y, launch=not engine)
+            self._solve(m, W, d.qM, dA, rhs, d.qacc_int, d.qH, scratch.y, launch=not engine, dA_grad=dA_grad)
             return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
         self._launch(k["constraint_jar"], (W, nefc), [m, d, qacc, jar])
         self._launch(k["constraint_force_row"], (W, nefc), [m, d, jar, force])
@@ -1906,7 +2052,7 @@ class Rollout:
         qfrc, rhs = scratch.qfrc, scratch.rhs
         self._launch(k["constraint_force_dof"], (W, nv), [m, d, force, qfrc])
         self._launch(k["add"], (W, nv), [d.qfrc_smooth, qfrc, rhs])
-        self._solve(m, W, d.qM, dA, rhs, d.qacc_int, d.qH, scratch.y)
+        self._solve(m, W, d.qM, dA, rhs, d.qacc_int, d.qH, scratch.y, dA_grad=dA_grad)
         return self._free_bodies(m, d, d.qfrc_smooth, qfrc, d.qacc_int)
 
 
