@@ -1328,7 +1328,7 @@ class _Scratch:
     @classmethod
     def _layout(cls, model, W):
         """(shapes, value offsets, gradient offsets, values size, gradients size, the sizes of the
-        parts to zero: values, gradients)."""
+        parts to zero: values, gradients, gradients but dA's, which come last)."""
         sizes = {"nv": model.nv, "nefc": model.struct.nefc}
         itemsize = wp.types.type_size_in_bytes(model.dtype)
         shapes = {name: (W, *(sizes[s] for s in dims)) for name, (dims, _) in cls.FIELDS.items()}
@@ -1339,13 +1339,16 @@ class _Scratch:
             offsets[name], size = size, size + nbytes
             if name not in cls.UNZEROED["values"]:
                 zeroed = size
-        for name in sorted(cls.FIELDS, key=lambda n: n in cls.UNZEROED["grads"]):
+        grads_without_dA = 0
+        for name in sorted(cls.FIELDS, key=lambda n: (n in cls.UNZEROED["grads"], n == "dA")):
             if cls.FIELDS[name][1]:
                 nbytes = -(-max(1, math.prod(shapes[name]) * itemsize) // _ALIGN) * _ALIGN
                 grad_offsets[name], grad_size = grad_size, grad_size + nbytes
                 if name not in cls.UNZEROED["grads"]:
                     grads_zeroed = grad_size
-        return shapes, offsets, grad_offsets, size, grad_size, (zeroed, grads_zeroed)
+                if name not in cls.UNZEROED["grads"] and name != "dA":
+                    grads_without_dA = grad_size
+        return shapes, offsets, grad_offsets, size, grad_size, (zeroed, grads_zeroed, grads_without_dA)
 
     @classmethod
     def grads_size(cls, model, W):
@@ -1354,11 +1357,13 @@ class _Scratch:
     def __init__(self, model, W, grads):
         """`grads`: the shared gradient slab (uint8, `grads_size` bytes)."""
         device, dtype = model.device, model.dtype
-        shapes, offsets, grad_offsets, size, _, (zeroed, grads_zeroed) = self._layout(model, W)
+        shapes, offsets, grad_offsets, size, _, (zeroed, grads_zeroed, without_dA) = self._layout(model, W)
         self.values = wp.zeros(size, dtype=wp.uint8, device=device)
         self.commands = []
         self.zeroing = None  # Rollout._zeroing's, for the Data that comes with these buffers
         self._zeroed_values, self._zeroed_grads = self.values[:zeroed], grads[:grads_zeroed]
+        self._zeroed_grads_without_dA = grads[:without_dA]
+        self.dA_grad = True  # whether this evaluation's dA is on the tape (Rollout._acceleration)
         for name in self.FIELDS:
             grad = None
             if name in grad_offsets:
@@ -1373,7 +1378,9 @@ class _Scratch:
         self._zeroed_values.zero_()
 
     def zero_grads(self):
-        self._zeroed_grads.zero_()
+        """The gradients adjoints add into: dA's only where dA is on the tape (else nothing
+        writes or reads it)."""
+        (self._zeroed_grads if self.dA_grad else self._zeroed_grads_without_dA).zero_()
 
     @property
     def nbytes(self):
@@ -1418,9 +1425,9 @@ class _Pool:
         # Values need no clearing: every stage writes what it reads, as in Sim.step, which reuses
         # one Data for all its steps; the one value carried in, the solver's warm start, is set
         # by Rollout._constrained. Some scratch arrays are read where nothing wrote them (dA, the
-        # inactive rows of jar and force): _Scratch.zero_values clears those. The gradients of
-        # OWN_GRAD are seeded in part (the sensors' columns): the rest starts at zero.
-        scratch.zero_values()
+        # inactive rows of jar and force): Rollout._acceleration clears those where a launch
+        # reads them (_Scratch.zero_values). The gradients of OWN_GRAD are seeded in part (the
+        # sensors' columns): the rest starts at zero.
         for name in OWN_GRAD:
             a = getattr(d, name)
             if a.grad is not None:
@@ -1842,6 +1849,11 @@ class Rollout:
         # engine's left their values in the Data)
         engine_solve = engine and HANDWRITTEN and not model.struct.cone_elliptic and \
             not wp.config.verify_autograd_array_access
+        if not (engine_solve and implicit_damping):
+            # the scratch values that a launch reads before writing them or without (dA, the
+            # inactive rows of jar and force): none on the hand-written path after the engine's
+            # acceleration (_constrained), which launches no solve and copies efc_force
+            scratch.zero_values()
         dA = scratch.dA  # zero unless implicit_matrix writes it
         if implicit_damping and not model.struct.implicitfast and not wp.config.verify_autograd_array_access:
             # Euler's implicit damping: dA = h dof_damping, a constant of the model (not among the
@@ -1859,6 +1871,7 @@ class Rollout:
             add(k["implicit_matrix"], (W, nv), [m, d, dA])
         # dA on the tape (implicit_matrix's adjoint reads its gradient)
         dA_grad = implicit_damping and bool(model.struct.implicitfast or wp.config.verify_autograd_array_access)
+        scratch.dA_grad = dA_grad
         if model.struct.nefc == 0:
             self._solve(m, W, d.qM, dA, d.qfrc_smooth, d.qacc_int, d.qLD, scratch.y, dA_grad=dA_grad)
             if not implicit_damping:
