@@ -69,23 +69,34 @@ class _DiffStep(torch.autograd.Function):
     def forward(ctx, sim, substeps, sensors, names, qpos0, qvel0, ctrl, act0, *values):
         model = sim.model
         dtype = model.dtype
-        inputs = [_wp_array(t, dtype) for t in (qpos0, qvel0, ctrl, act0)]
+        # the step's own copies of its inputs and of the Sim's constants it reads, in small arrays
+        # from the step buffers' pool (the Rollout gives them back after the backward)
+        pooled = {}
+
+        def copy(value, with_grad=False):
+            if isinstance(value, wp.array):
+                array = grad.pool_array(model, pooled, value.shape, value.dtype)
+                wp.copy(array, value)
+            else:
+                array = grad.pool_array(model, pooled, tuple(value.shape), dtype, with_grad)
+                grad.pool_torch(pooled, array).copy_(value.detach())
+            return array
+
+        inputs = [copy(t, True) for t in (qpos0, qvel0, ctrl, act0)]
         tape = wp.Tape()
         m = _model_with_params(sim, dict(zip(names, values, strict=True)), tape, ctx)
-        applied = wp.clone(sim.data.qfrc_applied)
-        # (copies only of what the model has: each is an allocation per call)
-        mocap = (wp.clone(sim.data.mocap_pos), wp.clone(sim.data.mocap_quat)) if model.struct.nmocap else None
-        eq_active = wp.clone(sim.data.eq_active) if model.mjm.neq else None
+        applied = copy(sim.data.qfrc_applied)
+        mocap = (copy(sim.data.mocap_pos), copy(sim.data.mocap_quat)) if model.struct.nmocap else None
+        eq_active = copy(sim.data.eq_active) if model.mjm.neq else None
         rollout = grad.Rollout(model, m, *inputs[:3], applied, substeps, tape, sim.schedule, mocap, act0=inputs[3],
-                               sensors=sensors, eq_active=eq_active,
-                               time0=wp.clone(wp.from_torch(sim.time.contiguous())))
+                               sensors=sensors, eq_active=eq_active, time0=copy(sim.time), pooled=pooled)
         ctx.rollout, ctx.inputs = rollout, inputs
         # the budgets' overflow of these steps, where the Sim reports its own steps' (sim.overflow)
         wp.copy(sim.data.overflow, rollout.overflow)
         wp.copy(sim.data.overflow_need, rollout.overflow_need)
         sim._count_steps(substeps, stacklevel=6)  # warnings name the line that called diff_step
         outputs = [rollout.qpos1, rollout.qvel1, rollout.act1]
-        out = [wp.to_torch(a, requires_grad=False).clone() for a in outputs]
+        out = [grad.pool_torch(pooled, a).clone() for a in outputs]
         if sensors:
             out.append(wp.to_torch(rollout.sensordata, requires_grad=False)[:, :model.mjm.nsensordata].clone())
         return tuple(out)
@@ -99,11 +110,11 @@ class _DiffStep(torch.autograd.Function):
         for output, g in ((rollout.qpos1, g_qpos), (rollout.qvel1, g_qvel), (rollout.act1, g_act)):
             # act1 is act0's own array when the model has no activations (nothing to seed)
             if g is not None and output.size and output is not ctx.inputs[3]:
-                wp.to_torch(output.grad, requires_grad=False).copy_(g)
+                grad.pool_torch(rollout.pooled, output, grad=True).copy_(g)
         if g_sensordata is not None and g_sensordata.numel():
             wp.to_torch(rollout.sensordata.grad, requires_grad=False)[:, :g_sensordata.shape[1]].copy_(g_sensordata)
         rollout.tape.backward()
-        grads = [wp.to_torch(a.grad, requires_grad=False).clone() for a in ctx.inputs]
+        grads = [grad.pool_torch(rollout.pooled, a, grad=True).clone() for a in ctx.inputs]
         params = [wp.to_torch(a.grad, requires_grad=False).clone() for a in ctx.param_arrays]
         # release the tape; the step's buffers go back to the pool for the next rollout (which
         # zeroes their gradients: the tape's own zeroing of the gradients it saw is not needed,

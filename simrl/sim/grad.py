@@ -43,6 +43,7 @@ import os
 import weakref
 
 import mujoco
+import numpy as np
 import warp as wp
 
 from simrl.sim import (
@@ -642,9 +643,10 @@ def build(scalar, schedule: str = "fused"):
                        lam: wp.array2d(dtype=scalar), qM_bar: wp.array3d(dtype=scalar),
                        qfrc_smooth_bar: wp.array2d(dtype=scalar), J_bar: wp.array3d(dtype=scalar),
                        D_bar: wp.array2d(dtype=scalar), aref_bar: wp.array2d(dtype=scalar),
-                       floss_bar: wp.array2d(dtype=scalar), mu_bar: wp.array2d(dtype=scalar), w: int, lane: int,
-                       nlanes: int):
-        """Implicit adjoint of the constraint solve. At the solver's minimum, with each row's
+                       floss_bar: wp.array2d(dtype=scalar), mu_bar: wp.array2d(dtype=scalar), mass: int, w: int,
+                       lane: int, nlanes: int):
+        """Implicit adjoint of the constraint solve (without `mass`, M_bar's term is left to the
+        caller: `mass_matrix_adjoint`). At the solver's minimum, with each row's
         zone fixed (contact activation is not differentiable),
             (M + sum_quad D_r J_r' J_r) a = qfrc_smooth + sum_quad D_r aref_r J_r' + sum_lin f_r J_r'.
         With lam = H^-1 a_bar (H the matrix on the left, the Newton solver's Hessian at a):
@@ -682,12 +684,13 @@ def build(scalar, schedule: str = "fused"):
         for i in range(lane, nv, nlanes):
             li = lam[w, i]
             qfrc_smooth_bar[w, i] = qfrc_smooth_bar[w, i] + li
-            qM_bar[w, i, i] = qM_bar[w, i, i] - li * qacc[w, i]
-            adr = m.dof_ancestor_adr[i]
-            for k in range(adr, adr + m.dof_ancestor_num[i]):
-                j = m.dof_ancestor[k]
-                qM_bar[w, i, j] = qM_bar[w, i, j] - li * qacc[w, j]
-                qM_bar[w, j, i] = qM_bar[w, j, i] - lam[w, j] * qacc[w, i]
+            if mass != 0:
+                qM_bar[w, i, i] = qM_bar[w, i, i] - li * qacc[w, i]
+                adr = m.dof_ancestor_adr[i]
+                for k in range(adr, adr + m.dof_ancestor_num[i]):
+                    j = m.dof_ancestor[k]
+                    qM_bar[w, i, j] = qM_bar[w, i, j] - li * qacc[w, j]
+                    qM_bar[w, j, i] = qM_bar[w, j, i] - lam[w, j] * qacc[w, i]
         # constraint rows, in the zones of the solver's last evaluate
         for a in range(lane, nactive, nlanes):
             r = d.efc_list[w, a]
@@ -724,7 +727,7 @@ def build(scalar, schedule: str = "fused"):
         """`solver_adjoint` of each world: the implicit adjoint of the constraint solve."""
         w, lane = wp.tid()
         solver_adjoint(m, d, qacc, qacc_bar, lam, qM_bar, qfrc_smooth_bar, J_bar, D_bar, aref_bar, floss_bar, mu_bar,
-                       w, lane, lanes_of_block())
+                       1, w, lane, lanes_of_block())
 
     @wp.kernel(module=custom)
     def constraint_adjoint_refactor(m: Model, d: Data, qacc: wp.array2d(dtype=scalar),
@@ -967,6 +970,47 @@ def build(scalar, schedule: str = "fused"):
         w, lane = wp.tid()
         linear_solve_adjoint(m, LD, x, x_bar, y, b_bar, A_bar, dA_bar, dA_grad, w, lane, lanes_of_block())
 
+    @wp.func
+    def mass_matrix_adjoint(m: Model, qM_bar: wp.array3d(dtype=scalar), y: wp.array2d(dtype=scalar),
+                            x: wp.array2d(dtype=scalar), lam: wp.array2d(dtype=scalar),
+                            qacc: wp.array2d(dtype=scalar), with_lam: int, dA_bar: wp.array3d(dtype=scalar),
+                            dA_grad: int, w: int, lane: int, nlanes: int):
+        """M_bar -= y x' + lam qacc' on M's sparsity (both triangles: entry (j, i) of an ancestor j
+        of i belongs to dof i's lane): the terms of the last solve (`linear_solve_adjoint`'s) and of
+        the constraint solve (`solver_adjoint`'s; without `with_lam` lam is zero) in one pass; with
+        `dA_grad`, dA_bar -= y x' + x y' on its lower triangle. (World w's rows as views: an
+        index fewer per access.)"""
+        Mb = qM_bar[w]
+        yw = y[w]
+        xw = x[w]
+        for i in range(lane, m.nv, nlanes):
+            yi = yw[i]
+            xi = xw[i]
+            adr = m.dof_ancestor_adr[i]
+            end = adr + m.dof_ancestor_num[i]
+            if with_lam != 0:
+                lw = lam[w]
+                aw = qacc[w]
+                li = lw[i]
+                ai = aw[i]
+                Mb[i, i] = Mb[i, i] - (yi * xi + li * ai)
+                for k in range(adr, end):
+                    j = m.dof_ancestor[k]
+                    Mb[i, j] = Mb[i, j] - (yi * xw[j] + li * aw[j])
+                    Mb[j, i] = Mb[j, i] - (yw[j] * xi + lw[j] * ai)
+            else:
+                Mb[i, i] = Mb[i, i] - yi * xi
+                for k in range(adr, end):
+                    j = m.dof_ancestor[k]
+                    Mb[i, j] = Mb[i, j] - yi * xw[j]
+                    Mb[j, i] = Mb[j, i] - yw[j] * xi
+            if dA_grad != 0:
+                dAb = dA_bar[w]
+                dAb[i, i] = dAb[i, i] - yi * xi
+                for k in range(adr, end):
+                    j = m.dof_ancestor[k]
+                    dAb[i, j] = dAb[i, j] - (yi * xw[j] + yw[j] * xi)
+
     @wp.kernel(module=custom)
     def acceleration_adjoint(m: Model, d: Data, LD: wp.array3d(dtype=scalar), x: wp.array2d(dtype=scalar),
                              x_bar: wp.array2d(dtype=scalar), y: wp.array2d(dtype=scalar),
@@ -981,18 +1025,32 @@ def build(scalar, schedule: str = "fused"):
         """The three adjoints of an evaluation whose last solve (M + dA) x = qfrc_smooth +
         qfrc_constraint took the engine's qH and constraint forces (Rollout._constrained), in one
         launch, each world's one after another while its buffers are in the core's caches:
-        `linear_solve_adjoint` (x = qacc_int), `qfrc_adjoint` (rhs and qfrc_constraint to the
-        solution qacc and the rows), `solver_adjoint` (the solver's implicit adjoint). The same
-        functions in the order of their separate launches: the same bits."""
+        `linear_solve_adjoint`'s y = (M + dA)^-1 x_bar (x = qacc_int), `qfrc_adjoint` (rhs and
+        qfrc_constraint to the solution qacc and the rows), `solver_adjoint` (the solver's
+        implicit adjoint), then the mass matrix's terms of the first and the last in one pass
+        (`mass_matrix_adjoint`). A world without active rows skips the solver's adjoint: nothing
+        adds into qacc_bar then (qfrc_adjoint adds J' jar_bar over the active rows only, and no
+        other adjoint reads qacc in this path), so its lam = H^-1 qacc_bar is zero and all its
+        terms are."""
         w, lane = wp.tid()
         nlanes = lanes_of_block()
-        linear_solve_adjoint(m, LD, x, x_bar, y, rhs_bar, qM_bar, dA_bar, dA_grad, w, lane, nlanes)
+        for i in range(lane, m.nv, nlanes):
+            y[w, i] = x_bar[w, i]
+        sync()
+        solve_ld(m, LD, y, w, lane, nlanes)
+        for i in range(lane, m.nv, nlanes):
+            rhs_bar[w, i] = rhs_bar[w, i] + y[w, i]
         sync()
         qfrc_adjoint(m, d, qacc, d.efc_jar, force, force_bar, qfrc_bar, rhs_bar, jar_bar, qacc_bar, qfrc_smooth_bar,
                      J_bar, D_bar, aref_bar, floss_bar, w, lane, nlanes)
         sync()
-        solver_adjoint(m, d, qacc, qacc_bar, lam, qM_bar, qfrc_smooth_bar, J_bar, D_bar, aref_bar, floss_bar, mu_bar,
-                       w, lane, nlanes)
+        with_lam = int(0)
+        if d.efc_nactive[w] > 0:
+            solver_adjoint(m, d, qacc, qacc_bar, lam, qM_bar, qfrc_smooth_bar, J_bar, D_bar, aref_bar, floss_bar,
+                           mu_bar, 0, w, lane, nlanes)
+            with_lam = 1
+        sync()
+        mass_matrix_adjoint(m, qM_bar, y, x, lam, qacc, with_lam, dA_bar, dA_grad, w, lane, nlanes)
 
     @wp.kernel(module=module)
     def advance(m: Model, qpos0: wp.array2d(dtype=scalar), qvel0: wp.array2d(dtype=scalar),
@@ -1184,9 +1242,10 @@ ZERO_ROWS_IN_USE = True
 
 
 def _zero_rows(arrays, n: int):
-    """Zero rows [0, n) of the [W, njmax, ...] numpy views `arrays`."""
-    for a in arrays:
-        a[:, :n] = 0
+    """Zero rows [0, n) of `arrays`: (the [W, njmax * row bytes] uint8 numpy view of a [W, njmax,
+    ...] array, its row's bytes) (numpy fills bytes at twice the speed of floats)."""
+    for a, row in arrays:
+        a[:, :n * row] = 0
 
 
 #: alignment of each array in a slab (bytes)
@@ -1402,17 +1461,55 @@ class _Pool:
     def __init__(self):
         self.free = {}  # (id(model), W, slot) -> [(data, adjoint, scratch)]
         self.grads = {}  # (id(model), W, slot) -> (Data gradient slab, _Scratch gradient slab)
+        self.arrays = {}  # (id(model), shape, dtype, with a gradient) -> [[array, its torch view, its gradient's]]
+        self.watched = set()  # id(model) of the models whose buffers are kept
         self.bytes = 0
+
+    def _watch(self, model):
+        if id(model) not in self.watched:
+            # a model's id is reused after it is freed: its buffers go with it (a later model
+            # with the same id would get Data of the wrong sizes)
+            self.watched.add(id(model))
+            weakref.finalize(model, self._forget, id(model))
+
+    def array(self, model, taken: dict, shape: tuple, dtype, grad: bool = False):
+        """A small array of a rollout's own (a [W, nq] state, a [W] time, ...), with its gradient
+        zeroed where `grad`: one given back (`give_arrays`) or a new one; `taken` (id(array) ->
+        [array, its torch view, its gradient's], in the order taken) records it. Its values are its
+        last user's: each use writes them whole before reading them (or zeroes them). Taking one
+        costs a tenth of allocating it, and a recorded launch replayed with the same array packs
+        nothing again (Rollout._command). The pool holds only the arrays given back: those of a
+        rollout dropped before its backward go with it."""
+        free = self.arrays.get((id(model), shape, dtype, grad))
+        if free:
+            entry = free.pop()
+            self.bytes -= entry[0].capacity * (2 if grad else 1)
+            if grad:
+                entry[0].grad.zero_()
+        else:
+            self._watch(model)
+            entry = [wp.zeros(shape, dtype=dtype, device=model.device, requires_grad=grad), None, None]
+        taken[id(entry[0])] = entry
+        return entry[0]
+
+    def give_arrays(self, model, taken: dict):
+        """Return the arrays of `taken` (after the backward of the rollout that took them), the
+        last taken first: the next rollout takes them in the same order."""
+        for entry in reversed(taken.values()):
+            array = entry[0]
+            size = array.capacity * (2 if array.grad is not None else 1)
+            if self.bytes + size > POOL_BYTES:
+                continue
+            self.arrays.setdefault((id(model), array.shape, array.dtype, array.grad is not None), []).append(entry)
+            self.bytes += size
+        taken.clear()
 
     def take(self, model, W, slot: int = 0):
         """(Data, its adjoint struct or None, _Scratch): values that a use reads before writing zeroed;
         the gradients are the slot's shared slab (zeroed by Rollout._zero_grads before each use)."""
         key = (id(model), W, slot)
         if key not in self.grads:
-            if not any(k[0] == key[0] for k in self.grads):
-                # a model's id is reused after it is freed: its buffers go with it (a later model
-                # with the same id would get Data of the wrong sizes)
-                weakref.finalize(model, self._forget, key[0])
+            self._watch(model)
             self.grads[key] = (wp.zeros(_grad_layout(model, W)[1], dtype=wp.uint8, device=model.device),
                                wp.zeros(max(_Scratch.grads_size(model, W), 1), dtype=wp.uint8, device=model.device))
         free = self.free.get(key)
@@ -1442,13 +1539,34 @@ class _Pool:
         self.bytes += size
 
     def _forget(self, model_id):
+        self.watched.discard(model_id)
         for key in [k for k in self.grads if k[0] == model_id]:
             for d, _, scratch in self.free.pop(key, []):
                 self.bytes -= _values_slab(d).capacity + scratch.nbytes
             del self.grads[key]
+        for key in [k for k in self.arrays if k[0] == model_id]:
+            for entry in self.arrays.pop(key):
+                self.bytes -= entry[0].capacity * (2 if entry[0].grad is not None else 1)
 
 
 _POOL = _Pool()
+
+
+def pool_array(model, taken: dict, shape: tuple, dtype, grad: bool = False):
+    """A small array from the step buffers' pool, recorded in `taken` (`_Pool.array`): a Rollout's
+    `pooled`, which it gives back after the backward."""
+    return _POOL.array(model, taken, shape, dtype, grad)
+
+
+def pool_torch(taken: dict, array, grad: bool = False):
+    """A torch tensor on the memory of `array` (an array of `taken`), or with `grad` of its
+    gradient: made once per pooled array (wp.to_torch's wrapping costs more than copying a small
+    state)."""
+    entry = taken[id(array)]
+    k = 2 if grad else 1
+    if entry[k] is None:
+        entry[k] = wp.to_torch(array.grad if grad else array, requires_grad=False)
+    return entry[k]
 
 
 def _set_changed(command, held, values, adjoint: bool):
@@ -1486,8 +1604,11 @@ class Rollout:
 
     def __init__(self, model, m, qpos0, qvel0, ctrl, qfrc_applied, steps: int, tape: wp.Tape,
                  schedule: str = "fused", mocap=None, act0=None, sensors: bool = False, eq_active=None,
-                 time0=None):
+                 time0=None, pooled: dict | None = None):
         self.kernels = build(model.dtype, schedule)
+        #: the small arrays taken from the pool (`pool_array`; the caller's, `pooled`, among them),
+        #: given back by `release`
+        self.pooled = pooled if pooled is not None else {}
         self.tape, self.model, self.m = tape, model, m
         self.ctrl, self.qfrc_applied = ctrl, qfrc_applied
         self.mocap = mocap
@@ -1504,8 +1625,10 @@ class Rollout:
         #: what outgrew a budget in any evaluation of the rollout ([W] bits, [W, 3] the largest needs:
         #: Data.overflow's meaning), for the Sim to report (simrl.diff)
         W = qpos0.shape[0]
-        self.overflow = wp.zeros(W, dtype=int, device=model.device)
-        self.overflow_need = wp.zeros((W, 3), dtype=int, device=model.device)
+        self.overflow = self._array((W,), int)
+        self.overflow_need = self._array((W, 3), int)
+        self.overflow.zero_()
+        self.overflow_need.zero_()
         self.adjoints = {id(m): _model_adjoint(model, m, tape)}  # adjoint structs, built once per struct
         if act0 is None:
             act0 = wp.zeros((qpos0.shape[0], model.na), dtype=model.dtype, device=model.device, requires_grad=True)
@@ -1525,7 +1648,7 @@ class Rollout:
                     qpos, qvel, act = self._euler(qpos, qvel, act, last)
                 else:
                     qpos, qvel, act = self._rk4(qpos, qvel, act, last)
-                time = wp.empty_like(self.time)
+                time = self._array(self.time.shape, self.time.dtype)
                 self._run(self.kernels["advance_time"], W, [self.time, model.struct.timestep, time])
                 self.time = time
         self.qpos1, self.qvel1, self.act1 = qpos, qvel, act
@@ -1688,6 +1811,7 @@ class Rollout:
         self.slots = {}
         self.adjoints = {}
         self.scratch = {}
+        _POOL.give_arrays(self.model, self.pooled)
 
     def _data(self, qpos, qvel, act, slot: int):
         """Buffers for one evaluation of the dynamics at (qpos, qvel, act), the `slot`-th of its
@@ -1752,12 +1876,21 @@ class Rollout:
             offsets, _, rows_start = _grad_layout(model, d.qM.shape[0])
             rows = []
             if model.device.is_cpu and rows_start < grads.capacity:
-                rows = [getattr(d, n).grad.numpy() for n in _row_arrays(model, d, list(offsets))]
+                rows = []
+                for name in _row_arrays(model, d, list(offsets)):
+                    a = getattr(d, name).grad.numpy()
+                    rows.append((a.view(np.uint8).reshape(a.shape[0], -1), a.itemsize * math.prod(a.shape[2:])))
             scratch.zeroing = (grads, grads[:rows_start], rows, d.nefc.numpy() if rows else None)
         return scratch.zeroing
 
+    def _array(self, shape: tuple, dtype, grad: bool = False):
+        """A small array of this rollout's own from the pool (its values not zeroed)."""
+        return _POOL.array(self.model, self.pooled, shape, dtype, grad)
+
     def _fresh(self, like):
-        return wp.zeros_like(like, requires_grad=True)
+        """An array like `like`, with a gradient (zeroed; the launch that writes it writes its
+        values whole)."""
+        return self._array(like.shape, like.dtype, True)
 
     def _euler(self, qpos, qvel, act, sensors: bool = False):
         """Semi-implicit Euler, with dof damping implicit when the model asks (mj_EulerSkip), or
