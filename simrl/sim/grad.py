@@ -1052,19 +1052,38 @@ def build(scalar, schedule: str = "fused"):
         sync()
         mass_matrix_adjoint(m, qM_bar, y, x, lam, qacc, with_lam, dA_bar, dA_grad, w, lane, nlanes)
 
-    @wp.kernel(module=module)
-    def advance(m: Model, qpos0: wp.array2d(dtype=scalar), qvel0: wp.array2d(dtype=scalar),
-                qacc: wp.array2d(dtype=scalar), qpos1: wp.array2d(dtype=scalar),
-                qvel1: wp.array2d(dtype=scalar)):
+    @wp.func
+    def advance_joint(m: Model, qpos0: wp.array2d(dtype=scalar), qvel0: wp.array2d(dtype=scalar),
+                      qacc: wp.array2d(dtype=scalar), qpos1: wp.array2d(dtype=scalar),
+                      qvel1: wp.array2d(dtype=scalar), w: int, j: int):
         """Semi-implicit Euler (mj_advance) of joint j: qvel1 = qvel0 + h qacc, then qpos on the
         manifold."""
-        w, j = wp.tid()
         h = m.timestep
         dadr = m.jnt_dofadr[j]
         for k in range(jnt_nv(m.jnt_type[j])):
             i = dadr + k
             qvel1[w, i] = qvel0[w, i] + h * qacc[w, i]
         integrate.joint(m, qpos0, qpos1, qvel1, h, w, j)
+
+    @wp.kernel(module=module)
+    def advance(m: Model, qpos0: wp.array2d(dtype=scalar), qvel0: wp.array2d(dtype=scalar),
+                qacc: wp.array2d(dtype=scalar), qpos1: wp.array2d(dtype=scalar),
+                qvel1: wp.array2d(dtype=scalar)):
+        """`advance_joint` of joint j (a thread per joint: the wide schedule's)."""
+        w, j = wp.tid()
+        advance_joint(m, qpos0, qvel0, qacc, qpos1, qvel1, w, j)
+
+    @wp.kernel(module=module)
+    def advance_world(m: Model, qpos0: wp.array2d(dtype=scalar), qvel0: wp.array2d(dtype=scalar),
+                      qacc: wp.array2d(dtype=scalar), qpos1: wp.array2d(dtype=scalar),
+                      qvel1: wp.array2d(dtype=scalar)):
+        """`advance_joint` of each joint of world w, one after another (a thread per world: the
+        fused schedule's, where a CPU thread per joint costs more than the joint's update; the
+        joints write disjoint elements and carry nothing from one to the next, so the generated
+        adjoint is exact)."""
+        w = wp.tid()
+        for j in range(m.njnt):
+            advance_joint(m, qpos0, qvel0, qacc, qpos1, qvel1, w, j)
 
     advance_activation = actuation.build(scalar).advance_activation
 
@@ -1177,6 +1196,7 @@ def build(scalar, schedule: str = "fused"):
             "free_body_rows": free_body_rows, "solve_forward": solve_forward, "solve_adjoint": solve_adjoint,
             "acceleration_adjoint": acceleration_adjoint,
             "advance": advance, "rk_derivative": rk_derivative, "rk_next": rk_next, "rk_end": rk_end,
+            "advance_world": advance_world if schedule == "fused" else None,
             "advance_act": advance_act, "rk_next_act": rk_next_act, "rk_end_act": rk_end_act,
             "gain_to_gainprm": gain_to_gainprm, "custom_lanes": lanes, "sensors": sensors, "by_pass": by_pass,
             "reverse": {"kinematics_frame": frame_reverse, "kinematics_joint": joint_reverse,
@@ -1899,8 +1919,11 @@ class Rollout:
         qacc, d = self._acceleration(qpos, qvel, act, implicit_damping=bool(struct.euler_damp or struct.implicitfast),
                                      sensors=sensors, slot=0)
         qpos1, qvel1 = self._fresh(qpos), self._fresh(qvel)
-        self._launch(self.kernels["advance"], (qpos.shape[0], self.model.struct.njnt),
-                     [self.m, qpos, qvel, qacc, qpos1, qvel1])
+        inputs = [self.m, qpos, qvel, qacc, qpos1, qvel1]
+        if self.kernels["advance_world"] is not None:  # the fused schedule's: a thread per world
+            self._launch(self.kernels["advance_world"], qpos.shape[0], inputs)
+        else:
+            self._launch(self.kernels["advance"], (qpos.shape[0], self.model.struct.njnt), inputs)
         act1 = act
         if self.model.na:
             act1 = self._fresh(act)
