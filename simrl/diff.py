@@ -11,10 +11,11 @@ them as state too: `qpos1, qvel1, act1 = simrl.diff_step(sim, qpos0, qvel0, ctrl
 buffers (simrl.sim.grad); its backward seeds the outputs' gradients, runs the tape backwards
 and hands the input gradients to torch. Chaining calls builds a rollout whose memory grows
 linearly with its length and is released when backward has run (or the graph is dropped);
-after backward, up to simrl.sim.grad.POOL_BYTES (4 GiB) of step buffers are kept and reused
-by the next rollout of the same model and batch size, as allocating them costs more than a
-small step. The steps' gradients share one set of buffers, zeroed by each step's backward (a
-step's gradients are needed only while its own backward runs).
+after backward, up to simrl.sim.grad.POOL_BYTES (4 GiB) of step buffers (and each call's small
+arrays: its copies of the inputs, its outputs) are kept and reused by the next rollout of the
+same model and batch size, as allocating them costs more than a small step. The steps'
+gradients share one set of buffers, zeroed by each step's backward (a step's gradients are
+needed only while its own backward runs).
 The `Sim`'s own state is neither read nor changed, except `qfrc_applied`, the mocap bodies'
 poses (`mocap_pos`, `mocap_quat`), which equality constraints act (`eq_active`) and the time
 (`time`, which the clock sensor reads), which are used as constants (no gradients with respect
