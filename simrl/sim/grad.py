@@ -1589,6 +1589,14 @@ def pool_torch(taken: dict, array, grad: bool = False):
     return entry[k]
 
 
+def _set_fields(struct, **values):
+    """Set the fields of a Warp struct instance that hold another object (packing a field costs
+    more than the comparison; a pooled Data usually gets the pooled arrays it had)."""
+    for name, value in values.items():
+        if getattr(struct, name) is not value:
+            setattr(struct, name, value)
+
+
 def _set_changed(command, held, values, adjoint: bool):
     """Pack into a recorded launch the arguments (or, `adjoint`, the adjoint arguments) that are
     not those it holds: another object, or another number. `held` keeps the objects packed (so
@@ -1645,8 +1653,8 @@ class Rollout:
         #: what outgrew a budget in any evaluation of the rollout ([W] bits, [W, 3] the largest needs:
         #: Data.overflow's meaning), for the Sim to report (simrl.diff)
         W = qpos0.shape[0]
-        self.overflow = self._array((W,), int)
-        self.overflow_need = self._array((W, 3), int)
+        self.overflow = self._array((W,), wp.int32)
+        self.overflow_need = self._array((W, 3), wp.int32)
         self.overflow.zero_()
         self.overflow_need.zero_()
         self.adjoints = {id(m): _model_adjoint(model, m, tape)}  # adjoint structs, built once per struct
@@ -1839,7 +1847,7 @@ class Rollout:
         d, adj, scratch = _POOL.take(self.model, qpos.shape[0], slot)
         self.scratch[id(d)] = scratch
         self.slots[id(d)] = slot
-        d.qpos, d.qvel, d.act, d.ctrl, d.qfrc_applied = qpos, qvel, act, self.ctrl, self.qfrc_applied
+        _set_fields(d, qpos=qpos, qvel=qvel, act=act, ctrl=self.ctrl, qfrc_applied=self.qfrc_applied)
         # the step's time (RK4's later stages compute no sensors: the step's first time serves them)
         self.commands, self.command = scratch.commands, 0  # this evaluation's launches, recorded or replayed
         self._run(self.kernels["store_time"], qpos.shape[0], [self.time, d.solver_scalar])
@@ -1859,8 +1867,8 @@ class Rollout:
             wp.copy(d.eq_active, self.eq_active)
         if adj is None:
             adj = self.tape.get_adjoint(d)
-        adj.qpos, adj.qvel, adj.act, adj.ctrl, adj.qfrc_applied = qpos.grad, qvel.grad, act.grad, self.ctrl.grad, \
-            self.qfrc_applied.grad
+        _set_fields(adj, qpos=qpos.grad, qvel=qvel.grad, act=act.grad, ctrl=self.ctrl.grad,
+                    qfrc_applied=self.qfrc_applied.grad)
         self.adjoints[id(d)] = adj
         self.datas.append(d)
         return d
