@@ -2045,7 +2045,9 @@ class Rollout:
             if sensors:  # mj_forward's qacc, M^-1 qfrc_smooth (qH is free without constraints)
                 self._solve(m, W, d.qM, scratch.zero, d.qfrc_smooth, d.qacc_smooth, d.qH, scratch.y)
                 self._sensors(m, d, d.qacc_smooth, None)
-            return self._free_bodies(m, d, d.qfrc_smooth, self._fresh(d.qfrc_smooth), d.qacc_int), d
+            no_force = self._fresh(d.qfrc_smooth)
+            no_force.zero_()  # (a pooled array holds its last user's values)
+            return self._free_bodies(m, d, d.qfrc_smooth, no_force, d.qacc_int), d
         return self._constrained(m, d, dA if implicit_damping else None, sensors, engine, dA_grad), d
 
     def _warmstart(self, d):
